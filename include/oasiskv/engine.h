@@ -1,0 +1,65 @@
+/* The engine: the forward pass of a Llama-family model over one flat batch of
+ * tokens from many sequences (prefill chunks and decode tokens together), on any
+ * backend, with a paged KV cache.
+ *
+ * A batch row appends one token to a sequence at that sequence's current length;
+ * rows of one sequence are contiguous and in order. After a successful forward the
+ * sequences' lengths include the batch's tokens. On error nothing is committed.
+ *
+ * Not thread-safe: one thread drives an engine. */
+#ifndef OASISKV_ENGINE_H
+#define OASISKV_ENGINE_H
+
+#include "oasiskv/backend.h"
+#include "oasiskv/kv.h"
+#include "oasiskv/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_engine okv_engine;
+
+struct okv_engine_params {
+    int block_size;        /* tokens per KV block; default 16 */
+    int kv_slots;          /* blocks in the KV pool; 0: enough for max_seqs full contexts (capped by kv_mb) */
+    int max_seqs;          /* sequences the pool is sized for when kv_slots is 0; default 1 */
+    int max_ctx;           /* context length to serve; 0: the model's */
+    int max_batch_tokens;  /* rows of one forward; default 512 */
+};
+
+/* Build an engine: converts the model's weights into the backend (the model may be
+ * freed afterwards) and allocates the KV pool and scratch. The caller owns *out. */
+enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, const struct okv_engine_params *p,
+                                  okv_engine **out);
+void okv_engine_free(okv_engine *e);   /* NULL is fine; does not free the backend */
+
+const struct okv_model_config *okv_engine_model_config(const okv_engine *e);
+int okv_engine_max_ctx(const okv_engine *e);
+int okv_engine_max_batch_tokens(const okv_engine *e);
+okv_kv_cache *okv_engine_kv(okv_engine *e);
+/* Bytes of the weights as the backend holds them. */
+size_t okv_engine_weight_bytes(const okv_engine *e);
+
+enum okv_status okv_engine_seq_create(okv_engine *e, int *seq);
+void okv_engine_seq_free(okv_engine *e, int seq);
+int okv_engine_seq_len(const okv_engine *e, int seq);
+/* Drop tokens past len (speculative rejection, or regenerating). */
+void okv_engine_seq_truncate(okv_engine *e, int seq, int len);
+
+struct okv_batch {
+    int n_tokens;
+    const int32_t *tokens;       /* [n_tokens] */
+    const int32_t *seq;          /* [n_tokens] sequence of each row */
+    const uint8_t *want_logits;  /* [n_tokens] 1: return this row's logits */
+};
+
+/* Run one forward pass. logits receives vocab floats per row with want_logits set,
+ * in row order. OKV_ERR_NO_KV_SPACE when the pool cannot take the new tokens,
+ * OKV_ERR_CONTEXT when a sequence would pass max_ctx; the state is unchanged then. */
+enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,50 @@
+/* Single-sequence generation on an engine: chunked prefill, then decode with
+ * sampling, stopping at end-of-generation tokens, stop strings or max_tokens, and
+ * streaming text pieces that are always complete UTF-8. */
+#ifndef OASISKV_GENERATE_H
+#define OASISKV_GENERATE_H
+
+#include "oasiskv/engine.h"
+#include "oasiskv/sampling.h"
+#include "oasiskv/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct okv_gen_params {
+    int max_tokens;                 /* tokens to generate at most (> 0) */
+    struct okv_sampling sampling;
+    const char *const *stop;        /* stop strings (not included in the text) */
+    int n_stop;
+    bool ignore_eos;                /* keep going through end-of-generation tokens */
+    int prefill_chunk;              /* rows per prefill forward; 0: the engine's max */
+};
+
+/* Called for each generated token with the new text it completes (may be empty,
+ * e.g. half a UTF-8 character or text held back while it may start a stop string).
+ * Return false to stop generating. */
+typedef bool (*okv_gen_token_fn)(void *user, int32_t token, const char *text, size_t len);
+
+struct okv_gen_result {
+    int32_t *tokens;          /* generated ids (okv_free via okv_gen_result_free) */
+    int n_tokens;
+    char *text;               /* generated text, NUL-terminated, stop string removed */
+    size_t text_len;
+    int prompt_tokens;
+    const char *finish_reason;   /* "stop" or "length" (static string) */
+    double prefill_s;            /* time of the prefill forwards */
+    double decode_s;             /* time from the first generated token to the last */
+};
+
+/* Generate for one prompt on a fresh sequence of the engine (freed before return).
+ * The tokenizer may be NULL (no text, no stop strings, no EOG detection). */
+enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int32_t *prompt, int n_prompt,
+                             const struct okv_gen_params *p, okv_gen_token_fn cb, void *user,
+                             struct okv_gen_result *res);
+void okv_gen_result_free(struct okv_gen_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

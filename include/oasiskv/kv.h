@@ -1,0 +1,52 @@
+/* The paged KV cache: a pool of fixed-size blocks (slots) in the device tier and a
+ * block table per sequence mapping logical block i (positions i*block_size ...) to
+ * a slot. Storage lives in the backend (okv_bkv); this module owns allocation,
+ * tables and lengths. One slot id addresses the same block in every layer.
+ *
+ * Not thread-safe: the engine's driving thread owns it. */
+#ifndef OASISKV_KV_H
+#define OASISKV_KV_H
+
+#include "oasiskv/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_kv_cache okv_kv_cache;
+
+/* Create a cache over backend storage of the given geometry. The caller owns *out. */
+enum okv_status okv_kv_cache_create(okv_backend *be, const struct okv_kv_geometry *g, okv_kv_cache **out);
+void okv_kv_cache_free(okv_kv_cache *c);   /* NULL is fine; frees the backend storage */
+
+const struct okv_kv_geometry *okv_kv_geometry(const okv_kv_cache *c);
+okv_bkv *okv_kv_storage(okv_kv_cache *c);
+int okv_kv_free_slots(const okv_kv_cache *c);
+int okv_kv_used_slots(const okv_kv_cache *c);
+
+/* Sequences: small integer ids, reused after free. */
+enum okv_status okv_kv_seq_create(okv_kv_cache *c, int *seq);
+/* Release a sequence and all its blocks. Unknown ids are ignored. */
+void okv_kv_seq_free(okv_kv_cache *c, int seq);
+bool okv_kv_seq_valid(const okv_kv_cache *c, int seq);
+int okv_kv_seq_len(const okv_kv_cache *c, int seq);
+int okv_kv_n_seqs(const okv_kv_cache *c);
+
+/* Make room for n more tokens after the current length (allocating blocks);
+ * OKV_ERR_NO_KV_SPACE, with nothing allocated, when the pool cannot hold them. */
+enum okv_status okv_kv_seq_reserve(okv_kv_cache *c, int seq, int n);
+/* The flat slot index (slot*block_size + offset) of position pos (reserved). */
+int32_t okv_kv_seq_slot(const okv_kv_cache *c, int seq, int pos);
+/* Advance the length by n (positions must have been reserved and written). */
+void okv_kv_seq_commit(okv_kv_cache *c, int seq, int n);
+/* Shorten to len tokens, freeing blocks past it (speculative rejection). */
+void okv_kv_seq_truncate(okv_kv_cache *c, int seq, int len);
+/* The block table: slots of logical blocks 0..n-1, every allocated block (covering
+ * committed and reserved tokens). Borrowed; valid until the next call that changes
+ * this sequence. */
+const int32_t *okv_kv_seq_blocks(const okv_kv_cache *c, int seq, int *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,43 @@
+/* Token sampling from a row of logits: greedy, temperature, top-k, top-p, with a
+ * seeded generator per sequence (same seed, same tokens). */
+#ifndef OASISKV_SAMPLING_H
+#define OASISKV_SAMPLING_H
+
+#include "oasiskv/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct okv_sampling {
+    float temperature;   /* <= 0: greedy */
+    int top_k;           /* <= 0: off */
+    float top_p;         /* >= 1 or <= 0: off */
+    uint64_t seed;
+};
+
+/* A small, fast generator (SplitMix64-seeded xoshiro256**). */
+struct okv_rng { uint64_t s[4]; };
+void okv_rng_seed(struct okv_rng *r, uint64_t seed);
+uint64_t okv_rng_next(struct okv_rng *r);
+/* Uniform in [0, 1). */
+double okv_rng_uniform(struct okv_rng *r);
+
+/* Index of the largest logit (lowest index on ties). */
+int32_t okv_argmax(const float *logits, int n);
+
+/* Turn logits into the sampling distribution of p (temperature, top-k, top-p
+ * applied, renormalised) in probs[n]; entries outside the kept set are 0.
+ * With temperature <= 0 the distribution is one-hot on the argmax. */
+void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p, float *probs);
+
+/* Draw one token. scratch needs n floats. */
+int32_t okv_sample(const float *logits, int n, const struct okv_sampling *p, struct okv_rng *rng, float *scratch);
+
+/* Validate parameters: a message names the bad field. */
+enum okv_status okv_sampling_check(const struct okv_sampling *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

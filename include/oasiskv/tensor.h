@@ -1,0 +1,46 @@
+/* Views of weight tensors as stored in a model file, and their conversion to
+ * float32. A view borrows its data (a file mapping); it owns nothing. */
+#ifndef OASISKV_TENSOR_H
+#define OASISKV_TENSOR_H
+
+#include "oasiskv/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum okv_dtype {
+    OKV_DTYPE_F32 = 0,
+    OKV_DTYPE_F16,
+    OKV_DTYPE_BF16,
+    OKV_DTYPE_Q8_0,   /* blocks of 32: {f16 d; i8 qs[32]}, y = qs*d */
+    OKV_DTYPE_Q4_0,   /* blocks of 32: {f16 d; u8 qs[16]}, y[j] = ((qs[j]&15)-8)*d, y[j+16] = ((qs[j]>>4)-8)*d */
+    OKV_DTYPE_Q4_1,   /* blocks of 32: {f16 d; f16 m; u8 qs[16]}, y[j] = (qs[j]&15)*d+m, y[j+16] = (qs[j]>>4)*d+m */
+    OKV_DTYPE_COUNT
+};
+
+#define OKV_TENSOR_MAX_DIMS 4
+#define OKV_TENSOR_NAME_MAX 128
+
+struct okv_tensor_view {
+    char name[OKV_TENSOR_NAME_MAX];
+    enum okv_dtype dtype;
+    int n_dims;
+    int64_t ne[OKV_TENSOR_MAX_DIMS];  /* ne[0] innermost (row length); unused dims are 1 */
+    const void *data;                  /* borrowed; NULL when the tensor is absent */
+    size_t nbytes;
+};
+
+const char *okv_dtype_name(enum okv_dtype t);
+/* Bytes of n elements of dtype t (n must be a multiple of 32 for block types). */
+size_t okv_dtype_nbytes(enum okv_dtype t, int64_t n);
+int64_t okv_tensor_nelements(const struct okv_tensor_view *t);
+
+/* Convert elements [start, start+n) of the tensor (flat index) to float32.
+ * For block types start and n must be multiples of 32 (rows always are). */
+enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start, int64_t n, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,95 @@
+/* Byte-level BPE tokenizer (GPT-2 family): vocabularies and merges from GGUF
+ * metadata or a Hugging Face tokenizer.json; pre-tokenizers of GPT-2, SmolLM,
+ * Llama-3 and Qwen2 (PCRE2 with UTF and UCP); added/special tokens matched before
+ * BPE; streaming decode that emits only complete UTF-8; chat templates (ChatML,
+ * Llama-3) chosen from the model's metadata.
+ *
+ * A tokenizer is immutable after loading: encode/decode may be called from many
+ * threads at once. */
+#ifndef OASISKV_TOKENIZER_H
+#define OASISKV_TOKENIZER_H
+
+#include "oasiskv/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_gguf okv_gguf;
+typedef struct okv_tokenizer okv_tokenizer;
+
+enum okv_pretok {
+    OKV_PRETOK_GPT2 = 0,
+    OKV_PRETOK_SMOLLM,   /* digits split one by one, then the GPT-2 pattern */
+    OKV_PRETOK_LLAMA3,
+    OKV_PRETOK_QWEN2,
+};
+
+enum okv_chat_format {
+    OKV_CHAT_FORMAT_NONE = 0,
+    OKV_CHAT_FORMAT_CHATML,   /* <|im_start|>role\ncontent<|im_end|>\n */
+    OKV_CHAT_FORMAT_LLAMA3,   /* <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> */
+};
+
+/* Load from GGUF metadata (tokenizer.ggml.*). The caller owns *out. */
+enum okv_status okv_tokenizer_from_gguf(const okv_gguf *g, okv_tokenizer **out);
+/* Load from a folder's tokenizer.json (+ tokenizer_config.json for the chat template,
+ * bos/eos and add_bos). The caller owns *out. */
+enum okv_status okv_tokenizer_from_hf_dir(const char *dir, okv_tokenizer **out);
+/* Load from one tokenizer.json file (no tokenizer_config.json). */
+enum okv_status okv_tokenizer_from_json_file(const char *path, okv_tokenizer **out);
+void okv_tokenizer_free(okv_tokenizer *t);   /* NULL is fine */
+
+int okv_tokenizer_n_vocab(const okv_tokenizer *t);
+int32_t okv_tokenizer_bos(const okv_tokenizer *t);   /* -1 if none */
+int32_t okv_tokenizer_eos(const okv_tokenizer *t);   /* -1 if none */
+bool okv_tokenizer_add_bos(const okv_tokenizer *t);  /* whether encode adds BOS by default */
+/* True for end-of-generation tokens: eos, <|im_end|>, <|eot_id|>, <|endoftext|>, ... */
+bool okv_tokenizer_is_eog(const okv_tokenizer *t, int32_t id);
+enum okv_pretok okv_tokenizer_pretok(const okv_tokenizer *t);
+enum okv_chat_format okv_tokenizer_chat_format(const okv_tokenizer *t);
+/* The token's vocabulary string (byte-level form), NULL when out of range. */
+const char *okv_tokenizer_token_str(const okv_tokenizer *t, int32_t id);
+
+/* Encode text (len bytes; need not be valid UTF-8). With add_bos the BOS id is
+ * prepended when the model has one. With parse_special, added/special tokens in
+ * the text are matched as themselves; otherwise they are encoded as plain text.
+ * *ids is allocated (okv_free) and *n set. */
+enum okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t len,
+                                     bool add_bos, bool parse_special,
+                                     int32_t **ids, size_t *n);
+
+/* Decode ids to bytes (special tokens are rendered as their text unless
+ * skip_special). *out is NUL-terminated, allocated (okv_free); *len excludes NUL. */
+enum okv_status okv_tokenizer_decode(const okv_tokenizer *t, const int32_t *ids, size_t n,
+                                     bool skip_special, char **out, size_t *len);
+
+/* Streaming decoder: holds the bytes of an incomplete UTF-8 character between
+ * tokens. Initialise with {0}. */
+struct okv_detok {
+    unsigned char pending[8];
+    int n_pending;
+};
+/* Append the text of token id; writes only complete UTF-8 characters to out
+ * (cap bytes, NUL-terminated) and returns the number of bytes written, or -1 if
+ * cap is too small. Bytes that can never form a valid character are emitted as
+ * U+FFFD. */
+int okv_detok_push(const okv_tokenizer *t, struct okv_detok *d, int32_t id, bool skip_special,
+                   char *out, size_t cap);
+/* Flush what is pending at the end of a generation (as U+FFFD). */
+int okv_detok_flush(struct okv_detok *d, char *out, size_t cap);
+
+struct okv_chat_msg {
+    const char *role;     /* "system", "user", "assistant" */
+    const char *content;
+};
+/* Render messages with the model's chat template; with add_generation_prompt the
+ * assistant header is appended. *out allocated (okv_free). OKV_ERR_UNSUPPORTED when
+ * the model has no known chat format. */
+enum okv_status okv_tokenizer_apply_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs,
+                                         size_t n, bool add_generation_prompt, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

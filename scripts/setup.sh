@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One command for a fresh machine: install the Debian packages OasisKV builds on,
+# a Python venv for the test references, build, fetch the default model and run
+# a generation on it.
+#   scripts/setup.sh            everything, ending with a generation
+#   scripts/setup.sh --no-run   everything but the generation (CI)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+run_demo=1
+[ "${1:-}" = "--no-run" ] && run_demo=0
+
+pkgs=(build-essential cmake pkg-config libopenblas-dev libpcre2-dev libcjson-dev libmicrohttpd-dev python3-venv python3-pip)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "installing Debian packages: ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python references for the tests (the tokenizers package; the openai client)
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tokenizers" 2>/dev/null; then
+  echo "creating .venv with the test references ..." >&2
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check tokenizers==0.23.3 numpy
+fi
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"
+
+scripts/fetch_model.sh
+
+if [ $run_demo -eq 1 ]; then
+  echo "--- oasiskv generate (SmolLM2-135M-Instruct, CPU) ---" >&2
+  build/oasiskv generate --chat -p "Write a haiku about the sea." -n 64 --temp 0 
+fi

@@ -1,0 +1,29 @@
+/* Backend selection by name. Backends other than the CPU register here when
+ * built in (OKV_HAVE_CUDA). */
+#include "oasiskv/backend.h"
+
+#include <string.h>
+
+#ifdef OKV_HAVE_CUDA
+enum okv_status okv_backend_cuda_create(const struct okv_backend_params *p, okv_backend **out);
+#endif
+
+enum okv_status okv_backend_create(const char *name, const struct okv_backend_params *p, okv_backend **out)
+{
+    *out = NULL;
+    if (!name || !strcmp(name, "cpu"))
+        return okv_backend_cpu_create(p, out);
+#ifdef OKV_HAVE_CUDA
+    if (!strcmp(name, "cuda"))
+        return okv_backend_cuda_create(p, out);
+#endif
+    if (!strcmp(name, "cuda"))
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "device cuda: this build has no CUDA backend (configure with -DOKV_CUDA=ON)");
+    return okv_set_error(OKV_ERR_INVALID_ARG, "unknown device '%s' (expected cpu or cuda)", name);
+}
+
+void okv_backend_free(okv_backend *be)
+{
+    if (be)
+        be->ops->destroy(be);
+}

@@ -1,0 +1,389 @@
+/* The CPU backend: fp32 weights and KV in host memory, a thread pool for the
+ * element-wise ops and attention, OpenBLAS (single-threaded calls, split by rows
+ * across the pool) for the projections. It is the reference the CUDA backend is
+ * tested against. */
+#include "backend/cpu/cpu_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CTX(be) ((struct cpu_ctx *)(be)->ctx)
+
+/* ---- memory ---- */
+
+static enum okv_status cpu_mem_alloc(okv_backend *be, size_t n, okv_bmem **out)
+{
+    okv_bmem *m = okv_calloc(1, sizeof *m, OKV_TAG_BACKEND);
+    if (m)
+        m->data = okv_malloc((n ? n : 1) * sizeof(float), OKV_TAG_BACKEND);
+    if (!m || !m->data) {
+        if (m)
+            okv_free(m);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: cannot allocate %zu floats", n);
+    }
+    m->n = n;
+    *out = m;
+    return OKV_OK;
+}
+
+static void cpu_mem_free(okv_backend *be, okv_bmem *m)
+{
+    if (!m)
+        return;
+    okv_free(m->data);
+    okv_free(m);
+}
+
+static enum okv_status cpu_mem_write(okv_backend *be, okv_bmem *m, size_t off, const float *src, size_t n)
+{
+    if (off + n > m->n)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: write past buffer end");
+    memcpy(m->data + off, src, n * sizeof(float));
+    return OKV_OK;
+}
+
+static enum okv_status cpu_mem_read(okv_backend *be, const okv_bmem *m, size_t off, float *dst, size_t n)
+{
+    if (off + n > m->n)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: read past buffer end");
+    memcpy(dst, m->data + off, n * sizeof(float));
+    return OKV_OK;
+}
+
+struct conv_job {
+    const struct okv_tensor_view *t;
+    float *dst;
+    int64_t row_len, rows_per_item, rows;
+    _Atomic int failed;
+};
+
+static void conv_item(void *vctx, int64_t i)
+{
+    struct conv_job *j = vctx;
+    int64_t r0 = i * j->rows_per_item, r1 = r0 + j->rows_per_item;
+    if (r1 > j->rows)
+        r1 = j->rows;
+    if (okv_tensor_to_f32(j->t, r0 * j->row_len, (r1 - r0) * j->row_len, j->dst + r0 * j->row_len) != OKV_OK)
+        j->failed = 1;
+}
+
+static enum okv_status cpu_weight_load(okv_backend *be, const struct okv_tensor_view *t, okv_bweight **out)
+{
+    int64_t n = okv_tensor_nelements(t);
+    okv_bweight *w = okv_calloc(1, sizeof *w, OKV_TAG_BACKEND);
+    if (w)
+        w->data = okv_malloc((size_t)n * sizeof(float), OKV_TAG_BACKEND);
+    if (!w || !w->data) {
+        if (w)
+            okv_free(w);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: cannot allocate weight %s (%lld floats)", t->name, (long long)n);
+    }
+    w->row_len = t->ne[0];
+    w->rows = n / t->ne[0];
+    struct conv_job j = {t, w->data, w->row_len, 64, w->rows, 0};
+    okv_parallel_for(CTX(be)->pool, (w->rows + 63) / 64, conv_item, &j);
+    if (j.failed) {
+        okv_free(w->data);
+        okv_free(w);
+        return okv_set_error(OKV_ERR_FORMAT, "cpu backend: cannot convert weight %s", t->name);
+    }
+    *out = w;
+    return OKV_OK;
+}
+
+static void cpu_weight_free(okv_backend *be, okv_bweight *w)
+{
+    if (!w)
+        return;
+    okv_free(w->data);
+    okv_free(w);
+}
+
+static size_t cpu_weight_bytes(const okv_bweight *w) { return (size_t)(w->rows * w->row_len) * sizeof(float); }
+
+static enum okv_status cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
+{
+    if (g->n_layers <= 0 || g->n_slots <= 0 || g->block_size <= 0 || g->block_size > 256 ||
+        g->n_kv_heads <= 0 || g->head_dim <= 0 || g->head_dim > 512)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: bad KV geometry");
+    okv_bkv *kv = okv_calloc(1, sizeof *kv, OKV_TAG_KV);
+    if (!kv)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: out of memory");
+    kv->g = *g;
+    kv->block_floats = (size_t)g->n_kv_heads * g->block_size * g->head_dim;
+    size_t total = (size_t)g->n_layers * g->n_slots * kv->block_floats;
+    kv->k = okv_malloc(total * sizeof(float), OKV_TAG_KV);
+    kv->v = okv_malloc(total * sizeof(float), OKV_TAG_KV);
+    if (!kv->k || !kv->v) {
+        okv_free(kv->k);
+        okv_free(kv->v);
+        okv_free(kv);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: cannot allocate KV pool of %zu MiB",
+                             2 * total * sizeof(float) >> 20);
+    }
+    *out = kv;
+    return OKV_OK;
+}
+
+static void cpu_kv_free(okv_backend *be, okv_bkv *kv)
+{
+    if (!kv)
+        return;
+    okv_free(kv->k);
+    okv_free(kv->v);
+    okv_free(kv);
+}
+
+static size_t cpu_kv_bytes_per_block(const okv_bkv *kv) { return 2 * kv->block_floats * sizeof(float); }
+
+static enum okv_status cpu_kv_block_read(okv_backend *be, const okv_bkv *kv, int layer, int slot, float *k, float *v)
+{
+    if (layer < 0 || layer >= kv->g.n_layers || slot < 0 || slot >= kv->g.n_slots)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: KV block (%d, %d) out of range", layer, slot);
+    memcpy(k, cpu_kv_block(kv, kv->k, layer, slot), kv->block_floats * sizeof(float));
+    memcpy(v, cpu_kv_block(kv, kv->v, layer, slot), kv->block_floats * sizeof(float));
+    return OKV_OK;
+}
+
+static enum okv_status cpu_kv_block_write(okv_backend *be, okv_bkv *kv, int layer, int slot, const float *k, const float *v)
+{
+    if (layer < 0 || layer >= kv->g.n_layers || slot < 0 || slot >= kv->g.n_slots)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: KV block (%d, %d) out of range", layer, slot);
+    memcpy(cpu_kv_block(kv, kv->k, layer, slot), k, kv->block_floats * sizeof(float));
+    memcpy(cpu_kv_block(kv, kv->v, layer, slot), v, kv->block_floats * sizeof(float));
+    return OKV_OK;
+}
+
+static enum okv_status cpu_step_begin(okv_backend *be, const struct okv_step_meta *meta)
+{
+    CTX(be)->meta = *meta;
+    return OKV_OK;
+}
+
+/* ---- ops ---- */
+
+static enum okv_status cpu_embed(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim)
+{
+    if (out->n < (size_t)n * dim || table->row_len != dim)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed: bad shapes");
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= table->rows)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", ids[i], (long long)table->rows);
+        memcpy(out->data + (size_t)i * dim, table->data + (size_t)ids[i] * dim, sizeof(float) * (size_t)dim);
+    }
+    return OKV_OK;
+}
+
+static void rmsnorm_row(float *o, const float *x, const float *w, int dim, float eps)
+{
+    double ss = 0.0;
+    for (int i = 0; i < dim; i++)
+        ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / dim + eps));
+    for (int i = 0; i < dim; i++)
+        o[i] = x[i] * inv * w[i];
+}
+
+static enum okv_status cpu_rmsnorm(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w, int n, int dim, float eps)
+{
+    if (out->n < (size_t)n * dim || x->n < (size_t)n * dim || w->rows * w->row_len != dim)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu rmsnorm: bad shapes");
+    for (int i = 0; i < n; i++)
+        rmsnorm_row(out->data + (size_t)i * dim, x->data + (size_t)i * dim, w->data, dim, eps);
+    return OKV_OK;
+}
+
+static enum okv_status cpu_head_rmsnorm(okv_backend *be, okv_bmem *x, const okv_bweight *w, int n, int heads, int hd, float eps)
+{
+    if (x->n < (size_t)n * heads * hd || w->rows * w->row_len != hd)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu head_rmsnorm: bad shapes");
+    for (size_t i = 0; i < (size_t)n * heads; i++)
+        rmsnorm_row(x->data + i * hd, x->data + i * hd, w->data, hd, eps);
+    return OKV_OK;
+}
+
+struct mm_job {
+    float *out;
+    const float *x, *w, *bias;
+    int n, k, m, chunk;
+};
+
+static void mm_item(void *vctx, int64_t i)
+{
+    const struct mm_job *j = vctx;
+    int r0 = (int)i * j->chunk, r1 = r0 + j->chunk;
+    if (r1 > j->m)
+        r1 = j->m;
+    if (j->n == 1) {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, j->k, 1.0f, j->w + (size_t)r0 * j->k, j->k,
+                    j->x, 1, 0.0f, j->out + r0, 1);
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, r1 - r0, j->k, 1.0f, j->x, j->k,
+                    j->w + (size_t)r0 * j->k, j->k, 0.0f, j->out + r0, j->m);
+    }
+    if (j->bias)
+        for (int t = 0; t < j->n; t++)
+            for (int r = r0; r < r1; r++)
+                j->out[(size_t)t * j->m + r] += j->bias[r];
+}
+
+static enum okv_status cpu_matmul(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w,
+                                  const okv_bweight *bias, int n, int k, int m)
+{
+    if (w->row_len != k || w->rows != m || x->n < (size_t)n * k || out->n < (size_t)n * m ||
+        (bias && bias->rows * bias->row_len != m))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu matmul: bad shapes (n %d, k %d, m %d; weight %lld x %lld)",
+                             n, k, m, (long long)w->rows, (long long)w->row_len);
+    struct cpu_ctx *c = CTX(be);
+    int items = c->n_threads * 4;
+    int chunk = (m + items - 1) / items;
+    chunk = (chunk + 15) & ~15;
+    if (chunk < 16)
+        chunk = 16;
+    struct mm_job j = {out->data, x->data, w->data, bias ? bias->data : NULL, n, k, m, chunk};
+    okv_parallel_for(c->pool, (m + chunk - 1) / chunk, mm_item, &j);
+    return OKV_OK;
+}
+
+static enum okv_status cpu_rope(okv_backend *be, okv_bmem *x, int n, int heads, int hd, bool half_pairing)
+{
+    const float *cs = CTX(be)->meta.rope_cos_sin;
+    if (x->n < (size_t)n * heads * hd || n != CTX(be)->meta.n_tokens || (hd & 1))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu rope: bad shapes");
+    const int half = hd / 2;
+    for (int t = 0; t < n; t++) {
+        const float *row = cs + (size_t)t * hd;
+        for (int h = 0; h < heads; h++) {
+            float *v = x->data + ((size_t)t * heads + h) * hd;
+            for (int i = 0; i < half; i++) {
+                float c = row[2 * i], s = row[2 * i + 1];
+                int a = half_pairing ? i : 2 * i, b = half_pairing ? i + half : 2 * i + 1;
+                float x0 = v[a], x1 = v[b];
+                v[a] = x0 * c - x1 * s;
+                v[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+    return OKV_OK;
+}
+
+static enum okv_status cpu_swiglu(okv_backend *be, okv_bmem *out, const okv_bmem *gate, const okv_bmem *up, int n, int f)
+{
+    size_t cnt = (size_t)n * f;
+    if (out->n < cnt || gate->n < cnt || up->n < cnt)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu swiglu: bad shapes");
+    for (size_t i = 0; i < cnt; i++) {
+        float g = gate->data[i];
+        out->data[i] = g / (1.0f + expf(-g)) * up->data[i];
+    }
+    return OKV_OK;
+}
+
+static enum okv_status cpu_add(okv_backend *be, okv_bmem *x, const okv_bmem *y, size_t count)
+{
+    if (x->n < count || y->n < count)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu add: bad shapes");
+    for (size_t i = 0; i < count; i++)
+        x->data[i] += y->data[i];
+    return OKV_OK;
+}
+
+static enum okv_status cpu_gather_rows(okv_backend *be, okv_bmem *out, const okv_bmem *x, const int32_t *rows, int n_rows, int width)
+{
+    if (out->n < (size_t)n_rows * width)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu gather_rows: bad shapes");
+    for (int i = 0; i < n_rows; i++) {
+        if ((size_t)(rows[i] + 1) * width > x->n)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu gather_rows: row %d out of range", rows[i]);
+        memmove(out->data + (size_t)i * width, x->data + (size_t)rows[i] * width, sizeof(float) * (size_t)width);
+    }
+    return OKV_OK;
+}
+
+static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v)
+{
+    const struct okv_step_meta *meta = &CTX(be)->meta;
+    const int hd = kv->g.head_dim, bs = kv->g.block_size, nkv = kv->g.n_kv_heads;
+    for (int t = 0; t < meta->n_tokens; t++) {
+        int slot = meta->tok_slot[t] / bs, off = meta->tok_slot[t] % bs;
+        if (meta->tok_slot[t] < 0 || slot >= kv->g.n_slots)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_write: slot %d out of range", meta->tok_slot[t]);
+        float *kb = cpu_kv_block(kv, kv->k, layer, slot), *vb = cpu_kv_block(kv, kv->v, layer, slot);
+        for (int h = 0; h < nkv; h++) {
+            memcpy(kb + ((size_t)h * bs + off) * hd, k->data + ((size_t)t * nkv + h) * hd, sizeof(float) * (size_t)hd);
+            memcpy(vb + ((size_t)h * bs + off) * hd, v->data + ((size_t)t * nkv + h) * hd, sizeof(float) * (size_t)hd);
+        }
+    }
+    return OKV_OK;
+}
+
+static enum okv_status cpu_sync(okv_backend *be) { return OKV_OK; }
+
+static void cpu_destroy(okv_backend *be)
+{
+    struct cpu_ctx *c = CTX(be);
+    okv_threadpool_free(c->pool);
+    okv_free(c);
+    okv_free(be);
+}
+
+static const struct okv_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
+    .mem_write = cpu_mem_write,
+    .mem_read = cpu_mem_read,
+    .weight_load = cpu_weight_load,
+    .weight_free = cpu_weight_free,
+    .weight_bytes = cpu_weight_bytes,
+    .kv_alloc = cpu_kv_alloc,
+    .kv_free = cpu_kv_free,
+    .kv_bytes_per_block = cpu_kv_bytes_per_block,
+    .kv_block_read = cpu_kv_block_read,
+    .kv_block_write = cpu_kv_block_write,
+    .step_begin = cpu_step_begin,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .head_rmsnorm = cpu_head_rmsnorm,
+    .rope = cpu_rope,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .gather_rows = cpu_gather_rows,
+    .kv_write = cpu_kv_write,
+    .attention = okv_cpu_attention,
+    .sync = cpu_sync,
+};
+
+enum okv_status okv_backend_cpu_create(const struct okv_backend_params *p, okv_backend **out)
+{
+    *out = NULL;
+    int n = p && p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > 256)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: %d threads is too many", n);
+    okv_backend *be = okv_calloc(1, sizeof *be, OKV_TAG_BACKEND);
+    struct cpu_ctx *c = okv_calloc(1, sizeof *c, OKV_TAG_BACKEND);
+    if (!be || !c) {
+        okv_free(be);
+        okv_free(c);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: out of memory");
+    }
+    enum okv_status st = okv_threadpool_create(n, &c->pool);
+    if (st != OKV_OK) {
+        okv_free(be);
+        okv_free(c);
+        return st;
+    }
+    /* The pool splits work; each OpenBLAS call runs on one thread. */
+    openblas_set_num_threads(1);
+    c->n_threads = n;
+    be->ops = &cpu_ops;
+    be->ctx = c;
+    *out = be;
+    return OKV_OK;
+}

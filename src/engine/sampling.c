@@ -1,0 +1,141 @@
+/* Sampling. Top-k and top-p select from the candidates sorted by logit; the
+ * softmax is taken over the temperature-scaled logits of the kept set. */
+#include "oasiskv/sampling.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void okv_rng_seed(struct okv_rng *r, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t okv_rng_next(struct okv_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double okv_rng_uniform(struct okv_rng *r) { return (double)(okv_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+int32_t okv_argmax(const float *logits, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return best;
+}
+
+enum okv_status okv_sampling_check(const struct okv_sampling *p)
+{
+    if (!(p->temperature >= 0.0f) || p->temperature > 100.0f)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "temperature %g: must be in [0, 100]", p->temperature);
+    if (!(p->top_p >= 0.0f) || p->top_p > 1.0f)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "top_p %g: must be in (0, 1]", p->top_p);
+    if (p->top_k < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "top_k %d: must be >= 0 (0 = off)", p->top_k);
+    return OKV_OK;
+}
+
+struct cand { float logit; int32_t id; };
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return x->id - y->id;
+}
+
+void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p, float *probs)
+{
+    memset(probs, 0, sizeof(float) * (size_t)n);
+    if (p->temperature <= 0.0f) {
+        probs[okv_argmax(logits, n)] = 1.0f;
+        return;
+    }
+    const float inv_t = 1.0f / p->temperature;
+    int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    bool use_p = p->top_p > 0.0f && p->top_p < 1.0f;
+    if (k == n && !use_p) {
+        float mx = logits[okv_argmax(logits, n)];
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            probs[i] = expf((logits[i] - mx) * inv_t);
+            sum += probs[i];
+        }
+        for (int i = 0; i < n; i++)
+            probs[i] = (float)(probs[i] / sum);
+        return;
+    }
+    struct cand *c = okv_malloc(sizeof *c * (size_t)n, OKV_TAG_ENGINE);
+    if (!c) {   /* degrade to greedy rather than fail mid-generation */
+        probs[okv_argmax(logits, n)] = 1.0f;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        c[i].logit = logits[i];
+        c[i].id = i;
+    }
+    qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    double sum = 0;
+    for (int i = 0; i < k; i++)
+        sum += exp((double)(c[i].logit - c[0].logit) * inv_t);
+    int keep = k;
+    if (use_p) {
+        double cum = 0;
+        for (int i = 0; i < k; i++) {
+            cum += exp((double)(c[i].logit - c[0].logit) * inv_t) / sum;
+            if (cum >= p->top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+    }
+    double s2 = 0;
+    for (int i = 0; i < keep; i++)
+        s2 += exp((double)(c[i].logit - c[0].logit) * inv_t);
+    for (int i = 0; i < keep; i++)
+        probs[c[i].id] = (float)(exp((double)(c[i].logit - c[0].logit) * inv_t) / s2);
+    okv_free(c);
+}
+
+int32_t okv_sample(const float *logits, int n, const struct okv_sampling *p, struct okv_rng *rng, float *scratch)
+{
+    if (p->temperature <= 0.0f)
+        return okv_argmax(logits, n);
+    okv_sampling_probs(logits, n, p, scratch);
+    double u = okv_rng_uniform(rng), cum = 0;
+    int32_t last = -1;
+    for (int i = 0; i < n; i++) {
+        if (scratch[i] <= 0.0f)
+            continue;
+        cum += scratch[i];
+        last = i;
+        if (u < cum)
+            return i;
+    }
+    return last >= 0 ? last : okv_argmax(logits, n);
+}

@@ -1,0 +1,233 @@
+/* Hugging Face config.json -> struct okv_model_config.
+ *
+ * Architecture from "model_type" (else "architectures"[0]): llama, mistral, qwen2,
+ * qwen3. RoPE settings come in two forms: the older top-level "rope_theta" plus
+ * "rope_scaling" {type|rope_type, factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings}, and transformers 5's "rope_parameters"
+ * {rope_theta, rope_type, factor, ...}; the latter wins when both are present.
+ * Hugging Face checkpoints always pair RoPE dimensions as rotate-half. */
+#include "model/model_internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define HF_MAX_DIM (1 << 24)
+
+struct arch_info {
+    const char *model_type;
+    const char *class_name;
+    enum okv_arch arch;
+    int default_max_ctx;
+};
+
+static const struct arch_info k_archs[] = {
+    {"llama", "LlamaForCausalLM", OKV_ARCH_LLAMA, 2048},
+    {"mistral", "MistralForCausalLM", OKV_ARCH_MISTRAL, 32768},
+    {"qwen2", "Qwen2ForCausalLM", OKV_ARCH_QWEN2, 32768},
+    {"qwen3", "Qwen3ForCausalLM", OKV_ARCH_QWEN3, 32768},
+};
+
+static const cJSON *item(const cJSON *o, const char *key)
+{
+    const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNull(j) ? NULL : j;
+}
+
+/* A positive integer field; absent => *out unchanged and OK unless required. */
+static enum okv_status get_int(const char *path, const cJSON *o, const char *key, bool required, int *out)
+{
+    const cJSON *j = item(o, key);
+    if (!j) {
+        if (required)
+            return okv_set_error(OKV_ERR_FORMAT, "%s: missing required field \"%s\"", path, key);
+        return OKV_OK;
+    }
+    if (!cJSON_IsNumber(j) || floor(j->valuedouble) != j->valuedouble || j->valuedouble < 1 ||
+        j->valuedouble > HF_MAX_DIM)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: field \"%s\" must be an integer in [1, %d]", path, key, HF_MAX_DIM);
+    *out = (int)j->valuedouble;
+    return OKV_OK;
+}
+
+static enum okv_status get_float(const char *path, const cJSON *o, const char *key, bool required, float *out)
+{
+    const cJSON *j = item(o, key);
+    if (!j) {
+        if (required)
+            return okv_set_error(OKV_ERR_FORMAT, "%s: missing required field \"%s\"", path, key);
+        return OKV_OK;
+    }
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) || j->valuedouble <= 0)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: field \"%s\" must be a positive number", path, key);
+    *out = (float)j->valuedouble;
+    return OKV_OK;
+}
+
+static enum okv_status get_bool(const char *path, const cJSON *o, const char *key, bool *out)
+{
+    const cJSON *j = item(o, key);
+    if (!j)
+        return OKV_OK;
+    if (!cJSON_IsBool(j))
+        return okv_set_error(OKV_ERR_FORMAT, "%s: field \"%s\" must be true or false", path, key);
+    *out = cJSON_IsTrue(j);
+    return OKV_OK;
+}
+
+/* rope_scaling or rope_parameters object: scaling kind and its parameters. */
+static enum okv_status parse_rope(const char *path, const cJSON *r, const char *where, struct okv_model_config *cfg)
+{
+    if (!cJSON_IsObject(r))
+        return okv_set_error(OKV_ERR_FORMAT, "%s: \"%s\" must be an object", path, where);
+    enum okv_status st;
+    if ((st = get_float(path, r, "rope_theta", false, &cfg->rope_theta)))
+        return st;
+    const cJSON *t = item(r, "rope_type");
+    if (!t)
+        t = item(r, "type");
+    if (t && !cJSON_IsString(t))
+        return okv_set_error(OKV_ERR_FORMAT, "%s: \"%s.rope_type\" must be a string", path, where);
+    const char *type = t ? t->valuestring : "default";
+    if (strcmp(type, "default") == 0) {
+        cfg->rope_scaling = OKV_ROPE_SCALING_NONE;
+        return OKV_OK;
+    }
+    char key[64];
+    snprintf(key, sizeof key, "%s.factor", where);
+    if (strcmp(type, "linear") == 0) {
+        cfg->rope_scaling = OKV_ROPE_SCALING_LINEAR;
+        if (!item(r, "factor"))
+            return okv_set_error(OKV_ERR_FORMAT, "%s: missing required field \"%s\"", path, key);
+        return get_float(path, r, "factor", true, &cfg->rope_factor);
+    }
+    if (strcmp(type, "llama3") == 0) {
+        cfg->rope_scaling = OKV_ROPE_SCALING_LLAMA3;
+        static const char *fields[] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+        for (int i = 0; i < 4; i++)
+            if (!item(r, fields[i]))
+                return okv_set_error(OKV_ERR_FORMAT, "%s: llama3 rope scaling lacks \"%s.%s\"", path, where, fields[i]);
+        if ((st = get_float(path, r, "factor", true, &cfg->rope_factor)) ||
+            (st = get_float(path, r, "low_freq_factor", true, &cfg->rope_low_freq_factor)) ||
+            (st = get_float(path, r, "high_freq_factor", true, &cfg->rope_high_freq_factor)) ||
+            (st = get_int(path, r, "original_max_position_embeddings", true, &cfg->rope_orig_max_ctx)))
+            return st;
+        if (cfg->rope_high_freq_factor <= cfg->rope_low_freq_factor)
+            return okv_set_error(OKV_ERR_FORMAT, "%s: llama3 rope scaling needs high_freq_factor > low_freq_factor", path);
+        return OKV_OK;
+    }
+    return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: rope scaling type \"%s\" is not supported (default, linear, llama3)", path,
+                         type);
+}
+
+enum okv_status okv_hf_config_parse(const char *path, const char *text, size_t len, struct okv_model_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: not valid JSON", path);
+    enum okv_status st = OKV_OK;
+    if (!cJSON_IsObject(root)) {
+        st = okv_set_error(OKV_ERR_FORMAT, "%s: not a JSON object", path);
+        goto out;
+    }
+
+    const struct arch_info *ai = NULL;
+    const cJSON *mt = item(root, "model_type");
+    const cJSON *archs = item(root, "architectures");
+    const cJSON *a0 = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    const char *named = NULL;
+    if (cJSON_IsString(mt)) {
+        named = mt->valuestring;
+        for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+            if (strcmp(named, k_archs[i].model_type) == 0)
+                ai = &k_archs[i];
+    } else if (cJSON_IsString(a0)) {
+        named = a0->valuestring;
+        for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+            if (strcmp(named, k_archs[i].class_name) == 0)
+                ai = &k_archs[i];
+    }
+    if (!named) {
+        st = okv_set_error(OKV_ERR_FORMAT, "%s: missing \"model_type\" and \"architectures\"", path);
+        goto out;
+    }
+    if (!ai) {
+        st = okv_set_error(OKV_ERR_UNSUPPORTED, "%s: architecture \"%s\" is not supported (llama, mistral, qwen2, qwen3)",
+                           path, named);
+        goto out;
+    }
+    cfg->arch = ai->arch;
+    snprintf(cfg->arch_name, sizeof cfg->arch_name, "%s", ai->model_type);
+
+    cfg->max_ctx = ai->default_max_ctx;
+    cfg->rms_eps = 1e-6f;
+    cfg->rope_theta = 10000.0f;
+    cfg->rope_pairing = OKV_ROPE_PAIRING_HALF;
+    cfg->rope_scaling = OKV_ROPE_SCALING_NONE;
+    cfg->rope_factor = 1.0f;
+    if ((st = get_int(path, root, "hidden_size", true, &cfg->dim)) ||
+        (st = get_int(path, root, "intermediate_size", true, &cfg->ffn_dim)) ||
+        (st = get_int(path, root, "num_hidden_layers", true, &cfg->n_layers)) ||
+        (st = get_int(path, root, "num_attention_heads", true, &cfg->n_heads)) ||
+        (st = get_int(path, root, "vocab_size", true, &cfg->vocab_size)) ||
+        (st = get_int(path, root, "max_position_embeddings", false, &cfg->max_ctx)) ||
+        (st = get_float(path, root, "rms_norm_eps", false, &cfg->rms_eps)) ||
+        (st = get_float(path, root, "rope_theta", false, &cfg->rope_theta)) ||
+        (st = get_bool(path, root, "tie_word_embeddings", &cfg->tied_embeddings)) ||
+        (st = get_bool(path, root, "attention_bias", &cfg->qkv_bias)))
+        goto out;
+    cfg->n_kv_heads = cfg->n_heads;
+    if ((st = get_int(path, root, "num_key_value_heads", false, &cfg->n_kv_heads)))
+        goto out;
+    if (!item(root, "head_dim") && cfg->dim % cfg->n_heads) {
+        st = okv_set_error(OKV_ERR_FORMAT, "%s: hidden_size %d is not a multiple of num_attention_heads %d and no head_dim",
+                           path, cfg->dim, cfg->n_heads);
+        goto out;
+    }
+    cfg->head_dim = cfg->dim / cfg->n_heads;
+    if ((st = get_int(path, root, "head_dim", false, &cfg->head_dim)))
+        goto out;
+    if (cfg->n_heads % cfg->n_kv_heads) {
+        st = okv_set_error(OKV_ERR_FORMAT, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
+                           cfg->n_heads, cfg->n_kv_heads);
+        goto out;
+    }
+    if (cfg->head_dim % 2) {
+        st = okv_set_error(OKV_ERR_FORMAT, "%s: head_dim %d is odd", path, cfg->head_dim);
+        goto out;
+    }
+
+    const cJSON *rp = item(root, "rope_parameters");
+    const cJSON *rs = item(root, "rope_scaling");
+    if (rp)
+        st = parse_rope(path, rp, "rope_parameters", cfg);
+    else if (rs)
+        st = parse_rope(path, rs, "rope_scaling", cfg);
+    if (st)
+        goto out;
+
+    if (cfg->arch == OKV_ARCH_QWEN2)
+        cfg->qkv_bias = true;
+    if (cfg->arch == OKV_ARCH_QWEN3)
+        cfg->qk_norm = true;
+out:
+    cJSON_Delete(root);
+    return st;
+}
+
+enum okv_status okv_hf_config_load(const char *dir, struct okv_model_config *cfg)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: path too long", dir);
+    char *text;
+    size_t len;
+    enum okv_status st = okv_model_read_file(path, 16u << 20, &text, &len);
+    if (st)
+        return st;
+    st = okv_hf_config_parse(path, text, len, cfg);
+    okv_free(text);
+    return st;
+}

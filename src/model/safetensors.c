@@ -1,0 +1,466 @@
+/* safetensors reader.
+ *
+ * A file is a u64 (little-endian) header length N, N bytes of JSON
+ *   {"name": {"dtype": "BF16", "shape": [out, in], "data_offsets": [begin, end]}, ...,
+ *    "__metadata__": {...}}
+ * and then the byte buffer; offsets are relative to the buffer and [begin, end).
+ * A sharded checkpoint adds model.safetensors.index.json whose "weight_map" maps
+ * each tensor name to its shard's file name.
+ *
+ * Files are memory-mapped read-only. Every header is validated when opened: dtype,
+ * shape, offsets inside the buffer and end - begin equal to the shape's bytes. Views
+ * use GGUF's dimension order (ne[0] = the last, innermost dimension). */
+#include "model/model_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ST_MAX_HEADER (256u << 20)
+#define ST_MAX_RANK 8
+
+enum st_dtype {
+    ST_F32 = 0, ST_F16, ST_BF16,    /* supported */
+    ST_F64, ST_I64, ST_U64, ST_I32, ST_U32, ST_I16, ST_U16, ST_I8, ST_U8, ST_BOOL, ST_F8_E4M3, ST_F8_E5M2,
+    ST_N_DTYPES
+};
+
+static const struct { const char *name; size_t size; } k_st_dtypes[ST_N_DTYPES] = {
+    [ST_F32] = {"F32", 4},   [ST_F16] = {"F16", 2},   [ST_BF16] = {"BF16", 2}, [ST_F64] = {"F64", 8},
+    [ST_I64] = {"I64", 8},   [ST_U64] = {"U64", 8},   [ST_I32] = {"I32", 4},   [ST_U32] = {"U32", 4},
+    [ST_I16] = {"I16", 2},   [ST_U16] = {"U16", 2},   [ST_I8] = {"I8", 1},     [ST_U8] = {"U8", 1},
+    [ST_BOOL] = {"BOOL", 1}, [ST_F8_E4M3] = {"F8_E4M3", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1},
+};
+
+struct st_file {
+    char *path;
+    const uint8_t *base;
+    size_t size;
+    size_t data_off;      /* 8 + N */
+};
+
+struct st_tensor {
+    char *name;
+    int file;
+    int dtype;            /* enum st_dtype */
+    int rank;
+    int64_t shape[ST_MAX_RANK];
+    size_t begin, nbytes; /* relative to the file's data section */
+};
+
+struct okv_st_set {
+    struct st_file *files;
+    int n_files;
+    struct st_tensor *tensors;
+    int64_t n_tensors, cap_tensors;
+    uint32_t *hash;       /* index + 1, 0 = empty */
+    uint64_t hash_cap;
+};
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) {
+        h ^= (uint8_t)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int64_t st_lookup(const struct okv_st_set *s, const char *name)
+{
+    if (!s || !s->hash || !name)
+        return -1;
+    uint64_t mask = s->hash_cap - 1;
+    for (uint64_t h = hash_str(name) & mask; s->hash[h]; h = (h + 1) & mask)
+        if (strcmp(s->tensors[s->hash[h] - 1].name, name) == 0)
+            return s->hash[h] - 1;
+    return -1;
+}
+
+void okv_st_close(struct okv_st_set *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->n_files; i++) {
+        if (s->files[i].base)
+            munmap((void *)s->files[i].base, s->files[i].size);
+        okv_free(s->files[i].path);
+    }
+    okv_free(s->files);
+    for (int64_t i = 0; i < s->n_tensors; i++)
+        okv_free(s->tensors[i].name);
+    okv_free(s->tensors);
+    okv_free(s->hash);
+    okv_free(s);
+}
+
+enum okv_status okv_model_read_file(const char *path, size_t max_bytes, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return okv_set_error(errno == ENOENT ? OKV_ERR_NOT_FOUND : OKV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return okv_set_error(OKV_ERR_IO, "%s: not a readable regular file", path);
+    }
+    if ((uint64_t)sb.st_size > max_bytes) {
+        fclose(f);
+        return okv_set_error(OKV_ERR_FORMAT, "%s: %lld bytes, larger than the %zu allowed", path, (long long)sb.st_size,
+                             max_bytes);
+    }
+    size_t n = (size_t)sb.st_size;
+    char *buf = okv_malloc(n + 1, OKV_TAG_MODEL);
+    if (!buf) {
+        fclose(f);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory for %zu bytes", path, n);
+    }
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    fclose(f);
+    if (got != n) {
+        okv_free(buf);
+        return okv_set_error(OKV_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return OKV_OK;
+}
+
+static enum okv_status add_file(struct okv_st_set *s, const char *path, int *idx)
+{
+    struct st_file *nf = okv_realloc(s->files, (size_t)(s->n_files + 1) * sizeof *nf, OKV_TAG_MODEL);
+    if (!nf)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", path);
+    s->files = nf;
+    struct st_file *f = &s->files[s->n_files];
+    memset(f, 0, sizeof *f);
+    f->path = okv_strdup(path, OKV_TAG_MODEL);
+    if (!f->path)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", path);
+    *idx = s->n_files++;
+
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return okv_set_error(errno == ENOENT ? OKV_ERR_NOT_FOUND : OKV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return okv_set_error(OKV_ERR_IO, "%s: not a readable regular file", path);
+    }
+    if (sb.st_size < 8) {
+        close(fd);
+        return okv_set_error(OKV_ERR_FORMAT, "%s: safetensors truncated: %lld bytes, no 8-byte header length", path,
+                             (long long)sb.st_size);
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return okv_set_error(OKV_ERR_IO, "%s: cannot mmap: %s", path, strerror(errno));
+    f->base = p;
+    f->size = (size_t)sb.st_size;
+    return OKV_OK;
+}
+
+static int parse_dtype(const char *s)
+{
+    for (int i = 0; i < ST_N_DTYPES; i++)
+        if (strcmp(s, k_st_dtypes[i].name) == 0)
+            return i;
+    return -1;
+}
+
+/* A JSON number that is a non-negative integer no larger than max. */
+static bool json_uint(const cJSON *j, double max, uint64_t *out)
+{
+    if (!cJSON_IsNumber(j))
+        return false;
+    double v = j->valuedouble;
+    if (!(v >= 0) || v > max || floor(v) != v)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+static enum okv_status add_tensor(struct okv_st_set *s, struct st_tensor *t)
+{
+    if (s->n_tensors == s->cap_tensors) {
+        int64_t cap = s->cap_tensors ? 2 * s->cap_tensors : 256;
+        struct st_tensor *nt = okv_realloc(s->tensors, (size_t)cap * sizeof *nt, OKV_TAG_MODEL);
+        if (!nt)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "no memory for the safetensors index");
+        s->tensors = nt;
+        s->cap_tensors = cap;
+    }
+    s->tensors[s->n_tensors++] = *t;
+    return OKV_OK;
+}
+
+/* Parse the header of file fi and append its tensors. */
+static enum okv_status parse_header(struct okv_st_set *s, int fi)
+{
+    struct st_file *f = &s->files[fi];
+    uint64_t n;
+    memcpy(&n, f->base, 8);
+    if (n > f->size - 8 || n > ST_MAX_HEADER)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: safetensors header length %llu exceeds the file (%zu bytes)", f->path,
+                             (unsigned long long)n, f->size);
+    f->data_off = 8 + (size_t)n;
+    size_t data_size = f->size - f->data_off;
+    /* Parse a NUL-terminated copy: the mapping may end right after the header. */
+    char *text = okv_malloc((size_t)n + 1, OKV_TAG_MODEL);
+    if (!text)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory for a %llu-byte header", f->path, (unsigned long long)n);
+    memcpy(text, f->base + 8, (size_t)n);
+    text[n] = '\0';
+    cJSON *root = cJSON_ParseWithLength(text, (size_t)n);
+    okv_free(text);
+    if (!root)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: safetensors header is not valid JSON", f->path);
+    enum okv_status st = OKV_OK;
+    if (!cJSON_IsObject(root)) {
+        st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors header is not a JSON object", f->path);
+        goto out;
+    }
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root)
+    {
+        const char *name = e->string;
+        if (!name) {
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors header entry without a name", f->path);
+            goto out;
+        }
+        if (strcmp(name, "__metadata__") == 0)
+            continue;
+        if (!cJSON_IsObject(e)) {
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors tensor '%s' is not an object", f->path, name);
+            goto out;
+        }
+        const cJSON *jd = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+        const cJSON *js = cJSON_GetObjectItemCaseSensitive(e, "shape");
+        const cJSON *jo = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+        if (!cJSON_IsString(jd) || !cJSON_IsArray(js) || !cJSON_IsArray(jo) || cJSON_GetArraySize(jo) != 2) {
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors tensor '%s' lacks a valid dtype, shape or data_offsets",
+                               f->path, name);
+            goto out;
+        }
+        struct st_tensor t = {0};
+        t.file = fi;
+        t.dtype = parse_dtype(jd->valuestring);
+        if (t.dtype < 0) {
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors tensor '%s' has an unknown dtype '%s'", f->path, name,
+                               jd->valuestring);
+            goto out;
+        }
+        t.rank = cJSON_GetArraySize(js);
+        if (t.rank > ST_MAX_RANK) {
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors tensor '%s' has rank %d", f->path, name, t.rank);
+            goto out;
+        }
+        uint64_t nel = 1, begin, end;
+        int d = 0;
+        const cJSON *jv;
+        cJSON_ArrayForEach(jv, js)
+        {
+            uint64_t v;
+            if (!json_uint(jv, 9007199254740992.0, &v) || (v && nel > (UINT64_C(1) << 52) / v)) {
+                st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors tensor '%s' has an invalid shape[%d]", f->path, name, d);
+                goto out;
+            }
+            nel *= v;
+            t.shape[d++] = (int64_t)v;
+        }
+        if (!json_uint(cJSON_GetArrayItem(jo, 0), 9007199254740992.0, &begin) ||
+            !json_uint(cJSON_GetArrayItem(jo, 1), 9007199254740992.0, &end) || begin > end || end > data_size) {
+            st = okv_set_error(OKV_ERR_FORMAT,
+                               "%s: safetensors tensor '%s' has data_offsets outside the data section (%zu bytes)",
+                               f->path, name, data_size);
+            goto out;
+        }
+        if (end - begin != nel * k_st_dtypes[t.dtype].size) {
+            st = okv_set_error(OKV_ERR_FORMAT,
+                               "%s: safetensors tensor '%s': data_offsets span %llu bytes, its shape and dtype need %llu",
+                               f->path, name, (unsigned long long)(end - begin),
+                               (unsigned long long)(nel * k_st_dtypes[t.dtype].size));
+            goto out;
+        }
+        t.begin = (size_t)begin;
+        t.nbytes = (size_t)(end - begin);
+        t.name = okv_strdup(name, OKV_TAG_MODEL);
+        if (!t.name) {
+            st = okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", f->path);
+            goto out;
+        }
+        if ((st = add_tensor(s, &t))) {
+            okv_free(t.name);
+            goto out;
+        }
+    }
+out:
+    cJSON_Delete(root);
+    return st;
+}
+
+static enum okv_status build_hash(struct okv_st_set *s)
+{
+    s->hash_cap = 16;
+    while (s->hash_cap < 2 * (uint64_t)s->n_tensors)
+        s->hash_cap <<= 1;
+    s->hash = okv_calloc(s->hash_cap, sizeof *s->hash, OKV_TAG_MODEL);
+    if (!s->hash)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "no memory for the safetensors index");
+    uint64_t mask = s->hash_cap - 1;
+    for (int64_t i = 0; i < s->n_tensors; i++) {
+        const char *name = s->tensors[i].name;
+        uint64_t h = hash_str(name) & mask;
+        for (; s->hash[h]; h = (h + 1) & mask)
+            if (strcmp(s->tensors[s->hash[h] - 1].name, name) == 0)
+                return okv_set_error(OKV_ERR_FORMAT, "%s: safetensors tensor '%s' also appears in %s",
+                                     s->files[s->tensors[i].file].path, name,
+                                     s->files[s->tensors[s->hash[h] - 1].file].path);
+        s->hash[h] = (uint32_t)(i + 1);
+    }
+    return OKV_OK;
+}
+
+enum okv_status okv_st_open_file(const char *path, struct okv_st_set **out)
+{
+    *out = NULL;
+    struct okv_st_set *s = okv_calloc(1, sizeof *s, OKV_TAG_MODEL);
+    if (!s)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", path);
+    int fi;
+    enum okv_status st;
+    if ((st = add_file(s, path, &fi)) || (st = parse_header(s, fi)) || (st = build_hash(s))) {
+        okv_st_close(s);
+        return st;
+    }
+    *out = s;
+    return OKV_OK;
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* Open every shard named by index.json's weight_map and check each mapping. */
+static enum okv_status open_index(struct okv_st_set *s, const char *dir, const char *index_path)
+{
+    char *text;
+    size_t len;
+    enum okv_status st = okv_model_read_file(index_path, 64u << 20, &text, &len);
+    if (st)
+        return st;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    okv_free(text);
+    if (!root)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: not valid JSON", index_path);
+    const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    const cJSON *e;
+    char path[4096];
+    if (!cJSON_IsObject(wm) || !wm->child) {
+        st = okv_set_error(OKV_ERR_FORMAT, "%s: missing or empty \"weight_map\" object", index_path);
+        goto out;
+    }
+    cJSON_ArrayForEach(e, wm)
+    {
+        if (!cJSON_IsString(e) || !e->valuestring[0] || strchr(e->valuestring, '/') || e->valuestring[0] == '.') {
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: weight_map entry '%s' does not name a shard file in the folder",
+                               index_path, e->string ? e->string : "?");
+            goto out;
+        }
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->valuestring) >= (int)sizeof path) {
+            st = okv_set_error(OKV_ERR_INVALID_ARG, "%s: shard path too long", index_path);
+            goto out;
+        }
+        bool seen = false;
+        for (int i = 0; i < s->n_files && !seen; i++)
+            seen = strcmp(s->files[i].path, path) == 0;
+        if (seen)
+            continue;
+        int fi;
+        if ((st = add_file(s, path, &fi)) || (st = parse_header(s, fi)))
+            goto out;
+    }
+    if ((st = build_hash(s)))
+        goto out;
+    cJSON_ArrayForEach(e, wm)
+    {
+        int64_t ti = st_lookup(s, e->string);
+        snprintf(path, sizeof path, "%s/%s", dir, e->valuestring);
+        if (ti < 0 || strcmp(s->files[s->tensors[ti].file].path, path) != 0) {
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: weight_map puts '%s' in %s, which does not hold it", index_path,
+                               e->string, e->valuestring);
+            goto out;
+        }
+    }
+out:
+    cJSON_Delete(root);
+    return st;
+}
+
+enum okv_status okv_st_open_dir(const char *dir, struct okv_st_set **out)
+{
+    *out = NULL;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir) >= (int)sizeof path)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: path too long", dir);
+    if (!file_exists(path)) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        if (!file_exists(path))
+            return okv_set_error(OKV_ERR_NOT_FOUND, "%s: no model.safetensors or model.safetensors.index.json", dir);
+        return okv_st_open_file(path, out);
+    }
+    struct okv_st_set *s = okv_calloc(1, sizeof *s, OKV_TAG_MODEL);
+    if (!s)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", dir);
+    enum okv_status st = open_index(s, dir, path);
+    if (st) {
+        okv_st_close(s);
+        return st;
+    }
+    *out = s;
+    return OKV_OK;
+}
+
+int64_t okv_st_n_tensors(const struct okv_st_set *s) { return s ? s->n_tensors : 0; }
+
+bool okv_st_has(const struct okv_st_set *s, const char *name) { return st_lookup(s, name) >= 0; }
+
+enum okv_status okv_st_find(const struct okv_st_set *s, const char *name, struct okv_tensor_view *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t i = st_lookup(s, name);
+    if (i < 0)
+        return okv_set_error(OKV_ERR_NOT_FOUND, "%s: tensor '%s' not found", s && s->n_files ? s->files[0].path : "safetensors",
+                             name);
+    const struct st_tensor *t = &s->tensors[i];
+    const struct st_file *f = &s->files[t->file];
+    if (t->dtype > ST_BF16)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; supported: F32, F16, BF16", f->path, name,
+                             k_st_dtypes[t->dtype].name);
+    if (t->rank > OKV_TENSOR_MAX_DIMS)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: tensor '%s' has rank %d (at most %d)", f->path, name, t->rank,
+                             OKV_TENSOR_MAX_DIMS);
+    if (strlen(name) >= sizeof out->name)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: tensor name '%s' is too long", f->path, name);
+    strcpy(out->name, name);
+    out->dtype = t->dtype == ST_F32 ? OKV_DTYPE_F32 : t->dtype == ST_F16 ? OKV_DTYPE_F16 : OKV_DTYPE_BF16;
+    out->n_dims = t->rank ? t->rank : 1;
+    for (int d = 0; d < OKV_TENSOR_MAX_DIMS; d++)
+        out->ne[d] = d < t->rank ? t->shape[t->rank - 1 - d] : 1;
+    out->data = f->base + f->data_off + t->begin;
+    out->nbytes = t->nbytes;
+    return OKV_OK;
+}

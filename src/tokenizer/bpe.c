@@ -1,0 +1,251 @@
+/* Encoding: added tokens first, then the pre-tokenizer, then BPE merges.
+ *
+ * 1. Added tokens are found left to right, longest first at each position
+ *    (tokenizers' leftmost-longest match); special ones only with parse_special.
+ * 2. The text between them is split by the pre-tokenizer (pretok.c).
+ * 3. Each piece starts as one symbol per byte (the id of the byte's byte-level
+ *    character); the adjacent pair of lowest merge rank is merged, leftmost on
+ *    ties, until no adjacent pair has a merge. Symbols form a linked list and
+ *    candidate pairs wait in a binary heap keyed (rank, position); an entry whose
+ *    symbols changed since it was pushed is stale and skipped when popped. Each
+ *    merge costs O(log n), so a 10k-byte piece takes well under a millisecond.
+ *
+ * All scratch lives in the per-call state: encode is safe from many threads. */
+#include "tok_internal.h"
+
+#include <string.h>
+
+struct sym {
+    int32_t id;        /* -1 once merged into its left neighbour */
+    int32_t prev, next;
+};
+
+struct cand {
+    int32_t rank;
+    int32_t left, right;        /* symbol indices */
+    int32_t left_id, right_id;  /* ids when pushed: a mismatch marks it stale */
+    int32_t result;
+};
+
+struct enc {
+    const okv_tokenizer *t;
+    int32_t *ids;
+    size_t n, cap;
+    struct sym *syms;
+    size_t syms_cap;
+    struct cand *heap;
+    size_t heap_n, heap_cap;
+    char *mapped;               /* byte-level form of a piece (ignore_merges) */
+    size_t mapped_cap;
+};
+
+static enum okv_status grow(void **p, size_t *cap, size_t need, size_t elem, const okv_tokenizer *t)
+{
+    if (need <= *cap)
+        return OKV_OK;
+    size_t c = *cap ? *cap : 16;
+    while (c < need)
+        c *= 2;
+    void *q = okv_realloc(*p, c * elem, OKV_TAG_TOKENIZER);
+    if (!q)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: out of memory while encoding", t->src);
+    *p = q;
+    *cap = c;
+    return OKV_OK;
+}
+
+static enum okv_status emit(struct enc *e, int32_t id)
+{
+    enum okv_status st = grow((void **)&e->ids, &e->cap, e->n + 1, sizeof(int32_t), e->t);
+    if (st == OKV_OK)
+        e->ids[e->n++] = id;
+    return st;
+}
+
+static bool merge_find(const okv_tokenizer *t, int32_t a, int32_t b, int32_t *rank, int32_t *result)
+{
+    if (!t->merges)
+        return false;
+    uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
+    uint64_t x = key + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    uint32_t i = (uint32_t)(x ^ (x >> 31)) & t->merge_mask;
+    while (t->merges[i].key) {
+        if (t->merges[i].key == key) {
+            *rank = t->merges[i].rank;
+            *result = t->merges[i].result;
+            return true;
+        }
+        i = (i + 1) & t->merge_mask;
+    }
+    return false;
+}
+
+static bool cand_less(const struct cand *a, const struct cand *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static void heap_push(struct enc *e, struct cand c)
+{
+    size_t i = e->heap_n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!cand_less(&c, &e->heap[p]))
+            break;
+        e->heap[i] = e->heap[p];
+        i = p;
+    }
+    e->heap[i] = c;
+}
+
+static struct cand heap_pop(struct enc *e)
+{
+    struct cand top = e->heap[0];
+    struct cand last = e->heap[--e->heap_n];
+    size_t i = 0, n = e->heap_n;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        const struct cand *best = &last;
+        if (l < n && cand_less(&e->heap[l], best)) { m = l; best = &e->heap[l]; }
+        if (r < n && cand_less(&e->heap[r], best)) { m = r; }
+        if (m == i)
+            break;
+        e->heap[i] = e->heap[m];
+        i = m;
+    }
+    if (n)
+        e->heap[i] = last;
+    return top;
+}
+
+static void try_pair(struct enc *e, int32_t left, int32_t right)
+{
+    if (left < 0 || right < 0)
+        return;
+    struct cand c = { .left = left, .right = right,
+                      .left_id = e->syms[left].id, .right_id = e->syms[right].id };
+    if (merge_find(e->t, c.left_id, c.right_id, &c.rank, &c.result))
+        heap_push(e, c);
+}
+
+/* BPE over one pre-token. */
+static enum okv_status bpe_piece(void *user, const char *s, size_t len)
+{
+    struct enc *e = user;
+    const okv_tokenizer *t = e->t;
+    enum okv_status st;
+    if (len == 0)
+        return OKV_OK;
+    if (len > INT32_MAX / 2)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: text piece of %zu bytes is too long", t->src, len);
+
+    if (t->ignore_merges) {
+        if ((st = grow((void **)&e->mapped, &e->mapped_cap, 2 * len, 1, t)) != OKV_OK)
+            return st;
+        size_t m = 0;
+        for (size_t i = 0; i < len; i++)
+            m += (size_t)okv_utf8_encode(okv_tok_byte_to_cp((uint8_t)s[i]), e->mapped + m);
+        int32_t id = okv_tok_lookup(t, e->mapped, m);
+        if (id >= 0 && t->tok_attr[id] == OKV_TOK_ATTR_NORMAL)
+            return emit(e, id);
+    }
+
+    if ((st = grow((void **)&e->syms, &e->syms_cap, len, sizeof(struct sym), t)) != OKV_OK ||
+        (st = grow((void **)&e->heap, &e->heap_cap, len, sizeof(struct cand), t)) != OKV_OK)
+        return st;
+    int32_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        int32_t id = t->byte_to_id[(uint8_t)s[i]];
+        if (id < 0)
+            id = t->unk;
+        if (id < 0)
+            continue;           /* a byte the vocabulary lacks and no unk: dropped, as tokenizers does */
+        e->syms[n] = (struct sym){ .id = id, .prev = n - 1, .next = -1 };
+        if (n > 0)
+            e->syms[n - 1].next = n;
+        n++;
+    }
+    e->heap_n = 0;
+    for (int32_t i = 0; i + 1 < n; i++)
+        try_pair(e, i, i + 1);
+    /* Each merge removes one symbol and pushes at most two pairs, so the heap
+     * never holds more than len - 1 + 2 * merges <= 3 * len entries. */
+    if ((st = grow((void **)&e->heap, &e->heap_cap, 3 * (size_t)n + 1, sizeof(struct cand), t)) != OKV_OK)
+        return st;
+    while (e->heap_n > 0) {
+        struct cand c = heap_pop(e);
+        struct sym *l = &e->syms[c.left], *r = &e->syms[c.right];
+        if (l->id != c.left_id || r->id != c.right_id || l->next != c.right)
+            continue;           /* stale */
+        l->id = c.result;
+        l->next = r->next;
+        if (r->next >= 0)
+            e->syms[r->next].prev = c.left;
+        r->id = -1;
+        try_pair(e, l->prev, c.left);
+        try_pair(e, c.left, l->next);
+    }
+    for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = e->syms[i].next)
+        if ((st = emit(e, e->syms[i].id)) != OKV_OK)
+            return st;
+    return OKV_OK;
+}
+
+/* The added token matching text at s (n bytes left), or NULL. */
+static const struct okv_added_tok *match_added(const okv_tokenizer *t, const char *s, size_t n,
+                                               bool parse_special)
+{
+    unsigned char b = (unsigned char)s[0];
+    for (int32_t k = t->added_first[b]; k < t->added_first[b + 1]; k++) {
+        const struct okv_added_tok *a = &t->added[k];
+        if (a->special && !parse_special)
+            continue;
+        if (a->len <= n && memcmp(a->text, s, a->len) == 0)
+            return a;           /* sorted longest first */
+    }
+    return NULL;
+}
+
+enum okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, size_t len,
+                                     bool add_bos, bool parse_special,
+                                     int32_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!text && len)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: encode: NULL text", t->src);
+    struct enc e = { .t = t };
+    enum okv_status st = OKV_OK;
+    if (add_bos && t->bos >= 0)
+        st = emit(&e, t->bos);
+    size_t start = 0, i = 0;
+    while (st == OKV_OK && i < len) {
+        const struct okv_added_tok *a = t->n_added ? match_added(t, text + i, len - i, parse_special) : NULL;
+        if (!a) {
+            i++;
+            continue;
+        }
+        if (i > start)
+            st = okv_pretok_split(t, text + start, i - start, bpe_piece, &e);
+        if (st == OKV_OK)
+            st = emit(&e, a->id);
+        i += a->len;
+        start = i;
+    }
+    if (st == OKV_OK && len > start)
+        st = okv_pretok_split(t, text + start, len - start, bpe_piece, &e);
+    okv_free(e.syms);
+    okv_free(e.heap);
+    okv_free(e.mapped);
+    if (st != OKV_OK) {
+        okv_free(e.ids);
+        return st;
+    }
+    if (!e.ids && !(e.ids = okv_malloc(sizeof(int32_t), OKV_TAG_TOKENIZER)))
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: out of memory while encoding", t->src);
+    *ids = e.ids;
+    *n = e.n;
+    return OKV_OK;
+}

@@ -1,0 +1,190 @@
+/* Chat templates. We do not run Jinja: we recognise the two families the models we
+ * serve use and render them in C, reproducing what transformers'
+ * apply_chat_template renders for their templates.
+ *
+ * ChatML (SmolLM2, Qwen2/2.5/3):
+ *     [<|im_start|>system\n{default}<|im_end|>\n]   when the template has a default
+ *                                                   system prompt and messages[0] is
+ *                                                   not a system message
+ *     <|im_start|>{role}\n{content}<|im_end|>\n     per message
+ *     <|im_start|>assistant\n                        with add_generation_prompt
+ *   The default system prompt is read from the template: a string literal
+ *   '<|im_start|>system\n...<|im_end|>' with no expression in it (SmolLM2: "You are
+ *   a helpful AI assistant named SmolLM, trained by Hugging Face").
+ *
+ * Llama-3 (3.0):
+ *     {bos}<|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}<|eot_id|> ...
+ *     <|start_header_id|>assistant<|end_header_id|>\n\n   with add_generation_prompt
+ * Llama-3.1 and later (template mentions "Cutting Knowledge Date"): a system block is
+ * always rendered first, with the dates the template defaults to, holding the
+ * system message (trimmed) if messages[0] is one. Tools are not supported. */
+#include "tok_internal.h"
+
+#include <string.h>
+
+static const char *find_n(const char *hay, const char *needle)
+{
+    return hay ? strstr(hay, needle) : NULL;
+}
+
+/* Look for a literal default system prompt after "<|im_start|>system". */
+static char *chatml_default_system(const char *tpl)
+{
+    static const char head[] = "<|im_start|>system";
+    for (const char *p = find_n(tpl, head); p; p = strstr(p + 1, head)) {
+        const char *q = p + strlen(head);
+        if (q[0] == '\n') q += 1;
+        else if (q[0] == '\\' && q[1] == 'n') q += 2;
+        else continue;
+        const char *end = strstr(q, "<|im_end|>");
+        if (!end || end == q || strcspn(q, "{}'\"+|") < (size_t)(end - q))
+            continue;
+        char *s = okv_malloc((size_t)(end - q) + 1, OKV_TAG_TOKENIZER);
+        if (!s)
+            return NULL;
+        size_t n = 0;
+        for (const char *c = q; c < end; c++) {
+            if (c[0] == '\\' && c + 1 < end && c[1] == 'n') {
+                s[n++] = '\n';
+                c++;
+            } else {
+                s[n++] = *c;
+            }
+        }
+        s[n] = '\0';
+        return s;
+    }
+    return NULL;
+}
+
+void okv_chat_detect(okv_tokenizer *t)
+{
+    const char *tpl = t->chat_template;
+    t->chat_format = OKV_CHAT_FORMAT_NONE;
+    if (tpl && strstr(tpl, "<|im_start|>"))
+        t->chat_format = OKV_CHAT_FORMAT_CHATML;
+    else if (tpl && strstr(tpl, "<|start_header_id|>"))
+        t->chat_format = OKV_CHAT_FORMAT_LLAMA3;
+    else if (!tpl && okv_tok_lookup(t, "<|im_start|>", 12) >= 0 && okv_tok_lookup(t, "<|im_end|>", 10) >= 0)
+        t->chat_format = OKV_CHAT_FORMAT_CHATML;
+    else if (!tpl && okv_tok_lookup(t, "<|start_header_id|>", 19) >= 0 && okv_tok_lookup(t, "<|eot_id|>", 10) >= 0)
+        t->chat_format = OKV_CHAT_FORMAT_LLAMA3;
+    if (t->chat_format == OKV_CHAT_FORMAT_CHATML)
+        t->chat_default_system = chatml_default_system(tpl);
+    if (t->chat_format == OKV_CHAT_FORMAT_LLAMA3)
+        t->chat_llama31 = tpl && strstr(tpl, "Cutting Knowledge Date");
+}
+
+/* A growing NUL-terminated string. */
+struct sbuf {
+    char *s;
+    size_t n, cap;
+    bool oom;
+};
+
+static void put_n(struct sbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = okv_realloc(b->s, cap, OKV_TAG_TOKENIZER);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+static void put(struct sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
+
+static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* Jinja's |trim (leading and trailing whitespace). */
+static void put_trimmed(struct sbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    while (n && is_ws(*s)) { s++; n--; }
+    while (n && is_ws(s[n - 1])) n--;
+    put_n(b, s, n);
+}
+
+static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n,
+                          bool gen, struct sbuf *b)
+{
+    if (t->chat_default_system && n > 0 && strcmp(m[0].role, "system") != 0) {
+        put(b, "<|im_start|>system\n");
+        put(b, t->chat_default_system);
+        put(b, "<|im_end|>\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        put(b, "<|im_start|>");
+        put(b, m[i].role);
+        put(b, "\n");
+        put(b, m[i].content);
+        put(b, "<|im_end|>\n");
+    }
+    if (gen)
+        put(b, "<|im_start|>assistant\n");
+}
+
+static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n,
+                          bool gen, struct sbuf *b)
+{
+    const char *bos = t->bos_text ? t->bos_text : "";
+    size_t first = 0;
+    if (t->chat_llama31) {
+        put(b, bos);
+        put(b, "<|start_header_id|>system<|end_header_id|>\n\n"
+               "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+        if (n > 0 && strcmp(m[0].role, "system") == 0) {
+            put_trimmed(b, m[0].content);
+            first = 1;
+        }
+        put(b, "<|eot_id|>");
+    } else if (n > 0) {
+        put(b, bos);
+    }
+    for (size_t i = first; i < n; i++) {
+        put(b, "<|start_header_id|>");
+        put(b, m[i].role);
+        put(b, "<|end_header_id|>\n\n");
+        put_trimmed(b, m[i].content);
+        put(b, "<|eot_id|>");
+    }
+    if (gen)
+        put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+enum okv_status okv_tokenizer_apply_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs,
+                                         size_t n, bool add_generation_prompt, char **out)
+{
+    *out = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!msgs[i].role || !msgs[i].content)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "chat message %zu has no %s", i,
+                                 msgs[i].role ? "content" : "role");
+    struct sbuf b = { 0 };
+    switch (t->chat_format) {
+    case OKV_CHAT_FORMAT_CHATML: render_chatml(t, msgs, n, add_generation_prompt, &b); break;
+    case OKV_CHAT_FORMAT_LLAMA3: render_llama3(t, msgs, n, add_generation_prompt, &b); break;
+    case OKV_CHAT_FORMAT_NONE:
+    default:
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: no known chat format (template: %s)", t->src,
+                             t->chat_template ? "not ChatML or Llama-3" : "none");
+    }
+    put(&b, "");                /* an empty conversation still yields "" */
+    if (b.oom) {
+        okv_free(b.s);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: out of memory rendering a chat", t->src);
+    }
+    *out = b.s;
+    return OKV_OK;
+}

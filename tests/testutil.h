@@ -1,0 +1,50 @@
+/* Tiny test helpers shared by the C test programs: checks that count failures,
+ * reading files, locating the repository. Header-only so each test stays one file. */
+#ifndef OKV_TESTUTIL_H
+#define OKV_TESTUTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tu_failures, tu_checks;
+
+#define CHECK(cond, ...) do { tu_checks++; if (!(cond)) { tu_failures++; \
+    fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+static inline const char *tu_src_dir(void)
+{
+    const char *s = getenv("OKV_SOURCE_DIR");
+    return s ? s : ".";
+}
+
+/* Read a whole file; NULL if missing. Caller frees with free(). */
+static inline char *tu_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        if (len)
+            *len = (size_t)n;
+    }
+    return buf;
+}
+
+static inline int tu_finish(const char *name)
+{
+    printf("%s: %d checks, %d failed\n", name, tu_checks, tu_failures);
+    return tu_failures ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,167 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void cli_die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("oasiskv: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+const char *cli_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc)
+        cli_die("%s needs a value", argv[*i]);
+    return argv[++*i];
+}
+
+int cli_int(const char *flag, const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end)
+        cli_die("%s: '%s' is not an integer", flag, s);
+    if (v < lo || v > hi)
+        cli_die("%s: %ld is out of range [%ld, %ld]", flag, v, lo, hi);
+    return (int)v;
+}
+
+double cli_double(const char *flag, const char *s, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        cli_die("%s: '%s' is not a number", flag, s);
+    if (v < lo || v > hi)
+        cli_die("%s: %g is out of range [%g, %g]", flag, v, lo, hi);
+    return v;
+}
+
+uint64_t cli_u64(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-')
+        cli_die("%s: '%s' must not be negative", flag, s);
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end)
+        cli_die("%s: '%s' is not a non-negative integer", flag, s);
+    return v;
+}
+
+int32_t *cli_token_list(const char *flag, const char *s, size_t *n)
+{
+    size_t cap = 16, cnt = 0;
+    int32_t *ids = okv_malloc(cap * sizeof *ids, OKV_TAG_MISC);
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX)
+            cli_die("%s: bad token id list '%s' (expected comma-separated non-negative integers)", flag, s);
+        if (cnt == cap) {
+            cap *= 2;
+            ids = okv_realloc(ids, cap * sizeof *ids, OKV_TAG_MISC);
+        }
+        ids[cnt++] = (int32_t)v;
+        p = end;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            cli_die("%s: bad token id list '%s' (expected comma-separated non-negative integers)", flag, s);
+    }
+    if (cnt == 0)
+        cli_die("%s: empty token id list", flag);
+    *n = cnt;
+    return ids;
+}
+
+static bool file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+const char *cli_default_model(void)
+{
+    static char buf[PATH_MAX + 64];
+    const char *env = getenv("OKV_MODEL");
+    if (env && *env)
+        return env;
+    const char *rel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (file_exists(rel))
+        return rel;
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(buf, sizeof buf, "%s/../%s", exe, rel);
+            if (file_exists(buf))
+                return buf;
+        }
+    }
+    return rel;
+}
+
+void cli_load(const char *path, struct okv_model **m, okv_tokenizer **tok)
+{
+    *tok = NULL;
+    enum okv_status st = okv_model_load(path, m);
+    if (st != OKV_OK)
+        cli_die("cannot load model %s: %s", path, okv_last_error());
+    struct stat sb;
+    if ((*m)->gguf) {
+        st = okv_tokenizer_from_gguf((*m)->gguf, tok);
+    } else {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/tokenizer.json", path);
+        if (stat(p, &sb) != 0)
+            return;   /* a folder without a tokenizer: token ids only */
+        st = okv_tokenizer_from_hf_dir(path, tok);
+    }
+    if (st != OKV_OK) {
+        okv_model_free(*m);
+        cli_die("cannot load the tokenizer of %s: %s", path, okv_last_error());
+    }
+}
+
+void cli_json_str(FILE *f, const char *s, size_t len)
+{
+    fputc('"', f);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\b': fputs("\\b", f); break;
+        case '\f': fputs("\\f", f); break;
+        default:
+            if (c < 0x20)
+                fprintf(f, "\\u%04x", c);
+            else
+                fputc(c, f);
+        }
+    }
+    fputc('"', f);
+}

@@ -1,0 +1,36 @@
+/* Shared pieces of the oasiskv command: argument parsing helpers, the default
+ * model path, loading a model with its tokenizer, JSON output helpers. */
+#ifndef OKV_TOOLS_CLI_H
+#define OKV_TOOLS_CLI_H
+
+#include "oasiskv/common.h"
+#include "oasiskv/model.h"
+#include "oasiskv/tokenizer.h"
+
+#include <stdio.h>
+
+/* Exit with a message on stderr (tools may exit; the library never does). */
+void cli_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* The value of a flag at argv[*i] (advances *i); dies when missing. */
+const char *cli_value(int argc, char **argv, int *i);
+int cli_int(const char *flag, const char *s, long lo, long hi);
+double cli_double(const char *flag, const char *s, double lo, double hi);
+uint64_t cli_u64(const char *flag, const char *s);
+/* Comma-separated token ids; *n set; dies on a bad list. Caller frees (okv_free). */
+int32_t *cli_token_list(const char *flag, const char *s, size_t *n);
+
+/* The default model path: $OKV_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf
+ * beside the working directory or beside the executable's parent folder. */
+const char *cli_default_model(void);
+/* Load model and tokenizer (tokenizer NULL when a folder has no tokenizer.json);
+ * dies with the library's message on failure. */
+void cli_load(const char *path, struct okv_model **m, okv_tokenizer **tok);
+
+/* Print s as a JSON string literal (with quotes). */
+void cli_json_str(FILE *f, const char *s, size_t len);
+
+int cmd_generate(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+#endif

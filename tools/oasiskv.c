@@ -1,0 +1,38 @@
+/* oasiskv: the command-line entry point. Subcommands live in cmd_*.c. */
+#include "cli.h"
+
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fputs("usage: oasiskv COMMAND [options]\n"
+          "\n"
+          "commands:\n"
+          "  generate   generate text from a prompt\n"
+          "  tokenize   print the token ids of a text\n"
+          "  info       print a model's architecture and hyper-parameters\n"
+          "\n"
+          "Run 'oasiskv COMMAND --help' for the options of a command.\n", f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "generate"))
+        return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize"))
+        return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info"))
+        return cmd_info(argc - 1, argv + 1);
+    fprintf(stderr, "oasiskv: error: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 1;
+}
