@@ -188,6 +188,7 @@ int cmd_generate(int argc, char **argv)
                res.finish_reason, res.prompt_tokens, res.n_tokens, pf, dc);
     } else {
         printf("\n");
+        fflush(stdout);
         fprintf(stderr, "[prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | finish: %s]\n",
                 res.prompt_tokens, pf, res.n_tokens, dc, res.finish_reason);
     }

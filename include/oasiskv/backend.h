@@ -5,9 +5,9 @@
  *  - okv_bmem: a buffer of activations in the backend's memory, float32 elements.
  *  - okv_bweight: a weight converted to the backend's working precision (CPU: fp32;
  *    CUDA: bf16), built from a file's tensor view.
- *  - okv_bkv: the device tier's KV storage for all layers: per layer, n_slots blocks
- *    of K and V, each block laid out [n_kv_heads][block_size][head_dim] so that one
- *    (block, KV head) is contiguous (the unit that selection and prefetch move).
+ *  - okv_bkv: the KV tiers of all layers (device units, host tier, summaries; see
+ *    struct okv_kv_geometry). One (block, KV head) is contiguous: the unit that
+ *    selection and prefetch move.
  * Activation tensors are row-major with the token as the outer dimension.
  *
  * Step metadata (positions, slot mappings, block lists) is given as host arrays in
@@ -30,10 +30,24 @@ typedef struct okv_bmem okv_bmem;
 typedef struct okv_bweight okv_bweight;
 typedef struct okv_bkv okv_bkv;
 
+/* KV storage geometry. The device tier of each layer is an array of units, one unit
+ * being one KV head's block: K [block_size][head_dim] and V likewise. Units
+ * [0, n_group_slots*n_kv_heads) form group slots (all KV heads of one block: unit
+ * g*n_kv_heads + h), allocated in every layer at once for blocks being written
+ * (dense sequences, sinks, local windows). Units past them form the sparse region
+ * of the layer (its size may differ per layer), into which selected blocks are
+ * fetched one KV head at a time.
+ * The host tier holds n_host_blocks blocks (all heads, all layers) in host memory
+ * that the backend can read asynchronously (pinned on CUDA); every KV write goes
+ * through to it. Block summaries (element-wise min and max of the keys of each
+ * host block and KV head) live beside the device tier. */
 struct okv_kv_geometry {
     int n_layers;
-    int n_slots;       /* blocks per layer in the pool */
-    int block_size;    /* tokens per block */
+    int n_group_slots;
+    int n_sparse_units;   /* per layer, unless layer_sparse_units is set */
+    const int32_t *layer_sparse_units;   /* [n_layers] or NULL; copied at kv_alloc (dense layers need more) */
+    int n_host_blocks;    /* 0: no host tier (dense serving) */
+    int block_size;       /* tokens per block */
     int n_kv_heads;
     int head_dim;
 };
@@ -44,20 +58,33 @@ struct okv_step_meta {
     int n_seqs;
     const int32_t *tok_seq;       /* [n_tokens] batch-local sequence index of each row */
     const int32_t *tok_pos;       /* [n_tokens] absolute position of each row */
-    const int32_t *tok_slot;      /* [n_tokens] where its K/V goes: slot*block_size + offset */
+    const int32_t *tok_slot;      /* [n_tokens] device destination: group_slot*block_size + offset */
+    const int32_t *tok_host;      /* [n_tokens] host destination: host_block*block_size + offset; NULL without host tier */
     const float *rope_cos_sin;    /* [n_tokens][head_dim/2][2] cos, sin of each row's angles */
     const int32_t *seq_kv_len;    /* [n_seqs] valid KV tokens of each sequence after this step */
 };
 
 /* The blocks attention reads for one layer: one list per (sequence, KV head).
- * List (s, h) is blk_slot[blk_start[s*n_kv_heads+h] .. blk_start[s*n_kv_heads+h+1]);
- * blk_index gives each block's logical number (its tokens are positions
- * blk_index*block_size ...). A query at position p reads key positions kp with
- * kp <= p and kp < seq_kv_len[s]. */
+ * List (s, h) is blk_unit[blk_start[s*n_kv_heads+h] .. blk_start[s*n_kv_heads+h+1]),
+ * device units of this layer; blk_index gives each block's logical number (its
+ * tokens are positions blk_index*block_size ...). A query at position p reads key
+ * positions kp with kp <= p and kp < seq_kv_len[s]. */
 struct okv_attn_blocks {
     const int32_t *blk_start;     /* [n_seqs*n_kv_heads + 1] */
-    const int32_t *blk_slot;      /* slot in this layer's pool */
+    const int32_t *blk_unit;      /* device unit in this layer */
     const int32_t *blk_index;     /* logical block number */
+};
+
+/* A block-selection request for one sequence at one layer: score the candidate
+ * host blocks with the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) for each KV
+ * head, maximised over the query heads of its GQA group and over the given rows,
+ * and return the top k per KV head. */
+struct okv_select_req {
+    const int32_t *rows;          /* [n_rows] rows of q (current step) to score with */
+    int n_rows;
+    const int32_t *cand_host;     /* [n_cand] candidate host blocks */
+    int n_cand;
+    int k;                        /* blocks to keep per KV head (<= n_cand) */
 };
 
 struct okv_backend_ops {
@@ -74,11 +101,30 @@ struct okv_backend_ops {
     size_t (*weight_bytes)(const okv_bweight *w);
     enum okv_status (*kv_alloc)(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out);
     void (*kv_free)(okv_backend *be, okv_bkv *kv);
-    size_t (*kv_bytes_per_block)(const okv_bkv *kv);   /* K+V of one block, one layer, all heads */
-    /* Read or write one block of one layer (K and V, [n_kv_heads][block_size][head_dim]
-     * each, float32 on the host side): the path of the host tier and of tests. */
-    enum okv_status (*kv_block_read)(okv_backend *be, const okv_bkv *kv, int layer, int slot, float *k, float *v);
-    enum okv_status (*kv_block_write)(okv_backend *be, okv_bkv *kv, int layer, int slot, const float *k, const float *v);
+    size_t (*kv_unit_bytes)(const okv_bkv *kv);        /* K+V of one unit (one head's block, one layer) */
+    size_t (*kv_device_bytes)(const okv_bkv *kv);      /* device tier incl. summaries */
+    size_t (*kv_host_bytes)(const okv_bkv *kv);        /* host tier */
+    /* Read one device unit / one host block's head (K and V [block_size][head_dim],
+     * float32): for tests and the host tier's checks. */
+    enum okv_status (*kv_unit_read)(okv_backend *be, const okv_bkv *kv, int layer, int unit, float *k, float *v);
+    enum okv_status (*kv_host_read)(okv_backend *be, const okv_bkv *kv, int layer, int host_block, int head, float *k, float *v);
+    /* Summary (kmin, kmax [head_dim] each) of one host block and head. */
+    enum okv_status (*kv_summary_read)(okv_backend *be, const okv_bkv *kv, int layer, int host_block, int head,
+                                       float *kmin, float *kmax);
+    /* Recompute the summaries of host_block (all layers, all heads) from its first
+     * n_valid tokens in the host tier (after speculative rejection). */
+    enum okv_status (*kv_summary_rebuild)(okv_backend *be, okv_bkv *kv, int host_block, int n_valid);
+    /* Copy device group slot -> device units elsewhere is not needed; blocks move
+     * host -> device only: */
+    /* Enqueue an asynchronous gather of n units of one layer from the host tier
+     * (src_host[i] = host_block*n_kv_heads + head) into device units dst_unit[i].
+     * Returns at once; the copy overlaps the ops that follow. */
+    enum okv_status (*kv_fetch)(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
+                                const int32_t *dst_unit);
+    /* Make later ops of this layer wait for its enqueued fetches. *pending receives how
+     * many units were not yet copied when called, *stall_s the seconds spent waiting
+     * (on the CPU backend the caller blocks; a GPU backend may wait on a stream). */
+    enum okv_status (*kv_fetch_wait)(okv_backend *be, okv_bkv *kv, int layer, int *pending, double *stall_s);
 
     /* step */
     enum okv_status (*step_begin)(okv_backend *be, const struct okv_step_meta *meta);
@@ -101,8 +147,15 @@ struct okv_backend_ops {
     enum okv_status (*add)(okv_backend *be, okv_bmem *x, const okv_bmem *y, size_t count);
     /* out[i][:] = x[rows[i]][:] for i < n_rows (rows: host array) */
     enum okv_status (*gather_rows)(okv_backend *be, okv_bmem *out, const okv_bmem *x, const int32_t *rows, int n_rows, int width);
-    /* Store k[n][n_kv_heads][hd], v[...] of the step's rows into layer's pool at tok_slot. */
+    /* Store k[n][n_kv_heads][hd], v[...] of the step's rows into the layer's device
+     * group slots at tok_slot and, with a host tier, into the host tier at tok_host,
+     * widening the host blocks' summaries. */
     enum okv_status (*kv_write)(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v);
+    /* Select blocks for one sequence of the current step (see okv_select_req): out
+     * receives [n_kv_heads][k] host block ids, best first; scores, if not NULL,
+     * [n_kv_heads][n_cand] the bound of every candidate. q is [n][n_heads][hd]. */
+    enum okv_status (*select_blocks)(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                     const struct okv_select_req *req, int32_t *out, float *scores);
     /* out[n][n_heads][hd] = softmax(q k^T * scale) v over the given blocks, causal by position. */
     enum okv_status (*attention)(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
                                  const struct okv_attn_blocks *blocks, int n_heads, float scale);

@@ -41,6 +41,16 @@ okv_kv_cache *okv_engine_kv(okv_engine *e);
 /* Bytes of the weights as the backend holds them. */
 size_t okv_engine_weight_bytes(const okv_engine *e);
 
+/* Admission accounting for schedulers. A request that will hold n_tokens tokens at
+ * most (prompt + max new) needs okv_engine_blocks_needed(e, n_tokens) device-tier
+ * blocks at its peak: all of its blocks when dense; sink + window + the prefill
+ * working set + its selection budget when sparse. okv_engine_blocks_total is the
+ * device tier's capacity in the same unit. A scheduler that admits requests while
+ * the sum of their needs stays within the total never sees OKV_ERR_NO_KV_SPACE. */
+int okv_engine_blocks_needed(const okv_engine *e, int n_tokens);
+int okv_engine_blocks_total(const okv_engine *e);
+int okv_engine_block_size(const okv_engine *e);
+
 enum okv_status okv_engine_seq_create(okv_engine *e, int *seq);
 void okv_engine_seq_free(okv_engine *e, int seq);
 int okv_engine_seq_len(const okv_engine *e, int seq);

@@ -36,7 +36,7 @@ struct okv_engine {
     float *rope_cs;             /* [max_batch][head_dim/2][2] */
     int32_t *bseq_id;           /* [max_batch] engine sequence of each batch-local sequence */
     int32_t *bseq_len;          /* [max_batch] KV length after the step */
-    int32_t *blk_start, *blk_slot, *blk_index;
+    int32_t *blk_start, *blk_unit, *blk_index;
     int blk_cap;
 };
 
@@ -138,7 +138,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     int slots = prm.kv_slots;
     if (slots <= 0)
         slots = prm.max_seqs * ((prm.max_ctx + prm.block_size - 1) / prm.block_size);
-    struct okv_kv_geometry g = {c->n_layers, slots, prm.block_size, c->n_kv_heads, c->head_dim};
+    struct okv_kv_geometry g = {.n_layers = c->n_layers, .n_group_slots = slots, .block_size = prm.block_size,
+                               .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim};
     if ((st = okv_kv_cache_create(be, &g, &e->kv)) != OKV_OK)
         goto fail;
 
@@ -202,7 +203,7 @@ void okv_engine_free(okv_engine *e)
     okv_free(e->bseq_id);
     okv_free(e->bseq_len);
     okv_free(e->blk_start);
-    okv_free(e->blk_slot);
+    okv_free(e->blk_unit);
     okv_free(e->blk_index);
     okv_free(e);
 }
@@ -212,6 +213,14 @@ int okv_engine_max_ctx(const okv_engine *e) { return e->max_ctx; }
 int okv_engine_max_batch_tokens(const okv_engine *e) { return e->max_batch; }
 okv_kv_cache *okv_engine_kv(okv_engine *e) { return e->kv; }
 size_t okv_engine_weight_bytes(const okv_engine *e) { return e->weight_bytes; }
+
+int okv_engine_block_size(const okv_engine *e) { return okv_kv_geometry(e->kv)->block_size; }
+int okv_engine_blocks_total(const okv_engine *e) { return okv_kv_geometry(e->kv)->n_group_slots; }
+int okv_engine_blocks_needed(const okv_engine *e, int n_tokens)
+{
+    int bs = okv_kv_geometry(e->kv)->block_size;
+    return (n_tokens + bs - 1) / bs;
+}
 
 enum okv_status okv_engine_seq_create(okv_engine *e, int *seq) { return okv_kv_seq_create(e->kv, seq); }
 void okv_engine_seq_free(okv_engine *e, int seq) { okv_kv_seq_free(e->kv, seq); }
@@ -266,9 +275,9 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
         total += nkv * ((e->bseq_len[j] + bsz - 1) / bsz);
     if (total > e->blk_cap) {
         int cap = total * 2;
-        int32_t *a = okv_realloc(e->blk_slot, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
+        int32_t *a = okv_realloc(e->blk_unit, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
         if (a)
-            e->blk_slot = a;
+            e->blk_unit = a;
         int32_t *c = okv_realloc(e->blk_index, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
         if (c)
             e->blk_index = c;
@@ -288,7 +297,7 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
         for (int h = 0; h < nkv; h++) {
             e->blk_start[j * nkv + h] = at;
             for (int i = 0; i < used; i++) {
-                e->blk_slot[at] = tbl[i];
+                e->blk_unit[at] = tbl[i] * nkv + h;
                 e->blk_index[at] = i;
                 at++;
             }
@@ -329,8 +338,8 @@ enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, flo
     const bool half = c->rope_pairing == OKV_ROPE_PAIRING_HALF;
     const float scale = 1.0f / sqrtf((float)hd);
 
-    struct okv_step_meta meta = {n, n_seqs, e->tok_seq, e->tok_pos, e->tok_slot, e->rope_cs, e->bseq_len};
-    struct okv_attn_blocks blocks = {e->blk_start, e->blk_slot, e->blk_index};
+    struct okv_step_meta meta = {n, n_seqs, e->tok_seq, e->tok_pos, e->tok_slot, NULL, e->rope_cs, e->bseq_len};
+    struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index};
     okv_bkv *kvs = okv_kv_storage(e->kv);
 
     CK(o->step_begin(be, &meta));

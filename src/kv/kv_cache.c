@@ -39,14 +39,14 @@ enum okv_status okv_kv_cache_create(okv_backend *be, const struct okv_kv_geometr
         okv_free(c);
         return st;
     }
-    c->free_stack = okv_malloc(sizeof(int32_t) * (size_t)g->n_slots, OKV_TAG_KV);
+    c->free_stack = okv_malloc(sizeof(int32_t) * (size_t)g->n_group_slots, OKV_TAG_KV);
     if (!c->free_stack) {
         okv_kv_cache_free(c);
         return okv_set_error(OKV_ERR_NO_MEMORY, "kv cache: out of memory");
     }
-    for (int i = 0; i < g->n_slots; i++)
-        c->free_stack[i] = g->n_slots - 1 - i;   /* slot 0 on top */
-    c->n_free = g->n_slots;
+    for (int i = 0; i < g->n_group_slots; i++)
+        c->free_stack[i] = g->n_group_slots - 1 - i;   /* slot 0 on top */
+    c->n_free = g->n_group_slots;
     *out = c;
     return OKV_OK;
 }
@@ -67,7 +67,7 @@ void okv_kv_cache_free(okv_kv_cache *c)
 const struct okv_kv_geometry *okv_kv_geometry(const okv_kv_cache *c) { return &c->g; }
 okv_bkv *okv_kv_storage(okv_kv_cache *c) { return c->storage; }
 int okv_kv_free_slots(const okv_kv_cache *c) { return c->n_free; }
-int okv_kv_used_slots(const okv_kv_cache *c) { return c->g.n_slots - c->n_free; }
+int okv_kv_used_slots(const okv_kv_cache *c) { return c->g.n_group_slots - c->n_free; }
 int okv_kv_n_seqs(const okv_kv_cache *c) { return c->n_seqs; }
 
 enum okv_status okv_kv_seq_create(okv_kv_cache *c, int *seq)
@@ -128,7 +128,7 @@ enum okv_status okv_kv_seq_reserve(okv_kv_cache *c, int seq, int n)
         return OKV_OK;
     if (extra > c->n_free)
         return okv_set_error(OKV_ERR_NO_KV_SPACE, "kv cache: sequence %d needs %d more blocks, %d free of %d",
-                             seq, extra, c->n_free, c->g.n_slots);
+                             seq, extra, c->n_free, c->g.n_group_slots);
     if (need > s->cap) {
         int cap = s->cap ? s->cap : 16;
         while (cap < need)

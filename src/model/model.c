@@ -465,6 +465,12 @@ enum okv_status okv_model_load(const char *path, struct okv_model **out)
     } else {
         m->format = OKV_MODEL_FORMAT_HF;
         struct okv_st_set *s = NULL;
+        char cfg_path[4096];
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path);
+        if (stat(cfg_path, &sb) != 0) {
+            st = okv_set_error(OKV_ERR_NOT_FOUND, "%s: not a Hugging Face model folder: config.json is missing", path);
+            goto fail;
+        }
         if ((st = okv_hf_config_load(path, &m->cfg)))
             goto fail;
         if ((st = okv_st_open_dir(path, &s)))

@@ -43,7 +43,7 @@ static void attn_item(void *vctx, int64_t item)
 
     const int list = s * n_kv + kvh;
     for (int b = j->blocks->blk_start[list]; b < j->blocks->blk_start[list + 1]; b++) {
-        const int slot = j->blocks->blk_slot[b];
+        const int unit = j->blocks->blk_unit[b];
         const int first = j->blocks->blk_index[b] * bs;
         int n_valid = bs;
         if (first + n_valid > kv_len)
@@ -52,8 +52,8 @@ static void attn_item(void *vctx, int64_t item)
             n_valid = pos + 1 - first;
         if (n_valid <= 0)
             continue;
-        const float *kb = cpu_kv_block(kv, kv->k, j->layer, slot) + (size_t)kvh * bs * hd;
-        const float *vb = cpu_kv_block(kv, kv->v, j->layer, slot) + (size_t)kvh * bs * hd;
+        const float *kb = cpu_kv_unit(kv, kv->k, j->layer, unit);
+        const float *vb = cpu_kv_unit(kv, kv->v, j->layer, unit);
         float bmax = -INFINITY;
         for (int i = 0; i < n_valid; i++) {
             sc[i] = okv_cpu_dot(q, kb + (size_t)i * hd, hd) * j->scale;

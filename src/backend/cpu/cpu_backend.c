@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_internal.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -102,59 +103,6 @@ static void cpu_weight_free(okv_backend *be, okv_bweight *w)
 }
 
 static size_t cpu_weight_bytes(const okv_bweight *w) { return (size_t)(w->rows * w->row_len) * sizeof(float); }
-
-static enum okv_status cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
-{
-    if (g->n_layers <= 0 || g->n_slots <= 0 || g->block_size <= 0 || g->block_size > 256 ||
-        g->n_kv_heads <= 0 || g->head_dim <= 0 || g->head_dim > 512)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: bad KV geometry");
-    okv_bkv *kv = okv_calloc(1, sizeof *kv, OKV_TAG_KV);
-    if (!kv)
-        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: out of memory");
-    kv->g = *g;
-    kv->block_floats = (size_t)g->n_kv_heads * g->block_size * g->head_dim;
-    size_t total = (size_t)g->n_layers * g->n_slots * kv->block_floats;
-    kv->k = okv_malloc(total * sizeof(float), OKV_TAG_KV);
-    kv->v = okv_malloc(total * sizeof(float), OKV_TAG_KV);
-    if (!kv->k || !kv->v) {
-        okv_free(kv->k);
-        okv_free(kv->v);
-        okv_free(kv);
-        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: cannot allocate KV pool of %zu MiB",
-                             2 * total * sizeof(float) >> 20);
-    }
-    *out = kv;
-    return OKV_OK;
-}
-
-static void cpu_kv_free(okv_backend *be, okv_bkv *kv)
-{
-    if (!kv)
-        return;
-    okv_free(kv->k);
-    okv_free(kv->v);
-    okv_free(kv);
-}
-
-static size_t cpu_kv_bytes_per_block(const okv_bkv *kv) { return 2 * kv->block_floats * sizeof(float); }
-
-static enum okv_status cpu_kv_block_read(okv_backend *be, const okv_bkv *kv, int layer, int slot, float *k, float *v)
-{
-    if (layer < 0 || layer >= kv->g.n_layers || slot < 0 || slot >= kv->g.n_slots)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: KV block (%d, %d) out of range", layer, slot);
-    memcpy(k, cpu_kv_block(kv, kv->k, layer, slot), kv->block_floats * sizeof(float));
-    memcpy(v, cpu_kv_block(kv, kv->v, layer, slot), kv->block_floats * sizeof(float));
-    return OKV_OK;
-}
-
-static enum okv_status cpu_kv_block_write(okv_backend *be, okv_bkv *kv, int layer, int slot, const float *k, const float *v)
-{
-    if (layer < 0 || layer >= kv->g.n_layers || slot < 0 || slot >= kv->g.n_slots)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: KV block (%d, %d) out of range", layer, slot);
-    memcpy(cpu_kv_block(kv, kv->k, layer, slot), k, kv->block_floats * sizeof(float));
-    memcpy(cpu_kv_block(kv, kv->v, layer, slot), v, kv->block_floats * sizeof(float));
-    return OKV_OK;
-}
 
 static enum okv_status cpu_step_begin(okv_backend *be, const struct okv_step_meta *meta)
 {
@@ -302,23 +250,6 @@ static enum okv_status cpu_gather_rows(okv_backend *be, okv_bmem *out, const okv
     return OKV_OK;
 }
 
-static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v)
-{
-    const struct okv_step_meta *meta = &CTX(be)->meta;
-    const int hd = kv->g.head_dim, bs = kv->g.block_size, nkv = kv->g.n_kv_heads;
-    for (int t = 0; t < meta->n_tokens; t++) {
-        int slot = meta->tok_slot[t] / bs, off = meta->tok_slot[t] % bs;
-        if (meta->tok_slot[t] < 0 || slot >= kv->g.n_slots)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_write: slot %d out of range", meta->tok_slot[t]);
-        float *kb = cpu_kv_block(kv, kv->k, layer, slot), *vb = cpu_kv_block(kv, kv->v, layer, slot);
-        for (int h = 0; h < nkv; h++) {
-            memcpy(kb + ((size_t)h * bs + off) * hd, k->data + ((size_t)t * nkv + h) * hd, sizeof(float) * (size_t)hd);
-            memcpy(vb + ((size_t)h * bs + off) * hd, v->data + ((size_t)t * nkv + h) * hd, sizeof(float) * (size_t)hd);
-        }
-    }
-    return OKV_OK;
-}
-
 static enum okv_status cpu_sync(okv_backend *be) { return OKV_OK; }
 
 static void cpu_destroy(okv_backend *be)
@@ -329,7 +260,11 @@ static void cpu_destroy(okv_backend *be)
     okv_free(be);
 }
 
-static const struct okv_backend_ops cpu_ops = {
+static struct okv_backend_ops cpu_ops;
+static pthread_once_t cpu_ops_once = PTHREAD_ONCE_INIT;
+static void fill_ops(void) { okv_cpu_fill_kv_ops(&cpu_ops); }
+
+static struct okv_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
     .mem_alloc = cpu_mem_alloc,
@@ -339,11 +274,6 @@ static const struct okv_backend_ops cpu_ops = {
     .weight_load = cpu_weight_load,
     .weight_free = cpu_weight_free,
     .weight_bytes = cpu_weight_bytes,
-    .kv_alloc = cpu_kv_alloc,
-    .kv_free = cpu_kv_free,
-    .kv_bytes_per_block = cpu_kv_bytes_per_block,
-    .kv_block_read = cpu_kv_block_read,
-    .kv_block_write = cpu_kv_block_write,
     .step_begin = cpu_step_begin,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
@@ -353,7 +283,6 @@ static const struct okv_backend_ops cpu_ops = {
     .swiglu = cpu_swiglu,
     .add = cpu_add,
     .gather_rows = cpu_gather_rows,
-    .kv_write = cpu_kv_write,
     .attention = okv_cpu_attention,
     .sync = cpu_sync,
 };
@@ -379,6 +308,7 @@ enum okv_status okv_backend_cpu_create(const struct okv_backend_params *p, okv_b
         okv_free(c);
         return st;
     }
+    pthread_once(&cpu_ops_once, fill_ops);
     /* The pool splits work; each OpenBLAS call runs on one thread. */
     openblas_set_num_threads(1);
     c->n_threads = n;

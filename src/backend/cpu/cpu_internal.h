@@ -16,11 +16,20 @@ struct okv_bweight {
     int64_t row_len;
 };
 
+struct cpu_fetcher;
+
 struct okv_bkv {
     struct okv_kv_geometry g;
-    size_t block_floats;   /* n_kv_heads * block_size * head_dim */
-    float *k;              /* [n_layers][n_slots][n_kv_heads][block_size][head_dim] */
+    size_t unit_floats;    /* block_size * head_dim */
+    size_t *layer_units;   /* [n_layers]: n_group_slots * n_kv_heads + the layer's sparse units */
+    size_t *layer_off;     /* [n_layers]: first unit of the layer in k and v */
+    size_t total_units;
+    float *k;              /* device tier: layer l's units [layer_units[l]][block_size][head_dim] at layer_off[l] */
     float *v;
+    float *hk;             /* host tier [n_layers][n_host_blocks][n_kv_heads][block_size][head_dim] */
+    float *hv;
+    float *summ;           /* [n_layers][n_host_blocks][n_kv_heads][2][head_dim]: kmin, kmax */
+    struct cpu_fetcher *fetch;   /* background copy worker (host tier -> device units) */
 };
 
 struct cpu_ctx {
@@ -29,13 +38,34 @@ struct cpu_ctx {
     struct okv_step_meta meta;   /* borrowed host arrays of the current step */
 };
 
-static inline float *cpu_kv_block(const struct okv_bkv *kv, float *base, int layer, int slot)
+static inline float *cpu_kv_unit(const struct okv_bkv *kv, float *base, int layer, int64_t unit)
 {
-    return base + ((size_t)layer * (size_t)kv->g.n_slots + (size_t)slot) * kv->block_floats;
+    return base + (kv->layer_off[layer] + (size_t)unit) * kv->unit_floats;
+}
+
+/* host tier: unit of (host block, head) */
+static inline float *cpu_kv_host(const struct okv_bkv *kv, float *base, int layer, int64_t host_block, int head)
+{
+    return base + (((size_t)layer * (size_t)kv->g.n_host_blocks + (size_t)host_block) * (size_t)kv->g.n_kv_heads + (size_t)head) *
+                      kv->unit_floats;
+}
+
+static inline float *cpu_kv_summary(const struct okv_bkv *kv, int layer, int64_t host_block, int head)
+{
+    return kv->summ + (((size_t)layer * (size_t)kv->g.n_host_blocks + (size_t)host_block) * (size_t)kv->g.n_kv_heads + (size_t)head) *
+                          2 * (size_t)kv->g.head_dim;
 }
 
 float okv_cpu_dot(const float *a, const float *b, int n);
 void okv_cpu_axpy(float *y, float a, const float *x, int n);   /* y += a*x */
+
+enum okv_status okv_cpu_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                      const struct okv_select_req *req, int32_t *out, float *scores);
+/* KV storage and the fetch worker (cpu_kv.c) */
+enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out);
+void okv_cpu_kv_free(okv_backend *be, okv_bkv *kv);
+extern const struct okv_backend_ops okv_cpu_kv_ops_template;
+void okv_cpu_fill_kv_ops(struct okv_backend_ops *ops);
 
 enum okv_status okv_cpu_attention(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
                                   const struct okv_attn_blocks *blocks, int n_heads, float scale);
