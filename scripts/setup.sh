@@ -10,7 +10,7 @@ cd "$root"
 run_demo=1
 [ "${1:-}" = "--no-run" ] && run_demo=0
 
-pkgs=(build-essential cmake pkg-config libopenblas-dev libpcre2-dev libcjson-dev libmicrohttpd-dev python3-venv python3-pip)
+pkgs=(build-essential cmake pkg-config libopenblas-dev libpcre2-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev python3-venv python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,10 +24,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # Python references for the tests (the tokenizers package; the openai client)
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tokenizers" 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tokenizers, openai" 2>/dev/null; then
   echo "creating .venv with the test references ..." >&2
   python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check tokenizers==0.23.3 numpy
+  .venv/bin/pip install --quiet --disable-pip-version-check tokenizers==0.23.3 numpy openai==3.51.0
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

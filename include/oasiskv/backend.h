@@ -118,7 +118,9 @@ struct okv_backend_ops {
      * host -> device only: */
     /* Enqueue an asynchronous gather of n units of one layer from the host tier
      * (src_host[i] = host_block*n_kv_heads + head) into device units dst_unit[i].
-     * Returns at once; the copy overlaps the ops that follow. */
+     * Returns at once; the copy overlaps the ops that follow. It must not overwrite
+     * a unit before the layer's previously issued attention has read it (a GPU
+     * backend orders the copy after an event recorded behind that attention). */
     enum okv_status (*kv_fetch)(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
                                 const int32_t *dst_unit);
     /* Make later ops of this layer wait for its enqueued fetches. *pending receives how

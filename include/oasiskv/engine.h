@@ -20,12 +20,44 @@ extern "C" {
 
 typedef struct okv_engine okv_engine;
 
+/* Which queries choose the blocks of the next step (sparse mode). */
+enum okv_predict {
+    OKV_PREDICT_CURRENT = 0,   /* the queries of step t's own (non-draft) token */
+    OKV_PREDICT_LOOKAHEAD,     /* the queries of step t's token and its drafted lookahead tokens */
+    OKV_PREDICT_ORACLE,        /* step t+1's true queries, fetched synchronously (evaluation only) */
+};
+
 struct okv_engine_params {
     int block_size;        /* tokens per KV block; default 16 */
-    int kv_slots;          /* blocks in the KV pool; 0: enough for max_seqs full contexts (capped by kv_mb) */
-    int max_seqs;          /* sequences the pool is sized for when kv_slots is 0; default 1 */
+    int kv_slots;          /* device group slots; 0: sized from max_seqs and max_ctx */
+    int max_seqs;          /* sequences the tiers are sized for; default 1 */
     int max_ctx;           /* context length to serve; 0: the model's */
     int max_batch_tokens;  /* rows of one forward; default 512 */
+    /* sparse mode (OasisKV): kv_budget > 0 */
+    int kv_budget;         /* tokens of sink + window + selected blocks per (sequence, layer, KV head); 0: dense */
+    int sink_blocks;       /* default 1 */
+    int window_blocks;     /* local window, including the block being filled; default 4 */
+    int dense_layers;      /* the first N layers select every block */
+    enum okv_predict predict;
+    bool track_recall;     /* also score each step with its true queries to measure prediction recall */
+    int host_blocks;       /* host-tier capacity in blocks; 0: max_seqs full contexts */
+};
+
+/* Counters since creation (or the last reset). */
+struct okv_engine_stats {
+    int64_t steps;
+    int64_t units_fetched;       /* (block, KV head, layer) units copied host -> device */
+    int64_t fetch_bytes;
+    int64_t units_selected;      /* selected units read by attention */
+    int64_t units_in_time;       /* of those, resident when the attention started */
+    double stall_s;              /* time attention waited for fetches */
+    int64_t recall_hits;         /* predicted units that the true queries also selected */
+    int64_t recall_total;        /* units the true queries selected */
+    size_t device_bytes;         /* device tier in use now (group slots, sparse quotas, summaries) */
+    size_t device_bytes_peak;
+    size_t device_bytes_capacity;
+    size_t host_bytes;           /* host tier in use now */
+    size_t host_bytes_peak;
 };
 
 /* Build an engine: converts the model's weights into the backend (the model may be
@@ -54,18 +86,26 @@ int okv_engine_block_size(const okv_engine *e);
 enum okv_status okv_engine_seq_create(okv_engine *e, int *seq);
 void okv_engine_seq_free(okv_engine *e, int seq);
 int okv_engine_seq_len(const okv_engine *e, int seq);
-/* Drop tokens past len (speculative rejection, or regenerating). */
-void okv_engine_seq_truncate(okv_engine *e, int seq, int len);
+/* Drop tokens past len (speculative rejection, or regenerating). In sparse mode the
+ * cut must stay inside the local window: OKV_ERR_INVALID_ARG otherwise. */
+enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len);
+
+void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out);
+void okv_engine_stats_reset(okv_engine *e);
+bool okv_engine_sparse(const okv_engine *e);
 
 struct okv_batch {
     int n_tokens;
     const int32_t *tokens;       /* [n_tokens] */
     const int32_t *seq;          /* [n_tokens] sequence of each row */
     const uint8_t *want_logits;  /* [n_tokens] 1: return this row's logits */
+    const uint8_t *is_draft;     /* [n_tokens] 1: a drafted lookahead token; NULL: none */
 };
 
 /* Run one forward pass. logits receives vocab floats per row with want_logits set,
- * in row order. OKV_ERR_NO_KV_SPACE when the pool cannot take the new tokens,
+ * in row order. A sequence's prefill ends with the first forward whose last row of
+ * that sequence wants logits; from then on (sparse mode, context past the budget)
+ * each step selects the blocks of the next one. OKV_ERR_NO_KV_SPACE when the pool cannot take the new tokens,
  * OKV_ERR_CONTEXT when a sequence would pass max_ctx; the state is unchanged then. */
 enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits);
 

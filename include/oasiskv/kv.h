@@ -1,7 +1,9 @@
-/* The paged KV cache: a pool of fixed-size blocks (slots) in the device tier and a
- * block table per sequence mapping logical block i (positions i*block_size ...) to
- * a slot. Storage lives in the backend (okv_bkv); this module owns allocation,
- * tables and lengths. One slot id addresses the same block in every layer.
+/* The paged, tiered KV cache: group slots of the device tier (one slot holds a
+ * block of every layer and KV head), host-tier blocks (the full KV of every
+ * sequence when the host tier exists) and a block table per sequence mapping
+ * logical block i (positions i*block_size ...) to both. Storage lives in the
+ * backend (okv_bkv); this module owns allocation, tables and lengths. The sparse
+ * region's units are managed by the residency module (okv_resid).
  *
  * Not thread-safe: the engine's driving thread owns it. */
 #ifndef OASISKV_KV_H
@@ -31,20 +33,32 @@ void okv_kv_seq_free(okv_kv_cache *c, int seq);
 bool okv_kv_seq_valid(const okv_kv_cache *c, int seq);
 int okv_kv_seq_len(const okv_kv_cache *c, int seq);
 int okv_kv_n_seqs(const okv_kv_cache *c);
+int okv_kv_free_host_blocks(const okv_kv_cache *c);
+int okv_kv_used_host_blocks(const okv_kv_cache *c);
 
-/* Make room for n more tokens after the current length (allocating blocks);
- * OKV_ERR_NO_KV_SPACE, with nothing allocated, when the pool cannot hold them. */
+/* Make room for n more tokens after the current length (allocating a group slot
+ * and, with a host tier, a host block for each new block); OKV_ERR_NO_KV_SPACE,
+ * with nothing allocated, when a tier cannot hold them. */
 enum okv_status okv_kv_seq_reserve(okv_kv_cache *c, int seq, int n);
-/* The flat slot index (slot*block_size + offset) of position pos (reserved). */
+/* The flat group-slot index (slot*block_size + offset) of position pos (reserved,
+ * its block still holding a group slot). */
 int32_t okv_kv_seq_slot(const okv_kv_cache *c, int seq, int pos);
+/* The flat host index (host_block*block_size + offset) of pos, -1 without host tier. */
+int32_t okv_kv_seq_host_slot(const okv_kv_cache *c, int seq, int pos);
 /* Advance the length by n (positions must have been reserved and written). */
 void okv_kv_seq_commit(okv_kv_cache *c, int seq, int n);
 /* Shorten to len tokens, freeing blocks past it (speculative rejection). */
 void okv_kv_seq_truncate(okv_kv_cache *c, int seq, int len);
-/* The block table: slots of logical blocks 0..n-1, every allocated block (covering
- * committed and reserved tokens). Borrowed; valid until the next call that changes
- * this sequence. */
+/* The block tables of logical blocks 0..n-1, every allocated block (covering
+ * committed and reserved tokens): group slots (-1 when released) and host blocks
+ * (-1 without host tier). Borrowed; valid until the next call that changes this
+ * sequence. */
 const int32_t *okv_kv_seq_blocks(const okv_kv_cache *c, int seq, int *n);
+const int32_t *okv_kv_seq_host_blocks(const okv_kv_cache *c, int seq, int *n);
+/* Blocks of the sequence that hold a group slot. */
+int okv_kv_seq_group_blocks(const okv_kv_cache *c, int seq);
+/* Give a block's group slot back; the block lives on in the host tier alone. */
+void okv_kv_seq_release_group(okv_kv_cache *c, int seq, int block);
 
 #ifdef __cplusplus
 }

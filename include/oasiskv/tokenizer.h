@@ -85,7 +85,9 @@ struct okv_chat_msg {
 };
 /* Render messages with the model's chat template; with add_generation_prompt the
  * assistant header is appended. *out allocated (okv_free). OKV_ERR_UNSUPPORTED when
- * the model has no known chat format. */
+ * the model has no known chat format. Like transformers' apply_chat_template, the
+ * text holds the special tokens (and, for Llama-3, the BOS text): encode it with
+ * parse_special and without add_bos. */
 enum okv_status okv_tokenizer_apply_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs,
                                          size_t n, bool add_generation_prompt, char **out);
 

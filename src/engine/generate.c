@@ -1,7 +1,8 @@
 /* One-sequence generation loop (CLI, tests, eval). The server's scheduler runs its
  * own loop over many sequences with the same pieces: engine forward, sampling,
- * streaming detokenizer and the stop-string matcher below. */
+ * streaming detokenizer and the stop-string matcher of engine/stopstr.h. */
 #include "oasiskv/generate.h"
+#include "engine/stopstr.h"
 
 #include <string.h>
 
@@ -26,41 +27,6 @@ static enum okv_status text_append(struct text_buf *t, const char *s, size_t n)
     t->len += n;
     t->s[t->len] = 0;
     return OKV_OK;
-}
-
-/* Position of the first stop string in text[from..], or -1. */
-static long find_stop(const char *text, size_t len, size_t from, const char *const *stop, int n_stop)
-{
-    long best = -1;
-    for (int i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
-        if (!sl || sl > len)
-            continue;
-        size_t start = from > sl ? from - sl + 1 : 0;
-        for (size_t p = start; p + sl <= len; p++)
-            if (!memcmp(text + p, stop[i], sl)) {
-                if (best < 0 || (long)p < best)
-                    best = (long)p;
-                break;
-            }
-    }
-    return best;
-}
-
-/* Length of the longest suffix of text that is a proper prefix of a stop string:
- * that much text must be held back from the stream. */
-static size_t stop_holdback(const char *text, size_t len, const char *const *stop, int n_stop)
-{
-    size_t hold = 0;
-    for (int i = 0; i < n_stop; i++) {
-        size_t sl = strlen(stop[i]);
-        for (size_t k = sl - 1 < len ? sl - 1 : len; k > hold; k--)
-            if (!memcmp(text + len - k, stop[i], k)) {
-                hold = k;
-                break;
-            }
-    }
-    return hold;
 }
 
 void okv_gen_result_free(struct okv_gen_result *res)
@@ -148,7 +114,7 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
             int w = okv_detok_push(tok, &dt, id, true, piece, sizeof piece);
             if (w > 0 && (st = text_append(&text, piece, (size_t)w)) != OKV_OK)
                 goto done;
-            long at = find_stop(text.s, text.len, emitted, p->stop, p->n_stop);
+            long at = okv_stop_find(text.s, text.len, emitted, p->stop, p->n_stop);
             if (at >= 0) {
                 text.len = (size_t)at;
                 text.s[text.len] = 0;
@@ -156,7 +122,7 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
                 stop = true;
                 res->finish_reason = "stop";
             } else {
-                upto = text.len - stop_holdback(text.s, text.len, p->stop, p->n_stop);
+                upto = text.len - okv_stop_holdback(text.s, text.len, p->stop, p->n_stop);
             }
         }
         bool go_on = true;

@@ -159,9 +159,8 @@ static enum okv_status bpe_piece(void *user, const char *s, size_t len)
     for (size_t i = 0; i < len; i++) {
         int32_t id = t->byte_to_id[(uint8_t)s[i]];
         if (id < 0)
-            id = t->unk;
-        if (id < 0)
-            continue;           /* a byte the vocabulary lacks and no unk: dropped, as tokenizers does */
+            continue;           /* a byte the vocabulary lacks (SmolLM2 has no 0xFF): dropped, as
+                                 * tokenizers (no unk_token) and llama.cpp do */
         e->syms[n] = (struct sym){ .id = id, .prev = n - 1, .next = -1 };
         if (n > 0)
             e->syms[n - 1].next = n;

@@ -1,0 +1,279 @@
+/* Residency bookkeeping of the sparse region (see resid.h). */
+#include "kv/resid.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct rlayer {
+    int32_t *unit_key;    /* [quota] block*n_kv + head held, -1 free */
+    uint32_t *stamp;      /* [quota] last step the unit was selected */
+    int32_t *map;         /* [map_cap] unit index of key, -1 */
+    int map_cap;
+    int32_t *sel;         /* [quota] current selection [n_kv][k] */
+    int k;                /* entries per head in sel */
+};
+
+struct rseq {
+    int chunk;            /* -1: not attached */
+    struct rlayer *layers;
+};
+
+struct okv_resid {
+    struct okv_resid_params p;
+    int32_t *quota;
+    uint8_t *chunk_used;
+    struct rseq *seqs;
+    int n_seqs_cap;
+    int32_t *order;       /* scratch [max quota] */
+    int max_quota;
+};
+
+enum okv_status okv_resid_create(const struct okv_resid_params *p, okv_resid **out)
+{
+    *out = NULL;
+    okv_resid *r = okv_calloc(1, sizeof *r, OKV_TAG_KV);
+    if (!r)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
+    r->p = *p;
+    r->quota = okv_malloc(sizeof(int32_t) * (size_t)p->n_layers, OKV_TAG_KV);
+    r->chunk_used = okv_calloc((size_t)(p->max_seqs > 0 ? p->max_seqs : 1), 1, OKV_TAG_KV);
+    if (!r->quota || !r->chunk_used) {
+        okv_resid_free(r);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
+    }
+    for (int l = 0; l < p->n_layers; l++) {
+        r->quota[l] = p->quota[l];
+        if (r->quota[l] > r->max_quota)
+            r->max_quota = r->quota[l];
+    }
+    r->p.quota = r->quota;
+    r->order = okv_malloc(sizeof(int32_t) * (size_t)(r->max_quota + 1), OKV_TAG_KV);
+    if (!r->order) {
+        okv_resid_free(r);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
+    }
+    *out = r;
+    return OKV_OK;
+}
+
+static void free_seq_layers(okv_resid *r, struct rseq *s)
+{
+    if (!s->layers)
+        return;
+    for (int l = 0; l < r->p.n_layers; l++) {
+        okv_free(s->layers[l].unit_key);
+        okv_free(s->layers[l].stamp);
+        okv_free(s->layers[l].map);
+        okv_free(s->layers[l].sel);
+    }
+    okv_free(s->layers);
+    s->layers = NULL;
+}
+
+void okv_resid_free(okv_resid *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_seqs_cap; i++)
+        free_seq_layers(r, &r->seqs[i]);
+    okv_free(r->seqs);
+    okv_free(r->quota);
+    okv_free(r->chunk_used);
+    okv_free(r->order);
+    okv_free(r);
+}
+
+bool okv_resid_attached(const okv_resid *r, int seq)
+{
+    return seq >= 0 && seq < r->n_seqs_cap && r->seqs[seq].chunk >= 0;
+}
+
+int okv_resid_free_chunks(const okv_resid *r)
+{
+    int n = 0;
+    for (int i = 0; i < r->p.max_seqs; i++)
+        n += !r->chunk_used[i];
+    return n;
+}
+
+int okv_resid_k(const okv_resid *r, int layer) { return r->quota[layer] / r->p.n_kv_heads; }
+
+enum okv_status okv_resid_attach(okv_resid *r, int seq)
+{
+    if (seq < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "residency: bad sequence %d", seq);
+    if (seq >= r->n_seqs_cap) {
+        int cap = r->n_seqs_cap ? r->n_seqs_cap : 8;
+        while (cap <= seq)
+            cap *= 2;
+        struct rseq *s = okv_realloc(r->seqs, sizeof *s * (size_t)cap, OKV_TAG_KV);
+        if (!s)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
+        for (int i = r->n_seqs_cap; i < cap; i++) {
+            s[i].chunk = -1;
+            s[i].layers = NULL;
+        }
+        r->seqs = s;
+        r->n_seqs_cap = cap;
+    }
+    struct rseq *s = &r->seqs[seq];
+    if (s->chunk >= 0)
+        return OKV_OK;
+    int chunk = -1;
+    for (int i = 0; i < r->p.max_seqs; i++)
+        if (!r->chunk_used[i]) {
+            chunk = i;
+            break;
+        }
+    if (chunk < 0)
+        return okv_set_error(OKV_ERR_NO_KV_SPACE, "residency: all %d sparse quotas are in use", r->p.max_seqs);
+    s->layers = okv_calloc((size_t)r->p.n_layers, sizeof *s->layers, OKV_TAG_KV);
+    if (!s->layers)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
+    for (int l = 0; l < r->p.n_layers; l++) {
+        struct rlayer *L = &s->layers[l];
+        size_t q = (size_t)(r->quota[l] > 0 ? r->quota[l] : 1);
+        L->unit_key = okv_malloc(sizeof(int32_t) * q, OKV_TAG_KV);
+        L->stamp = okv_calloc(q, sizeof(uint32_t), OKV_TAG_KV);
+        L->sel = okv_malloc(sizeof(int32_t) * q, OKV_TAG_KV);
+        if (!L->unit_key || !L->stamp || !L->sel) {
+            free_seq_layers(r, s);
+            return okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
+        }
+        for (size_t i = 0; i < q; i++)
+            L->unit_key[i] = -1;
+    }
+    r->chunk_used[chunk] = 1;
+    s->chunk = chunk;
+    return OKV_OK;
+}
+
+void okv_resid_detach(okv_resid *r, int seq)
+{
+    if (!okv_resid_attached(r, seq))
+        return;
+    struct rseq *s = &r->seqs[seq];
+    r->chunk_used[s->chunk] = 0;
+    s->chunk = -1;
+    free_seq_layers(r, s);
+}
+
+void okv_resid_clear(okv_resid *r, int seq)
+{
+    if (!okv_resid_attached(r, seq))
+        return;
+    struct rseq *s = &r->seqs[seq];
+    for (int l = 0; l < r->p.n_layers; l++) {
+        struct rlayer *L = &s->layers[l];
+        for (int i = 0; i < r->quota[l]; i++) {
+            L->unit_key[i] = -1;
+            L->stamp[i] = 0;
+        }
+        for (int i = 0; i < L->map_cap; i++)
+            L->map[i] = -1;
+        L->k = 0;
+    }
+}
+
+static int32_t unit_of(const okv_resid *r, const struct rseq *s, int layer, int idx)
+{
+    return r->p.base_unit + s->chunk * r->quota[layer] + idx;
+}
+
+int32_t okv_resid_lookup(const okv_resid *r, int seq, int layer, int block, int head)
+{
+    if (!okv_resid_attached(r, seq))
+        return -1;
+    const struct rseq *s = &r->seqs[seq];
+    const struct rlayer *L = &s->layers[layer];
+    int key = block * r->p.n_kv_heads + head;
+    if (key < 0 || key >= L->map_cap || L->map[key] < 0)
+        return -1;
+    return unit_of(r, s, layer, L->map[key]);
+}
+
+static bool ensure_map(struct rlayer *L, int key)
+{
+    if (key < L->map_cap)
+        return true;
+    int cap = L->map_cap ? L->map_cap : 256;
+    while (cap <= key)
+        cap *= 2;
+    int32_t *m = okv_realloc(L->map, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
+    if (!m)
+        return false;
+    for (int i = L->map_cap; i < cap; i++)
+        m[i] = -1;
+    L->map = m;
+    L->map_cap = cap;
+    return true;
+}
+
+static const uint32_t *g_sort_stamp;
+static int by_stamp(const void *a, const void *b)
+{
+    uint32_t x = g_sort_stamp[*(const int32_t *)a], y = g_sort_stamp[*(const int32_t *)b];
+    if (x != y)
+        return x < y ? -1 : 1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k, uint32_t stamp,
+                    int32_t *fetch_block, int32_t *fetch_head, int32_t *fetch_unit)
+{
+    OKV_ASSERT(okv_resid_attached(r, seq));
+    struct rseq *s = &r->seqs[seq];
+    struct rlayer *L = &s->layers[layer];
+    const int nkv = r->p.n_kv_heads, q = r->quota[layer];
+    OKV_ASSERT(k * nkv <= q && stamp > 0);
+    /* 1: keep what is resident, stamping it; collect what is missing */
+    int n_missing = 0;
+    for (int h = 0; h < nkv; h++)
+        for (int i = 0; i < k; i++) {
+            int b = sel[h * k + i];
+            if (b < 0)
+                continue;
+            int key = b * nkv + h;
+            if (!ensure_map(L, key))
+                continue;   /* out of memory: the block is simply not selected */
+            if (L->map[key] >= 0) {
+                L->stamp[L->map[key]] = stamp;
+            } else {
+                fetch_block[n_missing] = b;
+                fetch_head[n_missing] = h;
+                n_missing++;
+            }
+        }
+    /* 2: victims: units not stamped now, least recently used first */
+    int n_vict = 0;
+    for (int u = 0; u < q; u++)
+        if (L->stamp[u] != stamp)
+            r->order[n_vict++] = u;
+    g_sort_stamp = L->stamp;
+    qsort(r->order, (size_t)n_vict, sizeof(int32_t), by_stamp);
+    OKV_ASSERT(n_missing <= n_vict);
+    for (int i = 0; i < n_missing; i++) {
+        int u = r->order[i];
+        if (L->unit_key[u] >= 0 && L->unit_key[u] < L->map_cap)
+            L->map[L->unit_key[u]] = -1;
+        int key = fetch_block[i] * nkv + fetch_head[i];
+        L->unit_key[u] = key;
+        L->map[key] = u;
+        L->stamp[u] = stamp;
+        fetch_unit[i] = unit_of(r, s, layer, u);
+    }
+    memcpy(L->sel, sel, sizeof(int32_t) * (size_t)(k * nkv));
+    L->k = k;
+    return n_missing;
+}
+
+const int32_t *okv_resid_selection(const okv_resid *r, int seq, int layer, int *k)
+{
+    if (!okv_resid_attached(r, seq)) {
+        *k = 0;
+        return NULL;
+    }
+    const struct rlayer *L = &r->seqs[seq].layers[layer];
+    *k = L->k;
+    return L->sel;
+}
