@@ -40,6 +40,7 @@ static inline struct okv_tensor_view synth_tensor(struct synth_model *s, struct 
 /* arch: OKV_ARCH_LLAMA (no bias), QWEN2 (bias), QWEN3 (qk norm, head_dim 24). */
 static inline void synth_model_init(struct synth_model *s, enum okv_arch arch, uint64_t seed)
 {
+    /* max_ctx 1024: long enough for sparse tests with small blocks */
     memset(s, 0, sizeof *s);
     struct okv_model_config *c = &s->m.cfg;
     c->arch = arch;
@@ -50,7 +51,7 @@ static inline void synth_model_init(struct synth_model *s, enum okv_arch arch, u
     c->head_dim = arch == OKV_ARCH_QWEN3 ? 24 : 16;
     c->ffn_dim = 96;
     c->vocab_size = 200;
-    c->max_ctx = 256;
+    c->max_ctx = 1024;
     c->rms_eps = 1e-5f;
     c->rope_theta = 10000.0f;
     c->rope_pairing = arch == OKV_ARCH_LLAMA ? OKV_ROPE_PAIRING_INTERLEAVED : OKV_ROPE_PAIRING_HALF;

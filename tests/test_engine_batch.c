@@ -29,7 +29,7 @@ static void solo(okv_engine *e, int s, int chunk, float out[LEN][V])
     }
     for (int at = 0; at < LEN; at += chunk) {
         int n = LEN - at < chunk ? LEN - at : chunk;
-        struct okv_batch b = {n, toks[s] + at, seqs, want};
+        struct okv_batch b = {n, toks[s] + at, seqs, want, NULL};
         enum okv_status st = okv_engine_forward(e, &b, &out[at][0]);
         CHECK(st == OKV_OK, "forward: %s", okv_last_error());
     }
@@ -60,7 +60,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         for (int i = 0; i < LEN; i++)
             toks[s][i] = (int32_t)(okv_rng_next(&rng) % V);
 
-    struct okv_engine_params ep = {.block_size = 16, .kv_slots = 30, .max_batch_tokens = 96};
+    struct okv_engine_params ep = {.block_size = 16, .kv_slots = 30, .max_batch_tokens = 96, .max_ctx = 256};
     okv_engine *e = NULL;
     CHECK(okv_engine_create(&sm.m, be, &ep, &e) == OKV_OK, "%s", okv_last_error());
     if (!e)
@@ -107,7 +107,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         }
         if (n == 0)
             break;
-        struct okv_batch b = {n, bt, bs, want};
+        struct okv_batch b = {n, bt, bs, want, NULL};
         enum okv_status st = okv_engine_forward(e, &b, &out[0][0]);
         CHECK(st == OKV_OK, "interleaved forward: %s", okv_last_error());
         for (int r = 0; r < n; r++)
@@ -136,7 +136,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     enum okv_status st = OKV_OK;
     int rounds = 0;
     for (; rounds < 10 && st == OKV_OK; rounds++) {
-        struct okv_batch b = {96, many, ms, mw};
+        struct okv_batch b = {96, many, ms, mw, NULL};
         st = okv_engine_forward(e, &b, NULL);
     }
     CHECK(st == OKV_ERR_NO_KV_SPACE, "expected no KV space, got %s", okv_status_str(st));
@@ -148,7 +148,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     okv_engine_seq_create(e, &c2);
     for (int i = 0; i < 96; i++)
         ms[i] = c2;
-    struct okv_batch b2 = {96, many, ms, mw};
+    struct okv_batch b2 = {96, many, ms, mw, NULL};
     CHECK(okv_engine_forward(e, &b2, NULL) == OKV_OK, "%s", okv_last_error());
     okv_engine_seq_free(e, seq[0]);
     okv_engine_seq_free(e, seq[1]);
@@ -160,14 +160,14 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     int32_t bad = V + 5;
     int32_t one = c2;
     uint8_t w1 = 1;
-    struct okv_batch b3 = {1, &bad, &one, &w1};
+    struct okv_batch b3 = {1, &bad, &one, &w1, NULL};
     CHECK(okv_engine_forward(e, &b3, tmp[0]) == OKV_ERR_INVALID_ARG, "bad token accepted");
     int32_t t3[3] = {1, 2, 3}, s3[3] = {c2, seq[2], c2};
     uint8_t w3[3] = {0};
-    struct okv_batch b4 = {3, t3, s3, w3};
+    struct okv_batch b4 = {3, t3, s3, w3, NULL};
     CHECK(okv_engine_forward(e, &b4, NULL) == OKV_ERR_INVALID_ARG, "non-contiguous rows accepted");
     int32_t s5 = 999;
-    struct okv_batch b5 = {1, t3, &s5, w3};
+    struct okv_batch b5 = {1, t3, &s5, w3, NULL};
     CHECK(okv_engine_forward(e, &b5, NULL) == OKV_ERR_INVALID_ARG, "unknown sequence accepted");
     okv_engine_seq_free(e, c2);
     okv_engine_seq_free(e, seq[2]);

@@ -77,7 +77,7 @@ static void check_ref(const char *name, okv_engine *e, const struct ref *r, int 
         int n = r->n_prompt - at < chunk ? r->n_prompt - at : chunk;
         memset(want, 0, sizeof want);
         want[n - 1] = at + n == r->n_prompt;
-        struct okv_batch b = {n, r->prompt + at, seqs, want};
+        struct okv_batch b = {n, r->prompt + at, seqs, want, NULL};
         enum okv_status st = okv_engine_forward(e, &b, lg);
         CHECK(st == OKV_OK, "%s: prefill: %s", name, okv_last_error());
         if (st != OKV_OK)
@@ -95,7 +95,7 @@ static void check_ref(const char *name, okv_engine *e, const struct ref *r, int 
         if (s + 1 == r->n_steps)
             break;
         want[0] = 1;
-        struct okv_batch b = {1, &r->greedy[s], seqs, want};
+        struct okv_batch b = {1, &r->greedy[s], seqs, want, NULL};
         enum okv_status st = okv_engine_forward(e, &b, lg);
         CHECK(st == OKV_OK, "%s: decode: %s", name, okv_last_error());
         if (st != OKV_OK)

@@ -40,13 +40,20 @@ typedef struct okv_bkv okv_bkv;
  * The host tier holds n_host_blocks blocks (all heads, all layers) in host memory
  * that the backend can read asynchronously (pinned on CUDA); every KV write goes
  * through to it. Block summaries (element-wise min and max of the keys of each
- * host block and KV head) live beside the device tier. */
+ * host block and KV head) live beside the device tier.
+ *
+ * Staging: two buffers of n_stage_units units shared by all layers, addressed as
+ * OKV_UNIT_STAGE | (buffer * n_stage_units + i). A long prefill whose older blocks
+ * live in the host tier alone fetches them, one layer at a time, into the staging
+ * buffer layer % 2, so the device never holds the whole prompt of every layer. */
+#define OKV_UNIT_STAGE 0x40000000
 struct okv_kv_geometry {
     int n_layers;
     int n_group_slots;
     int n_sparse_units;   /* per layer, unless layer_sparse_units is set */
     const int32_t *layer_sparse_units;   /* [n_layers] or NULL; copied at kv_alloc (dense layers need more) */
     int n_host_blocks;    /* 0: no host tier (dense serving) */
+    int n_stage_units;    /* units of each of the two staging buffers (layer-by-layer prefill); 0: none */
     int block_size;       /* tokens per block */
     int n_kv_heads;
     int head_dim;
@@ -106,7 +113,7 @@ struct okv_backend_ops {
     size_t (*kv_host_bytes)(const okv_bkv *kv);        /* host tier */
     /* Read one device unit / one host block's head (K and V [block_size][head_dim],
      * float32): for tests and the host tier's checks. */
-    enum okv_status (*kv_unit_read)(okv_backend *be, const okv_bkv *kv, int layer, int unit, float *k, float *v);
+    enum okv_status (*kv_unit_read)(okv_backend *be, const okv_bkv *kv, int layer, int32_t unit, float *k, float *v);
     enum okv_status (*kv_host_read)(okv_backend *be, const okv_bkv *kv, int layer, int host_block, int head, float *k, float *v);
     /* Summary (kmin, kmax [head_dim] each) of one host block and head. */
     enum okv_status (*kv_summary_read)(okv_backend *be, const okv_bkv *kv, int layer, int host_block, int head,
@@ -118,9 +125,10 @@ struct okv_backend_ops {
      * host -> device only: */
     /* Enqueue an asynchronous gather of n units of one layer from the host tier
      * (src_host[i] = host_block*n_kv_heads + head) into device units dst_unit[i].
-     * Returns at once; the copy overlaps the ops that follow. It must not overwrite
-     * a unit before the layer's previously issued attention has read it (a GPU
-     * backend orders the copy after an event recorded behind that attention). */
+     * Destinations may be staging units (OKV_UNIT_STAGE). Returns at once; the copy
+     * overlaps the ops that follow. It must not overwrite a unit before the
+     * attention calls issued before it have read it (a GPU backend orders the copy
+     * after an event recorded behind the last attention). */
     enum okv_status (*kv_fetch)(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
                                 const int32_t *dst_unit);
     /* Make later ops of this layer wait for its enqueued fetches. *pending receives how

@@ -1,44 +1,12 @@
-/* The forward pass of the Llama family over a flat batch, on the backend interface.
- *
- * Per layer: h = rmsnorm(x); q,k,v = h W{q,k,v}^T (+bias); q/k head norm (Qwen3);
- * RoPE; K/V stored into the paged cache; attention over each sequence's blocks;
- * x += att Wo^T; h = rmsnorm(x); x += (silu(h Wg^T) * h Wu^T) Wd^T.
- * Finally the rows that want logits are gathered, normed and projected. */
-#include "oasiskv/engine.h"
+/* Engine construction: weights into the backend, sizing of the KV tiers (dense:
+ * group slots for every block; sparse: group slots for sinks, windows and the
+ * blocks being written, a per-sequence quota of selected units in every layer,
+ * the host tier and the staging buffers), scratch, sequences and statistics.
+ * The forward pass is in forward.c. */
+#include "engine_internal.h"
 
 #include <math.h>
 #include <string.h>
-
-struct layer_w {
-    okv_bweight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm;
-    okv_bweight *ffn_norm, *w_gate, *w_up, *w_down;
-};
-
-struct okv_engine {
-    struct okv_model_config cfg;
-    okv_backend *be;
-    okv_kv_cache *kv;
-    int max_ctx;
-    int max_batch;
-    size_t weight_bytes;
-
-    okv_bweight *tok_embd, *output_norm, *output;   /* output may alias tok_embd */
-    struct layer_w *layers;
-
-    float *inv_freq;            /* [head_dim/2] */
-
-    /* activations, [max_batch][...] */
-    okv_bmem *x, *h, *q, *k, *v, *att, *tmp, *gate, *up, *rows, *logits;
-    int logits_rows_cap;
-
-    /* per-step host metadata */
-    int32_t *tok_seq, *tok_pos, *tok_slot, *rows_idx;
-    float *rope_cs;             /* [max_batch][head_dim/2][2] */
-    int32_t *bseq_id;           /* [max_batch] engine sequence of each batch-local sequence */
-    int32_t *bseq_len;          /* [max_batch] KV length after the step */
-    int32_t *blk_start, *blk_unit, *blk_index;
-    int blk_cap;
-};
 
 static enum okv_status load_w(struct okv_engine *e, const struct okv_tensor_view *t, okv_bweight **out)
 {
@@ -135,13 +103,69 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     ALLOC_HOST(inv_freq, c->head_dim / 2);
     compute_inv_freq(c, e->inv_freq);
 
-    int slots = prm.kv_slots;
-    if (slots <= 0)
-        slots = prm.max_seqs * ((prm.max_ctx + prm.block_size - 1) / prm.block_size);
-    struct okv_kv_geometry g = {.n_layers = c->n_layers, .n_group_slots = slots, .block_size = prm.block_size,
-                               .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim};
-    if ((st = okv_kv_cache_create(be, &g, &e->kv)) != OKV_OK)
-        goto fail;
+    /* KV tiers */
+    const int bsz = prm.block_size, nkv = c->n_kv_heads;
+    const int ctx_blocks = (prm.max_ctx + bsz - 1) / bsz;
+    const bool sparse = prm.kv_budget > 0;
+    int32_t *quota = NULL;
+    struct okv_kv_geometry g = {.n_layers = c->n_layers, .block_size = bsz, .n_kv_heads = nkv, .head_dim = c->head_dim};
+    if (sparse) {
+        if (prm.sink_blocks <= 0)
+            prm.sink_blocks = 1;
+        if (prm.window_blocks <= 0)
+            prm.window_blocks = 4;
+        if (prm.dense_layers < 0 || prm.dense_layers > c->n_layers) {
+            st = okv_set_error(OKV_ERR_INVALID_ARG, "dense layers %d: the model has %d layers", prm.dense_layers, c->n_layers);
+            goto fail;
+        }
+        e->sel_k_sparse = prm.kv_budget / bsz - prm.sink_blocks - prm.window_blocks;
+        if (e->sel_k_sparse < 1) {
+            st = okv_set_error(OKV_ERR_INVALID_ARG,
+                               "kv budget %d tokens leaves no block to select: it must exceed (sink %d + window %d blocks) x %d tokens",
+                               prm.kv_budget, prm.sink_blocks, prm.window_blocks, bsz);
+            goto fail;
+        }
+        if (!(quota = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE))) {
+            st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+            goto fail;
+        }
+        int k_dense = ctx_blocks - prm.sink_blocks - prm.window_blocks;
+        if (k_dense < e->sel_k_sparse)
+            k_dense = e->sel_k_sparse;
+        for (int l = 0; l < c->n_layers; l++)
+            quota[l] = (l < prm.dense_layers ? k_dense : e->sel_k_sparse) * nkv;
+        int32_t *units = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE);
+        if (!units) {
+            okv_free(quota);
+            st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+            goto fail;
+        }
+        for (int l = 0; l < c->n_layers; l++)
+            units[l] = quota[l] * prm.max_seqs;
+        /* group slots: a sequence within its budget keeps all its blocks (the dense
+         * fast path); past it, sinks, window and the block being filled. Plus the
+         * blocks of one prefill chunk. */
+        g.n_group_slots = prm.kv_slots > 0 ? prm.kv_slots
+                                           : prm.max_seqs * (prm.kv_budget / bsz + 2) + (prm.max_batch_tokens + bsz - 1) / bsz + 1;
+        g.layer_sparse_units = units;
+        g.n_host_blocks = prm.host_blocks > 0 ? prm.host_blocks : prm.max_seqs * ctx_blocks;
+        g.n_stage_units = ctx_blocks * nkv;
+        st = okv_kv_cache_create(be, &g, &e->kv);
+        okv_free(units);
+        if (st == OKV_OK) {
+            struct okv_resid_params rp = {c->n_layers, nkv, prm.max_seqs, g.n_group_slots * nkv, quota};
+            st = okv_resid_create(&rp, &e->resid);
+        }
+        okv_free(quota);
+        if (st != OKV_OK)
+            goto fail;
+    } else {
+        g.n_group_slots = prm.kv_slots > 0 ? prm.kv_slots : prm.max_seqs * ctx_blocks;
+        if ((st = okv_kv_cache_create(be, &g, &e->kv)) != OKV_OK)
+            goto fail;
+    }
+    e->prm = prm;
+    e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
 
     const int T = e->max_batch, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
     ALLOC_MEM(x, T * c->dim);
@@ -159,8 +183,10 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     ALLOC_HOST(tok_slot, T);
     ALLOC_HOST(rows_idx, T);
     ALLOC_HOST(rope_cs, (size_t)T * c->head_dim);
-    ALLOC_HOST(bseq_id, T);
+    ALLOC_HOST(tok_host, T);
+    ALLOC_HOST(bs, T);
     ALLOC_HOST(bseq_len, T);
+    ALLOC_HOST(pred_rows, T);
     ALLOC_HOST(blk_start, (size_t)T * c->n_kv_heads + 1);
     *out = e;
     return OKV_OK;
@@ -189,6 +215,7 @@ void okv_engine_free(okv_engine *e)
         }
     }
     okv_free(e->layers);
+    okv_resid_free(e->resid);
     okv_kv_cache_free(e->kv);
     okv_bmem *mems[] = {e->x, e->h, e->q, e->k, e->v, e->att, e->tmp, e->gate, e->up, e->rows, e->logits};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
@@ -200,8 +227,19 @@ void okv_engine_free(okv_engine *e)
     okv_free(e->tok_slot);
     okv_free(e->rows_idx);
     okv_free(e->rope_cs);
-    okv_free(e->bseq_id);
+    okv_free(e->tok_host);
+    okv_free(e->bs);
     okv_free(e->bseq_len);
+    okv_free(e->pred_rows);
+    okv_free(e->sel_host);
+    okv_free(e->sel_logical);
+    okv_free(e->cand);
+    okv_free(e->host_to_logical);
+    okv_free(e->f_block);
+    okv_free(e->f_head);
+    okv_free(e->f_unit);
+    okv_free(e->f_src);
+    okv_free(e->seqs);
     okv_free(e->blk_start);
     okv_free(e->blk_unit);
     okv_free(e->blk_index);
@@ -215,183 +253,106 @@ okv_kv_cache *okv_engine_kv(okv_engine *e) { return e->kv; }
 size_t okv_engine_weight_bytes(const okv_engine *e) { return e->weight_bytes; }
 
 int okv_engine_block_size(const okv_engine *e) { return okv_kv_geometry(e->kv)->block_size; }
+bool okv_engine_sparse(const okv_engine *e) { return e->resid != NULL; }
+
 int okv_engine_blocks_total(const okv_engine *e) { return okv_kv_geometry(e->kv)->n_group_slots; }
+
 int okv_engine_blocks_needed(const okv_engine *e, int n_tokens)
 {
     int bs = okv_kv_geometry(e->kv)->block_size;
-    return (n_tokens + bs - 1) / bs;
+    int blocks = (n_tokens + bs - 1) / bs;
+    if (!e->resid)
+        return blocks;
+    /* sparse: up to its budget (dense fast path) and the block being filled; the
+     * selection quota is reserved apart, when the sequence is created */
+    int steady = e->prm.kv_budget / bs + 2;
+    return blocks < steady ? blocks : steady;
 }
 
-enum okv_status okv_engine_seq_create(okv_engine *e, int *seq) { return okv_kv_seq_create(e->kv, seq); }
-void okv_engine_seq_free(okv_engine *e, int seq) { okv_kv_seq_free(e->kv, seq); }
-int okv_engine_seq_len(const okv_engine *e, int seq) { return okv_kv_seq_len(e->kv, seq); }
-void okv_engine_seq_truncate(okv_engine *e, int seq, int len) { okv_kv_seq_truncate(e->kv, seq, len); }
-
-/* Validate the batch, reserve KV space for every sequence in it (all or nothing)
- * and fill the step's host metadata. Returns the number of batch-local sequences. */
-static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *n_seqs_out)
+enum okv_status okv_engine_grow_i32(int32_t **p, int *cap, int need)
 {
-    const int n = b->n_tokens;
-    int n_seqs = 0;
-    for (int t = 0; t < n; t++) {
-        int s = b->seq[t];
-        if (t == 0 || s != b->seq[t - 1]) {
-            for (int j = 0; j < n_seqs; j++)
-                if (e->bseq_id[j] == s)
-                    return okv_set_error(OKV_ERR_INVALID_ARG, "batch: rows of sequence %d are not contiguous", s);
-            if (!okv_kv_seq_valid(e->kv, s))
-                return okv_set_error(OKV_ERR_INVALID_ARG, "batch: unknown sequence %d", s);
-            e->bseq_id[n_seqs] = s;
-            e->bseq_len[n_seqs] = okv_kv_seq_len(e->kv, s);
-            n_seqs++;
-        }
-        int bs = n_seqs - 1;
-        e->tok_seq[t] = bs;
-        e->tok_pos[t] = e->bseq_len[bs]++;
-        if (b->tokens[t] < 0 || b->tokens[t] >= e->cfg.vocab_size)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "batch: token id %d out of range [0, %d)", b->tokens[t], e->cfg.vocab_size);
-    }
-    for (int j = 0; j < n_seqs; j++)
-        if (e->bseq_len[j] > e->max_ctx)
-            return okv_set_error(OKV_ERR_CONTEXT, "sequence %d: %d tokens exceed the context length %d",
-                                 e->bseq_id[j], e->bseq_len[j], e->max_ctx);
-    for (int j = 0; j < n_seqs; j++) {
-        int s = e->bseq_id[j];
-        int len = okv_kv_seq_len(e->kv, s);
-        enum okv_status st = okv_kv_seq_reserve(e->kv, s, e->bseq_len[j] - len);
-        if (st != OKV_OK) {
-            for (int i = 0; i < j; i++)
-                okv_kv_seq_truncate(e->kv, e->bseq_id[i], okv_kv_seq_len(e->kv, e->bseq_id[i]));
-            return st;
-        }
-    }
-    for (int t = 0; t < n; t++)
-        e->tok_slot[t] = okv_kv_seq_slot(e->kv, e->bseq_id[e->tok_seq[t]], e->tok_pos[t]);
+    if (need <= *cap)
+        return OKV_OK;
+    int c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    int32_t *q = okv_realloc(*p, sizeof(int32_t) * (size_t)c, OKV_TAG_ENGINE);
+    if (!q)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    *p = q;
+    *cap = c;
+    return OKV_OK;
+}
 
-    /* dense block lists: every block of the sequence, for every KV head */
-    const int nkv = e->cfg.n_kv_heads, bsz = okv_kv_geometry(e->kv)->block_size;
-    int total = 0;
-    for (int j = 0; j < n_seqs; j++)
-        total += nkv * ((e->bseq_len[j] + bsz - 1) / bsz);
-    if (total > e->blk_cap) {
-        int cap = total * 2;
-        int32_t *a = okv_realloc(e->blk_unit, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
-        if (a)
-            e->blk_unit = a;
-        int32_t *c = okv_realloc(e->blk_index, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
-        if (c)
-            e->blk_index = c;
-        if (!a || !c) {
-            for (int i = 0; i < n_seqs; i++)
-                okv_kv_seq_truncate(e->kv, e->bseq_id[i], okv_kv_seq_len(e->kv, e->bseq_id[i]));
+enum okv_status okv_engine_seq_create(okv_engine *e, int *seq)
+{
+    enum okv_status st = okv_kv_seq_create(e->kv, seq);
+    if (st != OKV_OK)
+        return st;
+    if (*seq >= e->seqs_cap) {
+        int cap = e->seqs_cap ? e->seqs_cap * 2 : 16;
+        while (cap <= *seq)
+            cap *= 2;
+        struct eseq *s = okv_realloc(e->seqs, sizeof *s * (size_t)cap, OKV_TAG_ENGINE);
+        if (!s) {
+            okv_kv_seq_free(e->kv, *seq);
             return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
         }
-        e->blk_cap = cap;
+        e->seqs = s;
+        e->seqs_cap = cap;
     }
-    int at = 0;
-    for (int j = 0; j < n_seqs; j++) {
-        int nb;
-        const int32_t *tbl = okv_kv_seq_blocks(e->kv, e->bseq_id[j], &nb);
-        int used = (e->bseq_len[j] + bsz - 1) / bsz;
-        OKV_ASSERT(used <= nb);
-        for (int h = 0; h < nkv; h++) {
-            e->blk_start[j * nkv + h] = at;
-            for (int i = 0; i < used; i++) {
-                e->blk_unit[at] = tbl[i] * nkv + h;
-                e->blk_index[at] = i;
-                at++;
-            }
-        }
+    memset(&e->seqs[*seq], 0, sizeof e->seqs[*seq]);
+    if (e->resid && (st = okv_resid_attach(e->resid, *seq)) != OKV_OK) {
+        okv_kv_seq_free(e->kv, *seq);
+        return st;
     }
-    e->blk_start[n_seqs * nkv] = at;
-
-    /* RoPE angles: position times inverse frequency, in float32 as the reference does */
-    const int half = e->cfg.head_dim / 2;
-    for (int t = 0; t < n; t++) {
-        float *row = e->rope_cs + (size_t)t * e->cfg.head_dim;
-        for (int i = 0; i < half; i++) {
-            float ang = (float)e->tok_pos[t] * e->inv_freq[i];
-            row[2 * i] = (float)cos((double)ang);
-            row[2 * i + 1] = (float)sin((double)ang);
-        }
-    }
-    *n_seqs_out = n_seqs;
     return OKV_OK;
 }
 
-#define CK(call) do { if ((st = (call)) != OKV_OK) goto fail; } while (0)
-
-enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits)
+void okv_engine_seq_free(okv_engine *e, int seq)
 {
-    enum okv_status st;
-    const int n = b->n_tokens;
-    if (n <= 0 || n > e->max_batch)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "batch: %d rows (1 to %d allowed)", n, e->max_batch);
-    int n_seqs = 0;
-    if ((st = plan_step(e, b, &n_seqs)) != OKV_OK)
-        return st;
+    if (!okv_kv_seq_valid(e->kv, seq))
+        return;
+    if (e->resid)
+        okv_resid_detach(e->resid, seq);
+    okv_kv_seq_free(e->kv, seq);
+}
 
-    okv_backend *be = e->be;
-    const struct okv_backend_ops *o = be->ops;
-    const struct okv_model_config *c = &e->cfg;
-    const int dim = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
-    const bool half = c->rope_pairing == OKV_ROPE_PAIRING_HALF;
-    const float scale = 1.0f / sqrtf((float)hd);
+int okv_engine_seq_len(const okv_engine *e, int seq) { return okv_kv_seq_len(e->kv, seq); }
 
-    struct okv_step_meta meta = {n, n_seqs, e->tok_seq, e->tok_pos, e->tok_slot, NULL, e->rope_cs, e->bseq_len};
-    struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index};
-    okv_bkv *kvs = okv_kv_storage(e->kv);
-
-    CK(o->step_begin(be, &meta));
-    CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
-    for (int l = 0; l < c->n_layers; l++) {
-        const struct layer_w *w = &e->layers[l];
-        CK(o->rmsnorm(be, e->h, e->x, w->attn_norm, n, dim, c->rms_eps));
-        CK(o->matmul(be, e->q, e->h, w->wq, w->bq, n, dim, qd));
-        CK(o->matmul(be, e->k, e->h, w->wk, w->bk, n, dim, kvd));
-        CK(o->matmul(be, e->v, e->h, w->wv, w->bv, n, dim, kvd));
-        if (w->q_norm) {
-            CK(o->head_rmsnorm(be, e->q, w->q_norm, n, c->n_heads, hd, c->rms_eps));
-            CK(o->head_rmsnorm(be, e->k, w->k_norm, n, c->n_kv_heads, hd, c->rms_eps));
-        }
-        CK(o->rope(be, e->q, n, c->n_heads, hd, half));
-        CK(o->rope(be, e->k, n, c->n_kv_heads, hd, half));
-        CK(o->kv_write(be, kvs, l, e->k, e->v));
-        CK(o->attention(be, e->att, e->q, kvs, l, &blocks, c->n_heads, scale));
-        CK(o->matmul(be, e->tmp, e->att, w->wo, NULL, n, qd, dim));
-        CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
-        CK(o->rmsnorm(be, e->h, e->x, w->ffn_norm, n, dim, c->rms_eps));
-        CK(o->matmul(be, e->gate, e->h, w->w_gate, NULL, n, dim, c->ffn_dim));
-        CK(o->matmul(be, e->up, e->h, w->w_up, NULL, n, dim, c->ffn_dim));
-        CK(o->swiglu(be, e->gate, e->gate, e->up, n, c->ffn_dim));
-        CK(o->matmul(be, e->tmp, e->gate, w->w_down, NULL, n, c->ffn_dim, dim));
-        CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
+enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len)
+{
+    if (!okv_kv_seq_valid(e->kv, seq))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "truncate: unknown sequence %d", seq);
+    int cur = okv_kv_seq_len(e->kv, seq);
+    if (len >= cur)
+        return OKV_OK;
+    if (len < 0)
+        len = 0;
+    const int bsz = okv_kv_geometry(e->kv)->block_size;
+    struct eseq *es = &e->seqs[seq];
+    if (e->resid && es->cand_end > 0 && len < es->cand_end * bsz)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "truncate: sequence %d to %d tokens cuts into blocks that left the local window",
+                             seq, len);
+    okv_kv_seq_truncate(e->kv, seq, len);
+    if (e->resid && len % bsz) {
+        /* the last block's summary was widened by the dropped keys: rebuild it */
+        int nb;
+        const int32_t *host = okv_kv_seq_host_blocks(e->kv, seq, &nb);
+        enum okv_status st = e->be->ops->kv_summary_rebuild(e->be, okv_kv_storage(e->kv), host[nb - 1], len % bsz);
+        if (st != OKV_OK)
+            return st;
     }
-
-    int n_rows = 0;
-    for (int t = 0; t < n; t++)
-        if (b->want_logits && b->want_logits[t])
-            e->rows_idx[n_rows++] = t;
-    if (n_rows > 0) {
-        if (n_rows > e->logits_rows_cap) {
-            if (e->logits)
-                o->mem_free(be, e->logits);
-            e->logits = NULL;
-            e->logits_rows_cap = 0;
-            CK(o->mem_alloc(be, (size_t)n_rows * c->vocab_size, &e->logits));
-            e->logits_rows_cap = n_rows;
-        }
-        CK(o->gather_rows(be, e->rows, e->x, e->rows_idx, n_rows, dim));
-        CK(o->rmsnorm(be, e->rows, e->rows, e->output_norm, n_rows, dim, c->rms_eps));
-        CK(o->matmul(be, e->logits, e->rows, e->output, NULL, n_rows, dim, c->vocab_size));
-        CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
-    }
-    CK(o->sync(be));
-    for (int j = 0; j < n_seqs; j++)
-        okv_kv_seq_commit(e->kv, e->bseq_id[j], e->bseq_len[j] - okv_kv_seq_len(e->kv, e->bseq_id[j]));
     return OKV_OK;
-fail:
-    for (int j = 0; j < n_seqs; j++)
-        okv_kv_seq_truncate(e->kv, e->bseq_id[j], okv_kv_seq_len(e->kv, e->bseq_id[j]));
-    return st;
+}
+
+void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out) { *out = e->stats; }
+
+void okv_engine_stats_reset(okv_engine *e)
+{
+    size_t cap = e->stats.device_bytes_capacity, dev = e->stats.device_bytes, host = e->stats.host_bytes;
+    memset(&e->stats, 0, sizeof e->stats);
+    e->stats.device_bytes_capacity = cap;
+    e->stats.device_bytes = e->stats.device_bytes_peak = dev;
+    e->stats.host_bytes = e->stats.host_bytes_peak = host;
 }

@@ -87,7 +87,7 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
             want[i] = 0;
         }
         want[n - 1] = at + n == n_prompt;
-        struct okv_batch b = {n, prompt + at, rows_seq, want};
+        struct okv_batch b = {n, prompt + at, rows_seq, want, NULL};
         if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
             goto done;
     }
@@ -139,7 +139,7 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
             break;
         int32_t one_seq = seq;
         uint8_t one_want = 1;
-        struct okv_batch b = {1, &id, &one_seq, &one_want};
+        struct okv_batch b = {1, &id, &one_seq, &one_want, NULL};
         if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
             goto done;
     }

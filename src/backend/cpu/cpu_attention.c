@@ -52,8 +52,8 @@ static void attn_item(void *vctx, int64_t item)
             n_valid = pos + 1 - first;
         if (n_valid <= 0)
             continue;
-        const float *kb = cpu_kv_unit(kv, kv->k, j->layer, unit);
-        const float *vb = cpu_kv_unit(kv, kv->v, j->layer, unit);
+        const float *kb = cpu_kv_unit(kv, false, j->layer, unit);
+        const float *vb = cpu_kv_unit(kv, true, j->layer, unit);
         float bmax = -INFINITY;
         for (int i = 0; i < n_valid; i++) {
             sc[i] = okv_cpu_dot(q, kb + (size_t)i * hd, hd) * j->scale;

@@ -26,6 +26,7 @@ struct okv_bkv {
     size_t total_units;
     float *k;              /* device tier: layer l's units [layer_units[l]][block_size][head_dim] at layer_off[l] */
     float *v;
+    float *sk, *sv;        /* staging [2 * n_stage_units][block_size][head_dim] */
     float *hk;             /* host tier [n_layers][n_host_blocks][n_kv_heads][block_size][head_dim] */
     float *hv;
     float *summ;           /* [n_layers][n_host_blocks][n_kv_heads][2][head_dim]: kmin, kmax */
@@ -38,9 +39,19 @@ struct cpu_ctx {
     struct okv_step_meta meta;   /* borrowed host arrays of the current step */
 };
 
-static inline float *cpu_kv_unit(const struct okv_bkv *kv, float *base, int layer, int64_t unit)
+/* K (is_v false) or V of a device unit, staging units included. */
+static inline float *cpu_kv_unit(const struct okv_bkv *kv, bool is_v, int layer, int64_t unit)
 {
-    return base + (kv->layer_off[layer] + (size_t)unit) * kv->unit_floats;
+    if (unit & OKV_UNIT_STAGE)
+        return (is_v ? kv->sv : kv->sk) + (size_t)(unit & ~(int64_t)OKV_UNIT_STAGE) * kv->unit_floats;
+    return (is_v ? kv->v : kv->k) + (kv->layer_off[layer] + (size_t)unit) * kv->unit_floats;
+}
+
+static inline bool cpu_kv_unit_valid(const struct okv_bkv *kv, int layer, int64_t unit)
+{
+    if (unit & OKV_UNIT_STAGE)
+        return (unit & ~(int64_t)OKV_UNIT_STAGE) < 2 * (int64_t)kv->g.n_stage_units;
+    return unit >= 0 && (size_t)unit < kv->layer_units[layer];
 }
 
 /* host tier: unit of (host block, head) */

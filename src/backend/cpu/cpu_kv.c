@@ -34,9 +34,9 @@ struct cpu_fetcher {
 static void copy_unit(okv_bkv *kv, int layer, int32_t src_host, int32_t dst_unit)
 {
     const int nkv = kv->g.n_kv_heads;
-    memcpy(cpu_kv_unit(kv, kv->k, layer, dst_unit), cpu_kv_host(kv, kv->hk, layer, src_host / nkv, src_host % nkv),
+    memcpy(cpu_kv_unit(kv, false, layer, dst_unit), cpu_kv_host(kv, kv->hk, layer, src_host / nkv, src_host % nkv),
            kv->unit_floats * sizeof(float));
-    memcpy(cpu_kv_unit(kv, kv->v, layer, dst_unit), cpu_kv_host(kv, kv->hv, layer, src_host / nkv, src_host % nkv),
+    memcpy(cpu_kv_unit(kv, true, layer, dst_unit), cpu_kv_host(kv, kv->hv, layer, src_host / nkv, src_host % nkv),
            kv->unit_floats * sizeof(float));
 }
 
@@ -74,7 +74,7 @@ static enum okv_status cpu_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, int
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_fetch: no host tier or bad layer %d", layer);
     const int64_t max_host = (int64_t)kv->g.n_host_blocks * kv->g.n_kv_heads;
     for (int i = 0; i < n; i++)
-        if (src_host[i] < 0 || src_host[i] >= max_host || dst_unit[i] < 0 || (size_t)dst_unit[i] >= kv->layer_units[layer])
+        if (src_host[i] < 0 || src_host[i] >= max_host || !cpu_kv_unit_valid(kv, layer, dst_unit[i]))
             return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_fetch: unit %d -> %d out of range", src_host[i], dst_unit[i]);
     /* one allocation for the job and its two index arrays */
     struct fetch_job *j = okv_malloc(sizeof *j + 2 * sizeof(int32_t) * (size_t)n, OKV_TAG_BACKEND);
@@ -124,7 +124,7 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
 {
     *out = NULL;
     if (g->n_layers <= 0 || g->n_group_slots < 0 || g->n_sparse_units < 0 || g->n_host_blocks < 0 ||
-        g->block_size <= 0 || g->block_size > 256 || g->n_kv_heads <= 0 || g->head_dim <= 0 || g->head_dim > 512 ||
+        g->n_stage_units < 0 || g->block_size <= 0 || g->block_size > 256 || g->n_kv_heads <= 0 || g->head_dim <= 0 || g->head_dim > 512 ||
         (g->n_group_slots == 0 && g->n_sparse_units == 0 && !g->layer_sparse_units))
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: bad KV geometry");
     okv_bkv *kv = okv_calloc(1, sizeof *kv, OKV_TAG_KV);
@@ -152,9 +152,12 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
     size_t dev = kv->total_units * kv->unit_floats;
     size_t host = (size_t)g->n_layers * g->n_host_blocks * g->n_kv_heads * kv->unit_floats;
     size_t summ = (size_t)g->n_layers * g->n_host_blocks * g->n_kv_heads * 2 * g->head_dim;
+    size_t stage = 2 * (size_t)g->n_stage_units * kv->unit_floats;
     kv->k = okv_malloc(dev * sizeof(float), OKV_TAG_KV);
     kv->v = okv_malloc(dev * sizeof(float), OKV_TAG_KV);
-    bool ok = kv->k && kv->v;
+    kv->sk = okv_malloc((stage ? stage : 1) * sizeof(float), OKV_TAG_KV);
+    kv->sv = okv_malloc((stage ? stage : 1) * sizeof(float), OKV_TAG_KV);
+    bool ok = kv->k && kv->v && kv->sk && kv->sv;
     if (ok && host) {
         kv->hk = okv_malloc(host * sizeof(float), OKV_TAG_KV);
         kv->hv = okv_malloc(host * sizeof(float), OKV_TAG_KV);
@@ -209,6 +212,8 @@ void okv_cpu_kv_free(okv_backend *be, okv_bkv *kv)
     }
     okv_free(kv->k);
     okv_free(kv->v);
+    okv_free(kv->sk);
+    okv_free(kv->sv);
     okv_free(kv->hk);
     okv_free(kv->hv);
     okv_free(kv->summ);
@@ -221,7 +226,7 @@ static size_t cpu_kv_unit_bytes(const okv_bkv *kv) { return 2 * kv->unit_floats 
 
 static size_t cpu_kv_device_bytes(const okv_bkv *kv)
 {
-    return kv->total_units * 2 * kv->unit_floats * sizeof(float) +
+    return (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * 2 * kv->unit_floats * sizeof(float) +
            (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->g.head_dim * sizeof(float);
 }
 
@@ -230,12 +235,12 @@ static size_t cpu_kv_host_bytes(const okv_bkv *kv)
     return (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->unit_floats * sizeof(float);
 }
 
-static enum okv_status cpu_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int unit, float *k, float *v)
+static enum okv_status cpu_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int32_t unit, float *k, float *v)
 {
-    if (layer < 0 || layer >= kv->g.n_layers || unit < 0 || (size_t)unit >= kv->layer_units[layer])
+    if (layer < 0 || layer >= kv->g.n_layers || !cpu_kv_unit_valid(kv, layer, unit))
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: KV unit (%d, %d) out of range", layer, unit);
-    memcpy(k, cpu_kv_unit(kv, kv->k, layer, unit), kv->unit_floats * sizeof(float));
-    memcpy(v, cpu_kv_unit(kv, kv->v, layer, unit), kv->unit_floats * sizeof(float));
+    memcpy(k, cpu_kv_unit(kv, false, layer, unit), kv->unit_floats * sizeof(float));
+    memcpy(v, cpu_kv_unit(kv, true, layer, unit), kv->unit_floats * sizeof(float));
     return OKV_OK;
 }
 
@@ -308,8 +313,8 @@ static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, con
         for (int h = 0; h < nkv; h++) {
             const float *ks = k->data + ((size_t)t * nkv + h) * hd, *vs = v->data + ((size_t)t * nkv + h) * hd;
             int64_t unit = (int64_t)slot * nkv + h;
-            memcpy(cpu_kv_unit(kv, kv->k, layer, unit) + (size_t)off * hd, ks, row);
-            memcpy(cpu_kv_unit(kv, kv->v, layer, unit) + (size_t)off * hd, vs, row);
+            memcpy(cpu_kv_unit(kv, false, layer, unit) + (size_t)off * hd, ks, row);
+            memcpy(cpu_kv_unit(kv, true, layer, unit) + (size_t)off * hd, vs, row);
             if (hb >= 0) {
                 memcpy(cpu_kv_host(kv, kv->hk, layer, hb, h) + (size_t)hoff * hd, ks, row);
                 memcpy(cpu_kv_host(kv, kv->hv, layer, hb, h) + (size_t)hoff * hd, vs, row);

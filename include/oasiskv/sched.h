@@ -1,0 +1,140 @@
+/* The scheduler: continuous batching of many requests over one engine.
+ *
+ * Requests wait in a first-come-first-served queue and run up to max_num_seqs at a
+ * time. Each step builds ONE flat batch of at most max_num_batched_tokens rows: a
+ * decode row for every running request that has a sampled token to feed, then
+ * chunks of the prompts still being prefilled, oldest first. A request is admitted
+ * only while the device-tier blocks that the running requests need at their peak
+ * (okv_engine_blocks_needed of prompt + max_tokens) stay within
+ * okv_engine_blocks_total; should a forward still fail with OKV_ERR_NO_KV_SPACE, the
+ * youngest running request is preempted by recompute: its sequence is freed and it
+ * goes back to the head of the queue with its generated tokens appended to its
+ * prompt (its stream continues where it was). Finished and cancelled requests free
+ * all their KV at once.
+ *
+ * Thread model: one thread drives the engine, either the scheduler's own engine
+ * thread (okv_sched_start) or a caller looping on okv_sched_step. okv_sched_submit,
+ * okv_sched_cancel, okv_sched_cancel_all and okv_sched_metrics may be called from
+ * any thread at any time (a mutex and a condition variable guard the queue). The
+ * per-request callbacks run on the driving thread: they must be quick, must not
+ * block on the scheduler and must not call back into it. */
+#ifndef OASISKV_SCHED_H
+#define OASISKV_SCHED_H
+
+#include "oasiskv/engine.h"
+#include "oasiskv/sampling.h"
+#include "oasiskv/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_sched okv_sched;
+
+struct okv_sched_params {
+    int max_num_seqs;             /* requests running at once; default 16 */
+    int max_num_batched_tokens;   /* rows of one step; default (and at most) the engine's max batch */
+};
+
+enum okv_finish {
+    OKV_FINISH_STOP = 0,   /* end-of-generation token or stop string */
+    OKV_FINISH_LENGTH,     /* max_tokens (or the context) reached */
+    OKV_FINISH_ABORT,      /* cancelled, or the scheduler stopped */
+    OKV_FINISH_ERROR,      /* the engine failed on this request */
+    OKV_FINISH_COUNT
+};
+/* "stop", "length", "abort", "error". */
+const char *okv_finish_str(enum okv_finish f);
+
+struct okv_sched_result {
+    enum okv_finish reason;
+    int prompt_tokens;        /* of the request as submitted */
+    int completion_tokens;    /* generated tokens (an end-of-generation token is not counted) */
+    int n_preemptions;
+    double ttft_s;            /* submit to first token; 0 if none */
+    double e2e_s;             /* submit to finish */
+    const char *error;        /* OKV_FINISH_ERROR: what failed; valid during the callback only */
+};
+
+/* A generated token and the new text it completes: always whole UTF-8 characters,
+ * with text that may start a stop string held back (len may be 0). token is -1 for
+ * the last flush of held-back text at the end. text is valid during the call only. */
+typedef void (*okv_sched_token_fn)(void *user, int32_t token, const char *text, size_t len);
+/* Called exactly once per submitted request; the scheduler does not touch user after it. */
+typedef void (*okv_sched_finish_fn)(void *user, const struct okv_sched_result *r);
+
+struct okv_sched_request {
+    const int32_t *prompt;        /* [n_prompt], copied */
+    int n_prompt;
+    int max_tokens;               /* > 0; capped to what the context length leaves */
+    struct okv_sampling sampling; /* seeded per request: same seed, same tokens */
+    const char *const *stop;      /* stop strings, copied; not part of the text */
+    int n_stop;
+    bool ignore_eos;
+    okv_sched_token_fn on_token;  /* may be NULL */
+    okv_sched_finish_fn on_finish;/* may be NULL */
+    void *user;
+};
+
+/* Histogram with fixed upper bounds (Prometheus "le"); counts are per bucket, not
+ * cumulative, the last one being +Inf. */
+#define OKV_HIST_MAX_BOUNDS 24
+struct okv_hist {
+    int n_bounds;
+    const double *bounds;          /* static */
+    uint64_t counts[OKV_HIST_MAX_BOUNDS + 1];
+    uint64_t count;
+    double sum;
+};
+
+struct okv_sched_metrics {
+    int num_running, num_waiting;
+    int kv_blocks_used, kv_blocks_total;
+    double kv_usage;                     /* used / total device-tier blocks, 0..1 */
+    uint64_t prompt_tokens_total;        /* prompt tokens of admitted requests (first admission) */
+    uint64_t generation_tokens_total;
+    uint64_t num_preemptions_total;
+    uint64_t steps_total;
+    uint64_t requests_finished[OKV_FINISH_COUNT];
+    struct okv_hist ttft, itl, e2e;      /* seconds */
+    struct okv_engine_stats engine;      /* the engine's counters after the last step */
+};
+
+/* Build a scheduler over an engine (borrowed: the caller frees it after the
+ * scheduler, and drives it no other way meanwhile). tok may be NULL (no text, no
+ * stop strings, no end-of-generation detection). The caller owns *out. */
+enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const struct okv_sched_params *p,
+                                 okv_sched **out);
+/* Stop the engine thread if running, finish every request left with
+ * OKV_FINISH_ABORT, free. NULL is fine. */
+void okv_sched_free(okv_sched *s);
+
+/* Start the engine thread that runs steps while there is work. */
+enum okv_status okv_sched_start(okv_sched *s);
+/* Stop and join the engine thread; requests left are finished with OKV_FINISH_ABORT. */
+void okv_sched_stop(okv_sched *s);
+
+/* Queue a request; *id names it for okv_sched_cancel. Fails (and calls no
+ * callback) on a bad request: empty prompt, max_tokens <= 0, bad sampling
+ * parameters, a prompt that leaves no room in the context (OKV_ERR_CONTEXT), a
+ * request whose KV could never fit the pool (OKV_ERR_NO_KV_SPACE), or a stopped
+ * scheduler. */
+enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r, uint64_t *id);
+/* Cancel a request (unknown or finished ids are ignored): it finishes with
+ * OKV_FINISH_ABORT and frees its KV at the next step. */
+void okv_sched_cancel(okv_sched *s, uint64_t id);
+void okv_sched_cancel_all(okv_sched *s);
+
+/* Run one step on the calling thread (only when okv_sched_start was not called):
+ * take submissions and cancellations, admit, one forward, sample. *busy is set
+ * while requests remain. Errors of single requests finish them; the return value
+ * is OKV_OK unless the scheduler itself cannot go on. */
+enum okv_status okv_sched_step(okv_sched *s, bool *busy);
+
+/* A consistent snapshot of the counters. */
+void okv_sched_metrics(okv_sched *s, struct okv_sched_metrics *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,48 @@
+/* An OpenAI-compatible HTTP server over a scheduler (libmicrohttpd, one thread per
+ * connection; JSON through cJSON).
+ *
+ * Endpoints: POST /v1/completions, POST /v1/chat/completions (SSE streaming with
+ * "data: {json}\n\n" events ending "data: [DONE]\n\n"), GET /v1/models,
+ * GET /health, GET /metrics (Prometheus text format, vLLM's metric names plus
+ * oasiskv:* ones for the KV tiers). Errors are OpenAI error objects
+ * {"error": {"message", "type", "param", "code"}} with a 4xx/5xx status. A client
+ * that disconnects cancels its request, which frees its KV at the next step. */
+#ifndef OASISKV_SERVER_H
+#define OASISKV_SERVER_H
+
+#include "oasiskv/sched.h"
+#include "oasiskv/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct okv_server okv_server;
+
+struct okv_server_params {
+    const char *host;             /* address to bind; default 127.0.0.1 */
+    int port;                     /* 0: any free port (see okv_server_port) */
+    const char *model_name;       /* the served model name (required) */
+    const char *model_alias;      /* another name requests may use (the model path), or NULL */
+    const char *model_root;       /* "root" of /v1/models (the model path), or NULL */
+    const char *api_key;          /* requests to /v1/ need "Authorization: Bearer KEY"; NULL: open */
+    int max_ctx;                  /* context length of the engine */
+    size_t max_body_bytes;        /* larger bodies get 413; default 4 MiB */
+};
+
+/* Start serving on the scheduler (which must be started: okv_sched_start) and
+ * tokenizer, both borrowed until okv_server_free. The caller owns *out. */
+enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const struct okv_server_params *p,
+                                  okv_server **out);
+/* The port the server listens on. */
+int okv_server_port(const okv_server *sv);
+/* Stop accepting connections, cancel every request in flight (streams end with
+ * finish_reason "abort"), wait for the connections to close. Idempotent. */
+void okv_server_shutdown(okv_server *sv);
+/* Shut down if needed and free. NULL is fine. */
+void okv_server_free(okv_server *sv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,723 @@
+/* The CUDA backend: the ops table, device memory, weights, projections and the
+ * step's metadata. bf16 weights and KV, fp32 activations.
+ *
+ * Projections: cuBLAS GEMM with bf16 operands, fp32 accumulation and fp32 output.
+ * The fp32 activation is first converted to bf16 by a kernel (cuBLAS has no mixed
+ * fp32 x bf16 GEMM): the conversion moves n*k*6 bytes, against m*k*2 bytes of weight
+ * that the GEMM reads, so in decode (n << m) it costs a few percent, and the GEMM
+ * then runs on the tensor cores at the bf16 rate in prefill.
+ * Vector weights (norm weights, biases: one row) are kept in fp32 as well, so the
+ * norms and biases add no bf16 rounding; they are a negligible share of memory. */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_kernels.cuh"
+
+#include <math.h>
+#include <string.h>
+
+#define CTX(be) OKV_CUDA_CTX(be)
+
+enum okv_status okv_cuda_err(cudaError_t e, const char *what, const char *file, int line)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    if (e == cudaErrorMemoryAllocation)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of device or pinned memory: %s (%s:%d)", what, base, line);
+    return okv_set_error(OKV_ERR_BACKEND, "cuda backend: %s: %s (%s, %s:%d)", what, cudaGetErrorString(e),
+                         cudaGetErrorName(e), base, line);
+}
+
+enum okv_status okv_cublas_err(cublasStatus_t e, const char *what, const char *file, int line)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    if (e == CUBLAS_STATUS_ALLOC_FAILED)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cuBLAS out of memory: %s (%s:%d)", what, base, line);
+    return okv_set_error(OKV_ERR_BACKEND, "cuda backend: cuBLAS %s: %s (%s:%d)", what, cublasGetStatusString(e), base, line);
+}
+
+#define OKV_BLAS(call, what)                                                                \
+    do {                                                                                    \
+        cublasStatus_t okv_b_ = (call);                                                     \
+        if (okv_b_ != CUBLAS_STATUS_SUCCESS)                                                \
+            return okv_cublas_err(okv_b_, (what), __FILE__, __LINE__);                      \
+    } while (0)
+
+/* ---- staging ring ---- */
+
+static void ring_free(struct cuda_ring *r)
+{
+    if (r->h)
+        cudaFreeHost(r->h);
+    if (r->d)
+        cudaFree(r->d);
+    r->h = r->d = NULL;
+    r->cap = r->head = 0;
+    r->m_first = r->m_count = 0;
+}
+
+static enum okv_status ring_grow(struct cuda_ctx *c, size_t need)
+{
+    struct cuda_ring *r = &c->ring;
+    enum okv_status st = okv_cuda_sync_all(c);
+    if (st != OKV_OK)
+        return st;
+    size_t cap = r->cap ? r->cap : ((size_t)4 << 20);
+    while (cap < need)
+        cap *= 2;
+    ring_free(r);
+    OKV_CU(cudaHostAlloc((void **)&r->h, cap, cudaHostAllocDefault), "staging ring (pinned host)");
+    cudaError_t e = cudaMalloc((void **)&r->d, cap);
+    if (e != cudaSuccess) {
+        cudaFreeHost(r->h);
+        r->h = NULL;
+        return okv_cuda_err(e, "staging ring (device)", __FILE__, __LINE__);
+    }
+    r->cap = cap;
+    return OKV_OK;
+}
+
+static bool overlaps(size_t a0, size_t a1, size_t b0, size_t b1) { return a0 < b1 && b0 < a1; }
+
+enum okv_status okv_cuda_ring_alloc(struct cuda_ctx *c, size_t n, void **h, void **d)
+{
+    struct cuda_ring *r = &c->ring;
+    n = (n + 255) & ~(size_t)255;
+    if (n == 0)
+        n = 256;
+    if (n > r->cap) {
+        enum okv_status st = ring_grow(c, n);
+        if (st != OKV_OK)
+            return st;
+    }
+    size_t beg = r->head;
+    if (beg + n > r->cap)
+        beg = 0;
+    /* wait for the oldest regions until none overlaps [beg, beg+n) */
+    for (;;) {
+        bool hit = false;
+        for (int i = 0; i < r->m_count && !hit; i++) {
+            const struct cuda_ring_mark *m = &r->marks[(r->m_first + i) % OKV_CUDA_RING_MARKS];
+            hit = overlaps(m->beg, m->end, beg, beg + n);
+        }
+        if (!hit && r->m_count < OKV_CUDA_RING_MARKS)
+            break;
+        struct cuda_ring_mark *old = &r->marks[r->m_first];
+        OKV_CU(cudaEventSynchronize(old->ev), "staging ring wait");
+        r->m_first = (r->m_first + 1) % OKV_CUDA_RING_MARKS;
+        r->m_count--;
+    }
+    int slot = (r->m_first + r->m_count) % OKV_CUDA_RING_MARKS;
+    r->marks[slot].beg = beg;
+    r->marks[slot].end = beg + n;
+    r->marks[slot].ev = r->ev_pool[slot];
+    r->m_count++;
+    r->head = beg + n;
+    *h = r->h + beg;
+    *d = r->d + beg;
+    return OKV_OK;
+}
+
+enum okv_status okv_cuda_ring_commit(struct cuda_ctx *c, cudaStream_t s)
+{
+    struct cuda_ring *r = &c->ring;
+    if (r->m_count == 0)
+        return OKV_OK;
+    int slot = (r->m_first + r->m_count - 1) % OKV_CUDA_RING_MARKS;
+    OKV_CU(cudaEventRecord(r->marks[slot].ev, s), "staging ring event");
+    return OKV_OK;
+}
+
+enum okv_status okv_cuda_upload(struct cuda_ctx *c, cudaStream_t s, const void *src, size_t n, void **d)
+{
+    void *h;
+    enum okv_status st = okv_cuda_ring_alloc(c, n, &h, d);
+    if (st != OKV_OK)
+        return st;
+    memcpy(h, src, n);
+    OKV_CU(cudaMemcpyAsync(*d, h, n, cudaMemcpyHostToDevice, s), "upload of op metadata");
+    return OKV_OK;
+}
+
+enum okv_status okv_cuda_sync_all(struct cuda_ctx *c)
+{
+    OKV_CU(cudaStreamSynchronize(c->copy), "copy stream synchronize");
+    OKV_CU(cudaStreamSynchronize(c->stream), "stream synchronize");
+    return OKV_OK;
+}
+
+enum okv_status okv_cuda_scratch(struct cuda_ctx *c, size_t n, float **out)
+{
+    if (n > c->scratch_cap) {
+        OKV_CU(cudaStreamSynchronize(c->stream), "scratch grow");
+        if (c->scratch)
+            cudaFree(c->scratch);
+        c->scratch = NULL;
+        c->scratch_cap = 0;
+        size_t cap = n + n / 2 + 1024;
+        OKV_CU(cudaMalloc((void **)&c->scratch, cap * sizeof(float)), "device scratch");
+        c->scratch_cap = cap;
+    }
+    *out = c->scratch;
+    return OKV_OK;
+}
+
+/* ---- memory ---- */
+
+static enum okv_status cuda_mem_alloc(okv_backend *be, size_t n, okv_bmem **out)
+{
+    *out = NULL;
+    okv_bmem *m = (okv_bmem *)okv_calloc(1, sizeof *m, OKV_TAG_BACKEND);
+    if (!m)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    cudaError_t e = cudaMalloc((void **)&m->d, (n ? n : 1) * sizeof(float));
+    if (e != cudaSuccess) {
+        okv_free(m);
+        return okv_set_error(e == cudaErrorMemoryAllocation ? OKV_ERR_NO_MEMORY : OKV_ERR_BACKEND,
+                             "cuda backend: cannot allocate an activation buffer of %zu floats: %s", n, cudaGetErrorString(e));
+    }
+    m->n = n;
+    *out = m;
+    return OKV_OK;
+}
+
+static void cuda_mem_free(okv_backend *be, okv_bmem *m)
+{
+    if (!m)
+        return;
+    /* the stream may still use it: cudaFree waits for the device */
+    cudaFree(m->d);
+    okv_free(m);
+}
+
+static enum okv_status cuda_mem_write(okv_backend *be, okv_bmem *m, size_t off, const float *src, size_t n)
+{
+    if (off + n > m->n)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: write past buffer end (%zu + %zu > %zu)", off, n, m->n);
+    /* from pageable memory: returns once src has been staged */
+    OKV_CU(cudaMemcpyAsync(m->d + off, src, n * sizeof(float), cudaMemcpyHostToDevice, CTX(be)->stream), "mem_write");
+    return OKV_OK;
+}
+
+static enum okv_status cuda_mem_read(okv_backend *be, const okv_bmem *m, size_t off, float *dst, size_t n)
+{
+    if (off + n > m->n)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: read past buffer end (%zu + %zu > %zu)", off, n, m->n);
+    struct cuda_ctx *c = CTX(be);
+    OKV_CU(cudaMemcpyAsync(dst, m->d + off, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream), "mem_read");
+    OKV_CU(cudaStreamSynchronize(c->stream), "mem_read synchronize");
+    return OKV_OK;
+}
+
+/* ---- weights ---- */
+
+static enum okv_status wstage_init(struct cuda_ctx *c)
+{
+    if (c->wstage_cap)
+        return OKV_OK;
+    const size_t cap = (size_t)4 << 20;   /* floats: 16 MiB per buffer */
+    for (int i = 0; i < 2; i++) {
+        OKV_CU(cudaHostAlloc((void **)&c->wstage_h[i], cap * sizeof(float), cudaHostAllocDefault), "weight staging (pinned)");
+        OKV_CU(cudaMalloc((void **)&c->wstage_d[i], cap * sizeof(float)), "weight staging (device)");
+        OKV_CU(cudaEventCreateWithFlags(&c->wstage_ev[i], cudaEventDisableTiming), "weight staging event");
+    }
+    c->wstage_cap = cap;
+    return OKV_OK;
+}
+
+static void wstage_free(struct cuda_ctx *c)
+{
+    for (int i = 0; i < 2; i++) {
+        if (c->wstage_h[i])
+            cudaFreeHost(c->wstage_h[i]);
+        if (c->wstage_d[i])
+            cudaFree(c->wstage_d[i]);
+        if (c->wstage_ev[i])
+            cudaEventDestroy(c->wstage_ev[i]);
+        c->wstage_h[i] = NULL;
+        c->wstage_d[i] = NULL;
+        c->wstage_ev[i] = NULL;
+    }
+    c->wstage_cap = 0;
+}
+
+static void weight_release(okv_bweight *w)
+{
+    if (w->d)
+        cudaFree(w->d);
+    if (w->f)
+        cudaFree(w->f);
+    okv_free(w);
+}
+
+/* Convert the view to fp32 on the host chunk by chunk (double-buffered pinned
+ * staging), upload, and convert to bf16 (and keep fp32 for vectors) on the GPU. */
+static enum okv_status cuda_weight_load(okv_backend *be, const struct okv_tensor_view *t, okv_bweight **out)
+{
+    *out = NULL;
+    struct cuda_ctx *c = CTX(be);
+    const int64_t n = okv_tensor_nelements(t);
+    if (n <= 0 || t->ne[0] <= 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: weight %s is empty", t->name);
+    enum okv_status st = wstage_init(c);
+    if (st != OKV_OK)
+        return st;
+    okv_bweight *w = (okv_bweight *)okv_calloc(1, sizeof *w, OKV_TAG_BACKEND);
+    if (!w)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    w->row_len = t->ne[0];
+    w->rows = n / t->ne[0];
+    cudaError_t e = cudaMalloc((void **)&w->d, (size_t)n * sizeof(okv_bf16));
+    if (e == cudaSuccess && w->rows == 1)
+        e = cudaMalloc((void **)&w->f, (size_t)n * sizeof(float));
+    if (e != cudaSuccess) {
+        weight_release(w);
+        return okv_set_error(e == cudaErrorMemoryAllocation ? OKV_ERR_NO_MEMORY : OKV_ERR_BACKEND,
+                             "cuda backend: cannot allocate weight %s (%lld elements, %.1f MiB of bf16): %s", t->name,
+                             (long long)n, (double)n * 2 / 1048576.0, cudaGetErrorString(e));
+    }
+    /* chunks of whole rows, and a multiple of 32 elements for block types */
+    int64_t chunk = (int64_t)c->wstage_cap;
+    if (w->row_len <= chunk)
+        chunk = chunk / w->row_len * w->row_len;
+    else
+        chunk = chunk / 32 * 32;
+    int buf = 0;
+    for (int64_t at = 0; at < n; at += chunk, buf ^= 1) {
+        int64_t len = n - at < chunk ? n - at : chunk;
+        e = cudaEventSynchronize(c->wstage_ev[buf]);   /* the staging buffer's last upload is done */
+        if (e != cudaSuccess)
+            break;
+        if (okv_tensor_to_f32(t, at, len, c->wstage_h[buf]) != OKV_OK) {
+            cudaStreamSynchronize(c->stream);
+            weight_release(w);
+            return okv_set_error(OKV_ERR_FORMAT, "cuda backend: cannot convert weight %s", t->name);
+        }
+        e = cudaMemcpyAsync(c->wstage_d[buf], c->wstage_h[buf], (size_t)len * sizeof(float), cudaMemcpyHostToDevice,
+                            c->stream);
+        if (e == cudaSuccess)
+            e = okv_cuda_f32_to_bf16(c->stream, w->d + at, c->wstage_d[buf], (size_t)len);
+        if (e == cudaSuccess && w->f)
+            e = cudaMemcpyAsync(w->f + at, c->wstage_d[buf], (size_t)len * sizeof(float), cudaMemcpyDeviceToDevice,
+                                c->stream);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(c->wstage_ev[buf], c->stream);
+        if (e != cudaSuccess)
+            break;
+    }
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) {
+        weight_release(w);
+        return okv_cuda_err(e, "weight upload", __FILE__, __LINE__);
+    }
+    *out = w;
+    return OKV_OK;
+}
+
+static void cuda_weight_free(okv_backend *be, okv_bweight *w)
+{
+    if (w)
+        weight_release(w);
+}
+
+static size_t cuda_weight_bytes(const okv_bweight *w)
+{
+    size_t n = (size_t)(w->rows * w->row_len);
+    return n * sizeof(okv_bf16) + (w->f ? n * sizeof(float) : 0);
+}
+
+/* ---- step ---- */
+
+static enum okv_status cuda_step_begin(okv_backend *be, const struct okv_step_meta *meta)
+{
+    struct cuda_ctx *c = CTX(be);
+    const int n = meta->n_tokens, ns = meta->n_seqs;
+    if (n < 0 || ns < 0 || (n > 0 && (!meta->tok_seq || !meta->tok_pos || !meta->tok_slot)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda step_begin: bad metadata (%d tokens, %d sequences)", n, ns);
+    for (int t = 0; t < n; t++)
+        if (meta->tok_seq[t] < 0 || meta->tok_seq[t] >= ns)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda step_begin: row %d: sequence %d out of range", t, meta->tok_seq[t]);
+    enum okv_status st = okv_cuda_kv_before_step(c);
+    if (st != OKV_OK)
+        return st;
+    /* packed layout (int32 words): tok_seq, tok_pos, tok_slot, tok_host, seq_kv_len, seq_row_off, seq_rows */
+    const size_t words = (size_t)4 * n + (size_t)ns + (size_t)(ns + 1) + (size_t)n;
+    const size_t bytes = words * sizeof(int32_t);
+    if (bytes > c->step_cap) {
+        OKV_CU(cudaEventSynchronize(c->step_ev), "step metadata staging wait");
+        OKV_CU(cudaStreamSynchronize(c->copy), "step metadata grow");
+        OKV_CU(cudaStreamSynchronize(c->stream), "step metadata grow");
+        if (c->step_h)
+            cudaFreeHost(c->step_h);
+        if (c->step_d)
+            cudaFree(c->step_d);
+        c->step_h = c->step_d = NULL;
+        c->step_cap = 0;
+        size_t cap = bytes * 2 + 4096;
+        OKV_CU(cudaHostAlloc((void **)&c->step_h, cap, cudaHostAllocDefault), "step metadata staging (pinned)");
+        OKV_CU(cudaMalloc((void **)&c->step_d, cap), "step metadata (device)");
+        c->step_cap = cap;
+    }
+    OKV_CU(cudaEventSynchronize(c->step_ev), "step metadata staging wait");
+    int32_t *h = (int32_t *)c->step_h;
+    memcpy(h, meta->tok_seq, sizeof(int32_t) * (size_t)n);
+    memcpy(h + n, meta->tok_pos, sizeof(int32_t) * (size_t)n);
+    memcpy(h + 2 * n, meta->tok_slot, sizeof(int32_t) * (size_t)n);
+    if (meta->tok_host)
+        memcpy(h + 3 * n, meta->tok_host, sizeof(int32_t) * (size_t)n);
+    else
+        memset(h + 3 * n, 0xff, sizeof(int32_t) * (size_t)n);
+    int32_t *kvlen = h + 4 * n, *roff = kvlen + ns, *rows = roff + ns + 1;
+    if (ns)
+        memcpy(kvlen, meta->seq_kv_len, sizeof(int32_t) * (size_t)ns);
+    /* rows grouped by sequence, in row order (counting sort) */
+    for (int s = 0; s <= ns; s++)
+        roff[s] = 0;
+    for (int t = 0; t < n; t++)
+        roff[meta->tok_seq[t] + 1]++;
+    int maxr = 0;
+    for (int s = 0; s < ns; s++) {
+        if (roff[s + 1] > maxr)
+            maxr = roff[s + 1];
+        roff[s + 1] += roff[s];
+    }
+    for (int t = 0; t < n; t++) {
+        int s = meta->tok_seq[t];
+        rows[roff[s]++] = t;
+    }
+    for (int s = ns; s > 0; s--)
+        roff[s] = roff[s - 1];
+    roff[0] = 0;
+    OKV_CU(cudaMemcpyAsync(c->step_d, c->step_h, bytes, cudaMemcpyHostToDevice, c->stream), "step metadata upload");
+    OKV_CU(cudaEventRecord(c->step_ev, c->stream), "step metadata event");
+    int32_t *d = (int32_t *)c->step_d;
+    c->step.n_tokens = n;
+    c->step.n_seqs = ns;
+    c->step.tok_seq = d;
+    c->step.tok_pos = d + n;
+    c->step.tok_slot = d + 2 * n;
+    c->step.tok_host = meta->tok_host ? d + 3 * n : NULL;
+    c->step.seq_kv_len = d + 4 * n;
+    c->step.seq_row_off = d + 4 * n + ns;
+    c->step.seq_rows = d + 4 * n + 2 * ns + 1;
+    c->step.max_rows_per_seq = maxr;
+    c->step.rope = NULL;
+    c->step.rope_hd = 0;
+    c->step.gen++;
+    c->meta = *meta;
+    return OKV_OK;
+}
+
+/* ---- ops ---- */
+
+static enum okv_status cuda_embed(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim)
+{
+    struct cuda_ctx *c = CTX(be);
+    if (n < 0 || out->n < (size_t)n * dim || table->row_len != dim)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed: bad shapes (%d rows of %d; table row %lld)", n, dim,
+                             (long long)table->row_len);
+    if (n == 0)
+        return OKV_OK;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= table->rows)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", ids[i], (long long)table->rows);
+    void *d;
+    enum okv_status st = okv_cuda_upload(c, c->stream, ids, sizeof(int32_t) * (size_t)n, &d);
+    if (st != OKV_OK)
+        return st;
+    OKV_CU(okv_cuda_embed(c->stream, out->d, table->d, (const int32_t *)d, n, dim), "embed kernel");
+    return okv_cuda_ring_commit(c, c->stream);
+}
+
+static const float *vec_weight(const okv_bweight *w) { return w->f; }
+
+static enum okv_status cuda_rmsnorm(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w, int n, int dim,
+                                    float eps)
+{
+    if (n < 0 || dim <= 0 || out->n < (size_t)n * dim || x->n < (size_t)n * dim || w->rows * w->row_len != dim || !w->f)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda rmsnorm: bad shapes (%d rows of %d)", n, dim);
+    if (n == 0)
+        return OKV_OK;
+    OKV_CU(okv_cuda_rmsnorm(CTX(be)->stream, out->d, x->d, vec_weight(w), n, dim, eps), "rmsnorm kernel");
+    return OKV_OK;
+}
+
+static enum okv_status cuda_head_rmsnorm(okv_backend *be, okv_bmem *x, const okv_bweight *w, int n, int heads, int hd, float eps)
+{
+    if (n < 0 || heads <= 0 || hd <= 0 || x->n < (size_t)n * heads * hd || w->rows * w->row_len != hd || !w->f)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda head_rmsnorm: bad shapes");
+    if (n == 0)
+        return OKV_OK;
+    OKV_CU(okv_cuda_head_rmsnorm(CTX(be)->stream, x->d, vec_weight(w), n * heads, hd, eps), "head_rmsnorm kernel");
+    return OKV_OK;
+}
+
+static enum okv_status act_to_bf16(struct cuda_ctx *c, const float *x, size_t count, okv_bf16 **out)
+{
+    if (count > c->act_cap) {
+        OKV_CU(cudaStreamSynchronize(c->stream), "activation scratch grow");
+        if (c->act_bf16)
+            cudaFree(c->act_bf16);
+        c->act_bf16 = NULL;
+        c->act_cap = 0;
+        size_t cap = count + count / 2 + 4096;
+        OKV_CU(cudaMalloc((void **)&c->act_bf16, cap * sizeof(okv_bf16)), "bf16 activation scratch");
+        c->act_cap = cap;
+    }
+    OKV_CU(okv_cuda_f32_to_bf16(c->stream, c->act_bf16, x, count), "activation to bf16 kernel");
+    *out = c->act_bf16;
+    return OKV_OK;
+}
+
+static enum okv_status cuda_matmul(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w,
+                                   const okv_bweight *bias, int n, int k, int m)
+{
+    struct cuda_ctx *c = CTX(be);
+    if (n < 0 || w->row_len != k || w->rows != m || x->n < (size_t)n * k || out->n < (size_t)n * m ||
+        (bias && (bias->rows * bias->row_len != m || !bias->f)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda matmul: bad shapes (n %d, k %d, m %d; weight %lld x %lld)", n, k, m,
+                             (long long)w->rows, (long long)w->row_len);
+    if (n == 0)
+        return OKV_OK;
+    okv_bf16 *xb;
+    enum okv_status st = act_to_bf16(c, x->d, (size_t)n * k, &xb);
+    if (st != OKV_OK)
+        return st;
+    const float one = 1.0f, zero = 0.0f;
+    /* column-major view: out^T [m][n] = W [k][m]^T . x^T [k][n] */
+    OKV_BLAS(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w->d, CUDA_R_16BF, k, xb, CUDA_R_16BF, k, &zero,
+                          out->d, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "GEMM (bf16 x bf16 -> fp32)");
+    if (bias)
+        OKV_CU(okv_cuda_bias(c->stream, out->d, bias->f, n, m), "bias kernel");
+    return OKV_OK;
+}
+
+static enum okv_status cuda_rope(okv_backend *be, okv_bmem *x, int n, int heads, int hd, bool half_pairing)
+{
+    struct cuda_ctx *c = CTX(be);
+    if (x->n < (size_t)n * heads * hd || n != c->meta.n_tokens || (hd & 1) || hd <= 0 || !c->meta.rope_cos_sin)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda rope: bad shapes (%d rows, %d heads of %d)", n, heads, hd);
+    if (n == 0)
+        return OKV_OK;
+    if (c->step.rope_hd != hd) {   /* upload the step's table once per head size */
+        const size_t bytes = sizeof(float) * (size_t)n * hd;
+        OKV_CU(cudaEventSynchronize(c->rope_ev), "rope table staging wait");
+        if (bytes > c->rope_cap) {
+            OKV_CU(cudaStreamSynchronize(c->stream), "rope table grow");
+            if (c->rope_h)
+                cudaFreeHost(c->rope_h);
+            if (c->rope_d)
+                cudaFree(c->rope_d);
+            c->rope_h = c->rope_d = NULL;
+            c->rope_cap = 0;
+            OKV_CU(cudaHostAlloc((void **)&c->rope_h, bytes * 2, cudaHostAllocDefault), "rope table staging (pinned)");
+            OKV_CU(cudaMalloc((void **)&c->rope_d, bytes * 2), "rope table (device)");
+            c->rope_cap = bytes * 2;
+        }
+        memcpy(c->rope_h, c->meta.rope_cos_sin, bytes);
+        OKV_CU(cudaMemcpyAsync(c->rope_d, c->rope_h, bytes, cudaMemcpyHostToDevice, c->stream), "rope table upload");
+        OKV_CU(cudaEventRecord(c->rope_ev, c->stream), "rope table event");
+        c->step.rope = c->rope_d;
+        c->step.rope_hd = hd;
+    }
+    OKV_CU(okv_cuda_rope(c->stream, x->d, c->step.rope, n, heads, hd, half_pairing), "rope kernel");
+    return OKV_OK;
+}
+
+static enum okv_status cuda_swiglu(okv_backend *be, okv_bmem *out, const okv_bmem *gate, const okv_bmem *up, int n, int f)
+{
+    size_t cnt = (size_t)n * f;
+    if (n < 0 || out->n < cnt || gate->n < cnt || up->n < cnt)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda swiglu: bad shapes");
+    if (cnt == 0)
+        return OKV_OK;
+    OKV_CU(okv_cuda_swiglu(CTX(be)->stream, out->d, gate->d, up->d, cnt), "swiglu kernel");
+    return OKV_OK;
+}
+
+static enum okv_status cuda_add(okv_backend *be, okv_bmem *x, const okv_bmem *y, size_t count)
+{
+    if (x->n < count || y->n < count)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda add: bad shapes");
+    if (count == 0)
+        return OKV_OK;
+    OKV_CU(okv_cuda_add(CTX(be)->stream, x->d, y->d, count), "add kernel");
+    return OKV_OK;
+}
+
+static enum okv_status cuda_gather_rows(okv_backend *be, okv_bmem *out, const okv_bmem *x, const int32_t *rows, int n_rows,
+                                        int width)
+{
+    struct cuda_ctx *c = CTX(be);
+    if (n_rows < 0 || width <= 0 || out->n < (size_t)n_rows * width)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda gather_rows: bad shapes");
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i] < 0 || (size_t)(rows[i] + 1) * width > x->n)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda gather_rows: row %d out of range", rows[i]);
+    if (n_rows == 0)
+        return OKV_OK;
+    void *d;
+    enum okv_status st = okv_cuda_upload(c, c->stream, rows, sizeof(int32_t) * (size_t)n_rows, &d);
+    if (st != OKV_OK)
+        return st;
+    if (out == x) {   /* in place: gather into scratch, then copy back */
+        float *tmp;
+        if ((st = okv_cuda_scratch(c, (size_t)n_rows * width, &tmp)) != OKV_OK)
+            return st;
+        OKV_CU(okv_cuda_gather_rows(c->stream, tmp, x->d, (const int32_t *)d, n_rows, width), "gather_rows kernel");
+        OKV_CU(cudaMemcpyAsync(out->d, tmp, sizeof(float) * (size_t)n_rows * width, cudaMemcpyDeviceToDevice, c->stream),
+               "gather_rows copy");
+    } else {
+        OKV_CU(okv_cuda_gather_rows(c->stream, out->d, x->d, (const int32_t *)d, n_rows, width), "gather_rows kernel");
+    }
+    return okv_cuda_ring_commit(c, c->stream);
+}
+
+static enum okv_status cuda_sync(okv_backend *be) { return okv_cuda_sync_all(CTX(be)); }
+
+static void cuda_destroy(okv_backend *be)
+{
+    struct cuda_ctx *c = CTX(be);
+    if (c->stream)
+        cudaStreamSynchronize(c->stream);
+    if (c->copy)
+        cudaStreamSynchronize(c->copy);
+    okv_cuda_attn_cache_free(c);
+    wstage_free(c);
+    ring_free(&c->ring);
+    for (int i = 0; i < OKV_CUDA_RING_MARKS; i++)
+        if (c->ring.ev_pool[i])
+            cudaEventDestroy(c->ring.ev_pool[i]);
+    if (c->step_h)
+        cudaFreeHost(c->step_h);
+    if (c->step_d)
+        cudaFree(c->step_d);
+    if (c->rope_h)
+        cudaFreeHost(c->rope_h);
+    if (c->rope_d)
+        cudaFree(c->rope_d);
+    if (c->act_bf16)
+        cudaFree(c->act_bf16);
+    if (c->scratch)
+        cudaFree(c->scratch);
+    if (c->sel_h)
+        cudaFreeHost(c->sel_h);
+    if (c->sel_scores_h)
+        cudaFreeHost(c->sel_scores_h);
+    if (c->blas)
+        cublasDestroy(c->blas);
+    if (c->blas_ws)
+        cudaFree(c->blas_ws);
+    cudaEvent_t evs[] = {c->ev_compute_mark, c->ev_copy_mark, c->ev_wt_last, c->step_ev, c->rope_ev};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if (evs[i])
+            cudaEventDestroy(evs[i]);
+    if (c->copy)
+        cudaStreamDestroy(c->copy);
+    if (c->stream)
+        cudaStreamDestroy(c->stream);
+    okv_free(c);
+    okv_free(be);
+}
+
+static struct okv_backend_ops cuda_ops;
+static bool cuda_ops_ready;
+
+static void fill_ops(void)
+{
+    struct okv_backend_ops *o = &cuda_ops;
+    o->name = "cuda";
+    o->destroy = cuda_destroy;
+    o->mem_alloc = cuda_mem_alloc;
+    o->mem_free = cuda_mem_free;
+    o->mem_write = cuda_mem_write;
+    o->mem_read = cuda_mem_read;
+    o->weight_load = cuda_weight_load;
+    o->weight_free = cuda_weight_free;
+    o->weight_bytes = cuda_weight_bytes;
+    o->step_begin = cuda_step_begin;
+    o->embed = cuda_embed;
+    o->rmsnorm = cuda_rmsnorm;
+    o->matmul = cuda_matmul;
+    o->head_rmsnorm = cuda_head_rmsnorm;
+    o->rope = cuda_rope;
+    o->swiglu = cuda_swiglu;
+    o->add = cuda_add;
+    o->gather_rows = cuda_gather_rows;
+    o->attention = okv_cuda_attention;
+    o->select_blocks = okv_cuda_select_blocks;
+    o->sync = cuda_sync;
+    okv_cuda_fill_kv_ops(o);
+    cuda_ops_ready = true;
+}
+
+/* Undo a partly built context (every field NULL or valid). */
+static enum okv_status create_fail(okv_backend *be, enum okv_status st)
+{
+    cuda_destroy(be);
+    return st;
+}
+
+#define CREATE_CU(call, what)                                                               \
+    do {                                                                                    \
+        cudaError_t e_ = (call);                                                            \
+        if (e_ != cudaSuccess)                                                              \
+            return create_fail(be, okv_cuda_err(e_, (what), __FILE__, __LINE__));          \
+    } while (0)
+
+extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_params *p, okv_backend **out)
+{
+    *out = NULL;
+    int n_dev = 0;
+    cudaError_t e = cudaGetDeviceCount(&n_dev);
+    if (e != cudaSuccess || n_dev == 0)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda backend: no CUDA device (%s)",
+                             e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    okv_backend *be = (okv_backend *)okv_calloc(1, sizeof *be, OKV_TAG_BACKEND);
+    struct cuda_ctx *c = (struct cuda_ctx *)okv_calloc(1, sizeof *c, OKV_TAG_BACKEND);
+    if (!be || !c) {
+        okv_free(be);
+        okv_free(c);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    }
+    if (!cuda_ops_ready)
+        fill_ops();
+    be->ops = &cuda_ops;
+    be->ctx = c;
+    CREATE_CU(cudaGetDevice(&c->device), "cudaGetDevice");
+    cudaDeviceProp prop;
+    CREATE_CU(cudaGetDeviceProperties(&prop, c->device), "cudaGetDeviceProperties");
+    if (prop.major < 8)
+        return create_fail(be, okv_set_error(OKV_ERR_UNSUPPORTED, "cuda backend: %s (sm_%d%d) has no bf16 support; sm_80+ needed",
+                                             prop.name, prop.major, prop.minor));
+    c->n_sms = prop.multiProcessorCount;
+    c->smem_optin = prop.sharedMemPerBlockOptin;
+    CREATE_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "compute stream");
+    CREATE_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "copy stream");
+    CREATE_CU(cudaEventCreateWithFlags(&c->ev_compute_mark, cudaEventDisableTiming), "event");
+    CREATE_CU(cudaEventCreateWithFlags(&c->ev_copy_mark, cudaEventDisableTiming), "event");
+    CREATE_CU(cudaEventCreateWithFlags(&c->ev_wt_last, cudaEventDisableTiming), "event");
+    CREATE_CU(cudaEventCreateWithFlags(&c->step_ev, cudaEventDisableTiming), "event");
+    CREATE_CU(cudaEventCreateWithFlags(&c->rope_ev, cudaEventDisableTiming), "event");
+    for (int i = 0; i < OKV_CUDA_RING_MARKS; i++)
+        CREATE_CU(cudaEventCreateWithFlags(&c->ring.ev_pool[i], cudaEventDisableTiming), "ring event");
+    cublasStatus_t bs = cublasCreate(&c->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        c->blas = NULL;
+        return create_fail(be, okv_cublas_err(bs, "cublasCreate", __FILE__, __LINE__));
+    }
+    c->blas_ws_bytes = (size_t)32 << 20;
+    CREATE_CU(cudaMalloc(&c->blas_ws, c->blas_ws_bytes), "cuBLAS workspace");
+    if ((bs = cublasSetStream(c->blas, c->stream)) != CUBLAS_STATUS_SUCCESS ||
+        (bs = cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes)) != CUBLAS_STATUS_SUCCESS ||
+        (bs = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
+        return create_fail(be, okv_cublas_err(bs, "cuBLAS setup", __FILE__, __LINE__));
+    (void)p;
+    *out = be;
+    return OKV_OK;
+}
+
+/* ---- tuning hooks for bench/ (see cuda_bench.h) ---- */
+extern "C" void okv_cuda_set_fetch_ctas(okv_backend *be, int ctas) { CTX(be)->fetch_ctas_override = ctas; }
+extern "C" int okv_cuda_fetch_ctas_last(const okv_backend *be) { return CTX(be)->fetch_ctas_last; }

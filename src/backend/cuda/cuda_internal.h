@@ -1,0 +1,197 @@
+/* Private state of the CUDA backend, shared by its .cu files.
+ *
+ * Streams: every op runs on ctx->stream (compute). KV traffic between the host tier
+ * and the device runs on ctx->copy (the copy stream): kv_fetch gathers, and the
+ * write-through of kv_write. Cross-stream order is kept with events:
+ *  - kv_write records an event on compute; the write-through waits on it and reads
+ *    the device group slots it just wrote (so the activations may be overwritten);
+ *    kv_write of the same layer in a later step waits on that layer's write-through
+ *    before it overwrites group slots again, and step_begin waits on the last
+ *    write-through before it replaces the step metadata the write-through reads.
+ *  - kv_fetch waits on compute's position at the call (ops enqueued earlier, such as
+ *    an attention still reading a unit being replaced, finish first) and records a
+ *    per-layer event; kv_fetch_wait makes compute wait on it.
+ * Host arrays (step metadata, block lists, ids) reach the device through a ring of
+ * pinned staging memory mirrored in device memory: one cudaMemcpyAsync per op. */
+#ifndef OKV_BACKEND_CUDA_INTERNAL_H
+#define OKV_BACKEND_CUDA_INTERNAL_H
+
+#include "oasiskv/backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+typedef __nv_bfloat16 okv_bf16;
+
+/* ---- error handling: every CUDA call goes through these ---- */
+enum okv_status okv_cuda_err(cudaError_t e, const char *what, const char *file, int line);
+enum okv_status okv_cublas_err(cublasStatus_t e, const char *what, const char *file, int line);
+
+/* Evaluate a CUDA runtime call; on failure set the error and return from the function. */
+#define OKV_CU(call, what)                                                                  \
+    do {                                                                                    \
+        cudaError_t okv_e_ = (call);                                                        \
+        if (okv_e_ != cudaSuccess)                                                          \
+            return okv_cuda_err(okv_e_, (what), __FILE__, __LINE__);                        \
+    } while (0)
+/* After a kernel launch: the launch's own error. */
+#define OKV_LAUNCHED(what) OKV_CU(cudaGetLastError(), (what))
+
+/* ---- handles ---- */
+struct okv_bmem {
+    float *d;          /* device, n floats */
+    size_t n;
+};
+
+struct okv_bweight {
+    okv_bf16 *d;       /* matrices: bf16 [rows][row_len] */
+    float *f;          /* vectors (rows == 1: norm weights, biases): fp32 */
+    int64_t rows;
+    int64_t row_len;
+};
+
+#define OKV_CUDA_FETCH_EVENTS 8
+
+struct okv_bkv {
+    struct okv_kv_geometry g;
+    size_t unit_elems;       /* 2 * block_size * head_dim: K then V of one unit, bf16 */
+    size_t *layer_units;     /* [n_layers] */
+    size_t *layer_off;       /* [n_layers] first unit of the layer */
+    size_t total_units;
+    okv_bf16 *dev;           /* device tier [total_units][2][block_size][head_dim] */
+    okv_bf16 *host;          /* host tier, pinned + mapped: [n_layers][n_host_blocks][n_kv_heads][2][bs][hd] */
+    okv_bf16 *host_d;        /* device alias of host */
+    float *summ;             /* HBM: [n_layers][n_host_blocks][n_kv_heads][2][hd] kmin, kmax */
+    /* per layer: fetch events not yet waited for, and the units each covers */
+    cudaEvent_t *fetch_ev;   /* [n_layers][OKV_CUDA_FETCH_EVENTS] */
+    int *fetch_units;        /* [n_layers][OKV_CUDA_FETCH_EVENTS] */
+    int *fetch_count;        /* [n_layers] */
+    cudaEvent_t *wt_ev;      /* [n_layers] write-through done (copy stream) */
+    bool *wt_pending;        /* [n_layers] wt_ev recorded and not yet waited by kv_write */
+};
+
+/* ring of staging memory: pinned host + device mirror */
+#define OKV_CUDA_RING_MARKS 256
+struct cuda_ring_mark { size_t beg, end; cudaEvent_t ev; };
+struct cuda_ring {
+    char *h;                 /* pinned host */
+    char *d;                 /* device */
+    size_t cap, head;
+    struct cuda_ring_mark marks[OKV_CUDA_RING_MARKS];
+    int m_first, m_count;
+    cudaEvent_t ev_pool[OKV_CUDA_RING_MARKS];
+};
+
+/* device copy of the current step's metadata (see step_begin) */
+struct cuda_step {
+    int n_tokens, n_seqs;
+    int32_t *tok_seq, *tok_pos, *tok_slot, *tok_host;   /* device, tok_host NULL without host tier */
+    int32_t *seq_kv_len;                                /* device [n_seqs] */
+    int32_t *seq_row_off;                               /* device [n_seqs+1] rows grouped by sequence */
+    int32_t *seq_rows;                                  /* device [n_tokens] */
+    int max_rows_per_seq;
+    float *rope;                                        /* device [n_tokens][rope_hd] when rope_hd > 0 */
+    int rope_hd;
+    uint64_t gen;                                       /* step counter */
+};
+
+struct cuda_attn_cache {
+    /* inputs of the last uploaded attention plan */
+    uint64_t gen;
+    int n_heads, layer_units_dummy;
+    int n_lists, n_blocks;
+    int32_t *h_start, *h_unit, *h_index;     /* host copies (okv_malloc) */
+    size_t h_cap;                             /* capacity of h_unit/h_index in entries */
+    size_t h_start_cap;
+    /* device plan */
+    char *d_plan;
+    size_t d_cap;
+    char *h_stage;                            /* pinned */
+    size_t h_stage_cap;
+    cudaEvent_t stage_ev;
+    int n_work, n_merge, n_parts;
+    size_t off_start, off_unit, off_index, off_work, off_merge;
+    bool valid;
+};
+
+struct cuda_ctx {
+    int device;
+    int n_sms;
+    size_t smem_optin;
+    cudaStream_t stream;     /* compute */
+    cudaStream_t copy;       /* host tier <-> device */
+    cublasHandle_t blas;
+    void *blas_ws;
+    size_t blas_ws_bytes;
+    cudaEvent_t ev_compute_mark;   /* compute position, for the copy stream to wait on */
+    cudaEvent_t ev_copy_mark;      /* copy position, for compute to wait on */
+    cudaEvent_t ev_wt_last;        /* last write-through */
+    bool wt_last_pending;
+    struct cuda_ring ring;
+    struct cuda_step step;
+    char *step_h;            /* pinned staging of step metadata */
+    char *step_d;
+    size_t step_cap;
+    cudaEvent_t step_ev;     /* step metadata upload done */
+    float *rope_h, *rope_d;  /* the step's cos/sin table: pinned staging, device */
+    size_t rope_cap;         /* bytes */
+    cudaEvent_t rope_ev;
+    struct okv_step_meta meta;   /* borrowed host arrays */
+    /* scratch */
+    okv_bf16 *act_bf16;      /* activations converted for GEMM */
+    size_t act_cap;          /* elements */
+    float *scratch;          /* generic device scratch (gather_rows in place, partials) */
+    size_t scratch_cap;      /* floats */
+    /* weight upload staging */
+    float *wstage_h[2];
+    float *wstage_d[2];
+    cudaEvent_t wstage_ev[2];
+    size_t wstage_cap;       /* floats per buffer */
+    struct cuda_attn_cache attn;
+    /* select: pinned result staging */
+    int32_t *sel_h;
+    float *sel_scores_h;
+    size_t sel_cap;          /* entries of each */
+    int fetch_ctas_override;
+    int fetch_ctas_last;
+};
+
+#define OKV_CUDA_CTX(be) ((struct cuda_ctx *)(be)->ctx)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ring staging: reserve n bytes, returns host and device pointers of one region. After
+ * enqueuing the copy and its consumers on stream s, call okv_cuda_ring_commit(s). */
+enum okv_status okv_cuda_ring_alloc(struct cuda_ctx *c, size_t n, void **h, void **d);
+enum okv_status okv_cuda_ring_commit(struct cuda_ctx *c, cudaStream_t s);
+/* Upload n bytes of host data through the ring on stream s; *d receives the device copy
+ * (valid for ops enqueued on s before the next commit wraps around; the caller commits). */
+enum okv_status okv_cuda_upload(struct cuda_ctx *c, cudaStream_t s, const void *src, size_t n, void **d);
+
+/* grow-only device scratch of at least n floats (synchronises when it grows) */
+enum okv_status okv_cuda_scratch(struct cuda_ctx *c, size_t n, float **out);
+enum okv_status okv_cuda_sync_all(struct cuda_ctx *c);
+
+/* kv (cuda_kv.cu) */
+enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out);
+void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv);
+void okv_cuda_fill_kv_ops(struct okv_backend_ops *ops);
+/* before step metadata changes: compute waits for the last write-through */
+enum okv_status okv_cuda_kv_before_step(struct cuda_ctx *c);
+
+/* attention (cuda_attention.cu) */
+enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
+                                   const struct okv_attn_blocks *blocks, int n_heads, float scale);
+void okv_cuda_attn_cache_free(struct cuda_ctx *c);
+
+/* select (cuda_select.cu) */
+enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                       const struct okv_select_req *req, int32_t *out, float *scores);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,540 @@
+/* KV tiers of the CUDA backend.
+ *
+ * Device tier: HBM, per layer an array of units, a unit being one KV head's block,
+ * K [block_size][head_dim] then V, bf16 (unit_elems = 2*bs*hd). Host tier: pinned,
+ * mapped host memory laid out [layer][host block][KV head][unit], so one (block, head)
+ * is one contiguous unit in both tiers. Summaries (kmin, kmax per host block and head,
+ * fp32, from the bf16-rounded keys) live in HBM.
+ *
+ * kv_write (compute stream) writes the group slots and widens the summaries; the
+ * write-through to the host tier runs on the copy stream and reads back the slots it
+ * wrote. kv_fetch is one gather kernel per call on the copy stream that reads the
+ * mapped host tier with 16-byte loads; a persistent grid of a few CTAs saturates PCIe.
+ * kv_fetch_wait(layer) makes the compute stream wait on the layer's fetch events
+ * (cudaStreamWaitEvent) and never blocks the host. */
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_kernels.cuh"
+
+#include <math.h>
+#include <string.h>
+
+#define CTX(be) OKV_CUDA_CTX(be)
+
+/* ---- float atomics for the summaries (no NaN inputs) ---- */
+static __device__ __forceinline__ void atomic_min_f(float *a, float v)
+{
+    if (!signbit(v))
+        atomicMin((int *)a, __float_as_int(v));
+    else
+        atomicMax((unsigned *)a, __float_as_uint(v));
+}
+
+static __device__ __forceinline__ void atomic_max_f(float *a, float v)
+{
+    if (!signbit(v))
+        atomicMax((int *)a, __float_as_int(v));
+    else
+        atomicMin((unsigned *)a, __float_as_uint(v));
+}
+
+struct kvw_args {
+    const float *k, *v;           /* [n][nkv][hd] */
+    okv_bf16 *layer;              /* device units of the layer */
+    float *summ;                  /* summaries of the layer: [n_host_blocks][nkv][2][hd], or NULL */
+    const int32_t *tok_slot, *tok_host;
+    int nkv, hd, bs;
+    size_t unit_elems;
+};
+
+/* tokens that start a host block reset its summary to their key */
+static __global__ void kv_summary_reset_k(struct kvw_args a)
+{
+    const int t = blockIdx.x;
+    const int th = a.tok_host[t];
+    if (th < 0 || th % a.bs != 0)
+        return;
+    const int hb = th / a.bs;
+    for (int i = threadIdx.x; i < a.nkv * a.hd; i += blockDim.x) {
+        const int h = i / a.hd, d = i % a.hd;
+        float key = __bfloat162float(__float2bfloat16_rn(a.k[(size_t)t * a.nkv * a.hd + i]));
+        float *s = a.summ + ((size_t)hb * a.nkv + h) * 2 * a.hd;
+        s[d] = key;
+        s[a.hd + d] = key;
+    }
+}
+
+/* one CTA per token: store K, V of every head into its group slot; widen summaries */
+static __global__ void kv_write_k(struct kvw_args a)
+{
+    const int t = blockIdx.x;
+    const int slot = a.tok_slot[t] / a.bs, off = a.tok_slot[t] % a.bs;
+    const int th = a.summ ? a.tok_host[t] : -1;
+    for (int i = threadIdx.x; i < a.nkv * a.hd; i += blockDim.x) {
+        const int h = i / a.hd, d = i % a.hd;
+        const okv_bf16 kb = __float2bfloat16_rn(a.k[(size_t)t * a.nkv * a.hd + i]);
+        const okv_bf16 vb = __float2bfloat16_rn(a.v[(size_t)t * a.nkv * a.hd + i]);
+        okv_bf16 *u = a.layer + ((size_t)slot * a.nkv + h) * a.unit_elems + (size_t)off * a.hd + d;
+        u[0] = kb;
+        u[(size_t)a.bs * a.hd] = vb;
+        if (th >= 0) {
+            float *s = a.summ + ((size_t)(th / a.bs) * a.nkv + h) * 2 * a.hd;
+            const float kf = __bfloat162float(kb);
+            atomic_min_f(s + d, kf);
+            atomic_max_f(s + a.hd + d, kf);
+        }
+    }
+}
+
+/* copy stream: each written row (K and V of every head) from its group slot to the host tier */
+static __global__ void kv_write_through_k(const okv_bf16 *layer, okv_bf16 *host_layer, const int32_t *tok_slot,
+                                          const int32_t *tok_host, int nkv, int hd, int bs, size_t unit_elems)
+{
+    const int t = blockIdx.x;
+    const int th = tok_host[t];
+    if (th < 0)
+        return;
+    const int slot = tok_slot[t] / bs, off = tok_slot[t] % bs, hb = th / bs, hoff = th % bs;
+    const int pieces = hd / 8;   /* 16-byte pieces of a row */
+    for (int i = threadIdx.x; i < nkv * 2 * pieces; i += blockDim.x) {
+        const int h = i / (2 * pieces), r = i % (2 * pieces), kv = r / pieces, p = r % pieces;
+        const uint4 *src = (const uint4 *)(layer + ((size_t)slot * nkv + h) * unit_elems + (size_t)kv * bs * hd +
+                                           (size_t)off * hd) + p;
+        uint4 *dst = (uint4 *)(host_layer + ((size_t)hb * nkv + h) * unit_elems + (size_t)kv * bs * hd + (size_t)hoff * hd) + p;
+        *dst = *src;
+    }
+}
+
+/* gather of units from the mapped host tier: flat 16-byte pieces, 4 loads in flight per thread */
+static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_layer, const uint4 *src_layer, const int32_t *src_unit,
+                                                          const int32_t *dst_unit, long long total, int ppu)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += 4 * stride) {
+        uint4 v[4];
+        long long didx[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const long long i = i0 + u * stride;
+            didx[u] = -1;
+            if (i < total) {
+                const int unit = (int)(i / ppu), p = (int)(i % ppu);
+                v[u] = src_layer[(long long)src_unit[unit] * ppu + p];
+                didx[u] = (long long)dst_unit[unit] * ppu + p;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (didx[u] >= 0)
+                dst_layer[didx[u]] = v[u];
+    }
+}
+
+/* summaries of one host block, all layers and heads, from its first n_valid tokens in the host tier */
+static __global__ void kv_summary_rebuild_k(float *summ, const okv_bf16 *host, int n_host_blocks, int nkv, int hd, int bs,
+                                            size_t unit_elems, int hb, int n_valid)
+{
+    const int l = blockIdx.x / nkv, h = blockIdx.x % nkv;
+    const okv_bf16 *k = host + (((size_t)l * n_host_blocks + hb) * nkv + h) * unit_elems;
+    float *s = summ + (((size_t)l * n_host_blocks + hb) * nkv + h) * 2 * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float mn = INFINITY, mx = -INFINITY;
+        for (int i = 0; i < n_valid; i++) {
+            float x = __bfloat162float(k[(size_t)i * hd + d]);
+            mn = fminf(mn, x);
+            mx = fmaxf(mx, x);
+        }
+        s[d] = mn;
+        s[hd + d] = mx;
+    }
+}
+
+static __global__ void summary_init_k(float *summ, size_t n_vec, int hd)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_vec * 2 * hd; i += (size_t)gridDim.x * blockDim.x)
+        summ[i] = ((i / hd) & 1) ? -INFINITY : INFINITY;
+}
+
+/* ---- allocation ---- */
+
+void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
+{
+    if (!kv)
+        return;
+    struct cuda_ctx *c = CTX(be);
+    cudaStreamSynchronize(c->copy);
+    cudaStreamSynchronize(c->stream);
+    if (kv->dev)
+        cudaFree(kv->dev);
+    if (kv->host)
+        cudaFreeHost(kv->host);
+    if (kv->summ)
+        cudaFree(kv->summ);
+    if (kv->fetch_ev)
+        for (int i = 0; i < kv->g.n_layers * OKV_CUDA_FETCH_EVENTS; i++)
+            if (kv->fetch_ev[i])
+                cudaEventDestroy(kv->fetch_ev[i]);
+    if (kv->wt_ev)
+        for (int i = 0; i < kv->g.n_layers; i++)
+            if (kv->wt_ev[i])
+                cudaEventDestroy(kv->wt_ev[i]);
+    okv_free(kv->fetch_ev);
+    okv_free(kv->fetch_units);
+    okv_free(kv->fetch_count);
+    okv_free(kv->wt_ev);
+    okv_free(kv->wt_pending);
+    okv_free(kv->layer_units);
+    okv_free(kv->layer_off);
+    okv_free(kv);
+}
+
+#define KV_FAIL(st) do { okv_cuda_kv_free(be, kv); return (st); } while (0)
+
+enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
+{
+    *out = NULL;
+    struct cuda_ctx *c = CTX(be);
+    if (g->n_layers <= 0 || g->n_group_slots < 0 || g->n_sparse_units < 0 || g->n_host_blocks < 0 || g->block_size <= 0 ||
+        g->block_size > 256 || g->n_kv_heads <= 0 || g->head_dim <= 0 ||
+        (g->n_group_slots == 0 && g->n_sparse_units == 0 && !g->layer_sparse_units))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: bad KV geometry");
+    if (g->head_dim % 8 || g->head_dim > 256)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda backend: head_dim %d not supported (multiples of 8 up to 256)",
+                             g->head_dim);
+    okv_bkv *kv = (okv_bkv *)okv_calloc(1, sizeof *kv, OKV_TAG_KV);
+    if (!kv)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    kv->g = *g;
+    kv->g.layer_sparse_units = NULL;
+    const int L = g->n_layers;
+    kv->unit_elems = (size_t)2 * g->block_size * g->head_dim;
+    kv->layer_units = (size_t *)okv_calloc((size_t)L, sizeof(size_t), OKV_TAG_KV);
+    kv->layer_off = (size_t *)okv_calloc((size_t)L, sizeof(size_t), OKV_TAG_KV);
+    kv->fetch_ev = (cudaEvent_t *)okv_calloc((size_t)L * OKV_CUDA_FETCH_EVENTS, sizeof(cudaEvent_t), OKV_TAG_KV);
+    kv->fetch_units = (int *)okv_calloc((size_t)L * OKV_CUDA_FETCH_EVENTS, sizeof(int), OKV_TAG_KV);
+    kv->fetch_count = (int *)okv_calloc((size_t)L, sizeof(int), OKV_TAG_KV);
+    kv->wt_ev = (cudaEvent_t *)okv_calloc((size_t)L, sizeof(cudaEvent_t), OKV_TAG_KV);
+    kv->wt_pending = (bool *)okv_calloc((size_t)L, sizeof(bool), OKV_TAG_KV);
+    if (!kv->layer_units || !kv->layer_off || !kv->fetch_ev || !kv->fetch_units || !kv->fetch_count || !kv->wt_ev ||
+        !kv->wt_pending)
+        KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory"));
+    for (int l = 0; l < L; l++) {
+        int sp = g->layer_sparse_units ? g->layer_sparse_units[l] : g->n_sparse_units;
+        if (sp < 0)
+            KV_FAIL(okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: layer %d: negative sparse units", l));
+        kv->layer_units[l] = (size_t)g->n_group_slots * g->n_kv_heads + (size_t)sp;
+        kv->layer_off[l] = kv->total_units;
+        kv->total_units += kv->layer_units[l];
+    }
+    cudaError_t e;
+    for (int i = 0; i < L * OKV_CUDA_FETCH_EVENTS; i++)
+        if ((e = cudaEventCreateWithFlags(&kv->fetch_ev[i], cudaEventDisableTiming)) != cudaSuccess)
+            KV_FAIL(okv_cuda_err(e, "KV fetch events", __FILE__, __LINE__));
+    for (int i = 0; i < L; i++)
+        if ((e = cudaEventCreateWithFlags(&kv->wt_ev[i], cudaEventDisableTiming)) != cudaSuccess)
+            KV_FAIL(okv_cuda_err(e, "KV write-through events", __FILE__, __LINE__));
+    const size_t dev_bytes = kv->total_units * kv->unit_elems * sizeof(okv_bf16);
+    const size_t n_vec = (size_t)L * g->n_host_blocks * g->n_kv_heads;
+    const size_t host_bytes = n_vec * kv->unit_elems * sizeof(okv_bf16);
+    if ((e = cudaMalloc((void **)&kv->dev, dev_bytes ? dev_bytes : 16)) != cudaSuccess) {
+        kv->dev = NULL;
+        KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the device KV tier (%zu MiB of HBM): %s",
+                              dev_bytes >> 20, cudaGetErrorString(e)));
+    }
+    if (n_vec) {
+        if ((e = cudaHostAlloc((void **)&kv->host, host_bytes, cudaHostAllocMapped)) != cudaSuccess) {
+            kv->host = NULL;
+            KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the host KV tier (%zu MiB pinned): %s",
+                                  host_bytes >> 20, cudaGetErrorString(e)));
+        }
+        if ((e = cudaHostGetDevicePointer((void **)&kv->host_d, kv->host, 0)) != cudaSuccess)
+            KV_FAIL(okv_cuda_err(e, "device pointer of the host KV tier", __FILE__, __LINE__));
+        if ((e = cudaMalloc((void **)&kv->summ, n_vec * 2 * g->head_dim * sizeof(float))) != cudaSuccess) {
+            kv->summ = NULL;
+            KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the KV summaries (%zu MiB of HBM): %s",
+                                  (n_vec * 2 * g->head_dim * sizeof(float)) >> 20, cudaGetErrorString(e)));
+        }
+        summary_init_k<<<256, 256, 0, c->stream>>>(kv->summ, n_vec, g->head_dim);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            KV_FAIL(okv_cuda_err(e, "summary init kernel", __FILE__, __LINE__));
+    }
+    if ((e = cudaStreamSynchronize(c->stream)) != cudaSuccess)
+        KV_FAIL(okv_cuda_err(e, "KV allocation", __FILE__, __LINE__));
+    *out = kv;
+    return OKV_OK;
+}
+
+static size_t cuda_kv_unit_bytes(const okv_bkv *kv) { return kv->unit_elems * sizeof(okv_bf16); }
+
+static size_t cuda_kv_device_bytes(const okv_bkv *kv)
+{
+    return kv->total_units * kv->unit_elems * sizeof(okv_bf16) +
+           (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->g.head_dim * sizeof(float);
+}
+
+static size_t cuda_kv_host_bytes(const okv_bkv *kv)
+{
+    return (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems * sizeof(okv_bf16);
+}
+
+static okv_bf16 *layer_units(const okv_bkv *kv, int layer) { return kv->dev + kv->layer_off[layer] * kv->unit_elems; }
+
+static size_t host_unit_index(const okv_bkv *kv, int layer, int hb, int head)
+{
+    return ((size_t)layer * kv->g.n_host_blocks + (size_t)hb) * kv->g.n_kv_heads + (size_t)head;
+}
+
+static void bf16_to_f32(float *dst, const okv_bf16 *src, size_t n)
+{
+    const uint16_t *s = (const uint16_t *)src;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = okv_bf16_to_f32(s[i]);
+}
+
+/* ---- reads (tests, checks): synchronous ---- */
+
+static enum okv_status cuda_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int unit, float *k, float *v)
+{
+    if (layer < 0 || layer >= kv->g.n_layers || unit < 0 || (size_t)unit >= kv->layer_units[layer])
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: KV unit (%d, %d) out of range", layer, unit);
+    struct cuda_ctx *c = CTX(be);
+    enum okv_status st = okv_cuda_sync_all(c);
+    if (st != OKV_OK)
+        return st;
+    okv_bf16 *tmp = (okv_bf16 *)okv_malloc(kv->unit_elems * sizeof(okv_bf16), OKV_TAG_KV);
+    if (!tmp)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    cudaError_t e = cudaMemcpy(tmp, layer_units(kv, layer) + (size_t)unit * kv->unit_elems, kv->unit_elems * sizeof(okv_bf16),
+                               cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) {
+        const size_t half = kv->unit_elems / 2;
+        bf16_to_f32(k, tmp, half);
+        bf16_to_f32(v, tmp + half, half);
+    }
+    okv_free(tmp);
+    OKV_CU(e, "kv_unit_read");
+    return OKV_OK;
+}
+
+static enum okv_status cuda_kv_host_read(okv_backend *be, const okv_bkv *kv, int layer, int hb, int head, float *k, float *v)
+{
+    if (!kv->host || layer < 0 || layer >= kv->g.n_layers || hb < 0 || hb >= kv->g.n_host_blocks || head < 0 ||
+        head >= kv->g.n_kv_heads)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: host block (%d, %d, %d) out of range", layer, hb, head);
+    enum okv_status st = okv_cuda_sync_all(CTX(be));
+    if (st != OKV_OK)
+        return st;
+    const okv_bf16 *u = kv->host + host_unit_index(kv, layer, hb, head) * kv->unit_elems;
+    const size_t half = kv->unit_elems / 2;
+    bf16_to_f32(k, u, half);
+    bf16_to_f32(v, u + half, half);
+    return OKV_OK;
+}
+
+static enum okv_status cuda_kv_summary_read(okv_backend *be, const okv_bkv *kv, int layer, int hb, int head, float *kmin,
+                                            float *kmax)
+{
+    if (!kv->summ || layer < 0 || layer >= kv->g.n_layers || hb < 0 || hb >= kv->g.n_host_blocks || head < 0 ||
+        head >= kv->g.n_kv_heads)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: summary (%d, %d, %d) out of range", layer, hb, head);
+    enum okv_status st = okv_cuda_sync_all(CTX(be));
+    if (st != OKV_OK)
+        return st;
+    const int hd = kv->g.head_dim;
+    const float *s = kv->summ + host_unit_index(kv, layer, hb, head) * 2 * hd;
+    OKV_CU(cudaMemcpy(kmin, s, sizeof(float) * hd, cudaMemcpyDeviceToHost), "kv_summary_read");
+    OKV_CU(cudaMemcpy(kmax, s + hd, sizeof(float) * hd, cudaMemcpyDeviceToHost), "kv_summary_read");
+    return OKV_OK;
+}
+
+/* ---- cross-stream helpers ---- */
+
+static enum okv_status copy_after_compute(struct cuda_ctx *c)
+{
+    OKV_CU(cudaEventRecord(c->ev_compute_mark, c->stream), "event record");
+    OKV_CU(cudaStreamWaitEvent(c->copy, c->ev_compute_mark, 0), "copy stream wait");
+    return OKV_OK;
+}
+
+static enum okv_status compute_after_copy(struct cuda_ctx *c)
+{
+    OKV_CU(cudaEventRecord(c->ev_copy_mark, c->copy), "event record");
+    OKV_CU(cudaStreamWaitEvent(c->stream, c->ev_copy_mark, 0), "compute stream wait");
+    return OKV_OK;
+}
+
+enum okv_status okv_cuda_kv_before_step(struct cuda_ctx *c)
+{
+    if (c->wt_last_pending) {
+        OKV_CU(cudaStreamWaitEvent(c->stream, c->ev_wt_last, 0), "wait for the write-through");
+        c->wt_last_pending = false;
+    }
+    return OKV_OK;
+}
+
+static enum okv_status cuda_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int hb, int n_valid)
+{
+    if (!kv->summ || hb < 0 || hb >= kv->g.n_host_blocks || n_valid < 0 || n_valid > kv->g.block_size)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: summary rebuild of block %d (%d tokens) invalid", hb, n_valid);
+    struct cuda_ctx *c = CTX(be);
+    enum okv_status st = copy_after_compute(c);   /* after kv_writes that widened it */
+    if (st != OKV_OK)
+        return st;
+    kv_summary_rebuild_k<<<kv->g.n_layers * kv->g.n_kv_heads, 128, 0, c->copy>>>(
+        kv->summ, kv->host_d, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, hb,
+        n_valid);
+    OKV_LAUNCHED("summary rebuild kernel");
+    return compute_after_copy(c);   /* selection reads the rebuilt summaries */
+}
+
+/* ---- write ---- */
+
+static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v)
+{
+    struct cuda_ctx *c = CTX(be);
+    const struct okv_step_meta *meta = &c->meta;
+    const int n = meta->n_tokens, nkv = kv->g.n_kv_heads, hd = kv->g.head_dim, bs = kv->g.block_size;
+    if (layer < 0 || layer >= kv->g.n_layers || k->n < (size_t)n * nkv * hd || v->n < (size_t)n * nkv * hd)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: bad layer %d or shapes", layer);
+    const bool host = meta->tok_host && kv->host;
+    for (int t = 0; t < n; t++) {
+        if (meta->tok_slot[t] < 0 || meta->tok_slot[t] / bs >= kv->g.n_group_slots)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: slot %d out of range", meta->tok_slot[t]);
+        if (host && (meta->tok_host[t] < 0 || meta->tok_host[t] / bs >= kv->g.n_host_blocks))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: host slot %d out of range", meta->tok_host[t]);
+    }
+    if (n == 0)
+        return OKV_OK;
+    if (kv->wt_pending[layer]) {   /* the last write-through of this layer still reads the slots */
+        OKV_CU(cudaStreamWaitEvent(c->stream, kv->wt_ev[layer], 0), "wait for the write-through");
+        kv->wt_pending[layer] = false;
+    }
+    okv_bf16 *units = layer_units(kv, layer);
+    struct kvw_args a;
+    a.k = k->d;
+    a.v = v->d;
+    a.layer = units;
+    a.summ = host ? kv->summ + (size_t)layer * kv->g.n_host_blocks * nkv * 2 * hd : NULL;
+    a.tok_slot = c->step.tok_slot;
+    a.tok_host = c->step.tok_host;
+    a.nkv = nkv;
+    a.hd = hd;
+    a.bs = bs;
+    a.unit_elems = kv->unit_elems;
+    const int threads = nkv * hd >= 256 ? 256 : ((nkv * hd + 31) / 32) * 32;
+    if (host) {
+        kv_summary_reset_k<<<n, threads, 0, c->stream>>>(a);
+        OKV_LAUNCHED("summary reset kernel");
+    }
+    kv_write_k<<<n, threads, 0, c->stream>>>(a);
+    OKV_LAUNCHED("kv_write kernel");
+    if (!host)
+        return OKV_OK;
+    enum okv_status st = copy_after_compute(c);
+    if (st != OKV_OK)
+        return st;
+    okv_bf16 *host_layer = kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems;
+    const int pieces = nkv * 2 * (hd / 8);
+    kv_write_through_k<<<n, pieces >= 256 ? 256 : ((pieces + 31) / 32) * 32, 0, c->copy>>>(
+        units, host_layer, c->step.tok_slot, c->step.tok_host, nkv, hd, bs, kv->unit_elems);
+    OKV_LAUNCHED("write-through kernel");
+    OKV_CU(cudaEventRecord(kv->wt_ev[layer], c->copy), "event record");
+    OKV_CU(cudaEventRecord(c->ev_wt_last, c->copy), "event record");
+    kv->wt_pending[layer] = true;
+    c->wt_last_pending = true;
+    return OKV_OK;
+}
+
+/* ---- fetch ---- */
+
+static int fetch_ctas(struct cuda_ctx *c, size_t bytes)
+{
+    if (c->fetch_ctas_override > 0)
+        return c->fetch_ctas_override;
+    /* 256 threads x 4 loads x 16 B = 16 KiB in flight per CTA; 16 CTAs cover PCIe latency */
+    size_t n = (bytes + 16383) / 16384;
+    return n < 1 ? 1 : n > 16 ? 16 : (int)n;
+}
+
+static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
+                                     const int32_t *dst_unit)
+{
+    if (n <= 0)
+        return OKV_OK;
+    struct cuda_ctx *c = CTX(be);
+    if (!kv->host || layer < 0 || layer >= kv->g.n_layers)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_fetch: no host tier or bad layer %d", layer);
+    const int64_t max_host = (int64_t)kv->g.n_host_blocks * kv->g.n_kv_heads;
+    for (int i = 0; i < n; i++)
+        if (src_host[i] < 0 || src_host[i] >= max_host || dst_unit[i] < 0 || (size_t)dst_unit[i] >= kv->layer_units[layer])
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_fetch: unit %d -> %d out of range", src_host[i], dst_unit[i]);
+    void *h, *d;
+    enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * 2 * (size_t)n, &h, &d);
+    if (st != OKV_OK)
+        return st;
+    memcpy(h, src_host, sizeof(int32_t) * (size_t)n);
+    memcpy((int32_t *)h + n, dst_unit, sizeof(int32_t) * (size_t)n);
+    /* ops enqueued before this call (an attention still reading a replaced unit) go first */
+    if ((st = copy_after_compute(c)) != OKV_OK)
+        return st;
+    OKV_CU(cudaMemcpyAsync(d, h, sizeof(int32_t) * 2 * (size_t)n, cudaMemcpyHostToDevice, c->copy), "kv_fetch index upload");
+    const int ppu = (int)(kv->unit_elems * sizeof(okv_bf16) / 16);
+    const long long total = (long long)n * ppu;
+    const int ctas = fetch_ctas(c, (size_t)total * 16);
+    c->fetch_ctas_last = ctas;
+    const uint4 *src = (const uint4 *)(kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems);
+    kv_gather_k<<<ctas, 256, 0, c->copy>>>((uint4 *)layer_units(kv, layer), src, (const int32_t *)d, (const int32_t *)d + n,
+                                           total, ppu);
+    OKV_LAUNCHED("kv_fetch gather kernel");
+    if ((st = okv_cuda_ring_commit(c, c->copy)) != OKV_OK)
+        return st;
+    int *cnt = &kv->fetch_count[layer];
+    int slot = *cnt < OKV_CUDA_FETCH_EVENTS ? *cnt : OKV_CUDA_FETCH_EVENTS - 1;
+    cudaEvent_t ev = kv->fetch_ev[layer * OKV_CUDA_FETCH_EVENTS + slot];
+    OKV_CU(cudaEventRecord(ev, c->copy), "kv_fetch event");
+    if (*cnt < OKV_CUDA_FETCH_EVENTS) {
+        kv->fetch_units[layer * OKV_CUDA_FETCH_EVENTS + slot] = n;
+        (*cnt)++;
+    } else {
+        kv->fetch_units[layer * OKV_CUDA_FETCH_EVENTS + slot] += n;   /* merged into the last event */
+    }
+    return OKV_OK;
+}
+
+static enum okv_status cuda_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int layer, int *pending, double *stall_s)
+{
+    *pending = 0;
+    *stall_s = 0;
+    if (layer < 0 || layer >= kv->g.n_layers)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_fetch_wait: bad layer %d", layer);
+    int cnt = kv->fetch_count[layer];
+    if (cnt == 0)
+        return OKV_OK;
+    struct cuda_ctx *c = CTX(be);
+    for (int i = 0; i < cnt; i++) {
+        cudaError_t e = cudaEventQuery(kv->fetch_ev[layer * OKV_CUDA_FETCH_EVENTS + i]);
+        if (e == cudaErrorNotReady)
+            *pending += kv->fetch_units[layer * OKV_CUDA_FETCH_EVENTS + i];
+        else if (e != cudaSuccess)
+            return okv_cuda_err(e, "kv_fetch event query", __FILE__, __LINE__);
+    }
+    /* the copy stream is in order: the last event covers the earlier ones */
+    OKV_CU(cudaStreamWaitEvent(c->stream, kv->fetch_ev[layer * OKV_CUDA_FETCH_EVENTS + cnt - 1], 0), "kv_fetch_wait");
+    kv->fetch_count[layer] = 0;
+    return OKV_OK;
+}
+
+void okv_cuda_fill_kv_ops(struct okv_backend_ops *o)
+{
+    o->kv_alloc = okv_cuda_kv_alloc;
+    o->kv_free = okv_cuda_kv_free;
+    o->kv_unit_bytes = cuda_kv_unit_bytes;
+    o->kv_device_bytes = cuda_kv_device_bytes;
+    o->kv_host_bytes = cuda_kv_host_bytes;
+    o->kv_unit_read = cuda_kv_unit_read;
+    o->kv_host_read = cuda_kv_host_read;
+    o->kv_summary_read = cuda_kv_summary_read;
+    o->kv_summary_rebuild = cuda_kv_summary_rebuild;
+    o->kv_fetch = cuda_kv_fetch;
+    o->kv_fetch_wait = cuda_kv_fetch_wait;
+    o->kv_write = cuda_kv_write;
+}

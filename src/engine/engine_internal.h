@@ -1,0 +1,75 @@
+/* Private state of the engine, shared by engine.c (construction, sequences) and
+ * forward.c (the forward pass and the sparse selection around it). */
+#ifndef OKV_ENGINE_INTERNAL_H
+#define OKV_ENGINE_INTERNAL_H
+
+#include "kv/resid.h"
+#include "oasiskv/engine.h"
+
+struct layer_w {
+    okv_bweight *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *q_norm, *k_norm;
+    okv_bweight *ffn_norm, *w_gate, *w_up, *w_down;
+};
+
+/* Per engine sequence (indexed by the KV cache's sequence id). */
+struct eseq {
+    bool decode;       /* its prefill has finished */
+    bool sparse;       /* a selection for the coming step exists (cand_end valid) */
+    int cand_end;      /* blocks [sink, cand_end) are reached through selection only */
+};
+
+/* Per batch-local sequence of the current step. */
+struct bseq {
+    int id;            /* engine sequence */
+    int r0, r1;        /* its rows */
+    int len0;          /* length before the step */
+    int len;           /* length after the step */
+    int nb;            /* blocks after the step */
+    bool sel;          /* attention reads candidates through the selection */
+    int cand_end;      /* window starts here when sel */
+    bool predict;      /* choose the next step's blocks after each layer's attention */
+    int pred_cand_end;
+    bool ends_prefill;
+};
+
+struct okv_engine {
+    struct okv_model_config cfg;
+    okv_backend *be;
+    okv_kv_cache *kv;
+    okv_resid *resid;           /* sparse mode only */
+    int max_ctx;
+    int max_batch;
+    size_t weight_bytes;
+    struct okv_engine_params prm;
+    int sel_k_sparse;           /* selected blocks per head in a sparse layer */
+
+    okv_bweight *tok_embd, *output_norm, *output;   /* output may alias tok_embd */
+    struct layer_w *layers;
+    float *inv_freq;            /* [head_dim/2] */
+
+    /* activations, [max_batch][...] */
+    okv_bmem *x, *h, *q, *k, *v, *att, *tmp, *gate, *up, *rows, *logits;
+    int logits_rows_cap;
+
+    /* per-step host metadata */
+    int32_t *tok_seq, *tok_pos, *tok_slot, *tok_host, *rows_idx;
+    float *rope_cs;             /* [max_batch][head_dim/2][2] */
+    struct bseq *bs;            /* [max_batch] */
+    int32_t *bseq_len;          /* [max_batch] KV length after the step */
+    int32_t *blk_start, *blk_unit, *blk_index;
+    int blk_cap;
+
+    /* sparse scratch */
+    int32_t *sel_host, *sel_logical, *cand, *host_to_logical, *pred_rows;
+    int32_t *f_block, *f_head, *f_unit, *f_src;
+    int scr_cap, h2l_cap;
+
+    struct eseq *seqs;
+    int seqs_cap;
+    uint32_t step_stamp;
+    struct okv_engine_stats stats;
+};
+
+enum okv_status okv_engine_grow_i32(int32_t **p, int *cap, int need);
+
+#endif

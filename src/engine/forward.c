@@ -1,0 +1,581 @@
+/* The forward pass of the Llama family over a flat batch, on the backend interface,
+ * and the OasisKV selection around it.
+ *
+ * Per layer: h = rmsnorm(x); q,k,v = h W{q,k,v}^T (+bias); q/k head norm (Qwen3);
+ * RoPE; K/V written to the device group slots (and through to the host tier);
+ * attention over each (sequence, KV head)'s block list; x += att Wo^T;
+ * h = rmsnorm(x); x += (silu(h Wg^T) * h Wu^T) Wd^T. Finally the rows that want
+ * logits are gathered, normed and projected.
+ *
+ * Sparse mode, for a sequence past its budget: blocks [sink, cand_end) live in the
+ * host tier alone and are reached through the selection of the step; sink blocks
+ * and the window [cand_end, n_blocks) keep group slots. Right after layer l's
+ * attention of step t the queries of step t (its token, or its token and drafted
+ * lookahead tokens) score every candidate block of layer l; the top blocks become
+ * S(t+1, l) and the ones not resident are fetched in the background while the
+ * remaining layers compute. Step t+1 waits at layer l for layer l's fetches only.
+ * A prefill chunk of a sequence whose older blocks left the device reads them
+ * from a staging buffer, fetched one layer ahead. Lists are in block order, so a
+ * selection of every block gives bit for bit the dense result. */
+#include "engine_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void rollback(okv_engine *e, int n_seqs)
+{
+    for (int j = 0; j < n_seqs; j++)
+        okv_kv_seq_truncate(e->kv, e->bs[j].id, okv_kv_seq_len(e->kv, e->bs[j].id));
+}
+
+/* Validate the batch, reserve KV space for every sequence in it (all or nothing),
+ * decide each sequence's attention mode and fill the step's host metadata. */
+static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *n_seqs_out)
+{
+    const int n = b->n_tokens;
+    int n_seqs = 0;
+    for (int t = 0; t < n; t++) {
+        int s = b->seq[t];
+        if (t == 0 || s != b->seq[t - 1]) {
+            for (int j = 0; j < n_seqs; j++)
+                if (e->bs[j].id == s)
+                    return okv_set_error(OKV_ERR_INVALID_ARG, "batch: rows of sequence %d are not contiguous", s);
+            if (!okv_kv_seq_valid(e->kv, s))
+                return okv_set_error(OKV_ERR_INVALID_ARG, "batch: unknown sequence %d", s);
+            struct bseq *bs = &e->bs[n_seqs];
+            memset(bs, 0, sizeof *bs);
+            bs->id = s;
+            bs->r0 = t;
+            bs->len0 = bs->len = okv_kv_seq_len(e->kv, s);
+            n_seqs++;
+        }
+        struct bseq *bs = &e->bs[n_seqs - 1];
+        bs->r1 = t + 1;
+        e->tok_seq[t] = n_seqs - 1;
+        e->tok_pos[t] = bs->len++;
+        if (b->tokens[t] < 0 || b->tokens[t] >= e->cfg.vocab_size)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "batch: token id %d out of range [0, %d)", b->tokens[t], e->cfg.vocab_size);
+    }
+    for (int j = 0; j < n_seqs; j++)
+        if (e->bs[j].len > e->max_ctx)
+            return okv_set_error(OKV_ERR_CONTEXT, "sequence %d: %d tokens exceed the context length %d", e->bs[j].id,
+                                 e->bs[j].len, e->max_ctx);
+    for (int j = 0; j < n_seqs; j++) {
+        enum okv_status st = okv_kv_seq_reserve(e->kv, e->bs[j].id, e->bs[j].len - e->bs[j].len0);
+        if (st != OKV_OK) {
+            rollback(e, j);
+            return st;
+        }
+    }
+    const bool host = e->resid != NULL;
+    for (int t = 0; t < n; t++) {
+        int id = e->bs[e->tok_seq[t]].id;
+        e->tok_slot[t] = okv_kv_seq_slot(e->kv, id, e->tok_pos[t]);
+        e->tok_host[t] = host ? okv_kv_seq_host_slot(e->kv, id, e->tok_pos[t]) : -1;
+    }
+
+    const int bsz = okv_kv_geometry(e->kv)->block_size;
+    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks, budget = e->prm.kv_budget;
+    for (int j = 0; j < n_seqs; j++) {
+        struct bseq *bs = &e->bs[j];
+        struct eseq *es = &e->seqs[bs->id];
+        bs->nb = (bs->len + bsz - 1) / bsz;
+        e->bseq_len[j] = bs->len;
+        bs->ends_prefill = !es->decode && b->want_logits && b->want_logits[bs->r1 - 1];
+        if (!e->resid)
+            continue;
+        if (e->prm.predict == OKV_PREDICT_ORACLE) {
+            bs->sel = es->decode && bs->len > budget && bs->nb - win > sink;
+            bs->cand_end = bs->nb - win;
+        } else {
+            bs->sel = es->decode && es->sparse;
+            bs->cand_end = es->cand_end;
+            bs->predict = (es->decode || bs->ends_prefill) && bs->len > budget && bs->nb - win > sink;
+            bs->pred_cand_end = bs->nb - win;
+        }
+    }
+
+    /* RoPE angles: position times inverse frequency, in float32 as the reference does */
+    const int half = e->cfg.head_dim / 2;
+    for (int t = 0; t < n; t++) {
+        float *row = e->rope_cs + (size_t)t * e->cfg.head_dim;
+        for (int i = 0; i < half; i++) {
+            float ang = (float)e->tok_pos[t] * e->inv_freq[i];
+            row[2 * i] = (float)cos((double)ang);
+            row[2 * i + 1] = (float)sin((double)ang);
+        }
+    }
+    *n_seqs_out = n_seqs;
+    return OKV_OK;
+}
+
+/* Grow every per-call scratch array of the selection path to hold n entries. */
+static enum okv_status ensure_scratch(okv_engine *e, int n)
+{
+    if (n <= e->scr_cap)
+        return OKV_OK;
+    int cap = e->scr_cap ? e->scr_cap : 256;
+    while (cap < n)
+        cap *= 2;
+    int32_t **arrs[] = {&e->sel_host, &e->sel_logical, &e->cand, &e->f_block, &e->f_head, &e->f_unit, &e->f_src};
+    for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) {
+        int32_t *p = okv_realloc(*arrs[i], sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
+        if (!p)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+        *arrs[i] = p;
+    }
+    e->scr_cap = cap;
+    return OKV_OK;
+}
+
+/* Staging: sequences not reading through a selection whose blocks [sink,
+ * cand_end) left the device are given consecutive staging units. Returns the
+ * number of staging units of the step, or -1 when they do not fit. */
+static int stage_plan(okv_engine *e, int n_seqs, int32_t *stage_base)
+{
+    const int nkv = e->cfg.n_kv_heads, sink = e->prm.sink_blocks;
+    int at = 0;
+    for (int j = 0; j < n_seqs; j++) {
+        const struct bseq *bs = &e->bs[j];
+        const struct eseq *es = &e->seqs[bs->id];
+        stage_base[j] = -1;
+        if (!e->resid || bs->sel || es->cand_end <= sink)
+            continue;
+        stage_base[j] = at;
+        at += (es->cand_end - sink) * nkv;
+    }
+    return e->resid && at > okv_kv_geometry(e->kv)->n_stage_units ? -1 : at;
+}
+
+static enum okv_status stage_fetch(okv_engine *e, int n_seqs, const int32_t *stage_base, int layer)
+{
+    const int nkv = e->cfg.n_kv_heads, sink = e->prm.sink_blocks;
+    const int buf_off = (layer % 2) * okv_kv_geometry(e->kv)->n_stage_units;
+    int n = 0;
+    for (int j = 0; j < n_seqs; j++) {
+        if (stage_base[j] < 0)
+            continue;
+        const struct eseq *es = &e->seqs[e->bs[j].id];
+        int nb;
+        const int32_t *host = okv_kv_seq_host_blocks(e->kv, e->bs[j].id, &nb);
+        enum okv_status st = ensure_scratch(e, n + (es->cand_end - sink) * nkv);
+        if (st != OKV_OK)
+            return st;
+        for (int blk = sink; blk < es->cand_end; blk++)
+            for (int h = 0; h < nkv; h++) {
+                e->f_src[n] = host[blk] * nkv + h;
+                e->f_unit[n] = OKV_UNIT_STAGE | (buf_off + stage_base[j] + (blk - sink) * nkv + h);
+                n++;
+            }
+    }
+    if (!n)
+        return OKV_OK;
+    e->stats.units_fetched += n;
+    e->stats.fetch_bytes += (int64_t)n * (int64_t)e->be->ops->kv_unit_bytes(okv_kv_storage(e->kv));
+    return e->be->ops->kv_fetch(e->be, okv_kv_storage(e->kv), layer, n, e->f_src, e->f_unit);
+}
+
+/* The block lists of one layer. */
+static enum okv_status build_lists(okv_engine *e, int n_seqs, const int32_t *stage_base, int layer)
+{
+    const int nkv = e->cfg.n_kv_heads, sink = e->prm.sink_blocks;
+    const int buf_off = (layer % 2) * okv_kv_geometry(e->kv)->n_stage_units;
+    int total = 0;
+    for (int j = 0; j < n_seqs; j++) {
+        int k = 0;
+        if (e->bs[j].sel)
+            okv_resid_selection(e->resid, e->bs[j].id, layer, &k);
+        total += nkv * (e->bs[j].nb + k);
+    }
+    if (total > e->blk_cap) {
+        int cap = total * 2;
+        int32_t *u = okv_realloc(e->blk_unit, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
+        if (u)
+            e->blk_unit = u;
+        int32_t *x = okv_realloc(e->blk_index, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
+        if (x)
+            e->blk_index = x;
+        if (!u || !x)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+        e->blk_cap = cap;
+    }
+    int at = 0;
+    for (int j = 0; j < n_seqs; j++) {
+        const struct bseq *bs = &e->bs[j];
+        int nb;
+        const int32_t *group = okv_kv_seq_blocks(e->kv, bs->id, &nb);
+        OKV_ASSERT(bs->nb <= nb);
+        for (int h = 0; h < nkv; h++) {
+            e->blk_start[j * nkv + h] = at;
+            if (bs->sel) {
+                for (int blk = 0; blk < sink && blk < bs->cand_end; blk++) {
+                    e->blk_unit[at] = group[blk] * nkv + h;
+                    e->blk_index[at++] = blk;
+                }
+                int k;
+                const int32_t *sel = okv_resid_selection(e->resid, bs->id, layer, &k);
+                int first = at;
+                for (int i = 0; i < k; i++)
+                    if (sel[h * k + i] >= 0)
+                        e->blk_index[at++] = sel[h * k + i];
+                qsort(e->blk_index + first, (size_t)(at - first), sizeof(int32_t), cmp_i32);
+                for (int i = first; i < at; i++) {
+                    e->blk_unit[i] = okv_resid_lookup(e->resid, bs->id, layer, e->blk_index[i], h);
+                    OKV_ASSERT(e->blk_unit[i] >= 0);
+                }
+                for (int blk = bs->cand_end; blk < bs->nb; blk++) {
+                    OKV_ASSERT(group[blk] >= 0);
+                    e->blk_unit[at] = group[blk] * nkv + h;
+                    e->blk_index[at++] = blk;
+                }
+            } else {
+                for (int blk = 0; blk < bs->nb; blk++) {
+                    if (group[blk] >= 0) {
+                        e->blk_unit[at] = group[blk] * nkv + h;
+                    } else {
+                        OKV_ASSERT(stage_base[j] >= 0 && blk >= sink);
+                        e->blk_unit[at] = OKV_UNIT_STAGE | (buf_off + stage_base[j] + (blk - sink) * nkv + h);
+                    }
+                    e->blk_index[at++] = blk;
+                }
+            }
+        }
+    }
+    e->blk_start[n_seqs * nkv] = at;
+    return OKV_OK;
+}
+
+/* Score the candidates [sink, cand_end) of one sequence at one layer with the
+ * given rows and leave the top blocks per head, as logical ids, in e->sel_logical
+ * ([n_kv][*k]). */
+static enum okv_status select_for(okv_engine *e, const struct bseq *bs, int layer, const int32_t *rows, int n_rows,
+                                  int cand_end, int *k_out)
+{
+    const int nkv = e->cfg.n_kv_heads, sink = e->prm.sink_blocks;
+    int nb;
+    const int32_t *host = okv_kv_seq_host_blocks(e->kv, bs->id, &nb);
+    int n_cand = cand_end - sink;
+    int k = okv_resid_k(e->resid, layer);
+    if (k > n_cand)
+        k = n_cand;
+    enum okv_status st = ensure_scratch(e, n_cand > nkv * k ? n_cand + 1 : nkv * k + 1);
+    if (st == OKV_OK)
+        st = okv_engine_grow_i32(&e->host_to_logical, &e->h2l_cap, okv_kv_geometry(e->kv)->n_host_blocks);
+    if (st != OKV_OK)
+        return st;
+    for (int c = 0; c < n_cand; c++) {
+        e->cand[c] = host[sink + c];
+        e->host_to_logical[host[sink + c]] = sink + c;
+    }
+    struct okv_select_req req = {rows, n_rows, e->cand, n_cand, k};
+    st = e->be->ops->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, &req, e->sel_host, NULL);
+    if (st != OKV_OK)
+        return st;
+    for (int i = 0; i < nkv * k; i++)
+        e->sel_logical[i] = e->host_to_logical[e->sel_host[i]];
+    *k_out = k;
+    return OKV_OK;
+}
+
+/* Install the selection in e->sel_logical for (sequence, layer) and fetch what is
+ * missing. */
+static enum okv_status install(okv_engine *e, int seq, int layer, int k)
+{
+    const int nkv = e->cfg.n_kv_heads;
+    enum okv_status st = ensure_scratch(e, nkv * k + 1);
+    if (st != OKV_OK)
+        return st;
+    int n = okv_resid_apply(e->resid, seq, layer, e->sel_logical, k, e->step_stamp, e->f_block, e->f_head, e->f_unit);
+    if (n == 0)
+        return OKV_OK;
+    int nb;
+    const int32_t *host = okv_kv_seq_host_blocks(e->kv, seq, &nb);
+    for (int i = 0; i < n; i++)
+        e->f_src[i] = host[e->f_block[i]] * nkv + e->f_head[i];
+    e->stats.units_fetched += n;
+    e->stats.fetch_bytes += (int64_t)n * (int64_t)e->be->ops->kv_unit_bytes(okv_kv_storage(e->kv));
+    return e->be->ops->kv_fetch(e->be, okv_kv_storage(e->kv), layer, n, e->f_src, e->f_unit);
+}
+
+/* Rows of a sequence used to predict its next step: its last real token, plus its
+ * drafted tokens in lookahead mode. */
+static int pred_rows(const okv_engine *e, const struct okv_batch *b, const struct bseq *bs, int32_t *rows)
+{
+    int last_real = bs->r1 - 1;
+    if (b->is_draft)
+        while (last_real > bs->r0 && b->is_draft[last_real])
+            last_real--;
+    int n = 0;
+    rows[n++] = last_real;
+    if (e->prm.predict == OKV_PREDICT_LOOKAHEAD && b->is_draft)
+        for (int r = last_real + 1; r < bs->r1; r++)
+            if (b->is_draft[r])
+                rows[n++] = r;
+    return n;
+}
+
+static int count_common(int32_t *a, int32_t *b, int n)
+{
+    qsort(a, (size_t)n, sizeof(int32_t), cmp_i32);
+    qsort(b, (size_t)n, sizeof(int32_t), cmp_i32);
+    int i = 0, j = 0, c = 0;
+    while (i < n && j < n) {
+        if (a[i] == b[j]) {
+            c++;
+            i++;
+            j++;
+        } else if (a[i] < b[j]) {
+            i++;
+        } else {
+            j++;
+        }
+    }
+    return c;
+}
+
+/* Before layer l's attention: oracle selection, recall measurement, and waiting
+ * for the layer's fetches. */
+static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bool any_fetch)
+{
+    const int nkv = e->cfg.n_kv_heads;
+    enum okv_status st;
+    int64_t selected = 0;
+    bool any_sel = false;
+    for (int j = 0; j < n_seqs; j++) {
+        const struct bseq *bs = &e->bs[j];
+        if (!bs->sel)
+            continue;
+        any_sel = true;
+        int32_t *rows = e->pred_rows;
+        int n_rows = 0;
+        for (int r = bs->r0; r < bs->r1; r++)
+            rows[n_rows++] = r;
+        if (e->prm.predict == OKV_PREDICT_ORACLE) {
+            int k;
+            if ((st = select_for(e, bs, layer, rows, n_rows, bs->cand_end, &k)) != OKV_OK ||
+                (st = install(e, bs->id, layer, k)) != OKV_OK)
+                return st;
+            selected += (int64_t)k * nkv;
+        } else {
+            int k;
+            const int32_t *pred = okv_resid_selection(e->resid, bs->id, layer, &k);
+            selected += (int64_t)k * nkv;
+            if (e->prm.track_recall && k > 0) {
+                int32_t *saved = okv_malloc(sizeof(int32_t) * (size_t)(k * nkv), OKV_TAG_ENGINE);
+                if (!saved)
+                    return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+                memcpy(saved, pred, sizeof(int32_t) * (size_t)(k * nkv));
+                int k2;
+                st = select_for(e, bs, layer, rows, n_rows, bs->cand_end, &k2);
+                if (st == OKV_OK && k2 == k) {
+                    for (int h = 0; h < nkv; h++)
+                        e->stats.recall_hits += count_common(saved + h * k, e->sel_logical + h * k, k);
+                    e->stats.recall_total += (int64_t)k * nkv;
+                }
+                okv_free(saved);
+                if (st != OKV_OK)
+                    return st;
+            }
+        }
+    }
+    if (any_sel || any_fetch) {
+        int pending = 0;
+        double stall = 0;
+        if ((st = e->be->ops->kv_fetch_wait(e->be, okv_kv_storage(e->kv), layer, &pending, &stall)) != OKV_OK)
+            return st;
+        e->stats.stall_s += stall;
+        if (e->prm.predict != OKV_PREDICT_ORACLE) {
+            /* pending counts staging too: charging it to the selection under-reports
+             * the in-time share, never over-reports it */
+            e->stats.units_selected += selected;
+            e->stats.units_in_time += selected - (pending < selected ? pending : selected);
+        }
+    }
+    return OKV_OK;
+}
+
+static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, int n_seqs, int layer)
+{
+    enum okv_status st;
+    for (int j = 0; j < n_seqs; j++) {
+        const struct bseq *bs = &e->bs[j];
+        if (!bs->predict)
+            continue;
+        int n_rows = pred_rows(e, b, bs, e->pred_rows);
+        int k;
+        if ((st = select_for(e, bs, layer, e->pred_rows, n_rows, bs->pred_cand_end, &k)) != OKV_OK ||
+            (st = install(e, bs->id, layer, k)) != OKV_OK)
+            return st;
+    }
+    return OKV_OK;
+}
+
+/* After a successful step: lengths, phases, and blocks leaving the window give
+ * their group slots back (their KV is in the host tier). */
+static void finish_step(okv_engine *e, int n_seqs)
+{
+    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks;
+    for (int j = 0; j < n_seqs; j++) {
+        struct bseq *bs = &e->bs[j];
+        struct eseq *es = &e->seqs[bs->id];
+        okv_kv_seq_commit(e->kv, bs->id, bs->len - bs->len0);
+        if (bs->ends_prefill)
+            es->decode = true;
+        if (!e->resid)
+            continue;
+        if (bs->predict) {
+            es->sparse = true;
+            es->cand_end = bs->pred_cand_end;
+        }
+        if (bs->len > e->prm.kv_budget && bs->nb - win > sink) {
+            int rel_end = bs->nb - win;
+            for (int blk = sink; blk < rel_end; blk++)
+                okv_kv_seq_release_group(e->kv, bs->id, blk);
+            if (rel_end > es->cand_end)
+                es->cand_end = rel_end;
+        }
+    }
+    /* memory accounting */
+    okv_bkv *kvs = okv_kv_storage(e->kv);
+    const struct okv_kv_geometry *g = okv_kv_geometry(e->kv);
+    size_t ub = e->be->ops->kv_unit_bytes(kvs);
+    size_t dev = (size_t)okv_kv_used_slots(e->kv) * g->n_kv_heads * g->n_layers * ub;
+    size_t host = 0;
+    if (e->resid) {
+        size_t quota_units = 0;
+        for (int l = 0; l < g->n_layers; l++)
+            quota_units += (size_t)okv_resid_k(e->resid, l) * g->n_kv_heads;
+        dev += (size_t)(e->prm.max_seqs - okv_resid_free_chunks(e->resid)) * quota_units * ub;
+        size_t used_host = (size_t)okv_kv_used_host_blocks(e->kv);
+        dev += used_host * g->n_layers * g->n_kv_heads * 2 * g->head_dim * sizeof(float);
+        host = used_host * g->n_layers * g->n_kv_heads * ub;
+    }
+    e->stats.device_bytes = dev;
+    if (dev > e->stats.device_bytes_peak)
+        e->stats.device_bytes_peak = dev;
+    e->stats.host_bytes = host;
+    if (host > e->stats.host_bytes_peak)
+        e->stats.host_bytes_peak = host;
+    e->stats.steps++;
+}
+
+#define CK(call) do { if ((st = (call)) != OKV_OK) goto fail; } while (0)
+
+enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits)
+{
+    enum okv_status st;
+    const int n = b->n_tokens;
+    if (n <= 0 || n > e->max_batch)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "batch: %d rows (1 to %d allowed)", n, e->max_batch);
+    int n_seqs = 0;
+    if ((st = plan_step(e, b, &n_seqs)) != OKV_OK)
+        return st;
+    int32_t *stage_base = okv_malloc(sizeof(int32_t) * (size_t)n_seqs, OKV_TAG_ENGINE);
+    if (!stage_base) {
+        rollback(e, n_seqs);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    }
+    if (++e->step_stamp == 0)
+        e->step_stamp = 1;
+
+    okv_backend *be = e->be;
+    const struct okv_backend_ops *o = be->ops;
+    const struct okv_model_config *c = &e->cfg;
+    const int dim = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    const bool half = c->rope_pairing == OKV_ROPE_PAIRING_HALF;
+    const float scale = 1.0f / sqrtf((float)hd);
+    okv_bkv *kvs = okv_kv_storage(e->kv);
+    int staged = stage_plan(e, n_seqs, stage_base);
+    if (staged < 0) {
+        st = okv_set_error(OKV_ERR_NO_KV_SPACE, "batch: the prefill chunks of this step need more staging than %d units",
+                           okv_kv_geometry(e->kv)->n_stage_units);
+        goto fail;
+    }
+
+    struct okv_step_meta meta = {n, n_seqs, e->tok_seq, e->tok_pos, e->tok_slot, e->resid ? e->tok_host : NULL,
+                                 e->rope_cs, e->bseq_len};
+
+    CK(o->step_begin(be, &meta));
+    if (staged)
+        CK(stage_fetch(e, n_seqs, stage_base, 0));
+    CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct layer_w *w = &e->layers[l];
+        CK(o->rmsnorm(be, e->h, e->x, w->attn_norm, n, dim, c->rms_eps));
+        CK(o->matmul(be, e->q, e->h, w->wq, w->bq, n, dim, qd));
+        CK(o->matmul(be, e->k, e->h, w->wk, w->bk, n, dim, kvd));
+        CK(o->matmul(be, e->v, e->h, w->wv, w->bv, n, dim, kvd));
+        if (w->q_norm) {
+            CK(o->head_rmsnorm(be, e->q, w->q_norm, n, c->n_heads, hd, c->rms_eps));
+            CK(o->head_rmsnorm(be, e->k, w->k_norm, n, c->n_kv_heads, hd, c->rms_eps));
+        }
+        CK(o->rope(be, e->q, n, c->n_heads, hd, half));
+        CK(o->rope(be, e->k, n, c->n_kv_heads, hd, half));
+        CK(o->kv_write(be, kvs, l, e->k, e->v));
+        if (e->resid)
+            CK(before_attention(e, n_seqs, l, staged > 0));
+        CK(build_lists(e, n_seqs, stage_base, l));
+        struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index};   /* build_lists may move them */
+        CK(o->attention(be, e->att, e->q, kvs, l, &blocks, c->n_heads, scale));
+        if (e->resid) {
+            if (staged && l + 1 < c->n_layers)
+                CK(stage_fetch(e, n_seqs, stage_base, l + 1));
+            CK(predict_after(e, b, n_seqs, l));
+        }
+        CK(o->matmul(be, e->tmp, e->att, w->wo, NULL, n, qd, dim));
+        CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
+        CK(o->rmsnorm(be, e->h, e->x, w->ffn_norm, n, dim, c->rms_eps));
+        CK(o->matmul(be, e->gate, e->h, w->w_gate, NULL, n, dim, c->ffn_dim));
+        CK(o->matmul(be, e->up, e->h, w->w_up, NULL, n, dim, c->ffn_dim));
+        CK(o->swiglu(be, e->gate, e->gate, e->up, n, c->ffn_dim));
+        CK(o->matmul(be, e->tmp, e->gate, w->w_down, NULL, n, c->ffn_dim, dim));
+        CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
+    }
+
+    int n_rows = 0;
+    for (int t = 0; t < n; t++)
+        if (b->want_logits && b->want_logits[t])
+            e->rows_idx[n_rows++] = t;
+    if (n_rows > 0) {
+        if (n_rows > e->logits_rows_cap) {
+            if (e->logits)
+                o->mem_free(be, e->logits);
+            e->logits = NULL;
+            e->logits_rows_cap = 0;
+            CK(o->mem_alloc(be, (size_t)n_rows * c->vocab_size, &e->logits));
+            e->logits_rows_cap = n_rows;
+        }
+        CK(o->gather_rows(be, e->rows, e->x, e->rows_idx, n_rows, dim));
+        CK(o->rmsnorm(be, e->rows, e->rows, e->output_norm, n_rows, dim, c->rms_eps));
+        CK(o->matmul(be, e->logits, e->rows, e->output, NULL, n_rows, dim, c->vocab_size));
+        CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
+    }
+    CK(o->sync(be));
+    finish_step(e, n_seqs);
+    okv_free(stage_base);
+    return OKV_OK;
+fail:
+    /* fetches in flight must land before their units can be reused */
+    if (e->resid)
+        for (int l = 0; l < c->n_layers; l++) {
+            int pending;
+            double stall;
+            o->kv_fetch_wait(be, kvs, l, &pending, &stall);
+        }
+    /* selections installed for the next step are void: read everything (through
+     * staging) and predict afresh */
+    for (int j = 0; j < n_seqs && e->resid; j++) {
+        okv_resid_clear(e->resid, e->bs[j].id);
+        e->seqs[e->bs[j].id].sparse = false;
+    }
+    rollback(e, n_seqs);
+    okv_free(stage_base);
+    return st;
+}

@@ -1,0 +1,684 @@
+/* Continuous batching over one engine (see include/oasiskv/sched.h).
+ *
+ * Ownership of the lists: `incoming`, `all` and the metrics snapshot are guarded by
+ * s->mu and touched by any thread; `waiting` and `running` belong to the driving
+ * thread alone. A request lives from okv_sched_submit until the driving thread has
+ * called its on_finish and unlinked it from `all` (under the mutex), so that
+ * okv_sched_cancel, which finds it in `all` under the mutex, never sees it freed. */
+#include "oasiskv/sched.h"
+#include "engine/stopstr.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+/* vLLM's histogram buckets, so that dashboards built for it read ours. */
+static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                                     1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+static const double itl_bounds[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+                                    0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+static const double e2e_bounds[] = {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0,
+                                    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+#define NB(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+struct req {
+    uint64_t id;
+    struct req *next_all, *prev_all;   /* s->all, under s->mu */
+    struct req *next, *prev;           /* incoming or waiting */
+    atomic_int cancelled;
+
+    int32_t *toks;          /* [cap] prompt, then generated tokens */
+    int n_toks, cap;
+    int n_prompt;           /* as submitted */
+    int n_gen, max_tokens;
+    int n_computed;         /* tokens whose KV is in the sequence */
+    int seq;                /* engine sequence while running, else -1 */
+    int need;               /* device-tier blocks at the peak */
+    bool counted_prompt;
+    int n_preempt;
+
+    struct okv_sampling sampling;
+    struct okv_rng rng;
+    bool ignore_eos;
+    char **stop;
+    int n_stop;
+
+    struct okv_detok detok;
+    char *text;             /* generated text so far */
+    size_t text_len, text_cap, emitted;
+
+    double t_arrival, t_first, t_last;
+    okv_sched_token_fn on_token;
+    okv_sched_finish_fn on_finish;
+    void *user;
+};
+
+struct okv_sched {
+    okv_engine *e;
+    const okv_tokenizer *tok;
+    int max_seqs, max_batch, vocab, max_ctx;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct req *incoming_head, *incoming_tail;   /* under mu */
+    int n_incoming;
+    struct req *all;                             /* under mu */
+    bool cancel_pending;                         /* under mu */
+    bool stopping, thread_running;
+    pthread_t thread;
+    uint64_t next_id;
+    struct okv_sched_metrics m;                  /* under mu */
+
+    /* driving thread only */
+    struct req *wait_head, *wait_tail;
+    int n_waiting;
+    struct req **running;    /* [max_seqs], oldest admitted first */
+    int n_running;
+    int need_running;        /* sum of need over running */
+    bool admit_hold;         /* after a preemption: admit nothing until a request finishes */
+
+    /* step scratch */
+    int32_t *b_tok, *b_seq;
+    uint8_t *b_want;
+    struct req **b_req;      /* [max_seqs] requests whose last row wants logits, in row order */
+    struct req **b_all;      /* [max_seqs] requests in the batch, in row order */
+    int *b_take;             /* [max_seqs] rows of each */
+    float *logits;           /* [max_seqs][vocab] */
+    float *scratch;          /* [vocab] */
+};
+
+const char *okv_finish_str(enum okv_finish f)
+{
+    switch (f) {
+    case OKV_FINISH_STOP: return "stop";
+    case OKV_FINISH_LENGTH: return "length";
+    case OKV_FINISH_ABORT: return "abort";
+    case OKV_FINISH_ERROR: return "error";
+    default: return "?";
+    }
+}
+
+static void hist_init(struct okv_hist *h, const double *b, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->bounds = b;
+    h->n_bounds = n;
+}
+
+static void hist_add(struct okv_hist *h, double v)
+{
+    int i = 0;
+    while (i < h->n_bounds && v > h->bounds[i])
+        i++;
+    h->counts[i]++;
+    h->count++;
+    h->sum += v;
+}
+
+static void req_free(struct req *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_stop; i++)
+        okv_free(r->stop[i]);
+    okv_free(r->stop);
+    okv_free(r->toks);
+    okv_free(r->text);
+    okv_free(r);
+}
+
+enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const struct okv_sched_params *p,
+                                 okv_sched **out)
+{
+    *out = NULL;
+    struct okv_sched_params prm = p ? *p : (struct okv_sched_params){0};
+    const int eng_batch = okv_engine_max_batch_tokens(e);
+    if (prm.max_num_seqs <= 0)
+        prm.max_num_seqs = 16;
+    if (prm.max_num_batched_tokens <= 0 || prm.max_num_batched_tokens > eng_batch)
+        prm.max_num_batched_tokens = eng_batch;
+    struct okv_sched *s = okv_calloc(1, sizeof *s, OKV_TAG_SERVER);
+    if (!s)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->e = e;
+    s->tok = tok;
+    s->max_seqs = prm.max_num_seqs;
+    s->max_batch = prm.max_num_batched_tokens;
+    s->vocab = okv_engine_model_config(e)->vocab_size;
+    s->max_ctx = okv_engine_max_ctx(e);
+    s->next_id = 1;
+    const size_t ns = (size_t)s->max_seqs, nb = (size_t)s->max_batch;
+    s->running = okv_calloc(ns, sizeof *s->running, OKV_TAG_SERVER);
+    s->b_req = okv_calloc(ns, sizeof *s->b_req, OKV_TAG_SERVER);
+    s->b_all = okv_calloc(ns, sizeof *s->b_all, OKV_TAG_SERVER);
+    s->b_take = okv_calloc(ns, sizeof *s->b_take, OKV_TAG_SERVER);
+    s->b_tok = okv_calloc(nb, sizeof *s->b_tok, OKV_TAG_SERVER);
+    s->b_seq = okv_calloc(nb, sizeof *s->b_seq, OKV_TAG_SERVER);
+    s->b_want = okv_calloc(nb, 1, OKV_TAG_SERVER);
+    s->logits = okv_malloc(sizeof(float) * ns * (size_t)s->vocab, OKV_TAG_SERVER);
+    s->scratch = okv_malloc(sizeof(float) * (size_t)s->vocab, OKV_TAG_SERVER);
+    if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->logits || !s->scratch) {
+        okv_sched_free(s);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
+    }
+    hist_init(&s->m.ttft, ttft_bounds, NB(ttft_bounds));
+    hist_init(&s->m.itl, itl_bounds, NB(itl_bounds));
+    hist_init(&s->m.e2e, e2e_bounds, NB(e2e_bounds));
+    s->m.kv_blocks_total = okv_engine_blocks_total(e);
+    *out = s;
+    return OKV_OK;
+}
+
+/* ---- text and finishing (driving thread) ---- */
+
+static bool text_append(struct req *r, const char *p, size_t n)
+{
+    if (r->text_len + n + 1 > r->text_cap) {
+        size_t cap = r->text_cap ? r->text_cap : 256;
+        while (cap < r->text_len + n + 1)
+            cap *= 2;
+        char *t = okv_realloc(r->text, cap, OKV_TAG_SERVER);
+        if (!t)
+            return false;
+        r->text = t;
+        r->text_cap = cap;
+    }
+    memcpy(r->text + r->text_len, p, n);
+    r->text_len += n;
+    r->text[r->text_len] = 0;
+    return true;
+}
+
+/* Free the request's KV, tell its owner, unlink and free it. The request must be
+ * out of the waiting queue; it may still be in the running set (removed here). */
+static void finish(struct okv_sched *s, struct req *r, enum okv_finish reason, const char *err)
+{
+    if (r->seq >= 0) {
+        okv_engine_seq_free(s->e, r->seq);
+        r->seq = -1;
+        for (int i = 0; i < s->n_running; i++)
+            if (s->running[i] == r) {
+                memmove(s->running + i, s->running + i + 1, sizeof *s->running * (size_t)(s->n_running - i - 1));
+                s->n_running--;
+                s->need_running -= r->need;
+                s->admit_hold = false;
+                break;
+            }
+    }
+    if (reason == OKV_FINISH_LENGTH && s->tok) {
+        char piece[64];
+        int w = okv_detok_flush(&r->detok, piece, sizeof piece);
+        if (w > 0)
+            text_append(r, piece, (size_t)w);
+    }
+    if ((reason == OKV_FINISH_STOP || reason == OKV_FINISH_LENGTH) && r->on_token && r->text_len > r->emitted)
+        r->on_token(r->user, -1, r->text + r->emitted, r->text_len - r->emitted);
+    r->emitted = r->text_len;
+    double now = okv_now();
+    struct okv_sched_result res = {
+        .reason = reason, .prompt_tokens = r->n_prompt, .completion_tokens = r->n_gen,
+        .n_preemptions = r->n_preempt, .ttft_s = r->t_first > 0 ? r->t_first - r->t_arrival : 0,
+        .e2e_s = now - r->t_arrival, .error = err,
+    };
+    if (r->on_finish)
+        r->on_finish(r->user, &res);
+    pthread_mutex_lock(&s->mu);
+    if (r->prev_all)
+        r->prev_all->next_all = r->next_all;
+    else
+        s->all = r->next_all;
+    if (r->next_all)
+        r->next_all->prev_all = r->prev_all;
+    s->m.requests_finished[reason]++;
+    if (reason == OKV_FINISH_STOP || reason == OKV_FINISH_LENGTH)
+        hist_add(&s->m.e2e, res.e2e_s);
+    pthread_mutex_unlock(&s->mu);
+    req_free(r);
+}
+
+static void wait_unlink(struct okv_sched *s, struct req *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        s->wait_head = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        s->wait_tail = r->prev;
+    r->next = r->prev = NULL;
+    s->n_waiting--;
+}
+
+static void wait_push_front(struct okv_sched *s, struct req *r)
+{
+    r->prev = NULL;
+    r->next = s->wait_head;
+    if (s->wait_head)
+        s->wait_head->prev = r;
+    else
+        s->wait_tail = r;
+    s->wait_head = r;
+    s->n_waiting++;
+}
+
+/* Recompute preemption: drop the youngest running request's KV and queue it first. */
+static void preempt_youngest(struct okv_sched *s)
+{
+    struct req *r = s->running[--s->n_running];
+    s->need_running -= r->need;
+    okv_engine_seq_free(s->e, r->seq);
+    r->seq = -1;
+    r->n_computed = 0;
+    r->n_preempt++;
+    wait_push_front(s, r);
+    s->admit_hold = true;
+    pthread_mutex_lock(&s->mu);
+    s->m.num_preemptions_total++;
+    pthread_mutex_unlock(&s->mu);
+    OKV_LOG_INFO("scheduler: preempted request %llu (%d tokens to recompute)", (unsigned long long)r->id, r->n_toks);
+}
+
+static void update_snapshot(struct okv_sched *s)
+{
+    int used = okv_kv_used_slots(okv_engine_kv(s->e));
+    struct okv_engine_stats es;
+    okv_engine_stats_get(s->e, &es);
+    pthread_mutex_lock(&s->mu);
+    s->m.engine = es;
+    s->m.num_running = s->n_running;
+    s->m.num_waiting = s->n_waiting + s->n_incoming;
+    s->m.kv_blocks_used = used;
+    s->m.kv_usage = s->m.kv_blocks_total > 0 ? (double)used / s->m.kv_blocks_total : 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Take new submissions into the waiting queue and finish cancelled requests. */
+static void take_queue(struct okv_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    struct req *in = s->incoming_head;
+    int n_in = s->n_incoming;
+    s->incoming_head = s->incoming_tail = NULL;
+    s->n_incoming = 0;
+    bool cancels = s->cancel_pending;
+    s->cancel_pending = false;
+    if (in) {
+        in->prev = s->wait_tail;
+        if (s->wait_tail)
+            s->wait_tail->next = in;
+        else
+            s->wait_head = in;
+        struct req *t = in;
+        while (t->next)
+            t = t->next;
+        s->wait_tail = t;
+        s->n_waiting += n_in;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!cancels)
+        return;
+    for (struct req *r = s->wait_head, *nx; r; r = nx) {
+        nx = r->next;
+        if (atomic_load(&r->cancelled)) {
+            wait_unlink(s, r);
+            finish(s, r, OKV_FINISH_ABORT, NULL);
+        }
+    }
+    for (int i = s->n_running - 1; i >= 0; i--)
+        if (i < s->n_running && atomic_load(&s->running[i]->cancelled))
+            finish(s, s->running[i], OKV_FINISH_ABORT, NULL);
+}
+
+static void admit(struct okv_sched *s)
+{
+    const int total = okv_engine_blocks_total(s->e);
+    while (s->wait_head && s->n_running < s->max_seqs) {
+        struct req *r = s->wait_head;
+        if (s->admit_hold && s->n_running > 0)
+            break;
+        if (s->n_running > 0 && s->need_running + r->need > total)
+            break;   /* FCFS: the head waits, and so does everyone behind it */
+        int seq;
+        enum okv_status st = okv_engine_seq_create(s->e, &seq);
+        if (st != OKV_OK) {
+            wait_unlink(s, r);
+            finish(s, r, OKV_FINISH_ERROR, okv_last_error());
+            continue;
+        }
+        wait_unlink(s, r);
+        r->seq = seq;
+        r->n_computed = 0;
+        s->running[s->n_running++] = r;
+        s->need_running += r->need;
+        s->admit_hold = false;
+        if (!r->counted_prompt) {
+            r->counted_prompt = true;
+            pthread_mutex_lock(&s->mu);
+            s->m.prompt_tokens_total += (uint64_t)r->n_prompt;
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+}
+
+/* Fill the step's batch: decode rows first (every running request with exactly
+ * one token to feed), then prefill chunks in admission order. Returns the rows. */
+static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
+{
+    int n = 0, nl = 0, nr = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->n_running && n < s->max_batch; i++) {
+            struct req *r = s->running[i];
+            int pending = r->n_toks - r->n_computed;
+            bool decode = pending == 1 && r->n_computed > 0;
+            if (pending <= 0 || decode != (pass == 0))
+                continue;
+            int take = pending < s->max_batch - n ? pending : s->max_batch - n;
+            for (int k = 0; k < take; k++) {
+                s->b_tok[n + k] = r->toks[r->n_computed + k];
+                s->b_seq[n + k] = r->seq;
+                s->b_want[n + k] = 0;
+            }
+            n += take;
+            s->b_take[nr] = take;
+            s->b_all[nr++] = r;
+            if (r->n_computed + take == r->n_toks) {
+                s->b_want[n - 1] = 1;
+                s->b_req[nl++] = r;
+            }
+        }
+    *n_logit_reqs = nl;
+    *n_reqs = nr;
+    return n;
+}
+
+/* One sampled token of request r: stream it, and finish r when it is done. */
+static void on_sampled(struct okv_sched *s, struct req *r, int32_t id)
+{
+    double now = okv_now();
+    if (s->tok && !r->ignore_eos && okv_tokenizer_is_eog(s->tok, id)) {
+        finish(s, r, OKV_FINISH_STOP, NULL);
+        return;
+    }
+    r->toks[r->n_toks++] = id;
+    r->n_gen++;
+    pthread_mutex_lock(&s->mu);
+    s->m.generation_tokens_total++;
+    if (r->n_gen == 1)
+        hist_add(&s->m.ttft, now - r->t_arrival);
+    else
+        hist_add(&s->m.itl, now - r->t_last);
+    pthread_mutex_unlock(&s->mu);
+    if (r->n_gen == 1)
+        r->t_first = now;
+    r->t_last = now;
+
+    bool stop = false;
+    size_t upto = r->text_len;
+    if (s->tok) {
+        char piece[256];
+        int w = okv_detok_push(s->tok, &r->detok, id, true, piece, sizeof piece);
+        if (w > 0 && !text_append(r, piece, (size_t)w)) {
+            finish(s, r, OKV_FINISH_ERROR, "scheduler: out of memory");
+            return;
+        }
+        long at = okv_stop_find(r->text ? r->text : "", r->text_len, r->emitted, (const char *const *)r->stop, r->n_stop);
+        if (at >= 0) {
+            r->text_len = (size_t)at;
+            r->text[r->text_len] = 0;
+            upto = r->text_len;
+            stop = true;
+        } else if (r->text) {
+            upto = r->text_len - okv_stop_holdback(r->text, r->text_len, (const char *const *)r->stop, r->n_stop);
+        }
+    }
+    if (upto < r->emitted)
+        upto = r->emitted;
+    if (r->on_token)
+        r->on_token(r->user, id, r->text ? r->text + r->emitted : "", upto - r->emitted);
+    r->emitted = upto;
+    if (stop)
+        finish(s, r, OKV_FINISH_STOP, NULL);
+    else if (r->n_gen >= r->max_tokens || r->n_toks >= s->max_ctx)
+        finish(s, r, OKV_FINISH_LENGTH, NULL);
+}
+
+static enum okv_status step(struct okv_sched *s, bool *busy)
+{
+    take_queue(s);
+    admit(s);
+    enum okv_status st = OKV_OK;
+    int nl = 0, nr = 0, n = 0;
+    for (;;) {
+        n = build_batch(s, &nl, &nr);
+        if (n == 0)
+            break;
+        struct okv_batch b = {.n_tokens = n, .tokens = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
+        st = okv_engine_forward(s->e, &b, s->logits);
+        if (st == OKV_OK)
+            break;
+        if (st == OKV_ERR_NO_KV_SPACE && s->n_running > 1) {
+            preempt_youngest(s);
+            continue;
+        }
+        /* a failure we cannot schedule around: fail the batch's requests */
+        char msg[256];
+        snprintf(msg, sizeof msg, "engine: %s", okv_last_error());
+        OKV_LOG_ERROR("scheduler: step failed (%s): %s", okv_status_str(st), msg);
+        for (int i = 0; i < nr; i++)
+            finish(s, s->b_all[i], OKV_FINISH_ERROR, msg);
+        n = 0;
+        break;
+    }
+    if (n > 0) {
+        for (int i = 0; i < nr; i++)
+            s->b_all[i]->n_computed += s->b_take[i];
+        for (int i = 0; i < nl; i++) {
+            struct req *r = s->b_req[i];
+            const float *lg = s->logits + (size_t)i * (size_t)s->vocab;
+            int32_t id = okv_sample(lg, s->vocab, &r->sampling, &r->rng, s->scratch);
+            on_sampled(s, r, id);
+        }
+        pthread_mutex_lock(&s->mu);
+        s->m.steps_total++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    update_snapshot(s);
+    *busy = s->n_running > 0 || s->n_waiting > 0;
+    return OKV_OK;
+}
+
+enum okv_status okv_sched_step(okv_sched *s, bool *busy)
+{
+    if (s->thread_running)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "scheduler: okv_sched_step while the engine thread runs");
+    return step(s, busy);
+}
+
+static void *engine_thread(void *arg)
+{
+    struct okv_sched *s = arg;
+    bool busy = false;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stopping && !busy && !s->incoming_head && !s->cancel_pending)
+            pthread_cond_wait(&s->cv, &s->mu);
+        bool stop = s->stopping;
+        pthread_mutex_unlock(&s->mu);
+        if (stop)
+            break;
+        step(s, &busy);
+    }
+    return NULL;
+}
+
+enum okv_status okv_sched_start(okv_sched *s)
+{
+    if (s->thread_running)
+        return OKV_OK;
+    s->stopping = false;
+    if (pthread_create(&s->thread, NULL, engine_thread, s) != 0)
+        return okv_set_error(OKV_ERR_INTERNAL, "scheduler: cannot start the engine thread");
+    s->thread_running = true;
+    return OKV_OK;
+}
+
+/* Finish everything left with ABORT (driving thread, or after it stopped). */
+static void abort_all(struct okv_sched *s)
+{
+    take_queue(s);
+    while (s->n_running > 0)
+        finish(s, s->running[s->n_running - 1], OKV_FINISH_ABORT, NULL);
+    while (s->wait_head) {
+        struct req *r = s->wait_head;
+        wait_unlink(s, r);
+        finish(s, r, OKV_FINISH_ABORT, NULL);
+    }
+    update_snapshot(s);
+}
+
+void okv_sched_stop(okv_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->thread_running) {
+        pthread_join(s->thread, NULL);
+        s->thread_running = false;
+    }
+    abort_all(s);
+}
+
+void okv_sched_free(okv_sched *s)
+{
+    if (!s)
+        return;
+    if (s->running && s->b_take && s->scratch)   /* fully constructed */
+        okv_sched_stop(s);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    okv_free(s->running);
+    okv_free(s->b_req);
+    okv_free(s->b_all);
+    okv_free(s->b_take);
+    okv_free(s->b_tok);
+    okv_free(s->b_seq);
+    okv_free(s->b_want);
+    okv_free(s->logits);
+    okv_free(s->scratch);
+    okv_free(s);
+}
+
+enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *rq, uint64_t *id)
+{
+    enum okv_status st;
+    *id = 0;
+    if (!rq->prompt || rq->n_prompt <= 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "request: the prompt is empty");
+    if (rq->max_tokens <= 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "request: max_tokens %d must be positive", rq->max_tokens);
+    if ((st = okv_sampling_check(&rq->sampling)) != OKV_OK)
+        return st;
+    for (int i = 0; i < rq->n_prompt; i++)
+        if (rq->prompt[i] < 0 || rq->prompt[i] >= s->vocab)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "request: prompt token %d is out of the vocabulary (size %d)",
+                                 rq->prompt[i], s->vocab);
+    if (rq->n_prompt >= s->max_ctx)
+        return okv_set_error(OKV_ERR_CONTEXT, "request: the prompt has %d tokens; the context length is %d "
+                             "(it must leave room for at least one generated token)", rq->n_prompt, s->max_ctx);
+    int max_new = rq->max_tokens;
+    if (max_new > s->max_ctx - rq->n_prompt)
+        max_new = s->max_ctx - rq->n_prompt;
+    int need = okv_engine_blocks_needed(s->e, rq->n_prompt + max_new);
+    if (need > okv_engine_blocks_total(s->e))
+        return okv_set_error(OKV_ERR_NO_KV_SPACE, "request: %d prompt + %d new tokens need %d KV blocks; the pool has %d",
+                             rq->n_prompt, max_new, need, okv_engine_blocks_total(s->e));
+
+    struct req *r = okv_calloc(1, sizeof *r, OKV_TAG_SERVER);
+    if (!r)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
+    r->cap = rq->n_prompt + max_new;
+    r->toks = okv_malloc(sizeof(int32_t) * (size_t)r->cap, OKV_TAG_SERVER);
+    r->stop = rq->n_stop > 0 ? okv_calloc((size_t)rq->n_stop, sizeof *r->stop, OKV_TAG_SERVER) : NULL;
+    if (!r->toks || (rq->n_stop > 0 && !r->stop))
+        goto oom;
+    for (int i = 0; i < rq->n_stop; i++) {
+        if (!(r->stop[i] = okv_strdup(rq->stop[i] ? rq->stop[i] : "", OKV_TAG_SERVER)))
+            goto oom;
+        r->n_stop = i + 1;
+    }
+    memcpy(r->toks, rq->prompt, sizeof(int32_t) * (size_t)rq->n_prompt);
+    r->n_toks = r->n_prompt = rq->n_prompt;
+    r->max_tokens = max_new;
+    r->seq = -1;
+    r->need = need;
+    r->sampling = rq->sampling;
+    okv_rng_seed(&r->rng, rq->sampling.seed);
+    r->ignore_eos = rq->ignore_eos;
+    r->on_token = rq->on_token;
+    r->on_finish = rq->on_finish;
+    r->user = rq->user;
+    r->t_arrival = okv_now();
+    atomic_init(&r->cancelled, 0);
+
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        req_free(r);
+        return okv_set_error(OKV_ERR_INVALID_ARG, "scheduler: shutting down");
+    }
+    r->id = s->next_id++;
+    r->next_all = s->all;
+    if (s->all)
+        s->all->prev_all = r;
+    s->all = r;
+    if (s->incoming_tail)
+        s->incoming_tail->next = r;
+    else
+        s->incoming_head = r;
+    r->prev = s->incoming_tail;
+    s->incoming_tail = r;
+    s->n_incoming++;
+    s->m.num_waiting++;
+    *id = r->id;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return OKV_OK;
+oom:
+    req_free(r);
+    return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
+}
+
+void okv_sched_cancel(okv_sched *s, uint64_t id)
+{
+    pthread_mutex_lock(&s->mu);
+    for (struct req *r = s->all; r; r = r->next_all)
+        if (r->id == id) {
+            atomic_store(&r->cancelled, 1);
+            s->cancel_pending = true;
+            pthread_cond_signal(&s->cv);
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void okv_sched_cancel_all(okv_sched *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (struct req *r = s->all; r; r = r->next_all)
+        atomic_store(&r->cancelled, 1);
+    s->cancel_pending = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void okv_sched_metrics(okv_sched *s, struct okv_sched_metrics *m)
+{
+    pthread_mutex_lock(&s->mu);
+    *m = s->m;
+    pthread_mutex_unlock(&s->mu);
+}

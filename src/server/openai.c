@@ -1,0 +1,731 @@
+/* POST /v1/completions and /v1/chat/completions: request validation, prompt
+ * building, and the job that carries a request's tokens from the engine thread
+ * to its HTTP connection.
+ *
+ * A job is shared by the connection's thread and the scheduler's callbacks (which
+ * run on the engine thread) and freed by whichever lets go last (refs). The
+ * engine thread only appends text pieces and the final result under the job's
+ * mutex and signals; the connection thread waits with a timeout so that it can
+ * notice a client that went away (the socket's read side hung up) and cancel.
+ *
+ * Wire format of a stream (server-sent events): "data: {chunk}\n\n" per text
+ * piece, a last chunk with finish_reason, with stream_options.include_usage a
+ * chunk {"choices": [], "usage": {...}}, then "data: [DONE]\n\n". */
+#define _GNU_SOURCE
+#include "server/server_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_STOP 16
+
+struct job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int refs;
+    okv_server *sv;
+    uint64_t sched_id;
+    int fd;                       /* the client's socket, to notice a hang-up */
+    bool chat, stream, include_usage;
+    char id[64];
+    long created;
+    int prompt_tokens;
+
+    /* under mu: text pieces not yet taken, and the result */
+    struct srv_buf text;          /* pieces back to back */
+    size_t *ends;                 /* [n_pieces] end offset of each piece in text */
+    int n_pieces, cap_pieces;
+    bool finished;
+    enum okv_finish reason;
+    int completion_tokens;
+    char error[256];
+
+    /* connection thread: the stream being written */
+    struct srv_buf out;
+    size_t out_pos;
+    bool sent_role, done;
+};
+
+static void job_unref(struct job *j)
+{
+    if (atomic_fetch_sub(&j->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    okv_free(j->text.s);
+    okv_free(j->ends);
+    okv_free(j->out.s);
+    okv_free(j);
+}
+
+/* ---- scheduler callbacks (engine thread) ---- */
+
+static void job_on_token(void *user, int32_t token, const char *text, size_t len)
+{
+    struct job *j = user;
+    if (!len)
+        return;
+    pthread_mutex_lock(&j->mu);
+    if (j->stream && j->n_pieces == j->cap_pieces) {
+        int cap = j->cap_pieces ? j->cap_pieces * 2 : 64;
+        size_t *e = okv_realloc(j->ends, sizeof *e * (size_t)cap, OKV_TAG_SERVER);
+        if (!e) {
+            j->text.oom = true;
+        } else {
+            j->ends = e;
+            j->cap_pieces = cap;
+        }
+    }
+    srv_buf_put(&j->text, text, len);
+    if (j->stream && !j->text.oom)
+        j->ends[j->n_pieces++] = j->text.len;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void job_on_finish(void *user, const struct okv_sched_result *r)
+{
+    struct job *j = user;
+    pthread_mutex_lock(&j->mu);
+    j->finished = true;
+    j->reason = r->reason;
+    j->completion_tokens = r->completion_tokens;
+    if (r->error)
+        snprintf(j->error, sizeof j->error, "%s", r->error);
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    job_unref(j);
+}
+
+/* ---- waiting (connection thread) ---- */
+
+static bool peer_gone(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* With j->mu held: wait until there is a piece to send or the job finished.
+ * Returns false (mu released) when the client hung up. */
+static bool job_wait(struct job *j)
+{
+    while (!j->finished && j->n_pieces == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        int rc = pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        if (rc == ETIMEDOUT && !j->finished && j->n_pieces == 0) {
+            bool gone = peer_gone(j->fd), stopping = atomic_load(&j->sv->stopping);
+            if (gone || stopping) {
+                pthread_mutex_unlock(&j->mu);
+                okv_sched_cancel(j->sv->sched, j->sched_id);
+                if (gone)
+                    return false;
+                pthread_mutex_lock(&j->mu);
+            }
+        }
+    }
+    return true;
+}
+
+/* ---- response objects ---- */
+
+static const char *finish_name(enum okv_finish f)
+{
+    return f == OKV_FINISH_LENGTH ? "length" : f == OKV_FINISH_ABORT ? "abort" : "stop";
+}
+
+static cJSON *usage_obj(int prompt, int completion)
+{
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", completion);
+    cJSON_AddNumberToObject(u, "total_tokens", prompt + completion);
+    return u;
+}
+
+static cJSON *base_obj(const struct job *j, const char *object)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)j->created);
+    cJSON_AddStringToObject(o, "model", j->sv->model_name);
+    return o;
+}
+
+/* One stream chunk: text (NULL for none) and finish reason (NULL while running). */
+static cJSON *chunk_obj(const struct job *j, const char *text, size_t len, const char *finish, bool role)
+{
+    cJSON *o = base_obj(j, j->chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    char *t = NULL;
+    if (text) {
+        t = okv_malloc(len + 1, OKV_TAG_SERVER);
+        if (t) {
+            memcpy(t, text, len);
+            t[len] = 0;
+        }
+    }
+    if (j->chat) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (role)
+            cJSON_AddStringToObject(d, "role", "assistant");
+        if (role || text)
+            cJSON_AddStringToObject(d, "content", t ? t : "");
+    } else {
+        cJSON_AddStringToObject(c, "text", t ? t : "");
+    }
+    okv_free(t);
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish)
+        cJSON_AddStringToObject(c, "finish_reason", finish);
+    else
+        cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    return o;
+}
+
+static void put_event(struct srv_buf *b, cJSON *o)
+{
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!s) {
+        b->oom = true;
+        return;
+    }
+    srv_buf_put(b, "data: ", 6);
+    srv_buf_put(b, s, strlen(s));
+    srv_buf_put(b, "\n\n", 2);
+    cJSON_free(s);
+}
+
+/* ---- streaming (connection thread, called by MHD) ---- */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct job *j = cls;
+    for (;;) {
+        if (j->out_pos < j->out.len) {
+            size_t n = j->out.len - j->out_pos < max ? j->out.len - j->out_pos : max;
+            memcpy(buf, j->out.s + j->out_pos, n);
+            j->out_pos += n;
+            if (j->out_pos == j->out.len)
+                j->out_pos = j->out.len = 0;
+            return (ssize_t)n;
+        }
+        if (j->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (j->out.oom)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (j->chat && !j->sent_role) {
+            j->sent_role = true;
+            put_event(&j->out, chunk_obj(j, NULL, 0, NULL, true));
+            continue;
+        }
+        pthread_mutex_lock(&j->mu);
+        if (!job_wait(j))
+            return MHD_CONTENT_READER_END_WITH_ERROR;   /* the client is gone; cancelled */
+        struct srv_buf text = j->text;
+        size_t *ends = j->ends;
+        int n_pieces = j->n_pieces;
+        j->text = (struct srv_buf){0};
+        j->ends = NULL;
+        j->n_pieces = j->cap_pieces = 0;
+        bool finished = j->finished, oom = text.oom;
+        enum okv_finish reason = j->reason;
+        int completion = j->completion_tokens;
+        char err[256];
+        memcpy(err, j->error, sizeof err);
+        pthread_mutex_unlock(&j->mu);
+
+        size_t at = 0;
+        for (int i = 0; i < n_pieces; i++) {
+            put_event(&j->out, chunk_obj(j, text.s + at, ends[i] - at, NULL, false));
+            at = ends[i];
+        }
+        okv_free(text.s);
+        okv_free(ends);
+        if (oom)
+            j->out.oom = true;
+        if (finished) {
+            if (reason == OKV_FINISH_ERROR) {
+                put_event(&j->out, srv_error_obj(err[0] ? err : "generation failed", "server_error", NULL, NULL));
+            } else {
+                put_event(&j->out, chunk_obj(j, j->chat ? NULL : "", 0, finish_name(reason), false));
+                if (j->include_usage) {
+                    cJSON *o = base_obj(j, j->chat ? "chat.completion.chunk" : "text_completion");
+                    cJSON_AddArrayToObject(o, "choices");
+                    cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, completion));
+                    put_event(&j->out, o);
+                }
+            }
+            srv_buf_put(&j->out, "data: [DONE]\n\n", 14);
+            j->done = true;
+        }
+    }
+}
+
+static void stream_free(void *cls)
+{
+    struct job *j = cls;
+    pthread_mutex_lock(&j->mu);
+    bool finished = j->finished;
+    pthread_mutex_unlock(&j->mu);
+    if (!finished)
+        okv_sched_cancel(j->sv->sched, j->sched_id);
+    job_unref(j);
+}
+
+/* ---- request parsing ---- */
+
+struct perr {
+    unsigned status;
+    const char *param;
+    const char *code;
+    char msg[512];
+};
+
+static bool fail(struct perr *e, unsigned status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static bool fail(struct perr *e, unsigned status, const char *param, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->status = status;
+    e->param = param;
+    e->code = code;
+    return false;
+}
+
+/* A field, with JSON null read as absent. */
+static const cJSON *field(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static bool get_int(const cJSON *o, const char *name, long lo, long hi, long *out, bool *given, struct perr *e)
+{
+    const cJSON *v = field(o, name);
+    if (given)
+        *given = v != NULL;
+    if (!v)
+        return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return fail(e, 400, name, NULL, "'%s' must be an integer", name);
+    if (v->valuedouble < (double)lo || v->valuedouble > (double)hi)
+        return fail(e, 400, name, NULL, "'%s' = %.0f is out of range [%ld, %ld]", name, v->valuedouble, lo, hi);
+    *out = (long)v->valuedouble;
+    return true;
+}
+
+static bool get_num(const cJSON *o, const char *name, double lo, double hi, double *out, struct perr *e)
+{
+    const cJSON *v = field(o, name);
+    if (!v)
+        return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return fail(e, 400, name, NULL, "'%s' must be a number", name);
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return fail(e, 400, name, NULL, "'%s' = %g is out of range [%g, %g]", name, v->valuedouble, lo, hi);
+    *out = v->valuedouble;
+    return true;
+}
+
+static bool get_bool(const cJSON *o, const char *name, bool *out, struct perr *e)
+{
+    const cJSON *v = field(o, name);
+    if (!v)
+        return true;
+    if (!cJSON_IsBool(v))
+        return fail(e, 400, name, NULL, "'%s' must be a boolean", name);
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+struct params {
+    struct okv_sampling samp;
+    long max_tokens;
+    bool max_given, stream, include_usage, ignore_eos;
+    const char *stop[MAX_STOP];   /* borrowed from the JSON tree */
+    int n_stop;
+};
+
+static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct params *p, struct perr *e)
+{
+    const cJSON *model = field(root, "model");
+    if (model) {
+        if (!cJSON_IsString(model))
+            return fail(e, 400, "model", NULL, "'model' must be a string");
+        if (strcmp(model->valuestring, sv->model_name) != 0 &&
+            (!sv->model_alias || strcmp(model->valuestring, sv->model_alias) != 0))
+            return fail(e, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves '%.200s'.",
+                        model->valuestring, sv->model_name);
+    }
+    long n = 1;
+    if (!get_int(root, "n", 1, 1 << 20, &n, NULL, e))
+        return false;
+    if (n != 1)
+        return fail(e, 400, "n", NULL, "only n = 1 is supported (got %ld)", n);
+    long best_of = 1;
+    if (!get_int(root, "best_of", 1, 1 << 20, &best_of, NULL, e))
+        return false;
+    if (best_of != 1)
+        return fail(e, 400, "best_of", NULL, "only best_of = 1 is supported");
+
+    bool given = false;
+    if (chat) {
+        if (!get_int(root, "max_completion_tokens", 1, INT32_MAX, &p->max_tokens, &given, e))
+            return false;
+    }
+    if (!given) {
+        if (!get_int(root, "max_tokens", 1, INT32_MAX, &p->max_tokens, &given, e))
+            return false;
+    }
+    p->max_given = given;
+
+    double temp = 1.0, top_p = 1.0;
+    long top_k = -1;
+    if (!get_num(root, "temperature", 0, 1000, &temp, e) || !get_num(root, "top_p", 1e-9, 1, &top_p, e) ||
+        !get_int(root, "top_k", -1, INT32_MAX, &top_k, NULL, e))
+        return false;
+    p->samp.temperature = (float)temp;
+    p->samp.top_p = (float)top_p;
+    p->samp.top_k = top_k <= 0 ? 0 : (int)top_k;
+    const cJSON *seed = field(root, "seed");
+    if (seed) {
+        if (!cJSON_IsNumber(seed) || !isfinite(seed->valuedouble) || seed->valuedouble != floor(seed->valuedouble) ||
+            fabs(seed->valuedouble) > 9.2e18)
+            return fail(e, 400, "seed", NULL, "'seed' must be an integer");
+        p->samp.seed = (uint64_t)(int64_t)seed->valuedouble;
+    } else {
+        uint64_t x = (uint64_t)okv_now() * 1000003ull ^ ((uint64_t)time(NULL) << 20) ^
+                     (atomic_fetch_add(&sv->n_ids, 1) * 0x9E3779B97F4A7C15ull);
+        struct okv_rng r;
+        okv_rng_seed(&r, x);
+        p->samp.seed = okv_rng_next(&r);
+    }
+
+    const cJSON *stop = field(root, "stop");
+    if (stop) {
+        if (cJSON_IsString(stop)) {
+            if (*stop->valuestring)
+                p->stop[p->n_stop++] = stop->valuestring;
+        } else if (cJSON_IsArray(stop)) {
+            const cJSON *s;
+            cJSON_ArrayForEach(s, stop) {
+                if (!cJSON_IsString(s))
+                    return fail(e, 400, "stop", NULL, "'stop' must be a string or an array of strings");
+                if (p->n_stop == MAX_STOP)
+                    return fail(e, 400, "stop", NULL, "at most %d stop strings", MAX_STOP);
+                if (*s->valuestring)
+                    p->stop[p->n_stop++] = s->valuestring;
+            }
+        } else {
+            return fail(e, 400, "stop", NULL, "'stop' must be a string or an array of strings");
+        }
+    }
+    if (!get_bool(root, "stream", &p->stream, e) || !get_bool(root, "ignore_eos", &p->ignore_eos, e))
+        return false;
+    const cJSON *so = field(root, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so))
+            return fail(e, 400, "stream_options", NULL, "'stream_options' must be an object");
+        if (!get_bool(so, "include_usage", &p->include_usage, e))
+            return false;
+    }
+    /* features that would change the reply's shape: refuse rather than ignore */
+    const cJSON *lp = field(root, "logprobs");
+    if (lp && !(cJSON_IsFalse(lp) || (cJSON_IsNumber(lp) && lp->valuedouble == 0)))
+        return fail(e, 400, "logprobs", NULL, "logprobs are not supported");
+    const cJSON *echo = field(root, "echo");
+    if (echo && !cJSON_IsFalse(echo))
+        return fail(e, 400, "echo", NULL, "echo is not supported");
+    return true;
+}
+
+/* Completions prompt: a string, [string], [int, ...] or [[int, ...]]. */
+static bool completion_prompt(okv_server *sv, const cJSON *root, int32_t **ids, size_t *n, struct perr *e)
+{
+    const cJSON *pr = field(root, "prompt");
+    if (!pr)
+        return fail(e, 400, "prompt", NULL, "'prompt' is required");
+    if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1 &&
+        (cJSON_IsString(pr->child) || cJSON_IsArray(pr->child)))
+        pr = pr->child;
+    if (cJSON_IsString(pr)) {
+        const char *t = pr->valuestring;
+        if (okv_tokenizer_encode(sv->tok, t, strlen(t), okv_tokenizer_add_bos(sv->tok), true, ids, n) != OKV_OK)
+            return fail(e, 400, "prompt", NULL, "cannot tokenize the prompt: %s", okv_last_error());
+    } else if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) > 0) {
+        int cnt = cJSON_GetArraySize(pr);
+        int32_t *v = okv_malloc(sizeof *v * (size_t)cnt, OKV_TAG_SERVER);
+        if (!v)
+            return fail(e, 500, NULL, NULL, "out of memory");
+        int i = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, pr) {
+            if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+                x->valuedouble >= okv_tokenizer_n_vocab(sv->tok)) {
+                okv_free(v);
+                if (cJSON_IsString(x))
+                    return fail(e, 400, "prompt", NULL, "only one prompt per request is supported");
+                return fail(e, 400, "prompt", NULL, "'prompt' token ids must be integers in [0, %d)",
+                            okv_tokenizer_n_vocab(sv->tok));
+            }
+            v[i++] = (int32_t)x->valuedouble;
+        }
+        *ids = v;
+        *n = (size_t)cnt;
+    } else {
+        return fail(e, 400, "prompt", NULL, "'prompt' must be a string, or an array of token ids");
+    }
+    return true;
+}
+
+/* Chat messages through the model's chat template. */
+static bool chat_prompt(okv_server *sv, const cJSON *root, int32_t **ids, size_t *n, struct perr *e)
+{
+    const cJSON *msgs = field(root, "messages");
+    if (!msgs || !cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return fail(e, 400, "messages", NULL, "'messages' must be a non-empty array");
+    int cnt = cJSON_GetArraySize(msgs);
+    struct okv_chat_msg *m = okv_calloc((size_t)cnt, sizeof *m, OKV_TAG_SERVER);
+    char **owned = okv_calloc((size_t)cnt, sizeof *owned, OKV_TAG_SERVER);
+    bool ok = false;
+    char *text = NULL;
+    if (!m || !owned) {
+        fail(e, 500, NULL, NULL, "out of memory");
+        goto done;
+    }
+    int i = 0;
+    const cJSON *msg;
+    cJSON_ArrayForEach(msg, msgs) {
+        const cJSON *role = cJSON_IsObject(msg) ? field(msg, "role") : NULL;
+        if (!role || !cJSON_IsString(role)) {
+            fail(e, 400, "messages", NULL, "messages[%d] must be an object with a string 'role'", i);
+            goto done;
+        }
+        const char *r = role->valuestring;
+        if (!strcmp(r, "developer"))
+            r = "system";
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+            fail(e, 400, "messages", NULL, "messages[%d]: role '%.50s' is not supported (system, user, assistant)", i,
+                 role->valuestring);
+            goto done;
+        }
+        m[i].role = r;
+        const cJSON *content = field(msg, "content");
+        if (!content) {
+            m[i].content = "";
+        } else if (cJSON_IsString(content)) {
+            m[i].content = content->valuestring;
+        } else if (cJSON_IsArray(content)) {
+            struct srv_buf b = {0};
+            const cJSON *part;
+            int k = 0;
+            cJSON_ArrayForEach(part, content) {
+                const cJSON *type = cJSON_IsObject(part) ? field(part, "type") : NULL;
+                const cJSON *t = cJSON_IsObject(part) ? field(part, "text") : NULL;
+                if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "text") || !t || !cJSON_IsString(t)) {
+                    okv_free(b.s);
+                    fail(e, 400, "messages", NULL, "messages[%d].content[%d]: only {\"type\": \"text\", \"text\": ...} parts are supported", i, k);
+                    goto done;
+                }
+                if (k++)
+                    srv_buf_put(&b, "\n", 1);
+                srv_buf_put(&b, t->valuestring, strlen(t->valuestring));
+            }
+            if (b.oom) {
+                okv_free(b.s);
+                fail(e, 500, NULL, NULL, "out of memory");
+                goto done;
+            }
+            owned[i] = b.s;
+            m[i].content = b.s ? b.s : "";
+        } else {
+            fail(e, 400, "messages", NULL, "messages[%d].content must be a string or an array of text parts", i);
+            goto done;
+        }
+        i++;
+    }
+    if (okv_tokenizer_apply_chat(sv->tok, m, (size_t)cnt, true, &text) != OKV_OK) {
+        fail(e, 400, "messages", NULL, "cannot apply the chat template: %s", okv_last_error());
+        goto done;
+    }
+    /* the template carries the special tokens and BOS, if any */
+    if (okv_tokenizer_encode(sv->tok, text, strlen(text), false, true, ids, n) != OKV_OK) {
+        fail(e, 400, "messages", NULL, "cannot tokenize the messages: %s", okv_last_error());
+        goto done;
+    }
+    ok = true;
+done:
+    if (owned)
+        for (int k = 0; k < cnt; k++)
+            okv_free(owned[k]);
+    okv_free(owned);
+    okv_free(m);
+    okv_free(text);
+    return ok;
+}
+
+/* ---- the handler ---- */
+
+static enum MHD_Result reply_perr(struct MHD_Connection *c, const struct perr *e)
+{
+    return srv_reply_json(c, e->status, srv_error_obj(e->msg, e->status >= 500 ? "server_error" : "invalid_request_error",
+                                                      e->param, e->code));
+}
+
+static enum MHD_Result reply_final(struct job *j, struct MHD_Connection *c)
+{
+    if (j->reason == OKV_FINISH_ERROR)
+        return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "%s",
+                               j->error[0] ? j->error : "generation failed");
+    if (j->reason == OKV_FINISH_ABORT)
+        return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
+                               "The request was cancelled: the server is shutting down.");
+    if (j->text.oom)
+        return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+    cJSON *o = base_obj(j, j->chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddNumberToObject(ch, "index", 0);
+    const char *text = j->text.s ? j->text.s : "";
+    if (j->chat) {
+        cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", text);
+    } else {
+        cJSON_AddStringToObject(ch, "text", text);
+    }
+    cJSON_AddNullToObject(ch, "logprobs");
+    cJSON_AddStringToObject(ch, "finish_reason", finish_name(j->reason));
+    cJSON_AddItemToArray(choices, ch);
+    cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, j->completion_tokens));
+    return srv_reply_json(c, MHD_HTTP_OK, o);
+}
+
+enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
+                                      bool chat)
+{
+    struct perr e = {0};
+    struct params p = {.max_tokens = 0};
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    enum MHD_Result ret;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    if (!root) {
+        fail(&e, 400, NULL, NULL, "the body is not valid JSON");
+        goto bad;
+    }
+    if (!cJSON_IsObject(root)) {
+        fail(&e, 400, NULL, NULL, "the body must be a JSON object");
+        goto bad;
+    }
+    if (!parse_common(sv, root, chat, &p, &e))
+        goto bad;
+    if (!(chat ? chat_prompt(sv, root, &ids, &n_ids, &e) : completion_prompt(sv, root, &ids, &n_ids, &e)))
+        goto bad;
+    if (n_ids == 0) {
+        fail(&e, 400, chat ? "messages" : "prompt", NULL, "the prompt is empty");
+        goto bad;
+    }
+    if ((long)n_ids >= sv->max_ctx || (p.max_given && (long)n_ids + p.max_tokens > sv->max_ctx)) {
+        fail(&e, 400, chat ? "messages" : "prompt", "context_length_exceeded",
+             "This model's maximum context length is %d tokens. However, you requested %ld tokens (%zu in the %s, "
+             "%ld in the completion). Please reduce the length of the %s or completion.",
+             sv->max_ctx, (long)n_ids + (p.max_given ? p.max_tokens : 1), n_ids, chat ? "messages" : "prompt",
+             p.max_given ? p.max_tokens : 1L, chat ? "messages" : "prompt");
+        goto bad;
+    }
+    if (!p.max_given)   /* OpenAI's defaults: 16 for completions, the rest of the context for chat */
+        p.max_tokens = chat ? sv->max_ctx - (long)n_ids : 16;
+
+    struct job *j = okv_calloc(1, sizeof *j, OKV_TAG_SERVER);
+    if (!j) {
+        fail(&e, 500, NULL, NULL, "out of memory");
+        goto bad;
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    atomic_init(&j->refs, 2);   /* this thread and the scheduler */
+    j->sv = sv;
+    j->chat = chat;
+    j->stream = p.stream;
+    j->include_usage = p.include_usage;
+    j->created = (long)time(NULL);
+    j->prompt_tokens = (int)n_ids;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)p.samp.seed ^ (unsigned long long)okv_now(),
+             (unsigned long long)atomic_fetch_add(&sv->n_ids, 1));
+
+    struct okv_sched_request rq = {
+        .prompt = ids, .n_prompt = (int)n_ids, .max_tokens = (int)p.max_tokens, .sampling = p.samp,
+        .stop = p.stop, .n_stop = p.n_stop, .ignore_eos = p.ignore_eos,
+        .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
+    };
+    enum okv_status st = okv_sched_submit(sv->sched, &rq, &j->sched_id);
+    okv_free(ids);
+    ids = NULL;
+    cJSON_Delete(root);   /* the scheduler copied the stop strings */
+    root = NULL;
+    if (st != OKV_OK) {
+        atomic_store(&j->refs, 1);
+        job_unref(j);
+        if (atomic_load(&sv->stopping))
+            return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
+                                   "The server is shutting down.");
+        fail(&e, 400, NULL, st == OKV_ERR_NO_KV_SPACE || st == OKV_ERR_CONTEXT ? "context_length_exceeded" : NULL,
+             "%s", okv_last_error());
+        goto bad;
+    }
+
+    if (p.stream) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, j, stream_free);
+        if (!r) {
+            okv_sched_cancel(sv->sched, j->sched_id);
+            job_unref(j);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);   /* stream_free runs when MHD is done with it */
+        return ret;
+    }
+
+    pthread_mutex_lock(&j->mu);
+    while (!j->finished) {
+        if (!job_wait(j)) {   /* client gone: cancelled; the scheduler lets go of j */
+            job_unref(j);
+            return MHD_NO;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    ret = reply_final(j, c);
+    job_unref(j);
+    return ret;
+bad:
+    cJSON_Delete(root);
+    okv_free(ids);
+    return reply_perr(c, &e);
+}

@@ -1,0 +1,435 @@
+/* The HTTP side of the server: the libmicrohttpd daemon (one thread per
+ * connection, so that a request's thread may wait for its tokens), body
+ * collection with a size limit, API-key checks, routing, and the small endpoints
+ * (/health, /metrics, /v1/models). Completions live in openai.c. */
+#define _GNU_SOURCE
+#include "server/server_internal.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Per-request state kept by MHD between calls of the access handler. */
+struct http_req {
+    char *body;
+    size_t len, cap;
+    bool too_large, oom;
+};
+
+cJSON *srv_error_obj(const char *message, const char *type, const char *param, const char *code)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *err = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(err, "message", message);
+    cJSON_AddStringToObject(err, "type", type);
+    if (param)
+        cJSON_AddStringToObject(err, "param", param);
+    else
+        cJSON_AddNullToObject(err, "param");
+    if (code)
+        cJSON_AddStringToObject(err, "code", code);
+    else
+        cJSON_AddNullToObject(err, "code");
+    return root;
+}
+
+static enum MHD_Result reply_bytes(struct MHD_Connection *c, unsigned status, const char *ctype, const char *data,
+                                   size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+enum MHD_Result srv_reply_json(struct MHD_Connection *c, unsigned status, cJSON *obj)
+{
+    char *s = obj ? cJSON_PrintUnformatted(obj) : NULL;
+    cJSON_Delete(obj);
+    if (!s)
+        return reply_bytes(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json",
+                           "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 83);
+    enum MHD_Result ret = reply_bytes(c, status, "application/json", s, strlen(s));
+    cJSON_free(s);
+    return ret;
+}
+
+enum MHD_Result srv_reply_error(struct MHD_Connection *c, unsigned status, const char *type, const char *param,
+                                const char *code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return srv_reply_json(c, status, srv_error_obj(msg, type, param, code));
+}
+
+/* ---- /metrics ---- */
+
+void srv_buf_printf(struct srv_buf *b, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = b->cap - b->len;
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0 || b->oom)
+            return;
+        if ((size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        if (!srv_buf_reserve(b, (size_t)n + 1))
+            return;
+    }
+}
+
+bool srv_buf_reserve(struct srv_buf *b, size_t more)
+{
+    if (b->oom)
+        return false;
+    if (b->len + more <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap * 2 : 8192;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *p = okv_realloc(b->s, cap, OKV_TAG_SERVER);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->s = p;
+    b->cap = cap;
+    return true;
+}
+
+void srv_buf_put(struct srv_buf *b, const char *data, size_t len)
+{
+    if (!srv_buf_reserve(b, len + 1))
+        return;
+    memcpy(b->s + b->len, data, len);
+    b->len += len;
+    b->s[b->len] = 0;
+}
+
+static void metric(struct srv_buf *b, const char *name, const char *type, const char *help, const char *label,
+                   double v)
+{
+    srv_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %.17g\n", name, help, name, type, name, label, v);
+}
+
+static void histogram(struct srv_buf *b, const char *name, const char *help, const char *label, const struct okv_hist *h)
+{
+    srv_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n_bounds; i++) {
+        cum += h->counts[i];
+        srv_buf_printf(b, "%s_bucket{%s,le=\"%g\"} %llu\n", name, label, h->bounds[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n_bounds];
+    srv_buf_printf(b, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, label, (unsigned long long)cum);
+    srv_buf_printf(b, "%s_count{%s} %llu\n%s_sum{%s} %.17g\n", name, label, (unsigned long long)h->count, name, label, h->sum);
+}
+
+static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
+{
+    struct okv_sched_metrics m;
+    okv_sched_metrics(sv->sched, &m);
+    const struct okv_engine_stats *es = &m.engine;
+    char label[512];
+    snprintf(label, sizeof label, "model_name=\"%s\"", sv->model_name);
+    struct srv_buf b = {0};
+    metric(&b, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", label,
+           m.num_running);
+    metric(&b, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", label,
+           m.num_waiting);
+    metric(&b, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage (device tier). 1 means 100 percent usage.",
+           label, m.kv_usage);
+    metric(&b, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", label,
+           (double)m.prompt_tokens_total);
+    metric(&b, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", label,
+           (double)m.generation_tokens_total);
+    metric(&b, "vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.", label,
+           (double)m.num_preemptions_total);
+    srv_buf_printf(&b, "# HELP vllm:request_success_total Count of successfully processed requests.\n"
+                  "# TYPE vllm:request_success_total counter\n");
+    for (int f = OKV_FINISH_STOP; f <= OKV_FINISH_ABORT; f++)
+        srv_buf_printf(&b, "vllm:request_success_total{%s,finished_reason=\"%s\"} %llu\n", label,
+                  okv_finish_str((enum okv_finish)f), (unsigned long long)m.requests_finished[f]);
+    histogram(&b, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", label, &m.ttft);
+    histogram(&b, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", label, &m.itl);
+    histogram(&b, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", label,
+              &m.e2e);
+    /* TODO(spec): wire these to the speculative decoder's counters once the
+     * scheduler drives drafts; no drafts are made yet. */
+    metric(&b, "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", label, 0);
+    metric(&b, "vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", label, 0);
+    metric(&b, "vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", label, 0);
+    metric(&b, "oasiskv:kv_device_bytes", "gauge", "Bytes of the device KV tier in use.", label,
+           (double)es->device_bytes);
+    metric(&b, "oasiskv:kv_host_bytes", "gauge", "Bytes of the host KV tier in use.", label, (double)es->host_bytes);
+    metric(&b, "oasiskv:blocks_fetched_total", "counter", "KV units (block, KV head, layer) fetched host to device.",
+           label, (double)es->units_fetched);
+    metric(&b, "oasiskv:fetch_bytes_total", "counter", "Bytes fetched host to device.", label,
+           (double)es->fetch_bytes);
+    metric(&b, "oasiskv:resident_in_time_ratio", "gauge",
+           "Share of selected KV units resident when attention started (1 when none were selected).", label,
+           es->units_selected > 0 ? (double)es->units_in_time / (double)es->units_selected : 1.0);
+    metric(&b, "oasiskv:prediction_recall", "gauge",
+           "Share of the truly selected KV units that the prediction chose (0 when not tracked).", label,
+           es->recall_total > 0 ? (double)es->recall_hits / (double)es->recall_total : 0.0);
+    metric(&b, "oasiskv:stall_seconds_total", "counter", "Time attention waited for KV fetches.", label, es->stall_s);
+    metric(&b, "oasiskv:kv_blocks_used", "gauge", "Device-tier KV blocks in use.", label, m.kv_blocks_used);
+    metric(&b, "oasiskv:kv_blocks_total", "gauge", "Device-tier KV blocks.", label, m.kv_blocks_total);
+    enum MHD_Result ret;
+    if (b.oom || !b.s)
+        ret = srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+    else
+        ret = reply_bytes(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", b.s, b.len);
+    okv_free(b.s);
+    return ret;
+}
+
+static enum MHD_Result handle_models(okv_server *sv, struct MHD_Connection *c)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    cJSON *mo = cJSON_CreateObject();
+    cJSON_AddStringToObject(mo, "id", sv->model_name);
+    cJSON_AddStringToObject(mo, "object", "model");
+    cJSON_AddNumberToObject(mo, "created", (double)sv->created);
+    cJSON_AddStringToObject(mo, "owned_by", "oasiskv");
+    cJSON_AddStringToObject(mo, "root", sv->model_root ? sv->model_root : sv->model_name);
+    cJSON_AddNullToObject(mo, "parent");
+    cJSON_AddNumberToObject(mo, "max_model_len", sv->max_ctx);
+    cJSON_AddArrayToObject(mo, "permission");
+    cJSON_AddItemToArray(data, mo);
+    return srv_reply_json(c, MHD_HTTP_OK, root);
+}
+
+/* ---- routing ---- */
+
+static bool authorized(okv_server *sv, struct MHD_Connection *c)
+{
+    if (!sv->api_key)
+        return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    size_t a = strlen(h), b = strlen(sv->api_key);
+    unsigned diff = a != b;
+    for (size_t i = 0; i < a && i < b; i++)   /* no early exit: no timing hint */
+        diff |= (unsigned char)h[i] ^ (unsigned char)sv->api_key[i];
+    return diff == 0;
+}
+
+static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const char *url, const char *method,
+                                struct http_req *hr)
+{
+    const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    if (!strncmp(url, "/v1/", 4) && !authorized(sv, c))
+        return srv_reply_error(c, MHD_HTTP_UNAUTHORIZED, "invalid_request_error", NULL, "invalid_api_key",
+                               "Incorrect or missing API key: send the header 'Authorization: Bearer KEY'.");
+    if (hr->too_large)
+        return srv_reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", NULL, "request_too_large",
+                               "The request body is larger than %zu bytes.", sv->max_body);
+    if (hr->oom)
+        return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+    struct route { const char *path; bool post; };
+    static const struct route routes[] = {
+        {"/health", false}, {"/metrics", false}, {"/v1/models", false},
+        {"/v1/completions", true}, {"/v1/chat/completions", true},
+    };
+    int r = -1;
+    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
+        if (!strcmp(url, routes[i].path))
+            r = i;
+    if (r < 0)
+        return srv_reply_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "not_found",
+                               "Unknown endpoint '%s %s'.", method, url);
+    if (routes[r].post ? !post : !get)
+        return srv_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "method_not_allowed",
+                               "Method %s is not allowed on %s.", method, url);
+    switch (r) {
+    case 0: return reply_bytes(c, MHD_HTTP_OK, "text/plain", "", 0);
+    case 1: return handle_metrics(sv, c);
+    case 2: return handle_models(sv, c);
+    default:
+        if (atomic_load(&sv->stopping))
+            return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
+                                   "The server is shutting down.");
+        return srv_handle_completion(sv, c, hr->body ? hr->body : "", hr->len, r == 4);
+    }
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_data_size,
+                                 void **con_cls)
+{
+    okv_server *sv = cls;
+    struct http_req *hr = *con_cls;
+    if (!hr) {
+        hr = okv_calloc(1, sizeof *hr, OKV_TAG_SERVER);
+        if (!hr)
+            return MHD_NO;
+        *con_cls = hr;
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (hr->too_large || hr->oom)
+            return MHD_YES;   /* drain the rest; the reply comes at the end */
+        if (hr->len + n > sv->max_body) {
+            hr->too_large = true;
+            okv_free(hr->body);
+            hr->body = NULL;
+            hr->len = hr->cap = 0;
+            return MHD_YES;
+        }
+        if (hr->len + n + 1 > hr->cap) {
+            size_t cap = hr->cap ? hr->cap : 4096;
+            while (cap < hr->len + n + 1)
+                cap *= 2;
+            char *p = okv_realloc(hr->body, cap, OKV_TAG_SERVER);
+            if (!p) {
+                hr->oom = true;
+                return MHD_YES;
+            }
+            hr->body = p;
+            hr->cap = cap;
+        }
+        memcpy(hr->body + hr->len, upload_data, n);
+        hr->len += n;
+        hr->body[hr->len] = 0;
+        return MHD_YES;
+    }
+    return dispatch(sv, c, url, method, hr);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    struct http_req *hr = *con_cls;
+    if (hr) {
+        okv_free(hr->body);
+        okv_free(hr);
+        *con_cls = NULL;
+    }
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = 0;
+    OKV_LOG_DEBUG("http: %s", msg);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? okv_strdup(s, OKV_TAG_SERVER) : NULL;
+}
+
+enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const struct okv_server_params *p,
+                                  okv_server **out)
+{
+    *out = NULL;
+    if (!p->model_name || !*p->model_name)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "server: a served model name is required");
+    if (p->port < 0 || p->port > 65535)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "server: port %d is out of range", p->port);
+    const char *host = p->host && *p->host ? p->host : "127.0.0.1";
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", p->port);
+    int gai = getaddrinfo(host, port_s, &hints, &ai);
+    if (gai != 0 || !ai)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "server: cannot resolve host '%s': %s", host, gai_strerror(gai));
+
+    okv_server *sv = okv_calloc(1, sizeof *sv, OKV_TAG_SERVER);
+    if (!sv) {
+        freeaddrinfo(ai);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "server: out of memory");
+    }
+    sv->sched = s;
+    sv->tok = tok;
+    sv->max_ctx = p->max_ctx;
+    sv->max_body = p->max_body_bytes ? p->max_body_bytes : (size_t)4 << 20;
+    sv->created = (long)time(NULL);
+    sv->listen_fd = MHD_INVALID_SOCKET;
+    atomic_init(&sv->stopping, false);
+    atomic_init(&sv->n_ids, 0);
+    sv->model_name = dup_or_null(p->model_name);
+    sv->model_alias = dup_or_null(p->model_alias);
+    sv->model_root = dup_or_null(p->model_root);
+    sv->api_key = p->api_key && *p->api_key ? dup_or_null(p->api_key) : NULL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    sv->d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_access, sv,
+                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
+                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
+                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)256,
+                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, sv,
+                             MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!sv->d) {
+        okv_server_free(sv);
+        return okv_set_error(OKV_ERR_IO, "server: cannot listen on %s:%d (address in use, or not allowed)", host,
+                             p->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->d, MHD_DAEMON_INFO_BIND_PORT);
+    sv->port = di && di->port ? di->port : p->port;
+    *out = sv;
+    return OKV_OK;
+}
+
+int okv_server_port(const okv_server *sv) { return sv->port; }
+
+void okv_server_shutdown(okv_server *sv)
+{
+    if (!sv || sv->shut)
+        return;
+    sv->shut = true;
+    atomic_store(&sv->stopping, true);
+    if (sv->d) {
+        sv->listen_fd = MHD_quiesce_daemon(sv->d);
+        /* streams end with finish_reason "abort"; waiting requests get 503 */
+        okv_sched_cancel_all(sv->sched);
+        MHD_stop_daemon(sv->d);
+        sv->d = NULL;
+        if (sv->listen_fd != MHD_INVALID_SOCKET)
+            close(sv->listen_fd);
+        sv->listen_fd = MHD_INVALID_SOCKET;
+    }
+}
+
+void okv_server_free(okv_server *sv)
+{
+    if (!sv)
+        return;
+    okv_server_shutdown(sv);
+    okv_free(sv->model_name);
+    okv_free(sv->model_alias);
+    okv_free(sv->model_root);
+    okv_free(sv->api_key);
+    okv_free(sv);
+}

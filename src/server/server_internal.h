@@ -1,0 +1,51 @@
+/* Internals shared by the server's files: server.c (daemon, routing, auth,
+ * /health, /metrics, /v1/models, error replies) and openai.c (completions and chat
+ * completions, their jobs and SSE streams). */
+#ifndef OKV_SERVER_INTERNAL_H
+#define OKV_SERVER_INTERNAL_H
+
+#include "oasiskv/server.h"
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+
+struct okv_server {
+    struct MHD_Daemon *d;
+    okv_sched *sched;
+    const okv_tokenizer *tok;
+    char *model_name, *model_alias, *model_root, *api_key;
+    int max_ctx, port;
+    size_t max_body;
+    long created;                 /* unix time of the start */
+    atomic_bool stopping;
+    bool shut;
+    atomic_uint_fast64_t n_ids;   /* request ids */
+    MHD_socket listen_fd;
+};
+
+/* A growing byte buffer (NUL-terminated when non-empty); oom sticks. */
+struct srv_buf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+};
+bool srv_buf_reserve(struct srv_buf *b, size_t more);
+void srv_buf_put(struct srv_buf *b, const char *data, size_t len);
+void srv_buf_printf(struct srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Send obj (consumed) as a JSON reply. */
+enum MHD_Result srv_reply_json(struct MHD_Connection *c, unsigned status, cJSON *obj);
+/* Send an OpenAI error object. type: "invalid_request_error", "authentication_error",
+ * "server_error", ...; param and code may be NULL (JSON null). */
+enum MHD_Result srv_reply_error(struct MHD_Connection *c, unsigned status, const char *type, const char *param,
+                                const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The error object as a cJSON tree (for SSE error events). */
+cJSON *srv_error_obj(const char *message, const char *type, const char *param, const char *code);
+
+/* POST /v1/completions (chat false) and /v1/chat/completions (chat true). Runs on
+ * the connection's thread and may block there until the request finishes. */
+enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
+                                      bool chat);
+
+#endif

@@ -1,0 +1,209 @@
+/* label: unit */
+/* OasisKV's invariants on the CPU backend:
+ *  - with a budget at least the context, sparse equals dense bit for bit;
+ *  - with every block selected (all layers dense through the selection path: host
+ *    tier, fetches, staged prefill), sparse equals dense bit for bit too;
+ *  - the host tier's copy of every block equals what was written, and summaries
+ *    are the element-wise min/max of the keys, also after a truncation;
+ *  - a real budget fetches blocks, keeps the device tier under the dense one, and
+ *    reports in-time share and recall within [0, 1];
+ *  - every slot of every tier is free at the end and no allocation is left. */
+#include "oasiskv/backend.h"
+#include "oasiskv/engine.h"
+#include "synth_model.h"
+#include "testutil.h"
+
+#define V 200
+#define PROMPT 150
+#define GEN 40
+
+static int32_t prompt[PROMPT];
+
+/* Prefill in chunks, then greedy decode GEN tokens; logits of every step kept. */
+static void run(okv_engine *e, int chunk, float *logits /* [GEN][V] */, int32_t *out_tokens, int *seq_out)
+{
+    int seq;
+    enum okv_status st = okv_engine_seq_create(e, &seq);
+    CHECK(st == OKV_OK, "seq_create: %s", okv_last_error());
+    int32_t seqs[256];
+    uint8_t want[256];
+    for (int i = 0; i < 256; i++)
+        seqs[i] = seq;
+    for (int at = 0; at < PROMPT; at += chunk) {
+        int n = PROMPT - at < chunk ? PROMPT - at : chunk;
+        memset(want, 0, sizeof want);
+        want[n - 1] = at + n == PROMPT;
+        struct okv_batch b = {n, prompt + at, seqs, want, NULL};
+        st = okv_engine_forward(e, &b, logits);
+        CHECK(st == OKV_OK, "prefill: %s", okv_last_error());
+    }
+    for (int s = 0; s < GEN; s++) {
+        int32_t tok = okv_argmax(logits + (size_t)s * V, V);
+        out_tokens[s] = tok;
+        if (s + 1 == GEN)
+            break;
+        want[0] = 1;
+        struct okv_batch b = {1, &tok, seqs, want, NULL};
+        st = okv_engine_forward(e, &b, logits + (size_t)(s + 1) * V);
+        CHECK(st == OKV_OK, "decode: %s", okv_last_error());
+    }
+    if (seq_out)
+        *seq_out = seq;
+    else
+        okv_engine_seq_free(e, seq);
+}
+
+static float dense_logits[GEN * V], sparse_logits[GEN * V];
+static int32_t dense_tok[GEN], sparse_tok[GEN];
+
+static okv_engine *make(struct okv_model *m, okv_backend *be, int budget, int dense_layers, enum okv_predict pred,
+                        int chunk)
+{
+    struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = chunk, .kv_budget = budget,
+                                   .dense_layers = dense_layers, .predict = pred, .track_recall = true};
+    okv_engine *e = NULL;
+    enum okv_status st = okv_engine_create(m, be, &ep, &e);
+    CHECK(st == OKV_OK, "engine (budget %d): %s", budget, okv_last_error());
+    return e;
+}
+
+static void test_arch(enum okv_arch arch, okv_backend *be)
+{
+    struct synth_model sm;
+    synth_model_init(&sm, arch, 100 + arch);
+    struct okv_rng rng;
+    okv_rng_seed(&rng, 11 + arch);
+    for (int i = 0; i < PROMPT; i++)
+        prompt[i] = (int32_t)(okv_rng_next(&rng) % V);
+
+    okv_engine *dense = make(&sm.m, be, 0, 0, OKV_PREDICT_CURRENT, 64);
+    int dseq;
+    run(dense, 64, dense_logits, dense_tok, &dseq);
+
+    /* budget >= context: the dense fast path */
+    okv_engine *full = make(&sm.m, be, 512, 0, OKV_PREDICT_CURRENT, 64);
+    run(full, 64, sparse_logits, sparse_tok, NULL);
+    CHECK(!memcmp(dense_logits, sparse_logits, sizeof dense_logits), "arch %d: full budget differs from dense", arch);
+    okv_engine_free(full);
+
+    /* every block selected through the sparse machinery, prefill staged (chunk 32) */
+    for (int mode = 0; mode < 3; mode++) {
+        okv_engine *all = make(&sm.m, be, 40, sm.m.cfg.n_layers, (enum okv_predict)mode, 32);
+        int aseq;
+        run(all, 32, sparse_logits, sparse_tok, &aseq);
+        CHECK(!memcmp(dense_logits, sparse_logits, sizeof dense_logits),
+              "arch %d mode %d: every-block selection differs from dense", arch, mode);
+        struct okv_engine_stats st;
+        okv_engine_stats_get(all, &st);
+        CHECK(st.units_fetched > 0, "arch %d mode %d: nothing fetched", arch, mode);
+        if (mode != OKV_PREDICT_ORACLE) {
+            CHECK(st.recall_total > 0 && st.recall_hits == st.recall_total, "arch %d: recall with every block %lld/%lld",
+                  arch, (long long)st.recall_hits, (long long)st.recall_total);
+            CHECK(st.units_selected > 0 && st.units_in_time <= st.units_selected, "arch %d: in-time accounting", arch);
+        }
+
+        /* host tier equals the dense engine's device copy; summaries are min/max */
+        if (mode == 0) {
+            okv_kv_cache *dk = okv_engine_kv(dense), *ak = okv_engine_kv(all);
+            int nb, nb2;
+            const int32_t *dgroup = okv_kv_seq_blocks(dk, dseq, &nb);
+            const int32_t *ahost = okv_kv_seq_host_blocks(ak, aseq, &nb2);
+            CHECK(nb == nb2, "block counts %d vs %d", nb, nb2);
+            const int hd = sm.m.cfg.head_dim, nkv = sm.m.cfg.n_kv_heads, bsz = 4;
+            int len = okv_engine_seq_len(all, aseq);
+            float k1[64 * 4], v1[64 * 4], k2[64 * 4], v2[64 * 4], mn[64], mx[64];
+            int bad = 0, bad_summ = 0;
+            for (int l = 0; l < sm.m.cfg.n_layers; l++)
+                for (int blk = 0; blk < nb; blk++)
+                    for (int h = 0; h < nkv; h++) {
+                        be->ops->kv_unit_read(be, okv_kv_storage(dk), l, dgroup[blk] * nkv + h, k1, v1);
+                        be->ops->kv_host_read(be, okv_kv_storage(ak), l, ahost[blk], h, k2, v2);
+                        int valid = len - blk * bsz < bsz ? len - blk * bsz : bsz;
+                        if (memcmp(k1, k2, sizeof(float) * (size_t)(valid * hd)) || memcmp(v1, v2, sizeof(float) * (size_t)(valid * hd)))
+                            bad++;
+                        be->ops->kv_summary_read(be, okv_kv_storage(ak), l, ahost[blk], h, mn, mx);
+                        for (int d = 0; d < hd; d++) {
+                            float lo = k2[d], hi = k2[d];
+                            for (int i = 1; i < valid; i++) {
+                                lo = fminf(lo, k2[i * hd + d]);
+                                hi = fmaxf(hi, k2[i * hd + d]);
+                            }
+                            if (lo != mn[d] || hi != mx[d])
+                                bad_summ++;
+                        }
+                    }
+            CHECK(bad == 0, "arch %d: %d host blocks differ from what was written", arch, bad);
+            CHECK(bad_summ == 0, "arch %d: %d summary entries wrong", arch, bad_summ);
+
+            /* truncate 3 tokens (inside the window): the last block's summary is rebuilt */
+            int newlen = len - 3;
+            CHECK(okv_engine_seq_truncate(all, aseq, newlen) == OKV_OK, "truncate: %s", okv_last_error());
+            ahost = okv_kv_seq_host_blocks(ak, aseq, &nb2);
+            int last = (newlen - 1) / bsz, valid = newlen - last * bsz;
+            for (int h = 0; h < nkv; h++) {
+                be->ops->kv_host_read(be, okv_kv_storage(ak), 0, ahost[last], h, k2, v2);
+                be->ops->kv_summary_read(be, okv_kv_storage(ak), 0, ahost[last], h, mn, mx);
+                for (int d = 0; d < hd; d++) {
+                    float lo = k2[d], hi = k2[d];
+                    for (int i = 1; i < valid; i++) {
+                        lo = fminf(lo, k2[i * hd + d]);
+                        hi = fmaxf(hi, k2[i * hd + d]);
+                    }
+                    if (lo != mn[d] || hi != mx[d])
+                        bad_summ++;
+                }
+            }
+            CHECK(bad_summ == 0, "arch %d: summary not rebuilt after truncation", arch);
+            CHECK(okv_engine_seq_truncate(all, aseq, 10) == OKV_ERR_INVALID_ARG, "truncating past the window accepted");
+        }
+        okv_engine_seq_free(all, aseq);
+        CHECK(okv_kv_used_slots(okv_engine_kv(all)) == 0, "group slots leaked");
+        CHECK(okv_kv_used_host_blocks(okv_engine_kv(all)) == 0, "host blocks leaked");
+        okv_engine_free(all);
+    }
+
+    /* a real budget: 40 tokens = 1 sink + 4 window + 5 selected blocks of 4 */
+    for (int mode = 0; mode < 3; mode++) {
+        okv_engine *sp = make(&sm.m, be, 40, 0, (enum okv_predict)mode, 32);
+        run(sp, 32, sparse_logits, sparse_tok, NULL);
+        struct okv_engine_stats st;
+        okv_engine_stats_get(sp, &st);
+        int same = 0;
+        for (int i = 0; i < GEN; i++)
+            same += sparse_tok[i] == dense_tok[i];
+        printf("  arch %d mode %d budget 40/%d: %d/%d tokens as dense, fetched %lld units, in time %.3f, recall %.3f, "
+               "device peak %zu B, stall %.2f ms\n",
+               arch, mode, PROMPT + GEN, same, GEN, (long long)st.units_fetched,
+               st.units_selected ? (double)st.units_in_time / st.units_selected : 1.0,
+               st.recall_total ? (double)st.recall_hits / st.recall_total : 1.0, st.device_bytes_peak, st.stall_s * 1e3);
+        CHECK(st.units_fetched > 0, "mode %d: nothing fetched", mode);
+        CHECK(st.recall_hits <= st.recall_total, "recall above 1");
+        if (mode != OKV_PREDICT_ORACLE)
+            CHECK(st.recall_total > 0, "mode %d: recall not measured", mode);
+        okv_engine_free(sp);
+    }
+    okv_engine_seq_free(dense, dseq);
+    okv_engine_free(dense);
+
+    /* too small a budget is a clear error */
+    struct okv_engine_params ep = {.block_size = 16, .kv_budget = 64};
+    okv_engine *bad = NULL;
+    CHECK(okv_engine_create(&sm.m, be, &ep, &bad) == OKV_ERR_INVALID_ARG && strstr(okv_last_error(), "budget"),
+          "small budget: %s", okv_last_error());
+    synth_model_free(&sm);
+}
+
+int main(void)
+{
+    okv_backend *be = NULL;
+    struct okv_backend_params bp = {2};
+    if (okv_backend_cpu_create(&bp, &be) != OKV_OK)
+        return 1;
+    test_arch(OKV_ARCH_LLAMA, be);
+    test_arch(OKV_ARCH_QWEN2, be);
+    test_arch(OKV_ARCH_QWEN3, be);
+    okv_backend_free(be);
+    for (int t = 0; t < OKV_TAG_COUNT; t++)
+        CHECK(okv_alloc_live_count(t) == 0, "tag %d: %lld allocations live", t, (long long)okv_alloc_live_count(t));
+    return tu_finish("test_sparse");
+}
