@@ -182,6 +182,25 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             CHECK(st.recall_total > 0, "mode %d: recall not measured", mode);
         okv_engine_free(sp);
     }
+    /* streaming KV (drafters): full budget equals dense; a small one stays bounded */
+    {
+        struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 512,
+                                       .streaming = true};
+        okv_engine *se = NULL;
+        CHECK(okv_engine_create(&sm.m, be, &ep, &se) == OKV_OK, "streaming: %s", okv_last_error());
+        run(se, 32, sparse_logits, sparse_tok, NULL);
+        CHECK(!memcmp(dense_logits, sparse_logits, sizeof dense_logits), "arch %d: streaming full budget differs", arch);
+        okv_engine_free(se);
+        ep.kv_budget = 40;
+        CHECK(okv_engine_create(&sm.m, be, &ep, &se) == OKV_OK, "streaming: %s", okv_last_error());
+        int sseq;
+        run(se, 32, sparse_logits, sparse_tok, &sseq);
+        int used = okv_kv_used_slots(okv_engine_kv(se));
+        CHECK(used <= 40 / 4 + 1, "streaming holds %d blocks for a 40-token budget", used);
+        okv_engine_seq_free(se, sseq);
+        CHECK(okv_kv_used_slots(okv_engine_kv(se)) == 0, "streaming slots leaked");
+        okv_engine_free(se);
+    }
     okv_engine_seq_free(dense, dseq);
     okv_engine_free(dense);
 

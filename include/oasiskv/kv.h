@@ -59,6 +59,9 @@ const int32_t *okv_kv_seq_host_blocks(const okv_kv_cache *c, int seq, int *n);
 int okv_kv_seq_group_blocks(const okv_kv_cache *c, int seq);
 /* Give a block's group slot back; the block lives on in the host tier alone. */
 void okv_kv_seq_release_group(okv_kv_cache *c, int seq, int block);
+/* Give a block's group slot back and forget the block (streaming KV: it is never
+ * read again). */
+void okv_kv_seq_drop_group(okv_kv_cache *c, int seq, int block);
 
 #ifdef __cplusplus
 }

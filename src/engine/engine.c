@@ -106,7 +106,18 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     /* KV tiers */
     const int bsz = prm.block_size, nkv = c->n_kv_heads;
     const int ctx_blocks = (prm.max_ctx + bsz - 1) / bsz;
-    const bool sparse = prm.kv_budget > 0;
+    const bool sparse = prm.kv_budget > 0 && !prm.streaming;
+    if (prm.streaming) {
+        if (prm.sink_blocks <= 0)
+            prm.sink_blocks = 1;
+        prm.window_blocks = prm.kv_budget / bsz - prm.sink_blocks;
+        if (prm.kv_budget <= 0 || prm.window_blocks < 2) {
+            st = okv_set_error(OKV_ERR_INVALID_ARG, "streaming KV: budget %d tokens must hold the sink and at least 2 blocks of %d",
+                               prm.kv_budget, bsz);
+            goto fail;
+        }
+        e->streaming = true;
+    }
     int32_t *quota = NULL;
     struct okv_kv_geometry g = {.n_layers = c->n_layers, .block_size = bsz, .n_kv_heads = nkv, .head_dim = c->head_dim};
     if (sparse) {
@@ -158,6 +169,11 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         }
         okv_free(quota);
         if (st != OKV_OK)
+            goto fail;
+    } else if (prm.streaming) {
+        g.n_group_slots = prm.kv_slots > 0 ? prm.kv_slots
+                                           : prm.max_seqs * (prm.kv_budget / bsz + 2) + (prm.max_batch_tokens + bsz - 1) / bsz + 1;
+        if ((st = okv_kv_cache_create(be, &g, &e->kv)) != OKV_OK)
             goto fail;
     } else {
         g.n_group_slots = prm.kv_slots > 0 ? prm.kv_slots : prm.max_seqs * ctx_blocks;
@@ -261,7 +277,7 @@ int okv_engine_blocks_needed(const okv_engine *e, int n_tokens)
 {
     int bs = okv_kv_geometry(e->kv)->block_size;
     int blocks = (n_tokens + bs - 1) / bs;
-    if (!e->resid)
+    if (!e->resid && !e->streaming)
         return blocks;
     /* sparse: up to its budget (dense fast path) and the block being filled; the
      * selection quota is reserved apart, when the sequence is created */
@@ -331,7 +347,7 @@ enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len)
         len = 0;
     const int bsz = okv_kv_geometry(e->kv)->block_size;
     struct eseq *es = &e->seqs[seq];
-    if (e->resid && es->cand_end > 0 && len < es->cand_end * bsz)
+    if ((e->resid || e->streaming) && es->cand_end > 0 && len < es->cand_end * bsz)
         return okv_set_error(OKV_ERR_INVALID_ARG, "truncate: sequence %d to %d tokens cuts into blocks that left the local window",
                              seq, len);
     okv_kv_seq_truncate(e->kv, seq, len);

@@ -37,6 +37,7 @@ struct okv_engine {
     okv_backend *be;
     okv_kv_cache *kv;
     okv_resid *resid;           /* sparse mode only */
+    bool streaming;             /* bounded KV: sink + window, nothing selected */
     int max_ctx;
     int max_batch;
     size_t weight_bytes;

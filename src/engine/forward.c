@@ -89,6 +89,11 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
         bs->nb = (bs->len + bsz - 1) / bsz;
         e->bseq_len[j] = bs->len;
         bs->ends_prefill = !es->decode && b->want_logits && b->want_logits[bs->r1 - 1];
+        if (e->streaming) {
+            bs->sel = es->cand_end > sink;
+            bs->cand_end = es->cand_end;
+            continue;
+        }
         if (!e->resid)
             continue;
         if (e->prm.predict == OKV_PREDICT_ORACLE) {
@@ -190,7 +195,7 @@ static enum okv_status build_lists(okv_engine *e, int n_seqs, const int32_t *sta
     int total = 0;
     for (int j = 0; j < n_seqs; j++) {
         int k = 0;
-        if (e->bs[j].sel)
+        if (e->bs[j].sel && e->resid)
             okv_resid_selection(e->resid, e->bs[j].id, layer, &k);
         total += nkv * (e->bs[j].nb + k);
     }
@@ -219,8 +224,8 @@ static enum okv_status build_lists(okv_engine *e, int n_seqs, const int32_t *sta
                     e->blk_unit[at] = group[blk] * nkv + h;
                     e->blk_index[at++] = blk;
                 }
-                int k;
-                const int32_t *sel = okv_resid_selection(e->resid, bs->id, layer, &k);
+                int k = 0;
+                const int32_t *sel = e->resid ? okv_resid_selection(e->resid, bs->id, layer, &k) : NULL;
                 int first = at;
                 for (int i = 0; i < k; i++)
                     if (sel[h * k + i] >= 0)
@@ -428,6 +433,16 @@ static void finish_step(okv_engine *e, int n_seqs)
         okv_kv_seq_commit(e->kv, bs->id, bs->len - bs->len0);
         if (bs->ends_prefill)
             es->decode = true;
+        if (e->streaming) {
+            int keep_from = bs->nb - win;
+            if (bs->len > e->prm.kv_budget && keep_from > sink) {
+                for (int blk = sink; blk < keep_from; blk++)
+                    okv_kv_seq_drop_group(e->kv, bs->id, blk);
+                if (keep_from > es->cand_end)
+                    es->cand_end = keep_from;
+            }
+            continue;
+        }
         if (!e->resid)
             continue;
         if (bs->predict) {

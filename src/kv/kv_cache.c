@@ -246,3 +246,14 @@ void okv_kv_seq_release_group(okv_kv_cache *c, int seq, int block)
     s->group[block] = -1;
     s->n_group--;
 }
+
+void okv_kv_seq_drop_group(okv_kv_cache *c, int seq, int block)
+{
+    struct kv_seq *s = &c->seqs[seq];
+    OKV_ASSERT(block >= 0 && block < s->n_blocks);
+    if (s->group[block] < 0)
+        return;
+    c->free_group[c->n_free_group++] = s->group[block];
+    s->group[block] = -1;
+    s->n_group--;
+}

@@ -401,6 +401,7 @@ static enum okv_status cuda_step_begin(okv_backend *be, const struct okv_step_me
     c->step.seq_row_off = d + 4 * n + ns;
     c->step.seq_rows = d + 4 * n + 2 * ns + 1;
     c->step.max_rows_per_seq = maxr;
+    c->step.h_row_off = roff;
     c->step.rope = NULL;
     c->step.rope_hd = 0;
     c->step.gen++;

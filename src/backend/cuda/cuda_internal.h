@@ -91,6 +91,7 @@ struct cuda_step {
     int32_t *seq_row_off;                               /* device [n_seqs+1] rows grouped by sequence */
     int32_t *seq_rows;                                  /* device [n_tokens] */
     int max_rows_per_seq;
+    const int32_t *h_row_off;                           /* host copy of seq_row_off (pinned staging) */
     float *rope;                                        /* device [n_tokens][rope_hd] when rope_hd > 0 */
     int rope_hd;
     uint64_t gen;                                       /* step counter */
