@@ -53,6 +53,39 @@ static void run(okv_engine *e, int chunk, float *logits /* [GEN][V] */, int32_t 
         okv_engine_seq_free(e, seq);
 }
 
+/* As run(), but every decode step also verifies 3 random drafted rows (is_draft)
+ * and drops their KV afterwards, as speculative decoding does on rejection. Only
+ * the first row's logits are kept. */
+static void run_drafts(okv_engine *e, int chunk, float *logits, struct okv_rng *rng)
+{
+    int seq;
+    CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "seq_create: %s", okv_last_error());
+    int32_t seqs[256];
+    uint8_t want[256];
+    for (int i = 0; i < 256; i++)
+        seqs[i] = seq;
+    for (int at = 0; at < PROMPT; at += chunk) {
+        int n = PROMPT - at < chunk ? PROMPT - at : chunk;
+        memset(want, 0, sizeof want);
+        want[n - 1] = at + n == PROMPT;
+        struct okv_batch b = {n, prompt + at, seqs, want, NULL};
+        CHECK(okv_engine_forward(e, &b, logits) == OKV_OK, "prefill: %s", okv_last_error());
+    }
+    static float four[4 * V];
+    for (int s = 0; s + 1 < GEN; s++) {
+        int32_t rows[4] = {okv_argmax(logits + (size_t)s * V, V)};
+        uint8_t draft[4] = {0, 1, 1, 1}, w[4] = {1, 1, 1, 1};
+        for (int i = 1; i < 4; i++)
+            rows[i] = (int32_t)(okv_rng_next(rng) % V);
+        int len0 = okv_engine_seq_len(e, seq);
+        struct okv_batch b = {4, rows, seqs, w, draft};
+        CHECK(okv_engine_forward(e, &b, four) == OKV_OK, "verify: %s", okv_last_error());
+        memcpy(logits + (size_t)(s + 1) * V, four, sizeof(float) * V);
+        CHECK(okv_engine_seq_truncate(e, seq, len0 + 1) == OKV_OK, "truncate: %s", okv_last_error());
+    }
+    okv_engine_seq_free(e, seq);
+}
+
 static float dense_logits[GEN * V], sparse_logits[GEN * V];
 static int32_t dense_tok[GEN], sparse_tok[GEN];
 
@@ -157,6 +190,21 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             CHECK(okv_engine_seq_truncate(all, aseq, 10) == OKV_ERR_INVALID_ARG, "truncating past the window accepted");
         }
         okv_engine_seq_free(all, aseq);
+        /* drafted rows verified and dropped every step: the first rows still equal dense */
+        run_drafts(all, 32, sparse_logits, &rng);
+        /* a 4-row forward multiplies in another order than a 1-row one: compare
+         * within float rounding, and the greedy choice exactly */
+        double worst = 0;
+        int argmax_diff = 0;
+        for (int i = 0; i < GEN; i++) {
+            for (int j = 0; j < V; j++) {
+                double d = fabs((double)dense_logits[i * V + j] - sparse_logits[i * V + j]);
+                worst = d > worst ? d : worst;
+            }
+            argmax_diff += okv_argmax(dense_logits + i * V, V) != okv_argmax(sparse_logits + i * V, V);
+        }
+        CHECK(worst < 1e-4 && argmax_diff == 0, "arch %d mode %d: with drafted rows, max diff %.3g, %d argmax differ",
+              arch, mode, worst, argmax_diff);
         CHECK(okv_kv_used_slots(okv_engine_kv(all)) == 0, "group slots leaked");
         CHECK(okv_kv_used_host_blocks(okv_engine_kv(all)) == 0, "host blocks leaked");
         okv_engine_free(all);
@@ -165,6 +213,9 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     /* a real budget: 40 tokens = 1 sink + 4 window + 5 selected blocks of 4 */
     for (int mode = 0; mode < 3; mode++) {
         okv_engine *sp = make(&sm.m, be, 40, 0, (enum okv_predict)mode, 32);
+        run_drafts(sp, 32, sparse_logits, &rng);   /* rejected drafts around the window edge */
+        CHECK(okv_kv_used_slots(okv_engine_kv(sp)) == 0, "group slots leaked after drafts");
+        okv_engine_stats_reset(sp);
         run(sp, 32, sparse_logits, sparse_tok, NULL);
         struct okv_engine_stats st;
         okv_engine_stats_get(sp, &st);

@@ -41,6 +41,8 @@ struct okv_engine_params {
     enum okv_predict predict;
     bool track_recall;     /* also score each step with its true queries to measure prediction recall */
     int host_blocks;       /* host-tier capacity in blocks; 0: max_seqs full contexts */
+    size_t device_bytes_limit;   /* the device tier's byte budget (--kv-device-mb, --kv-pool-gb); 0: none.
+                                    Dense: sizes the group slots; sparse: an error if the tier needs more */
     /* streaming (StreamingLLM-style bounded KV, for drafters): with kv_budget > 0,
      * attention reads the sink blocks and a window filling the rest of the budget;
      * blocks leaving the window are dropped (no host tier, no selection). */

@@ -1,11 +1,15 @@
 /* Single-sequence generation on an engine: chunked prefill, then decode with
  * sampling, stopping at end-of-generation tokens, stop strings or max_tokens, and
- * streaming text pieces that are always complete UTF-8. */
+ * streaming text pieces that are always complete UTF-8. With a drafter, decode is
+ * speculative: each step verifies up to spec_tokens drafted tokens in one target
+ * forward; the tokens (greedy) or their distribution (sampling) are those of plain
+ * decoding. */
 #ifndef OASISKV_GENERATE_H
 #define OASISKV_GENERATE_H
 
 #include "oasiskv/engine.h"
 #include "oasiskv/sampling.h"
+#include "oasiskv/spec.h"
 #include "oasiskv/tokenizer.h"
 
 #ifdef __cplusplus
@@ -19,6 +23,8 @@ struct okv_gen_params {
     int n_stop;
     bool ignore_eos;                /* keep going through end-of-generation tokens */
     int prefill_chunk;              /* rows per prefill forward; 0: the engine's max */
+    okv_drafter *drafter;           /* speculative decoding (borrowed; reset at the end); NULL: plain decoding */
+    int spec_tokens;                /* draft tokens per step, 1..OKV_SPEC_MAX_TOKENS; 0: 4 */
 };
 
 /* Called for each generated token with the new text it completes (may be empty,
@@ -35,6 +41,7 @@ struct okv_gen_result {
     const char *finish_reason;   /* "stop" or "length" (static string) */
     double prefill_s;            /* time of the prefill forwards */
     double decode_s;             /* time from the first generated token to the last */
+    struct okv_spec_stats spec;  /* speculative decoding counters (zero without a drafter) */
 };
 
 /* Generate for one prompt on a fresh sequence of the engine (freed before return).

@@ -105,6 +105,16 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
 
     /* KV tiers */
     const int bsz = prm.block_size, nkv = c->n_kv_heads;
+    size_t unit_bytes = 0;
+    {   /* the backend's bytes per unit, from a one-slot probe */
+        struct okv_kv_geometry pg = {.n_layers = 1, .n_group_slots = 1, .block_size = prm.block_size,
+                                     .n_kv_heads = nkv, .head_dim = c->head_dim};
+        okv_bkv *probe = NULL;
+        if ((st = be->ops->kv_alloc(be, &pg, &probe)) != OKV_OK)
+            goto fail;
+        unit_bytes = be->ops->kv_unit_bytes(probe);
+        be->ops->kv_free(be, probe);
+    }
     const int ctx_blocks = (prm.max_ctx + bsz - 1) / bsz;
     const bool sparse = prm.kv_budget > 0 && !prm.streaming;
     if (prm.streaming) {
@@ -177,8 +187,24 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
             goto fail;
     } else {
         g.n_group_slots = prm.kv_slots > 0 ? prm.kv_slots : prm.max_seqs * ctx_blocks;
+        if (prm.device_bytes_limit > 0 && prm.kv_slots <= 0) {
+            size_t per_slot = unit_bytes * (size_t)nkv * (size_t)c->n_layers;
+            g.n_group_slots = (int)(prm.device_bytes_limit / per_slot);
+            if (g.n_group_slots < 1) {
+                st = okv_set_error(OKV_ERR_NO_KV_SPACE, "the device tier of %zu bytes cannot hold one KV block (%zu bytes)",
+                                   prm.device_bytes_limit, per_slot);
+                goto fail;
+            }
+        }
         if ((st = okv_kv_cache_create(be, &g, &e->kv)) != OKV_OK)
             goto fail;
+    }
+    if (prm.device_bytes_limit > 0 && be->ops->kv_device_bytes(okv_kv_storage(e->kv)) > prm.device_bytes_limit) {
+        st = okv_set_error(OKV_ERR_NO_KV_SPACE,
+                           "the device tier of %.1f MiB cannot hold the KV budget: it needs %.1f MiB (budget, window, "
+                           "a prefill chunk, the selection quota, staging and block summaries)",
+                           prm.device_bytes_limit / 1048576.0, be->ops->kv_device_bytes(okv_kv_storage(e->kv)) / 1048576.0);
+        goto fail;
     }
     e->prm = prm;
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));

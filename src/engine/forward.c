@@ -96,14 +96,17 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
         }
         if (!e->resid)
             continue;
+        /* blocks already released (drafted rows that were later rejected can have
+         * pushed cand_end past n_blocks - window) stay behind the selection */
+        int cand_end = bs->nb - win > es->cand_end ? bs->nb - win : es->cand_end;
         if (e->prm.predict == OKV_PREDICT_ORACLE) {
-            bs->sel = es->decode && bs->len > budget && bs->nb - win > sink;
-            bs->cand_end = bs->nb - win;
+            bs->sel = es->decode && bs->len > budget && cand_end > sink;
+            bs->cand_end = cand_end;
         } else {
             bs->sel = es->decode && es->sparse;
             bs->cand_end = es->cand_end;
-            bs->predict = (es->decode || bs->ends_prefill) && bs->len > budget && bs->nb - win > sink;
-            bs->pred_cand_end = bs->nb - win;
+            bs->predict = (es->decode || bs->ends_prefill) && bs->len > budget && cand_end > sink;
+            bs->pred_cand_end = cand_end;
         }
     }
 

@@ -1,6 +1,14 @@
 /* One-sequence generation loop (CLI, tests, eval). The server's scheduler runs its
  * own loop over many sequences with the same pieces: engine forward, sampling,
- * streaming detokenizer and the stop-string matcher of engine/stopstr.h. */
+ * streaming detokenizer and the stop-string matcher of engine/stopstr.h.
+ *
+ * Speculative decoding (a drafter given): the last emitted token is not yet in the
+ * target's KV. Each step drafts d1..dk after the accepted history, runs one target
+ * forward over [last, d1..dk] (logits on every row, drafts flagged is_draft so a
+ * sparse engine predicts the next step's blocks from their queries), verifies
+ * (spec/verify.c), drops the KV of the rejected drafts and emits the accepted
+ * drafts and the target's token one by one through the same checks as plain
+ * decoding (end of generation, stop strings, callback, max_tokens). */
 #include "oasiskv/generate.h"
 #include "engine/stopstr.h"
 
@@ -38,6 +46,177 @@ void okv_gen_result_free(struct okv_gen_result *res)
     memset(res, 0, sizeof *res);
 }
 
+/* The output side of one generation: tokens, text, stop matching, streaming. */
+struct gen_out {
+    const okv_tokenizer *tok;
+    const struct okv_gen_params *p;
+    okv_gen_token_fn cb;
+    void *user;
+    struct okv_gen_result *res;
+    int max_new;
+    struct text_buf text;
+    struct okv_detok dt;
+    size_t emitted;   /* bytes of text already passed to cb */
+};
+
+/* Take one sampled token: end of generation, text, stop strings, callback,
+ * max_tokens, in that order. *done when generation ends with it. */
+static enum okv_status emit_token(struct gen_out *g, int32_t id, bool *done)
+{
+    const struct okv_gen_params *p = g->p;
+    struct okv_gen_result *res = g->res;
+    enum okv_status st;
+    char piece[256];
+    *done = false;
+    bool eog = g->tok && !p->ignore_eos && okv_tokenizer_is_eog(g->tok, id);
+    if (eog) {
+        res->finish_reason = "stop";
+        *done = true;
+        return OKV_OK;
+    }
+    res->tokens[res->n_tokens++] = id;
+    bool stop = false;
+    size_t upto = g->text.len;
+    if (g->tok) {
+        int w = okv_detok_push(g->tok, &g->dt, id, true, piece, sizeof piece);
+        if (w > 0 && (st = text_append(&g->text, piece, (size_t)w)) != OKV_OK)
+            return st;
+        long at = okv_stop_find(g->text.s, g->text.len, g->emitted, p->stop, p->n_stop);
+        if (at >= 0) {
+            g->text.len = (size_t)at;
+            g->text.s[g->text.len] = 0;
+            upto = g->text.len;
+            stop = true;
+            res->finish_reason = "stop";
+        } else {
+            upto = g->text.len - okv_stop_holdback(g->text.s, g->text.len, p->stop, p->n_stop);
+        }
+    }
+    bool go_on = true;
+    if (g->cb) {
+        go_on = g->cb(g->user, id, g->text.s ? g->text.s + g->emitted : "", upto - g->emitted);
+        g->emitted = upto;
+    }
+    if (stop || !go_on) {
+        if (!go_on)
+            res->finish_reason = "stop";
+        *done = true;
+        return OKV_OK;
+    }
+    if (res->n_tokens >= g->max_new)
+        *done = true;
+    return OKV_OK;
+}
+
+/* Plain decoding: one forward per token. logits holds the prefill's last row and
+ * has room for 2 * vocab floats. */
+static enum okv_status decode_plain(okv_engine *e, int seq, struct gen_out *g, float *logits, int vocab)
+{
+    enum okv_status st;
+    struct okv_rng rng;
+    okv_rng_seed(&rng, g->p->sampling.seed);
+    for (;;) {
+        int32_t id = okv_sample(logits, vocab, &g->p->sampling, &rng, logits + vocab);
+        bool done;
+        if ((st = emit_token(g, id, &done)) != OKV_OK)
+            return st;
+        if (done)
+            return OKV_OK;
+        int32_t one_seq = seq;
+        uint8_t one_want = 1;
+        struct okv_batch b = {1, &id, &one_seq, &one_want, NULL};
+        if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
+            return st;
+    }
+}
+
+/* Speculative decoding; logits holds the prefill's last row. */
+static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, const int32_t *prompt, int n_prompt,
+                                   float *logits0, int vocab)
+{
+    const struct okv_gen_params *p = g->p;
+    struct okv_spec_stats *ss = &g->res->spec;
+    enum okv_status st = OKV_OK;
+    int K = p->spec_tokens > 0 ? p->spec_tokens : 4;
+    if (K > okv_engine_max_batch_tokens(e) - 1)
+        K = okv_engine_max_batch_tokens(e) - 1;
+    const size_t V = (size_t)vocab;
+    int32_t *hist = okv_malloc(sizeof(int32_t) * ((size_t)n_prompt + (size_t)g->max_new), OKV_TAG_ENGINE);
+    float *logits = okv_malloc(sizeof(float) * V * (size_t)(K + 1), OKV_TAG_ENGINE);
+    float *scratch = okv_malloc(sizeof(float) * V * 2, OKV_TAG_ENGINE);
+    if (!hist || !logits || !scratch) {
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "generate: out of memory");
+        goto done;
+    }
+    memcpy(hist, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    int n_hist = n_prompt;
+
+    struct okv_rng rng, drng;   /* the target's draws; the drafter's own */
+    okv_rng_seed(&rng, p->sampling.seed);
+    okv_rng_seed(&drng, p->sampling.seed ^ 0x6a09e667f3bcc909ull);
+    int32_t rows_tok[OKV_SPEC_MAX_TOKENS + 1], rows_seq[OKV_SPEC_MAX_TOKENS + 1];
+    uint8_t want[OKV_SPEC_MAX_TOKENS + 1], is_draft[OKV_SPEC_MAX_TOKENS + 1];
+    int32_t pend[OKV_SPEC_MAX_TOKENS + 1];   /* tokens to emit: accepted drafts, then the target's */
+    int n_pend = 1;
+    pend[0] = okv_sample(logits0, vocab, &p->sampling, &rng, logits0 + vocab);
+    for (;;) {
+        bool done = false;
+        for (int i = 0; i < n_pend && !done; i++) {
+            if ((st = emit_token(g, pend[i], &done)) != OKV_OK)
+                goto done;
+            hist[n_hist++] = pend[i];
+        }
+        if (done)
+            break;
+        /* at most the tokens still allowed, less the one the target always adds */
+        int k = g->max_new - g->res->n_tokens - 1;
+        if (k > K)
+            k = K;
+        int nd = 0;
+        const float *q = NULL;
+        if (k > 0) {
+            double t0 = okv_now();
+            st = okv_drafter_propose(p->drafter, hist, n_hist, k, &p->sampling, &drng, rows_tok + 1, &q, &nd);
+            ss->draft_s += okv_now() - t0;
+            if (st != OKV_OK)
+                goto done;
+        }
+        rows_tok[0] = pend[n_pend - 1];
+        for (int i = 0; i <= nd; i++) {
+            rows_seq[i] = seq;
+            want[i] = 1;
+            is_draft[i] = i > 0;
+        }
+        const int len0 = okv_engine_seq_len(e, seq);
+        struct okv_batch b = {nd + 1, rows_tok, rows_seq, want, is_draft};
+        if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
+            goto done;
+        int32_t next;
+        int acc = okv_spec_verify(logits, vocab, rows_tok + 1, q, nd, &p->sampling, &rng, scratch, &next);
+        if (nd > 0) {
+            ss->drafts++;
+            ss->draft_tokens += nd;
+            ss->accepted_tokens += acc;
+            for (int i = 0; i < nd; i++) {
+                ss->pos_proposed[i]++;
+                ss->pos_accepted[i] += i < acc;
+            }
+            okv_drafter_accept(p->drafter, acc);
+            if (acc < nd && (st = okv_engine_seq_truncate(e, seq, len0 + 1 + acc)) != OKV_OK)
+                goto done;
+        }
+        memcpy(pend, rows_tok + 1, sizeof(int32_t) * (size_t)acc);
+        pend[acc] = next;
+        n_pend = acc + 1;
+    }
+done:
+    okv_spec_stats_finish(ss);
+    okv_free(hist);
+    okv_free(logits);
+    okv_free(scratch);
+    return st;
+}
+
 enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int32_t *prompt, int n_prompt,
                              const struct okv_gen_params *p, okv_gen_token_fn cb, void *user,
                              struct okv_gen_result *res)
@@ -50,6 +229,12 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
         return okv_set_error(OKV_ERR_INVALID_ARG, "generate: max_tokens %d must be positive", p->max_tokens);
     if ((st = okv_sampling_check(&p->sampling)) != OKV_OK)
         return st;
+    if (p->drafter && (p->spec_tokens < 0 || p->spec_tokens > OKV_SPEC_MAX_TOKENS))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "generate: spec_tokens %d must be in [1, %d]", p->spec_tokens,
+                             OKV_SPEC_MAX_TOKENS);
+    if (p->drafter && okv_engine_max_batch_tokens(e) < 2)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "generate: speculative decoding needs batches of 2 rows or more (engine has %d)",
+                             okv_engine_max_batch_tokens(e));
     const int max_ctx = okv_engine_max_ctx(e);
     if (n_prompt >= max_ctx)
         return okv_set_error(OKV_ERR_CONTEXT, "prompt of %d tokens does not fit the context length %d (leave room for one generated token)",
@@ -63,7 +248,7 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
     float *logits = okv_malloc(sizeof(float) * (size_t)vocab * 2, OKV_TAG_ENGINE);
     int32_t *rows_seq = NULL;
     uint8_t *want = NULL;
-    struct text_buf text = {0};
+    struct gen_out g = {.tok = tok, .p = p, .cb = cb, .user = user, .res = res, .max_new = max_new};
     res->tokens = okv_malloc(sizeof(int32_t) * (size_t)max_new, OKV_TAG_ENGINE);
     int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : okv_engine_max_batch_tokens(e);
     if (chunk > okv_engine_max_batch_tokens(e))
@@ -94,75 +279,36 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
     double t1 = okv_now();
     res->prefill_s = t1 - t0;
 
-    struct okv_rng rng;
-    okv_rng_seed(&rng, p->sampling.seed);
-    struct okv_detok dt = {0};
-    size_t emitted = 0;           /* bytes of text already passed to cb */
     res->finish_reason = "length";
-    char piece[256];
-    for (;;) {
-        int32_t id = okv_sample(logits, vocab, &p->sampling, &rng, logits + vocab);
-        bool eog = tok && !p->ignore_eos && okv_tokenizer_is_eog(tok, id);
-        if (eog) {
-            res->finish_reason = "stop";
-            break;
-        }
-        res->tokens[res->n_tokens++] = id;
-        bool stop = false;
-        size_t upto = text.len;
-        if (tok) {
-            int w = okv_detok_push(tok, &dt, id, true, piece, sizeof piece);
-            if (w > 0 && (st = text_append(&text, piece, (size_t)w)) != OKV_OK)
-                goto done;
-            long at = okv_stop_find(text.s, text.len, emitted, p->stop, p->n_stop);
-            if (at >= 0) {
-                text.len = (size_t)at;
-                text.s[text.len] = 0;
-                upto = text.len;
-                stop = true;
-                res->finish_reason = "stop";
-            } else {
-                upto = text.len - okv_stop_holdback(text.s, text.len, p->stop, p->n_stop);
-            }
-        }
-        bool go_on = true;
-        if (cb) {
-            go_on = cb(user, id, text.s ? text.s + emitted : "", upto - emitted);
-            emitted = upto;
-        }
-        if (stop || !go_on) {
-            if (!go_on)
-                res->finish_reason = "stop";
-            break;
-        }
-        if (res->n_tokens >= max_new)
-            break;
-        int32_t one_seq = seq;
-        uint8_t one_want = 1;
-        struct okv_batch b = {1, &id, &one_seq, &one_want, NULL};
-        if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
-            goto done;
-    }
-    if (tok && strcmp(res->finish_reason, "length") == 0) {
-        int w = okv_detok_flush(&dt, piece, sizeof piece);
-        if (w > 0 && (st = text_append(&text, piece, (size_t)w)) != OKV_OK)
-            goto done;
-    }
-    if (cb && text.len > emitted)
-        cb(user, -1, text.s + emitted, text.len - emitted);
-    res->decode_s = okv_now() - t1;
-    if (!text.s && (st = text_append(&text, "", 0)) != OKV_OK)
+    if (p->drafter)
+        st = decode_spec(e, seq, &g, prompt, n_prompt, logits, vocab);
+    else
+        st = decode_plain(e, seq, &g, logits, vocab);
+    if (st != OKV_OK)
         goto done;
-    res->text = text.s;
-    res->text_len = text.len;
-    text.s = NULL;
+    if (tok && strcmp(res->finish_reason, "length") == 0) {
+        char piece[256];
+        int w = okv_detok_flush(&g.dt, piece, sizeof piece);
+        if (w > 0 && (st = text_append(&g.text, piece, (size_t)w)) != OKV_OK)
+            goto done;
+    }
+    if (cb && g.text.len > g.emitted)
+        cb(user, -1, g.text.s + g.emitted, g.text.len - g.emitted);
+    res->decode_s = okv_now() - t1;
+    if (!g.text.s && (st = text_append(&g.text, "", 0)) != OKV_OK)
+        goto done;
+    res->text = g.text.s;
+    res->text_len = g.text.len;
+    g.text.s = NULL;
     st = OKV_OK;
 done:
     okv_engine_seq_free(e, seq);
+    if (p->drafter)
+        okv_drafter_reset(p->drafter);
     okv_free(logits);
     okv_free(rows_seq);
     okv_free(want);
-    okv_free(text.s);
+    okv_free(g.text.s);
     if (st != OKV_OK)
         okv_gen_result_free(res);
     return st;

@@ -31,6 +31,7 @@ struct job {
     okv_server *sv;
     uint64_t sched_id;
     int fd;                       /* the client's socket, to notice a hang-up */
+    double next_check;            /* okv_now() of the next hang-up check */
     bool chat, stream, include_usage;
     char id[64];
     long created;
@@ -61,6 +62,13 @@ static void job_unref(struct job *j)
     okv_free(j->ends);
     okv_free(j->out.s);
     okv_free(j);
+}
+
+/* The connection's side lets go of the job (its reply is out, or it gave up). */
+static void http_release(struct job *j)
+{
+    atomic_fetch_sub(&j->sv->n_active, 1);
+    job_unref(j);
 }
 
 /* ---- scheduler callbacks (engine thread) ---- */
@@ -113,6 +121,8 @@ static bool peer_gone(int fd)
 }
 
 /* With j->mu held: wait until there is a piece to send or the job finished.
+ * Every 200 ms (tokens of a non-streamed request wake us more often than that)
+ * look whether the client hung up, or the server is stopping: then cancel.
  * Returns false (mu released) when the client hung up. */
 static bool job_wait(struct job *j)
 {
@@ -124,16 +134,18 @@ static bool job_wait(struct job *j)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        int rc = pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (rc == ETIMEDOUT && !j->finished && j->n_pieces == 0) {
-            bool gone = peer_gone(j->fd), stopping = atomic_load(&j->sv->stopping);
-            if (gone || stopping) {
-                pthread_mutex_unlock(&j->mu);
-                okv_sched_cancel(j->sv->sched, j->sched_id);
-                if (gone)
-                    return false;
-                pthread_mutex_lock(&j->mu);
-            }
+        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        double now = okv_now();
+        if (j->finished || j->n_pieces > 0 || now < j->next_check)
+            continue;
+        j->next_check = now + 0.2;
+        bool gone = peer_gone(j->fd), stopping = atomic_load(&j->sv->stopping);
+        if (gone || stopping) {
+            pthread_mutex_unlock(&j->mu);
+            okv_sched_cancel(j->sv->sched, j->sched_id);
+            if (gone)
+                return false;
+            pthread_mutex_lock(&j->mu);
         }
     }
     return true;
@@ -287,7 +299,7 @@ static void stream_free(void *cls)
     pthread_mutex_unlock(&j->mu);
     if (!finished)
         okv_sched_cancel(j->sv->sched, j->sched_id);
-    job_unref(j);
+    http_release(j);
 }
 
 /* ---- request parsing ---- */
@@ -699,11 +711,12 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
         goto bad;
     }
 
+    atomic_fetch_add(&sv->n_active, 1);
     if (p.stream) {
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, j, stream_free);
         if (!r) {
             okv_sched_cancel(sv->sched, j->sched_id);
-            job_unref(j);
+            http_release(j);
             return MHD_NO;
         }
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
@@ -716,13 +729,13 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
     pthread_mutex_lock(&j->mu);
     while (!j->finished) {
         if (!job_wait(j)) {   /* client gone: cancelled; the scheduler lets go of j */
-            job_unref(j);
+            http_release(j);
             return MHD_NO;
         }
     }
     pthread_mutex_unlock(&j->mu);
     ret = reply_final(j, c);
-    job_unref(j);
+    http_release(j);
     return ret;
 bad:
     cJSON_Delete(root);

@@ -376,6 +376,7 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->listen_fd = MHD_INVALID_SOCKET;
     atomic_init(&sv->stopping, false);
     atomic_init(&sv->n_ids, 0);
+    atomic_init(&sv->n_active, 0);
     sv->model_name = dup_or_null(p->model_name);
     sv->model_alias = dup_or_null(p->model_alias);
     sv->model_root = dup_or_null(p->model_root);
@@ -414,6 +415,12 @@ void okv_server_shutdown(okv_server *sv)
         sv->listen_fd = MHD_quiesce_daemon(sv->d);
         /* streams end with finish_reason "abort"; waiting requests get 503 */
         okv_sched_cancel_all(sv->sched);
+        /* let the replies of the cancelled requests go out (bounded: a client
+         * that does not read must not hold the shutdown) */
+        for (int i = 0; i < 1000 && atomic_load(&sv->n_active) > 0; i++) {
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
         MHD_stop_daemon(sv->d);
         sv->d = NULL;
         if (sv->listen_fd != MHD_INVALID_SOCKET)

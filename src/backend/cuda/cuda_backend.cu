@@ -10,6 +10,7 @@
  * norms and biases add no bf16 rounding; they are a negligible share of memory. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.cuh"
+#include "backend/cuda/cuda_bench.h"
 
 #include <math.h>
 #include <string.h>
@@ -422,7 +423,7 @@ static enum okv_status cuda_embed(okv_backend *be, okv_bmem *out, const okv_bwei
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= table->rows)
             return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", ids[i], (long long)table->rows);
-    void *d;
+    void *d = NULL;
     enum okv_status st = okv_cuda_upload(c, c->stream, ids, sizeof(int32_t) * (size_t)n, &d);
     if (st != OKV_OK)
         return st;
@@ -480,7 +481,7 @@ static enum okv_status cuda_matmul(okv_backend *be, okv_bmem *out, const okv_bme
                              (long long)w->rows, (long long)w->row_len);
     if (n == 0)
         return OKV_OK;
-    okv_bf16 *xb;
+    okv_bf16 *xb = NULL;
     enum okv_status st = act_to_bf16(c, x->d, (size_t)n * k, &xb);
     if (st != OKV_OK)
         return st;
@@ -558,12 +559,12 @@ static enum okv_status cuda_gather_rows(okv_backend *be, okv_bmem *out, const ok
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda gather_rows: row %d out of range", rows[i]);
     if (n_rows == 0)
         return OKV_OK;
-    void *d;
+    void *d = NULL;
     enum okv_status st = okv_cuda_upload(c, c->stream, rows, sizeof(int32_t) * (size_t)n_rows, &d);
     if (st != OKV_OK)
         return st;
     if (out == x) {   /* in place: gather into scratch, then copy back */
-        float *tmp;
+        float *tmp = NULL;
         if ((st = okv_cuda_scratch(c, (size_t)n_rows * width, &tmp)) != OKV_OK)
             return st;
         OKV_CU(okv_cuda_gather_rows(c->stream, tmp, x->d, (const int32_t *)d, n_rows, width), "gather_rows kernel");

@@ -58,8 +58,8 @@ struct okv_bkv {
     size_t unit_elems;       /* 2 * block_size * head_dim: K then V of one unit, bf16 */
     size_t *layer_units;     /* [n_layers] */
     size_t *layer_off;       /* [n_layers] first unit of the layer */
-    size_t total_units;
-    okv_bf16 *dev;           /* device tier [total_units][2][block_size][head_dim] */
+    size_t total_units;      /* of all layers; the 2 * n_stage_units staging units follow them */
+    okv_bf16 *dev;           /* device tier [total_units + 2*n_stage_units][2][block_size][head_dim] */
     okv_bf16 *host;          /* host tier, pinned + mapped: [n_layers][n_host_blocks][n_kv_heads][2][bs][hd] */
     okv_bf16 *host_d;        /* device alias of host */
     float *summ;             /* HBM: [n_layers][n_host_blocks][n_kv_heads][2][hd] kmin, kmax */
@@ -100,11 +100,11 @@ struct cuda_step {
 struct cuda_attn_cache {
     /* inputs of the last uploaded attention plan */
     uint64_t gen;
-    int n_heads, layer_units_dummy;
+    int n_heads;
     int n_lists, n_blocks;
     int32_t *h_start, *h_unit, *h_index;     /* host copies (okv_malloc) */
     size_t h_cap;                             /* capacity of h_unit/h_index in entries */
-    size_t h_start_cap;
+    size_t h_start_cap, h_index_cap;
     /* device plan */
     char *d_plan;
     size_t d_cap;
@@ -157,6 +157,20 @@ struct cuda_ctx {
     int fetch_ctas_override;
     int fetch_ctas_last;
 };
+
+/* global unit index in kv->dev of a layer's unit or a staging unit (OKV_UNIT_STAGE) */
+#ifdef __CUDACC__
+static __host__ __device__ __forceinline__ long long okv_cuda_unit_global(int32_t u, long long layer_off, long long stage_off)
+{
+    return (u & OKV_UNIT_STAGE) ? stage_off + (long long)(u & ~OKV_UNIT_STAGE) : layer_off + (long long)u;
+}
+#endif
+static inline bool okv_cuda_unit_valid(const struct okv_bkv *kv, int layer, int32_t u)
+{
+    if (u & OKV_UNIT_STAGE)
+        return (int64_t)(u & ~OKV_UNIT_STAGE) < 2 * (int64_t)kv->g.n_stage_units;
+    return u >= 0 && (size_t)u < kv->layer_units[layer];
+}
 
 #define OKV_CUDA_CTX(be) ((struct cuda_ctx *)(be)->ctx)
 

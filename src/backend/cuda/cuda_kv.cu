@@ -105,8 +105,9 @@ static __global__ void kv_write_through_k(const okv_bf16 *layer, okv_bf16 *host_
 }
 
 /* gather of units from the mapped host tier: flat 16-byte pieces, 4 loads in flight per thread */
-static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_layer, const uint4 *src_layer, const int32_t *src_unit,
-                                                          const int32_t *dst_unit, long long total, int ppu)
+static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
+                                                          const int32_t *dst_unit, long long total, int ppu,
+                                                          long long layer_off, long long stage_off)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += 4 * stride) {
@@ -119,13 +120,13 @@ static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_layer, cons
             if (i < total) {
                 const int unit = (int)(i / ppu), p = (int)(i % ppu);
                 v[u] = src_layer[(long long)src_unit[unit] * ppu + p];
-                didx[u] = (long long)dst_unit[unit] * ppu + p;
+                didx[u] = okv_cuda_unit_global(dst_unit[unit], layer_off, stage_off) * ppu + p;
             }
         }
 #pragma unroll
         for (int u = 0; u < 4; u++)
             if (didx[u] >= 0)
-                dst_layer[didx[u]] = v[u];
+                dst_dev[didx[u]] = v[u];
     }
 }
 
@@ -193,7 +194,8 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
 {
     *out = NULL;
     struct cuda_ctx *c = CTX(be);
-    if (g->n_layers <= 0 || g->n_group_slots < 0 || g->n_sparse_units < 0 || g->n_host_blocks < 0 || g->block_size <= 0 ||
+    if (g->n_layers <= 0 || g->n_group_slots < 0 || g->n_sparse_units < 0 || g->n_host_blocks < 0 || g->n_stage_units < 0 ||
+        g->block_size <= 0 ||
         g->block_size > 256 || g->n_kv_heads <= 0 || g->head_dim <= 0 ||
         (g->n_group_slots == 0 && g->n_sparse_units == 0 && !g->layer_sparse_units))
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: bad KV geometry");
@@ -232,7 +234,7 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
     for (int i = 0; i < L; i++)
         if ((e = cudaEventCreateWithFlags(&kv->wt_ev[i], cudaEventDisableTiming)) != cudaSuccess)
             KV_FAIL(okv_cuda_err(e, "KV write-through events", __FILE__, __LINE__));
-    const size_t dev_bytes = kv->total_units * kv->unit_elems * sizeof(okv_bf16);
+    const size_t dev_bytes = (kv->total_units + 2 * (size_t)g->n_stage_units) * kv->unit_elems * sizeof(okv_bf16);
     const size_t n_vec = (size_t)L * g->n_host_blocks * g->n_kv_heads;
     const size_t host_bytes = n_vec * kv->unit_elems * sizeof(okv_bf16);
     if ((e = cudaMalloc((void **)&kv->dev, dev_bytes ? dev_bytes : 16)) != cudaSuccess) {
@@ -267,7 +269,7 @@ static size_t cuda_kv_unit_bytes(const okv_bkv *kv) { return kv->unit_elems * si
 
 static size_t cuda_kv_device_bytes(const okv_bkv *kv)
 {
-    return kv->total_units * kv->unit_elems * sizeof(okv_bf16) +
+    return (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * kv->unit_elems * sizeof(okv_bf16) +
            (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->g.head_dim * sizeof(float);
 }
 
@@ -292,9 +294,9 @@ static void bf16_to_f32(float *dst, const okv_bf16 *src, size_t n)
 
 /* ---- reads (tests, checks): synchronous ---- */
 
-static enum okv_status cuda_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int unit, float *k, float *v)
+static enum okv_status cuda_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int32_t unit, float *k, float *v)
 {
-    if (layer < 0 || layer >= kv->g.n_layers || unit < 0 || (size_t)unit >= kv->layer_units[layer])
+    if (layer < 0 || layer >= kv->g.n_layers || !okv_cuda_unit_valid(kv, layer, unit))
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: KV unit (%d, %d) out of range", layer, unit);
     struct cuda_ctx *c = CTX(be);
     enum okv_status st = okv_cuda_sync_all(c);
@@ -303,7 +305,8 @@ static enum okv_status cuda_kv_unit_read(okv_backend *be, const okv_bkv *kv, int
     okv_bf16 *tmp = (okv_bf16 *)okv_malloc(kv->unit_elems * sizeof(okv_bf16), OKV_TAG_KV);
     if (!tmp)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory");
-    cudaError_t e = cudaMemcpy(tmp, layer_units(kv, layer) + (size_t)unit * kv->unit_elems, kv->unit_elems * sizeof(okv_bf16),
+    const long long gu = okv_cuda_unit_global(unit, (long long)kv->layer_off[layer], (long long)kv->total_units);
+    cudaError_t e = cudaMemcpy(tmp, kv->dev + (size_t)gu * kv->unit_elems, kv->unit_elems * sizeof(okv_bf16),
                                cudaMemcpyDeviceToHost);
     if (e == cudaSuccess) {
         const size_t half = kv->unit_elems / 2;
@@ -465,9 +468,9 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_fetch: no host tier or bad layer %d", layer);
     const int64_t max_host = (int64_t)kv->g.n_host_blocks * kv->g.n_kv_heads;
     for (int i = 0; i < n; i++)
-        if (src_host[i] < 0 || src_host[i] >= max_host || dst_unit[i] < 0 || (size_t)dst_unit[i] >= kv->layer_units[layer])
+        if (src_host[i] < 0 || src_host[i] >= max_host || !okv_cuda_unit_valid(kv, layer, dst_unit[i]))
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_fetch: unit %d -> %d out of range", src_host[i], dst_unit[i]);
-    void *h, *d;
+    void *h = NULL, *d = NULL;
     enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * 2 * (size_t)n, &h, &d);
     if (st != OKV_OK)
         return st;
@@ -482,8 +485,8 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
     const int ctas = fetch_ctas(c, (size_t)total * 16);
     c->fetch_ctas_last = ctas;
     const uint4 *src = (const uint4 *)(kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems);
-    kv_gather_k<<<ctas, 256, 0, c->copy>>>((uint4 *)layer_units(kv, layer), src, (const int32_t *)d, (const int32_t *)d + n,
-                                           total, ppu);
+    kv_gather_k<<<ctas, 256, 0, c->copy>>>((uint4 *)kv->dev, src, (const int32_t *)d, (const int32_t *)d + n, total, ppu,
+                                           (long long)kv->layer_off[layer], (long long)kv->total_units);
     OKV_LAUNCHED("kv_fetch gather kernel");
     if ((st = okv_cuda_ring_commit(c, c->copy)) != OKV_OK)
         return st;

@@ -1,0 +1,125 @@
+/* Speculative decoding: drafters that propose lookahead tokens, the verification
+ * of their drafts against the target model's distribution, and the statistics of
+ * that verification (vLLM's definitions).
+ *
+ * A drafter sees the accepted history of one sequence (prompt + accepted tokens),
+ * proposes up to k tokens that may follow it, and is told how many of them the
+ * target accepted so it can roll its own state back. The generation loop
+ * (okv_generate with okv_gen_params.drafter) runs one target forward over
+ * [last accepted token, d1..dk] per step and calls okv_spec_verify on its logits.
+ *
+ * Drafters:
+ *   ngram        prompt lookup: the tokens that followed the most recent earlier
+ *                occurrence of the history's last n tokens (n from 3 down to 1).
+ *   model:PATH   a smaller model with the same vocabulary, on its own engine with a
+ *                streaming (sink + window) KV so that it never reads the whole context.
+ *   self         the target's own weights on a second engine with a streaming KV
+ *                (MagicDec-style self-speculation).
+ *
+ * A drafter serves one sequence at a time and is driven by one thread. */
+#ifndef OASISKV_SPEC_H
+#define OASISKV_SPEC_H
+
+#include "oasiskv/backend.h"
+#include "oasiskv/engine.h"
+#include "oasiskv/model.h"
+#include "oasiskv/sampling.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most draft tokens per step (okv_gen_params.spec_tokens). */
+#define OKV_SPEC_MAX_TOKENS 32
+
+/* Verification counters, as vLLM defines them. */
+struct okv_spec_stats {
+    int64_t drafts;                  /* verify steps that had >= 1 draft token */
+    int64_t draft_tokens;            /* draft tokens verified */
+    int64_t accepted_tokens;         /* of those, accepted */
+    double acceptance_rate;          /* accepted_tokens / draft_tokens (0 when none) */
+    double mean_acceptance_length;   /* 1 + accepted_tokens / drafts: tokens per verify step (1 when none) */
+    int64_t pos_proposed[OKV_SPEC_MAX_TOKENS];   /* [i]: steps with a draft at position i (0-based) */
+    int64_t pos_accepted[OKV_SPEC_MAX_TOKENS];   /* [i]: steps whose draft at position i was accepted */
+    double draft_s;                  /* time spent in the drafter */
+};
+
+/* Fill acceptance_rate and mean_acceptance_length from the counters. */
+void okv_spec_stats_finish(struct okv_spec_stats *s);
+
+typedef struct okv_drafter okv_drafter;
+
+/* A drafter's function table; ctx is the drafter's own state. */
+struct okv_drafter_i {
+    const char *name;
+    /* Propose up to k (>= 1) tokens to follow hist[0..n_hist) (prompt + accepted
+     * tokens). Write them to tokens[0..*n_out) (*n_out may be 0). *probs: NULL when
+     * each draft was a deterministic choice (point masses), else the distribution
+     * each draft was sampled from, [*n_out][vocab] floats owned by the drafter and
+     * valid until its next call. s and rng: the generation's sampling parameters and
+     * the drafter's own generator. */
+    enum okv_status (*propose)(void *ctx, const int32_t *hist, int n_hist, int k, const struct okv_sampling *s,
+                               struct okv_rng *rng, int32_t *tokens, const float **probs, int *n_out);
+    /* The first n_accepted tokens of the last proposal were accepted; the history
+     * then goes on with one token of the target's. NULL: nothing to roll back. */
+    void (*accept)(void *ctx, int n_accepted);
+    /* End the current sequence and free what it holds (KV). NULL: stateless. */
+    void (*reset)(void *ctx);
+    /* The drafter's engine, if it runs one (tests read its KV counters). NULL: none. */
+    okv_engine *(*engine)(void *ctx);
+    void (*free)(void *ctx);
+};
+
+/* Wrap a function table and its state (custom drafters, tests). okv_drafter_free
+ * calls iface->free(ctx). The caller owns *out. */
+enum okv_status okv_drafter_create_custom(const struct okv_drafter_i *iface, void *ctx, okv_drafter **out);
+
+struct okv_drafter_params {
+    int kv_budget;          /* model drafters: streaming KV tokens (sink + window); default 256 */
+    int block_size;         /* model drafters: KV block size; default 16 */
+    int sink_blocks;        /* model drafters: default 1 */
+    int max_ctx;            /* model drafters: positions to serve (the target's context); 0: the draft model's */
+    int max_batch_tokens;   /* model drafters: prefill chunk; default 256 */
+    int ngram_max;          /* ngram: longest suffix tried; default 3 */
+    int ngram_min;          /* ngram: shortest suffix tried; default 1 */
+};
+
+/* Build a drafter from its name: "ngram", "self" or "model:PATH". target is the
+ * target model (borrowed for the call: "self" copies its weights into the drafter's
+ * engine, "model:" checks the vocabulary against it); be runs the drafter's engine
+ * and must outlive the drafter. p may be NULL (defaults). The caller owns *out. */
+enum okv_status okv_drafter_create(const char *spec, const struct okv_model *target, okv_backend *be,
+                                   const struct okv_drafter_params *p, okv_drafter **out);
+/* Prompt lookup (n-gram) drafter. */
+enum okv_status okv_drafter_ngram_create(const struct okv_drafter_params *p, okv_drafter **out);
+/* Model drafter over draft's weights (borrowed for the call) on a new streaming engine
+ * on be. draft must have target_vocab tokens (OKV_ERR_INVALID_ARG otherwise). */
+enum okv_status okv_drafter_model_create(const struct okv_model *draft, int target_vocab, okv_backend *be,
+                                         const struct okv_drafter_params *p, okv_drafter **out);
+void okv_drafter_free(okv_drafter *d);   /* NULL is fine */
+
+const char *okv_drafter_name(const okv_drafter *d);
+/* See struct okv_drafter_i. */
+enum okv_status okv_drafter_propose(okv_drafter *d, const int32_t *hist, int n_hist, int k, const struct okv_sampling *s,
+                                    struct okv_rng *rng, int32_t *tokens, const float **probs, int *n_out);
+void okv_drafter_accept(okv_drafter *d, int n_accepted);
+void okv_drafter_reset(okv_drafter *d);
+okv_engine *okv_drafter_engine(okv_drafter *d);   /* NULL when the drafter runs no engine */
+
+/* Verify k drafts against the target. logits: [k + 1][vocab] rows of the target's
+ * forward over [last token, d1..dk] (row i is the distribution after d1..di).
+ * q: the drafter's distributions [k][vocab], or NULL for point masses on the drafts.
+ * Greedy (temperature <= 0): the longest prefix where the target's argmax equals the
+ * draft. Otherwise exact speculative rejection sampling: d_i is accepted with
+ * probability min(1, p(d_i) / q(d_i)) where p is okv_sampling_probs of row i-1; on
+ * rejection the next token is drawn from norm(max(0, p - q)); so the tokens follow
+ * the target's sampling distribution. Returns the number accepted (0..k); *next is
+ * the token after them (the correction, or the bonus token from row k).
+ * scratch needs 2 * vocab floats. */
+int okv_spec_verify(const float *logits, int vocab, const int32_t *drafts, const float *q, int k,
+                    const struct okv_sampling *s, struct okv_rng *rng, float *scratch, int32_t *next);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

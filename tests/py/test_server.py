@@ -1,0 +1,482 @@
+"""Black-box test of `oasiskv serve` (run by tests/sh/test_server.sh).
+
+Starts real servers on 127.0.0.1 (any free port) with the SmolLM2-135M GGUF and
+checks, as clients see them: completions and chat completions, streamed and not,
+usage counts (against the Hugging Face tokenizer), stop strings, the official
+`openai` client, 64 concurrent streams whose greedy outputs equal the same
+requests run alone, cancellation by disconnect returning the KV and running
+metrics to zero, every class of bad input answered by an OpenAI error object with
+the right 4xx while the server keeps serving, the API key, and SIGTERM -> exit 0
+(also with a stream in flight, which ends with finish_reason "abort").
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+SRC = os.environ["OKV_SOURCE_DIR"]
+CLI = os.environ["OKV_CLI"]
+MODEL = os.path.join(SRC, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+PID_FILE = os.environ.get("OKV_SERVER_PIDS")
+CTX = 1024
+
+import openai  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+
+HF_TOK = Tokenizer.from_file(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"))
+
+failures = []
+servers = []
+
+
+def check(cond, what):
+    if cond:
+        print(f"ok   {what}", flush=True)
+    else:
+        print(f"FAIL {what}", flush=True)
+        failures.append(what)
+    return cond
+
+
+class Server:
+    def __init__(self, *extra):
+        self.log_path = f"/tmp/okv_test_server_{os.getpid()}_{len(servers)}.log"
+        self.log = open(self.log_path, "w+")
+        args = [CLI, "serve", "-m", MODEL, "--port", "0", "--threads", "2", "--ctx", str(CTX),
+                "--kv-pool-gb", "0.25", "--served-model-name", "smol", *extra]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        servers.append(self)
+        if PID_FILE:
+            with open(PID_FILE, "a") as f:
+                f.write(f"{self.proc.pid}\n")
+        self.port = None
+        deadline = time.time() + 60
+        while time.time() < deadline and self.port is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early: {self.logs()}")
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.logs())
+            if m:
+                self.port = int(m.group(1))
+            else:
+                time.sleep(0.1)
+        if self.port is None:
+            raise RuntimeError(f"server did not start: {self.logs()}")
+
+    def logs(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return None
+        return self.proc.returncode
+
+
+def request(port, method, path, body=None, headers=None, raw=None, timeout=120):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    c.request(method, path, body=data, headers=h)
+    r = c.getresponse()
+    out = r.read()
+    c.close()
+    try:
+        js = json.loads(out)
+    except ValueError:
+        js = None
+    return r.status, js, out
+
+
+def stream(port, path, body, headers=None, stop_after=None):
+    """POST with stream; returns (status, events (parsed JSON), saw_done). With
+    stop_after=k, closes the connection after k text events."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    c.request("POST", path, body=json.dumps(body).encode(), headers=h)
+    r = c.getresponse()
+    if r.status != 200:
+        out = r.read()
+        c.close()
+        return r.status, [json.loads(out)], False
+    events, done, n_text = [], False, 0
+    buf = b""
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data: "):
+            continue
+        payload = line[6:]
+        if payload == b"[DONE]":
+            done = True
+            break
+        ev = json.loads(payload)
+        events.append(ev)
+        if text_of(ev):
+            n_text += 1
+        if stop_after is not None and n_text >= stop_after:
+            c.sock.shutdown(socket.SHUT_RDWR)
+            c.close()
+            return r.status, events, False
+    c.close()
+    return r.status, events, done
+
+
+def text_of(ev):
+    if not ev.get("choices"):
+        return ""
+    ch = ev["choices"][0]
+    if "text" in ch:
+        return ch["text"] or ""
+    return (ch.get("delta") or {}).get("content") or ""
+
+
+def metrics(port):
+    _, _, out = request(port, "GET", "/metrics")
+    vals = {}
+    for line in out.decode().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        name = name_labels.split("{", 1)[0]
+        vals[name] = vals.get(name, 0.0) + float(value)
+    return vals
+
+
+def wait_idle(port, timeout=15):
+    deadline = time.time() + timeout
+    m = metrics(port)
+    while time.time() < deadline:
+        m = metrics(port)
+        if m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0 \
+                and m["vllm:kv_cache_usage_perc"] == 0:
+            return True, m
+        time.sleep(0.1)
+    return False, m
+
+
+def is_error_obj(js):
+    e = js.get("error") if isinstance(js, dict) else None
+    return isinstance(e, dict) and all(k in e for k in ("message", "type", "param", "code")) \
+        and isinstance(e["message"], str) and e["message"]
+
+
+def main():
+    srv = Server("--max-num-seqs", "24")
+    port = srv.port
+    base = f"http://127.0.0.1:{port}/v1"
+
+    # ---- health, models, metrics ----
+    st, _, _ = request(port, "GET", "/health")
+    check(st == 200, "GET /health is 200")
+    st, js, _ = request(port, "GET", "/v1/models")
+    m0 = js["data"][0] if st == 200 else {}
+    check(st == 200 and js["object"] == "list" and m0.get("id") == "smol" and m0.get("object") == "model"
+          and m0.get("owned_by") == "oasiskv" and m0.get("max_model_len") == CTX and "created" in m0 and "root" in m0,
+          "GET /v1/models lists the served model")
+    mt = metrics(port)
+    names = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+             "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_count",
+             "vllm:inter_token_latency_seconds_count", "vllm:e2e_request_latency_seconds_count",
+             "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
+             "vllm:spec_decode_num_accepted_tokens_total", "oasiskv:kv_device_bytes", "oasiskv:kv_host_bytes",
+             "oasiskv:blocks_fetched_total", "oasiskv:fetch_bytes_total", "oasiskv:resident_in_time_ratio",
+             "oasiskv:prediction_recall", "oasiskv:stall_seconds_total"]
+    missing = [n for n in names if n not in mt]
+    check(not missing, f"GET /metrics exports the vLLM and oasiskv names (missing: {missing})")
+
+    # ---- completions, not streamed: usage counts against the HF tokenizer ----
+    prompt = "The capital of France is"
+    n_prompt = len(HF_TOK.encode(prompt).ids)
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"model": "smol", "prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True,
+                         "some_unknown_field": {"x": 1}})
+    ok = st == 200 and js["object"] == "text_completion" and js["choices"][0]["finish_reason"] == "length"
+    check(ok and js["usage"] == {"prompt_tokens": n_prompt, "completion_tokens": 8, "total_tokens": n_prompt + 8},
+          f"completion: usage {js.get('usage') if js else None} (prompt {n_prompt} tokens by the HF tokenizer, 8 generated)")
+    ref_text = js["choices"][0]["text"] if ok else None
+    check(ok and len(HF_TOK.encode(ref_text).ids) in range(6, 11), "completion text re-tokenizes to about 8 tokens")
+    ids = HF_TOK.encode(prompt).ids
+    st, js2, _ = request(port, "POST", "/v1/completions",
+                         {"prompt": ids, "max_tokens": 8, "temperature": 0, "ignore_eos": True})
+    check(st == 200 and js2["choices"][0]["text"] == ref_text and js2["usage"]["prompt_tokens"] == len(ids),
+          "completion from token ids equals the one from text")
+
+    # ---- completions streamed ----
+    st, evs, done = stream(port, "/v1/completions",
+                           {"model": "smol", "prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True,
+                            "stream": True, "stream_options": {"include_usage": True}})
+    text = "".join(text_of(e) for e in evs)
+    usage = [e["usage"] for e in evs if e.get("usage")]
+    fins = [e["choices"][0]["finish_reason"] for e in evs if e.get("choices") and e["choices"][0].get("finish_reason")]
+    check(st == 200 and done and text == ref_text, "streamed completion equals the unstreamed one and ends with [DONE]")
+    check(all(e["object"] == "text_completion" and e["id"] == evs[0]["id"] for e in evs), "stream chunks: object and id")
+    check(fins == ["length"] and usage == [{"prompt_tokens": n_prompt, "completion_tokens": 8,
+                                             "total_tokens": n_prompt + 8}] and evs[-1]["choices"] == [],
+          "stream: one finish_reason, then a usage chunk with empty choices")
+
+    # ---- stop strings ----
+    words = ref_text.split()
+    if len(words) >= 2:
+        stop_word = words[1]
+        st, js, _ = request(port, "POST", "/v1/completions",
+                            {"prompt": prompt, "max_tokens": 8, "temperature": 0, "stop": [stop_word, "zzzz"]})
+        cut = ref_text[:ref_text.index(stop_word)]
+        check(st == 200 and js["choices"][0]["text"] == cut and js["choices"][0]["finish_reason"] == "stop",
+              f"stop string {stop_word!r} cuts the text before it")
+
+    # ---- chat, raw and through the openai client ----
+    msgs = [{"role": "system", "content": "You are brief."}, {"role": "user", "content": "Name a color."}]
+    st, js, _ = request(port, "POST", "/v1/chat/completions",
+                        {"model": "smol", "messages": msgs, "max_completion_tokens": 6, "temperature": 0,
+                         "ignore_eos": True})
+    ok = st == 200 and js["object"] == "chat.completion" and js["choices"][0]["message"]["role"] == "assistant"
+    check(ok and js["usage"]["completion_tokens"] == 6 and js["choices"][0]["finish_reason"] == "length",
+          "chat completion with max_completion_tokens")
+    chat_text = js["choices"][0]["message"]["content"] if ok else None
+    parts = [{"role": "system", "content": [{"type": "text", "text": "You are brief."}]},
+             {"role": "user", "content": [{"type": "text", "text": "Name a color."}]}]
+    st, js, _ = request(port, "POST", "/v1/chat/completions",
+                        {"messages": parts, "max_tokens": 6, "temperature": 0, "ignore_eos": True})
+    check(st == 200 and js["choices"][0]["message"]["content"] == chat_text, "chat content as text parts")
+
+    client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=60)
+    r = client.chat.completions.create(model="smol", messages=msgs, max_tokens=6, temperature=0,
+                                       extra_body={"ignore_eos": True})
+    check(r.choices[0].message.content == chat_text and r.usage.completion_tokens == 6,
+          "openai client: chat.completions.create")
+    chunks = list(client.chat.completions.create(model="smol", messages=msgs, max_tokens=6, temperature=0, stream=True,
+                                                 stream_options={"include_usage": True},
+                                                 extra_body={"ignore_eos": True}))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    check(streamed == chat_text and chunks[0].choices[0].delta.role == "assistant"
+          and chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6,
+          "openai client: streamed chat (role first, usage last)")
+    r = client.completions.create(model="smol", prompt=prompt, max_tokens=8, temperature=0,
+                                  extra_body={"ignore_eos": True})
+    check(r.choices[0].text == ref_text and r.usage.prompt_tokens == n_prompt, "openai client: completions.create")
+    ms = client.models.list()
+    check([m.id for m in ms.data] == ["smol"], "openai client: models.list")
+    try:
+        client.completions.create(model="nope", prompt="x", max_tokens=1)
+        check(False, "openai client: unknown model raises NotFoundError")
+    except openai.NotFoundError:
+        check(True, "openai client: unknown model raises NotFoundError")
+    r1 = client.completions.create(model="smol", prompt="Once upon a time", max_tokens=8, temperature=0.9, seed=7,
+                                   extra_body={"ignore_eos": True})
+    r2 = client.completions.create(model="smol", prompt="Once upon a time", max_tokens=8, temperature=0.9, seed=7,
+                                   extra_body={"ignore_eos": True})
+    check(r1.choices[0].text == r2.choices[0].text, "seeded sampling repeats")
+
+    # ---- 64 concurrent streams equal to the same requests alone ----
+    subjects = ["The sea", "My cat", "A tall tree", "The city at night", "Old books", "Winter", "A small robot",
+                "The river", "Coffee", "Mountains", "The moon", "A good friend", "Rain", "The library",
+                "Music", "A long road"]
+    reqs = []
+    for i in range(64):
+        s = subjects[i % len(subjects)]
+        reqs.append({"prompt": f"{s} is", "max_tokens": 6 + (i % 3), "temperature": 0, "ignore_eos": True,
+                     "stream": True, "stream_options": {"include_usage": True}})
+    alone = {}
+    t0 = time.time()
+    for i, rq in enumerate(reqs):
+        key = (rq["prompt"], rq["max_tokens"])
+        if key not in alone:
+            st, evs, done = stream(port, "/v1/completions", rq)
+            alone[key] = "".join(text_of(e) for e in evs) if st == 200 and done else None
+    t_alone = time.time() - t0
+    results = [None] * 64
+
+    def worker(i):
+        try:
+            st, evs, done = stream(port, "/v1/completions", reqs[i])
+            u = [e["usage"] for e in evs if e.get("usage")]
+            results[i] = ("".join(text_of(e) for e in evs), done and st == 200,
+                          u[0]["completion_tokens"] if u else None)
+        except Exception as ex:  # noqa: BLE001
+            results[i] = (repr(ex), False, None)
+
+    t0 = time.time()
+    th = [threading.Thread(target=worker, args=(i,)) for i in range(64)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    t_conc = time.time() - t0
+    lost = [i for i in range(64) if not results[i] or not results[i][1]]
+    check(not lost, f"64 concurrent streams: none lost ({len(lost)} lost) [{t_conc:.1f}s; {len(alone)} alone runs {t_alone:.1f}s]")
+    diff = [i for i in range(64) if results[i] and results[i][0] != alone[(reqs[i]["prompt"], reqs[i]["max_tokens"])]]
+    check(not diff, f"64 concurrent streams equal the requests run alone (differ: {diff[:5]})")
+    check(all(results[i] and results[i][2] == reqs[i]["max_tokens"] for i in range(64)),
+          "64 concurrent streams: completion_tokens == max_tokens")
+    idle, m = wait_idle(port)
+    check(idle, "after the burst: nothing running or waiting, KV usage 0")
+
+    # ---- cancellation by disconnect ----
+    seen = {}
+
+    def watch():
+        for _ in range(100):
+            mm = metrics(port)
+            if mm["vllm:num_requests_running"] >= 1 and mm["vllm:kv_cache_usage_perc"] > 0:
+                seen["busy"] = True
+                return
+            time.sleep(0.05)
+
+    w = threading.Thread(target=watch)
+    w.start()
+    st, evs, _ = stream(port, "/v1/completions", {"prompt": "Tell me a long story.", "max_tokens": 900,
+                                                  "temperature": 0, "ignore_eos": True, "stream": True},
+                        stop_after=20)
+    w.join()
+    check(st == 200 and seen.get("busy"), "a long stream shows running 1 and KV usage > 0")
+    idle, m = wait_idle(port)
+    check(idle, f"client disconnect mid-stream: running {m['vllm:num_requests_running']}, "
+                f"KV usage {m['vllm:kv_cache_usage_perc']} back to 0")
+    ab = m.get("vllm:request_success_total", 0)
+    # a non-streamed request whose client goes away
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("POST", "/v1/completions", body=json.dumps({"prompt": "Count to one thousand:", "max_tokens": 900,
+                                                          "ignore_eos": True}),
+              headers={"Content-Type": "application/json"})
+    time.sleep(1.0)
+    c.sock.shutdown(socket.SHUT_RDWR)
+    c.close()
+    idle, m = wait_idle(port)
+    check(idle, "client disconnect during a non-streamed request: KV and running back to 0")
+
+    # ---- bad input: OpenAI error objects, right status, the server keeps serving ----
+    big_prompt = "hello " * (CTX + 100)
+    cases = [
+        ("malformed JSON", "/v1/completions", None, b'{"prompt": "x", ', 400),
+        ("body not an object", "/v1/completions", [1, 2], None, 400),
+        ("empty body", "/v1/completions", None, b"", 400),
+        ("missing prompt", "/v1/completions", {"max_tokens": 4}, None, 400),
+        ("missing messages", "/v1/chat/completions", {"max_tokens": 4}, None, 400),
+        ("prompt of wrong type", "/v1/completions", {"prompt": 5}, None, 400),
+        ("prompt token out of vocabulary", "/v1/completions", {"prompt": [1, 99999999]}, None, 400),
+        ("messages of wrong type", "/v1/chat/completions", {"messages": "hi"}, None, 400),
+        ("message without role", "/v1/chat/completions", {"messages": [{"content": "hi"}]}, None, 400),
+        ("message with a bad role", "/v1/chat/completions", {"messages": [{"role": "wizard", "content": "x"}]}, None, 400),
+        ("image content part", "/v1/chat/completions",
+         {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}, None, 400),
+        ("max_tokens of wrong type", "/v1/completions", {"prompt": "x", "max_tokens": "4"}, None, 400),
+        ("max_tokens 0", "/v1/completions", {"prompt": "x", "max_tokens": 0}, None, 400),
+        ("max_tokens negative", "/v1/completions", {"prompt": "x", "max_tokens": -5}, None, 400),
+        ("max_tokens fractional", "/v1/completions", {"prompt": "x", "max_tokens": 2.5}, None, 400),
+        ("max_tokens too large", "/v1/completions", {"prompt": "x", "max_tokens": 10 ** 9}, None, 400),
+        ("max_tokens past the context", "/v1/completions", {"prompt": "x", "max_tokens": CTX}, None, 400),
+        ("prompt longer than the context", "/v1/completions", {"prompt": big_prompt, "max_tokens": 1}, None, 400),
+        ("chat longer than the context", "/v1/chat/completions",
+         {"messages": [{"role": "user", "content": big_prompt}]}, None, 400),
+        ("temperature of wrong type", "/v1/completions", {"prompt": "x", "temperature": "hot"}, None, 400),
+        ("negative temperature", "/v1/completions", {"prompt": "x", "temperature": -1}, None, 400),
+        ("top_p out of range", "/v1/completions", {"prompt": "x", "top_p": 1.5}, None, 400),
+        ("stop of wrong type", "/v1/completions", {"prompt": "x", "stop": 3}, None, 400),
+        ("stream of wrong type", "/v1/completions", {"prompt": "x", "stream": "yes"}, None, 400),
+        ("n > 1", "/v1/completions", {"prompt": "x", "n": 2}, None, 400),
+        ("two prompts", "/v1/completions", {"prompt": ["a", "b"]}, None, 400),
+        ("unknown model", "/v1/completions", {"model": "gpt-17", "prompt": "x"}, None, 404),
+        ("model of wrong type", "/v1/completions", {"model": 3, "prompt": "x"}, None, 400),
+        ("body over 4 MiB", "/v1/completions", None, b'{"prompt": "' + b"a" * (4 * 1024 * 1024 + 10) + b'"}', 413),
+    ]
+    for what, path, body, raw, want in cases:
+        st, js, out = request(port, "POST", path, body=body, raw=raw)
+        check(st == want and is_error_obj(js), f"bad input: {what} -> {st} (want {want}) with an error object")
+    st, js, _ = request(port, "GET", "/v1/nothing")
+    check(st == 404 and is_error_obj(js), "unknown endpoint -> 404")
+    st, js, _ = request(port, "GET", "/v1/completions")
+    check(st == 405 and is_error_obj(js), "GET on a POST endpoint -> 405")
+    st, evs, done = stream(port, "/v1/completions", {"prompt": "x", "max_tokens": -1, "stream": True})
+    check(st == 400 and is_error_obj(evs[0]), "bad input on a stream request -> 400 before any event")
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True})
+    check(st == 200 and js["choices"][0]["text"] == ref_text, "after the bad inputs the server still serves")
+
+    # ---- API key (a second server) ----
+    srv2 = Server("--api-key", "sekret")
+    p2 = srv2.port
+    body = {"prompt": prompt, "max_tokens": 2}
+    st, js, _ = request(p2, "POST", "/v1/completions", body)
+    check(st == 401 and is_error_obj(js), "API key: none -> 401 with an error object")
+    st, js, _ = request(p2, "POST", "/v1/completions", body, headers={"Authorization": "Bearer wrong"})
+    check(st == 401 and is_error_obj(js), "API key: wrong -> 401")
+    st, js, _ = request(p2, "GET", "/v1/models", headers={"Authorization": "Bearer wrong"})
+    check(st == 401, "API key: /v1/models needs it too")
+    st, js, _ = request(p2, "POST", "/v1/completions", body, headers={"Authorization": "Bearer sekret"})
+    check(st == 200 and js["usage"]["prompt_tokens"] == n_prompt, "API key: right -> 200")
+    st, _, _ = request(p2, "GET", "/health")
+    check(st == 200, "API key: /health stays open")
+    try:
+        openai.OpenAI(base_url=f"http://127.0.0.1:{p2}/v1", api_key="wrong", max_retries=0).models.list()
+        check(False, "openai client with a wrong key raises AuthenticationError")
+    except openai.AuthenticationError:
+        check(True, "openai client with a wrong key raises AuthenticationError")
+    r = openai.OpenAI(base_url=f"http://127.0.0.1:{p2}/v1", api_key="sekret", max_retries=0).completions.create(
+        model="smol", prompt=prompt, max_tokens=2)
+    check(r.usage.completion_tokens >= 1, "openai client with the right key works")
+    rc = srv2.stop()
+    check(rc == 0, f"second server: SIGTERM -> exit {rc}")
+
+    # ---- SIGTERM with a stream in flight ----
+    out = {}
+
+    def long_stream():
+        out["r"] = stream(port, "/v1/completions", {"prompt": "Write an essay.", "max_tokens": 900, "ignore_eos": True,
+                                                    "stream": True})
+
+    t = threading.Thread(target=long_stream)
+    t.start()
+    time.sleep(1.5)
+    t_sig = time.time()
+    rc = srv.stop()
+    t.join(30)
+    dt = time.time() - t_sig
+    check(rc == 0 and dt < 20, f"SIGTERM with a stream in flight: exit {rc} in {dt:.1f}s")
+    st, evs, done = out.get("r", (None, [], False))
+    fins = [e["choices"][0]["finish_reason"] for e in evs if e.get("choices") and e["choices"][0].get("finish_reason")]
+    check(st == 200 and done and fins == ["abort"], f"the in-flight stream ends with finish_reason abort ({fins})")
+    check("allocations still live" not in srv.logs(), "no server allocations left at exit")
+
+
+if __name__ == "__main__":
+    t_start = time.time()
+    try:
+        main()
+    except Exception as ex:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        failures.append(f"exception: {ex!r}")
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
+    if failures:
+        for s in servers:
+            print(f"--- server log {s.log_path} (tail) ---")
+            print(s.logs()[-3000:])
+    for s in servers:
+        s.log.close()
+        try:
+            os.unlink(s.log_path)
+        except OSError:
+            pass
+    n_ok = 0
+    print(f"server test: {len(failures)} failed in {time.time() - t_start:.1f}s")
+    sys.exit(1 if failures else 0)

@@ -1,0 +1,710 @@
+/* label: cuda */
+/* Every op of the CUDA backend against the CPU backend, on random shapes and fresh
+ * random data (never zeros; the seed is printed, OKV_TEST_SEED repeats a run), with
+ * every output poisoned with NaN before the op runs.
+ *
+ * Tolerances (max |cuda - cpu| over max |cpu|, per output tensor, unless stated):
+ *  - fp32 kernels (rmsnorm, head_rmsnorm, rope, swiglu, add): 1e-5 .. 1e-4;
+ *  - one bf16 rounding (embed, KV stored in bf16, summaries): 2^-8 relative per element;
+ *  - matmul (bf16 weights and activations, fp32 accumulation): 1.5e-2;
+ *  - attention and selection are fed KV and keys already rounded to bf16, so both
+ *    backends see the same data and only the order of fp32 arithmetic differs: 2e-3;
+ *    the chosen blocks must be equal wherever the k-th and (k+1)-th CPU scores are
+ *    not a near-tie (gap > 1e-3 of the score scale).
+ * Skips (77) when no CUDA device is present. */
+#include "oasiskv/backend.h"
+#include "testutil.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+static uint64_t rng_state;
+
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 11);
+}
+
+static int rint_in(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
+static float runif(void) { return (float)(rnd() & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f; }   /* (-1, 1) */
+
+static float bf16r(float x) { return okv_bf16_to_f32(okv_f32_to_bf16(x)); }
+
+static float *rand_vec(size_t n, float scale, bool bf16)
+{
+    float *v = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        float x = runif() * scale;
+        if (x == 0.0f)
+            x = scale * 0.5f;
+        v[i] = bf16 ? bf16r(x) : x;
+    }
+    return v;
+}
+
+static okv_backend *cpu, *gpu;
+
+static okv_bmem *up(okv_backend *be, const float *h, size_t n)
+{
+    okv_bmem *m = NULL;
+    enum okv_status st = be->ops->mem_alloc(be, n, &m);
+    if (st != OKV_OK) {
+        fprintf(stderr, "mem_alloc: %s\n", okv_last_error());
+        exit(1);
+    }
+    if (h && be->ops->mem_write(be, m, 0, h, n) != OKV_OK) {
+        fprintf(stderr, "mem_write: %s\n", okv_last_error());
+        exit(1);
+    }
+    return m;
+}
+
+static okv_bmem *poisoned(okv_backend *be, size_t n)
+{
+    float *nan = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    okv_bmem *m = up(be, nan, n);
+    free(nan);
+    return m;
+}
+
+static float *down(okv_backend *be, const okv_bmem *m, size_t n)
+{
+    float *h = malloc(sizeof(float) * (n ? n : 1));
+    if (be->ops->mem_read(be, m, 0, h, n) != OKV_OK) {
+        fprintf(stderr, "mem_read: %s\n", okv_last_error());
+        exit(1);
+    }
+    return h;
+}
+
+/* max |a-b| / max |b|; INFINITY on a NaN */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double md = 0, mb = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i]))
+            return INFINITY;
+        double d = fabs((double)a[i] - b[i]);
+        if (d > md)
+            md = d;
+        if (fabs(b[i]) > mb)
+            mb = fabs(b[i]);
+    }
+    return md / mb;
+}
+
+/* max over elements of |a-b| / (|b| + floor) */
+static double elem_err(const float *a, const float *b, size_t n, double floor)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i]))
+            return INFINITY;
+        double e = fabs((double)a[i] - b[i]) / (fabs(b[i]) + floor);
+        if (e > m)
+            m = e;
+    }
+    return m;
+}
+
+static struct okv_tensor_view view_of(const char *name, const float *data, int64_t rows, int64_t row_len)
+{
+    struct okv_tensor_view t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "%s", name);
+    t.dtype = OKV_DTYPE_F32;
+    t.n_dims = rows > 1 ? 2 : 1;
+    t.ne[0] = row_len;
+    t.ne[1] = rows;
+    t.ne[2] = t.ne[3] = 1;
+    t.data = data;
+    t.nbytes = sizeof(float) * (size_t)(rows * row_len);
+    return t;
+}
+
+static void weights(const char *name, const float *data, int64_t rows, int64_t row_len, okv_bweight **wc, okv_bweight **wg)
+{
+    struct okv_tensor_view t = view_of(name, data, rows, row_len);
+    CHECK(cpu->ops->weight_load(cpu, &t, wc) == OKV_OK, "%s", okv_last_error());
+    CHECK(gpu->ops->weight_load(gpu, &t, wg) == OKV_OK, "%s", okv_last_error());
+}
+
+/* One op on both backends; compare the first n floats of out. */
+#define BOTH(call_cpu, call_gpu)                                                            \
+    do {                                                                                    \
+        enum okv_status st_c_ = (call_cpu), st_g_ = (call_gpu);                                   \
+        CHECK(st_c_ == OKV_OK && st_g_ == OKV_OK, "%s: cpu %d gpu %d: %s", #call_gpu, st_c_, st_g_, okv_last_error()); \
+    } while (0)
+
+static void compare(const char *what, okv_bmem *oc, okv_bmem *og, size_t n, double tol)
+{
+    float *a = down(cpu, oc, n), *b = down(gpu, og, n);
+    double e = rel_err(b, a, n);
+    CHECK(e <= tol, "%s: error %.3g > %.3g", what, e, tol);
+    printf("  %-44s n %-8zu err %.2e (tol %.0e)\n", what, n, e, tol);
+    free(a);
+    free(b);
+}
+
+static struct okv_step_meta simple_meta(int n, int32_t *seq, int32_t *pos, int32_t *slot, float *cs, int32_t *kvlen, int hd)
+{
+    for (int t = 0; t < n; t++) {
+        seq[t] = 0;
+        pos[t] = t;
+        slot[t] = t;
+        for (int i = 0; i < hd / 2; i++) {
+            float ang = (float)(t + 3) * powf(10000.f, -2.f * i / hd);
+            cs[(size_t)t * hd + 2 * i] = cosf(ang);
+            cs[(size_t)t * hd + 2 * i + 1] = sinf(ang);
+        }
+    }
+    kvlen[0] = n;
+    struct okv_step_meta m = {n, 1, seq, pos, slot, NULL, cs, kvlen};
+    return m;
+}
+
+/* ---- element-wise and row ops ---- */
+static void test_rows(void)
+{
+    for (int iter = 0; iter < 3; iter++) {
+        const int n = rint_in(1, 70), dim = rint_in(1, 40) * 8 + (iter == 1 ? 0 : 0), hd = 2 * rint_in(4, 64);
+        const int heads = rint_in(1, 6), vocab = rint_in(20, 300), f = rint_in(8, 700);
+        char name[80];
+        int32_t *seq = malloc(4 * n), *pos = malloc(4 * n), *slot = malloc(4 * n), kvlen[1];
+        float *cs = malloc(sizeof(float) * (size_t)n * hd);
+        struct okv_step_meta meta = simple_meta(n, seq, pos, slot, cs, kvlen, hd);
+        BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
+
+        /* embed */
+        float *tab = rand_vec((size_t)vocab * dim, 1.0f, false);
+        okv_bweight *tc, *tg;
+        weights("embd", tab, vocab, dim, &tc, &tg);
+        int32_t *ids = malloc(4 * n);
+        for (int i = 0; i < n; i++)
+            ids[i] = rint_in(0, vocab - 1);
+        okv_bmem *oc = poisoned(cpu, (size_t)n * dim), *og = poisoned(gpu, (size_t)n * dim);
+        BOTH(cpu->ops->embed(cpu, oc, tc, ids, n, dim), gpu->ops->embed(gpu, og, tg, ids, n, dim));
+        {
+            float *a = down(cpu, oc, (size_t)n * dim), *b = down(gpu, og, (size_t)n * dim);
+            double e = elem_err(b, a, (size_t)n * dim, 1e-30);
+            CHECK(e <= 1.0 / 256, "embed: element error %.3g", e);
+            printf("  %-44s n %-8d err %.2e (tol %.0e, per element)\n", "embed (bf16 table)", n * dim, e, 1.0 / 256);
+            free(a);
+            free(b);
+        }
+        /* rmsnorm, out of place and in place */
+        float *x = rand_vec((size_t)n * dim, 3.0f, false), *w = rand_vec((size_t)dim, 1.0f, false);
+        okv_bmem *xc = up(cpu, x, (size_t)n * dim), *xg = up(gpu, x, (size_t)n * dim);
+        okv_bweight *wc, *wg;
+        weights("norm", w, 1, dim, &wc, &wg);
+        okv_bmem *rc = poisoned(cpu, (size_t)n * dim), *rg = poisoned(gpu, (size_t)n * dim);
+        BOTH(cpu->ops->rmsnorm(cpu, rc, xc, wc, n, dim, 1e-5f), gpu->ops->rmsnorm(gpu, rg, xg, wg, n, dim, 1e-5f));
+        snprintf(name, sizeof name, "rmsnorm (%d x %d)", n, dim);
+        compare(name, rc, rg, (size_t)n * dim, 1e-5);
+        BOTH(cpu->ops->rmsnorm(cpu, xc, xc, wc, n, dim, 1e-6f), gpu->ops->rmsnorm(gpu, xg, xg, wg, n, dim, 1e-6f));
+        compare("rmsnorm in place", xc, xg, (size_t)n * dim, 1e-5);
+
+        /* head rmsnorm + rope, both pairings */
+        float *qh = rand_vec((size_t)n * heads * hd, 2.0f, false), *hw = rand_vec((size_t)hd, 1.0f, false);
+        okv_bweight *hwc, *hwg;
+        weights("q_norm", hw, 1, hd, &hwc, &hwg);
+        for (int half = 0; half < 2; half++) {
+            okv_bmem *qc = up(cpu, qh, (size_t)n * heads * hd), *qg = up(gpu, qh, (size_t)n * heads * hd);
+            BOTH(cpu->ops->head_rmsnorm(cpu, qc, hwc, n, heads, hd, 1e-6f), gpu->ops->head_rmsnorm(gpu, qg, hwg, n, heads, hd, 1e-6f));
+            snprintf(name, sizeof name, "head_rmsnorm (%d x %d x %d)", n, heads, hd);
+            compare(name, qc, qg, (size_t)n * heads * hd, 1e-5);
+            BOTH(cpu->ops->rope(cpu, qc, n, heads, hd, half), gpu->ops->rope(gpu, qg, n, heads, hd, half));
+            snprintf(name, sizeof name, "rope %s (hd %d)", half ? "half pairs" : "adjacent pairs", hd);
+            compare(name, qc, qg, (size_t)n * heads * hd, 1e-5);
+            cpu->ops->mem_free(cpu, qc);
+            gpu->ops->mem_free(gpu, qg);
+        }
+
+        /* swiglu, add */
+        float *g = rand_vec((size_t)n * f, 6.0f, false), *u = rand_vec((size_t)n * f, 2.0f, false);
+        okv_bmem *gc = up(cpu, g, (size_t)n * f), *gg = up(gpu, g, (size_t)n * f);
+        okv_bmem *uc = up(cpu, u, (size_t)n * f), *ug = up(gpu, u, (size_t)n * f);
+        okv_bmem *sc = poisoned(cpu, (size_t)n * f), *sg = poisoned(gpu, (size_t)n * f);
+        BOTH(cpu->ops->swiglu(cpu, sc, gc, uc, n, f), gpu->ops->swiglu(gpu, sg, gg, ug, n, f));
+        compare("swiglu", sc, sg, (size_t)n * f, 1e-5);
+        BOTH(cpu->ops->add(cpu, gc, uc, (size_t)n * f - 3), gpu->ops->add(gpu, gg, ug, (size_t)n * f - 3));
+        compare("add", gc, gg, (size_t)n * f, 1e-6);
+
+        /* gather_rows, out of place (any rows) and in place (increasing rows >= i) */
+        int nr = rint_in(1, n);
+        int32_t *rows = malloc(4 * nr);
+        for (int i = 0; i < nr; i++)
+            rows[i] = rint_in(0, n - 1);
+        okv_bmem *grc = poisoned(cpu, (size_t)nr * dim), *grg = poisoned(gpu, (size_t)nr * dim);
+        BOTH(cpu->ops->gather_rows(cpu, grc, rc, rows, nr, dim), gpu->ops->gather_rows(gpu, grg, rg, rows, nr, dim));
+        compare("gather_rows", grc, grg, (size_t)nr * dim, 1e-5);
+        for (int i = 0, at = 0; i < nr; i++) {
+            at = at > i ? at : i;
+            rows[i] = at;
+            at += rint_in(0, 1);
+            if (at >= n)
+                at = n - 1;
+            if (rows[i] < i)
+                rows[i] = i;
+        }
+        BOTH(cpu->ops->gather_rows(cpu, rc, rc, rows, nr, dim), gpu->ops->gather_rows(gpu, rg, rg, rows, nr, dim));
+        compare("gather_rows in place", rc, rg, (size_t)n * dim, 1e-5);
+
+        okv_bmem *all[] = {oc, og, xc, xg, rc, rg, gc, gg, uc, ug, sc, sg, grc, grg};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            (i % 2 ? gpu : cpu)->ops->mem_free(i % 2 ? gpu : cpu, all[i]);
+        cpu->ops->weight_free(cpu, tc);
+        gpu->ops->weight_free(gpu, tg);
+        cpu->ops->weight_free(cpu, wc);
+        gpu->ops->weight_free(gpu, wg);
+        cpu->ops->weight_free(cpu, hwc);
+        gpu->ops->weight_free(gpu, hwg);
+        free(tab);
+        free(ids);
+        free(x);
+        free(w);
+        free(qh);
+        free(hw);
+        free(g);
+        free(u);
+        free(rows);
+        free(seq);
+        free(pos);
+        free(slot);
+        free(cs);
+    }
+}
+
+static void test_matmul(void)
+{
+    const int ns[] = {1, 3, 17, 64, 200};
+    for (int i = 0; i < 5; i++) {
+        const int n = ns[i], k = rint_in(2, 160) * 8, m = rint_in(1, 300) * (i == 4 ? 8 : 1);
+        float *x = rand_vec((size_t)n * k, 1.0f, false), *w = rand_vec((size_t)m * k, 0.1f, false);
+        float *b = rand_vec((size_t)m, 0.5f, false);
+        okv_bweight *wc, *wg, *bc, *bg;
+        weights("w", w, m, k, &wc, &wg);
+        weights("b", b, 1, m, &bc, &bg);
+        okv_bmem *xc = up(cpu, x, (size_t)n * k), *xg = up(gpu, x, (size_t)n * k);
+        okv_bmem *oc = poisoned(cpu, (size_t)n * m), *og = poisoned(gpu, (size_t)n * m);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            BOTH(cpu->ops->matmul(cpu, oc, xc, wc, with_bias ? bc : NULL, n, k, m),
+                 gpu->ops->matmul(gpu, og, xg, wg, with_bias ? bg : NULL, n, k, m));
+            char name[80];
+            snprintf(name, sizeof name, "matmul %d x %d -> %d%s", n, k, m, with_bias ? " + bias" : "");
+            compare(name, oc, og, (size_t)n * m, 1.5e-2);
+        }
+        CHECK(gpu->ops->weight_bytes(wg) == (size_t)m * k * 2, "weight_bytes %zu", gpu->ops->weight_bytes(wg));
+        cpu->ops->mem_free(cpu, xc);
+        gpu->ops->mem_free(gpu, xg);
+        cpu->ops->mem_free(cpu, oc);
+        gpu->ops->mem_free(gpu, og);
+        cpu->ops->weight_free(cpu, wc);
+        gpu->ops->weight_free(gpu, wg);
+        cpu->ops->weight_free(cpu, bc);
+        gpu->ops->weight_free(gpu, bg);
+        free(x);
+        free(w);
+        free(b);
+    }
+}
+
+/* ---- KV: write, host tier, summaries, fetch; attention; selection ---- */
+
+struct kvpair { okv_bkv *c, *g; struct okv_kv_geometry geo; };
+
+static void kv_make(struct kvpair *p, int layers, int slots, int sparse, int host_blocks, int stage, int bs, int nkv, int hd)
+{
+    struct okv_kv_geometry g = {.n_layers = layers, .n_group_slots = slots, .n_sparse_units = sparse,
+                                .n_host_blocks = host_blocks, .n_stage_units = stage, .block_size = bs,
+                                .n_kv_heads = nkv, .head_dim = hd};
+    p->geo = g;
+    CHECK(cpu->ops->kv_alloc(cpu, &g, &p->c) == OKV_OK, "%s", okv_last_error());
+    CHECK(gpu->ops->kv_alloc(gpu, &g, &p->g) == OKV_OK, "%s", okv_last_error());
+}
+
+static void kv_drop(struct kvpair *p)
+{
+    cpu->ops->kv_free(cpu, p->c);
+    gpu->ops->kv_free(gpu, p->g);
+}
+
+/* Write random bf16-exact K/V into every group slot of every layer (a step of
+ * slots*bs rows without host tier), then rewrite the first min(slots, host blocks)
+ * slots through to whole host blocks in a random order. written[] receives those
+ * host blocks; returns their count. */
+static void kv_write_step(struct kvpair *p, int n, const int32_t *host)
+{
+    const struct okv_kv_geometry *g = &p->geo;
+    const int w = g->n_kv_heads * g->head_dim;
+    int32_t *seq = calloc((size_t)n, 4), *pos = malloc(4 * (size_t)n), *slot = malloc(4 * (size_t)n), kvlen[1] = {n};
+    for (int t = 0; t < n; t++) {
+        pos[t] = t;
+        slot[t] = t;
+    }
+    struct okv_step_meta meta = {n, 1, seq, pos, slot, host, NULL, kvlen};
+    BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
+    for (int l = 0; l < g->n_layers; l++) {
+        float *k = rand_vec((size_t)n * w, 2.0f, true), *v = rand_vec((size_t)n * w, 1.0f, true);
+        okv_bmem *kc = up(cpu, k, (size_t)n * w), *kg = up(gpu, k, (size_t)n * w);
+        okv_bmem *vc = up(cpu, v, (size_t)n * w), *vg = up(gpu, v, (size_t)n * w);
+        BOTH(cpu->ops->kv_write(cpu, p->c, l, kc, vc), gpu->ops->kv_write(gpu, p->g, l, kg, vg));
+        /* the activations may change right after: the write-through must not read them */
+        float *junk = rand_vec((size_t)n * w, 9.0f, false);
+        gpu->ops->mem_write(gpu, kg, 0, junk, (size_t)n * w);
+        gpu->ops->mem_write(gpu, vg, 0, junk, (size_t)n * w);
+        free(junk);
+        cpu->ops->mem_free(cpu, kc);
+        gpu->ops->mem_free(gpu, kg);
+        cpu->ops->mem_free(cpu, vc);
+        gpu->ops->mem_free(gpu, vg);
+        free(k);
+        free(v);
+    }
+    free(seq);
+    free(pos);
+    free(slot);
+}
+
+static int kv_fill(struct kvpair *p, int32_t *written)
+{
+    const struct okv_kv_geometry *g = &p->geo;
+    const int bs = g->block_size;
+    kv_write_step(p, g->n_group_slots * bs, NULL);
+    int nb = g->n_group_slots < g->n_host_blocks ? g->n_group_slots : g->n_host_blocks;
+    int32_t *perm = malloc(4 * (size_t)(g->n_host_blocks + 1)), *host = malloc(4 * (size_t)(nb * bs + 1));
+    for (int i = 0; i < g->n_host_blocks; i++)
+        perm[i] = i;
+    for (int i = g->n_host_blocks - 1; i > 0; i--) {
+        int j = rint_in(0, i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (int t = 0; t < nb * bs; t++)
+        host[t] = perm[t / bs] * bs + t % bs;
+    if (nb > 0)
+        kv_write_step(p, nb * bs, host);
+    memcpy(written, perm, 4 * (size_t)nb);
+    free(perm);
+    free(host);
+    return nb;
+}
+
+static void test_kv(void)
+{
+    for (int iter = 0; iter < 3; iter++) {
+        const int bss[] = {8, 16, 32}, hds[] = {8, 64, 128};
+        const int bs = bss[iter], hd = hds[rint_in(0, 2)], nkv = rint_in(1, 4), layers = rint_in(1, 3);
+        const int slots = rint_in(4, 12), sparse = rint_in(4, 30), hb = rint_in(slots, 2 * slots), stage = rint_in(1, 6);
+        struct kvpair p;
+        kv_make(&p, layers, slots, sparse, hb, stage, bs, nkv, hd);
+        if (!p.c || !p.g)
+            return;
+        CHECK(gpu->ops->kv_unit_bytes(p.g) == (size_t)2 * bs * hd * 2, "kv_unit_bytes");
+        int32_t written[64];
+        const int nw = kv_fill(&p, written);
+        const size_t uf = (size_t)bs * hd;
+        float *k1 = malloc(4 * uf), *v1 = malloc(4 * uf), *k2 = malloc(4 * uf), *v2 = malloc(4 * uf);
+        double e_unit = 0, e_host = 0, e_sum = 0;
+        for (int l = 0; l < layers; l++) {
+            for (int u = 0; u < slots * nkv; u++) {
+                CHECK(cpu->ops->kv_unit_read(cpu, p.c, l, u, k1, v1) == OKV_OK, "%s", okv_last_error());
+                CHECK(gpu->ops->kv_unit_read(gpu, p.g, l, u, k2, v2) == OKV_OK, "%s", okv_last_error());
+                e_unit = fmax(e_unit, fmax(elem_err(k2, k1, uf, 0), elem_err(v2, v1, uf, 0)));
+            }
+            for (int i = 0; i < nw; i++)
+                for (int h = 0; h < nkv; h++) {
+                    const int b = written[i];
+                    float mn1[256], mx1[256], mn2[256], mx2[256];
+                    CHECK(cpu->ops->kv_host_read(cpu, p.c, l, b, h, k1, v1) == OKV_OK, "%s", okv_last_error());
+                    CHECK(gpu->ops->kv_host_read(gpu, p.g, l, b, h, k2, v2) == OKV_OK, "%s", okv_last_error());
+                    CHECK(cpu->ops->kv_summary_read(cpu, p.c, l, b, h, mn1, mx1) == OKV_OK, "%s", okv_last_error());
+                    CHECK(gpu->ops->kv_summary_read(gpu, p.g, l, b, h, mn2, mx2) == OKV_OK, "%s", okv_last_error());
+                    e_host = fmax(e_host, fmax(elem_err(k2, k1, uf, 0), elem_err(v2, v1, uf, 0)));
+                    e_sum = fmax(e_sum, fmax(elem_err(mn2, mn1, (size_t)hd, 0), elem_err(mx2, mx1, (size_t)hd, 0)));
+                }
+        }
+        CHECK(e_unit == 0 && e_host == 0 && e_sum == 0, "kv_write (bf16-exact data): unit %.3g host %.3g summary %.3g", e_unit,
+              e_host, e_sum);
+        printf("  kv_write bs %d hd %d kv heads %d layers %d: unit err %.1e, host tier %.1e, summaries %.1e\n", bs, hd, nkv,
+               layers, e_unit, e_host, e_sum);
+
+        /* summary rebuild from a prefix */
+        int b = written[rint_in(0, nw - 1)], nv = rint_in(0, bs - 1);
+        BOTH(cpu->ops->kv_summary_rebuild(cpu, p.c, b, nv), gpu->ops->kv_summary_rebuild(gpu, p.g, b, nv));
+        double e_rb = 0;
+        for (int l = 0; l < layers; l++)
+            for (int h = 0; h < nkv; h++) {
+                float mn1[256], mx1[256], mn2[256], mx2[256];
+                cpu->ops->kv_summary_read(cpu, p.c, l, b, h, mn1, mx1);
+                gpu->ops->kv_summary_read(gpu, p.g, l, b, h, mn2, mx2);
+                for (int d = 0; d < hd; d++) {
+                    if (mn1[d] != mn2[d] || mx1[d] != mx2[d])
+                        e_rb = fmax(e_rb, fmax(fabs(mn1[d] - mn2[d]), fabs(mx1[d] - mx2[d])));
+                    if (nv == 0 && !(isinf(mn2[d]) && mn2[d] > 0 && isinf(mx2[d]) && mx2[d] < 0))
+                        e_rb = INFINITY;
+                }
+            }
+        CHECK(e_rb == 0, "summary rebuild (block %d, %d tokens): diff %.3g", b, nv, e_rb);
+
+        /* fetch host units into sparse and staging units, then read back */
+        for (int l = 0; l < layers; l++) {
+            const int nu = slots * nkv + sparse;
+            int n = rint_in(1, sparse + 2 * stage);
+            int32_t *src = malloc(4 * (size_t)n), *dst = malloc(4 * (size_t)n);
+            /* distinct destinations: sparse units, then staging units */
+            for (int i = 0; i < n; i++) {
+                src[i] = written[rint_in(0, nw - 1)] * nkv + rint_in(0, nkv - 1);
+                dst[i] = i < sparse ? slots * nkv + i : (OKV_UNIT_STAGE | (i - sparse));
+            }
+            (void)nu;
+            BOTH(cpu->ops->kv_fetch(cpu, p.c, l, n, src, dst), gpu->ops->kv_fetch(gpu, p.g, l, n, src, dst));
+            int pend1, pend2;
+            double st1, st2;
+            BOTH(cpu->ops->kv_fetch_wait(cpu, p.c, l, &pend1, &st1), gpu->ops->kv_fetch_wait(gpu, p.g, l, &pend2, &st2));
+            CHECK(pend2 >= 0 && pend2 <= n && st2 == 0, "kv_fetch_wait: pending %d stall %g", pend2, st2);
+            double e_f = 0;
+            for (int i = 0; i < n; i++) {
+                CHECK(gpu->ops->kv_unit_read(gpu, p.g, l, dst[i], k2, v2) == OKV_OK, "%s", okv_last_error());
+                gpu->ops->kv_host_read(gpu, p.g, l, src[i] / nkv, src[i] % nkv, k1, v1);
+                e_f = fmax(e_f, fmax(elem_err(k2, k1, uf, 0), elem_err(v2, v1, uf, 0)));
+                cpu->ops->kv_unit_read(cpu, p.c, l, dst[i], k1, v1);
+                e_f = fmax(e_f, fmax(elem_err(k2, k1, uf, 0), elem_err(v2, v1, uf, 0)));
+            }
+            CHECK(e_f == 0, "kv_fetch layer %d: %d units, diff %.3g", l, n, e_f);
+            printf("  kv_fetch layer %d: %d units (pending at wait %d), err %.1e\n", l, n, pend2, e_f);
+            free(src);
+            free(dst);
+        }
+        free(k1);
+        free(v1);
+        free(k2);
+        free(v2);
+        kv_drop(&p);
+    }
+}
+
+/* Attention: random sequences, GQA, lists over group, sparse and staging units in
+ * random order, several rows per sequence and prefill chunks. */
+static void test_attention(void)
+{
+    struct cfg { int bs, nkv, group, hd, n_seqs, max_len, sparse_lists; } cfgs[] = {
+        {16, 2, 4, 128, 12, 300, 0}, {8, 1, 8, 64, 5, 900, 1}, {16, 4, 1, 16, 9, 200, 1},
+        {16, 2, 2, 128, 3, 3000, 0}, {32, 3, 3, 8, 7, 500, 1}, {16, 8, 4, 128, 16, 130, 1},
+    };
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const struct cfg cf = cfgs[ci];
+        const int bs = cf.bs, nkv = cf.nkv, hd = cf.hd, nh = nkv * cf.group;
+        const int max_blocks = (cf.max_len + bs - 1) / bs;
+        const int slots = max_blocks + 8, sparse = 24, stage = 8, hb = 24;
+        struct kvpair p;
+        kv_make(&p, 2, slots, sparse, hb, stage, bs, nkv, hd);
+        if (!p.c || !p.g)
+            return;
+        int32_t written[64];
+        const int nw = kv_fill(&p, written);
+        const int layer = 1;
+        /* bring host units into the sparse region and the staging buffer */
+        int32_t src[40], dst[40];
+        for (int i = 0; i < sparse + stage; i++) {
+            src[i] = written[rint_in(0, nw - 1)] * nkv + rint_in(0, nkv - 1);
+            dst[i] = i < sparse ? slots * nkv + i : (OKV_UNIT_STAGE | (i - sparse));
+        }
+        int pend;
+        double stall;
+        BOTH(cpu->ops->kv_fetch(cpu, p.c, layer, sparse + stage, src, dst),
+             gpu->ops->kv_fetch(gpu, p.g, layer, sparse + stage, src, dst));
+        BOTH(cpu->ops->kv_fetch_wait(cpu, p.c, layer, &pend, &stall), gpu->ops->kv_fetch_wait(gpu, p.g, layer, &pend, &stall));
+
+        /* step: sequences with random lengths and rows */
+        const int ns = cf.n_seqs;
+        int32_t kvlen[64], nq[64];
+        int n = 0;
+        for (int s = 0; s < ns; s++) {
+            kvlen[s] = rint_in(1, cf.max_len);
+            int r = rint_in(0, 3);
+            nq[s] = r == 0 ? 1 : r == 1 ? rint_in(2, 6) : r == 2 ? rint_in(1, 40) : 1;
+            if (nq[s] > kvlen[s])
+                nq[s] = kvlen[s];
+            n += nq[s];
+        }
+        int32_t *seq = malloc(4 * (size_t)n), *pos = malloc(4 * (size_t)n), *slot = calloc((size_t)n, 4);
+        for (int s = 0, t = 0; s < ns; s++)
+            for (int i = 0; i < nq[s]; i++, t++) {
+                seq[t] = s;
+                pos[t] = kvlen[s] - nq[s] + i;
+            }
+        struct okv_step_meta meta = {n, ns, seq, pos, slot, NULL, NULL, kvlen};
+        BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
+        /* lists: every logical block (dense) or a random subset, in random order, each
+         * on a random unit of the layer (group slot, sparse or staging unit) */
+        const int n_units = slots * nkv + sparse;
+        int32_t *start = malloc(4 * (size_t)(ns * nkv + 1));
+        int cap = ns * nkv * (max_blocks + 1);
+        int32_t *unit = malloc(4 * (size_t)cap), *index = malloc(4 * (size_t)cap);
+        int at = 0;
+        for (int s = 0; s < ns; s++)
+            for (int h = 0; h < nkv; h++) {
+                start[s * nkv + h] = at;
+                int nb = (kvlen[s] + bs - 1) / bs;
+                int first = at;
+                for (int b = 0; b < nb; b++) {
+                    if (cf.sparse_lists && b > 0 && b < nb - 1 && rint_in(0, 2) == 0)
+                        continue;
+                    index[at] = b;
+                    int r = rint_in(0, n_units + stage - 1);
+                    unit[at] = r < n_units ? r : (OKV_UNIT_STAGE | (r - n_units));
+                    at++;
+                }
+                for (int i = at - 1; i > first; i--) {   /* shuffle the list */
+                    int j = first + rint_in(0, i - first);
+                    int32_t tu = unit[i], ti = index[i];
+                    unit[i] = unit[j];
+                    index[i] = index[j];
+                    unit[j] = tu;
+                    index[j] = ti;
+                }
+            }
+        start[ns * nkv] = at;
+        struct okv_attn_blocks blocks = {start, unit, index};
+        float *q = rand_vec((size_t)n * nh * hd, 1.0f, false);
+        okv_bmem *qc = up(cpu, q, (size_t)n * nh * hd), *qg = up(gpu, q, (size_t)n * nh * hd);
+        okv_bmem *oc = poisoned(cpu, (size_t)n * nh * hd), *og = poisoned(gpu, (size_t)n * nh * hd);
+        const float scale = 1.5f / sqrtf((float)hd);
+        BOTH(cpu->ops->attention(cpu, oc, qc, p.c, layer, &blocks, nh, scale),
+             gpu->ops->attention(gpu, og, qg, p.g, layer, &blocks, nh, scale));
+        char name[120];
+        snprintf(name, sizeof name, "attention bs %d kv %d x%d hd %d: %d seqs %d rows %d blocks", bs, nkv, cf.group, hd, ns, n,
+                 at);
+        compare(name, oc, og, (size_t)n * nh * hd, 2e-3);
+        /* again with the same lists (cached plan) and a fresh output */
+        gpu->ops->mem_free(gpu, og);
+        og = poisoned(gpu, (size_t)n * nh * hd);
+        BOTH(OKV_OK, gpu->ops->attention(gpu, og, qg, p.g, layer, &blocks, nh, scale));
+        compare("  same lists again (cached plan)", oc, og, (size_t)n * nh * hd, 2e-3);
+
+        /* selection on the same step: rows of one sequence, candidates among host blocks */
+        {
+            int s = rint_in(0, ns - 1), r0 = 0;
+            for (int i = 0; i < s; i++)
+                r0 += nq[i];
+            int32_t rows[40], cand[64];
+            int nr = nq[s];
+            for (int i = 0; i < nr; i++)
+                rows[i] = r0 + i;
+            int nc = rint_in(2, nw);
+            for (int i = 0; i < nw; i++)
+                cand[i] = written[i];
+            for (int i = nw - 1; i > 0; i--) {
+                int j = rint_in(0, i), t = cand[i];
+                cand[i] = cand[j];
+                cand[j] = t;
+            }
+            int k = rint_in(1, nc);
+            struct okv_select_req req = {rows, nr, cand, nc, k};
+            int32_t *o1 = malloc(4 * (size_t)nkv * k), *o2 = malloc(4 * (size_t)nkv * k);
+            float *s1 = malloc(4 * (size_t)nkv * nc), *s2 = malloc(4 * (size_t)nkv * nc);
+            BOTH(cpu->ops->select_blocks(cpu, p.c, layer, qc, nh, &req, o1, s1),
+                 gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, o2, s2));
+            double e = rel_err(s2, s1, (size_t)nkv * nc);
+            CHECK(e <= 2e-3, "select scores: error %.3g", e);
+            int sets_checked = 0;
+            for (int h = 0; h < nkv; h++) {
+                /* the k-th and (k+1)-th CPU scores */
+                float kth = s1[(size_t)h * nc], next = -INFINITY, scale_s = 0;
+                float *sorted = malloc(4 * (size_t)nc);
+                memcpy(sorted, s1 + (size_t)h * nc, 4 * (size_t)nc);
+                for (int i = 0; i < nc; i++)
+                    for (int j = i + 1; j < nc; j++)
+                        if (sorted[j] > sorted[i]) {
+                            float t = sorted[i];
+                            sorted[i] = sorted[j];
+                            sorted[j] = t;
+                        }
+                kth = sorted[k - 1];
+                next = k < nc ? sorted[k] : -INFINITY;
+                scale_s = fabsf(sorted[0]) + 1e-6f;
+                free(sorted);
+                if (kth - next > 1e-3f * scale_s) {
+                    sets_checked++;
+                    for (int i = 0; i < k; i++) {
+                        bool found = false;
+                        for (int j = 0; j < k; j++)
+                            found |= o1[(size_t)h * k + i] == o2[(size_t)h * k + j];
+                        CHECK(found, "select head %d: block %d chosen on the CPU only", h, o1[(size_t)h * k + i]);
+                    }
+                }
+            }
+            printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared\n", "select_blocks", nc, k, e,
+                   sets_checked, nkv);
+            free(o1);
+            free(o2);
+            free(s1);
+            free(s2);
+        }
+        cpu->ops->mem_free(cpu, qc);
+        gpu->ops->mem_free(gpu, qg);
+        cpu->ops->mem_free(cpu, oc);
+        gpu->ops->mem_free(gpu, og);
+        free(q);
+        free(seq);
+        free(pos);
+        free(slot);
+        free(start);
+        free(unit);
+        free(index);
+        kv_drop(&p);
+    }
+}
+
+static void test_errors(void)
+{
+    okv_bmem *m = NULL;
+    enum okv_status st = gpu->ops->mem_alloc(gpu, (size_t)1 << 42, &m);   /* 16 TiB */
+    CHECK(st == OKV_ERR_NO_MEMORY && !m, "huge mem_alloc: %d", st);
+    printf("  huge allocation: %s\n", okv_last_error());
+    struct okv_kv_geometry g = {.n_layers = 64, .n_group_slots = 1 << 20, .block_size = 256, .n_kv_heads = 8, .head_dim = 128};
+    okv_bkv *kv = NULL;
+    st = gpu->ops->kv_alloc(gpu, &g, &kv);
+    CHECK(st == OKV_ERR_NO_MEMORY && !kv, "huge kv_alloc: %d", st);
+    printf("  huge KV: %s\n", okv_last_error());
+    g.head_dim = 12;
+    g.n_group_slots = 4;
+    CHECK(gpu->ops->kv_alloc(gpu, &g, &kv) == OKV_ERR_UNSUPPORTED, "head_dim 12 must be refused");
+}
+
+int main(void)
+{
+    int n_dev = 0;
+    cudaError_t e = cudaGetDeviceCount(&n_dev);
+    if (e != cudaSuccess || n_dev == 0) {
+        printf("test_cuda_ops: skipped: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 77;
+    }
+    const char *seed_env = getenv("OKV_TEST_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+    rng_state = seed ? seed : 88172645463325252ull;
+    printf("test_cuda_ops: seed %llu (OKV_TEST_SEED repeats it)\n", (unsigned long long)seed);
+    struct okv_backend_params bp = {4};
+    if (okv_backend_cpu_create(&bp, &cpu) != OKV_OK || okv_backend_create("cuda", &bp, &gpu) != OKV_OK) {
+        fprintf(stderr, "backend: %s\n", okv_last_error());
+        return 1;
+    }
+    test_rows();
+    test_matmul();
+    test_kv();
+    test_attention();
+    test_errors();
+    okv_backend_free(cpu);
+    okv_backend_free(gpu);
+    CHECK(okv_alloc_live_count(OKV_TAG_KV) == 0, "KV allocations leaked");
+    CHECK(okv_alloc_live_count(OKV_TAG_BACKEND) == 0, "backend allocations leaked");
+    return tu_finish("test_cuda_ops");
+}

@@ -1,0 +1,399 @@
+/* label: unit */
+/* Speculative decoding on synthetic models (CPU backend):
+ *  - greedy: for every drafter (ngram, a second model, self) and several draft
+ *    lengths, the tokens equal plain greedy decoding, on a dense engine and on a
+ *    sparse one with a full budget; with a real sparse budget it runs;
+ *  - max_tokens and a callback that stops apply to accepted tokens one by one;
+ *  - sampling: the joint distribution of the first three tokens over many seeds
+ *    matches the target's exact one (chained okv_sampling_probs), chi-square;
+ *  - statistics are consistent; rollback leaks no KV slot in either engine; no
+ *    allocation is left at the end; bad drafter names and vocabularies fail clearly. */
+#include "oasiskv/backend.h"
+#include "oasiskv/engine.h"
+#include "oasiskv/generate.h"
+#include "oasiskv/spec.h"
+#include "synth_model.h"
+#include "testutil.h"
+
+#define V 200
+#define PROMPT 150
+#define GEN 40
+
+static int32_t prompt[PROMPT];
+
+static okv_engine *make_engine(struct okv_model *m, okv_backend *be, int budget, enum okv_predict pred)
+{
+    struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 64, .kv_budget = budget,
+                                   .predict = pred};
+    okv_engine *e = NULL;
+    enum okv_status st = okv_engine_create(m, be, &ep, &e);
+    CHECK(st == OKV_OK, "engine (budget %d): %s", budget, okv_last_error());
+    return e;
+}
+
+static okv_drafter *make_model_drafter(const struct okv_model *m, okv_backend *be, int budget)
+{
+    struct okv_drafter_params dp = {.kv_budget = budget, .block_size = 4, .max_ctx = 512, .max_batch_tokens = 32};
+    okv_drafter *d = NULL;
+    enum okv_status st = okv_drafter_model_create(m, V, be, &dp, &d);
+    CHECK(st == OKV_OK, "model drafter: %s", okv_last_error());
+    return d;
+}
+
+struct stop_after {
+    int n, seen;
+};
+
+static bool stop_cb(void *user, int32_t token, const char *text, size_t len)
+{
+    struct stop_after *s = user;
+    if (token < 0)
+        return true;
+    return ++s->seen < s->n;
+}
+
+static enum okv_status gen(okv_engine *e, okv_drafter *d, int K, const int32_t *pr, int n, struct okv_sampling s,
+                           int max_tokens, struct okv_gen_result *res, struct stop_after *stop)
+{
+    struct okv_gen_params gp = {.max_tokens = max_tokens, .sampling = s, .drafter = d, .spec_tokens = K};
+    enum okv_status st = okv_generate(e, NULL, pr, n, &gp, stop ? stop_cb : NULL, stop, res);
+    CHECK(st == OKV_OK, "generate (%s, K %d): %s", d ? okv_drafter_name(d) : "plain", K, okv_last_error());
+    return st;
+}
+
+static void check_stats(const struct okv_spec_stats *s, const char *what)
+{
+    CHECK(s->accepted_tokens <= s->draft_tokens && s->drafts <= s->draft_tokens, "%s: counters %lld/%lld/%lld", what,
+          (long long)s->drafts, (long long)s->draft_tokens, (long long)s->accepted_tokens);
+    CHECK(s->mean_acceptance_length >= 1.0, "%s: mean acceptance length %g", what, s->mean_acceptance_length);
+    CHECK(s->acceptance_rate >= 0.0 && s->acceptance_rate <= 1.0, "%s: acceptance rate %g", what, s->acceptance_rate);
+    if (s->draft_tokens > 0)
+        CHECK(s->acceptance_rate == (double)s->accepted_tokens / s->draft_tokens, "%s: rate", what);
+    int64_t prop = 0, acc = 0;
+    for (int i = 0; i < OKV_SPEC_MAX_TOKENS; i++) {
+        prop += s->pos_proposed[i];
+        acc += s->pos_accepted[i];
+        CHECK(s->pos_accepted[i] <= s->pos_proposed[i], "%s: position %d accepted above proposed", what, i);
+        if (i > 0)
+            CHECK(s->pos_accepted[i] <= s->pos_accepted[i - 1] && s->pos_proposed[i] <= s->pos_proposed[i - 1],
+                  "%s: position %d counts exceed position %d's", what, i, i - 1);
+    }
+    CHECK(prop == s->draft_tokens && acc == s->accepted_tokens, "%s: per-position sums %lld/%lld", what, (long long)prop,
+          (long long)acc);
+    CHECK(s->pos_proposed[0] == s->drafts, "%s: steps with drafts %lld vs position 0 %lld", what, (long long)s->drafts,
+          (long long)s->pos_proposed[0]);
+}
+
+static void check_no_slots(okv_engine *e, okv_drafter *d, const char *what)
+{
+    CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0, "%s: target slots leaked (%d)", what, okv_kv_used_slots(okv_engine_kv(e)));
+    CHECK(okv_kv_used_host_blocks(okv_engine_kv(e)) == 0, "%s: target host blocks leaked", what);
+    okv_engine *de = okv_drafter_engine(d);
+    if (de)
+        CHECK(okv_kv_used_slots(okv_engine_kv(de)) == 0, "%s: drafter slots leaked (%d)", what,
+              okv_kv_used_slots(okv_engine_kv(de)));
+}
+
+static void test_greedy(enum okv_arch arch, okv_backend *be)
+{
+    struct synth_model tm, dm;
+    synth_model_init(&tm, arch, 100 + arch);
+    synth_model_init(&dm, arch, 700 + arch);   /* same vocabulary, other weights */
+    struct okv_rng rng;
+    okv_rng_seed(&rng, 31 + arch);
+    for (int i = 0; i < PROMPT; i++)
+        prompt[i] = (int32_t)(okv_rng_next(&rng) % V);
+    memcpy(prompt + 110, prompt + 30, sizeof(int32_t) * 40);   /* something for prompt lookup to find */
+
+    okv_drafter *drafters[5];
+    const char *names[5] = {"ngram", "model", "model/bounded", "self", "self/bounded"};
+    CHECK(okv_drafter_create("ngram", &tm.m, be, NULL, &drafters[0]) == OKV_OK, "ngram: %s", okv_last_error());
+    drafters[1] = make_model_drafter(&dm.m, be, 512);
+    drafters[2] = make_model_drafter(&dm.m, be, 40);
+    drafters[3] = make_model_drafter(&tm.m, be, 512);
+    drafters[4] = make_model_drafter(&tm.m, be, 40);
+
+    const struct okv_sampling greedy = {0};
+    const struct { int budget; enum okv_predict pred; bool exact; const char *name; } cfgs[] = {
+        {0, OKV_PREDICT_CURRENT, true, "dense"},
+        {512, OKV_PREDICT_LOOKAHEAD, true, "sparse full budget"},
+        {40, OKV_PREDICT_LOOKAHEAD, false, "sparse budget 40"},
+    };
+    const int Ks[] = {1, 3, 4, 8};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        okv_engine *e = make_engine(&tm.m, be, cfgs[c].budget, cfgs[c].pred);
+        struct okv_gen_result plain;
+        gen(e, NULL, 0, prompt, PROMPT, greedy, GEN, &plain, NULL);
+        CHECK(plain.n_tokens == GEN && plain.spec.drafts == 0, "plain: %d tokens", plain.n_tokens);
+        for (int di = 0; di < 5; di++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+                struct okv_gen_result r;
+                if (gen(e, drafters[di], Ks[ki], prompt, PROMPT, greedy, GEN, &r, NULL) != OKV_OK)
+                    continue;
+                char what[128];
+                snprintf(what, sizeof what, "arch %d %s, %s K %d", arch, cfgs[c].name, names[di], Ks[ki]);
+                check_stats(&r.spec, what);
+                check_no_slots(e, drafters[di], what);
+                CHECK(r.n_tokens == GEN && !strcmp(r.finish_reason, "length"), "%s: %d tokens, %s", what, r.n_tokens,
+                      r.finish_reason);
+                if (cfgs[c].exact)
+                    CHECK(r.n_tokens == plain.n_tokens && !memcmp(r.tokens, plain.tokens, sizeof(int32_t) * (size_t)GEN),
+                          "%s: tokens differ from plain greedy", what);
+                if (ki == 2 && c != 2)
+                    printf("  %-40s drafts %3lld, draft tokens %3lld, accepted %3lld, rate %.3f, mean length %.2f\n", what,
+                           (long long)r.spec.drafts, (long long)r.spec.draft_tokens, (long long)r.spec.accepted_tokens,
+                           r.spec.acceptance_rate, r.spec.mean_acceptance_length);
+                /* the target itself with the whole context: every draft is the target's own choice */
+                if (di == 3 && cfgs[c].exact)
+                    CHECK(r.spec.acceptance_rate > 0.95, "%s: self drafting with a full window accepts only %.3f", what,
+                          r.spec.acceptance_rate);
+                okv_gen_result_free(&r);
+            }
+
+        /* max_tokens and a stopping callback cut inside a step: one token at a time */
+        if (cfgs[c].exact)
+            for (int di = 0; di < 5; di += 3)
+                for (int mt = 1; mt <= 12; mt++) {
+                    struct okv_gen_result r;
+                    if (gen(e, drafters[di], 4, prompt, PROMPT, greedy, mt, &r, NULL) != OKV_OK)
+                        continue;
+                    CHECK(r.n_tokens == mt && !memcmp(r.tokens, plain.tokens, sizeof(int32_t) * (size_t)mt),
+                          "arch %d %s max_tokens %d: %d tokens or different ones", arch, names[di], mt, r.n_tokens);
+                    CHECK(r.spec.draft_tokens <= (mt > 1 ? mt - 1 : 0), "max_tokens %d: %lld draft tokens verified", mt,
+                          (long long)r.spec.draft_tokens);
+                    okv_gen_result_free(&r);
+                    struct stop_after sa = {mt, 0};
+                    if (gen(e, drafters[di], 4, prompt, PROMPT, greedy, GEN, &r, &sa) != OKV_OK)
+                        continue;
+                    CHECK(r.n_tokens == mt && sa.seen == mt && !strcmp(r.finish_reason, "stop") &&
+                              !memcmp(r.tokens, plain.tokens, sizeof(int32_t) * (size_t)mt),
+                          "arch %d %s: callback stop after %d: %d tokens", arch, names[di], mt, r.n_tokens);
+                    okv_gen_result_free(&r);
+                    check_no_slots(e, drafters[di], "stops");
+                }
+        okv_gen_result_free(&plain);
+        okv_engine_free(e);
+    }
+    for (int di = 0; di < 5; di++)
+        okv_drafter_free(drafters[di]);
+    synth_model_free(&tm);
+    synth_model_free(&dm);
+}
+
+/* ---- the sampling distribution ---- */
+
+#define SPROMPT 40
+#define NT 3          /* tokens whose joint distribution is compared */
+#define NRUNS 4000
+
+#define MAX_CELLS (8 * 8 * 8)   /* top-k 8, three tokens */
+
+static double exact[MAX_CELLS];   /* P(t0, t1, t2) of each cell of the support */
+static int32_t cells[MAX_CELLS];  /* the cell's joint index (t0 * V + t1) * V + t2, ascending */
+
+/* The target's exact joint distribution of the first three sampled tokens. */
+static int exact_joint(okv_engine *e, const int32_t *pr, const struct okv_sampling *s)
+{
+    static float logits[V], p0[V], p1[V], p2[V];
+    int seq;
+    CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "seq");
+    int32_t seqs[SPROMPT];
+    uint8_t want[SPROMPT] = {0};
+    for (int i = 0; i < SPROMPT; i++)
+        seqs[i] = seq;
+    want[SPROMPT - 1] = 1;
+    struct okv_batch b = {SPROMPT, pr, seqs, want, NULL};
+    CHECK(okv_engine_forward(e, &b, logits) == OKV_OK, "prefill: %s", okv_last_error());
+    okv_sampling_probs(logits, V, s, p0);
+    uint8_t one = 1;
+    int n_cells = 0;
+    for (int32_t a = 0; a < V; a++) {
+        if (p0[a] <= 0)
+            continue;
+        struct okv_batch ba = {1, &a, &seq, &one, NULL};
+        CHECK(okv_engine_forward(e, &ba, logits) == OKV_OK, "forward");
+        okv_sampling_probs(logits, V, s, p1);
+        for (int32_t bt = 0; bt < V; bt++) {
+            if (p1[bt] <= 0)
+                continue;
+            struct okv_batch bb = {1, &bt, &seq, &one, NULL};
+            CHECK(okv_engine_forward(e, &bb, logits) == OKV_OK, "forward");
+            okv_sampling_probs(logits, V, s, p2);
+            for (int32_t c = 0; c < V; c++)
+                if (p2[c] > 0 && n_cells < MAX_CELLS) {
+                    exact[n_cells] = (double)p0[a] * p1[bt] * p2[c];
+                    cells[n_cells++] = (a * V + bt) * V + c;
+                }
+            okv_engine_seq_truncate(e, seq, SPROMPT + 1);
+        }
+        okv_engine_seq_truncate(e, seq, SPROMPT);
+    }
+    okv_engine_seq_free(e, seq);
+    return n_cells;
+}
+
+/* Chi-square of the observed joint counts against the exact distribution, cells
+ * with an expected count under 5 pooled. Returns the statistic; *dof set; *tv the
+ * total-variation distance. Counts outside the support make it infinite. */
+static double chi_square(const int *counts, int n_cells, int n_runs, int outside, int *dof, double *tv)
+{
+    double chi = 0, pool_e = 0, pool_o = 0, t = 0;
+    int bins = 0;
+    for (int i = 0; i < n_cells; i++) {
+        double ex = exact[i] * n_runs, ob = counts[i];
+        t += fabs(ob / n_runs - exact[i]);
+        if (ex < 5) {
+            pool_e += ex;
+            pool_o += ob;
+            continue;
+        }
+        chi += (ob - ex) * (ob - ex) / ex;
+        bins++;
+    }
+    if (pool_e > 0) {
+        chi += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+        bins++;
+    }
+    *dof = bins - 1;
+    *tv = 0.5 * (t + (double)outside / n_runs);
+    return outside ? INFINITY : chi;
+}
+
+static int find_cell(int n_cells, int idx)
+{
+    int lo = 0, hi = n_cells - 1;   /* cells are sorted (built in index order) */
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (cells[mid] == idx)
+            return mid;
+        if (cells[mid] < idx)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static int counts[MAX_CELLS];
+
+static void test_sampling(okv_backend *be)
+{
+    struct synth_model tm, dm;
+    synth_model_init(&tm, OKV_ARCH_LLAMA, 4242);
+    synth_model_init(&dm, OKV_ARCH_LLAMA, 5151);
+    /* a prompt holding every token, so that prompt lookup always proposes */
+    int32_t pr[SPROMPT];
+    struct okv_rng rng;
+    okv_rng_seed(&rng, 77);
+    for (int i = 0; i < SPROMPT; i++)
+        pr[i] = (int32_t)(okv_rng_next(&rng) % V);
+    const struct okv_sampling s = {.temperature = 1.5f, .top_k = 8, .top_p = 1.0f};
+    okv_engine *e = make_engine(&tm.m, be, 0, OKV_PREDICT_CURRENT);
+    int n_cells = exact_joint(e, pr, &s);
+    CHECK(n_cells > 0 && n_cells <= MAX_CELLS, "support of %d cells", n_cells);
+    double total = 0;
+    for (int i = 0; i < n_cells; i++)
+        total += exact[i];
+    CHECK(fabs(total - 1.0) < 1e-4, "exact joint sums to %g", total);
+
+    okv_drafter *ds[4] = {NULL};
+    const char *names[4] = {"plain", "ngram", "model", "self/bounded"};
+    struct okv_drafter_params np = {.ngram_min = 1};
+    CHECK(okv_drafter_ngram_create(&np, &ds[1]) == OKV_OK, "ngram");
+    ds[2] = make_model_drafter(&dm.m, be, 512);
+    ds[3] = make_model_drafter(&tm.m, be, 12);
+    for (int di = 0; di < 4; di++) {
+        memset(counts, 0, sizeof(int) * (size_t)n_cells);
+        int outside = 0;
+        struct okv_spec_stats sum = {0};
+        for (int r = 0; r < NRUNS; r++) {
+            struct okv_sampling sr = s;
+            sr.seed = 1000003ull * (uint64_t)(di + 1) + (uint64_t)r;
+            struct okv_gen_result res;
+            if (gen(e, ds[di], 4, pr, SPROMPT, sr, 6, &res, NULL) != OKV_OK)
+                break;
+            CHECK(res.n_tokens == 6, "%s: %d tokens", names[di], res.n_tokens);
+            int idx = (res.tokens[0] * V + res.tokens[1]) * V + res.tokens[2];
+            int cell = find_cell(n_cells, idx);
+            if (cell < 0)
+                outside++;
+            else
+                counts[cell]++;
+            sum.drafts += res.spec.drafts;
+            sum.draft_tokens += res.spec.draft_tokens;
+            sum.accepted_tokens += res.spec.accepted_tokens;
+            for (int i = 0; i < OKV_SPEC_MAX_TOKENS; i++) {
+                sum.pos_proposed[i] += res.spec.pos_proposed[i];
+                sum.pos_accepted[i] += res.spec.pos_accepted[i];
+            }
+            okv_gen_result_free(&res);
+        }
+        okv_spec_stats_finish(&sum);
+        check_stats(&sum, names[di]);
+        check_no_slots(e, ds[di], names[di]);
+        int dof;
+        double tv, chi = chi_square(counts, n_cells, NRUNS, outside, &dof, &tv);
+        /* about p < 1e-4 for a correct sampler; the seeds are fixed, so the test is deterministic */
+        double limit = dof + 4.5 * sqrt(2.0 * dof);
+        printf("  sampling %-13s chi2 %.1f (dof %d, limit %.1f), TV %.4f, outside %d; accepted %lld/%lld (rate %.3f)\n",
+               names[di], chi, dof, limit, tv, outside, (long long)sum.accepted_tokens, (long long)sum.draft_tokens,
+               sum.acceptance_rate);
+        CHECK(chi < limit, "%s: chi-square %.1f above %.1f (dof %d): the distribution of the tokens moved", names[di], chi,
+              limit, dof);
+        if (di > 0)
+            CHECK(sum.draft_tokens > 0 && sum.accepted_tokens > 0 && sum.accepted_tokens < sum.draft_tokens,
+                  "%s: rejection sampling not exercised (%lld/%lld)", names[di], (long long)sum.accepted_tokens,
+                  (long long)sum.draft_tokens);
+    }
+    for (int di = 0; di < 4; di++)
+        okv_drafter_free(ds[di]);
+    okv_engine_free(e);
+    synth_model_free(&tm);
+    synth_model_free(&dm);
+}
+
+static void test_errors(okv_backend *be)
+{
+    struct synth_model tm;
+    synth_model_init(&tm, OKV_ARCH_LLAMA, 1);
+    okv_drafter *d = NULL;
+    CHECK(okv_drafter_create("bogus", &tm.m, be, NULL, &d) == OKV_ERR_INVALID_ARG && !d &&
+              strstr(okv_last_error(), "ngram, self or model:PATH"),
+          "bad name: %s", okv_last_error());
+    CHECK(okv_drafter_create("model:", &tm.m, be, NULL, &d) == OKV_ERR_INVALID_ARG && !d, "empty path: %s", okv_last_error());
+    CHECK(okv_drafter_create("model:/nonexistent/draft.gguf", &tm.m, be, NULL, &d) != OKV_OK && !d, "missing file");
+    CHECK(okv_drafter_model_create(&tm.m, V + 1, be, NULL, &d) == OKV_ERR_INVALID_ARG && !d &&
+              strstr(okv_last_error(), "vocabulary"),
+          "vocab mismatch: %s", okv_last_error());
+    struct okv_drafter_params bad = {.ngram_min = 3, .ngram_max = 2};
+    CHECK(okv_drafter_ngram_create(&bad, &d) == OKV_ERR_INVALID_ARG && !d, "ngram bounds");
+    /* "self" works through the name too, and spec_tokens is range-checked */
+    struct okv_drafter_params dp = {.block_size = 4, .kv_budget = 64, .max_ctx = 512};
+    CHECK(okv_drafter_create("self", &tm.m, be, &dp, &d) == OKV_OK && d, "self: %s", okv_last_error());
+    okv_engine *e = make_engine(&tm.m, be, 0, OKV_PREDICT_CURRENT);
+    struct okv_gen_params gp = {.max_tokens = 4, .drafter = d, .spec_tokens = OKV_SPEC_MAX_TOKENS + 1};
+    struct okv_gen_result r;
+    int32_t pr[3] = {1, 2, 3};
+    CHECK(okv_generate(e, NULL, pr, 3, &gp, NULL, NULL, &r) == OKV_ERR_INVALID_ARG && strstr(okv_last_error(), "spec_tokens"),
+          "spec_tokens: %s", okv_last_error());
+    okv_engine_free(e);
+    okv_drafter_free(d);
+    synth_model_free(&tm);
+}
+
+int main(void)
+{
+    okv_backend *be = NULL;
+    struct okv_backend_params bp = {2};
+    if (okv_backend_cpu_create(&bp, &be) != OKV_OK)
+        return 1;
+    test_errors(be);
+    test_greedy(OKV_ARCH_LLAMA, be);
+    test_greedy(OKV_ARCH_QWEN2, be);
+    test_greedy(OKV_ARCH_QWEN3, be);
+    test_sampling(be);
+    okv_backend_free(be);
+    for (int t = 0; t < OKV_TAG_COUNT; t++)
+        CHECK(okv_alloc_live_count(t) == 0, "tag %d: %lld allocations live", t, (long long)okv_alloc_live_count(t));
+    return tu_finish("test_spec");
+}
