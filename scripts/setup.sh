@@ -30,7 +30,7 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tokenizers, openai
   .venv/bin/pip install --quiet --disable-pip-version-check tokenizers==0.23.3 numpy openai==3.51.0
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(scripts/cuda_flag.sh) >/dev/null
 cmake --build build -j"$(nproc)"
 
 scripts/fetch_model.sh

@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(scripts/cuda_flag.sh) >/dev/null
 cmake --build build -j"$(nproc)"
 cd build
 ctest --output-on-failure --timeout 900 "$@"

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -444,7 +445,7 @@ enum okv_status okv_model_load(const char *path, struct okv_model **out)
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return okv_set_error(OKV_ERR_IO, "%s: cannot access the model path", path);
+        return okv_set_error(OKV_ERR_IO, "%s: cannot access the model path: %s", path, strerror(errno));
     if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode))
         return okv_set_error(OKV_ERR_IO, "%s: neither a GGUF file nor a Hugging Face folder", path);
     struct okv_model *m = okv_calloc(1, sizeof *m, OKV_TAG_MODEL);

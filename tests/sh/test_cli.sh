@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# label: unit
+# The oasiskv command's contract: --help everywhere, JSON output, seeds, and one
+# clear message with exit code 1 (never a crash or a hang) for every bad input.
+set -uo pipefail
+cli="$OKV_CLI"
+data="$OKV_SOURCE_DIR/tests/data/models"
+gguf="$data/llama_gqa.Q8_0.gguf"
+hf="$data/qwen2_bias_tied"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect_error "what" "pattern in stderr" cmd...
+expect_error() {
+  local what="$1" pat="$2"
+  shift 2
+  local err rc
+  err="$(timeout 60 "$@" 2>&1 >/dev/null)"
+  rc=$?
+  if [ $rc -ne 1 ]; then bad "$what: exit $rc (want 1): $err"; return; fi
+  if ! grep -qiE "$pat" <<<"$err"; then bad "$what: message '$err' lacks /$pat/"; return; fi
+  if [ -z "${LONG_OK:-}" ] && [ "$(wc -l <<<"$err")" -gt 3 ]; then bad "$what: more than a short message: $err"; return; fi
+  ok
+}
+
+for c in "" generate tokenize info; do
+  if timeout 10 $cli $c --help >/dev/null 2>&1; then ok; else bad "oasiskv $c --help"; fi
+done
+LONG_OK=1 expect_error "no command" "usage" $cli
+LONG_OK=1 expect_error "unknown command" "unknown command" $cli frobnicate
+expect_error "missing model" "no such file|cannot open|not found" $cli generate -m "$tmp/nope.gguf" --prompt-tokens 1,2
+head -c 1000 "$gguf" > "$tmp/trunc.gguf"
+expect_error "truncated gguf" "trunc|past the end|exceeds|short|corrupt" $cli generate -m "$tmp/trunc.gguf" --prompt-tokens 1,2
+printf 'GGUX' > "$tmp/magic.gguf"; tail -c +5 "$gguf" >> "$tmp/magic.gguf"
+expect_error "bad magic" "magic|not a gguf" $cli info -m "$tmp/magic.gguf"
+: > "$tmp/empty.gguf"
+expect_error "empty file" "trunc|empty|short|small" $cli info -m "$tmp/empty.gguf"
+mkdir -p "$tmp/nocfg"
+expect_error "folder without config" "config.json" $cli info -m "$tmp/nocfg"
+expect_error "bad --temp" "temp.*not a number" $cli generate -m "$gguf" --prompt-tokens 1 --temp abc
+expect_error "bad -n" "out of range" $cli generate -m "$gguf" --prompt-tokens 1 -n 0
+expect_error "bad --top-p" "out of range" $cli generate -m "$gguf" --prompt-tokens 1 --top-p 2
+expect_error "unknown option" "unknown option" $cli generate -m "$gguf" --prompt-tokens 1 --frobnicate
+expect_error "missing value" "needs a value" $cli generate -m "$gguf" --prompt-tokens
+expect_error "bad token list" "token id list" $cli generate -m "$gguf" --prompt-tokens 1,x,3
+expect_error "token out of vocab" "vocabulary" $cli generate -m "$gguf" --prompt-tokens 1,99999
+expect_error "prompt too long" "context" $cli generate -m "$gguf" --ctx 16 --prompt-tokens "$(seq -s, 1 20)"
+expect_error "budget too small" "budget" $cli generate -m "$gguf" --prompt-tokens 1,2 --kv-budget 10
+expect_error "device tier too small" "device tier" $cli generate -m "$gguf" --prompt-tokens 1,2 --kv-budget 128 --kv-device-mb 0.01
+expect_error "bad --predict" "predict" $cli generate -m "$gguf" --prompt-tokens 1,2 --predict psychic
+expect_error "bad device" "device|cuda" $cli generate -m "$gguf" --prompt-tokens 1,2 --device tpu
+expect_error "no prompt" "prompt" $cli generate -m "$gguf"
+expect_error "no tokenizer" "tokenizer" $cli generate -m "$hf" -p "hello"
+
+# JSON output: one object with the documented fields
+out="$(timeout 60 $cli generate -m "$gguf" --prompt-tokens 5,6,7,8 -n 6 --temp 0 --ignore-eos --json)"
+if python3 - "$out" <<'PY'
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["prompt_tokens"] == [5, 6, 7, 8], o
+assert len(o["tokens"]) == 6, o
+for k in ("prompt_tokens", "generated_tokens", "prefill_tokens_per_s", "decode_tokens_per_s", "kv"):
+    assert k in o["stats"], k
+for k in ("budget_tokens", "device_bytes_peak", "host_bytes", "blocks_fetched", "fetch_bytes", "resident_in_time", "stall_ms", "prediction_recall"):
+    assert k in o["stats"]["kv"], k
+assert isinstance(o["text"], str)
+PY
+then ok; else bad "json output: $out"; fi
+
+# same seed, same output; the text path of a GGUF tokenizer
+a="$(timeout 60 $cli generate -m "$gguf" -p "hello world" -n 12 --temp 1.0 --seed 42 --ignore-eos --json)"
+b="$(timeout 60 $cli generate -m "$gguf" -p "hello world" -n 12 --temp 1.0 --seed 42 --ignore-eos --json)"
+c="$(timeout 60 $cli generate -m "$gguf" -p "hello world" -n 12 --temp 1.0 --seed 43 --ignore-eos --json)"
+ta="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tokens"])' "$a")"
+tb="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tokens"])' "$b")"
+tc="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tokens"])' "$c")"
+if [ "$ta" = "$tb" ]; then ok; else bad "same seed gave $ta and $tb"; fi
+if [ "$ta" != "$tc" ]; then ok; else bad "seeds 42 and 43 gave the same 12 sampled tokens"; fi
+
+# info names the architecture
+if timeout 30 $cli info -m "$hf" | grep -q "qwen2"; then ok; else bad "info on $hf"; fi
+if timeout 30 $cli info -m "$gguf" | grep -q "llama"; then ok; else bad "info on $gguf"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
