@@ -355,8 +355,16 @@ void okv_engine_seq_free(okv_engine *e, int seq)
 {
     if (!okv_kv_seq_valid(e->kv, seq))
         return;
-    if (e->resid)
+    if (e->resid) {
+        /* fetches predicted for a step that will not come may still be copying into
+         * this sequence's units from its host blocks: both are reused once freed */
+        for (int l = 0; l < e->cfg.n_layers; l++) {
+            int pending;
+            double stall;
+            e->be->ops->kv_fetch_wait(e->be, okv_kv_storage(e->kv), l, &pending, &stall);
+        }
         okv_resid_detach(e->resid, seq);
+    }
     okv_kv_seq_free(e->kv, seq);
 }
 
