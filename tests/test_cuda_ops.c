@@ -6,7 +6,7 @@
  * Tolerances (max |cuda - cpu| over max |cpu|, per output tensor, unless stated):
  *  - fp32 kernels (rmsnorm, head_rmsnorm, rope, swiglu, add): 1e-5 .. 1e-4;
  *  - one bf16 rounding (embed, KV stored in bf16, summaries): 2^-8 relative per element;
- *  - matmul (bf16 weights and activations, fp32 accumulation): 1.5e-2;
+ *  - matmul (bf16 weights and activations, fp32 accumulation): 1.5e-2 (seen: ~2.5e-3);
  *  - attention and selection are fed KV and keys already rounded to bf16, so both
  *    backends see the same data and only the order of fp32 arithmetic differs: 2e-3;
  *    the chosen blocks must be equal wherever the k-th and (k+1)-th CPU scores are
@@ -148,7 +148,7 @@ static void compare(const char *what, okv_bmem *oc, okv_bmem *og, size_t n, doub
     float *a = down(cpu, oc, n), *b = down(gpu, og, n);
     double e = rel_err(b, a, n);
     CHECK(e <= tol, "%s: error %.3g > %.3g", what, e, tol);
-    printf("  %-44s n %-8zu err %.2e (tol %.0e)\n", what, n, e, tol);
+    printf("  %-44s n %-8zu err %.2e (tol %.1e)\n", what, n, e, tol);
     free(a);
     free(b);
 }

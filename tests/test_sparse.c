@@ -233,6 +233,30 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             CHECK(st.recall_total > 0, "mode %d: recall not measured", mode);
         okv_engine_free(sp);
     }
+    /* benchmark fill: 300 random positions, then decode; the device keeps only the
+     * window, and the first step selects with its own queries */
+    {
+        okv_engine *fe = make(&sm.m, be, 40, 0, OKV_PREDICT_LOOKAHEAD, 32);
+        int fs;
+        CHECK(okv_engine_seq_create(fe, &fs) == OKV_OK, "%s", okv_last_error());
+        CHECK(okv_engine_seq_fill_random(fe, fs, 300, 5) == OKV_OK, "fill: %s", okv_last_error());
+        CHECK(okv_kv_used_slots(okv_engine_kv(fe)) <= 1 + 4 + 1, "fill holds %d group slots",
+              okv_kv_used_slots(okv_engine_kv(fe)));
+        int32_t tok = 3, sq = fs;
+        uint8_t w = 1;
+        for (int i = 0; i < 10; i++) {
+            struct okv_batch b = {1, &tok, &sq, &w, NULL};
+            CHECK(okv_engine_forward(fe, &b, sparse_logits) == OKV_OK, "decode after fill: %s", okv_last_error());
+            tok = okv_argmax(sparse_logits, V);
+        }
+        struct okv_engine_stats fst;
+        okv_engine_stats_get(fe, &fst);
+        CHECK(fst.units_fetched > 0 && fst.units_selected > 0, "no selection after fill");
+        CHECK(okv_engine_seq_len(fe, fs) == 310, "length %d after fill and 10 steps", okv_engine_seq_len(fe, fs));
+        okv_engine_seq_free(fe, fs);
+        okv_engine_free(fe);
+    }
+
     /* streaming KV (drafters): full budget equals dense; a small one stays bounded */
     {
         struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 512,

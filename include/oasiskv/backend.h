@@ -121,8 +121,9 @@ struct okv_backend_ops {
     /* Recompute the summaries of host_block (all layers, all heads) from its first
      * n_valid tokens in the host tier (after speculative rejection). */
     enum okv_status (*kv_summary_rebuild)(okv_backend *be, okv_bkv *kv, int host_block, int n_valid);
-    /* Copy device group slot -> device units elsewhere is not needed; blocks move
-     * host -> device only: */
+    /* Benchmarks: fill a host block (every layer and head, K and V) with uniform
+     * random values in [-scale, scale] from seed, and rebuild its summaries. */
+    enum okv_status (*kv_host_randomize)(okv_backend *be, okv_bkv *kv, int host_block, uint64_t seed, float scale);
     /* Enqueue an asynchronous gather of n units of one layer from the host tier
      * (src_host[i] = host_block*n_kv_heads + head) into device units dst_unit[i].
      * Destinations may be staging units (OKV_UNIT_STAGE). Returns at once; the copy

@@ -96,6 +96,13 @@ int okv_engine_seq_len(const okv_engine *e, int seq);
  * cut must stay inside the local window: OKV_ERR_INVALID_ARG otherwise. */
 enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len);
 
+/* Benchmarks only: append n positions to a sequence without running the model, as
+ * if a prompt had been prefilled. Dense: the KV left in the device tier is whatever
+ * it held. Sparse: the host tier gets random keys and values (and summaries), the
+ * blocks past the window leave the device; the sequence is then in decode phase
+ * and its first step reads every block (through staging) and predicts. */
+enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64_t seed);
+
 void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out);
 void okv_engine_stats_reset(okv_engine *e);
 bool okv_engine_sparse(const okv_engine *e);

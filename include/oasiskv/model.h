@@ -89,12 +89,19 @@ struct okv_model {
     struct okv_layer_weights *layers;   /* [n_layers] */
     okv_gguf *gguf;                     /* the open GGUF file, NULL for HF folders */
     void *priv;                         /* loader state: safetensors mappings */
+    void *dummy;                        /* random weights of a dummy model (shared by every view) */
 };
 
 /* Load a model from a .gguf file or a Hugging Face folder. Validates shapes of every
  * tensor against the hyper-parameters. The caller owns *out (okv_model_free). */
 enum okv_status okv_model_load(const char *path, struct okv_model **out);
 void okv_model_free(struct okv_model *m);   /* NULL is fine */
+
+/* A model with random weights built from a config.json alone (a file, or a folder
+ * holding one), as vLLM's --load-format dummy: for timing, never for output. Every
+ * tensor is a BF16 view of one shared buffer of uniform values in [-0.05, 0.05]
+ * (norm weights included). The caller owns *out. */
+enum okv_status okv_model_load_dummy(const char *path, uint64_t seed, struct okv_model **out);
 
 /* Human-readable summary (architecture, hyper-parameters, dtypes) into buf. */
 void okv_model_describe(const struct okv_model *m, char *buf, size_t cap);

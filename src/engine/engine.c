@@ -406,3 +406,49 @@ void okv_engine_stats_reset(okv_engine *e)
     e->stats.device_bytes = e->stats.device_bytes_peak = dev;
     e->stats.host_bytes = e->stats.host_bytes_peak = host;
 }
+
+enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64_t seed)
+{
+    if (!okv_kv_seq_valid(e->kv, seq))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "fill: unknown sequence %d", seq);
+    const int bsz = okv_kv_geometry(e->kv)->block_size;
+    int len = okv_kv_seq_len(e->kv, seq);
+    if (len + n > e->max_ctx)
+        return okv_set_error(OKV_ERR_CONTEXT, "fill: %d tokens exceed the context length %d", len + n, e->max_ctx);
+    struct eseq *es = &e->seqs[seq];
+    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks;
+    /* a block at a time, so that a sparse sequence never holds more than its window */
+    while (n > 0) {
+        int step = bsz - len % bsz;
+        if (step > n)
+            step = n;
+        enum okv_status st = okv_kv_seq_reserve(e->kv, seq, step);
+        if (st != OKV_OK)
+            return st;
+        if (e->resid && len % bsz == 0) {
+            int nb;
+            const int32_t *host = okv_kv_seq_host_blocks(e->kv, seq, &nb);
+            st = e->be->ops->kv_host_randomize(e->be, okv_kv_storage(e->kv), host[len / bsz], seed, 1.0f);
+            if (st != OKV_OK)
+                return st;
+        }
+        okv_kv_seq_commit(e->kv, seq, step);
+        len += step;
+        n -= step;
+        int nb = (len + bsz - 1) / bsz;
+        if ((e->resid || e->streaming) && len > e->prm.kv_budget && nb - win > sink) {
+            for (int blk = es->cand_end > sink ? es->cand_end : sink; blk < nb - win; blk++) {
+                if (e->resid)
+                    okv_kv_seq_release_group(e->kv, seq, blk);
+                else
+                    okv_kv_seq_drop_group(e->kv, seq, blk);
+            }
+            es->cand_end = nb - win;
+        }
+    }
+    es->decode = true;
+    es->sparse = false;
+    if (e->resid)
+        okv_resid_clear(e->resid, seq);
+    return OKV_OK;
+}

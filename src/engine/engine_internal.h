@@ -26,6 +26,7 @@ struct bseq {
     int len;           /* length after the step */
     int nb;            /* blocks after the step */
     bool sel;          /* attention reads candidates through the selection */
+    bool inline_sel;   /* ... chosen now with the step's own queries (oracle mode, or no prediction) */
     int cand_end;      /* window starts here when sel */
     bool predict;      /* choose the next step's blocks after each layer's attention */
     int pred_cand_end;

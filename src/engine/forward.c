@@ -100,10 +100,13 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
          * pushed cand_end past n_blocks - window) stay behind the selection */
         int cand_end = bs->nb - win > es->cand_end ? bs->nb - win : es->cand_end;
         if (e->prm.predict == OKV_PREDICT_ORACLE) {
-            bs->sel = es->decode && bs->len > budget && cand_end > sink;
+            bs->sel = bs->inline_sel = es->decode && bs->len > budget && cand_end > sink;
             bs->cand_end = cand_end;
         } else {
-            bs->sel = es->decode && es->sparse;
+            /* a decode step without a prediction (the first after a failed step, or
+             * after okv_engine_seq_fill_random) selects with its own queries */
+            bs->sel = es->decode && (es->sparse || es->cand_end > sink);
+            bs->inline_sel = bs->sel && !es->sparse;
             bs->cand_end = es->cand_end;
             bs->predict = (es->decode || bs->ends_prefill) && bs->len > budget && cand_end > sink;
             bs->pred_cand_end = cand_end;
@@ -365,7 +368,7 @@ static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bo
         int n_rows = 0;
         for (int r = bs->r0; r < bs->r1; r++)
             rows[n_rows++] = r;
-        if (e->prm.predict == OKV_PREDICT_ORACLE) {
+        if (bs->inline_sel) {
             int k;
             if ((st = select_for(e, bs, layer, rows, n_rows, bs->cand_end, &k)) != OKV_OK ||
                 (st = install(e, bs->id, layer, k)) != OKV_OK)
@@ -587,8 +590,8 @@ fail:
             double stall;
             o->kv_fetch_wait(be, kvs, l, &pending, &stall);
         }
-    /* selections installed for the next step are void: read everything (through
-     * staging) and predict afresh */
+    /* selections installed for the next step are void: the next step selects
+     * with its own queries */
     for (int j = 0; j < n_seqs && e->resid; j++) {
         okv_resid_clear(e->resid, e->bs[j].id);
         e->seqs[e->bs[j].id].sparse = false;

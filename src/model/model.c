@@ -78,6 +78,7 @@ struct loader {
     const char *path;
     okv_gguf *g;
     struct okv_st_set *st;
+    const void *dummy;   /* dummy models: every tensor views this BF16 buffer */
 };
 
 static enum okv_status find(const struct loader *L, const char *name, struct okv_tensor_view *out)
@@ -88,6 +89,8 @@ static enum okv_status find(const struct loader *L, const char *name, struct okv
 static bool has(const struct loader *L, const char *name)
 {
     struct okv_tensor_view v;
+    if (L->dummy)
+        return false;
     if (L->g)
         return okv_gguf_find_tensor(L->g, name, &v) != OKV_ERR_NOT_FOUND;
     return okv_st_has(L->st, name);
@@ -115,6 +118,18 @@ static void shape_of(const struct okv_model_config *c, enum shape_kind k, int *n
 static enum okv_status bind(const struct loader *L, const char *name, int n_dims, int64_t ne0, int64_t ne1,
                             struct okv_tensor_view *out)
 {
+    if (L->dummy) {
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", name);
+        out->dtype = OKV_DTYPE_BF16;
+        out->n_dims = n_dims;
+        out->ne[0] = ne0;
+        out->ne[1] = ne1;
+        out->ne[2] = out->ne[3] = 1;
+        out->data = L->dummy;
+        out->nbytes = okv_dtype_nbytes(OKV_DTYPE_BF16, ne0 * ne1);
+        return OKV_OK;
+    }
     enum okv_status st = find(L, name, out);
     if (st == OKV_ERR_NOT_FOUND)
         return okv_set_error(OKV_ERR_NOT_FOUND, "%s: required tensor '%s' is missing", L->path, name);
@@ -434,6 +449,7 @@ void okv_model_free(struct okv_model *m)
     okv_free(m->layers);
     okv_gguf_close(m->gguf);
     okv_st_close(m->priv);
+    okv_free(m->dummy);
     okv_free(m->path);
     okv_free(m);
 }
@@ -457,7 +473,7 @@ enum okv_status okv_model_load(const char *path, struct okv_model **out)
         okv_set_error(st, "%s: no memory", path);
         goto fail;
     }
-    struct loader L = {path, NULL, NULL};
+    struct loader L = {path, NULL, NULL, NULL};
     if (S_ISREG(sb.st_mode)) {
         m->format = OKV_MODEL_FORMAT_GGUF;
         if ((st = okv_gguf_open(path, &m->gguf)) || (st = gguf_config(m->gguf, &m->cfg)))
@@ -558,4 +574,67 @@ void okv_model_describe(const struct okv_model *m, char *buf, size_t cap)
             APPEND(" %s x %lld (%.1fM)", okv_dtype_name((enum okv_dtype)d), (long long)cnt[d], (double)per[d] / 1e6);
     APPEND("\nparameters %lld (%.1fM)\n", (long long)total, (double)total / 1e6);
 #undef APPEND
+}
+
+enum okv_status okv_model_load_dummy(const char *path, uint64_t seed, struct okv_model **out)
+{
+    if (!path || !out)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "okv_model_load_dummy: NULL argument");
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return okv_set_error(OKV_ERR_IO, "%s: cannot access the config: %s", path, strerror(errno));
+    struct okv_model *m = okv_calloc(1, sizeof *m, OKV_TAG_MODEL);
+    if (!m)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", path);
+    enum okv_status st;
+    m->format = OKV_MODEL_FORMAT_HF;
+    if (!(m->path = okv_strdup(path, OKV_TAG_MODEL))) {
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", path);
+        goto fail;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        if ((st = okv_hf_config_load(path, &m->cfg)))
+            goto fail;
+    } else {
+        char *text = NULL;
+        size_t len = 0;
+        if ((st = okv_model_read_file(path, 1 << 20, &text, &len)))
+            goto fail;
+        st = okv_hf_config_parse(path, text, len, &m->cfg);
+        okv_free(text);
+        if (st)
+            goto fail;
+    }
+    if ((st = check_config(path, &m->cfg)))
+        goto fail;
+    const struct okv_model_config *c = &m->cfg;
+    int64_t q = (int64_t)c->n_heads * c->head_dim;
+    int64_t biggest = (int64_t)c->vocab_size * c->dim;
+    int64_t others[] = {q * c->dim, (int64_t)c->ffn_dim * c->dim};
+    for (int i = 0; i < 2; i++)
+        biggest = others[i] > biggest ? others[i] : biggest;
+    uint16_t *buf = okv_malloc(sizeof(uint16_t) * (size_t)biggest, OKV_TAG_MODEL);
+    if (!buf) {
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory for %lld dummy weights", path, (long long)biggest);
+        goto fail;
+    }
+    m->dummy = buf;
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t i = 0; i < biggest; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        float u = (float)(x >> 40) * (1.0f / 16777216.0f);   /* [0, 1) */
+        buf[i] = okv_f32_to_bf16(0.1f * u - 0.05f);
+    }
+    struct loader L = {path, NULL, NULL, buf};
+    m->cfg.tied_embeddings = true;   /* one view serves both */
+    if ((st = bind_all(m, &L)))
+        goto fail;
+    *out = m;
+    return OKV_OK;
+fail:
+    okv_model_free(m);
+    return st;
 }

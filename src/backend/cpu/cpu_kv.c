@@ -325,8 +325,28 @@ static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, con
     return OKV_OK;
 }
 
+static enum okv_status cpu_kv_host_randomize(okv_backend *be, okv_bkv *kv, int hb, uint64_t seed, float scale)
+{
+    if (!kv->hk || hb < 0 || hb >= kv->g.n_host_blocks)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: host block %d out of range", hb);
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + (uint64_t)hb * 0xbf58476d1ce4e5b9ull + 1;
+    for (int l = 0; l < kv->g.n_layers; l++)
+        for (int h = 0; h < kv->g.n_kv_heads; h++) {
+            float *k = cpu_kv_host(kv, kv->hk, l, hb, h), *v = cpu_kv_host(kv, kv->hv, l, hb, h);
+            for (size_t i = 0; i < kv->unit_floats; i++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                k[i] = scale * ((float)(x >> 40) * (2.0f / 16777216.0f) - 1.0f);
+                v[i] = scale * ((float)((x >> 16) & 0xffffff) * (2.0f / 16777216.0f) - 1.0f);
+            }
+        }
+    return cpu_kv_summary_rebuild(be, kv, hb, kv->g.block_size);
+}
+
 void okv_cpu_fill_kv_ops(struct okv_backend_ops *o)
 {
+    o->kv_host_randomize = cpu_kv_host_randomize;
     o->kv_alloc = okv_cpu_kv_alloc;
     o->kv_free = okv_cpu_kv_free;
     o->kv_unit_bytes = cpu_kv_unit_bytes;

@@ -85,7 +85,7 @@ static __device__ __forceinline__ void vec_of(const struct att_args &a, int r0, 
 static size_t attn_smem_bytes(int hd)
 {
     return sizeof(float) * ((size_t)ATT_RQ * hd + (size_t)ATT_W * ATT_RQ * 32 + (size_t)2 * ATT_W * ATT_RQ) +
-           sizeof(okv_bf16) * (size_t)ATT_W * 2 * 32 * (hd + 8);
+           sizeof(okv_bf16) * (size_t)ATT_W * 32 * (2 * hd + 8);
 }
 
 template <int DPL>
@@ -96,7 +96,7 @@ static __global__ void __launch_bounds__(ATT_W * 32) attn_k(const struct att_arg
     float *sq = (float *)smem;                        /* [RQ][hd], scaled */
     float *sp = sq + ATT_RQ * hd;                     /* [W][RQ][32] probabilities */
     float *sml = sp + ATT_W * ATT_RQ * 32;            /* [W][RQ][2] max, sum */
-    okv_bf16 *skv = (okv_bf16 *)(sml + 2 * ATT_W * ATT_RQ);   /* [W][2][32][rowst] */
+    okv_bf16 *skv = (okv_bf16 *)(sml + 2 * ATT_W * ATT_RQ);   /* [W]: K [32][rowst] (padded), V [32][hd] */
 
     const struct att_work w = a.work[blockIdx.x];
     const int s = w.list / a.nkv, h = w.list % a.nkv;
@@ -125,7 +125,7 @@ static __global__ void __launch_bounds__(ATT_W * 32) attn_k(const struct att_arg
     __syncthreads();
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    okv_bf16 *wk = skv + (size_t)warp * 2 * 32 * rowst, *wv = wk + 32 * rowst;
+    okv_bf16 *wk = skv + (size_t)warp * 32 * (rowst + hd), *wv = wk + 32 * rowst;
     float *wp = sp + warp * ATT_RQ * 32;
     float m[ATT_RQ], l[ATT_RQ], acc[ATT_RQ][DPL];
 #pragma unroll
@@ -165,7 +165,7 @@ static __global__ void __launch_bounds__(ATT_W * 32) attn_k(const struct att_arg
                 const bool rv = (vmask >> row) & 1u;
                 const okv_bf16 *src = a.dev + (rv ? ro + lcol * 8 : 0);
                 cp_async16(wk + row * rowst + lcol * 8, src, rv ? 16 : 0);
-                cp_async16(wv + row * rowst + lcol * 8, rv ? src + (size_t)bs * hd : src, rv ? 16 : 0);
+                cp_async16(wv + row * hd + lcol * 8, rv ? src + (size_t)bs * hd : src, rv ? 16 : 0);
             }
         }
         cp_async_wait_all();
@@ -212,7 +212,7 @@ static __global__ void __launch_bounds__(ATT_W * 32) attn_k(const struct att_arg
         const int nv = 32 - __clz(vmask);
         if (own) {
             for (int j = 0; j < nv; j++) {
-                const okv_bf16 *vrow = wv + j * rowst + lane * DPL;
+                const okv_bf16 *vrow = wv + j * hd + lane * DPL;
                 float vf[DPL];
                 if (DPL == 1) {
                     vf[0] = __bfloat162float(vrow[0]);
@@ -334,10 +334,10 @@ void okv_cuda_attn_cache_free(struct cuda_ctx *c)
     memset(ac, 0, sizeof *ac);
 }
 
-static bool plan_matches(const struct cuda_attn_cache *ac, uint64_t gen, int n_heads, int n_lists, int n_blocks,
-                         const struct okv_attn_blocks *b)
+static bool plan_matches(const struct cuda_attn_cache *ac, const okv_bkv *kv, uint64_t gen, int n_heads, int n_lists,
+                         int n_blocks, const struct okv_attn_blocks *b)
 {
-    return ac->valid && ac->gen == gen && ac->n_heads == n_heads && ac->n_lists == n_lists && ac->n_blocks == n_blocks &&
+    return ac->valid && ac->kv == kv && ac->gen == gen && ac->n_heads == n_heads && ac->n_lists == n_lists && ac->n_blocks == n_blocks &&
            !memcmp(ac->h_start, b->blk_start, sizeof(int32_t) * (size_t)(n_lists + 1)) &&
            !memcmp(ac->h_unit, b->blk_unit, sizeof(int32_t) * (size_t)n_blocks) &&
            !memcmp(ac->h_index, b->blk_index, sizeof(int32_t) * (size_t)n_blocks);
@@ -449,6 +449,12 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
     memcpy(ac->h_start, b->blk_start, sizeof(int32_t) * (size_t)(n_lists + 1));
     memcpy(ac->h_unit, b->blk_unit, sizeof(int32_t) * (size_t)n_blocks);
     memcpy(ac->h_index, b->blk_index, sizeof(int32_t) * (size_t)n_blocks);
+    int32_t max_unit = -1;
+    for (int i = b->blk_start[0]; i < n_blocks; i++)
+        if (!(b->blk_unit[i] & OKV_UNIT_STAGE) && b->blk_unit[i] > max_unit)
+            max_unit = b->blk_unit[i];
+    ac->max_unit = max_unit;
+    ac->kv = kv;
     ac->gen = c->step.gen;
     ac->n_heads = n_heads;
     ac->n_lists = n_lists;
@@ -483,16 +489,21 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
         if (bst[i + 1] < bst[i])
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: block list %d has negative length", i);
     const int n_blocks = bst[n_lists];
-    for (int i = bst[0]; i < n_blocks; i++)
-        if (!okv_cuda_unit_valid(kv, layer, blocks->blk_unit[i]) || blocks->blk_index[i] < 0)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: block %d: unit %d / index %d out of range", i,
-                                 blocks->blk_unit[i], blocks->blk_index[i]);
     enum okv_status st;
-    if (!plan_matches(&c->attn, c->step.gen, n_heads, n_lists, n_blocks, blocks))
+    /* lists equal to the last validated ones (dense layers of one step) skip the checks */
+    if (!plan_matches(&c->attn, kv, c->step.gen, n_heads, n_lists, n_blocks, blocks)) {
+        for (int i = bst[0]; i < n_blocks; i++)
+            if (!okv_cuda_unit_valid(kv, layer, blocks->blk_unit[i]) || blocks->blk_index[i] < 0)
+                return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: block %d: unit %d / index %d out of range", i,
+                                     blocks->blk_unit[i], blocks->blk_index[i]);
         if ((st = build_plan(c, kv, blocks, n_heads, n_lists, n_blocks)) != OKV_OK) {
             c->attn.valid = false;
             return st;
         }
+    } else if (kv->layer_units[layer] < (size_t)c->attn.max_unit + 1) {
+        /* same lists, another layer with fewer units */
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: unit %d out of range in layer %d", c->attn.max_unit, layer);
+    }
     const struct cuda_attn_cache *ac = &c->attn;
     struct att_args a;
     a.q = q->d;
@@ -547,6 +558,7 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
     }
     if (smem > smem_set[ki]) {
         OKV_CU(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "attention smem limit");
+        OKV_CU(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "attention smem carveout");
         smem_set[ki] = smem;
     }
     kern<<<ac->n_work, ATT_W * 32, smem, c->stream>>>(a);

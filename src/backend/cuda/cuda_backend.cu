@@ -21,6 +21,7 @@ enum okv_status okv_cuda_err(cudaError_t e, const char *what, const char *file, 
 {
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
+    (void)cudaGetLastError();   /* clear a non-sticky error so later launch checks do not report it */
     if (e == cudaErrorMemoryAllocation)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of device or pinned memory: %s (%s:%d)", what, base, line);
     return okv_set_error(OKV_ERR_BACKEND, "cuda backend: %s: %s (%s, %s:%d)", what, cudaGetErrorString(e),
@@ -172,6 +173,7 @@ static enum okv_status cuda_mem_alloc(okv_backend *be, size_t n, okv_bmem **out)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory");
     cudaError_t e = cudaMalloc((void **)&m->d, (n ? n : 1) * sizeof(float));
     if (e != cudaSuccess) {
+        (void)cudaGetLastError();
         okv_free(m);
         return okv_set_error(e == cudaErrorMemoryAllocation ? OKV_ERR_NO_MEMORY : OKV_ERR_BACKEND,
                              "cuda backend: cannot allocate an activation buffer of %zu floats: %s", n, cudaGetErrorString(e));
@@ -271,6 +273,7 @@ static enum okv_status cuda_weight_load(okv_backend *be, const struct okv_tensor
     if (e == cudaSuccess && w->rows == 1)
         e = cudaMalloc((void **)&w->f, (size_t)n * sizeof(float));
     if (e != cudaSuccess) {
+        (void)cudaGetLastError();
         weight_release(w);
         return okv_set_error(e == cudaErrorMemoryAllocation ? OKV_ERR_NO_MEMORY : OKV_ERR_BACKEND,
                              "cuda backend: cannot allocate weight %s (%lld elements, %.1f MiB of bf16): %s", t->name,

@@ -102,6 +102,8 @@ struct cuda_attn_cache {
     uint64_t gen;
     int n_heads;
     int n_lists, n_blocks;
+    const struct okv_bkv *kv;                 /* the KV the lists were checked against */
+    int32_t max_unit;                         /* largest layer unit of the lists (staging units aside) */
     int32_t *h_start, *h_unit, *h_index;     /* host copies (okv_malloc) */
     size_t h_cap;                             /* capacity of h_unit/h_index in entries */
     size_t h_start_cap, h_index_cap;
