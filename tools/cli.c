@@ -143,6 +143,26 @@ void cli_load(const char *path, struct okv_model **m, okv_tokenizer **tok)
     }
 }
 
+void cli_load_format(const char *path, bool dummy, struct okv_model **m, okv_tokenizer **tok)
+{
+    if (!dummy) {
+        cli_load(path, m, tok);
+        return;
+    }
+    *tok = NULL;
+    if (okv_model_load_dummy(path, 1, m) != OKV_OK)
+        cli_die("cannot build a dummy model from %s: %s", path, okv_last_error());
+}
+
+bool cli_load_format_arg(const char *v)
+{
+    if (!strcmp(v, "dummy"))
+        return true;
+    if (!strcmp(v, "auto"))
+        return false;
+    cli_die("--load-format: '%s' is not one of auto, dummy", v);
+}
+
 void cli_json_str(FILE *f, const char *s, size_t len)
 {
     fputc('"', f);

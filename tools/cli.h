@@ -25,6 +25,11 @@ const char *cli_default_model(void);
 /* Load model and tokenizer (tokenizer NULL when a folder has no tokenizer.json);
  * dies with the library's message on failure. */
 void cli_load(const char *path, struct okv_model **m, okv_tokenizer **tok);
+/* As cli_load; with dummy, random weights from PATH's config.json and no tokenizer
+ * (--load-format dummy). */
+void cli_load_format(const char *path, bool dummy, struct okv_model **m, okv_tokenizer **tok);
+/* Parses a --load-format value: "auto" (false) or "dummy" (true); dies otherwise. */
+bool cli_load_format_arg(const char *v);
 
 /* Print s as a JSON string literal (with quotes). */
 void cli_json_str(FILE *f, const char *s, size_t len);
@@ -32,5 +37,7 @@ void cli_json_str(FILE *f, const char *s, size_t len);
 int cmd_generate(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -28,6 +28,17 @@ static const char *help =
     "  --ctx N                context length to serve (default: the model's)\n"
     "  --block-size N         KV block size in tokens (default 16)\n"
     "  --prefill-chunk N      prompt tokens per forward pass (default 512)\n"
+    "  --kv-budget N|dense    OasisKV: tokens of sink + window + selected KV blocks per (layer, KV head)\n"
+    "                         (default 2048); dense: attend to every block\n"
+    "  --predict MODE         current | lookahead | oracle: which queries choose the next step's blocks\n"
+    "                         (default lookahead; oracle is for evaluation)\n"
+    "  --dense-layers N       keep the first N layers dense (default 0)\n"
+    "  --kv-device-mb M       byte budget of the device KV tier in MiB (default: sized for the request)\n"
+    "  --recall               measure prediction recall (scores every step twice)\n"
+    "  --draft D              speculative decoding: ngram (prompt lookup), self (the model with a streaming\n"
+    "                         256-token KV) or model:PATH (a draft model with the same vocabulary)\n"
+    "  --spec-tokens K        draft tokens per step with --draft (default 4, at most 32)\n"
+    "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 
 struct stream_ctx {
@@ -50,6 +61,12 @@ int cmd_generate(int argc, char **argv)
     struct okv_gen_params gp = {.max_tokens = 128, .sampling = {0.8f, 40, 0.95f, 0}};
     bool seed_set = false, chat = false, json = false;
     int threads = 0, ctx = 0, block = 16, chunk = 512;
+    int kv_budget = 2048, dense_layers = 0;
+    double kv_device_mb = 0;
+    bool recall = false, dummy = false;
+    enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
+    const char *draft = NULL;   /* speculative decoding */
+    int spec_tokens = 0;
     const char *stops[16];
     int n_stop = 0;
     for (int i = 1; i < argc; i++) {
@@ -99,6 +116,33 @@ int cmd_generate(int argc, char **argv)
             chunk = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--kv-budget")) {
+            const char *v = cli_value(argc, argv, &i);
+            kv_budget = !strcmp(v, "dense") ? 0 : cli_int(a, v, 1, 1 << 24);
+        } else if (!strcmp(a, "--predict")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (!strcmp(v, "current"))
+                predict = OKV_PREDICT_CURRENT;
+            else if (!strcmp(v, "lookahead"))
+                predict = OKV_PREDICT_LOOKAHEAD;
+            else if (!strcmp(v, "oracle"))
+                predict = OKV_PREDICT_ORACLE;
+            else
+                cli_die("--predict: '%s' is not one of current, lookahead, oracle", v);
+        } else if (!strcmp(a, "--dense-layers")) {
+            dense_layers = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 16);
+        } else if (!strcmp(a, "--kv-device-mb")) {
+            kv_device_mb = cli_double(a, cli_value(argc, argv, &i), 0.001, 1 << 24);
+        } else if (!strcmp(a, "--recall")) {
+            recall = true;
+        } else if (!strcmp(a, "--load-format")) {
+            dummy = cli_load_format_arg(cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--draft")) {
+            draft = cli_value(argc, argv, &i);
+            if (strcmp(draft, "ngram") && strcmp(draft, "self") && (strncmp(draft, "model:", 6) || !draft[6]))
+                cli_die("--draft: '%s' is not one of ngram, self, model:PATH", draft);
+        } else if (!strcmp(a, "--spec-tokens")) {
+            spec_tokens = cli_int(a, cli_value(argc, argv, &i), 1, OKV_SPEC_MAX_TOKENS);
         } else {
             cli_die("generate: unknown option '%s' (see oasiskv generate --help)", a);
         }
@@ -107,6 +151,8 @@ int cmd_generate(int argc, char **argv)
         cli_die("generate: give exactly one of -p TEXT or --prompt-tokens IDS");
     if (chat && !prompt)
         cli_die("generate: --chat needs -p TEXT");
+    if (spec_tokens && !draft)
+        cli_die("generate: --spec-tokens needs --draft");
     if (!seed_set)
         gp.sampling.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     gp.stop = stops;
@@ -117,7 +163,7 @@ int cmd_generate(int argc, char **argv)
 
     struct okv_model *m = NULL;
     okv_tokenizer *tok = NULL;
-    cli_load(model_path, &m, &tok);
+    cli_load_format(model_path, dummy, &m, &tok);
 
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -161,11 +207,26 @@ int cmd_generate(int argc, char **argv)
     int need = (int)n_ids + gp.max_tokens;
     if (need > max_ctx)
         need = max_ctx;
-    struct okv_engine_params ep = {.block_size = block, .kv_slots = (need + block - 1) / block + 1,
-                                   .max_ctx = max_ctx, .max_batch_tokens = chunk};
+    if (dense_layers > m->cfg.n_layers)
+        cli_die("--dense-layers: %d is more than the model's %d layers", dense_layers, m->cfg.n_layers);
+    struct okv_engine_params ep = {.block_size = block, .max_ctx = max_ctx, .max_batch_tokens = chunk,
+                                   .kv_budget = kv_budget, .dense_layers = dense_layers, .predict = predict,
+                                   .track_recall = recall, .device_bytes_limit = (size_t)(kv_device_mb * 1048576.0)};
+    if (kv_budget == 0 && kv_device_mb == 0)
+        ep.kv_slots = (need + block - 1) / block + 1;
+    else if (kv_budget > 0)
+        ep.host_blocks = (need + block - 1) / block + 1;
     okv_engine *e = NULL;
     if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK)
         cli_die("cannot build the engine: %s", okv_last_error());
+    okv_drafter *drafter = NULL;
+    if (draft) {
+        struct okv_drafter_params dp = {.max_ctx = max_ctx, .max_batch_tokens = chunk};
+        if ((st = okv_drafter_create(draft, m, be, &dp, &drafter)) != OKV_OK)
+            cli_die("--draft %s: %s", draft, okv_last_error());
+        gp.drafter = drafter;
+        gp.spec_tokens = spec_tokens ? spec_tokens : 4;
+    }
 
     struct stream_ctx sc = {json};
     struct okv_gen_result res;
@@ -184,16 +245,39 @@ int cmd_generate(int argc, char **argv)
         printf("], \"text\": ");
         cli_json_str(stdout, res.text, res.text_len);
         printf(", \"finish_reason\": \"%s\", \"stats\": {\"prompt_tokens\": %d, \"generated_tokens\": %d, "
-               "\"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f}}\n",
+               "\"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f",
                res.finish_reason, res.prompt_tokens, res.n_tokens, pf, dc);
+        struct okv_engine_stats ks;
+        okv_engine_stats_get(e, &ks);
+        printf(", \"kv\": {\"budget_tokens\": %d, \"device_bytes_peak\": %zu, \"host_bytes\": %zu, "
+               "\"blocks_fetched\": %lld, \"fetch_bytes\": %lld, \"resident_in_time\": %.4f, \"stall_ms\": %.3f, "
+               "\"prediction_recall\": ",
+               kv_budget, ks.device_bytes_peak, ks.host_bytes_peak, (long long)ks.units_fetched, (long long)ks.fetch_bytes,
+               ks.units_selected ? (double)ks.units_in_time / (double)ks.units_selected : 1.0, ks.stall_s * 1e3);
+        if (ks.recall_total)
+            printf("%.4f}", (double)ks.recall_hits / (double)ks.recall_total);
+        else
+            printf("null}");
+        printf("}");
+        if (drafter)
+            printf(", \"spec\": {\"drafts\": %lld, \"draft_tokens\": %lld, \"accepted_tokens\": %lld, "
+                   "\"acceptance_rate\": %.4f, \"mean_acceptance_length\": %.4f}",
+                   (long long)res.spec.drafts, (long long)res.spec.draft_tokens, (long long)res.spec.accepted_tokens,
+                   res.spec.acceptance_rate, res.spec.mean_acceptance_length);
+        printf("}\n");
     } else {
         printf("\n");
         fflush(stdout);
         fprintf(stderr, "[prompt %d tokens, %.1f tok/s | generated %d tokens, %.1f tok/s | finish: %s]\n",
                 res.prompt_tokens, pf, res.n_tokens, dc, res.finish_reason);
+        if (drafter)
+            fprintf(stderr, "[draft %s: %lld steps, %lld/%lld drafts accepted (%.3f), %.2f tokens per step]\n", draft,
+                    (long long)res.spec.drafts, (long long)res.spec.accepted_tokens, (long long)res.spec.draft_tokens,
+                    res.spec.acceptance_rate, res.spec.mean_acceptance_length);
     }
     okv_gen_result_free(&res);
     okv_free(ids);
+    okv_drafter_free(drafter);
     okv_engine_free(e);
     okv_backend_free(be);
     okv_tokenizer_free(tok);

@@ -11,6 +11,8 @@ static void usage(FILE *f)
           "  generate   generate text from a prompt\n"
           "  tokenize   print the token ids of a text\n"
           "  info       print a model's architecture and hyper-parameters\n"
+          "  serve      serve an OpenAI-compatible HTTP API\n"
+          "  bench      benchmark a server (bench serve) or the engine offline (bench throughput)\n"
           "\n"
           "Run 'oasiskv COMMAND --help' for the options of a command.\n", f);
 }
@@ -32,6 +34,10 @@ int main(int argc, char **argv)
         return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "info"))
         return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench"))
+        return cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "oasiskv: error: unknown command '%s'\n", cmd);
     usage(stderr);
     return 1;

@@ -303,6 +303,10 @@ static enum okv_status install(okv_engine *e, int seq, int layer, int k)
     enum okv_status st = ensure_scratch(e, nkv * k + 1);
     if (st != OKV_OK)
         return st;
+    /* a fresh stamp per installation: an inline selection and the prediction of the
+     * same step must not protect each other's units */
+    if (++e->step_stamp == 0)
+        e->step_stamp = 1;
     int n = okv_resid_apply(e->resid, seq, layer, e->sel_logical, k, e->step_stamp, e->f_block, e->f_head, e->f_unit);
     if (n == 0)
         return OKV_OK;
@@ -503,8 +507,6 @@ enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, flo
         rollback(e, n_seqs);
         return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
     }
-    if (++e->step_stamp == 0)
-        e->step_stamp = 1;
 
     okv_backend *be = e->be;
     const struct okv_backend_ops *o = be->ops;

@@ -1,0 +1,164 @@
+/* bench_step: time of one decode step of a batch of sequences at a given context,
+ * dense against OasisKV, on any backend, with weights from a checkpoint or random
+ * ones built from a config.json (vLLM's --load-format dummy).
+ *
+ *   bench_step --config DIR|-m MODEL [--device cuda] [--batch 1,16,64,128]
+ *              [--ctx 8192,32768] [--kv-budget dense,2048] [--steps 20] [--warmup 3]
+ *              [--predict lookahead] [--hbm-gbps 4800] [--json FILE]
+ *
+ * Each sequence is filled with ctx random KV positions (okv_engine_seq_fill_random:
+ * no prefill is run), then `steps` decode steps of one token per sequence are
+ * timed. Reported: step time, output tokens/s, the roofline time (bytes of weights
+ * plus the KV that attention reads, over the HBM bandwidth given), the KV fetched
+ * per step, the share of selected blocks resident in time, and the stall. A point
+ * whose tiers do not fit is reported as such. */
+#include "oasiskv/backend.h"
+#include "oasiskv/engine.h"
+#include "oasiskv/model.h"
+#include "oasiskv/sampling.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ","))
+        out[n++] = !strcmp(t, "dense") ? 0 : atoi(t);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    const char *config = NULL, *model_path = NULL, *device = "cpu", *json_path = NULL;
+    const char *batch_s = "1,16,64,128", *ctx_s = "8192,32768", *budget_s = "dense,2048", *pred_s = "lookahead";
+    int steps = 20, warmup = 3, threads = 0;
+    double hbm_gbps = 4800;
+    for (int i = 1; i + 1 < argc + 1; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "bench_step: %s needs a value\n", a);
+            return 1;
+        }
+        if (!strcmp(a, "--config")) config = v;
+        else if (!strcmp(a, "-m")) model_path = v;
+        else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "--batch")) batch_s = v;
+        else if (!strcmp(a, "--ctx")) ctx_s = v;
+        else if (!strcmp(a, "--kv-budget")) budget_s = v;
+        else if (!strcmp(a, "--predict")) pred_s = v;
+        else if (!strcmp(a, "--steps")) steps = atoi(v);
+        else if (!strcmp(a, "--warmup")) warmup = atoi(v);
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--hbm-gbps")) hbm_gbps = atof(v);
+        else if (!strcmp(a, "--json")) json_path = v;
+        else {
+            fprintf(stderr, "bench_step: unknown option %s\n", a);
+            return 1;
+        }
+        i++;
+    }
+    struct okv_model *m = NULL;
+    enum okv_status st = config ? okv_model_load_dummy(config, 1, &m)
+                                : okv_model_load(model_path ? model_path : "models/SmolLM2-135M-Instruct.Q4_1.gguf", &m);
+    if (st != OKV_OK) {
+        fprintf(stderr, "bench_step: %s\n", okv_last_error());
+        return 1;
+    }
+    struct okv_backend_params bp = {threads};
+    okv_backend *be = NULL;
+    if (okv_backend_create(device, &bp, &be) != OKV_OK) {
+        fprintf(stderr, "bench_step: %s\n", okv_last_error());
+        return 1;
+    }
+    enum okv_predict pred = !strcmp(pred_s, "current") ? OKV_PREDICT_CURRENT
+                            : !strcmp(pred_s, "oracle") ? OKV_PREDICT_ORACLE : OKV_PREDICT_LOOKAHEAD;
+    int batches[16], ctxs[16], budgets[16];
+    int nbatch = parse_list(batch_s, batches, 16), nctx = parse_list(ctx_s, ctxs, 16), nbud = parse_list(budget_s, budgets, 16);
+    const struct okv_model_config *c = &m->cfg;
+    FILE *jf = json_path ? fopen(json_path, "w") : NULL;
+    if (jf)
+        fprintf(jf, "{\"device\": \"%s\", \"model\": \"%s\", \"points\": [", device, config ? config : model_path);
+    int first = 1;
+    printf("| batch | ctx | kv | step ms | tok/s | roofline ms | of roofline | fetched MiB/step | in time | stall ms/step |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int ci = 0; ci < nctx; ci++)
+        for (int bi = 0; bi < nbatch; bi++)
+            for (int ki = 0; ki < nbud; ki++) {
+                int B = batches[bi], ctx = ctxs[ci], budget = budgets[ki];
+                struct okv_engine_params ep = {.max_ctx = ctx + steps + warmup + 16, .max_seqs = B,
+                                               .max_batch_tokens = B < 256 ? 256 : B, .kv_budget = budget,
+                                               .predict = pred};
+                okv_engine *e = NULL;
+                char kvname[32];
+                snprintf(kvname, sizeof kvname, budget ? "%d" : "dense", budget);
+                if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK) {
+                    printf("| %d | %d | %s | does not fit: %s |||||||\n", B, ctx, kvname, okv_last_error());
+                    fflush(stdout);
+                    continue;
+                }
+                int32_t *seqs = malloc(sizeof(int32_t) * (size_t)B), *toks = malloc(sizeof(int32_t) * (size_t)B);
+                uint8_t *want = malloc((size_t)B);
+                float *logits = malloc(sizeof(float) * (size_t)B * c->vocab_size);
+                int ok = 1;
+                for (int s = 0; s < B && ok; s++) {
+                    ok = okv_engine_seq_create(e, &seqs[s]) == OKV_OK &&
+                         okv_engine_seq_fill_random(e, seqs[s], ctx, (uint64_t)s + 1) == OKV_OK;
+                    toks[s] = (int32_t)(s % c->vocab_size);
+                    want[s] = 1;
+                }
+                double t_step = 0;
+                struct okv_engine_stats stt = {0};
+                for (int it = 0; ok && it < warmup + steps; it++) {
+                    if (it == warmup) {
+                        okv_engine_stats_reset(e);
+                        t_step = okv_now();
+                    }
+                    struct okv_batch b = {B, toks, seqs, want, NULL};
+                    ok = okv_engine_forward(e, &b, logits) == OKV_OK;
+                    for (int s = 0; s < B; s++)
+                        toks[s] = okv_argmax(logits + (size_t)s * c->vocab_size, c->vocab_size);
+                }
+                if (!ok) {
+                    printf("| %d | %d | %s | does not fit: %s |||||||\n", B, ctx, kvname, okv_last_error());
+                } else {
+                    t_step = (okv_now() - t_step) / steps;
+                    okv_engine_stats_get(e, &stt);
+                    /* roofline: weights once + the KV attention reads (K and V, bf16 on a GPU) */
+                    double wbytes = (double)okv_engine_weight_bytes(e);
+                    int read_tokens = budget && budget < ctx ? budget : ctx;
+                    double kvbytes = (double)B * read_tokens * c->n_layers * c->n_kv_heads * c->head_dim * 2.0 *
+                                     (!strcmp(device, "cpu") ? 4.0 : 2.0);
+                    double roof = (wbytes + kvbytes) / (hbm_gbps * 1e9);
+                    double in_time = stt.units_selected ? (double)stt.units_in_time / (double)stt.units_selected : 1.0;
+                    printf("| %d | %d | %s | %.3f | %.0f | %.3f | %.0f%% | %.2f | %.4f | %.4f |\n", B, ctx, kvname, t_step * 1e3,
+                           B / t_step, roof * 1e3, 100.0 * roof / t_step, stt.fetch_bytes / 1048576.0 / steps, in_time,
+                           stt.stall_s * 1e3 / steps);
+                    if (jf)
+                        fprintf(jf, "%s{\"batch\": %d, \"ctx\": %d, \"kv_budget\": %d, \"step_ms\": %.4f, \"tokens_per_s\": %.1f, "
+                                    "\"roofline_ms\": %.4f, \"fetch_bytes_per_step\": %.0f, \"resident_in_time\": %.5f, "
+                                    "\"stall_ms_per_step\": %.5f, \"device_bytes_peak\": %zu}",
+                                first ? "" : ", ", B, ctx, budget, t_step * 1e3, B / t_step, roof * 1e3,
+                                (double)stt.fetch_bytes / steps, in_time, stt.stall_s * 1e3 / steps, stt.device_bytes_peak);
+                    first = 0;
+                }
+                fflush(stdout);
+                for (int s = 0; s < B; s++)
+                    okv_engine_seq_free(e, seqs[s]);
+                okv_engine_free(e);
+                free(seqs);
+                free(toks);
+                free(want);
+                free(logits);
+            }
+    if (jf) {
+        fprintf(jf, "]}\n");
+        fclose(jf);
+    }
+    okv_backend_free(be);
+    okv_model_free(m);
+    return 0;
+}

@@ -1,0 +1,822 @@
+/* oasiskv bench: `bench serve`, an HTTP load generator for OpenAI-compatible
+ * servers that prints the report `vllm bench serve` prints, and
+ * `bench throughput`, an offline in-process run through the scheduler that prints
+ * vLLM's throughput line. */
+#include "cli.h"
+#include "oasiskv/backend.h"
+#include "oasiskv/engine.h"
+#include "oasiskv/sched.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---------------- bench serve ---------------- */
+
+static const char *serve_help =
+    "usage: oasiskv bench serve [options]\n"
+    "\n"
+    "  --base-url URL            server (default http://127.0.0.1:8000)\n"
+    "  --endpoint PATH           /v1/completions (default) or /v1/chat/completions\n"
+    "  --model NAME              model name (default: the first of /v1/models)\n"
+    "  --num-prompts N           requests to send (default 100)\n"
+    "  --max-concurrency C       requests in flight at most (default: num-prompts)\n"
+    "  --request-rate R          Poisson arrivals per second (default inf: all at once)\n"
+    "  --random-input-len I      words of each random prompt (default 128)\n"
+    "  --random-output-len O     max_tokens of each request (default 128)\n"
+    "  --dataset FILE            prompts from a file: JSON lines with a \"prompt\" field, or a ShareGPT\n"
+    "                            JSON array (first human turn); cycled to num-prompts\n"
+    "  --no-ignore-eos           let requests stop at end-of-generation (default: ignore_eos true)\n"
+    "  --seed S                  random seed (default 0)\n"
+    "  --json FILE               also write the results as JSON\n"
+    "  The API key, if any, comes from $OPENAI_API_KEY.\n";
+
+struct bres {
+    bool ok;
+    double ttft, latency;
+    double *itl;
+    int n_itl, cap_itl;
+    int prompt_tokens, output_tokens;
+    char err[160];
+};
+
+struct bjob {
+    /* SSE parse state */
+    char *buf;
+    size_t len, cap;
+    double start, last;
+    bool got_first, done;
+    struct bres *r;
+    bool chat;
+};
+
+struct bench {
+    const char *url, *model, *api_key;
+    bool chat, ignore_eos;
+    int n, out_len;
+    char **prompts;
+    double *arrival;
+    atomic_int next, done;
+    double t0;
+    struct bres *res;
+    pthread_mutex_t print_mu;
+};
+
+static void itl_push(struct bres *r, double v)
+{
+    if (r->n_itl == r->cap_itl) {
+        r->cap_itl = r->cap_itl ? r->cap_itl * 2 : 64;
+        r->itl = realloc(r->itl, sizeof(double) * (size_t)r->cap_itl);
+        if (!r->itl)
+            cli_die("out of memory");
+    }
+    r->itl[r->n_itl++] = v;
+}
+
+static void sse_event(struct bjob *j, const char *data)
+{
+    if (!strcmp(data, "[DONE]")) {
+        j->done = true;
+        return;
+    }
+    cJSON *o = cJSON_Parse(data);
+    if (!o)
+        return;
+    const cJSON *err = cJSON_GetObjectItem(o, "error");
+    if (err) {
+        const cJSON *m = cJSON_GetObjectItem(err, "message");
+        snprintf(j->r->err, sizeof j->r->err, "%s", cJSON_IsString(m) ? m->valuestring : "server error");
+    }
+    const cJSON *choices = cJSON_GetObjectItem(o, "choices");
+    const cJSON *c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
+    const char *text = NULL;
+    if (c0) {
+        const cJSON *t = cJSON_GetObjectItem(c0, "text");
+        if (!t) {
+            const cJSON *d = cJSON_GetObjectItem(c0, "delta");
+            t = d ? cJSON_GetObjectItem(d, "content") : NULL;
+        }
+        if (cJSON_IsString(t))
+            text = t->valuestring;
+    }
+    if (text && *text) {
+        double now = okv_now();
+        if (!j->got_first) {
+            j->got_first = true;
+            j->r->ttft = now - j->start;
+        } else {
+            itl_push(j->r, now - j->last);
+        }
+        j->last = now;
+    }
+    const cJSON *u = cJSON_GetObjectItem(o, "usage");
+    if (cJSON_IsObject(u)) {
+        const cJSON *pt = cJSON_GetObjectItem(u, "prompt_tokens"), *ct = cJSON_GetObjectItem(u, "completion_tokens");
+        if (cJSON_IsNumber(pt))
+            j->r->prompt_tokens = pt->valueint;
+        if (cJSON_IsNumber(ct))
+            j->r->output_tokens = ct->valueint;
+    }
+    cJSON_Delete(o);
+}
+
+static size_t on_data(char *p, size_t sz, size_t nm, void *user)
+{
+    struct bjob *j = user;
+    size_t n = sz * nm;
+    if (j->len + n + 1 > j->cap) {
+        j->cap = (j->len + n + 1) * 2;
+        j->buf = realloc(j->buf, j->cap);
+        if (!j->buf)
+            cli_die("out of memory");
+    }
+    memcpy(j->buf + j->len, p, n);
+    j->len += n;
+    j->buf[j->len] = 0;
+    char *start = j->buf, *sep;
+    while ((sep = strstr(start, "\n\n"))) {
+        *sep = 0;
+        for (char *line = start; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl)
+                *nl = 0;
+            if (!strncmp(line, "data: ", 6))
+                sse_event(j, line + 6);
+            else if (!strncmp(line, "data:", 5))
+                sse_event(j, line + 5);
+            line = nl ? nl + 1 : NULL;
+        }
+        start = sep + 2;
+    }
+    size_t rest = j->len - (size_t)(start - j->buf);
+    memmove(j->buf, start, rest);
+    j->len = rest;
+    j->buf[j->len] = 0;
+    return n;
+}
+
+static void one_request(struct bench *b, CURL *h, int i)
+{
+    struct bres *r = &b->res[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", b->model);
+    if (b->chat) {
+        cJSON *msgs = cJSON_AddArrayToObject(o, "messages");
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", b->prompts[i]);
+        cJSON_AddItemToArray(msgs, m);
+    } else {
+        cJSON_AddStringToObject(o, "prompt", b->prompts[i]);
+    }
+    cJSON_AddNumberToObject(o, "max_tokens", b->out_len);
+    cJSON_AddNumberToObject(o, "temperature", 0);
+    cJSON_AddBoolToObject(o, "stream", 1);
+    cJSON_AddBoolToObject(o, "ignore_eos", b->ignore_eos);
+    cJSON *so = cJSON_AddObjectToObject(o, "stream_options");
+    cJSON_AddBoolToObject(so, "include_usage", 1);
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+
+    char url[1024], auth[600];
+    snprintf(url, sizeof url, "%s", b->url);
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    if (b->api_key) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", b->api_key);
+        hd = curl_slist_append(hd, auth);
+    }
+    struct bjob j = {.r = r, .chat = b->chat};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &j);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    j.start = okv_now();
+    CURLcode cc = curl_easy_perform(h);
+    r->latency = okv_now() - j.start;
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (cc != CURLE_OK)
+        snprintf(r->err, sizeof r->err, "%s", curl_easy_strerror(cc));
+    else if (status != 200 && !r->err[0])
+        snprintf(r->err, sizeof r->err, "HTTP %ld: %.120s", status, j.buf ? j.buf : "");
+    else if (!j.done && !r->err[0])
+        snprintf(r->err, sizeof r->err, "the stream ended without [DONE]");
+    r->ok = !r->err[0] && j.got_first;
+    if (!r->ok && !r->err[0])
+        snprintf(r->err, sizeof r->err, "no text generated");
+    curl_slist_free_all(hd);
+    free(body);
+    free(j.buf);
+}
+
+static void *bench_worker(void *arg)
+{
+    struct bench *b = arg;
+    CURL *h = curl_easy_init();
+    if (!h)
+        cli_die("curl_easy_init failed");
+    for (;;) {
+        int i = atomic_fetch_add(&b->next, 1);
+        if (i >= b->n)
+            break;
+        double wait = b->t0 + b->arrival[i] - okv_now();
+        if (wait > 0)
+            usleep((useconds_t)(wait * 1e6));
+        one_request(b, h, i);
+        int d = atomic_fetch_add(&b->done, 1) + 1;
+        pthread_mutex_lock(&b->print_mu);
+        fprintf(stderr, "\r  %d/%d requests done", d, b->n);
+        if (d == b->n)
+            fputc('\n', stderr);
+        fflush(stderr);
+        pthread_mutex_unlock(&b->print_mu);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* GET url into a malloc'ed string (NULL on failure). */
+struct mem { char *s; size_t n; };
+static size_t mem_write(char *p, size_t sz, size_t nm, void *user)
+{
+    struct mem *m = user;
+    size_t n = sz * nm;
+    char *q = realloc(m->s, m->n + n + 1);
+    if (!q)
+        return 0;
+    m->s = q;
+    memcpy(m->s + m->n, p, n);
+    m->n += n;
+    m->s[m->n] = 0;
+    return n;
+}
+
+static char *http_get(const char *url, const char *api_key)
+{
+    CURL *h = curl_easy_init();
+    struct mem m = {0};
+    char auth[600];
+    struct curl_slist *hd = NULL;
+    if (api_key) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", api_key);
+        hd = curl_slist_append(hd, auth);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &m);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    CURLcode cc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    if (cc != CURLE_OK || status != 200) {
+        free(m.s);
+        return NULL;
+    }
+    return m.s ? m.s : calloc(1, 1);
+}
+
+/* Sum of the samples of a Prometheus counter (any labels). */
+static double prom_value(const char *text, const char *name)
+{
+    double sum = 0;
+    size_t nl = strlen(name);
+    for (const char *p = text; p && *p;) {
+        if (!strncmp(p, name, nl) && (p[nl] == '{' || p[nl] == ' ')) {
+            const char *v = strchr(p, ' ');
+            const char *brace = strchr(p, '}');
+            const char *eol = strchr(p, '\n');
+            if (brace && (!eol || brace < eol))
+                v = strchr(brace, ' ');
+            if (v)
+                sum += strtod(v + 1, NULL);
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return sum;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* numpy.percentile with linear interpolation over a sorted array. */
+static double pct(const double *v, int n, double q)
+{
+    if (n == 0)
+        return 0;
+    double pos = q / 100.0 * (n - 1);
+    int lo = (int)floor(pos), hi = (int)ceil(pos);
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+struct stat3 { double mean, median, p99; };
+static struct stat3 stats_of(double *v, int n)
+{
+    struct stat3 s = {0};
+    if (n == 0)
+        return s;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += v[i];
+    s.mean = sum / n;
+    s.median = pct(v, n, 50);
+    s.p99 = pct(v, n, 99);
+    return s;
+}
+
+static const char *words[] = {
+    "the", "of", "and", "to", "in", "is", "it", "that", "for", "on", "was", "with", "as", "be", "at", "by",
+    "this", "from", "or", "an", "are", "not", "but", "all", "which", "one", "have", "they", "you", "were",
+    "her", "his", "their", "we", "there", "been", "has", "when", "who", "will", "more", "no", "if", "out",
+    "so", "said", "what", "up", "its", "about", "into", "than", "them", "can", "only", "other", "new",
+    "some", "could", "time", "these", "two", "may", "then", "do", "first", "any", "my", "now", "such",
+    "like", "our", "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before",
+    "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should", "because",
+    "each", "just", "those", "people", "how", "too", "little", "state", "good", "very", "make", "world",
+    "still", "own", "see", "men", "work", "long", "get", "here", "between", "both", "life", "being", "under",
+    "never", "day", "same", "another", "know", "while", "last", "might", "us", "great", "old", "year", "off",
+    "come", "since", "against", "go", "came", "right", "used", "take", "three", "house", "water", "sea",
+};
+
+static char *random_prompt(struct okv_rng *r, int n_words)
+{
+    size_t cap = (size_t)n_words * 12 + 1, len = 0;
+    char *s = malloc(cap);
+    if (!s)
+        cli_die("out of memory");
+    s[0] = 0;
+    const int nw = (int)(sizeof words / sizeof words[0]);
+    for (int i = 0; i < n_words; i++) {
+        const char *w = words[okv_rng_next(r) % (uint64_t)nw];
+        len += (size_t)snprintf(s + len, cap - len, "%s%s", i ? " " : "", w);
+    }
+    return s;
+}
+
+/* Prompts from a file: JSON lines with "prompt", or a ShareGPT array. */
+static int load_dataset(const char *path, char ***out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        cli_die("--dataset: cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)sz + 1);
+    if (!text || fread(text, 1, (size_t)sz, f) != (size_t)sz)
+        cli_die("--dataset: cannot read %s", path);
+    text[sz] = 0;
+    fclose(f);
+    int n = 0, cap = 0;
+    char **v = NULL;
+    cJSON *arr = cJSON_Parse(text);
+    if (cJSON_IsArray(arr)) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, arr) {
+            const cJSON *conv = cJSON_GetObjectItem(e, "conversations");
+            const cJSON *t = NULL;
+            const cJSON *turn;
+            if (cJSON_IsArray(conv))
+                cJSON_ArrayForEach(turn, conv) {
+                    const cJSON *from = cJSON_GetObjectItem(turn, "from");
+                    if (cJSON_IsString(from) && !strcmp(from->valuestring, "human")) {
+                        t = cJSON_GetObjectItem(turn, "value");
+                        break;
+                    }
+                }
+            if (!t)
+                t = cJSON_GetObjectItem(e, "prompt");
+            if (cJSON_IsString(t) && *t->valuestring) {
+                if (n == cap)
+                    v = realloc(v, sizeof *v * (size_t)(cap = cap ? cap * 2 : 256));
+                v[n++] = strdup(t->valuestring);
+            }
+        }
+    } else {
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+            cJSON *o = cJSON_Parse(line);
+            const cJSON *t = o ? cJSON_GetObjectItem(o, "prompt") : NULL;
+            if (cJSON_IsString(t) && *t->valuestring) {
+                if (n == cap)
+                    v = realloc(v, sizeof *v * (size_t)(cap = cap ? cap * 2 : 256));
+                v[n++] = strdup(t->valuestring);
+            }
+            cJSON_Delete(o);
+        }
+    }
+    cJSON_Delete(arr);
+    free(text);
+    if (n == 0)
+        cli_die("--dataset: no prompts in %s (JSON lines with \"prompt\", or a ShareGPT array)", path);
+    *out = v;
+    return n;
+}
+
+static int bench_serve(int argc, char **argv)
+{
+    const char *base = "http://127.0.0.1:8000", *endpoint = "/v1/completions", *model = NULL, *dataset = NULL;
+    const char *json_path = NULL;
+    int n = 100, conc = 0, in_len = 128, out_len = 128;
+    double rate = INFINITY;
+    uint64_t seed = 0;
+    bool ignore_eos = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(serve_help, stdout);
+            return 0;
+        } else if (!strcmp(a, "--base-url")) {
+            base = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--endpoint")) {
+            endpoint = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--model")) {
+            model = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--num-prompts")) {
+            n = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 24);
+        } else if (!strcmp(a, "--max-concurrency")) {
+            conc = cli_int(a, cli_value(argc, argv, &i), 1, 4096);
+        } else if (!strcmp(a, "--request-rate")) {
+            const char *v = cli_value(argc, argv, &i);
+            rate = !strcmp(v, "inf") ? INFINITY : cli_double(a, v, 1e-6, 1e9);
+        } else if (!strcmp(a, "--random-input-len")) {
+            in_len = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        } else if (!strcmp(a, "--random-output-len")) {
+            out_len = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        } else if (!strcmp(a, "--dataset") || !strcmp(a, "--dataset-path")) {
+            dataset = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--json") || !strcmp(a, "--result-filename")) {
+            json_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--seed")) {
+            seed = cli_u64(a, cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--no-ignore-eos")) {
+            ignore_eos = false;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            ignore_eos = true;
+        } else {
+            cli_die("bench serve: unknown option '%s' (see oasiskv bench serve --help)", a);
+        }
+    }
+    if (conc <= 0 || conc > n)
+        conc = n;
+    const char *api_key = getenv("OPENAI_API_KEY");
+    if (api_key && !*api_key)
+        api_key = NULL;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    size_t bl = strlen(base);
+    while (bl && base[bl - 1] == '/')
+        bl--;
+    char url[1024], murl[1024], models_url[1024];
+    snprintf(url, sizeof url, "%.*s%s", (int)bl, base, endpoint);
+    snprintf(murl, sizeof murl, "%.*s/metrics", (int)bl, base);
+    snprintf(models_url, sizeof models_url, "%.*s/v1/models", (int)bl, base);
+    char *model_owned = NULL;
+    if (!model) {
+        char *js = http_get(models_url, api_key);
+        cJSON *o = js ? cJSON_Parse(js) : NULL;
+        const cJSON *d = o ? cJSON_GetObjectItem(o, "data") : NULL;
+        const cJSON *id = cJSON_IsArray(d) && cJSON_GetArraySize(d) > 0 ? cJSON_GetObjectItem(cJSON_GetArrayItem(d, 0), "id") : NULL;
+        if (!cJSON_IsString(id))
+            cli_die("cannot read the model name from %s (is the server up? give --model)", models_url);
+        model = model_owned = strdup(id->valuestring);
+        cJSON_Delete(o);
+        free(js);
+    }
+
+    struct bench b = {.url = url, .model = model, .api_key = api_key, .chat = strstr(endpoint, "chat") != NULL,
+                      .ignore_eos = ignore_eos, .n = n, .out_len = out_len};
+    pthread_mutex_init(&b.print_mu, NULL);
+    b.prompts = calloc((size_t)n, sizeof *b.prompts);
+    b.arrival = calloc((size_t)n, sizeof *b.arrival);
+    b.res = calloc((size_t)n, sizeof *b.res);
+    if (!b.prompts || !b.arrival || !b.res)
+        cli_die("out of memory");
+    struct okv_rng rng;
+    okv_rng_seed(&rng, seed);
+    char **ds = NULL;
+    int n_ds = dataset ? load_dataset(dataset, &ds) : 0;
+    for (int i = 0; i < n; i++)
+        b.prompts[i] = ds ? strdup(ds[i % n_ds]) : random_prompt(&rng, in_len);
+    double t = 0;
+    for (int i = 0; i < n; i++) {
+        b.arrival[i] = isinf(rate) ? 0 : t;
+        if (!isinf(rate))
+            t += -log(1.0 - okv_rng_uniform(&rng)) / rate;
+    }
+
+    char *m0 = http_get(murl, api_key);
+    fprintf(stderr, "bench serve: %d requests to %s (model %s), max concurrency %d, request rate %s\n", n, url, model,
+            conc, isinf(rate) ? "inf" : "finite");
+    pthread_t *th = calloc((size_t)conc, sizeof *th);
+    b.t0 = okv_now();
+    for (int i = 0; i < conc; i++)
+        if (pthread_create(&th[i], NULL, bench_worker, &b) != 0)
+            cli_die("cannot start a client thread");
+    for (int i = 0; i < conc; i++)
+        pthread_join(th[i], NULL);
+    double dur = okv_now() - b.t0;
+    char *m1 = http_get(murl, api_key);
+
+    int ok = 0, failed = 0, n_itl = 0;
+    long in_tok = 0, out_tok = 0;
+    for (int i = 0; i < n; i++)
+        if (b.res[i].ok) {
+            ok++;
+            in_tok += b.res[i].prompt_tokens;
+            out_tok += b.res[i].output_tokens;
+            n_itl += b.res[i].n_itl;
+        } else {
+            failed++;
+        }
+    double *ttft = calloc((size_t)n + 1, sizeof *ttft), *tpot = calloc((size_t)n + 1, sizeof *tpot);
+    double *itl = calloc((size_t)n_itl + 1, sizeof *itl);
+    int nt = 0, np = 0, ni = 0;
+    for (int i = 0; i < n; i++) {
+        struct bres *r = &b.res[i];
+        if (!r->ok)
+            continue;
+        ttft[nt++] = r->ttft;
+        if (r->output_tokens > 1)
+            tpot[np++] = (r->latency - r->ttft) / (r->output_tokens - 1);
+        for (int k = 0; k < r->n_itl; k++)
+            itl[ni++] = r->itl[k];
+    }
+    struct stat3 st_ttft = stats_of(ttft, nt), st_tpot = stats_of(tpot, np), st_itl = stats_of(itl, ni);
+    int shown = 0;
+    for (int i = 0; i < n && shown < 3; i++)
+        if (!b.res[i].ok) {
+            fprintf(stderr, "bench serve: request %d failed: %s\n", i, b.res[i].err);
+            shown++;
+        }
+
+    printf("============ Serving Benchmark Result ============\n");
+    printf("%-40s %-10d\n", "Successful requests:", ok);
+    printf("%-40s %-10d\n", "Failed requests:", failed);
+    printf("%-40s %-10d\n", "Maximum request concurrency:", conc);
+    if (!isinf(rate))
+        printf("%-40s %-10.2f\n", "Request rate configured (RPS):", rate);
+    printf("%-40s %-10.2f\n", "Benchmark duration (s):", dur);
+    printf("%-40s %-10ld\n", "Total input tokens:", in_tok);
+    printf("%-40s %-10ld\n", "Total generated tokens:", out_tok);
+    printf("%-40s %-10.2f\n", "Request throughput (req/s):", ok / dur);
+    printf("%-40s %-10.2f\n", "Output token throughput (tok/s):", out_tok / dur);
+    printf("%-40s %-10.2f\n", "Total Token throughput (tok/s):", (in_tok + out_tok) / dur);
+    printf("%s\n", "---------------Time to First Token----------------");
+    printf("%-40s %-10.2f\n", "Mean TTFT (ms):", st_ttft.mean * 1e3);
+    printf("%-40s %-10.2f\n", "Median TTFT (ms):", st_ttft.median * 1e3);
+    printf("%-40s %-10.2f\n", "P99 TTFT (ms):", st_ttft.p99 * 1e3);
+    printf("%s\n", "-----Time per Output Token (excl. 1st token)------");
+    printf("%-40s %-10.2f\n", "Mean TPOT (ms):", st_tpot.mean * 1e3);
+    printf("%-40s %-10.2f\n", "Median TPOT (ms):", st_tpot.median * 1e3);
+    printf("%-40s %-10.2f\n", "P99 TPOT (ms):", st_tpot.p99 * 1e3);
+    printf("%s\n", "---------------Inter-token Latency----------------");
+    printf("%-40s %-10.2f\n", "Mean ITL (ms):", st_itl.mean * 1e3);
+    printf("%-40s %-10.2f\n", "Median ITL (ms):", st_itl.median * 1e3);
+    printf("%-40s %-10.2f\n", "P99 ITL (ms):", st_itl.p99 * 1e3);
+    double drafts = 0, draft_toks = 0, accepted = 0;
+    if (m0 && m1) {
+        drafts = prom_value(m1, "vllm:spec_decode_num_drafts_total") - prom_value(m0, "vllm:spec_decode_num_drafts_total");
+        draft_toks = prom_value(m1, "vllm:spec_decode_num_draft_tokens_total") -
+                     prom_value(m0, "vllm:spec_decode_num_draft_tokens_total");
+        accepted = prom_value(m1, "vllm:spec_decode_num_accepted_tokens_total") -
+                   prom_value(m0, "vllm:spec_decode_num_accepted_tokens_total");
+    }
+    if (drafts > 0) {
+        printf("%s\n", "---------------Speculative Decoding---------------");
+        printf("%-40s %-10.2f\n", "Acceptance rate (%):", draft_toks > 0 ? accepted / draft_toks * 100 : 0);
+        printf("%-40s %-10.2f\n", "Acceptance length:", 1 + accepted / drafts);
+        printf("%-40s %-10.0f\n", "Drafts:", drafts);
+        printf("%-40s %-10.0f\n", "Draft tokens:", draft_toks);
+        printf("%-40s %-10.0f\n", "Accepted tokens:", accepted);
+    }
+    printf("==================================================\n");
+    fflush(stdout);
+
+    if (json_path) {
+        FILE *f = fopen(json_path, "w");
+        if (!f)
+            cli_die("--json: cannot write %s", json_path);
+        fprintf(f, "{\"model_id\": ");
+        cli_json_str(f, model, strlen(model));
+        fprintf(f, ", \"num_prompts\": %d, \"max_concurrency\": %d, \"request_rate\": %s, \"duration\": %.6f, "
+                   "\"completed\": %d, \"failed\": %d, \"total_input_tokens\": %ld, \"total_output_tokens\": %ld, "
+                   "\"request_throughput\": %.6f, \"output_throughput\": %.6f, \"total_token_throughput\": %.6f, "
+                   "\"mean_ttft_ms\": %.4f, \"median_ttft_ms\": %.4f, \"p99_ttft_ms\": %.4f, "
+                   "\"mean_tpot_ms\": %.4f, \"median_tpot_ms\": %.4f, \"p99_tpot_ms\": %.4f, "
+                   "\"mean_itl_ms\": %.4f, \"median_itl_ms\": %.4f, \"p99_itl_ms\": %.4f",
+                n, conc, isinf(rate) ? "\"inf\"" : "null", dur, ok, failed, in_tok, out_tok, ok / dur, out_tok / dur,
+                (in_tok + out_tok) / dur, st_ttft.mean * 1e3, st_ttft.median * 1e3, st_ttft.p99 * 1e3,
+                st_tpot.mean * 1e3, st_tpot.median * 1e3, st_tpot.p99 * 1e3, st_itl.mean * 1e3, st_itl.median * 1e3,
+                st_itl.p99 * 1e3);
+        if (!isinf(rate))
+            fprintf(f, ", \"request_rate_value\": %.6f", rate);
+        if (drafts > 0)
+            fprintf(f, ", \"spec_decode_acceptance_rate\": %.4f, \"spec_decode_acceptance_length\": %.4f, "
+                       "\"spec_decode_num_drafts\": %.0f, \"spec_decode_draft_tokens\": %.0f, "
+                       "\"spec_decode_accepted_tokens\": %.0f",
+                    draft_toks > 0 ? accepted / draft_toks * 100 : 0, 1 + accepted / drafts, drafts, draft_toks, accepted);
+        fprintf(f, "}\n");
+        fclose(f);
+    }
+
+    for (int i = 0; i < n; i++) {
+        free(b.prompts[i]);
+        free(b.res[i].itl);
+    }
+    for (int i = 0; i < n_ds; i++)
+        free(ds[i]);
+    free(ds);
+    free(b.prompts);
+    free(b.arrival);
+    free(b.res);
+    free(th);
+    free(ttft);
+    free(tpot);
+    free(itl);
+    free(m0);
+    free(m1);
+    free(model_owned);
+    pthread_mutex_destroy(&b.print_mu);
+    curl_global_cleanup();
+    return failed ? 1 : 0;
+}
+
+/* ---------------- bench throughput ---------------- */
+
+static const char *tput_help =
+    "usage: oasiskv bench throughput [-m PATH] [options]\n"
+    "\n"
+    "  -m, --model PATH             model (default: the SmolLM2-135M-Instruct model in models/)\n"
+    "  --num-prompts N              requests (default 64)\n"
+    "  --input-len I                prompt tokens of each (random ids; default 128)\n"
+    "  --output-len O               tokens generated by each, ignoring end-of-generation (default 128)\n"
+    "  --max-num-seqs N             requests running at once (default: num-prompts, at most 256)\n"
+    "  --max-num-batched-tokens N   rows of one step (default 512)\n"
+    "  --kv-budget N|dense          sparse KV budget (default dense)\n"
+    "  --kv-pool-gb G               device KV pool (default: enough for every running request, at most 2 GiB)\n"
+    "  --threads N                  CPU threads (default: all cores)\n"
+    "  --device NAME                cpu or cuda (default cpu)\n"
+    "  --seed S                     random seed (default 0)\n";
+
+struct tput_ctx {
+    int finished, failed;
+};
+
+static void tput_finish(void *user, const struct okv_sched_result *r)
+{
+    struct tput_ctx *c = user;
+    c->finished++;
+    if (r->reason == OKV_FINISH_ERROR || r->reason == OKV_FINISH_ABORT)
+        c->failed++;
+}
+
+static int bench_throughput(int argc, char **argv)
+{
+    const char *model_path = NULL, *device = "cpu";
+    int n = 64, in_len = 128, out_len = 128, max_seqs = 0, max_batched = 512, threads = 0, kv_budget = 0;
+    double pool_gb = 0;
+    uint64_t seed = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(tput_help, stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            model_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--num-prompts")) {
+            n = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        } else if (!strcmp(a, "--input-len")) {
+            in_len = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 22);
+        } else if (!strcmp(a, "--output-len")) {
+            out_len = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 22);
+        } else if (!strcmp(a, "--max-num-seqs")) {
+            max_seqs = cli_int(a, cli_value(argc, argv, &i), 1, 4096);
+        } else if (!strcmp(a, "--max-num-batched-tokens")) {
+            max_batched = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
+        } else if (!strcmp(a, "--kv-budget")) {
+            const char *v = cli_value(argc, argv, &i);
+            kv_budget = !strcmp(v, "dense") ? 0 : cli_int(a, v, 1, 1 << 24);
+        } else if (!strcmp(a, "--kv-pool-gb")) {
+            pool_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 4096);
+        } else if (!strcmp(a, "--threads")) {
+            threads = cli_int(a, cli_value(argc, argv, &i), 1, 256);
+        } else if (!strcmp(a, "--device")) {
+            device = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--seed")) {
+            seed = cli_u64(a, cli_value(argc, argv, &i));
+        } else {
+            cli_die("bench throughput: unknown option '%s' (see oasiskv bench throughput --help)", a);
+        }
+    }
+    if (max_seqs <= 0)
+        max_seqs = n < 256 ? n : 256;
+    if (!model_path)
+        model_path = cli_default_model();
+    struct okv_model *m = NULL;
+    okv_tokenizer *tok = NULL;
+    cli_load(model_path, &m, &tok);
+    const struct okv_model_config *cfg = &m->cfg;
+    const int block = 16;
+    int max_ctx = cfg->max_ctx > 0 ? cfg->max_ctx : 4096;
+    if (in_len + out_len > max_ctx)
+        cli_die("--input-len %d + --output-len %d exceed the context length %d", in_len, out_len, max_ctx);
+    size_t slot_bytes = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads * 2 * (size_t)block * (size_t)cfg->head_dim * sizeof(float);
+    int per_req = (in_len + out_len + block - 1) / block;
+    long slots = pool_gb > 0 ? (long)(pool_gb * (double)(1ull << 30) / (double)slot_bytes) : (long)max_seqs * per_req;
+    long cap = (long)(((size_t)2 << 30) / slot_bytes);
+    if (pool_gb <= 0 && slots > cap)
+        slots = cap;
+    if (slots < per_req)
+        cli_die("the KV pool (%ld blocks) cannot hold one request (%d blocks): raise --kv-pool-gb", slots, per_req);
+
+    enum okv_status st;
+    struct okv_backend_params bp = {threads};
+    okv_backend *be = NULL;
+    if ((st = okv_backend_create(device, &bp, &be)) != OKV_OK)
+        cli_die("%s", okv_last_error());
+    struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
+                                   .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget};
+    okv_engine *e = NULL;
+    if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK)
+        cli_die("cannot build the engine: %s", okv_last_error());
+    struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched};
+    okv_sched *s = NULL;
+    if ((st = okv_sched_create(e, tok, &sp, &s)) != OKV_OK)
+        cli_die("cannot build the scheduler: %s", okv_last_error());
+
+    struct okv_rng rng;
+    okv_rng_seed(&rng, seed);
+    int32_t *ids = okv_malloc(sizeof(int32_t) * (size_t)in_len, OKV_TAG_MISC);
+    struct tput_ctx ctx = {0};
+    double t0 = okv_now();
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < in_len; k++)
+            ids[k] = (int32_t)(okv_rng_next(&rng) % (uint64_t)cfg->vocab_size);
+        struct okv_sched_request rq = {.prompt = ids, .n_prompt = in_len, .max_tokens = out_len,
+                                       .sampling = {.temperature = 0, .seed = seed + (uint64_t)i},
+                                       .ignore_eos = true, .on_finish = tput_finish, .user = &ctx};
+        uint64_t id;
+        if ((st = okv_sched_submit(s, &rq, &id)) != OKV_OK)
+            cli_die("request %d: %s", i, okv_last_error());
+    }
+    bool busy = true;
+    int last = -1;
+    while (busy) {
+        if ((st = okv_sched_step(s, &busy)) != OKV_OK)
+            cli_die("scheduler: %s", okv_last_error());
+        if (ctx.finished != last) {
+            last = ctx.finished;
+            fprintf(stderr, "\r  %d/%d requests done", ctx.finished, n);
+        }
+    }
+    double dur = okv_now() - t0;
+    fputc('\n', stderr);
+    struct okv_sched_metrics mt;
+    okv_sched_metrics(s, &mt);
+    if (ctx.failed)
+        fprintf(stderr, "bench throughput: %d requests failed\n", ctx.failed);
+    double in_tok = (double)mt.prompt_tokens_total, out_tok = (double)mt.generation_tokens_total;
+    printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n", (n - ctx.failed) / dur,
+           (in_tok + out_tok) / dur, out_tok / dur);
+    printf("Total num prompt tokens:  %.0f\nTotal num output tokens:  %.0f\n", in_tok, out_tok);
+    if (mt.num_preemptions_total)
+        printf("Preemptions: %llu\n", (unsigned long long)mt.num_preemptions_total);
+    okv_free(ids);
+    okv_sched_free(s);
+    okv_engine_free(e);
+    okv_backend_free(be);
+    okv_tokenizer_free(tok);
+    okv_model_free(m);
+    return ctx.failed ? 1 : 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs("usage: oasiskv bench serve|throughput [options] (see oasiskv bench serve --help)\n",
+              argc < 2 ? stderr : stdout);
+        return argc < 2 ? 1 : 0;
+    }
+    if (!strcmp(argv[1], "serve"))
+        return bench_serve(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "throughput"))
+        return bench_throughput(argc - 1, argv + 1);
+    cli_die("bench: unknown mode '%s' (serve or throughput)", argv[1]);
+}

@@ -1,0 +1,204 @@
+/* oasiskv serve: the OpenAI-compatible HTTP server over the scheduler. */
+#include "cli.h"
+#include "oasiskv/backend.h"
+#include "oasiskv/engine.h"
+#include "oasiskv/sched.h"
+#include "oasiskv/server.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *help =
+    "usage: oasiskv serve [-m PATH] [options]\n"
+    "\n"
+    "  -m, --model PATH             .gguf file or Hugging Face folder (default: the SmolLM2-135M-Instruct model in models/)\n"
+    "  --host ADDR                  address to bind (default 127.0.0.1)\n"
+    "  --port N                     port (default 8000; 0: any free port, printed on stderr)\n"
+    "  --served-model-name NAME     model name of the API (default: the model file's name)\n"
+    "  --api-key KEY                require 'Authorization: Bearer KEY' on /v1/ endpoints\n"
+    "  --max-num-seqs N             requests running at once (default 32)\n"
+    "  --max-num-batched-tokens N   rows of one step: prefill chunks + decode rows (default 512)\n"
+    "  --kv-budget N|dense          sparse KV: tokens kept on the device per (sequence, layer, KV head); dense: all (default)\n"
+    "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
+    "  --draft SPEC                 speculative drafter (accepted; not wired yet)\n"
+    "  --ctx N                      context length to serve (default: the model's)\n"
+    "  --block-size N               KV block size in tokens (default 16)\n"
+    "  --threads N                  CPU threads (default: all cores)\n"
+    "  --device NAME                cpu or cuda (default cpu)\n"
+    "  -v, --verbose                log requests and scheduler events\n";
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    unsigned char c = (unsigned char)sig;
+    ssize_t r = write(sig_pipe[1], &c, 1);
+    (void)r;
+}
+
+static char *base_name(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    char *s = okv_malloc(n - b + 1, OKV_TAG_MISC);
+    memcpy(s, path + b, n - b);
+    s[n - b] = 0;
+    return s;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = "cpu";
+    const char *draft = NULL;
+    int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0;
+    double pool_gb = 0;
+    bool verbose = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(help, stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            model_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--host")) {
+            host = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--port")) {
+            port = cli_int(a, cli_value(argc, argv, &i), 0, 65535);
+        } else if (!strcmp(a, "--served-model-name")) {
+            name = cli_value(argc, argv, &i);
+            if (!*name)
+                cli_die("--served-model-name: empty name");
+        } else if (!strcmp(a, "--api-key")) {
+            api_key = cli_value(argc, argv, &i);
+            if (!*api_key)
+                cli_die("--api-key: empty key");
+        } else if (!strcmp(a, "--max-num-seqs")) {
+            max_seqs = cli_int(a, cli_value(argc, argv, &i), 1, 4096);
+        } else if (!strcmp(a, "--max-num-batched-tokens")) {
+            max_batched = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
+        } else if (!strcmp(a, "--kv-budget")) {
+            const char *v = cli_value(argc, argv, &i);
+            kv_budget = !strcmp(v, "dense") ? 0 : cli_int(a, v, 1, 1 << 24);
+        } else if (!strcmp(a, "--kv-pool-gb")) {
+            pool_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 4096);
+        } else if (!strcmp(a, "--draft")) {
+            draft = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--ctx")) {
+            ctx = cli_int(a, cli_value(argc, argv, &i), 16, 1 << 22);
+        } else if (!strcmp(a, "--block-size")) {
+            block = cli_int(a, cli_value(argc, argv, &i), 1, 256);
+        } else if (!strcmp(a, "--threads")) {
+            threads = cli_int(a, cli_value(argc, argv, &i), 1, 256);
+        } else if (!strcmp(a, "--device")) {
+            device = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            verbose = true;
+        } else {
+            cli_die("serve: unknown option '%s' (see oasiskv serve --help)", a);
+        }
+    }
+    if (!model_path)
+        model_path = cli_default_model();
+    if (verbose)
+        okv_log_set(NULL, NULL, OKV_LOG_LEVEL_INFO);
+    if (draft)
+        fprintf(stderr, "oasiskv serve: warning: --draft %s is accepted but speculative decoding is not wired into the "
+                        "server yet; serving without a drafter\n", draft);
+
+    /* SIGINT/SIGTERM: the handler writes the signal to a pipe that the main
+     * thread waits on. The threads started below (BLAS, engine, HTTP) inherit a
+     * mask that blocks both, so that the main thread is the one to take them (a
+     * thread stuck in a futex would defer a handler under TSan); threads started
+     * before main, like sanitizers', still reach the handler. */
+    if (pipe(sig_pipe) != 0)
+        cli_die("serve: cannot create a pipe");
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct okv_model *m = NULL;
+    okv_tokenizer *tok = NULL;
+    cli_load(model_path, &m, &tok);
+    if (!tok)
+        cli_die("%s has no tokenizer (tokenizer.json): the server needs one", model_path);
+    const struct okv_model_config *cfg = &m->cfg;
+    int max_ctx = ctx > 0 ? ctx : (cfg->max_ctx > 0 ? cfg->max_ctx : 4096);
+
+    /* device pool: --kv-pool-gb, else max_seqs full contexts capped at 2 GiB (CPU floats) */
+    size_t slot_bytes = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads * 2 * (size_t)block * (size_t)cfg->head_dim * sizeof(float);
+    int ctx_blocks = (max_ctx + block - 1) / block;
+    long slots;
+    if (pool_gb > 0) {
+        slots = (long)(pool_gb * (double)(1ull << 30) / (double)slot_bytes);
+    } else {
+        slots = (long)max_seqs * ctx_blocks;
+        long cap = (long)(((size_t)2 << 30) / slot_bytes);
+        if (slots > cap)
+            slots = cap > ctx_blocks ? cap : ctx_blocks;
+    }
+    if (slots < 1)
+        cli_die("--kv-pool-gb %g holds no KV block (one block is %zu bytes)", pool_gb, slot_bytes);
+    if (slots > (1L << 30))
+        slots = 1L << 30;
+
+    enum okv_status st;
+    struct okv_backend_params bp = {threads};
+    okv_backend *be = NULL;
+    if ((st = okv_backend_create(device, &bp, &be)) != OKV_OK)
+        cli_die("%s", okv_last_error());
+    struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
+                                   .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget};
+    okv_engine *e = NULL;
+    if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK)
+        cli_die("cannot build the engine: %s", okv_last_error());
+    struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched};
+    okv_sched *s = NULL;
+    if ((st = okv_sched_create(e, tok, &sp, &s)) != OKV_OK || (st = okv_sched_start(s)) != OKV_OK)
+        cli_die("cannot start the scheduler: %s", okv_last_error());
+
+    char *default_name = base_name(model_path);
+    struct okv_server_params srv = {.host = host, .port = port, .model_name = name ? name : default_name,
+                                    .model_alias = name ? NULL : model_path, .model_root = model_path,
+                                    .api_key = api_key, .max_ctx = okv_engine_max_ctx(e)};
+    okv_server *sv = NULL;
+    if ((st = okv_server_create(s, tok, &srv, &sv)) != OKV_OK)
+        cli_die("%s", okv_last_error());
+    fprintf(stderr, "oasiskv serve: model %s (%s), context %d, KV pool %d blocks of %d tokens (%.0f MiB), "
+                    "max %d running, %s\n",
+            srv.model_name, model_path, okv_engine_max_ctx(e), okv_engine_blocks_total(e), block,
+            (double)okv_engine_blocks_total(e) * (double)slot_bytes / (1 << 20), max_seqs,
+            okv_engine_sparse(e) ? "sparse KV" : "dense KV");
+    fprintf(stderr, "oasiskv serve: listening on http://%s:%d\n", host, okv_server_port(sv));
+    fflush(stderr);
+
+    pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+    unsigned char sig = 0;
+    while (read(sig_pipe[0], &sig, 1) != 1) {
+    }
+    fprintf(stderr, "oasiskv serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    okv_server_free(sv);
+    okv_sched_free(s);
+    okv_engine_free(e);
+    okv_backend_free(be);
+    okv_tokenizer_free(tok);
+    okv_model_free(m);
+    okv_free(default_name);
+    int64_t live = okv_alloc_live_count(OKV_TAG_SERVER);
+    if (live)
+        fprintf(stderr, "oasiskv serve: warning: %lld server allocations still live\n", (long long)live);
+    fprintf(stderr, "oasiskv serve: stopped\n");
+    return 0;
+}
