@@ -5,6 +5,7 @@
 #include "oasiskv/sched.h"
 #include "oasiskv/server.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -185,8 +186,13 @@ int cmd_serve(int argc, char **argv)
     fflush(stderr);
 
     pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+    /* poll with a timeout, not a bare read: a sanitizer that defers handlers
+     * runs them at its next intercepted call */
     unsigned char sig = 0;
-    while (read(sig_pipe[0], &sig, 1) != 1) {
+    for (;;) {
+        struct pollfd pfd = {.fd = sig_pipe[0], .events = POLLIN};
+        if (poll(&pfd, 1, 500) > 0 && read(sig_pipe[0], &sig, 1) == 1)
+            break;
     }
     fprintf(stderr, "oasiskv serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     okv_server_free(sv);

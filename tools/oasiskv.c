@@ -38,6 +38,7 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) { int cmd_eval(int, char **); return cmd_eval(argc - 1, argv + 1); }   /* accuracy evaluation */
     fprintf(stderr, "oasiskv: error: unknown command '%s'\n", cmd);
     usage(stderr);
     return 1;

@@ -527,8 +527,47 @@ static enum okv_status cuda_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int laye
     return OKV_OK;
 }
 
+/* benchmarks: random K and V for one host block (all layers and heads), written
+ * through the mapped alias of the pinned host tier */
+static __global__ void host_randomize_k(okv_bf16 *host, int n_host_blocks, int nkv, size_t unit_elems, int hb,
+                                        unsigned long long seed, float scale)
+{
+    const int l = blockIdx.x / nkv, h = blockIdx.x % nkv;
+    okv_bf16 *u = host + (((size_t)l * n_host_blocks + hb) * nkv + h) * unit_elems;
+    for (size_t i = threadIdx.x; i < unit_elems; i += blockDim.x) {
+        unsigned long long x = seed ^ ((unsigned long long)blockIdx.x << 32) ^ (i * 0x9e3779b97f4a7c15ull);
+        x ^= x >> 33;
+        x *= 0xff51afd7ed558ccdull;
+        x ^= x >> 33;
+        x *= 0xc4ceb9fe1a85ec53ull;
+        x ^= x >> 33;
+        float r = (float)(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        u[i] = __float2bfloat16(scale * r);
+    }
+}
+
+static enum okv_status cuda_kv_host_randomize(okv_backend *be, okv_bkv *kv, int hb, uint64_t seed, float scale)
+{
+    if (!kv->host || hb < 0 || hb >= kv->g.n_host_blocks)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: host block %d out of range", hb);
+    struct cuda_ctx *c = CTX(be);
+    enum okv_status st = copy_after_compute(c);
+    if (st != OKV_OK)
+        return st;
+    host_randomize_k<<<kv->g.n_layers * kv->g.n_kv_heads, 256, 0, c->copy>>>(
+        kv->host_d, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->unit_elems, hb,
+        (unsigned long long)seed * 0x9e3779b97f4a7c15ull + (unsigned long long)hb, scale);
+    OKV_LAUNCHED("host randomize kernel");
+    kv_summary_rebuild_k<<<kv->g.n_layers * kv->g.n_kv_heads, 128, 0, c->copy>>>(
+        kv->summ, kv->host_d, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, hb,
+        kv->g.block_size);
+    OKV_LAUNCHED("summary rebuild kernel");
+    return compute_after_copy(c);
+}
+
 void okv_cuda_fill_kv_ops(struct okv_backend_ops *o)
 {
+    o->kv_host_randomize = cuda_kv_host_randomize;
     o->kv_alloc = okv_cuda_kv_alloc;
     o->kv_free = okv_cuda_kv_free;
     o->kv_unit_bytes = cuda_kv_unit_bytes;

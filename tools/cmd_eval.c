@@ -1,0 +1,461 @@
+/* oasiskv eval: accuracy of OasisKV against dense attention on long-context tasks,
+ * and the teacher-forced generation fidelity (--task fidelity). One configuration, or
+ * a sweep (--sweep) over comma lists of tasks, context lengths, budgets and predict
+ * modes that prints one markdown table (and writes JSON with --json). */
+#include "cli.h"
+#include "oasiskv/backend.h"
+#include "oasiskv/engine.h"
+#include "oasiskv/eval.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cmd_eval(int argc, char **argv);
+
+static const char *help =
+    "usage: oasiskv eval --task NAME [options]\n"
+    "\n"
+    "  --task NAME            a task (see below) or fidelity; with --sweep a comma list, or all\n"
+    "  -m, --model PATH       model (default: the SmolLM2-135M-Instruct model in models/)\n"
+    "  --context-len L        tokens of prompt + answer (default 2048); with --sweep a comma list\n"
+    "  --num-samples N        samples per cell (default 10)\n"
+    "  --kv-budget B|dense    OasisKV budget in tokens, or dense (default 2048); with --sweep a comma list\n"
+    "  --predict MODE         current | lookahead | oracle (default lookahead); with --sweep a comma list\n"
+    "                         (lookahead drafts by n-gram prompt lookup unless --draft says otherwise)\n"
+    "  --dense-layers N       keep the first N layers dense (default 0)\n"
+    "  --draft D              speculative decoding in every configuration: ngram, self or model:PATH\n"
+    "  --spec-tokens K        draft tokens per step with --draft (default 4)\n"
+    "  --max-tokens N         tokens to generate per sample (default: the task's)\n"
+    "  --seed S               seed of the samples (default 0); same seed, same samples and results\n"
+    "  --sweep                evaluate every combination of the lists and print one table\n"
+    "  --no-reuse             also run budgets that cover the context (they equal dense; by default\n"
+    "                         dense's results are reused for them)\n"
+    "  --fidelity-steps N     fidelity: teacher-forced steps (default 128; use >= 1000 for the report)\n"
+    "  --recall               fidelity: also measure prediction recall\n"
+    "  --json FILE            write the results as JSON (rewritten as cells finish)\n"
+    "  --threads T            CPU threads (default: all cores)\n"
+    "  --device NAME          cpu or cuda (default cpu)\n"
+    "  --list                 list the tasks\n"
+    "  --print-samples        print the samples (prompt, answers, needle spans) and run nothing\n"
+    "\n"
+    "Progress goes to stderr; the table to stdout.\n";
+
+#define MAX_LIST 32
+
+struct list {
+    const char *v[MAX_LIST];
+    int n;
+    char *buf;
+};
+
+static void split(const char *flag, const char *s, struct list *l)
+{
+    free(l->buf);
+    l->buf = strdup(s);
+    l->n = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(l->buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (l->n == MAX_LIST)
+            cli_die("%s: at most %d values", flag, MAX_LIST);
+        l->v[l->n++] = t;
+    }
+    if (!l->n)
+        cli_die("%s: empty list", flag);
+}
+
+static enum okv_predict parse_predict(const char *v)
+{
+    if (!strcmp(v, "current"))
+        return OKV_PREDICT_CURRENT;
+    if (!strcmp(v, "lookahead"))
+        return OKV_PREDICT_LOOKAHEAD;
+    if (!strcmp(v, "oracle"))
+        return OKV_PREDICT_ORACLE;
+    cli_die("--predict: '%s' is not one of current, lookahead, oracle", v);
+}
+
+static const char *predict_str(enum okv_predict p)
+{
+    return p == OKV_PREDICT_ORACLE ? "oracle" : p == OKV_PREDICT_LOOKAHEAD ? "lookahead" : "current";
+}
+
+static void on_progress(void *user, const char *line) { fprintf(stderr, "[eval] %s\n", line); }
+
+/* Per-sample records of a single (non-sweep) run, for the JSON. */
+struct rec {
+    int cfg, index;
+    char *output;
+    char *answers;
+    double partial;
+    bool correct;
+    int n_tokens;
+    double depth;
+};
+struct recs {
+    struct rec *r;
+    int n, cap;
+};
+
+static void on_sample(void *user, int cfg, int index, const struct okv_eval_sample *s, const char *output,
+                      double partial, bool correct)
+{
+    struct recs *rs = user;
+    if (rs->n == rs->cap) {
+        rs->cap = rs->cap ? rs->cap * 2 : 64;
+        rs->r = realloc(rs->r, sizeof *rs->r * (size_t)rs->cap);
+        if (!rs->r)
+            cli_die("out of memory");
+    }
+    size_t al = 1;
+    for (int i = 0; i < s->n_answers; i++)
+        al += strlen(s->answers[i]) + 1;
+    char *ans = malloc(al);
+    ans[0] = 0;
+    for (int i = 0; i < s->n_answers; i++) {
+        if (i)
+            strcat(ans, "|");
+        strcat(ans, s->answers[i]);
+    }
+    rs->r[rs->n++] = (struct rec){cfg, index, strdup(output ? output : ""), ans, partial, correct, s->n_tokens, s->depth};
+}
+
+struct row {
+    const char *task;
+    int ctx;
+    struct okv_eval_cell cell;
+    bool fid;
+    struct okv_eval_fid_cell fcell;
+};
+
+struct opts {
+    const char *model_path;
+    int num_samples;
+    uint64_t seed;
+    int fid_steps;
+    const char *json_path;
+};
+
+static void write_json(const struct opts *o, const struct row *rows, int n_rows, const struct recs *rs,
+                       const struct okv_eval_config *cfgs)
+{
+    if (!o->json_path)
+        return;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->json_path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        cli_die("--json: cannot write %s", tmp);
+    fprintf(f, "{\"model\": ");
+    cli_json_str(f, o->model_path, strlen(o->model_path));
+    fprintf(f, ", \"seed\": %llu, \"num_samples\": %d, \"rows\": [", (unsigned long long)o->seed, o->num_samples);
+    for (int i = 0; i < n_rows; i++) {
+        const struct row *r = &rows[i];
+        fprintf(f, "%s\n  {\"task\": \"%s\", \"context_len\": %d, ", i ? "," : "", r->task, r->ctx);
+        if (r->fid) {
+            const struct okv_eval_fid_cell *c = &r->fcell;
+            fprintf(f, "\"kv_budget\": %d, \"predict\": \"%s\", \"steps\": %d, \"top1_agreement\": %.5f, "
+                       "\"mean_kl\": %.6f, \"recall\": %.5f, \"fetch_kib_per_step\": %.2f, \"resident_in_time\": %.5f, "
+                       "\"seconds\": %.2f}",
+                    c->cfg.kv_budget, c->cfg.kv_budget ? predict_str(c->cfg.predict) : "dense", c->steps, c->top1,
+                    c->mean_kl, c->recall, c->fetch_kib_per_step, c->resident_in_time, c->seconds);
+        } else {
+            const struct okv_eval_cell *c = &r->cell;
+            fprintf(f, "\"kv_budget\": %d, \"predict\": \"%s\", \"draft\": ", c->cfg.kv_budget,
+                    c->cfg.kv_budget ? predict_str(c->cfg.predict) : "dense");
+            if (c->cfg.draft)
+                cli_json_str(f, c->cfg.draft, strlen(c->cfg.draft));
+            else
+                fprintf(f, "null");
+            fprintf(f, ", \"dense_layers\": %d, \"n\": %d, \"correct\": %d, \"accuracy\": %.5f, \"ci95\": [%.5f, %.5f], "
+                       "\"partial\": %.5f, \"same_as_dense\": %d, \"copied_from_dense\": %s, \"gen_tokens\": %lld, "
+                       "\"seconds\": %.2f, \"fetch_bytes\": %lld, \"resident_in_time\": %.5f, \"spec_acceptance\": %.4f}",
+                    c->cfg.dense_layers, c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
+                    c->partial, c->same_as_dense, c->copied_from_dense ? "true" : "false", (long long)c->gen_tokens,
+                    c->seconds, (long long)c->fetch_bytes, c->resident_in_time, c->accept_rate);
+        }
+    }
+    fprintf(f, "\n]");
+    if (rs && cfgs) {
+        fprintf(f, ", \"samples\": [");
+        for (int i = 0; i < rs->n; i++) {
+            const struct rec *r = &rs->r[i];
+            fprintf(f, "%s\n  {\"config\": %d, \"kv_budget\": %d, \"index\": %d, \"prompt_tokens\": %d, \"depth\": %.4f, "
+                       "\"answers\": ",
+                    i ? "," : "", r->cfg, cfgs[r->cfg].kv_budget, r->index, r->n_tokens, r->depth);
+            cli_json_str(f, r->answers, strlen(r->answers));
+            fprintf(f, ", \"output\": ");
+            cli_json_str(f, r->output, strlen(r->output));
+            fprintf(f, ", \"partial\": %.4f, \"correct\": %s}", r->partial, r->correct ? "true" : "false");
+        }
+        fprintf(f, "\n]");
+    }
+    fprintf(f, "}\n");
+    fclose(f);
+    if (rename(tmp, o->json_path) != 0)
+        cli_die("--json: cannot write %s", o->json_path);
+}
+
+static void print_table(const struct row *rows, int n_rows)
+{
+    bool any_acc = false, any_fid = false;
+    for (int i = 0; i < n_rows; i++)
+        rows[i].fid ? (any_fid = true) : (any_acc = true);
+    if (any_acc) {
+        printf("| task | context | budget | predict | N | accuracy | 95%% CI | = dense | partial | note |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|\n");
+        for (int i = 0; i < n_rows; i++) {
+            if (rows[i].fid)
+                continue;
+            const struct okv_eval_cell *c = &rows[i].cell;
+            char budget[32], same[32];
+            if (c->cfg.kv_budget)
+                snprintf(budget, sizeof budget, "%d", c->cfg.kv_budget);
+            else
+                snprintf(budget, sizeof budget, "dense");
+            if (c->same_as_dense >= 0 && c->cfg.kv_budget)
+                snprintf(same, sizeof same, "%d/%d", c->same_as_dense, c->n);
+            else
+                snprintf(same, sizeof same, "-");
+            printf("| %s | %d | %s | %s | %d | %.3f | [%.3f, %.3f] | %s | %.3f | %s |\n", rows[i].task, rows[i].ctx,
+                   budget, c->cfg.kv_budget ? predict_str(c->cfg.predict) : "-", c->n,
+                   c->n ? (double)c->correct / c->n : 0, c->lo, c->hi, same, c->partial,
+                   c->copied_from_dense ? "budget >= context: runs dense" : "");
+        }
+    }
+    if (any_fid) {
+        if (any_acc)
+            printf("\n");
+        printf("| context | steps | budget | predict | top-1 = dense | mean KL | recall | fetched KiB/step | in time |\n");
+        printf("|---|---|---|---|---|---|---|---|---|\n");
+        for (int i = 0; i < n_rows; i++) {
+            if (!rows[i].fid)
+                continue;
+            const struct okv_eval_fid_cell *c = &rows[i].fcell;
+            char rec[32];
+            if (c->recall >= 0)
+                snprintf(rec, sizeof rec, "%.3f", c->recall);
+            else
+                snprintf(rec, sizeof rec, "-");
+            char budget[32];
+            if (c->cfg.kv_budget)
+                snprintf(budget, sizeof budget, "%d", c->cfg.kv_budget);
+            else
+                snprintf(budget, sizeof budget, "dense");
+            printf("| %d | %d | %s | %s | %.4f | %.5f | %s | %.1f | %.3f |\n", rows[i].ctx, c->steps, budget,
+                   c->cfg.kv_budget ? predict_str(c->cfg.predict) : "-", c->top1, c->mean_kl, rec,
+                   c->fetch_kib_per_step, c->resident_in_time);
+        }
+    }
+    fflush(stdout);
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    struct opts o = {.num_samples = 10, .fid_steps = 128};
+    const char *device = "cpu", *draft = NULL;
+    struct list tasks = {0}, ctxs = {0}, budgets = {0}, modes = {0};
+    split("--context-len", "2048", &ctxs);
+    split("--kv-budget", "2048", &budgets);
+    split("--predict", "lookahead", &modes);
+    int threads = 0, dense_layers = 0, spec_tokens = 0, max_tokens = 0;
+    bool sweep = false, reuse = true, recall = false, print_samples = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(help, stdout);
+            int n;
+            const struct okv_eval_task_info *t = okv_eval_tasks(&n);
+            printf("\ntasks:\n");
+            for (int k = 0; k < n; k++)
+                printf("  %-20s %s\n", t[k].name, t[k].desc);
+            printf("  %-20s %s\n", "fidelity", "teacher-forced top-1 agreement and KL against dense on real text");
+            return 0;
+        } else if (!strcmp(a, "--list")) {
+            int n;
+            const struct okv_eval_task_info *t = okv_eval_tasks(&n);
+            for (int k = 0; k < n; k++)
+                printf("%s\n", t[k].name);
+            printf("fidelity\n");
+            return 0;
+        } else if (!strcmp(a, "--task")) {
+            split(a, cli_value(argc, argv, &i), &tasks);
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            o.model_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--context-len")) {
+            split(a, cli_value(argc, argv, &i), &ctxs);
+        } else if (!strcmp(a, "--num-samples")) {
+            o.num_samples = cli_int(a, cli_value(argc, argv, &i), 1, 100000);
+        } else if (!strcmp(a, "--kv-budget")) {
+            split(a, cli_value(argc, argv, &i), &budgets);
+        } else if (!strcmp(a, "--predict")) {
+            split(a, cli_value(argc, argv, &i), &modes);
+        } else if (!strcmp(a, "--dense-layers")) {
+            dense_layers = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 16);
+        } else if (!strcmp(a, "--draft")) {
+            draft = cli_value(argc, argv, &i);
+            if (strcmp(draft, "ngram") && strcmp(draft, "self") && (strncmp(draft, "model:", 6) || !draft[6]))
+                cli_die("--draft: '%s' is not one of ngram, self, model:PATH", draft);
+        } else if (!strcmp(a, "--spec-tokens")) {
+            spec_tokens = cli_int(a, cli_value(argc, argv, &i), 1, 32);
+        } else if (!strcmp(a, "--max-tokens")) {
+            max_tokens = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
+        } else if (!strcmp(a, "--seed")) {
+            o.seed = cli_u64(a, cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--print-samples")) {
+            print_samples = true;
+        } else if (!strcmp(a, "--sweep")) {
+            sweep = true;
+        } else if (!strcmp(a, "--no-reuse")) {
+            reuse = false;
+        } else if (!strcmp(a, "--fidelity-steps")) {
+            o.fid_steps = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        } else if (!strcmp(a, "--recall")) {
+            recall = true;
+        } else if (!strcmp(a, "--json")) {
+            o.json_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--threads")) {
+            threads = cli_int(a, cli_value(argc, argv, &i), 1, 256);
+        } else if (!strcmp(a, "--device")) {
+            device = cli_value(argc, argv, &i);
+        } else {
+            cli_die("eval: unknown option '%s' (see oasiskv eval --help)", a);
+        }
+    }
+    if (!tasks.n)
+        cli_die("eval: --task is required (see oasiskv eval --help)");
+    if (spec_tokens && !draft)
+        cli_die("eval: --spec-tokens needs --draft");
+    if (!sweep && (tasks.n > 1 || ctxs.n > 1 || budgets.n > 1 || modes.n > 1))
+        cli_die("eval: comma lists need --sweep");
+    if (tasks.n == 1 && !strcmp(tasks.v[0], "all")) {
+        int n;
+        const struct okv_eval_task_info *t = okv_eval_tasks(&n);
+        tasks.n = 0;
+        for (int k = 0; k < n && k < MAX_LIST; k++)
+            tasks.v[tasks.n++] = t[k].name;
+    }
+    for (int k = 0; k < tasks.n; k++)
+        if (strcmp(tasks.v[k], "fidelity") && !okv_eval_task_find(tasks.v[k]))
+            cli_die("--task: unknown task '%s' (oasiskv eval --list)", tasks.v[k]);
+    int ctx_v[MAX_LIST];
+    for (int k = 0; k < ctxs.n; k++)
+        ctx_v[k] = cli_int("--context-len", ctxs.v[k], 16, 1 << 22);
+    /* configurations: dense once, each budget under each predict mode */
+    struct okv_eval_config cfgs[MAX_LIST * 3 + 1];
+    int n_cfgs = 0;
+    enum okv_predict pm[MAX_LIST];
+    for (int k = 0; k < modes.n; k++)
+        pm[k] = parse_predict(modes.v[k]);
+    for (int b = 0; b < budgets.n; b++) {
+        int budget = !strcmp(budgets.v[b], "dense") ? 0 : cli_int("--kv-budget", budgets.v[b], 1, 1 << 24);
+        for (int k = 0; k < (budget ? modes.n : 1); k++) {
+            if (n_cfgs == (int)(sizeof cfgs / sizeof cfgs[0]))
+                cli_die("eval: too many configurations");
+            cfgs[n_cfgs++] = (struct okv_eval_config){budget, budget ? pm[k] : OKV_PREDICT_CURRENT, dense_layers,
+                                                      draft, spec_tokens};
+        }
+    }
+    if (!o.model_path)
+        o.model_path = cli_default_model();
+    struct okv_model *m = NULL;
+    okv_tokenizer *tok = NULL;
+    cli_load(o.model_path, &m, &tok);
+    if (!tok)
+        cli_die("%s has no tokenizer: eval needs one", o.model_path);
+    if (dense_layers > m->cfg.n_layers)
+        cli_die("--dense-layers: %d is more than the model's %d layers", dense_layers, m->cfg.n_layers);
+    for (int k = 0; k < ctxs.n; k++)
+        if (m->cfg.max_ctx > 0 && ctx_v[k] > m->cfg.max_ctx)
+            cli_die("--context-len: %d exceeds the model's context length %d", ctx_v[k], m->cfg.max_ctx);
+    struct okv_backend_params bp = {threads};
+    okv_backend *be = NULL;
+    if (okv_backend_create(device, &bp, &be) != OKV_OK)
+        cli_die("%s", okv_last_error());
+    okv_eval_ctx *ec = NULL;
+    if (okv_eval_ctx_create(tok, &ec) != OKV_OK)
+        cli_die("%s", okv_last_error());
+    if (!okv_eval_ctx_has_essays(ec))
+        fprintf(stderr, "[eval] note: doc-debian is not installed; essay haystacks use the license texts\n");
+
+    if (print_samples) {
+        for (int ti = 0; ti < tasks.n; ti++)
+            for (int ci = 0; ci < ctxs.n; ci++)
+                for (int i = 0; i < o.num_samples && strcmp(tasks.v[ti], "fidelity"); i++) {
+                    struct okv_eval_sample s;
+                    struct okv_eval_gen g = {tasks.v[ti], ctx_v[ci], o.seed, i, -1, max_tokens};
+                    if (okv_eval_sample_make(ec, &g, &s) != OKV_OK)
+                        cli_die("%s", okv_last_error());
+                    printf("=== %s context %d sample %d: %d prompt tokens, max %d new, haystack %s, depth %.3f\n%s\n"
+                           "=== answers:", tasks.v[ti], ctx_v[ci], i, s.n_tokens, s.max_tokens, s.haystack, s.depth,
+                           s.prompt);
+                    for (int k = 0; k < s.n_answers; k++)
+                        printf(" [%s]", s.answers[k]);
+                    printf("\n=== needles:");
+                    for (int k = 0; k < s.n_needles; k++)
+                        printf(" [%.*s]@%zu", (int)s.needle_len[k], s.prompt + s.needle_off[k], s.needle_off[k]);
+                    printf("\n");
+                    okv_eval_sample_free(&s);
+                }
+        return 0;
+    }
+    int cap_rows = tasks.n * ctxs.n * n_cfgs;
+    struct row *rows = calloc((size_t)cap_rows, sizeof *rows);
+    int n_rows = 0;
+    struct recs rs = {0};
+    double t_start = okv_now();
+    for (int ti = 0; ti < tasks.n; ti++) {
+        for (int ci = 0; ci < ctxs.n; ci++) {
+            const int ctx = ctx_v[ci];
+            if (!strcmp(tasks.v[ti], "fidelity")) {
+                if (o.fid_steps >= ctx)
+                    cli_die("fidelity: --fidelity-steps %d must be below the context length %d", o.fid_steps, ctx);
+                char *text;
+                size_t len;
+                int32_t *ids;
+                size_t n_ids;
+                if (okv_eval_fidelity_text(ec, &text, &len) != OKV_OK ||
+                    okv_tokenizer_encode(tok, text, len, okv_tokenizer_add_bos(tok), false, &ids, &n_ids) != OKV_OK)
+                    cli_die("fidelity: %s", okv_last_error());
+                okv_free(text);
+                int P = ctx - o.fid_steps;
+                if ((size_t)P > n_ids)
+                    cli_die("fidelity: the text has only %zu tokens (asked %d)", n_ids, P);
+                struct okv_eval_fid_cell fc[MAX_LIST * 3 + 1];
+                if (okv_eval_fidelity(m, be, ids, P, o.fid_steps, cfgs, n_cfgs, recall, on_progress, NULL, fc) != OKV_OK)
+                    cli_die("fidelity: %s", okv_last_error());
+                okv_free(ids);
+                for (int k = 0; k < n_cfgs; k++)
+                    rows[n_rows++] = (struct row){.task = "fidelity", .ctx = ctx, .fid = true, .fcell = fc[k]};
+                write_json(&o, rows, n_rows, NULL, NULL);
+                continue;
+            }
+            struct okv_eval_run_params rp = {.task = tasks.v[ti], .context_len = ctx, .num_samples = o.num_samples,
+                                             .seed = o.seed, .max_tokens = max_tokens, .reuse_full_budget = reuse,
+                                             .on_sample = sweep ? NULL : on_sample, .progress = on_progress,
+                                             .user = &rs};
+            struct okv_eval_cell cells[MAX_LIST * 3 + 1];
+            if (okv_eval_run(m, tok, be, ec, &rp, cfgs, n_cfgs, cells) != OKV_OK)
+                cli_die("eval %s at context %d: %s", tasks.v[ti], ctx, okv_last_error());
+            for (int k = 0; k < n_cfgs; k++)
+                rows[n_rows++] = (struct row){.task = tasks.v[ti], .ctx = ctx, .cell = cells[k]};
+            write_json(&o, rows, n_rows, sweep ? NULL : &rs, cfgs);
+        }
+    }
+    print_table(rows, n_rows);
+    fprintf(stderr, "[eval] done in %.1f s\n", okv_now() - t_start);
+    for (int i = 0; i < rs.n; i++) {
+        free(rs.r[i].output);
+        free(rs.r[i].answers);
+    }
+    free(rs.r);
+    free(rows);
+    free(tasks.buf);
+    free(ctxs.buf);
+    free(budgets.buf);
+    free(modes.buf);
+    okv_eval_ctx_free(ec);
+    okv_backend_free(be);
+    okv_tokenizer_free(tok);
+    okv_model_free(m);
+    return 0;
+}
