@@ -3,7 +3,7 @@
  *
  *   bench_sparse [-m MODEL] [--text FILE] [--prompt-tokens P] [--steps N]
  *                [--budgets 256,512,1024,2048] [--modes current,lookahead,oracle]
- *                [--threads T] [--json FILE]
+ *                [--threads T] [--device cpu|cuda] [--json FILE]
  *
  * Dense decoding runs greedily for N steps from a P-token prompt cut from FILE
  * (default: the GPL-3 text every Debian system ships). Each (budget, mode) then
@@ -87,6 +87,7 @@ int main(int argc, char **argv)
 {
     const char *model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *text_path = "/usr/share/common-licenses/GPL-3";
     const char *budgets_s = "256,512,1024,2048", *modes_s = "current,lookahead,oracle", *json_path = NULL;
+    const char *device = "cpu";
     int P = 6000, N = 500, threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -102,6 +103,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--modes")) modes_s = v;
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--json")) json_path = v;
+        else if (!strcmp(a, "--device")) device = v;
         else {
             fprintf(stderr, "bench_sparse: unknown option %s\n", a);
             return 1;
@@ -127,7 +129,7 @@ int main(int argc, char **argv)
     const int V = m->cfg.vocab_size, ctx = P + N + 8;
     struct okv_backend_params bp = {threads};
     okv_backend *be = NULL;
-    if (okv_backend_create("cpu", &bp, &be) != OKV_OK)
+    if (okv_backend_create(device, &bp, &be) != OKV_OK)
         die("backend");
 
     /* dense reference */
