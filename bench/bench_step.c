@@ -103,6 +103,8 @@ int main(int argc, char **argv)
                 int32_t *seqs = malloc(sizeof(int32_t) * (size_t)B), *toks = malloc(sizeof(int32_t) * (size_t)B);
                 uint8_t *want = malloc((size_t)B);
                 float *logits = malloc(sizeof(float) * (size_t)B * c->vocab_size);
+                struct okv_sampling *params = calloc((size_t)B, sizeof *params);   /* temperature 0: greedy */
+                double *us = calloc((size_t)B, sizeof *us);
                 int ok = 1;
                 for (int s = 0; s < B && ok; s++) {
                     ok = okv_engine_seq_create(e, &seqs[s]) == OKV_OK &&
@@ -118,9 +120,9 @@ int main(int argc, char **argv)
                         t_step = okv_now();
                     }
                     struct okv_batch b = {B, toks, seqs, want, NULL};
-                    ok = okv_engine_forward(e, &b, logits) == OKV_OK;
-                    for (int s = 0; s < B; s++)
-                        toks[s] = okv_argmax(logits + (size_t)s * c->vocab_size, c->vocab_size);
+                    int32_t *next = (int32_t *)logits;   /* greedy, sampled on the backend */
+                    ok = okv_engine_forward_sample(e, &b, params, us, next, NULL) == OKV_OK;
+                    memcpy(toks, next, sizeof(int32_t) * (size_t)B);
                 }
                 if (!ok) {
                     printf("| %d | %d | %s | does not fit: %s |||||||\n", B, ctx, kvname, okv_last_error());
@@ -153,6 +155,8 @@ int main(int argc, char **argv)
                 free(toks);
                 free(want);
                 free(logits);
+                free(params);
+                free(us);
             }
     if (jf) {
         fprintf(jf, "]}\n");

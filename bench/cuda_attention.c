@@ -1,6 +1,10 @@
 /* cuda_attention: decode attention of the CUDA backend, achieved HBM bandwidth.
  *
- *   cuda_attention [--ctx 8192,32768] [--max-batch 256]
+ *   cuda_attention [--ctx 8192,32768] [--max-batch 256] [--variants 0,-1,...]
+ *
+ * --variants times each listed kernel variant on the same data (okv_cuda_set_attn:
+ * 0 default, -1 the SIMT kernel, k > 0 tuning variants) and prints the largest
+ * difference of each variant's output from the first one's (max |d| / max |ref|).
  *
  * Llama-3-8B-like shape: 32 query heads, 8 KV heads (GQA 4), head_dim 128, blocks
  * of 16 tokens, bf16 KV. Each of `batch` sequences has `ctx` tokens and one query
@@ -8,6 +12,7 @@
  * over the time of one attention op, timed on the host clock over back-to-back
  * calls after warm-up; the layers rotate so that the KV read per round is at least
  * 1 GiB (more than the 60 MB L2). Target: >= 70% of ~4.2 TB/s at batch >= 16. */
+#include "backend/cuda/cuda_bench.h"
 #include "oasiskv/backend.h"
 
 #include <math.h>
@@ -34,12 +39,16 @@ static void die(const char *what)
 
 int main(int argc, char **argv)
 {
-    int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256;
+    int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256, vars[16] = {0}, n_vars = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ctx")) {
             n_ctx = 0;
             for (char *s = argv[i + 1]; s && *s && n_ctx < 4; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
                 ctxs[n_ctx++] = atoi(s);
+        } else if (!strcmp(argv[i], "--variants")) {
+            n_vars = 0;
+            for (char *s = argv[i + 1]; s && *s && n_vars < 16; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
+                vars[n_vars++] = atoi(s);
         } else if (!strcmp(argv[i], "--max-batch")) {
             max_batch = atoi(argv[i + 1]);
         }
@@ -52,7 +61,8 @@ int main(int argc, char **argv)
     const int nkv = 8, nh = 32, hd = 128, bs = 16;
     printf("decode attention: %d query heads, %d KV heads, head_dim %d, block %d, bf16 KV; ceiling %.0f GB/s\n", nh, nkv, hd,
            bs, HBM_GBS);
-    printf("%-7s %-6s %-7s %-10s %-10s %-10s %s\n", "ctx", "batch", "layers", "KV MiB", "us/call", "GB/s", "% of 4.2 TB/s");
+    printf("%-7s %-6s %-4s %-7s %-10s %-10s %-10s %-8s %-6s %-6s %s\n", "ctx", "batch", "var", "layers", "KV MiB", "us/call",
+           "GB/s", "% 4.2TB", "items", "slots", "diff vs first");
     for (int ci = 0; ci < n_ctx; ci++) {
         const int ctx = ctxs[ci], nb = ctx / bs;
         for (int batch = 1; batch <= max_batch; batch *= 2) {
@@ -133,26 +143,52 @@ int main(int argc, char **argv)
                 die("mem_alloc");
             o->mem_write(be, q, 0, qh, (size_t)batch * nh * hd);
             const float scale = 1.0f / sqrtf((float)hd);
-            for (int w = 0; w < 2 * layers + 2; w++)
-                if (o->attention(be, out, q, kv, w % layers, &blocks, nh, scale) != OKV_OK)
-                    die("attention");
-            o->sync(be);
-            int iters = (int)(((size_t)4 << 30) / layer_bytes);
-            if (iters < 10)
-                iters = 10;
-            if (iters > 2000)
-                iters = 2000;
-            double t0 = okv_now();
-            for (int it = 0; it < iters; it++)
-                if (o->attention(be, out, q, kv, it % layers, &blocks, nh, scale) != OKV_OK)
-                    die("attention");
-            if (o->sync(be) != OKV_OK)
-                die("sync");
-            double dt = (okv_now() - t0) / iters;
-            double gbs = (double)layer_bytes / dt / 1e9;
-            printf("%-7d %-6d %-7d %-10.0f %-10.1f %-10.0f %.1f%%\n", ctx, batch, layers, (double)layer_bytes / 1048576.0,
-                   dt * 1e6, gbs, 100.0 * gbs / HBM_GBS);
-            fflush(stdout);
+            const size_t n_out = (size_t)batch * nh * hd;
+            float *ref = malloc(sizeof(float) * n_out), *got = malloc(sizeof(float) * n_out);
+            for (int vi = 0; vi < n_vars; vi++) {
+                okv_cuda_set_attn(be, vars[vi], 0);
+                for (int w = 0; w < 2 * layers + 2; w++)
+                    if (o->attention(be, out, q, kv, w % layers, &blocks, nh, scale) != OKV_OK)
+                        die("attention");
+                if (o->sync(be) != OKV_OK)
+                    die("sync");
+                /* output of layer 0 for the cross-check */
+                if (o->attention(be, out, q, kv, 0, &blocks, nh, scale) != OKV_OK || o->mem_read(be, out, 0, vi ? got : ref, n_out) != OKV_OK)
+                    die("attention check");
+                double diff = 0;
+                if (vi) {
+                    double md = 0, mr = 1e-30;
+                    for (size_t i = 0; i < n_out; i++) {
+                        double d = fabs((double)got[i] - ref[i]);
+                        if (!(d <= md))
+                            md = d;   /* NaN sticks */
+                        if (fabs(ref[i]) > mr)
+                            mr = fabs(ref[i]);
+                    }
+                    diff = md / mr;
+                }
+                int iters = (int)(((size_t)16 << 30) / layer_bytes);
+                if (iters < 20)
+                    iters = 20;
+                if (iters > 3000)
+                    iters = 3000;
+                double t0 = okv_now();
+                for (int it = 0; it < iters; it++)
+                    if (o->attention(be, out, q, kv, it % layers, &blocks, nh, scale) != OKV_OK)
+                        die("attention");
+                if (o->sync(be) != OKV_OK)
+                    die("sync");
+                double dt = (okv_now() - t0) / iters;
+                double gbs = (double)layer_bytes / dt / 1e9;
+                int n_work = 0, n_merge = 0;
+                const int slots = okv_cuda_attn_info(be, &n_work, &n_merge);
+                printf("%-7d %-6d %-4d %-7d %-10.0f %-10.1f %-10.0f %-8.1f %-6d %-6d %.2e\n", ctx, batch, vars[vi], layers,
+                       (double)layer_bytes / 1048576.0, dt * 1e6, gbs, 100.0 * gbs / HBM_GBS, n_work, slots, diff);
+                fflush(stdout);
+            }
+            okv_cuda_set_attn(be, 0, 0);
+            free(ref);
+            free(got);
             o->mem_free(be, q);
             o->mem_free(be, out);
             free(qh);

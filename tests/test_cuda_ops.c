@@ -12,6 +12,7 @@
  *    the chosen blocks must be equal wherever the k-th and (k+1)-th CPU scores are
  *    not a near-tie (gap > 1e-3 of the score scale).
  * Skips (77) when no CUDA device is present. */
+#include "backend/cuda/cuda_bench.h"
 #include "oasiskv/backend.h"
 #include "testutil.h"
 
@@ -498,6 +499,8 @@ static void test_attention(void)
     struct cfg { int bs, nkv, group, hd, n_seqs, max_len, sparse_lists; } cfgs[] = {
         {16, 2, 4, 128, 12, 300, 0}, {8, 1, 8, 64, 5, 900, 1}, {16, 4, 1, 16, 9, 200, 1},
         {16, 2, 2, 128, 3, 3000, 0}, {32, 3, 3, 8, 7, 500, 1}, {16, 8, 4, 128, 16, 130, 1},
+        {16, 2, 4, 96, 6, 1200, 0},  {16, 4, 2, 32, 8, 700, 1},  {32, 2, 8, 64, 5, 2000, 1},
+        {16, 8, 4, 128, 3, 6000, 0}, {8, 2, 16, 128, 4, 800, 1},
     };
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
         const struct cfg cf = cfgs[ci];
@@ -589,6 +592,24 @@ static void test_attention(void)
         og = poisoned(gpu, (size_t)n * nh * hd);
         BOTH(OKV_OK, gpu->ops->attention(gpu, og, qg, p.g, layer, &blocks, nh, scale));
         compare("  same lists again (cached plan)", oc, og, (size_t)n * nh * hd, 2e-3);
+        /* other kernels and split sizes (cuda_bench.h): forced items of 1, 3 and 5 blocks,
+         * no split, the SIMT kernel, the tuning variants */
+        {
+            const int var[][2] = {{0, bs}, {0, 3 * bs}, {0, 5 * bs - 1}, {0, 1 << 30}, {-1, 0}, {-1, bs},
+                                  {1, 2 * bs}, {2, 0}, {4, 0}, {5, 3 * bs}, {6, 0}};
+            for (size_t vi = 0; vi < sizeof var / sizeof var[0]; vi++) {
+                okv_cuda_set_attn(gpu, var[vi][0], var[vi][1]);
+                gpu->ops->mem_free(gpu, og);
+                og = poisoned(gpu, (size_t)n * nh * hd);
+                BOTH(OKV_OK, gpu->ops->attention(gpu, og, qg, p.g, layer, &blocks, nh, scale));
+                int n_work = 0, n_merge = 0;
+                okv_cuda_attn_info(gpu, &n_work, &n_merge);
+                snprintf(name, sizeof name, "  variant %d, %d keys per item: %d items, %d merged", var[vi][0], var[vi][1], n_work,
+                         n_merge);
+                compare(name, oc, og, (size_t)n * nh * hd, 2e-3);
+            }
+            okv_cuda_set_attn(gpu, 0, 0);
+        }
 
         /* selection on the same step: rows of one sequence, candidates among host blocks */
         {

@@ -19,6 +19,7 @@
 #define OASISKV_BACKEND_H
 
 #include "oasiskv/common.h"
+#include "oasiskv/sampling.h"
 #include "oasiskv/tensor.h"
 
 #ifdef __cplusplus
@@ -162,11 +163,24 @@ struct okv_backend_ops {
      * group slots at tok_slot and, with a host tier, into the host tier at tok_host,
      * widening the host blocks' summaries. */
     enum okv_status (*kv_write)(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v);
-    /* Select blocks for one sequence of the current step (see okv_select_req): out
-     * receives [n_kv_heads][k] host block ids, best first; scores, if not NULL,
-     * [n_kv_heads][n_cand] the bound of every candidate. q is [n][n_heads][hd]. */
+    /* Select blocks for several sequences of the current step at once (one request
+     * each, see okv_select_req), in one pass: out receives, request after request,
+     * [n_kv_heads][req.k] host block ids, best first (ties to the lower id); scores,
+     * if not NULL, request after request, [n_kv_heads][req.n_cand] the bound of every
+     * candidate. q is [n][n_heads][hd]. A GPU backend scores and sorts on the device
+     * and copies back only the ids (one copy for all requests). */
     enum okv_status (*select_blocks)(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                     const struct okv_select_req *req, int32_t *out, float *scores);
+                                     const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores);
+    /* Sample one token per row of logits [n_rows][vocab], on the backend: argmax
+     * (lowest id on ties) when params[i].temperature <= 0; otherwise the candidates
+     * are the top_k largest logits (all when top_k <= 0), then the smallest prefix of
+     * them, by decreasing logit, whose softmax(logit / temperature) mass reaches
+     * top_p; renormalised, walked in increasing id order, the first id whose
+     * cumulative probability exceeds u[i] is chosen (okv_sample_u is the reference).
+     * u[i] in [0, 1) comes from the caller's per-sequence generator, so a seed gives
+     * the same tokens on every backend (up to float rounding at ties). out: host. */
+    enum okv_status (*sample)(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                              const struct okv_sampling *params, const double *u, int32_t *out);
     /* out[n][n_heads][hd] = softmax(q k^T * scale) v over the given blocks, causal by position. */
     enum okv_status (*attention)(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
                                  const struct okv_attn_blocks *blocks, int n_heads, float scale);

@@ -13,6 +13,7 @@
 #include "oasiskv/backend.h"
 #include "oasiskv/kv.h"
 #include "oasiskv/model.h"
+#include "oasiskv/sampling.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,6 +122,13 @@ struct okv_batch {
  * each step selects the blocks of the next one. OKV_ERR_NO_KV_SPACE when the pool cannot take the new tokens,
  * OKV_ERR_CONTEXT when a sequence would pass max_ctx; the state is unchanged then. */
 enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits);
+
+/* As okv_engine_forward, but the rows that want logits are sampled on the backend
+ * (no logits cross to the host unless logits is not NULL): params[i] and u[i] (a
+ * uniform number in [0, 1) from the sequence's generator; see okv_sample_u) for the
+ * i-th such row, its token in tokens[i]. */
+enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch *b, const struct okv_sampling *params,
+                                          const double *u, int32_t *tokens, float *logits);
 
 #ifdef __cplusplus
 }

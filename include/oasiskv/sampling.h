@@ -31,7 +31,13 @@ int32_t okv_argmax(const float *logits, int n);
  * With temperature <= 0 the distribution is one-hot on the argmax. */
 void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p, float *probs);
 
-/* Draw one token. scratch needs n floats. */
+/* Draw one token with the uniform number u in [0, 1): the distribution of
+ * okv_sampling_probs walked in increasing id order; the first id whose cumulative
+ * probability exceeds u. Greedy ignores u. scratch needs n floats. The reference
+ * of every backend's sample op. */
+int32_t okv_sample_u(const float *logits, int n, const struct okv_sampling *p, double u, float *scratch);
+
+/* Draw one token (u from rng; no number is drawn when greedy). scratch needs n floats. */
 int32_t okv_sample(const float *logits, int n, const struct okv_sampling *p, struct okv_rng *rng, float *scratch);
 
 /* Validate parameters: a message names the bad field. */

@@ -263,57 +263,89 @@ static enum okv_status build_lists(okv_engine *e, int n_seqs, const int32_t *sta
     return OKV_OK;
 }
 
-/* Score the candidates [sink, cand_end) of one sequence at one layer with the
- * given rows and leave the top blocks per head, as logical ids, in e->sel_logical
- * ([n_kv][*k]). */
-static enum okv_status select_for(okv_engine *e, const struct bseq *bs, int layer, const int32_t *rows, int n_rows,
-                                  int cand_end, int *k_out)
+/* One selection of a batched request: a sequence, the rows that score, and the
+ * candidate range [sink, cand_end). */
+struct sel_item {
+    int j;              /* batch-local sequence */
+    int rows_at;        /* its rows in e->pred_rows */
+    int n_rows;
+    int cand_end;
+    int k;              /* filled by select_many */
+    int out_at;         /* its [n_kv][k] logical ids in e->sel_logical */
+};
+
+/* Select for several sequences of one layer with one backend call; the results, as
+ * logical block ids, land in e->sel_logical at each item's out_at. */
+static enum okv_status select_many(okv_engine *e, int layer, struct sel_item *items, int n_items)
 {
     const int nkv = e->cfg.n_kv_heads, sink = e->prm.sink_blocks;
-    int nb;
-    const int32_t *host = okv_kv_seq_host_blocks(e->kv, bs->id, &nb);
-    int n_cand = cand_end - sink;
-    int k = okv_resid_k(e->resid, layer);
-    if (k > n_cand)
-        k = n_cand;
-    enum okv_status st = ensure_scratch(e, n_cand > nkv * k ? n_cand + 1 : nkv * k + 1);
+    int total_cand = 0, total_out = 0;
+    for (int i = 0; i < n_items; i++) {
+        int n_cand = items[i].cand_end - sink;
+        int k = okv_resid_k(e->resid, layer);
+        items[i].k = k > n_cand ? n_cand : k;
+        items[i].out_at = total_out;
+        total_cand += n_cand;
+        total_out += nkv * items[i].k;
+    }
+    enum okv_status st = ensure_scratch(e, (total_cand > total_out ? total_cand : total_out) + 1);
     if (st == OKV_OK)
         st = okv_engine_grow_i32(&e->host_to_logical, &e->h2l_cap, okv_kv_geometry(e->kv)->n_host_blocks);
     if (st != OKV_OK)
         return st;
-    for (int c = 0; c < n_cand; c++) {
-        e->cand[c] = host[sink + c];
-        e->host_to_logical[host[sink + c]] = sink + c;
+    struct okv_select_req *reqs = okv_malloc(sizeof *reqs * (size_t)n_items, OKV_TAG_ENGINE);
+    if (!reqs)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    int at = 0;
+    for (int i = 0; i < n_items; i++) {
+        int nb;
+        const int32_t *host = okv_kv_seq_host_blocks(e->kv, e->bs[items[i].j].id, &nb);
+        int n_cand = items[i].cand_end - sink;
+        for (int c = 0; c < n_cand; c++) {
+            e->cand[at + c] = host[sink + c];
+            e->host_to_logical[host[sink + c]] = sink + c;   /* host blocks belong to one sequence */
+        }
+        reqs[i] = (struct okv_select_req){e->pred_rows + items[i].rows_at, items[i].n_rows, e->cand + at, n_cand, items[i].k};
+        at += n_cand;
     }
-    struct okv_select_req req = {rows, n_rows, e->cand, n_cand, k};
-    st = e->be->ops->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, &req, e->sel_host, NULL);
+    st = e->be->ops->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, n_items, e->sel_host,
+                                   NULL);
+    okv_free(reqs);
     if (st != OKV_OK)
         return st;
-    for (int i = 0; i < nkv * k; i++)
+    for (int i = 0; i < total_out; i++)
         e->sel_logical[i] = e->host_to_logical[e->sel_host[i]];
-    *k_out = k;
     return OKV_OK;
 }
 
-/* Install the selection in e->sel_logical for (sequence, layer) and fetch what is
- * missing. */
-static enum okv_status install(okv_engine *e, int seq, int layer, int k)
+/* Install each item's selection for (sequence, layer) and fetch what is missing,
+ * all sequences' units in one gather. */
+static enum okv_status install_many(okv_engine *e, int layer, const struct sel_item *items, int n_items)
 {
     const int nkv = e->cfg.n_kv_heads;
-    enum okv_status st = ensure_scratch(e, nkv * k + 1);
+    int need = 1;
+    for (int i = 0; i < n_items; i++)
+        need += nkv * items[i].k;
+    enum okv_status st = ensure_scratch(e, need);
     if (st != OKV_OK)
         return st;
-    /* a fresh stamp per installation: an inline selection and the prediction of the
-     * same step must not protect each other's units */
-    if (++e->step_stamp == 0)
-        e->step_stamp = 1;
-    int n = okv_resid_apply(e->resid, seq, layer, e->sel_logical, k, e->step_stamp, e->f_block, e->f_head, e->f_unit);
+    int n = 0;
+    for (int i = 0; i < n_items; i++) {
+        int seq = e->bs[items[i].j].id;
+        /* a fresh stamp per installation: an inline selection and the prediction of
+         * the same step must not protect each other's units */
+        if (++e->step_stamp == 0)
+            e->step_stamp = 1;
+        int m = okv_resid_apply(e->resid, seq, layer, e->sel_logical + items[i].out_at, items[i].k, e->step_stamp,
+                                e->f_block + n, e->f_head + n, e->f_unit + n);
+        int nb;
+        const int32_t *host = okv_kv_seq_host_blocks(e->kv, seq, &nb);
+        for (int f = n; f < n + m; f++)
+            e->f_src[f] = host[e->f_block[f]] * nkv + e->f_head[f];
+        n += m;
+    }
     if (n == 0)
         return OKV_OK;
-    int nb;
-    const int32_t *host = okv_kv_seq_host_blocks(e->kv, seq, &nb);
-    for (int i = 0; i < n; i++)
-        e->f_src[i] = host[e->f_block[i]] * nkv + e->f_head[i];
     e->stats.units_fetched += n;
     e->stats.fetch_bytes += (int64_t)n * (int64_t)e->be->ops->kv_unit_bytes(okv_kv_storage(e->kv));
     return e->be->ops->kv_fetch(e->be, okv_kv_storage(e->kv), layer, n, e->f_src, e->f_unit);
@@ -355,81 +387,99 @@ static int count_common(int32_t *a, int32_t *b, int n)
     return c;
 }
 
-/* Before layer l's attention: oracle selection, recall measurement, and waiting
- * for the layer's fetches. */
+/* Before layer l's attention: inline selection (oracle mode, or a step without a
+ * prediction), recall measurement, and waiting for the layer's fetches. */
 static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bool any_fetch)
 {
     const int nkv = e->cfg.n_kv_heads;
-    enum okv_status st;
+    enum okv_status st = OKV_OK;
     int64_t selected = 0;
     bool any_sel = false;
+    struct sel_item *inl = okv_malloc(sizeof *inl * (size_t)(2 * n_seqs + 1), OKV_TAG_ENGINE), *rec = inl + n_seqs;
+    if (!inl)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    int n_inl = 0, n_rec = 0, rows_at = 0;
     for (int j = 0; j < n_seqs; j++) {
         const struct bseq *bs = &e->bs[j];
         if (!bs->sel)
             continue;
         any_sel = true;
-        int32_t *rows = e->pred_rows;
-        int n_rows = 0;
+        struct sel_item it = {j, rows_at, bs->r1 - bs->r0, bs->cand_end, 0, 0};
         for (int r = bs->r0; r < bs->r1; r++)
-            rows[n_rows++] = r;
+            e->pred_rows[rows_at++] = r;   /* the step's own (true) queries */
         if (bs->inline_sel) {
-            int k;
-            if ((st = select_for(e, bs, layer, rows, n_rows, bs->cand_end, &k)) != OKV_OK ||
-                (st = install(e, bs->id, layer, k)) != OKV_OK)
-                return st;
-            selected += (int64_t)k * nkv;
+            inl[n_inl++] = it;
         } else {
             int k;
-            const int32_t *pred = okv_resid_selection(e->resid, bs->id, layer, &k);
+            okv_resid_selection(e->resid, bs->id, layer, &k);
             selected += (int64_t)k * nkv;
-            if (e->prm.track_recall && k > 0) {
-                int32_t *saved = okv_malloc(sizeof(int32_t) * (size_t)(k * nkv), OKV_TAG_ENGINE);
-                if (!saved)
-                    return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-                memcpy(saved, pred, sizeof(int32_t) * (size_t)(k * nkv));
-                int k2;
-                st = select_for(e, bs, layer, rows, n_rows, bs->cand_end, &k2);
-                if (st == OKV_OK && k2 == k) {
-                    for (int h = 0; h < nkv; h++)
-                        e->stats.recall_hits += count_common(saved + h * k, e->sel_logical + h * k, k);
-                    e->stats.recall_total += (int64_t)k * nkv;
-                }
-                okv_free(saved);
-                if (st != OKV_OK)
-                    return st;
+            if (e->prm.track_recall && k > 0)
+                rec[n_rec++] = it;
+        }
+    }
+    if (n_inl) {
+        if ((st = select_many(e, layer, inl, n_inl)) != OKV_OK || (st = install_many(e, layer, inl, n_inl)) != OKV_OK)
+            goto out;
+        for (int i = 0; i < n_inl; i++)
+            selected += (int64_t)inl[i].k * nkv;
+    }
+    if (n_rec) {
+        if ((st = select_many(e, layer, rec, n_rec)) != OKV_OK)
+            goto out;
+        for (int i = 0; i < n_rec; i++) {
+            int k;
+            const int32_t *pred = okv_resid_selection(e->resid, e->bs[rec[i].j].id, layer, &k);
+            if (k != rec[i].k)
+                continue;
+            int32_t *mine = okv_malloc(sizeof(int32_t) * (size_t)(k * nkv + 1), OKV_TAG_ENGINE);
+            if (!mine) {
+                st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+                goto out;
             }
+            memcpy(mine, pred, sizeof(int32_t) * (size_t)(k * nkv));
+            for (int h = 0; h < nkv; h++)
+                e->stats.recall_hits += count_common(mine + h * k, e->sel_logical + rec[i].out_at + h * k, k);
+            e->stats.recall_total += (int64_t)k * nkv;
+            okv_free(mine);
         }
     }
     if (any_sel || any_fetch) {
         int pending = 0;
         double stall = 0;
         if ((st = e->be->ops->kv_fetch_wait(e->be, okv_kv_storage(e->kv), layer, &pending, &stall)) != OKV_OK)
-            return st;
+            goto out;
         e->stats.stall_s += stall;
         if (e->prm.predict != OKV_PREDICT_ORACLE) {
-            /* pending counts staging too: charging it to the selection under-reports
-             * the in-time share, never over-reports it */
+            /* pending counts staging and inline fetches too: charging them to the
+             * selection under-reports the in-time share, never over-reports it */
             e->stats.units_selected += selected;
             e->stats.units_in_time += selected - (pending < selected ? pending : selected);
         }
     }
-    return OKV_OK;
+out:
+    okv_free(inl);
+    return st;
 }
 
 static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, int n_seqs, int layer)
 {
-    enum okv_status st;
+    struct sel_item *items = okv_malloc(sizeof *items * (size_t)(n_seqs + 1), OKV_TAG_ENGINE);
+    if (!items)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    int n = 0, rows_at = 0;
     for (int j = 0; j < n_seqs; j++) {
         const struct bseq *bs = &e->bs[j];
         if (!bs->predict)
             continue;
-        int n_rows = pred_rows(e, b, bs, e->pred_rows);
-        int k;
-        if ((st = select_for(e, bs, layer, e->pred_rows, n_rows, bs->pred_cand_end, &k)) != OKV_OK ||
-            (st = install(e, bs->id, layer, k)) != OKV_OK)
-            return st;
+        int nr = pred_rows(e, b, bs, e->pred_rows + rows_at);
+        items[n++] = (struct sel_item){j, rows_at, nr, bs->pred_cand_end, 0, 0};
+        rows_at += nr;
     }
-    return OKV_OK;
+    enum okv_status st = OKV_OK;
+    if (n && (st = select_many(e, layer, items, n)) == OKV_OK)
+        st = install_many(e, layer, items, n);
+    okv_free(items);
+    return st;
 }
 
 /* After a successful step: lengths, phases, and blocks leaving the window give
@@ -493,7 +543,8 @@ static void finish_step(okv_engine *e, int n_seqs)
 
 #define CK(call) do { if ((st = (call)) != OKV_OK) goto fail; } while (0)
 
-enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits)
+static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *logits, const struct okv_sampling *params,
+                               const double *u, int32_t *tokens)
 {
     enum okv_status st;
     const int n = b->n_tokens;
@@ -578,7 +629,10 @@ enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, flo
         CK(o->gather_rows(be, e->rows, e->x, e->rows_idx, n_rows, dim));
         CK(o->rmsnorm(be, e->rows, e->rows, e->output_norm, n_rows, dim, c->rms_eps));
         CK(o->matmul(be, e->logits, e->rows, e->output, NULL, n_rows, dim, c->vocab_size));
-        CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
+        if (tokens)
+            CK(o->sample(be, e->logits, n_rows, c->vocab_size, params, u, tokens));
+        if (logits)
+            CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
     }
     CK(o->sync(be));
     finish_step(e, n_seqs);
@@ -601,4 +655,17 @@ fail:
     rollback(e, n_seqs);
     okv_free(stage_base);
     return st;
+}
+
+enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits)
+{
+    return forward(e, b, logits, NULL, NULL, NULL);
+}
+
+enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch *b, const struct okv_sampling *params,
+                                          const double *u, int32_t *tokens, float *logits)
+{
+    if (!params || !u || !tokens)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample: params, u and tokens are required");
+    return forward(e, b, logits, params, u, tokens);
 }

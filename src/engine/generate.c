@@ -115,8 +115,10 @@ static enum okv_status decode_plain(okv_engine *e, int seq, struct gen_out *g, f
     enum okv_status st;
     struct okv_rng rng;
     okv_rng_seed(&rng, g->p->sampling.seed);
+    /* the first token from the prefill's logits; then each step samples on the
+     * backend, drawing the same uniform numbers in the same order */
+    int32_t id = okv_sample(logits, vocab, &g->p->sampling, &rng, logits + vocab);
     for (;;) {
-        int32_t id = okv_sample(logits, vocab, &g->p->sampling, &rng, logits + vocab);
         bool done;
         if ((st = emit_token(g, id, &done)) != OKV_OK)
             return st;
@@ -125,8 +127,11 @@ static enum okv_status decode_plain(okv_engine *e, int seq, struct gen_out *g, f
         int32_t one_seq = seq;
         uint8_t one_want = 1;
         struct okv_batch b = {1, &id, &one_seq, &one_want, NULL};
-        if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
+        double u = g->p->sampling.temperature > 0.0f ? okv_rng_uniform(&rng) : 0.0;
+        int32_t next;
+        if ((st = okv_engine_forward_sample(e, &b, &g->p->sampling, &u, &next, NULL)) != OKV_OK)
             return st;
+        id = next;
     }
 }
 

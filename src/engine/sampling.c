@@ -122,12 +122,12 @@ void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p
     okv_free(c);
 }
 
-int32_t okv_sample(const float *logits, int n, const struct okv_sampling *p, struct okv_rng *rng, float *scratch)
+int32_t okv_sample_u(const float *logits, int n, const struct okv_sampling *p, double u, float *scratch)
 {
     if (p->temperature <= 0.0f)
         return okv_argmax(logits, n);
     okv_sampling_probs(logits, n, p, scratch);
-    double u = okv_rng_uniform(rng), cum = 0;
+    double cum = 0;
     int32_t last = -1;
     for (int i = 0; i < n; i++) {
         if (scratch[i] <= 0.0f)
@@ -138,4 +138,11 @@ int32_t okv_sample(const float *logits, int n, const struct okv_sampling *p, str
             return i;
     }
     return last >= 0 ? last : okv_argmax(logits, n);
+}
+
+int32_t okv_sample(const float *logits, int n, const struct okv_sampling *p, struct okv_rng *rng, float *scratch)
+{
+    if (p->temperature <= 0.0f)
+        return okv_argmax(logits, n);
+    return okv_sample_u(logits, n, p, okv_rng_uniform(rng), scratch);
 }

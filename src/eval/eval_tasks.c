@@ -115,13 +115,35 @@ static void put_unit(struct tstate *t, struct sbuf *b, int i)
         sb_putn(b, " ", 1);
 }
 
-/* n haystack units with needle k inserted before unit round(ndepth[k] * n). */
+static size_t unit_len(const struct tstate *t, int i)
+{
+    if (!t->corp)
+        return strlen(filler[i % N_FILLER]);
+    int u = (t->start + i) % t->corp->n_units;
+    return t->corp->off[u + 1] - t->corp->off[u];
+}
+
+/* n haystack units with needle k inserted at the unit boundary nearest to ndepth[k] of
+ * the haystack's bytes (a proxy for its tokens that stays close when units vary in length). */
 static void render_haystack(struct tstate *t, int n, struct sbuf *b)
 {
     t->n_spans = 0;
     int pos[MAXN];
-    for (int k = 0; k < t->n_needles; k++)
-        pos[k] = (int)lround(t->ndepth[k] * n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += unit_len(t, i);
+    for (int k = 0; k < t->n_needles; k++) {
+        double want = t->ndepth[k] * (double)total, best = 1e300;
+        size_t cum = 0;
+        pos[k] = 0;
+        for (int i = 0; i <= n; i++) {
+            double d = fabs((double)cum - want);
+            if (d < best)
+                best = d, pos[k] = i;
+            if (i < n)
+                cum += unit_len(t, i);
+        }
+    }
     for (int i = 0; i <= n; i++) {
         for (int k = 0; k < t->n_needles; k++) {
             if (pos[k] != i)

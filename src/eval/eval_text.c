@@ -160,8 +160,12 @@ static enum okv_status cut_units(struct eval_corpus *c)
     c->off[0] = 0;
     for (size_t i = 0; i + 2 < c->len; i++) {
         char ch = c->text[i], nx = c->text[i + 2];
-        if ((ch == '.' || ch == '!' || ch == '?') && c->text[i + 1] == ' ' &&
-            (isupper((unsigned char)nx) || isdigit((unsigned char)nx) || nx == '"' || nx == '(')) {
+        bool end = (ch == '.' || ch == '!' || ch == '?') && c->text[i + 1] == ' ' &&
+                   (isupper((unsigned char)nx) || isdigit((unsigned char)nx) || nx == '"' || nx == '(');
+        /* legal sentences run long: a clause ends a unit past 240 bytes, so that needles
+         * can stand close to any depth */
+        end |= (ch == ';' || ch == ',' || ch == ':') && c->text[i + 1] == ' ' && i + 2 - c->off[c->n_units] > 240;
+        if (end) {
             if (i + 2 - c->off[c->n_units] < 2)
                 continue;
             if (c->n_units + 2 >= cap) {

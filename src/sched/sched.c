@@ -84,8 +84,10 @@ struct okv_sched {
     struct req **b_req;      /* [max_seqs] requests whose last row wants logits, in row order */
     struct req **b_all;      /* [max_seqs] requests in the batch, in row order */
     int *b_take;             /* [max_seqs] rows of each */
-    float *logits;           /* [max_seqs][vocab] */
-    float *scratch;          /* [vocab] */
+    struct okv_sampling *b_params;   /* [max_seqs] sampling of each logit row */
+    double *b_u;             /* [max_seqs] its uniform number */
+    int32_t *b_ids;          /* [max_seqs] its sampled token (on the backend) */
+    struct okv_rng *b_rng;   /* [max_seqs] generator states before the draw (restored on retry) */
 };
 
 const char *okv_finish_str(enum okv_finish f)
@@ -158,9 +160,12 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->b_tok = okv_calloc(nb, sizeof *s->b_tok, OKV_TAG_SERVER);
     s->b_seq = okv_calloc(nb, sizeof *s->b_seq, OKV_TAG_SERVER);
     s->b_want = okv_calloc(nb, 1, OKV_TAG_SERVER);
-    s->logits = okv_malloc(sizeof(float) * ns * (size_t)s->vocab, OKV_TAG_SERVER);
-    s->scratch = okv_malloc(sizeof(float) * (size_t)s->vocab, OKV_TAG_SERVER);
-    if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->logits || !s->scratch) {
+    s->b_params = okv_calloc(ns, sizeof *s->b_params, OKV_TAG_SERVER);
+    s->b_u = okv_calloc(ns, sizeof *s->b_u, OKV_TAG_SERVER);
+    s->b_ids = okv_calloc(ns, sizeof *s->b_ids, OKV_TAG_SERVER);
+    s->b_rng = okv_calloc(ns, sizeof *s->b_rng, OKV_TAG_SERVER);
+    if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
+        !s->b_u || !s->b_ids || !s->b_rng) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -457,9 +462,18 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         if (n == 0)
             break;
         struct okv_batch b = {.n_tokens = n, .tokens = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
-        st = okv_engine_forward(s->e, &b, s->logits);
+        /* sample on the backend: each request's next uniform number, in order */
+        for (int i = 0; i < nl; i++) {
+            struct req *r = s->b_req[i];
+            s->b_rng[i] = r->rng;
+            s->b_params[i] = r->sampling;
+            s->b_u[i] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
+        }
+        st = okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
         if (st == OKV_OK)
             break;
+        for (int i = 0; i < nl; i++)   /* the step did not happen: undraw */
+            s->b_req[i]->rng = s->b_rng[i];
         if (st == OKV_ERR_NO_KV_SPACE && s->n_running > 1) {
             preempt_youngest(s);
             continue;
@@ -476,12 +490,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
     if (n > 0) {
         for (int i = 0; i < nr; i++)
             s->b_all[i]->n_computed += s->b_take[i];
-        for (int i = 0; i < nl; i++) {
-            struct req *r = s->b_req[i];
-            const float *lg = s->logits + (size_t)i * (size_t)s->vocab;
-            int32_t id = okv_sample(lg, s->vocab, &r->sampling, &r->rng, s->scratch);
-            on_sampled(s, r, id);
-        }
+        for (int i = 0; i < nl; i++)
+            on_sampled(s, s->b_req[i], s->b_ids[i]);
         pthread_mutex_lock(&s->mu);
         s->m.steps_total++;
         pthread_mutex_unlock(&s->mu);
@@ -557,7 +567,7 @@ void okv_sched_free(okv_sched *s)
 {
     if (!s)
         return;
-    if (s->running && s->b_take && s->scratch)   /* fully constructed */
+    if (s->running && s->b_take && s->b_rng)   /* fully constructed */
         okv_sched_stop(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -568,8 +578,10 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->b_tok);
     okv_free(s->b_seq);
     okv_free(s->b_want);
-    okv_free(s->logits);
-    okv_free(s->scratch);
+    okv_free(s->b_params);
+    okv_free(s->b_u);
+    okv_free(s->b_ids);
+    okv_free(s->b_rng);
     okv_free(s);
 }
 

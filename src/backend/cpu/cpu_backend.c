@@ -250,6 +250,22 @@ static enum okv_status cpu_gather_rows(okv_backend *be, okv_bmem *out, const okv
     return OKV_OK;
 }
 
+static enum okv_status cpu_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                  const struct okv_sampling *params, const double *u, int32_t *out)
+{
+    if (logits->n < (size_t)n_rows * vocab)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample: %d rows of %d do not fit the buffer", n_rows, vocab);
+    float *scratch = NULL;
+    for (int i = 0; i < n_rows; i++) {
+        if (params[i].temperature > 0.0f && !scratch &&
+            !(scratch = okv_malloc(sizeof(float) * (size_t)vocab, OKV_TAG_BACKEND)))
+            return okv_set_error(OKV_ERR_NO_MEMORY, "cpu sample: out of memory");
+        out[i] = okv_sample_u(logits->data + (size_t)i * vocab, vocab, &params[i], u[i], scratch);
+    }
+    okv_free(scratch);
+    return OKV_OK;
+}
+
 static enum okv_status cpu_sync(okv_backend *be) { return OKV_OK; }
 
 static void cpu_destroy(okv_backend *be)
@@ -284,6 +300,7 @@ static struct okv_backend_ops cpu_ops = {
     .add = cpu_add,
     .gather_rows = cpu_gather_rows,
     .attention = okv_cpu_attention,
+    .sample = cpu_sample,
     .sync = cpu_sync,
 };
 

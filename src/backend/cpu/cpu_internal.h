@@ -71,7 +71,7 @@ float okv_cpu_dot(const float *a, const float *b, int n);
 void okv_cpu_axpy(float *y, float a, const float *x, int n);   /* y += a*x */
 
 enum okv_status okv_cpu_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                      const struct okv_select_req *req, int32_t *out, float *scores);
+                                      const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores);
 /* KV storage and the fetch worker (cpu_kv.c) */
 enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out);
 void okv_cpu_kv_free(okv_backend *be, okv_bkv *kv);

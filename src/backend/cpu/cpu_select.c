@@ -18,22 +18,17 @@ static int scored_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-enum okv_status okv_cpu_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                      const struct okv_select_req *req, int32_t *out, float *scores)
+static enum okv_status select_one(const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                  const struct okv_select_req *req, int32_t *out, float *scores, struct scored *sc)
 {
     const int hd = kv->g.head_dim, nkv = kv->g.n_kv_heads, group = n_heads / nkv;
-    if (!kv->summ || req->k > req->n_cand || req->k < 0 || n_heads % nkv)
+    if (req->k > req->n_cand || req->k < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_blocks: bad request (k %d of %d candidates)", req->k, req->n_cand);
-    struct scored *sc = okv_malloc(sizeof *sc * (size_t)(req->n_cand ? req->n_cand : 1), OKV_TAG_BACKEND);
-    if (!sc)
-        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu select_blocks: out of memory");
     for (int h = 0; h < nkv; h++) {
         for (int c = 0; c < req->n_cand; c++) {
             int32_t hb = req->cand_host[c];
-            if (hb < 0 || hb >= kv->g.n_host_blocks) {
-                okv_free(sc);
+            if (hb < 0 || hb >= kv->g.n_host_blocks)
                 return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_blocks: host block %d out of range", hb);
-            }
             const float *kmin = cpu_kv_summary(kv, layer, hb, h), *kmax = kmin + hd;
             float best = -INFINITY;
             for (int r = 0; r < req->n_rows; r++)
@@ -56,6 +51,27 @@ enum okv_status okv_cpu_select_blocks(okv_backend *be, const okv_bkv *kv, int la
         for (int i = 0; i < req->k; i++)
             out[(size_t)h * req->k + i] = sc[i].id;
     }
-    okv_free(sc);
     return OKV_OK;
+}
+
+enum okv_status okv_cpu_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                      const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
+{
+    if (!kv->summ || n_heads % kv->g.n_kv_heads)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_blocks: no host tier or bad head count");
+    int max_cand = 1;
+    for (int i = 0; i < n_reqs; i++)
+        max_cand = reqs[i].n_cand > max_cand ? reqs[i].n_cand : max_cand;
+    struct scored *sc = okv_malloc(sizeof *sc * (size_t)max_cand, OKV_TAG_BACKEND);
+    if (!sc)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cpu select_blocks: out of memory");
+    enum okv_status st = OKV_OK;
+    for (int i = 0; i < n_reqs && st == OKV_OK; i++) {
+        st = select_one(kv, layer, q, n_heads, &reqs[i], out, scores, sc);
+        out += (size_t)kv->g.n_kv_heads * reqs[i].k;
+        if (scores)
+            scores += (size_t)kv->g.n_kv_heads * reqs[i].n_cand;
+    }
+    okv_free(sc);
+    return st;
 }

@@ -13,6 +13,14 @@ void okv_cuda_set_fetch_ctas(okv_backend *be, int ctas);
 /* CTAs the last kv_fetch launched. */
 int okv_cuda_fetch_ctas_last(const okv_backend *be);
 
+/* Attention: variant 0 = default (tensor-core kernel where head_dim allows it), -1 =
+ * the SIMT kernel with its split policy, k > 0 = tuning variant k (head_dim 128);
+ * keys_per_item > 0 forces the split size (0 = policy). Drops the cached plan. */
+void okv_cuda_set_attn(okv_backend *be, int variant, int keys_per_item);
+/* The last attention plan: work items and merges; returns the resident CTAs it was
+ * planned for (0: SIMT policy). */
+int okv_cuda_attn_info(const okv_backend *be, int *n_work, int *n_merge);
+
 #ifdef __cplusplus
 }
 #endif

@@ -114,7 +114,8 @@ struct cuda_attn_cache {
     size_t h_stage_cap;
     cudaEvent_t stage_ev;
     int n_work, n_merge, n_parts;
-    size_t off_start, off_unit, off_index, off_work, off_merge;
+    int slots;                                /* resident CTAs the plan was made for (0: SIMT kernel policy) */
+    size_t off_start, off_unit, off_index, off_work, off_merge, off_cnt;
     bool valid;
 };
 
@@ -156,6 +157,8 @@ struct cuda_ctx {
     int32_t *sel_h;
     float *sel_scores_h;
     size_t sel_cap;          /* entries of each */
+    int attn_variant;        /* attention kernel: 0 default, -1 SIMT, k > 0 tuning variant (cuda_bench.h) */
+    int attn_kpi;            /* attention keys per work item forced (0: policy) */
     int fetch_ctas_override;
     int fetch_ctas_last;
 };

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Plot `oasiskv eval --sweep --json` results: accuracy against KV budget per task and
+context length, one line per predict mode, dense as a horizontal line with its 95%
+interval; fidelity files (--task fidelity) get a panel of top-1 agreement with dense.
+
+    .venv/bin/pip install matplotlib      # local only; not needed by CI
+    .venv/bin/python bench/accuracy_plot.py bench/accuracy.json -o bench/accuracy.png
+"""
+import argparse
+import json
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MODES = {"current": ("tab:blue", "o"), "lookahead": ("tab:orange", "s"), "oracle": ("tab:green", "^")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("json", nargs="+")
+    ap.add_argument("-o", "--out", default="bench/accuracy.png")
+    ap.add_argument("--title", default="OasisKV vs dense: SmolLM2-135M-Instruct (Q4_1), CPU")
+    a = ap.parse_args()
+    acc = defaultdict(list)   # (task, ctx) -> rows
+    fid = defaultdict(list)   # ctx -> rows
+    for path in a.json:
+        for r in json.load(open(path))["rows"]:
+            (fid[r["context_len"]] if r["task"] == "fidelity" else acc[(r["task"], r["context_len"])]).append(r)
+    panels = [("acc", k) for k in sorted(acc)] + [("fid", k) for k in sorted(fid)]
+    cols = min(3, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
+    for ax, (kind, key) in zip(axes.flat, panels):
+        if kind == "acc":
+            task, ctx = key
+            rs = acc[key]
+            dense = [r for r in rs if r["kv_budget"] == 0]
+            if dense:
+                d = dense[0]
+                ax.axhline(d["accuracy"], color="black", lw=1.5, label=f"dense ({d['correct']}/{d['n']})")
+                ax.axhspan(d["ci95"][0], d["ci95"][1], color="gray", alpha=0.15, lw=0)
+            for mode, (color, marker) in MODES.items():
+                pts = sorted((r["kv_budget"], r["accuracy"], r["ci95"]) for r in rs
+                             if r["kv_budget"] and r["predict"] == mode)
+                if not pts:
+                    continue
+                xs = [p[0] for p in pts]
+                ys = [p[1] for p in pts]
+                err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]]
+                ax.errorbar(xs, ys, yerr=err, color=color, marker=marker, capsize=3, lw=1.2, alpha=0.85,
+                            label=mode)
+            n = max((r["n"] for r in rs), default=0)
+            ax.set_title(f"{task}, context {ctx} (N={n})", fontsize=10)
+            ax.set_ylabel("accuracy (95% Wilson)")
+            ax.set_ylim(-0.05, 1.05)
+            ax.axvline(ctx, color="gray", ls=":", lw=1)
+        else:
+            ctx = key
+            rs = fid[key]
+            for mode, (color, marker) in MODES.items():
+                pts = sorted((r["kv_budget"], r["top1_agreement"]) for r in rs if r["kv_budget"] and r["predict"] == mode)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, label=mode)
+            ax.axhline(1.0, color="black", lw=1.5, label="dense")
+            steps = rs[0]["steps"] if rs else 0
+            ax.set_title(f"fidelity: {steps} teacher-forced steps, context {ctx}", fontsize=10)
+            ax.set_ylabel("top-1 = dense")
+            ax.axvline(ctx, color="gray", ls=":", lw=1)
+        ax.set_xscale("log", base=2)
+        ticks = sorted({r["kv_budget"] for r in (acc[key] if kind == "acc" else fid[key]) if r["kv_budget"]})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(t) for t in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("KV budget (tokens)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.suptitle(a.title, fontsize=11)
+    fig.tight_layout()
+    fig.savefig(a.out, dpi=110)
+    print(a.out)
+
+
+if __name__ == "__main__":
+    main()
