@@ -23,6 +23,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Held-out English prose for the accuracy evaluation's essay haystacks (oasiskv eval):
+# doc-debian's manifesto, social contract and constitution. Optional: without it the
+# evaluation falls back to /usr/share/common-licenses, which every Debian system has.
+if ! dpkg-query -W -f='${Status}' doc-debian 2>/dev/null | grep -q "install ok installed"; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq doc-debian; } >/dev/null 2>&1 ||
+    echo "note: doc-debian not installed; oasiskv eval uses the license texts for essay haystacks" >&2
+fi
+
 # Python references for the tests (the tokenizers package; the openai client)
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tokenizers, openai" 2>/dev/null; then
   echo "creating .venv with the test references ..." >&2

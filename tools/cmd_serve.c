@@ -1,5 +1,6 @@
 /* oasiskv serve: the OpenAI-compatible HTTP server over the scheduler. */
 #include "cli.h"
+#include "oasiskv/spec.h"
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/sched.h"
@@ -23,7 +24,9 @@ static const char *help =
     "  --max-num-batched-tokens N   rows of one step: prefill chunks + decode rows (default 512)\n"
     "  --kv-budget N|dense          sparse KV: tokens kept on the device per (sequence, layer, KV head); dense: all (default)\n"
     "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
-    "  --draft SPEC                 speculative drafter (accepted; not wired yet)\n"
+    "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
+    "  --spec-tokens K              drafts per step (default 4)\n"
+    "  --kv-host-gb G               host KV tier (sparse mode; default: max-num-seqs full contexts)\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
@@ -57,8 +60,8 @@ int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = "cpu";
     const char *draft = NULL;
-    int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0;
-    double pool_gb = 0;
+    int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
+    double pool_gb = 0, host_gb = 0;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -90,6 +93,13 @@ int cmd_serve(int argc, char **argv)
             pool_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 4096);
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
+            if (strcmp(draft, "ngram"))
+                cli_die("--draft %s: the server supports the ngram drafter (self and model: drafters keep per-sequence "
+                        "engines; use them with oasiskv generate)", draft);
+        } else if (!strcmp(a, "--spec-tokens")) {
+            spec_k = cli_int(a, cli_value(argc, argv, &i), 1, 32);
+        } else if (!strcmp(a, "--kv-host-gb")) {
+            host_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 1 << 20);
         } else if (!strcmp(a, "--ctx")) {
             ctx = cli_int(a, cli_value(argc, argv, &i), 16, 1 << 22);
         } else if (!strcmp(a, "--block-size")) {
@@ -108,9 +118,6 @@ int cmd_serve(int argc, char **argv)
         model_path = cli_default_model();
     if (verbose)
         okv_log_set(NULL, NULL, OKV_LOG_LEVEL_INFO);
-    if (draft)
-        fprintf(stderr, "oasiskv serve: warning: --draft %s is accepted but speculative decoding is not wired into the "
-                        "server yet; serving without a drafter\n", draft);
 
     /* SIGINT/SIGTERM: the handler writes the signal to a pipe that the main
      * thread waits on. The threads started below (BLAS, engine, HTTP) inherit a
@@ -138,22 +145,25 @@ int cmd_serve(int argc, char **argv)
     const struct okv_model_config *cfg = &m->cfg;
     int max_ctx = ctx > 0 ? ctx : (cfg->max_ctx > 0 ? cfg->max_ctx : 4096);
 
-    /* device pool: --kv-pool-gb, else max_seqs full contexts capped at 2 GiB (CPU floats) */
+    /* Device tier: --kv-pool-gb bytes (sized in the backend's own precision), else
+     * max_seqs full contexts capped at 2 GiB of float KV on the CPU. Sparse mode
+     * sizes it from the budget and max_seqs, and --kv-pool-gb is its limit. */
     size_t slot_bytes = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads * 2 * (size_t)block * (size_t)cfg->head_dim * sizeof(float);
     int ctx_blocks = (max_ctx + block - 1) / block;
-    long slots;
-    if (pool_gb > 0) {
-        slots = (long)(pool_gb * (double)(1ull << 30) / (double)slot_bytes);
-    } else {
+    long slots = 0;
+    if (pool_gb <= 0 && kv_budget == 0) {
         slots = (long)max_seqs * ctx_blocks;
         long cap = (long)(((size_t)2 << 30) / slot_bytes);
         if (slots > cap)
             slots = cap > ctx_blocks ? cap : ctx_blocks;
     }
-    if (slots < 1)
-        cli_die("--kv-pool-gb %g holds no KV block (one block is %zu bytes)", pool_gb, slot_bytes);
-    if (slots > (1L << 30))
-        slots = 1L << 30;
+    int host_blocks = 0;
+    if (kv_budget > 0 && host_gb > 0) {
+        /* host tier in the backend's precision: probe it with the pool's slot size */
+        host_blocks = (int)(host_gb * (double)(1ull << 30) / ((double)slot_bytes / (strcmp(device, "cpu") ? 2.0 : 1.0)));
+        if (host_blocks < ctx_blocks)
+            cli_die("--kv-host-gb %g holds %d blocks: not even one full context (%d blocks)", host_gb, host_blocks, ctx_blocks);
+    }
 
     enum okv_status st;
     struct okv_backend_params bp = {threads};
@@ -161,11 +171,17 @@ int cmd_serve(int argc, char **argv)
     if ((st = okv_backend_create(device, &bp, &be)) != OKV_OK)
         cli_die("%s", okv_last_error());
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
-                                   .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget};
+                                   .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
+                                   .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks,
+                                   .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     okv_engine *e = NULL;
     if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK)
         cli_die("cannot build the engine: %s", okv_last_error());
-    struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched};
+    okv_drafter *drafter = NULL;
+    if (draft && (st = okv_drafter_ngram_create(NULL, &drafter)) != OKV_OK)
+        cli_die("--draft: %s", okv_last_error());
+    struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched, .drafter = drafter,
+                                  .spec_tokens = spec_k};
     okv_sched *s = NULL;
     if ((st = okv_sched_create(e, tok, &sp, &s)) != OKV_OK || (st = okv_sched_start(s)) != OKV_OK)
         cli_die("cannot start the scheduler: %s", okv_last_error());
@@ -177,11 +193,13 @@ int cmd_serve(int argc, char **argv)
     okv_server *sv = NULL;
     if ((st = okv_server_create(s, tok, &srv, &sv)) != OKV_OK)
         cli_die("%s", okv_last_error());
-    fprintf(stderr, "oasiskv serve: model %s (%s), context %d, KV pool %d blocks of %d tokens (%.0f MiB), "
-                    "max %d running, %s\n",
-            srv.model_name, model_path, okv_engine_max_ctx(e), okv_engine_blocks_total(e), block,
-            (double)okv_engine_blocks_total(e) * (double)slot_bytes / (1 << 20), max_seqs,
-            okv_engine_sparse(e) ? "sparse KV" : "dense KV");
+    struct okv_engine_stats es;
+    okv_engine_stats_get(e, &es);
+    fprintf(stderr, "oasiskv serve: model %s (%s), context %d, device KV tier %.0f MiB (%d group blocks of %d tokens), "
+                    "max %d running, %s%s\n",
+            srv.model_name, model_path, okv_engine_max_ctx(e), (double)es.device_bytes_capacity / (1 << 20),
+            okv_engine_blocks_total(e), block, max_seqs, okv_engine_sparse(e) ? "sparse KV (OasisKV)" : "dense KV",
+            drafter ? ", ngram drafts" : "");
     fprintf(stderr, "oasiskv serve: listening on http://%s:%d\n", host, okv_server_port(sv));
     fflush(stderr);
 
@@ -197,6 +215,7 @@ int cmd_serve(int argc, char **argv)
     fprintf(stderr, "oasiskv serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     okv_server_free(sv);
     okv_sched_free(s);
+    okv_drafter_free(drafter);
     okv_engine_free(e);
     okv_backend_free(be);
     okv_tokenizer_free(tok);

@@ -31,9 +31,16 @@ extern "C" {
 
 typedef struct okv_sched okv_sched;
 
+typedef struct okv_drafter okv_drafter;
+
 struct okv_sched_params {
     int max_num_seqs;             /* requests running at once; default 16 */
     int max_num_batched_tokens;   /* rows of one step; default (and at most) the engine's max batch */
+    /* Speculative decoding: a drafter that keeps no per-sequence state (n-gram prompt
+     * lookup), borrowed; NULL: none. Each decode row becomes [token, d1..dk] with
+     * is_draft set on the drafts, verified with okv_spec_verify. */
+    okv_drafter *drafter;
+    int spec_tokens;              /* k; default 4 */
 };
 
 enum okv_finish {
@@ -97,6 +104,9 @@ struct okv_sched_metrics {
     uint64_t steps_total;
     uint64_t requests_finished[OKV_FINISH_COUNT];
     struct okv_hist ttft, itl, e2e;      /* seconds */
+    uint64_t spec_drafts_total;          /* verify steps with >= 1 draft (vLLM's num_drafts) */
+    uint64_t spec_draft_tokens_total;
+    uint64_t spec_accepted_tokens_total;
     struct okv_engine_stats engine;      /* the engine's counters after the last step */
 };
 

@@ -6,6 +6,7 @@
  * called its on_finish and unlinked it from `all` (under the mutex), so that
  * okv_sched_cancel, which finds it in `all` under the mutex, never sees it freed. */
 #include "oasiskv/sched.h"
+#include "oasiskv/spec.h"
 #include "engine/stopstr.h"
 
 #include <pthread.h>
@@ -40,6 +41,9 @@ struct req {
 
     struct okv_sampling sampling;
     struct okv_rng rng;
+    struct okv_rng draft_rng;
+    int32_t drafts[OKV_SPEC_MAX_TOKENS];   /* this step's drafts (speculative decoding) */
+    int n_drafts;
     bool ignore_eos;
     char **stop;
     int n_stop;
@@ -84,6 +88,13 @@ struct okv_sched {
     struct req **b_req;      /* [max_seqs] requests whose last row wants logits, in row order */
     struct req **b_all;      /* [max_seqs] requests in the batch, in row order */
     int *b_take;             /* [max_seqs] rows of each */
+    okv_drafter *drafter;
+    int spec_k;
+    uint8_t *b_draft;        /* [max_batch] is_draft of each row */
+    int *b_first;            /* [max_seqs] first logit row of each logit request */
+    float *v_logits;         /* [max_batch][vocab] logits of a step with drafts (host verification) */
+    float *v_scratch;        /* [2 * vocab] */
+    int v_rows_cap;
     struct okv_sampling *b_params;   /* [max_seqs] sampling of each logit row */
     double *b_u;             /* [max_seqs] its uniform number */
     int32_t *b_ids;          /* [max_seqs] its sampled token (on the backend) */
@@ -160,12 +171,20 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->b_tok = okv_calloc(nb, sizeof *s->b_tok, OKV_TAG_SERVER);
     s->b_seq = okv_calloc(nb, sizeof *s->b_seq, OKV_TAG_SERVER);
     s->b_want = okv_calloc(nb, 1, OKV_TAG_SERVER);
-    s->b_params = okv_calloc(ns, sizeof *s->b_params, OKV_TAG_SERVER);
-    s->b_u = okv_calloc(ns, sizeof *s->b_u, OKV_TAG_SERVER);
-    s->b_ids = okv_calloc(ns, sizeof *s->b_ids, OKV_TAG_SERVER);
+    s->drafter = prm.drafter;
+    s->spec_k = prm.spec_tokens > 0 ? prm.spec_tokens : 4;
+    if (s->spec_k > OKV_SPEC_MAX_TOKENS)
+        s->spec_k = OKV_SPEC_MAX_TOKENS;
+    /* logit rows: one per request, or 1 + k per decoding request with drafts */
+    s->b_params = okv_calloc(nb, sizeof *s->b_params, OKV_TAG_SERVER);
+    s->b_u = okv_calloc(nb, sizeof *s->b_u, OKV_TAG_SERVER);
+    s->b_ids = okv_calloc(nb, sizeof *s->b_ids, OKV_TAG_SERVER);
     s->b_rng = okv_calloc(ns, sizeof *s->b_rng, OKV_TAG_SERVER);
+    s->b_draft = okv_calloc(nb, 1, OKV_TAG_SERVER);
+    s->b_first = okv_calloc(ns, sizeof *s->b_first, OKV_TAG_SERVER);
+    s->v_scratch = okv_malloc(sizeof(float) * 2 * (size_t)s->vocab, OKV_TAG_SERVER);
     if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
-        !s->b_u || !s->b_ids || !s->b_rng) {
+        !s->b_u || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->v_scratch) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -386,12 +405,33 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 s->b_tok[n + k] = r->toks[r->n_computed + k];
                 s->b_seq[n + k] = r->seq;
                 s->b_want[n + k] = 0;
+                s->b_draft[n + k] = 0;
             }
             n += take;
+            r->n_drafts = 0;
+            if (decode && s->drafter) {
+                /* draft what may follow, within max_tokens, the context and the batch */
+                int k = s->spec_k, room = r->max_tokens - r->n_gen - 1, ctx_room = s->max_ctx - r->n_toks - 1;
+                k = k < room ? k : room;
+                k = k < ctx_room ? k : ctx_room;
+                k = k < s->max_batch - n ? k : s->max_batch - n;
+                const float *q = NULL;
+                if (k > 0 && okv_drafter_propose(s->drafter, r->toks, r->n_toks, k, &r->sampling, &r->draft_rng, r->drafts,
+                                                 &q, &r->n_drafts) != OKV_OK)
+                    r->n_drafts = 0;
+                for (int d = 0; d < r->n_drafts; d++) {
+                    s->b_tok[n] = r->drafts[d];
+                    s->b_seq[n] = r->seq;
+                    s->b_want[n] = 1;
+                    s->b_draft[n] = 1;
+                    n++;
+                }
+                take += r->n_drafts;
+            }
             s->b_take[nr] = take;
             s->b_all[nr++] = r;
-            if (r->n_computed + take == r->n_toks) {
-                s->b_want[n - 1] = 1;
+            if (r->n_computed + take == r->n_toks + r->n_drafts) {
+                s->b_want[n - 1 - r->n_drafts] = 1;
                 s->b_req[nl++] = r;
             }
         }
@@ -461,23 +501,50 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         n = build_batch(s, &nl, &nr);
         if (n == 0)
             break;
-        struct okv_batch b = {.n_tokens = n, .tokens = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want};
-        /* sample on the backend: each request's next uniform number, in order */
+        struct okv_batch b = {.n_tokens = n, .tokens = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want,
+                              .is_draft = s->b_draft};
+        /* logit rows in order; a request with drafts has 1 + n_drafts of them */
+        int rows = 0;
+        bool any_draft = false;
         for (int i = 0; i < nl; i++) {
-            struct req *r = s->b_req[i];
-            s->b_rng[i] = r->rng;
-            s->b_params[i] = r->sampling;
-            s->b_u[i] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
+            s->b_first[i] = rows;
+            rows += 1 + s->b_req[i]->n_drafts;
+            any_draft |= s->b_req[i]->n_drafts > 0;
         }
-        st = okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
+        if (any_draft) {
+            /* verification needs the distributions on the host */
+            if (rows > s->v_rows_cap) {
+                float *v = okv_realloc(s->v_logits, sizeof(float) * (size_t)rows * (size_t)s->vocab, OKV_TAG_SERVER);
+                if (!v) {
+                    st = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory for verification logits");
+                    goto failed;
+                }
+                s->v_logits = v;
+                s->v_rows_cap = rows;
+            }
+            st = okv_engine_forward(s->e, &b, s->v_logits);
+        } else {
+            /* sample on the backend: each request's next uniform number, in order */
+            for (int i = 0; i < nl; i++) {
+                struct req *r = s->b_req[i];
+                s->b_rng[i] = r->rng;
+                s->b_params[i] = r->sampling;
+                s->b_u[i] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
+            }
+            st = okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
+        }
         if (st == OKV_OK)
             break;
+        if (any_draft)
+            goto retry;
         for (int i = 0; i < nl; i++)   /* the step did not happen: undraw */
             s->b_req[i]->rng = s->b_rng[i];
+    retry:
         if (st == OKV_ERR_NO_KV_SPACE && s->n_running > 1) {
             preempt_youngest(s);
             continue;
         }
+    failed:
         /* a failure we cannot schedule around: fail the batch's requests */
         char msg[256];
         snprintf(msg, sizeof msg, "engine: %s", okv_last_error());
@@ -490,8 +557,46 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
     if (n > 0) {
         for (int i = 0; i < nr; i++)
             s->b_all[i]->n_computed += s->b_take[i];
+        bool any_draft = false;
         for (int i = 0; i < nl; i++)
-            on_sampled(s, s->b_req[i], s->b_ids[i]);
+            any_draft |= s->b_req[i]->n_drafts > 0;
+        for (int i = 0; i < nl; i++) {
+            struct req *r = s->b_req[i];
+            if (!any_draft) {
+                on_sampled(s, r, s->b_ids[i]);
+                continue;
+            }
+            const float *lg = s->v_logits + (size_t)s->b_first[i] * (size_t)s->vocab;
+            if (r->n_drafts == 0) {
+                on_sampled(s, r, okv_sample(lg, s->vocab, &r->sampling, &r->rng, s->v_scratch));
+                continue;
+            }
+            /* verify: keep the accepted drafts' KV, drop the rest */
+            int32_t next;
+            int acc = okv_spec_verify(lg, s->vocab, r->drafts, NULL, r->n_drafts, &r->sampling, &r->rng, s->v_scratch, &next);
+            int keep = r->n_computed - r->n_drafts + acc;   /* n_computed counted the drafts */
+            okv_engine_seq_truncate(s->e, r->seq, keep);
+            r->n_computed = keep;
+            pthread_mutex_lock(&s->mu);
+            s->m.spec_drafts_total++;
+            s->m.spec_draft_tokens_total += (uint64_t)r->n_drafts;
+            s->m.spec_accepted_tokens_total += (uint64_t)acc;
+            pthread_mutex_unlock(&s->mu);
+            int32_t toks[OKV_SPEC_MAX_TOKENS + 1];
+            memcpy(toks, r->drafts, sizeof(int32_t) * (size_t)acc);
+            toks[acc] = next;
+            for (int d = 0; d <= acc; d++) {
+                /* on_sampled finishes (and frees) the request when it is done: look
+                 * for the pointer among the running ones without touching it (no
+                 * request is admitted during this loop, so it cannot come back) */
+                bool running = false;
+                for (int k = 0; k < s->n_running; k++)
+                    running |= s->running[k] == r;
+                if (!running)
+                    break;
+                on_sampled(s, r, toks[d]);
+            }
+        }
         pthread_mutex_lock(&s->mu);
         s->m.steps_total++;
         pthread_mutex_unlock(&s->mu);
@@ -578,6 +683,10 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->b_tok);
     okv_free(s->b_seq);
     okv_free(s->b_want);
+    okv_free(s->b_draft);
+    okv_free(s->b_first);
+    okv_free(s->v_logits);
+    okv_free(s->v_scratch);
     okv_free(s->b_params);
     okv_free(s->b_u);
     okv_free(s->b_ids);
@@ -630,6 +739,7 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
     r->need = need;
     r->sampling = rq->sampling;
     okv_rng_seed(&r->rng, rq->sampling.seed);
+    okv_rng_seed(&r->draft_rng, rq->sampling.seed ^ 0x5bd1e995u);
     r->ignore_eos = rq->ignore_eos;
     r->on_token = rq->on_token;
     r->on_finish = rq->on_finish;

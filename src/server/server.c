@@ -170,11 +170,13 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
     histogram(&b, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", label, &m.itl);
     histogram(&b, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", label,
               &m.e2e);
-    /* TODO(spec): wire these to the speculative decoder's counters once the
-     * scheduler drives drafts; no drafts are made yet. */
-    metric(&b, "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", label, 0);
-    metric(&b, "vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", label, 0);
-    metric(&b, "vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", label, 0);
+    /* speculative decoding (--draft ngram), vLLM's definitions */
+    metric(&b, "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", label,
+           (double)m.spec_drafts_total);
+    metric(&b, "vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", label,
+           (double)m.spec_draft_tokens_total);
+    metric(&b, "vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", label,
+           (double)m.spec_accepted_tokens_total);
     metric(&b, "oasiskv:kv_device_bytes", "gauge", "Bytes of the device KV tier in use.", label,
            (double)es->device_bytes);
     metric(&b, "oasiskv:kv_host_bytes", "gauge", "Bytes of the host KV tier in use.", label, (double)es->host_bytes);

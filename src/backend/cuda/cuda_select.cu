@@ -1,45 +1,75 @@
-/* Block selection on the GPU: the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) of
- * every candidate host block per KV head (one warp per candidate, maximised over the
- * GQA group's query heads and the request's rows), then the top k per KV head by a
- * bitonic sort in shared memory of (score descending, block id ascending) keys, the
- * order of the CPU reference. Only the k ids per head (and the scores, when asked)
- * come back to the host. */
+/* Block selection on the GPU, every request of a call in one pass.
+ *
+ * One packed upload (per-request table, rows, candidates), then two launches over all
+ * requests at once:
+ *  - quest_k: the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) of every (request,
+ *    candidate, KV head), one warp each, maximised over the GQA group's query heads
+ *    and the request's rows; a warp finds its request by binary search of the
+ *    candidate offsets.
+ *  - topk_k: one CTA per (request, KV head): a radix select (8-bit digits, MSB first)
+ *    of the k smallest 64-bit keys (~ordered score, block id), which is score
+ *    descending then lower block id, the CPU reference's order; then a bitonic sort
+ *    of those k keys in shared memory. Segments of up to SEL_STAGE_MAX candidates are
+ *    staged in shared memory; longer ones are read from global memory (L2) each pass.
+ * Then one copy of all ids back (and one of the scores when asked) and one sync.
+ * A request with k > SEL_SORT_MAX (more than the shared memory sorts) is sorted on
+ * the host from the copied scores. */
 #include "backend/cuda/cuda_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SEL_WARPS 8
-#define SEL_SORT_MAX 16384   /* candidates sorted on the GPU; more fall back to the host */
+#define SEL_TOPK_THREADS 512
+#define SEL_STAGE_MAX 8192   /* candidates of one segment staged in shared memory */
+#define SEL_SORT_MAX 16384   /* k sorted on the GPU; larger k sorts on the host */
+
+/* request table: SEL_META int32 per request */
+enum { M_ROW_OFF, M_N_ROWS, M_CAND_OFF, M_N_CAND, M_K, M_OUT_OFF, M_SC_OFF, SEL_META = 8 };
 
 static __global__ void __launch_bounds__(SEL_WARPS * 32)
-quest_k(const float *q, const float *summ, const int32_t *rows, int n_rows, const int32_t *cand, int n_cand, int n_heads,
-        int nkv, int hd, float *scores)
+quest_k(const float *q, const float *summ, const int32_t *meta, int n_reqs, const int32_t *rows, const int32_t *cand,
+        int total_cand, int n_heads, int nkv, int hd, float *scores)
 {
     const int h = blockIdx.y, lane = threadIdx.x & 31;
-    const int c = blockIdx.x * SEL_WARPS + (threadIdx.x >> 5);
-    if (c >= n_cand)
+    const int gc = blockIdx.x * SEL_WARPS + (threadIdx.x >> 5);
+    if (gc >= total_cand)
         return;
-    const float *kmin = summ + ((size_t)cand[c] * nkv + h) * 2 * hd, *kmax = kmin + hd;
+    /* the request holding candidate gc: the last one whose candidates start at or before it */
+    int lo = 0, hi = n_reqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= gc)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const int32_t *m = meta + lo * SEL_META;
+    const int c = gc - __ldg(m + M_CAND_OFF), n_cand = __ldg(m + M_N_CAND), n_rows = __ldg(m + M_N_ROWS);
+    const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
+    const float *kmin = summ + ((size_t)__ldg(cand + gc) * nkv + h) * 2 * hd, *kmax = kmin + hd;
     float mn[8], mx[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const int d = lane + 32 * i;
-        mn[i] = d < hd ? kmin[d] : 0.f;
-        mx[i] = d < hd ? kmax[d] : 0.f;
+        mn[i] = d < hd ? __ldg(kmin + d) : 0.f;
+        mx[i] = d < hd ? __ldg(kmax + d) : 0.f;
     }
     const int group = n_heads / nkv;
     float best = -INFINITY;
     for (int r = 0; r < n_rows; r++)
         for (int g = 0; g < group; g++) {
-            const float *qv = q + ((size_t)rows[r] * n_heads + (size_t)h * group + g) * hd;
+            const float *qv = q + ((size_t)__ldg(rr + r) * n_heads + (size_t)h * group + g) * hd;
             float s = 0.f;
 #pragma unroll
             for (int i = 0; i < 8; i++) {
                 const int d = lane + 32 * i;
-                if (d < hd)
-                    s += fmaxf(qv[d] * mn[i], qv[d] * mx[i]);
+                if (d < hd) {
+                    const float qd = __ldg(qv + d);
+                    s += fmaxf(qd * mn[i], qd * mx[i]);
+                }
             }
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1)
@@ -47,7 +77,7 @@ quest_k(const float *q, const float *summ, const int32_t *rows, int n_rows, cons
             best = fmaxf(best, s);
         }
     if (lane == 0)
-        scores[(size_t)h * n_cand + c] = best;
+        scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * n_cand + c] = best;
 }
 
 static __device__ __forceinline__ unsigned long long sort_key(float f, int32_t id)
@@ -57,30 +87,145 @@ static __device__ __forceinline__ unsigned long long sort_key(float f, int32_t i
     return ((unsigned long long)(~asc) << 32) | (unsigned)id;          /* score descending, id ascending */
 }
 
-static __global__ void topk_k(const float *scores, const int32_t *cand, int n_cand, int k, int n_pow2, int32_t *out)
+/* Sort a[0..np) ascending, np a power of two; the whole block takes part. */
+static __device__ void bitonic_sort(unsigned long long *a, int np)
 {
-    extern __shared__ unsigned long long keys[];
-    const int h = blockIdx.x;
-    for (int i = threadIdx.x; i < n_pow2; i += blockDim.x)
-        keys[i] = i < n_cand ? sort_key(scores[(size_t)h * n_cand + i], cand[i]) : ~0ull;
-    for (int size = 2; size <= n_pow2; size <<= 1)
+    for (int size = 2; size <= np; size <<= 1)
         for (int stride = size >> 1; stride > 0; stride >>= 1) {
             __syncthreads();
-            for (int i = threadIdx.x; i < n_pow2; i += blockDim.x) {
-                const int j = i ^ stride;
-                if (j > i) {
-                    const bool up = (i & size) == 0;
-                    const unsigned long long x = keys[i], y = keys[j];
-                    if ((x > y) == up) {
-                        keys[i] = y;
-                        keys[j] = x;
-                    }
+            for (int t = threadIdx.x; t < np / 2; t += blockDim.x) {
+                const int i = 2 * stride * (t / stride) + (t % stride), j = i + stride;
+                const bool up = (i & size) == 0;
+                const unsigned long long x = a[i], y = a[j];
+                if ((x > y) == up) {
+                    a[i] = y;
+                    a[j] = x;
                 }
             }
         }
     __syncthreads();
-    for (int i = threadIdx.x; i < k; i += blockDim.x)
-        out[(size_t)h * k + i] = (int32_t)(keys[i] & 0xffffffffu);
+}
+
+static __device__ __forceinline__ unsigned long long seg_key(const unsigned long long *keys, const float *sc, const int32_t *cd,
+                                                             int i)
+{
+    return keys ? keys[i] : sort_key(sc[i], cd[i]);
+}
+
+static __global__ void __launch_bounds__(SEL_TOPK_THREADS)
+topk_k(const float *scores, const int32_t *meta, const int32_t *cand, int nkv, int32_t *ids)
+{
+    extern __shared__ unsigned long long sm[];
+    __shared__ unsigned hist[256];
+    __shared__ unsigned s_bin, s_before, s_cnt, s_taken;
+    const int r = blockIdx.x / nkv, h = blockIdx.x % nkv, tid = threadIdx.x, lane = tid & 31;
+    const int32_t *m = meta + r * SEL_META;
+    const int n = m[M_N_CAND], k = m[M_K];
+    if (k == 0 || k > SEL_SORT_MAX)
+        return;
+    const float *sc = scores + m[M_SC_OFF] + (size_t)h * n;
+    const int32_t *cd = cand + m[M_CAND_OFF];
+    int32_t *out = ids + m[M_OUT_OFF] + (size_t)h * k;
+    int kp = 1;
+    while (kp < k)
+        kp <<= 1;
+    if (k == n) {   /* every candidate: sort them all */
+        for (int i = tid; i < kp; i += blockDim.x)
+            sm[i] = i < n ? sort_key(sc[i], cd[i]) : ~0ull;
+        bitonic_sort(sm, kp);
+        for (int i = tid; i < k; i += blockDim.x)
+            out[i] = (int32_t)(sm[i] & 0xffffffffu);
+        return;
+    }
+    const unsigned long long *keys = NULL;
+    unsigned long long *sel = sm;
+    if (n <= SEL_STAGE_MAX) {
+        for (int i = tid; i < n; i += blockDim.x)
+            sm[i] = sort_key(sc[i], cd[i]);
+        keys = sm;
+        sel = sm + n;
+    }
+    /* radix select of the k-th smallest key: after each digit, the keys whose masked
+     * bits are below prefix are taken; stop once the whole bin of the digit is taken */
+    unsigned long long prefix = 0, mask = 0;
+    unsigned kk = (unsigned)k;
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int i = tid; i < 256; i += blockDim.x)
+            hist[i] = 0;
+        __syncthreads();
+        for (int base = 0; base < n; base += blockDim.x) {
+            const int i = base + tid;
+            bool act = false;
+            unsigned bin = 0;
+            if (i < n) {
+                const unsigned long long key = seg_key(keys, sc, cd, i);
+                act = (key & mask) == prefix;
+                bin = (unsigned)(key >> shift) & 255u;
+            }
+            const unsigned am = __ballot_sync(0xffffffffu, act);
+            if (act) {   /* one atomic per distinct bin of the warp: scores share their top bits */
+                const unsigned peers = __match_any_sync(am, bin);
+                if (lane == __ffs(peers) - 1)
+                    atomicAdd(&hist[bin], (unsigned)__popc(peers));
+            }
+        }
+        __syncthreads();
+        if (tid < 32) {
+            unsigned v[8], sum = 0;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                v[j] = hist[lane * 8 + j];
+                sum += v[j];
+            }
+            unsigned incl = sum;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const unsigned t = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o)
+                    incl += t;
+            }
+            const unsigned ball = __ballot_sync(0xffffffffu, incl >= kk);
+            if (lane == (ball ? __ffs(ball) - 1 : 31)) {
+                unsigned cum = incl - sum;
+                int j = 0;
+                while (j < 7 && cum + v[j] < kk)
+                    cum += v[j++];
+                s_bin = lane * 8 + j;
+                s_before = cum;
+                s_cnt = v[j];
+            }
+        }
+        __syncthreads();
+        kk -= s_before;
+        prefix |= (unsigned long long)s_bin << shift;
+        mask |= 0xffull << shift;
+        if (s_cnt == kk)
+            break;
+    }
+    if (tid == 0)
+        s_taken = 0;
+    __syncthreads();
+    for (int base = 0; base < n; base += blockDim.x) {
+        const int i = base + tid;
+        unsigned long long key = 0;
+        bool take = false;
+        if (i < n) {
+            key = seg_key(keys, sc, cd, i);
+            take = (key & mask) <= prefix;
+        }
+        const unsigned b = __ballot_sync(0xffffffffu, take);
+        unsigned at = 0;
+        if (lane == 0 && b)
+            at = atomicAdd(&s_taken, (unsigned)__popc(b));
+        at = __shfl_sync(0xffffffffu, at, 0) + __popc(b & ((1u << lane) - 1));
+        if (take && at < (unsigned)k)   /* more than k only with repeated candidates: equal keys */
+            sel[at] = key;
+    }
+    for (int i = k + tid; i < kp; i += blockDim.x)
+        sel[i] = ~0ull;
+    bitonic_sort(sel, kp);
+    for (int i = tid; i < k; i += blockDim.x)
+        out[i] = (int32_t)(sel[i] & 0xffffffffu);
 }
 
 struct scored { float s; int32_t id; };
@@ -93,116 +238,156 @@ static int scored_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static enum okv_status sel_stage(struct cuda_ctx *c, size_t n)
+/* Requests with k > SEL_SORT_MAX: sort their scores on the host. */
+static enum okv_status host_topk(const struct okv_select_req *reqs, int n_reqs, int nkv, const float *hsc, int32_t *out)
 {
-    if (n <= c->sel_cap)
-        return OKV_OK;
-    if (c->sel_h)
-        cudaFreeHost(c->sel_h);
-    if (c->sel_scores_h)
-        cudaFreeHost(c->sel_scores_h);
-    c->sel_h = NULL;
-    c->sel_scores_h = NULL;
-    c->sel_cap = 0;
-    OKV_CU(cudaHostAlloc((void **)&c->sel_h, n * sizeof(int32_t), cudaHostAllocDefault), "select staging (pinned)");
-    OKV_CU(cudaHostAlloc((void **)&c->sel_scores_h, n * sizeof(float), cudaHostAllocDefault), "select staging (pinned)");
-    c->sel_cap = n;
+    size_t o = 0, s = 0;
+    for (int r = 0; r < n_reqs; r++) {
+        const struct okv_select_req *q = &reqs[r];
+        if (q->k > SEL_SORT_MAX) {
+            struct scored *sc = (struct scored *)okv_malloc(sizeof *sc * (size_t)q->n_cand, OKV_TAG_BACKEND);
+            if (!sc)
+                return okv_set_error(OKV_ERR_NO_MEMORY, "cuda select_blocks: out of host memory");
+            for (int h = 0; h < nkv; h++) {
+                for (int i = 0; i < q->n_cand; i++) {
+                    sc[i].s = hsc[s + (size_t)h * q->n_cand + i];
+                    sc[i].id = q->cand_host[i];
+                }
+                qsort(sc, (size_t)q->n_cand, sizeof *sc, scored_cmp);
+                for (int i = 0; i < q->k; i++)
+                    out[o + (size_t)h * q->k + i] = sc[i].id;
+            }
+            okv_free(sc);
+        }
+        o += (size_t)nkv * q->k;
+        s += (size_t)nkv * q->n_cand;
+    }
     return OKV_OK;
 }
 
+static size_t topk_smem(int n, int k)
+{
+    if (k == 0 || k > SEL_SORT_MAX)
+        return 0;
+    size_t kp = 1;
+    while (kp < (size_t)k)
+        kp <<= 1;
+    if (k == n)
+        return kp * sizeof(unsigned long long);
+    return ((n <= SEL_STAGE_MAX ? (size_t)n : 0) + kp) * sizeof(unsigned long long);
+}
+
 extern "C" enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                                  const struct okv_select_req *req, int32_t *out, float *scores)
+                                                  const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
     const int hd = kv->g.head_dim, nkv = kv->g.n_kv_heads;
-    if (!kv->summ || req->k > req->n_cand || req->k < 0 || req->n_cand < 0 || req->n_rows < 0 || n_heads <= 0 ||
-        n_heads % nkv || layer < 0 || layer >= kv->g.n_layers)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: bad request (k %d of %d candidates)", req->k, req->n_cand);
-    for (int r = 0; r < req->n_rows; r++)
-        if (req->rows[r] < 0 || (size_t)(req->rows[r] + 1) * n_heads * hd > q->n)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: row %d out of range", req->rows[r]);
-    for (int i = 0; i < req->n_cand; i++)
-        if (req->cand_host[i] < 0 || req->cand_host[i] >= kv->g.n_host_blocks)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: host block %d out of range", req->cand_host[i]);
-    if (req->n_cand == 0)
-        return OKV_OK;
-    const int n_cand = req->n_cand, k = req->k;
-    const size_t n_sc = (size_t)nkv * n_cand;
-    enum okv_status st;
-    /* device: rows, cand, then ids [nkv][k] */
-    void *h = NULL, *d = NULL;
-    const size_t up = sizeof(int32_t) * ((size_t)req->n_rows + n_cand);
-    if ((st = okv_cuda_ring_alloc(c, up + sizeof(int32_t) * (size_t)nkv * k, &h, &d)) != OKV_OK)
+    if (!kv->summ || n_heads <= 0 || n_heads % nkv || layer < 0 || layer >= kv->g.n_layers || n_reqs < 0 ||
+        (n_reqs > 0 && !reqs))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: no host tier, bad layer %d, %d heads or %d requests",
+                             layer, n_heads, n_reqs);
+    int64_t t_rows = 0, t_cand = 0, t_out = 0, t_sc = 0;
+    size_t smem = 0;
+    bool host_sort = false;
+    for (int r = 0; r < n_reqs; r++) {
+        const struct okv_select_req *rq = &reqs[r];
+        if (rq->n_cand < 0 || rq->k < 0 || rq->k > rq->n_cand || rq->n_rows < 0 || (rq->n_rows > 0 && !rq->rows) ||
+            (rq->n_cand > 0 && !rq->cand_host))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: request %d: bad request (k %d of %d candidates, %d rows)",
+                                 r, rq->k, rq->n_cand, rq->n_rows);
+        t_rows += rq->n_rows;
+        t_cand += rq->n_cand;
+        t_out += (int64_t)nkv * rq->k;
+        t_sc += (int64_t)nkv * rq->n_cand;
+        const size_t sm = topk_smem(rq->n_cand, rq->k);
+        smem = sm > smem ? sm : smem;
+        host_sort |= rq->k > SEL_SORT_MAX;
+    }
+    if (t_sc + t_rows + t_cand + (int64_t)SEL_META * n_reqs + t_out >= INT_MAX)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: %lld candidates in one call are too many",
+                             (long long)t_cand);
+    if (t_cand == 0)
+        return OKV_OK;   /* every k is 0 */
+    const size_t n_meta = (size_t)SEL_META * n_reqs, n_up = n_meta + (size_t)t_rows + (size_t)t_cand;
+    void *hv = NULL, *dv = NULL;
+    enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * (n_up + (size_t)t_out), &hv, &dv);
+    if (st != OKV_OK)
         return st;
-    memcpy(h, req->rows, sizeof(int32_t) * (size_t)req->n_rows);
-    memcpy((int32_t *)h + req->n_rows, req->cand_host, sizeof(int32_t) * (size_t)n_cand);
-    OKV_CU(cudaMemcpyAsync(d, h, up, cudaMemcpyHostToDevice, c->stream), "select request upload");
-    const int32_t *d_rows = (const int32_t *)d, *d_cand = d_rows + req->n_rows;
-    int32_t *d_ids = (int32_t *)d + req->n_rows + n_cand;
+    int32_t *h_meta = (int32_t *)hv, *h_rows = h_meta + n_meta, *h_cand = h_rows + t_rows, *h_ids = h_cand + t_cand;
+    const int32_t max_row = (int32_t)(q->n / ((size_t)n_heads * hd)), n_hb = kv->g.n_host_blocks;
+    int32_t ro = 0, co = 0, oo = 0, so = 0;
+    for (int r = 0; r < n_reqs; r++) {
+        const struct okv_select_req *rq = &reqs[r];
+        int32_t *mr = h_meta + (size_t)r * SEL_META;
+        mr[M_ROW_OFF] = ro;
+        mr[M_N_ROWS] = rq->n_rows;
+        mr[M_CAND_OFF] = co;
+        mr[M_N_CAND] = rq->n_cand;
+        mr[M_K] = rq->k;
+        mr[M_OUT_OFF] = oo;
+        mr[M_SC_OFF] = so;
+        mr[7] = 0;
+        bool bad = false;
+        for (int i = 0; i < rq->n_rows; i++) {
+            const int32_t v = rq->rows[i];
+            bad |= (uint32_t)v >= (uint32_t)max_row;
+            h_rows[ro + i] = v;
+        }
+        if (bad)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: request %d: a row is outside q (%d rows)", r, max_row);
+        for (int i = 0; i < rq->n_cand; i++) {   /* copy and check in one sweep: the hot path */
+            const int32_t v = rq->cand_host[i];
+            bad |= (uint32_t)v >= (uint32_t)n_hb;
+            h_cand[co + i] = v;
+        }
+        if (bad)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: request %d: a candidate is outside the %d host blocks",
+                                 r, n_hb);
+        ro += rq->n_rows;
+        co += rq->n_cand;
+        oo += nkv * rq->k;
+        so += nkv * rq->n_cand;
+    }
+    OKV_CU(cudaMemcpyAsync(dv, hv, sizeof(int32_t) * n_up, cudaMemcpyHostToDevice, c->stream), "select request upload");
+    const int32_t *d_meta = (const int32_t *)dv, *d_rows = d_meta + n_meta, *d_cand = d_rows + t_rows;
+    int32_t *d_ids = (int32_t *)dv + n_up;
     float *d_sc = NULL;
-    if ((st = okv_cuda_scratch(c, n_sc, &d_sc)) != OKV_OK)
+    if ((st = okv_cuda_scratch(c, (size_t)t_sc, &d_sc)) != OKV_OK)
         return st;
     const float *summ = kv->summ + (size_t)layer * kv->g.n_host_blocks * nkv * 2 * hd;
-    dim3 grid((unsigned)((n_cand + SEL_WARPS - 1) / SEL_WARPS), (unsigned)nkv);
-    quest_k<<<grid, SEL_WARPS * 32, 0, c->stream>>>(q->d, summ, d_rows, req->n_rows, d_cand, n_cand, n_heads, nkv, hd, d_sc);
+    dim3 grid((unsigned)((t_cand + SEL_WARPS - 1) / SEL_WARPS), (unsigned)nkv);
+    quest_k<<<grid, SEL_WARPS * 32, 0, c->stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, nkv, hd,
+                                                    d_sc);
     OKV_LAUNCHED("select score kernel");
-    const bool gpu_sort = n_cand <= SEL_SORT_MAX;
-    if ((st = sel_stage(c, gpu_sort ? (size_t)nkv * k + 1 : 1)) != OKV_OK)
-        return st;
-    if (gpu_sort && k > 0) {
-        int n_pow2 = 1;
-        while (n_pow2 < n_cand)
-            n_pow2 <<= 1;
-        const size_t smem = sizeof(unsigned long long) * (size_t)n_pow2;
-        static size_t smem_set;
+    if (t_out > 0) {
+        static size_t smem_set;   /* the kernel's dynamic shared memory limit raised so far */
         if (smem > 48 * 1024 && smem > smem_set) {
             OKV_CU(cudaFuncSetAttribute(topk_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "top-k smem limit");
             smem_set = smem;
         }
-        topk_k<<<nkv, 1024, smem, c->stream>>>(d_sc, d_cand, n_cand, k, n_pow2, d_ids);
+        topk_k<<<(unsigned)n_reqs * nkv, SEL_TOPK_THREADS, smem, c->stream>>>(d_sc, d_meta, d_cand, nkv, d_ids);
         OKV_LAUNCHED("select top-k kernel");
-        OKV_CU(cudaMemcpyAsync(c->sel_h, d_ids, sizeof(int32_t) * (size_t)nkv * k, cudaMemcpyDeviceToHost, c->stream),
+        OKV_CU(cudaMemcpyAsync(h_ids, d_ids, sizeof(int32_t) * (size_t)t_out, cudaMemcpyDeviceToHost, c->stream),
                "select ids copy");
     }
     if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
         return st;
-    float *hsc = NULL;
-    if (scores || !gpu_sort) {
-        hsc = scores ? scores : (float *)okv_malloc(sizeof(float) * n_sc, OKV_TAG_BACKEND);
-        if (!hsc)
-            return okv_set_error(OKV_ERR_NO_MEMORY, "cuda select_blocks: out of host memory");
-        cudaError_t e = cudaMemcpyAsync(hsc, d_sc, sizeof(float) * n_sc, cudaMemcpyDeviceToHost, c->stream);
-        if (e == cudaSuccess)
-            e = cudaStreamSynchronize(c->stream);
-        if (e != cudaSuccess) {
-            if (!scores)
-                okv_free(hsc);
-            return okv_cuda_err(e, "select scores copy", __FILE__, __LINE__);
-        }
-    } else {
-        OKV_CU(cudaStreamSynchronize(c->stream), "select synchronize");
+    float *hsc = scores;
+    if (!hsc && host_sort && !(hsc = (float *)okv_malloc(sizeof(float) * (size_t)t_sc, OKV_TAG_BACKEND)))
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda select_blocks: out of host memory");
+    cudaError_t e = cudaSuccess;
+    if (hsc)
+        e = cudaMemcpyAsync(hsc, d_sc, sizeof(float) * (size_t)t_sc, cudaMemcpyDeviceToHost, c->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(c->stream);
+    if (e == cudaSuccess) {
+        memcpy(out, h_ids, sizeof(int32_t) * (size_t)t_out);
+        if (host_sort)
+            st = host_topk(reqs, n_reqs, nkv, hsc, out);
     }
-    if (gpu_sort) {
-        memcpy(out, c->sel_h, sizeof(int32_t) * (size_t)nkv * k);
-    } else {
-        struct scored *sc = (struct scored *)okv_malloc(sizeof *sc * (size_t)n_cand, OKV_TAG_BACKEND);
-        if (!sc) {
-            if (!scores)
-                okv_free(hsc);
-            return okv_set_error(OKV_ERR_NO_MEMORY, "cuda select_blocks: out of host memory");
-        }
-        for (int hh = 0; hh < nkv; hh++) {
-            for (int i = 0; i < n_cand; i++) {
-                sc[i].s = hsc[(size_t)hh * n_cand + i];
-                sc[i].id = req->cand_host[i];
-            }
-            qsort(sc, (size_t)n_cand, sizeof *sc, scored_cmp);
-            for (int i = 0; i < k; i++)
-                out[(size_t)hh * k + i] = sc[i].id;
-        }
-        okv_free(sc);
-    }
-    if (!scores && hsc)
+    if (hsc != scores)
         okv_free(hsc);
-    return OKV_OK;
+    if (e != cudaSuccess)
+        return okv_cuda_err(e, "select scores copy / synchronize", __FILE__, __LINE__);
+    return st;
 }

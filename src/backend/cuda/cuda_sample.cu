@@ -1,0 +1,473 @@
+/* Sampling on the GPU: one CTA per row of logits, one token per row, one copy back.
+ *
+ * The reference is okv_sample_u (src/engine/sampling.c). Per row:
+ *  1. max and argmax (lowest id on ties); greedy rows stop here.
+ *  2. top_k: the value of the k-th largest logit, found by threshold selection (below);
+ *     the candidates are the logits >= it.
+ *  3. top_p: the smallest logit value v such that the softmax mass of the candidates
+ *     >= v reaches top_p times the candidates' mass, by the same selection on masses;
+ *     the candidates are the logits >= v.
+ *  4. p_i = (float)(e_i / sum of e over the candidates), e_i = expf((l_i - max) / T);
+ *     the walk in increasing id order: each warp sums its contiguous segment, the
+ *     segment holding u is found from the warp sums, and that warp walks it 32 ids at
+ *     a time with a scan (double sums, as the CPU's).
+ * Threshold selection (thr_select) finds where a descending cumulative weight (count, or
+ * mass in 2^-s fixed point, so that sums are exact and independent of order) reaches
+ * a target: a pass builds a histogram of SAMP_BINS bins linear in the logit between
+ * the range's bounds (the bin is a monotone function of the value, so the bins order
+ * the logits); the bin holding the target is gathered into shared memory and sorted
+ * (value descending, id ascending) when it holds at most SAMP_CAP logits, else its own
+ * range is binned again.
+ *
+ * Differences from the CPU, by design: logits tied with the k-th largest (or with the
+ * logit at which top_p is reached) are all kept, where the CPU keeps the lower ids only
+ * (a few more candidates at exact ties); masses are float expf (the CPU uses double exp
+ * with top_k or top_p), and the top_p decision uses masses in 2^-s fixed point
+ * (s = 62 - bits of the vocabulary size), so a row whose cumulative mass lands within
+ * ~1e-7 of top_p or of u may pick the neighbouring candidate. */
+#include "backend/cuda/cuda_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define SAMP_THREADS 512
+#define SAMP_WARPS (SAMP_THREADS / 32)
+#define SAMP_BINS 2048
+#define SAMP_CAP 2048   /* logits of one bin sorted in shared memory */
+
+struct samp_row {
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    int32_t pad;
+    double u;
+};
+
+struct samp_smem {
+    unsigned long long wsum[SAMP_BINS];   /* weights per bin */
+    unsigned cnt[SAMP_BINS];              /* logits per bin */
+    unsigned long long list[SAMP_CAP];    /* gathered bin: (~key << 32) | id */
+    unsigned long long red_u[SAMP_WARPS];
+    double red_d[SAMP_WARPS];
+    float red_f[SAMP_WARPS];
+    int red_i[SAMP_WARPS];
+    unsigned red_k[SAMP_WARPS];
+    unsigned long long b_above;
+    unsigned b_bin, b_key, b_n;
+    int b_warp;
+    double b_base;
+};
+
+/* logit -> unsigned key in the order of the floats (NaN above +inf) */
+static __device__ __forceinline__ unsigned okey(float f)
+{
+    const unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+static __device__ __forceinline__ float okey_val(unsigned k)
+{
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* exclusive block scan of one value per thread; *total receives the sum */
+static __device__ unsigned long long block_scan(struct samp_smem *s, unsigned long long v, unsigned long long *total)
+{
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    unsigned long long incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long t = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o)
+            incl += t;
+    }
+    __syncthreads();
+    if (lane == 31)
+        s->red_u[w] = incl;
+    __syncthreads();
+    unsigned long long before = 0, all = 0;
+    for (int i = 0; i < SAMP_WARPS; i++) {
+        before += i < w ? s->red_u[i] : 0;
+        all += s->red_u[i];
+    }
+    *total = all;
+    return before + incl - v;
+}
+
+static __device__ double block_sum_d(struct samp_smem *s, double v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        s->red_d[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double t = 0;
+    for (int i = 0; i < SAMP_WARPS; i++)
+        t += s->red_d[i];
+    return t;
+}
+
+static __device__ unsigned block_min_u(struct samp_smem *s, unsigned v)
+{
+    v = __reduce_min_sync(0xffffffffu, v);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        s->red_k[threadIdx.x >> 5] = v;
+    __syncthreads();
+    for (int i = 0; i < SAMP_WARPS; i++)
+        v = min(v, s->red_k[i]);
+    return v;
+}
+
+static __device__ unsigned block_max_u(struct samp_smem *s, unsigned v)
+{
+    v = __reduce_max_sync(0xffffffffu, v);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+        s->red_k[threadIdx.x >> 5] = v;
+    __syncthreads();
+    for (int i = 0; i < SAMP_WARPS; i++)
+        v = max(v, s->red_k[i]);
+    return v;
+}
+
+struct samp_weight {
+    bool mass;        /* false: every logit weighs 1 */
+    float mx, inv_t;  /* mass: e = expf((l - mx) * inv_t) */
+    float fp_scale;   /* mass: weight = e * fp_scale, truncated */
+};
+
+static __device__ __forceinline__ unsigned long long weight_of(const struct samp_weight &w, float v)
+{
+    if (!w.mass)
+        return 1;
+    return __float2ull_rz(expf((v - w.mx) * w.inv_t) * w.fp_scale);
+}
+
+/* The key T of the logit at which the cumulative weight of the logits with keys in
+ * [lo, hi], taken by value descending (id ascending), first reaches target; weight
+ * `above` is already taken (logits above hi). The whole block calls it. */
+static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n, unsigned lo, unsigned hi,
+                                      const struct samp_weight &w, unsigned long long target, unsigned long long above)
+{
+    const int tid = threadIdx.x;
+    for (;;) {
+        if (lo >= hi)
+            return lo;   /* one value left: all its ties are kept */
+        const float vlo = okey_val(lo), vhi = okey_val(hi);
+        const float hhi = 0.5f * vhi, scale = (float)SAMP_BINS / (hhi - 0.5f * vlo);   /* halves: no overflow */
+        for (int i = tid; i < SAMP_BINS; i += SAMP_THREADS) {
+            s->wsum[i] = 0;
+            s->cnt[i] = 0;
+        }
+        __syncthreads();
+        for (int i = tid; i < n; i += SAMP_THREADS) {
+            const float v = x[i];
+            const unsigned k = okey(v);
+            if (k >= lo && k <= hi) {
+                const int b = (int)fminf((hhi - 0.5f * v) * scale, (float)(SAMP_BINS - 1));
+                atomicAdd(&s->cnt[b], 1u);
+                const unsigned long long wt = weight_of(w, v);
+                if (wt)
+                    atomicAdd(&s->wsum[b], wt);
+            }
+        }
+        __syncthreads();
+        /* the bin where above + cumulative weight reaches target (bins of 4 per thread) */
+        unsigned long long mine = 0, tot;
+        const int b0 = tid * (SAMP_BINS / SAMP_THREADS);
+#pragma unroll
+        for (int j = 0; j < SAMP_BINS / SAMP_THREADS; j++)
+            mine += s->wsum[b0 + j];
+        unsigned long long cum = above + block_scan(s, mine, &tot);
+        if (tid == 0) {   /* default (rounding aside, never used): the lowest non-empty bin */
+            s->b_bin = SAMP_BINS - 1;
+            s->b_above = above;
+        }
+        __syncthreads();
+        if (tid == 0)
+            for (int b = SAMP_BINS - 1; b >= 0; b--)
+                if (s->cnt[b]) {
+                    unsigned long long a = above;
+                    for (int j = 0; j < b; j++)
+                        a += s->wsum[j];
+                    s->b_bin = b;
+                    s->b_above = a;
+                    break;
+                }
+        __syncthreads();
+        if (cum < target && cum + mine >= target) {
+#pragma unroll
+            for (int j = 0; j < SAMP_BINS / SAMP_THREADS; j++) {
+                if (cum + s->wsum[b0 + j] >= target) {
+                    s->b_bin = b0 + j;
+                    s->b_above = cum;
+                    break;
+                }
+                cum += s->wsum[b0 + j];
+            }
+        }
+        __syncthreads();
+        const unsigned bin = s->b_bin, bn = s->cnt[bin];
+        above = s->b_above;
+        if (bn > SAMP_CAP) {   /* too many: bin the bin's own range */
+            unsigned klo = 0xffffffffu, khi = 0;
+            for (int i = tid; i < n; i += SAMP_THREADS) {
+                const float v = x[i];
+                const unsigned k = okey(v);
+                if (k >= lo && k <= hi && (int)fminf((hhi - 0.5f * v) * scale, (float)(SAMP_BINS - 1)) == (int)bin) {
+                    klo = min(klo, k);
+                    khi = max(khi, k);
+                }
+            }
+            lo = block_min_u(s, klo);
+            hi = block_max_u(s, khi);
+            continue;
+        }
+        /* gather the bin, sort it by value descending, id ascending, then scan its weights */
+        if (tid == 0)
+            s->b_n = 0;
+        __syncthreads();
+        for (int i = tid; i < n; i += SAMP_THREADS) {
+            const float v = x[i];
+            const unsigned k = okey(v);
+            if (k >= lo && k <= hi && (int)fminf((hhi - 0.5f * v) * scale, (float)(SAMP_BINS - 1)) == (int)bin)
+                s->list[atomicAdd(&s->b_n, 1u)] = ((unsigned long long)(~k) << 32) | (unsigned)i;
+        }
+        __syncthreads();
+        int np = 1;
+        while (np < (int)bn)
+            np <<= 1;
+        for (int i = (int)bn + tid; i < np; i += SAMP_THREADS)
+            s->list[i] = ~0ull;
+        for (int size = 2; size <= np; size <<= 1)
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                __syncthreads();
+                for (int t = tid; t < np / 2; t += SAMP_THREADS) {
+                    const int i = 2 * stride * (t / stride) + (t % stride), j = i + stride;
+                    const bool up = (i & size) == 0;
+                    const unsigned long long a = s->list[i], c = s->list[j];
+                    if ((a > c) == up) {
+                        s->list[i] = c;
+                        s->list[j] = a;
+                    }
+                }
+            }
+        __syncthreads();
+        /* SAMP_CAP / SAMP_THREADS entries per thread, in order */
+        const int per = SAMP_CAP / SAMP_THREADS, e0 = tid * per;
+        unsigned long long wv[SAMP_CAP / SAMP_THREADS], msum = 0;
+#pragma unroll
+        for (int j = 0; j < per; j++) {
+            wv[j] = e0 + j < (int)bn ? weight_of(w, okey_val(~(unsigned)(s->list[e0 + j] >> 32))) : 0;
+            msum += wv[j];
+        }
+        cum = above + block_scan(s, msum, &tot);
+        if (tid == 0)   /* default (rounding aside, never used): the bin's last logit */
+            s->b_key = ~(unsigned)(s->list[bn - 1] >> 32);
+        __syncthreads();
+        if (cum < target && cum + msum >= target) {
+#pragma unroll
+            for (int j = 0; j < per; j++) {
+                if (cum + wv[j] >= target) {
+                    s->b_key = ~(unsigned)(s->list[e0 + j] >> 32);
+                    break;
+                }
+                cum += wv[j];
+            }
+        }
+        __syncthreads();
+        return s->b_key;
+    }
+}
+
+static __global__ void __launch_bounds__(SAMP_THREADS)
+sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *out)
+{
+    __shared__ struct samp_smem s;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    const float *x = logits + (size_t)blockIdx.x * vocab;
+    const struct samp_row p = rows[blockIdx.x];
+    /* 1. max, argmax (first index), min */
+    float bv = -INFINITY, mn = INFINITY;
+    int bi = 0x7fffffff;
+    for (int i = tid; i < vocab; i += SAMP_THREADS) {
+        const float v = x[i];
+        if (v > bv || (bi == 0x7fffffff && v == bv)) {
+            bv = v;
+            bi = i;
+        }
+        mn = fminf(mn, v);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ov > bv || (ov == bv && oi < bi)) {
+            bv = ov;
+            bi = oi;
+        }
+        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+    }
+    if (lane == 0) {
+        s.red_f[wid] = bv;
+        s.red_i[wid] = bi;
+        s.red_d[wid] = mn;
+    }
+    __syncthreads();
+    bv = s.red_f[0];
+    bi = s.red_i[0];
+    mn = (float)s.red_d[0];
+    for (int i = 1; i < SAMP_WARPS; i++) {
+        if (s.red_f[i] > bv || (s.red_f[i] == bv && s.red_i[i] < bi)) {
+            bv = s.red_f[i];
+            bi = s.red_i[i];
+        }
+        mn = fminf(mn, (float)s.red_d[i]);
+    }
+    if (bi == 0x7fffffff)
+        bi = 0;
+    if (!(p.temperature > 0.0f)) {
+        if (tid == 0)
+            out[blockIdx.x] = bi;
+        return;
+    }
+    /* 2, 3. candidates: the logits with keys >= lo */
+    struct samp_weight w;
+    w.mx = bv;
+    w.inv_t = 1.0f / p.temperature;
+    w.fp_scale = ldexpf(1.0f, 62 - (32 - __clz(vocab)));
+    const unsigned hi = okey(bv);
+    unsigned lo = okey(mn);
+    if (p.top_k > 0 && p.top_k < vocab) {
+        w.mass = false;
+        lo = thr_select(&s, x, vocab, lo, hi, w, (unsigned long long)p.top_k, 0);
+    }
+    if (p.top_p > 0.0f && p.top_p < 1.0f) {
+        w.mass = true;
+        unsigned long long m = 0, tot;
+        for (int i = tid; i < vocab; i += SAMP_THREADS)
+            if (okey(x[i]) >= lo)
+                m += weight_of(w, x[i]);
+        block_scan(&s, m, &tot);
+        const unsigned long long target = (unsigned long long)ceil((double)p.top_p * (double)tot);
+        if (target <= tot)
+            lo = thr_select(&s, x, vocab, lo, hi, w, target, 0);
+    }
+    /* 4. renormalise and walk */
+    double e_sum = 0;
+    for (int i = tid; i < vocab; i += SAMP_THREADS)
+        if (okey(x[i]) >= lo)
+            e_sum += (double)expf((x[i] - bv) * w.inv_t);
+    const double inv_s = 1.0 / block_sum_d(&s, e_sum);
+    const int seg = (vocab + SAMP_THREADS - 1) / SAMP_THREADS * 32;   /* ids per warp, a multiple of 32 */
+    const int s0 = wid * seg, s1 = min(vocab, s0 + seg);
+    double acc = 0;
+    int last = -1;
+    for (int i = s0 + lane; i < s1; i += 32) {
+        const float v = x[i];
+        const float pr = okey(v) >= lo ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
+        acc += (double)pr;
+        if (pr > 0.0f)
+            last = i;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    }
+    __syncthreads();
+    if (lane == 0) {
+        s.red_d[wid] = acc;
+        s.red_i[wid] = last;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        double cum = 0;
+        int wl = -1, lastw = -1, last_any = -1;
+        for (int i = 0; i < SAMP_WARPS; i++) {
+            if (s.red_i[i] >= 0)
+                last_any = s.red_i[i], lastw = i;
+            if (wl < 0 && p.u < cum + s.red_d[i]) {
+                wl = i;
+                break;
+            }
+            cum += s.red_d[i];
+        }
+        s.b_warp = wl >= 0 ? wl : lastw;
+        s.b_base = cum;
+        if (wl < 0)   /* rounding left u beyond the total: the last candidate, as the CPU */
+            out[blockIdx.x] = last_any >= 0 ? last_any : bi;
+    }
+    __syncthreads();
+    if (wid != s.b_warp || (tid - lane == 0 && false))
+        return;
+    {
+        /* only reached by the chosen warp; if no warp was chosen above, b_warp is the
+         * last warp holding a candidate and out is already written */
+        double cum = s.b_base;
+        bool chosen = false;
+        for (int i0 = s0; i0 < s1 && !chosen; i0 += 32) {
+            const int i = i0 + lane;
+            float pr = 0.0f;
+            if (i < s1) {
+                const float v = x[i];
+                pr = okey(v) >= lo ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
+            }
+            double incl = (double)pr;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const double t = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o)
+                    incl += t;
+            }
+            const unsigned hit = __ballot_sync(0xffffffffu, pr > 0.0f && p.u < cum + incl);
+            if (hit) {
+                if (lane == __ffs(hit) - 1 && s.b_base <= p.u)
+                    out[blockIdx.x] = i;
+                chosen = true;
+            }
+            cum += __shfl_sync(0xffffffffu, incl, 31);
+        }
+        if (!chosen && lane == 0 && s.red_i[wid] >= 0 && s.b_base <= p.u)
+            out[blockIdx.x] = s.red_i[wid];   /* rounding: the segment's last candidate */
+    }
+}
+
+extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                           const struct okv_sampling *params, const double *u, int32_t *out)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    if (n_rows < 0 || vocab <= 0 || (size_t)n_rows * vocab > logits->n || (n_rows > 0 && (!params || !u || !out)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample: %d rows of %d logits do not fit the buffer (%zu)", n_rows,
+                             vocab, logits->n);
+    if (vocab >= (1 << 30))
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda sample: vocabulary of %d", vocab);
+    if (n_rows == 0)
+        return OKV_OK;
+    const size_t up = sizeof(struct samp_row) * (size_t)n_rows;
+    void *hv = NULL, *dv = NULL;
+    enum okv_status st = okv_cuda_ring_alloc(c, up + sizeof(int32_t) * (size_t)n_rows, &hv, &dv);
+    if (st != OKV_OK)
+        return st;
+    struct samp_row *hr = (struct samp_row *)hv;
+    for (int i = 0; i < n_rows; i++) {
+        hr[i].temperature = params[i].temperature;
+        hr[i].top_k = params[i].top_k;
+        hr[i].top_p = params[i].top_p;
+        hr[i].pad = 0;
+        hr[i].u = u[i];
+    }
+    int32_t *h_ids = (int32_t *)((char *)hv + up), *d_ids = (int32_t *)((char *)dv + up);
+    OKV_CU(cudaMemcpyAsync(dv, hv, up, cudaMemcpyHostToDevice, c->stream), "sample parameters upload");
+    sample_k<<<(unsigned)n_rows, SAMP_THREADS, 0, c->stream>>>(logits->d, vocab, (const struct samp_row *)dv, d_ids);
+    OKV_LAUNCHED("sample kernel");
+    OKV_CU(cudaMemcpyAsync(h_ids, d_ids, sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost, c->stream), "sample ids copy");
+    if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
+        return st;
+    OKV_CU(cudaStreamSynchronize(c->stream), "sample synchronize");
+    memcpy(out, h_ids, sizeof(int32_t) * (size_t)n_rows);
+    return OKV_OK;
+}
