@@ -207,6 +207,10 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
               arch, mode, worst, argmax_diff);
         CHECK(okv_kv_used_slots(okv_engine_kv(all)) == 0, "group slots leaked");
         CHECK(okv_kv_used_host_blocks(okv_engine_kv(all)) == 0, "host blocks leaked");
+        struct okv_engine_stats end;
+        okv_engine_stats_get(all, &end);
+        CHECK(end.device_bytes == 0 && end.host_bytes == 0, "tiers in use after every sequence ended: %zu / %zu bytes",
+              end.device_bytes, end.host_bytes);
         okv_engine_free(all);
     }
 

@@ -73,5 +73,6 @@ struct okv_engine {
 };
 
 enum okv_status okv_engine_grow_i32(int32_t **p, int *cap, int need);
+void okv_engine_update_mem_stats(okv_engine *e);
 
 #endif

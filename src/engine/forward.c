@@ -517,27 +517,7 @@ static void finish_step(okv_engine *e, int n_seqs)
                 es->cand_end = rel_end;
         }
     }
-    /* memory accounting */
-    okv_bkv *kvs = okv_kv_storage(e->kv);
-    const struct okv_kv_geometry *g = okv_kv_geometry(e->kv);
-    size_t ub = e->be->ops->kv_unit_bytes(kvs);
-    size_t dev = (size_t)okv_kv_used_slots(e->kv) * g->n_kv_heads * g->n_layers * ub;
-    size_t host = 0;
-    if (e->resid) {
-        size_t quota_units = 0;
-        for (int l = 0; l < g->n_layers; l++)
-            quota_units += (size_t)okv_resid_k(e->resid, l) * g->n_kv_heads;
-        dev += (size_t)(e->prm.max_seqs - okv_resid_free_chunks(e->resid)) * quota_units * ub;
-        size_t used_host = (size_t)okv_kv_used_host_blocks(e->kv);
-        dev += used_host * g->n_layers * g->n_kv_heads * 2 * g->head_dim * sizeof(float);
-        host = used_host * g->n_layers * g->n_kv_heads * ub;
-    }
-    e->stats.device_bytes = dev;
-    if (dev > e->stats.device_bytes_peak)
-        e->stats.device_bytes_peak = dev;
-    e->stats.host_bytes = host;
-    if (host > e->stats.host_bytes_peak)
-        e->stats.host_bytes_peak = host;
+    okv_engine_update_mem_stats(e);
     e->stats.steps++;
 }
 

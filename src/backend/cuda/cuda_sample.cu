@@ -384,56 +384,49 @@ sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *o
         s.red_i[wid] = last;
     }
     __syncthreads();
-    if (tid == 0) {
+    if (tid == 0) {   /* the warp whose segment holds u */
         double cum = 0;
-        int wl = -1, lastw = -1, last_any = -1;
+        int wl = -1, last_any = -1;
         for (int i = 0; i < SAMP_WARPS; i++) {
-            if (s.red_i[i] >= 0)
-                last_any = s.red_i[i], lastw = i;
-            if (wl < 0 && p.u < cum + s.red_d[i]) {
+            last_any = max(last_any, s.red_i[i]);
+            if (wl < 0 && p.u < cum + s.red_d[i])
                 wl = i;
-                break;
-            }
-            cum += s.red_d[i];
+            if (wl < 0)
+                cum += s.red_d[i];
         }
-        s.b_warp = wl >= 0 ? wl : lastw;
+        s.b_warp = wl;
         s.b_base = cum;
         if (wl < 0)   /* rounding left u beyond the total: the last candidate, as the CPU */
             out[blockIdx.x] = last_any >= 0 ? last_any : bi;
     }
     __syncthreads();
-    if (wid != s.b_warp || (tid - lane == 0 && false))
+    if (wid != s.b_warp)
         return;
-    {
-        /* only reached by the chosen warp; if no warp was chosen above, b_warp is the
-         * last warp holding a candidate and out is already written */
-        double cum = s.b_base;
-        bool chosen = false;
-        for (int i0 = s0; i0 < s1 && !chosen; i0 += 32) {
-            const int i = i0 + lane;
-            float pr = 0.0f;
-            if (i < s1) {
-                const float v = x[i];
-                pr = okey(v) >= lo ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
-            }
-            double incl = (double)pr;
-#pragma unroll
-            for (int o = 1; o < 32; o <<= 1) {
-                const double t = __shfl_up_sync(0xffffffffu, incl, o);
-                if (lane >= o)
-                    incl += t;
-            }
-            const unsigned hit = __ballot_sync(0xffffffffu, pr > 0.0f && p.u < cum + incl);
-            if (hit) {
-                if (lane == __ffs(hit) - 1 && s.b_base <= p.u)
-                    out[blockIdx.x] = i;
-                chosen = true;
-            }
-            cum += __shfl_sync(0xffffffffu, incl, 31);
+    double cum = s.b_base;
+    for (int i0 = s0; i0 < s1; i0 += 32) {
+        const int i = i0 + lane;
+        float pr = 0.0f;
+        if (i < s1) {
+            const float v = x[i];
+            pr = okey(v) >= lo ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
         }
-        if (!chosen && lane == 0 && s.red_i[wid] >= 0 && s.b_base <= p.u)
-            out[blockIdx.x] = s.red_i[wid];   /* rounding: the segment's last candidate */
+        double incl = (double)pr;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const double t = __shfl_up_sync(0xffffffffu, incl, o);
+            if (lane >= o)
+                incl += t;
+        }
+        const unsigned hit = __ballot_sync(0xffffffffu, pr > 0.0f && p.u < cum + incl);
+        if (hit) {
+            if (lane == __ffs(hit) - 1)
+                out[blockIdx.x] = i;
+            return;
+        }
+        cum += __shfl_sync(0xffffffffu, incl, 31);
     }
+    if (lane == 0)   /* rounding: the segment's last candidate */
+        out[blockIdx.x] = s.red_i[wid];
 }
 
 extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
