@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "oasiskv/gguf.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -152,6 +153,29 @@ void cli_load_format(const char *path, bool dummy, struct okv_model **m, okv_tok
     *tok = NULL;
     if (okv_model_load_dummy(path, 1, m) != OKV_OK)
         cli_die("cannot build a dummy model from %s: %s", path, okv_last_error());
+}
+
+okv_tokenizer *cli_load_tokenizer(const char *path)
+{
+    okv_tokenizer *tok = NULL;
+    struct stat sb;
+    enum okv_status st;
+    if (stat(path, &sb) != 0)
+        cli_die("--tokenizer %s: %s", path, strerror(errno));
+    size_t n = strlen(path);
+    if (S_ISDIR(sb.st_mode)) {
+        st = okv_tokenizer_from_hf_dir(path, &tok);
+    } else if (n > 5 && !strcmp(path + n - 5, ".gguf")) {
+        okv_gguf *g = NULL;
+        if ((st = okv_gguf_open(path, &g)) == OKV_OK)
+            st = okv_tokenizer_from_gguf(g, &tok);
+        okv_gguf_close(g);   /* the tokenizer copies what it needs */
+    } else {
+        st = okv_tokenizer_from_json_file(path, &tok);
+    }
+    if (st != OKV_OK)
+        cli_die("--tokenizer %s: %s", path, okv_last_error());
+    return tok;
 }
 
 bool cli_load_format_arg(const char *v)

@@ -28,6 +28,9 @@ void cli_load(const char *path, struct okv_model **m, okv_tokenizer **tok);
 /* As cli_load; with dummy, random weights from PATH's config.json and no tokenizer
  * (--load-format dummy). */
 void cli_load_format(const char *path, bool dummy, struct okv_model **m, okv_tokenizer **tok);
+/* Load a tokenizer from a folder (tokenizer.json + tokenizer_config.json), a
+ * tokenizer.json file or a .gguf file (--tokenizer); dies on failure. */
+okv_tokenizer *cli_load_tokenizer(const char *path);
 /* Parses a --load-format value: "auto" (false) or "dummy" (true); dies otherwise. */
 bool cli_load_format_arg(const char *v);
 

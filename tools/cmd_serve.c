@@ -25,6 +25,8 @@ static const char *help =
     "  --kv-budget N|dense          sparse KV: tokens kept on the device per (sequence, layer, KV head); dense: all (default)\n"
     "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
     "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
+    "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
+    "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
     "  --kv-host-gb G               host KV tier (sparse mode; default: max-num-seqs full contexts)\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
@@ -59,7 +61,8 @@ static char *base_name(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = "cpu";
-    const char *draft = NULL;
+    const char *draft = NULL, *tok_path = NULL;
+    bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
     double pool_gb = 0, host_gb = 0;
     bool verbose = false;
@@ -96,6 +99,10 @@ int cmd_serve(int argc, char **argv)
             if (strcmp(draft, "ngram"))
                 cli_die("--draft %s: the server supports the ngram drafter (self and model: drafters keep per-sequence "
                         "engines; use them with oasiskv generate)", draft);
+        } else if (!strcmp(a, "--load-format")) {
+            dummy = cli_load_format_arg(cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--tokenizer")) {
+            tok_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--spec-tokens")) {
             spec_k = cli_int(a, cli_value(argc, argv, &i), 1, 32);
         } else if (!strcmp(a, "--kv-host-gb")) {
@@ -139,7 +146,14 @@ int cmd_serve(int argc, char **argv)
 
     struct okv_model *m = NULL;
     okv_tokenizer *tok = NULL;
-    cli_load(model_path, &m, &tok);
+    cli_load_format(model_path, dummy, &m, &tok);
+    if (tok_path) {
+        okv_tokenizer_free(tok);
+        tok = cli_load_tokenizer(tok_path);
+        if (okv_tokenizer_n_vocab(tok) > m->cfg.vocab_size)
+            cli_die("--tokenizer %s: %d tokens do not fit the model's vocabulary of %d", tok_path, okv_tokenizer_n_vocab(tok),
+                    m->cfg.vocab_size);
+    }
     if (!tok)
         cli_die("%s has no tokenizer (tokenizer.json): the server needs one", model_path);
     const struct okv_model_config *cfg = &m->cfg;

@@ -652,6 +652,7 @@ static void fill_ops(void)
     o->gather_rows = cuda_gather_rows;
     o->attention = okv_cuda_attention;
     o->select_blocks = okv_cuda_select_blocks;
+    o->sample = okv_cuda_sample;
     o->sync = cuda_sync;
     okv_cuda_fill_kv_ops(o);
     cuda_ops_ready = true;

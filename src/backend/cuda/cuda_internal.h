@@ -207,9 +207,12 @@ enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, const okv_bme
                                    const struct okv_attn_blocks *blocks, int n_heads, float scale);
 void okv_cuda_attn_cache_free(struct cuda_ctx *c);
 
-/* select (cuda_select.cu) */
+/* select (cuda_select.cu): every request of the call in one pass, one copy back */
 enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                       const struct okv_select_req *req, int32_t *out, float *scores);
+                                       const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores);
+/* sample (cuda_sample.cu): one token per row, one copy back */
+enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                const struct okv_sampling *params, const double *u, int32_t *out);
 
 #ifdef __cplusplus
 }

@@ -146,18 +146,49 @@ static __device__ __forceinline__ unsigned long long weight_of(const struct samp
     return __float2ull_rz(expf((v - w.mx) * w.inv_t) * w.fp_scale);
 }
 
-/* The key T of the logit at which the cumulative weight of the logits with keys in
- * [lo, hi], taken by value descending (id ascending), first reaches target; weight
- * `above` is already taken (logits above hi). The whole block calls it. */
+/* Bins of one level of thr_select: linear in the value between the range's bounds,
+ * or, when those are not finite or too close for a finite scale, linear in the key.
+ * Both are non-increasing functions of the value: bin 0 holds the largest logits. */
+struct samp_bins {
+    bool by_key;
+    unsigned hi, lo;
+    float hhi, scale;
+};
+
+static __device__ struct samp_bins bins_of(unsigned lo, unsigned hi)
+{
+    struct samp_bins b;
+    const float vlo = okey_val(lo), vhi = okey_val(hi);
+    b.lo = lo;
+    b.hi = hi;
+    b.hhi = 0.5f * vhi;   /* halves: no overflow */
+    b.scale = (float)SAMP_BINS / (b.hhi - 0.5f * vlo);
+    b.by_key = !(isfinite(vlo) && isfinite(vhi) && b.scale > 0.0f && b.scale < 1e30f);
+    return b;
+}
+
+static __device__ __forceinline__ int bin_of(const struct samp_bins &b, float v, unsigned k)
+{
+    if (b.by_key)
+        return (int)(((unsigned long long)(b.hi - k) * SAMP_BINS) / ((unsigned long long)(b.hi - b.lo) + 1));
+    /* explicit roundings: every pass must put a logit in the same bin */
+    return (int)fminf(__fmul_rn(__fsub_rn(b.hhi, __fmul_rn(0.5f, v)), b.scale), (float)(SAMP_BINS - 1));
+}
+
+/* The key of the logit at which the cumulative weight of the logits with keys in
+ * [lo, hi], taken by value descending (id ascending), first reaches the target:
+ * `target`, or with frac >= 0, ceil(frac * their total weight). Returns lo when the
+ * total falls short (keep them all). The whole block calls it. */
 static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n, unsigned lo, unsigned hi,
-                                      const struct samp_weight &w, unsigned long long target, unsigned long long above)
+                                      const struct samp_weight &w, unsigned long long target, double frac)
 {
     const int tid = threadIdx.x;
-    for (;;) {
+    const unsigned lo0 = lo;
+    unsigned long long above = 0;   /* weight of the logits above the range */
+    for (int level = 0;; level++) {
         if (lo >= hi)
             return lo;   /* one value left: all its ties are kept */
-        const float vlo = okey_val(lo), vhi = okey_val(hi);
-        const float hhi = 0.5f * vhi, scale = (float)SAMP_BINS / (hhi - 0.5f * vlo);   /* halves: no overflow */
+        const struct samp_bins bs = bins_of(lo, hi);
         for (int i = tid; i < SAMP_BINS; i += SAMP_THREADS) {
             s->wsum[i] = 0;
             s->cnt[i] = 0;
@@ -167,7 +198,7 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
             const float v = x[i];
             const unsigned k = okey(v);
             if (k >= lo && k <= hi) {
-                const int b = (int)fminf((hhi - 0.5f * v) * scale, (float)(SAMP_BINS - 1));
+                const int b = bin_of(bs, v, k);
                 atomicAdd(&s->cnt[b], 1u);
                 const unsigned long long wt = weight_of(w, v);
                 if (wt)
@@ -175,32 +206,22 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
             }
         }
         __syncthreads();
-        /* the bin where above + cumulative weight reaches target (bins of 4 per thread) */
+        /* the bin where above + cumulative weight reaches the target (bins of 4 per thread) */
+        const int per_b = SAMP_BINS / SAMP_THREADS, b0 = tid * per_b;
         unsigned long long mine = 0, tot;
-        const int b0 = tid * (SAMP_BINS / SAMP_THREADS);
 #pragma unroll
-        for (int j = 0; j < SAMP_BINS / SAMP_THREADS; j++)
+        for (int j = 0; j < per_b; j++)
             mine += s->wsum[b0 + j];
         unsigned long long cum = above + block_scan(s, mine, &tot);
-        if (tid == 0) {   /* default (rounding aside, never used): the lowest non-empty bin */
-            s->b_bin = SAMP_BINS - 1;
-            s->b_above = above;
+        if (level == 0) {
+            if (frac >= 0.0)
+                target = (unsigned long long)ceil(frac * (double)tot);
+            if (target > tot || target == 0)
+                return lo0;
         }
-        __syncthreads();
-        if (tid == 0)
-            for (int b = SAMP_BINS - 1; b >= 0; b--)
-                if (s->cnt[b]) {
-                    unsigned long long a = above;
-                    for (int j = 0; j < b; j++)
-                        a += s->wsum[j];
-                    s->b_bin = b;
-                    s->b_above = a;
-                    break;
-                }
-        __syncthreads();
         if (cum < target && cum + mine >= target) {
 #pragma unroll
-            for (int j = 0; j < SAMP_BINS / SAMP_THREADS; j++) {
+            for (int j = 0; j < per_b; j++) {
                 if (cum + s->wsum[b0 + j] >= target) {
                     s->b_bin = b0 + j;
                     s->b_above = cum;
@@ -210,14 +231,15 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
             }
         }
         __syncthreads();
-        const unsigned bin = s->b_bin, bn = s->cnt[bin];
+        const int bin = (int)s->b_bin;
+        const unsigned bn = s->cnt[bin];
         above = s->b_above;
-        if (bn > SAMP_CAP) {   /* too many: bin the bin's own range */
+        if (bn > SAMP_CAP) {   /* too many: bin the bin's own range (strictly narrower) */
             unsigned klo = 0xffffffffu, khi = 0;
             for (int i = tid; i < n; i += SAMP_THREADS) {
                 const float v = x[i];
                 const unsigned k = okey(v);
-                if (k >= lo && k <= hi && (int)fminf((hhi - 0.5f * v) * scale, (float)(SAMP_BINS - 1)) == (int)bin) {
+                if (k >= lo && k <= hi && bin_of(bs, v, k) == bin) {
                     klo = min(klo, k);
                     khi = max(khi, k);
                 }
@@ -233,7 +255,7 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
         for (int i = tid; i < n; i += SAMP_THREADS) {
             const float v = x[i];
             const unsigned k = okey(v);
-            if (k >= lo && k <= hi && (int)fminf((hhi - 0.5f * v) * scale, (float)(SAMP_BINS - 1)) == (int)bin)
+            if (k >= lo && k <= hi && bin_of(bs, v, k) == bin)
                 s->list[atomicAdd(&s->b_n, 1u)] = ((unsigned long long)(~k) << 32) | (unsigned)i;
         }
         __syncthreads();
@@ -256,7 +278,6 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
                 }
             }
         __syncthreads();
-        /* SAMP_CAP / SAMP_THREADS entries per thread, in order */
         const int per = SAMP_CAP / SAMP_THREADS, e0 = tid * per;
         unsigned long long wv[SAMP_CAP / SAMP_THREADS], msum = 0;
 #pragma unroll
@@ -265,7 +286,7 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
             msum += wv[j];
         }
         cum = above + block_scan(s, msum, &tot);
-        if (tid == 0)   /* default (rounding aside, never used): the bin's last logit */
+        if (tid == 0)   /* never used: the target lies in this bin (integer sums are exact) */
             s->b_key = ~(unsigned)(s->list[bn - 1] >> 32);
         __syncthreads();
         if (cum < target && cum + msum >= target) {
@@ -343,23 +364,16 @@ sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *o
     unsigned lo = okey(mn);
     if (p.top_k > 0 && p.top_k < vocab) {
         w.mass = false;
-        lo = thr_select(&s, x, vocab, lo, hi, w, (unsigned long long)p.top_k, 0);
+        lo = thr_select(&s, x, vocab, lo, hi, w, (unsigned long long)p.top_k, -1.0);
     }
     if (p.top_p > 0.0f && p.top_p < 1.0f) {
         w.mass = true;
-        unsigned long long m = 0, tot;
-        for (int i = tid; i < vocab; i += SAMP_THREADS)
-            if (okey(x[i]) >= lo)
-                m += weight_of(w, x[i]);
-        block_scan(&s, m, &tot);
-        const unsigned long long target = (unsigned long long)ceil((double)p.top_p * (double)tot);
-        if (target <= tot)
-            lo = thr_select(&s, x, vocab, lo, hi, w, target, 0);
+        lo = thr_select(&s, x, vocab, lo, hi, w, 0, (double)p.top_p);
     }
     /* 4. renormalise and walk */
     double e_sum = 0;
     for (int i = tid; i < vocab; i += SAMP_THREADS)
-        if (okey(x[i]) >= lo)
+        if (okey(x[i]) >= lo && okey(x[i]) <= hi)
             e_sum += (double)expf((x[i] - bv) * w.inv_t);
     const double inv_s = 1.0 / block_sum_d(&s, e_sum);
     const int seg = (vocab + SAMP_THREADS - 1) / SAMP_THREADS * 32;   /* ids per warp, a multiple of 32 */
@@ -368,7 +382,7 @@ sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *o
     int last = -1;
     for (int i = s0 + lane; i < s1; i += 32) {
         const float v = x[i];
-        const float pr = okey(v) >= lo ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
+        const float pr = okey(v) >= lo && okey(v) <= hi ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
         acc += (double)pr;
         if (pr > 0.0f)
             last = i;
@@ -408,7 +422,7 @@ sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *o
         float pr = 0.0f;
         if (i < s1) {
             const float v = x[i];
-            pr = okey(v) >= lo ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
+            pr = okey(v) >= lo && okey(v) <= hi ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
         }
         double incl = (double)pr;
 #pragma unroll
