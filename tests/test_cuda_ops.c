@@ -632,8 +632,8 @@ static void test_attention(void)
             struct okv_select_req req = {rows, nr, cand, nc, k};
             int32_t *o1 = malloc(4 * (size_t)nkv * k), *o2 = malloc(4 * (size_t)nkv * k);
             float *s1 = malloc(4 * (size_t)nkv * nc), *s2 = malloc(4 * (size_t)nkv * nc);
-            BOTH(cpu->ops->select_blocks(cpu, p.c, layer, qc, nh, &req, o1, s1),
-                 gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, o2, s2));
+            BOTH(cpu->ops->select_blocks(cpu, p.c, layer, qc, nh, &req, 1, o1, s1),
+                 gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, 1, o2, s2));
             double e = rel_err(s2, s1, (size_t)nkv * nc);
             CHECK(e <= 2e-3, "select scores: error %.3g", e);
             int sets_checked = 0;
@@ -685,6 +685,311 @@ static void test_attention(void)
     }
 }
 
+/* ---- batched selection and sampling (exact comparisons) ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Keys in multiples of 1/8 up to 2, queries in multiples of 1/8 up to 1: every Quest
+ * bound is a multiple of 1/64 below 2^13, exact in fp32 on both backends, so ids and
+ * scores must be equal bit for bit, ties (frequent here) included. */
+static void kv_fill_exact(struct kvpair *p)
+{
+    const struct okv_kv_geometry *g = &p->geo;
+    const int n = g->n_host_blocks * g->block_size, w = g->n_kv_heads * g->head_dim;
+    int32_t *seq = calloc((size_t)n, 4), *pos = malloc(4 * (size_t)n), *slot = malloc(4 * (size_t)n), kvlen[1] = {n};
+    for (int t = 0; t < n; t++)
+        pos[t] = slot[t] = t;
+    struct okv_step_meta meta = {n, 1, seq, pos, slot, slot, NULL, kvlen};
+    BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
+    float *k = malloc(sizeof(float) * (size_t)n * w);
+    for (int l = 0; l < g->n_layers; l++) {
+        for (size_t i = 0; i < (size_t)n * w; i++)
+            k[i] = (float)rint_in(-16, 16) / 8.0f;
+        okv_bmem *kc = up(cpu, k, (size_t)n * w), *kg = up(gpu, k, (size_t)n * w);
+        BOTH(cpu->ops->kv_write(cpu, p->c, l, kc, kc), gpu->ops->kv_write(gpu, p->g, l, kg, kg));
+        BOTH(cpu->ops->sync(cpu), gpu->ops->sync(gpu));
+        cpu->ops->mem_free(cpu, kc);
+        gpu->ops->mem_free(gpu, kg);
+    }
+    free(k);
+    free(seq);
+    free(pos);
+    free(slot);
+}
+
+/* One batched call on both backends, outputs poisoned; ids and scores must be equal. */
+static void select_compare(struct kvpair *p, int layer, okv_bmem *qc, okv_bmem *qg, int nh, const struct okv_select_req *reqs,
+                           int n_reqs, const char *what)
+{
+    const int nkv = p->geo.n_kv_heads;
+    size_t n_out = 0, n_sc = 0;
+    for (int r = 0; r < n_reqs; r++) {
+        n_out += (size_t)nkv * reqs[r].k;
+        n_sc += (size_t)nkv * reqs[r].n_cand;
+    }
+    int32_t *o1 = malloc(4 * (n_out + 1)), *o2 = malloc(4 * (n_out + 1)), *o3 = malloc(4 * (n_out + 1));
+    float *s1 = malloc(4 * (n_sc + 1)), *s2 = malloc(4 * (n_sc + 1));
+    for (size_t i = 0; i < n_out; i++)
+        o2[i] = o3[i] = -7;
+    for (size_t i = 0; i < n_sc; i++)
+        s2[i] = NAN;
+    BOTH(cpu->ops->select_blocks(cpu, p->c, layer, qc, nh, reqs, n_reqs, o1, s1),
+         gpu->ops->select_blocks(gpu, p->g, layer, qg, nh, reqs, n_reqs, o2, s2));
+    BOTH(OKV_OK, gpu->ops->select_blocks(gpu, p->g, layer, qg, nh, reqs, n_reqs, o3, NULL));
+    size_t bad_sc = 0, bad_id = 0, bad_id2 = 0;
+    for (size_t i = 0; i < n_sc; i++)
+        bad_sc += memcmp(&s1[i], &s2[i], 4) != 0;
+    for (size_t i = 0; i < n_out; i++) {
+        bad_id += o1[i] != o2[i];
+        bad_id2 += o1[i] != o3[i];
+    }
+    CHECK(bad_sc == 0 && bad_id == 0 && bad_id2 == 0, "%s: %zu/%zu scores, %zu/%zu ids (%zu without scores) differ", what,
+          bad_sc, n_sc, bad_id, n_out, bad_id2);
+    printf("  %-44s %d requests, %zu scores, %zu ids: %zu + %zu differ\n", what, n_reqs, n_sc, n_out, bad_sc, bad_id + bad_id2);
+    free(o1);
+    free(o2);
+    free(o3);
+    free(s1);
+    free(s2);
+}
+
+static void test_select_batched(void)
+{
+    const int hb = 600, bs = 8, nkv = 4, group = 2, hd = 64, nh = nkv * group, n_q = 64, layer = 1;
+    struct kvpair p;
+    kv_make(&p, 2, hb, 0, hb, 0, bs, nkv, hd);
+    if (!p.c || !p.g)
+        return;
+    kv_fill_exact(&p);
+    float *q = malloc(sizeof(float) * (size_t)n_q * nh * hd);
+    for (size_t i = 0; i < (size_t)n_q * nh * hd; i++)
+        q[i] = (float)rint_in(-8, 8) / 8.0f;
+    okv_bmem *qc = up(cpu, q, (size_t)n_q * nh * hd), *qg = up(gpu, q, (size_t)n_q * nh * hd);
+    enum { MAXR = 48 };
+    struct okv_select_req reqs[MAXR];
+    int32_t *rows = malloc(4 * MAXR * 4), *cand = malloc(4 * (size_t)(MAXR * hb + 2 * 20000 + 9000));
+    /* call 1: requests of every size, distinct candidates, k from 0 to n_cand */
+    int at = 0, n_reqs = MAXR;
+    for (int r = 0; r < n_reqs; r++) {
+        const int kind = r % 6;
+        int nc = kind == 0 ? rint_in(1, 8) : kind == 1 ? rint_in(50, 300) : kind == 2 ? hb : rint_in(1, hb);
+        if (r == 7)
+            nc = 0;
+        int nr = rint_in(1, 4);
+        for (int i = 0; i < nr; i++)
+            rows[r * 4 + i] = rint_in(0, n_q - 1);
+        int32_t *c = cand + at;
+        for (int i = 0; i < hb; i++)
+            c[i] = i;
+        for (int i = hb - 1; i > 0; i--) {
+            int j = rint_in(0, i), t = c[i];
+            c[i] = c[j];
+            c[j] = t;
+        }
+        const int k = nc == 0 ? 0 : kind == 3 ? nc : kind == 4 ? 1 : rint_in(0, nc);
+        reqs[r] = (struct okv_select_req){rows + r * 4, nr, c, nc, k};
+        at += nc;
+    }
+    select_compare(&p, layer, qc, qg, nh, reqs, n_reqs, "select batched (exact data)");
+    /* call 2: segments past the shared-memory staging (read from L2), repeated
+     * candidates, a k past the GPU sort (host fallback), mixed with small ones */
+    at = 0;
+    const int big[][2] = {{20000, 300}, {9000, 5000}, {17000, 17000}, {40, 40}, {600, 123}, {1, 1}};
+    n_reqs = (int)(sizeof big / sizeof big[0]);
+    for (int r = 0; r < n_reqs; r++) {
+        const int nc = big[r][0];
+        for (int i = 0; i < nc; i++)
+            cand[at + i] = nc <= hb ? (i * 7919 + r) % hb : rint_in(0, hb - 1);
+        rows[r * 4] = rint_in(0, n_q - 1);
+        reqs[r] = (struct okv_select_req){rows + r * 4, 1, cand + at, nc, big[r][1]};
+        at += nc;
+    }
+    select_compare(&p, layer, qc, qg, nh, reqs, n_reqs, "select: 20000/9000/17000 candidates");
+    /* bad input is refused */
+    int32_t o[64];
+    reqs[0] = (struct okv_select_req){rows, 1, cand, 4, 5};
+    CHECK(gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, reqs, 1, o, NULL) == OKV_ERR_INVALID_ARG, "k > n_cand accepted");
+    cand[2] = hb;
+    reqs[0].k = 2;
+    CHECK(gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, reqs, 1, o, NULL) == OKV_ERR_INVALID_ARG, "bad host block accepted");
+    cpu->ops->mem_free(cpu, qc);
+    gpu->ops->mem_free(gpu, qg);
+    free(q);
+    free(rows);
+    free(cand);
+    kv_drop(&p);
+}
+
+/* Time per batched call (wall clock, the call synchronises): n_reqs requests of one row
+ * and n_cand distinct candidates each, k kept per KV head. */
+static void select_perf(okv_bkv *kv, const struct okv_kv_geometry *g, okv_bmem *qg, int nh, int n_reqs, int n_cand, int k)
+{
+    struct okv_select_req *reqs = malloc(sizeof *reqs * (size_t)n_reqs);
+    int32_t *rows = malloc(4 * (size_t)n_reqs), *cand = malloc(4 * (size_t)n_reqs * n_cand),
+            *out = malloc(4 * (size_t)n_reqs * g->n_kv_heads * k);
+    int32_t *perm = malloc(4 * (size_t)g->n_host_blocks);
+    for (int i = 0; i < g->n_host_blocks; i++)
+        perm[i] = i;
+    for (int r = 0; r < n_reqs; r++) {
+        for (int i = 0; i < n_cand; i++) {   /* a partial shuffle: n_cand distinct blocks */
+            int j = rint_in(i, g->n_host_blocks - 1), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+            cand[(size_t)r * n_cand + i] = perm[i];
+        }
+        rows[r] = r % 64;
+        reqs[r] = (struct okv_select_req){rows + r, 1, cand + (size_t)r * n_cand, n_cand, k};
+    }
+    enum okv_status st = OKV_OK;
+    for (int i = 0; i < 3 && st == OKV_OK; i++)
+        st = gpu->ops->select_blocks(gpu, kv, 0, qg, nh, reqs, n_reqs, out, NULL);
+    const int iters = 20;
+    double t0 = now_s();
+    for (int i = 0; i < iters && st == OKV_OK; i++)
+        st = gpu->ops->select_blocks(gpu, kv, 0, qg, nh, reqs, n_reqs, out, NULL);
+    const double dt = (now_s() - t0) / iters;
+    CHECK(st == OKV_OK, "select perf: %s", okv_last_error());
+    const double bytes = (double)n_reqs * n_cand * g->n_kv_heads * 2 * g->head_dim * 4;
+    printf("  select perf: %d requests x %d KV heads x %d candidates, k %d, hd %d: %.1f us per call "
+           "(summaries %.0f MB: %.2f TB/s)\n", n_reqs, g->n_kv_heads, n_cand, k, g->head_dim, dt * 1e6, bytes / 1e6,
+           bytes / dt / 1e12);
+    free(reqs);
+    free(rows);
+    free(cand);
+    free(out);
+    free(perm);
+}
+
+static void test_select_perf(void)
+{
+    struct okv_kv_geometry g = {.n_layers = 1, .n_group_slots = 1, .n_sparse_units = 0, .n_host_blocks = 16384,
+                                .n_stage_units = 0, .block_size = 8, .n_kv_heads = 8, .head_dim = 128};
+    okv_bkv *kv = NULL;
+    if (getenv("OKV_TEST_QUICK"))   /* e.g. under compute-sanitizer */
+        return;
+    if (gpu->ops->kv_alloc(gpu, &g, &kv) != OKV_OK) {
+        printf("  select perf: skipped (%s)\n", okv_last_error());
+        return;
+    }
+    for (int b = 0; b < g.n_host_blocks; b++)
+        CHECK(gpu->ops->kv_host_randomize(gpu, kv, b, 1234, 1.0f) == OKV_OK, "%s", okv_last_error());
+    const int nh = 32;
+    float *q = rand_vec((size_t)64 * nh * g.head_dim, 1.0f, false);
+    okv_bmem *qg = up(gpu, q, (size_t)64 * nh * g.head_dim);
+    select_perf(kv, &g, qg, nh, 64, 2000, 123);
+    select_perf(kv, &g, qg, nh, 256, 4000, 123);
+    gpu->ops->mem_free(gpu, qg);
+    free(q);
+    gpu->ops->kv_free(gpu, kv);
+}
+
+/* Sampling against okv_sample_u. Greedy rows on logits with many ties (lowest id);
+ * sampled rows on distinct, well-separated logits (a random permutation of a grid
+ * spanning 30 / temperature nats), over a grid of temperature, top_k, top_p and u. */
+static void test_sample(void)
+{
+    const int vocabs[] = {1000, 32000, 128256, 151936};
+    const float temps[] = {0.3f, 0.7f, 1.0f, 1.5f};
+    const int top_ks[] = {0, 1, 5, 50, 1000};
+    const float top_ps[] = {0.0f, 0.5f, 0.9f, 0.99f, 1.0f};
+    for (size_t vi = 0; vi < sizeof vocabs / sizeof vocabs[0]; vi++) {
+        const int V = vocabs[vi];
+        const int n_rows = V <= 32000 ? 300 : 100;
+        float *lg = malloc(sizeof(float) * (size_t)n_rows * V), *scratch = malloc(sizeof(float) * (size_t)V);
+        int32_t *perm = malloc(4 * (size_t)V), *o1 = malloc(4 * (size_t)n_rows), *o2 = malloc(4 * (size_t)n_rows);
+        struct okv_sampling *prm = calloc((size_t)n_rows, sizeof *prm);
+        double *u = malloc(sizeof(double) * (size_t)n_rows);
+        for (int r = 0; r < n_rows; r++) {
+            float *x = lg + (size_t)r * V;
+            const bool greedy = r % 5 == 0;
+            if (greedy) {
+                for (int i = 0; i < V; i++)
+                    x[i] = (float)rint_in(0, 40) * 0.25f - 5.0f;   /* many ties at the max */
+                prm[r].temperature = r % 10 == 0 ? 0.0f : -1.0f;
+                prm[r].top_k = rint_in(0, 3);
+                prm[r].top_p = 0.5f;
+            } else {
+                const int c = r / 5 * 4 + r % 5 - 1;   /* the grid, then random points */
+                const int n_grid = 4 * 5 * 5;
+                prm[r].temperature = temps[(c < n_grid ? c : rint_in(0, 99)) % 4];
+                prm[r].top_k = c < n_grid ? top_ks[(c / 4) % 5] : rint_in(0, 3000);
+                prm[r].top_p = c < n_grid ? top_ps[(c / 20) % 5] : (float)rint_in(1, 1000) / 1000.0f;
+                for (int i = 0; i < V; i++)
+                    perm[i] = i;
+                for (int i = V - 1; i > 0; i--) {
+                    int j = rint_in(0, i), t = perm[i];
+                    perm[i] = perm[j];
+                    perm[j] = t;
+                }
+                const float span = 30.0f * prm[r].temperature, off = (float)rint_in(-20, 20);
+                for (int i = 0; i < V; i++)
+                    x[i] = off - span + span * (float)perm[i] / (float)V;
+            }
+            const int ui = rint_in(0, 9);
+            u[r] = ui == 0 ? 0.0 : ui == 1 ? 0.999999 : (double)(rnd() & 0xffffff) / 16777216.0;
+        }
+        for (int r = 0; r < n_rows; r++)
+            o1[r] = okv_sample_u(lg + (size_t)r * V, V, &prm[r], u[r], scratch);
+        okv_bmem *lc = up(cpu, lg, (size_t)n_rows * V), *lgp = up(gpu, lg, (size_t)n_rows * V);
+        for (int r = 0; r < n_rows; r++)
+            o2[r] = -7;
+        BOTH(OKV_OK, gpu->ops->sample(gpu, lgp, n_rows, V, prm, u, o2));
+        int bad_g = 0, bad_s = 0, n_g = 0;
+        for (int r = 0; r < n_rows; r++) {
+            const bool greedy = prm[r].temperature <= 0.0f;
+            n_g += greedy;
+            if (o1[r] != o2[r]) {
+                if (greedy)
+                    bad_g++;
+                else
+                    bad_s++;
+                if (bad_g + bad_s <= 5)
+                    fprintf(stderr, "  sample vocab %d row %d (T %g, top_k %d, top_p %g, u %.6f): cpu %d gpu %d\n", V, r,
+                            prm[r].temperature, prm[r].top_k, prm[r].top_p, u[r], o1[r], o2[r]);
+            }
+        }
+        /* the CPU backend's op is the same reference */
+        int32_t *o3 = malloc(4 * (size_t)n_rows);
+        BOTH(cpu->ops->sample(cpu, lc, n_rows, V, prm, u, o3), OKV_OK);
+        CHECK(memcmp(o1, o3, 4 * (size_t)n_rows) == 0, "cpu sample op differs from okv_sample_u");
+        CHECK(bad_g == 0 && bad_s == 0, "sample vocab %d: %d/%d greedy and %d/%d sampled rows differ", V, bad_g, n_g, bad_s,
+              n_rows - n_g);
+        printf("  %-44s %d greedy + %d sampled rows: %d + %d differ\n", "sample vs okv_sample_u", n_g, n_rows - n_g, bad_g,
+               bad_s);
+        if (V == 128256 && !getenv("OKV_TEST_QUICK")) {   /* time: 64 rows, four settings */
+            const struct okv_sampling sets[] = {{0.0f, 0, 1.0f, 0}, {0.8f, 0, 1.0f, 0}, {0.8f, 50, 0.9f, 0}, {0.8f, 0, 0.9f, 0}};
+            for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+                struct okv_sampling ps[64];
+                for (int i = 0; i < 64; i++)
+                    ps[i] = sets[si];
+                enum okv_status st = gpu->ops->sample(gpu, lgp, 64, V, ps, u, o2);
+                const int iters = 20;
+                double t0 = now_s();
+                for (int i = 0; i < iters && st == OKV_OK; i++)
+                    st = gpu->ops->sample(gpu, lgp, 64, V, ps, u, o2);
+                CHECK(st == OKV_OK, "%s", okv_last_error());
+                printf("  sample perf: 64 rows x %d vocab, T %.1f top_k %d top_p %.2f: %.1f us per call\n", V, ps[0].temperature,
+                       ps[0].top_k, ps[0].top_p, (now_s() - t0) / iters * 1e6);
+            }
+        }
+        cpu->ops->mem_free(cpu, lc);
+        gpu->ops->mem_free(gpu, lgp);
+        free(o3);
+        free(lg);
+        free(scratch);
+        free(perm);
+        free(o1);
+        free(o2);
+        free(prm);
+        free(u);
+    }
+}
+
 static void test_errors(void)
 {
     okv_bmem *m = NULL;
@@ -722,6 +1027,9 @@ int main(void)
     test_matmul();
     test_kv();
     test_attention();
+    test_select_batched();
+    test_select_perf();
+    test_sample();
     test_errors();
     okv_backend_free(cpu);
     okv_backend_free(gpu);

@@ -188,6 +188,32 @@ int cmd_serve(int argc, char **argv)
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
+    if (kv_budget > 0) {
+        /* sparse: as many sequences as the device pool holds (each needs its budget,
+         * window and selection quota), and a host tier of at most half the RAM */
+        size_t ub = okv_engine_unit_bytes(be, cfg, block);
+        if (!ub)
+            cli_die("cannot size the KV tiers: %s", okv_last_error());
+        size_t host_block_bytes = ub * (size_t)cfg->n_kv_heads * (size_t)cfg->n_layers;
+        double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        if (!host_blocks) {
+            double cap = ram / 2 / (double)host_block_bytes;
+            double want = (double)max_seqs * ctx_blocks;
+            host_blocks = (int)(want < cap ? want : cap);
+            if (host_blocks < ctx_blocks)
+                cli_die("the host has too little memory for one full context of KV");
+        }
+        ep.host_blocks = host_blocks;
+        if (pool_gb > 0) {
+            size_t limit = (size_t)(pool_gb * (double)(1ull << 30));
+            while (ep.max_seqs > 1 && okv_engine_estimate_device_bytes(cfg, ub, &ep) > limit)
+                ep.max_seqs--;
+            if (ep.max_seqs < max_seqs)
+                fprintf(stderr, "oasiskv serve: the %.1f GiB device pool holds %d sparse sequences at budget %d\n", pool_gb,
+                        ep.max_seqs, kv_budget);
+            max_seqs = ep.max_seqs;
+        }
+    }
     okv_engine *e = NULL;
     if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK)
         cli_die("cannot build the engine: %s", okv_last_error());

@@ -104,6 +104,12 @@ enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len);
  * and its first step reads every block (through staging) and predicts. */
 enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64_t seed);
 
+/* Sizing before creation: the bytes of one KV unit (one head's block, K and V) on a
+ * backend (0 on failure), and the device tier an engine with these parameters
+ * would allocate (an estimate within a few percent). */
+size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size);
+size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t unit_bytes, const struct okv_engine_params *p);
+
 void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out);
 void okv_engine_stats_reset(okv_engine *e);
 bool okv_engine_sparse(const okv_engine *e);

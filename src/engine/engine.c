@@ -479,3 +479,37 @@ enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64
         okv_resid_clear(e->resid, seq);
     return OKV_OK;
 }
+
+size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t unit_bytes, const struct okv_engine_params *p)
+{
+    const int bsz = p->block_size > 0 ? p->block_size : 16, nkv = c->n_kv_heads, L = c->n_layers;
+    const int max_ctx = p->max_ctx > 0 ? p->max_ctx : c->max_ctx, seqs = p->max_seqs > 0 ? p->max_seqs : 1;
+    const int chunk = p->max_batch_tokens > 0 ? p->max_batch_tokens : 512;
+    const int ctx_blocks = (max_ctx + bsz - 1) / bsz;
+    if (p->kv_budget <= 0)
+        return (size_t)(p->kv_slots > 0 ? p->kv_slots : seqs * ctx_blocks) * nkv * L * unit_bytes;
+    int sink = p->sink_blocks > 0 ? p->sink_blocks : 1, win = p->window_blocks > 0 ? p->window_blocks : 4;
+    int k = p->kv_budget / bsz - sink - win;
+    if (k < 1)
+        k = 1;
+    int k_dense = ctx_blocks - sink - win > k ? ctx_blocks - sink - win : k;
+    size_t group = (size_t)(p->kv_slots > 0 ? p->kv_slots : seqs * (p->kv_budget / bsz + 2) + (chunk + bsz - 1) / bsz + 1);
+    size_t quota = 0;
+    for (int l = 0; l < L; l++)
+        quota += (size_t)(l < p->dense_layers ? k_dense : k) * nkv;
+    size_t host = (size_t)(p->host_blocks > 0 ? p->host_blocks : seqs * ctx_blocks);
+    size_t stage = 2 * (size_t)ctx_blocks * nkv;
+    return (group * nkv * L + quota * seqs + stage) * unit_bytes + host * L * nkv * 2 * (size_t)c->head_dim * sizeof(float);
+}
+
+size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)
+{
+    struct okv_kv_geometry pg = {.n_layers = 1, .n_group_slots = 1, .block_size = block_size > 0 ? block_size : 16,
+                                 .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim};
+    okv_bkv *probe = NULL;
+    if (be->ops->kv_alloc(be, &pg, &probe) != OKV_OK)
+        return 0;
+    size_t b = be->ops->kv_unit_bytes(probe);
+    be->ops->kv_free(be, probe);
+    return b;
+}

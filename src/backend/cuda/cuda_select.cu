@@ -117,7 +117,7 @@ topk_k(const float *scores, const int32_t *meta, const int32_t *cand, int nkv, i
 {
     extern __shared__ unsigned long long sm[];
     __shared__ unsigned hist[256];
-    __shared__ unsigned s_bin, s_before, s_cnt, s_taken;
+    __shared__ unsigned s_bin, s_before, s_cnt, s_taken, s_eq;
     const int r = blockIdx.x / nkv, h = blockIdx.x % nkv, tid = threadIdx.x, lane = tid & 31;
     const int32_t *m = meta + r * SEL_META;
     const int n = m[M_N_CAND], k = m[M_K];
@@ -186,13 +186,21 @@ topk_k(const float *scores, const int32_t *meta, const int32_t *cand, int nkv, i
             }
             const unsigned ball = __ballot_sync(0xffffffffu, incl >= kk);
             if (lane == (ball ? __ffs(ball) - 1 : 31)) {
-                unsigned cum = incl - sum;
-                int j = 0;
-                while (j < 7 && cum + v[j] < kk)
-                    cum += v[j++];
-                s_bin = lane * 8 + j;
+                unsigned cum = incl - sum, jb = 7, cnt = v[7];
+                bool found = false;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {   /* constant indices: v stays in registers */
+                    if (!found && (j == 7 || cum + v[j] >= kk)) {
+                        jb = j;
+                        cnt = v[j];
+                        found = true;
+                    } else if (!found) {
+                        cum += v[j];
+                    }
+                }
+                s_bin = lane * 8 + jb;
                 s_before = cum;
-                s_cnt = v[j];
+                s_cnt = cnt;
             }
         }
         __syncthreads();
@@ -202,24 +210,36 @@ topk_k(const float *scores, const int32_t *meta, const int32_t *cand, int nkv, i
         if (s_cnt == kk)
             break;
     }
-    if (tid == 0)
+    /* take the k - kk keys below the prefix and kk of those equal to it (more than kk
+     * only with repeated candidates, whose keys are equal): positions [0, k-kk) and
+     * [k-kk, k) */
+    if (tid == 0) {
         s_taken = 0;
+        s_eq = 0;
+    }
     __syncthreads();
     for (int base = 0; base < n; base += blockDim.x) {
         const int i = base + tid;
         unsigned long long key = 0;
-        bool take = false;
+        bool lt = false, eq = false;
         if (i < n) {
             key = seg_key(keys, sc, cd, i);
-            take = (key & mask) <= prefix;
+            lt = (key & mask) < prefix;
+            eq = (key & mask) == prefix;
         }
-        const unsigned b = __ballot_sync(0xffffffffu, take);
-        unsigned at = 0;
-        if (lane == 0 && b)
-            at = atomicAdd(&s_taken, (unsigned)__popc(b));
-        at = __shfl_sync(0xffffffffu, at, 0) + __popc(b & ((1u << lane) - 1));
-        if (take && at < (unsigned)k)   /* more than k only with repeated candidates: equal keys */
-            sel[at] = key;
+        const unsigned bl = __ballot_sync(0xffffffffu, lt), be = __ballot_sync(0xffffffffu, eq);
+        unsigned al = 0, ae = 0;
+        if (lane == 0 && bl)
+            al = atomicAdd(&s_taken, (unsigned)__popc(bl));
+        if (lane == 0 && be)
+            ae = atomicAdd(&s_eq, (unsigned)__popc(be));
+        const unsigned below = (1u << lane) - 1;
+        al = __shfl_sync(0xffffffffu, al, 0) + __popc(bl & below);
+        ae = __shfl_sync(0xffffffffu, ae, 0) + __popc(be & below);
+        if (lt)
+            sel[al] = key;
+        if (eq && ae < kk)
+            sel[k - 1 - ae] = key;
     }
     for (int i = k + tid; i < kp; i += blockDim.x)
         sel[i] = ~0ull;
