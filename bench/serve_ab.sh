@@ -18,7 +18,7 @@ for c in $CONCS; do
     n=$((c * 2)); [ $n -lt 8 ] && n=8
     log="$OUT/serve_${kv}_c${c}.log"
     $B/oasiskv serve $MODEL --port $port --kv-budget $kv --kv-pool-gb $POOL --max-num-seqs 512 \
-      --max-num-batched-tokens 2048 $EXTRA > "$log" 2>&1 &
+      --max-num-batched-tokens 2048 --ctx $((IN + OUTL + 64)) $EXTRA > "$log" 2>&1 &
     pid=$!
     for i in $(seq 1 300); do curl -sf http://127.0.0.1:$port/health > /dev/null && break; sleep 0.2; done
     # sample the number of running requests while the benchmark runs

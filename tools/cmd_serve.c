@@ -196,18 +196,24 @@ int cmd_serve(int argc, char **argv)
             cli_die("cannot size the KV tiers: %s", okv_last_error());
         size_t host_block_bytes = ub * (size_t)cfg->n_kv_heads * (size_t)cfg->n_layers;
         double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-        if (!host_blocks) {
-            double cap = ram / 2 / (double)host_block_bytes;
+        double host_cap = ram / 2 / (double)host_block_bytes;
+        bool host_auto = !host_blocks;
+        if (host_auto) {
             double want = (double)max_seqs * ctx_blocks;
-            host_blocks = (int)(want < cap ? want : cap);
+            host_blocks = (int)(want < host_cap ? want : host_cap);
             if (host_blocks < ctx_blocks)
                 cli_die("the host has too little memory for one full context of KV");
         }
         ep.host_blocks = host_blocks;
         if (pool_gb > 0) {
             size_t limit = (size_t)(pool_gb * (double)(1ull << 30));
-            while (ep.max_seqs > 1 && okv_engine_estimate_device_bytes(cfg, ub, &ep) > limit)
+            while (ep.max_seqs > 1 && okv_engine_estimate_device_bytes(cfg, ub, &ep) > limit) {
                 ep.max_seqs--;
+                if (host_auto) {   /* the summaries of the host tier live on the device too */
+                    double want = (double)ep.max_seqs * ctx_blocks;
+                    ep.host_blocks = (int)(want < host_cap ? want : host_cap);
+                }
+            }
             if (ep.max_seqs < max_seqs)
                 fprintf(stderr, "oasiskv serve: the %.1f GiB device pool holds %d sparse sequences at budget %d\n", pool_gb,
                         ep.max_seqs, kv_budget);
