@@ -8,9 +8,12 @@
  *     >= v reaches top_p times the candidates' mass, by the same selection on masses;
  *     the candidates are the logits >= v.
  *  4. p_i = (float)(e_i / sum of e over the candidates), e_i = expf((l_i - max) / T);
- *     the walk in increasing id order: each warp sums its contiguous segment, the
- *     segment holding u is found from the warp sums, and that warp walks it 32 ids at
- *     a time with a scan (double sums, as the CPU's).
+ *     the walk in increasing id order: each thread sums the p_i of its contiguous
+ *     chunk of ids, a block scan finds the chunk where the cumulative sum passes u,
+ *     and its thread walks it (double sums, as the CPU's).
+ * Row passes use 16-byte loads, four in flight per thread (row_for). A row is read
+ * 3 times for temperature alone and 5 to 7 times with top_k / top_p (from L2 at
+ * batch sizes whose rows fit it).
  * Threshold selection (thr_select) finds where a descending cumulative weight (count, or
  * mass in 2^-s fixed point, so that sums are exact and independent of order) reaches
  * a target: a pass builds a histogram of SAMP_BINS bins linear in the logit between
@@ -28,6 +31,7 @@
 #include "backend/cuda/cuda_internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #define SAMP_THREADS 512
@@ -54,8 +58,6 @@ struct samp_smem {
     unsigned red_k[SAMP_WARPS];
     unsigned long long b_above;
     unsigned b_bin, b_key, b_n;
-    int b_warp;
-    double b_base;
 };
 
 /* logit -> unsigned key in the order of the floats (NaN above +inf) */
@@ -68,6 +70,75 @@ static __device__ __forceinline__ unsigned okey(float f)
 static __device__ __forceinline__ float okey_val(unsigned k)
 {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/* f(i, x[i]) for the elements of a row this thread visits, in increasing i: 16-byte
+ * loads, four in flight per thread (the passes are bound by L2 latency otherwise). */
+template <typename F>
+static __device__ __forceinline__ void row_for(const float *x, int n, F f)
+{
+    const int head = min(n, (int)(((16 - ((uintptr_t)x & 15)) & 15) >> 2));
+    for (int i = threadIdx.x; i < head; i += SAMP_THREADS)
+        f(i, x[i]);
+    const float4 *x4 = (const float4 *)(x + head);
+    const int n4 = (n - head) >> 2;
+    int i4 = threadIdx.x;
+    for (; i4 + 3 * SAMP_THREADS < n4; i4 += 4 * SAMP_THREADS) {
+        const float4 a0 = __ldg(x4 + i4), a1 = __ldg(x4 + i4 + SAMP_THREADS), a2 = __ldg(x4 + i4 + 2 * SAMP_THREADS),
+                     a3 = __ldg(x4 + i4 + 3 * SAMP_THREADS);
+        const int i = head + 4 * i4, st = 4 * SAMP_THREADS;
+        f(i, a0.x);
+        f(i + 1, a0.y);
+        f(i + 2, a0.z);
+        f(i + 3, a0.w);
+        f(i + st, a1.x);
+        f(i + st + 1, a1.y);
+        f(i + st + 2, a1.z);
+        f(i + st + 3, a1.w);
+        f(i + 2 * st, a2.x);
+        f(i + 2 * st + 1, a2.y);
+        f(i + 2 * st + 2, a2.z);
+        f(i + 2 * st + 3, a2.w);
+        f(i + 3 * st, a3.x);
+        f(i + 3 * st + 1, a3.y);
+        f(i + 3 * st + 2, a3.z);
+        f(i + 3 * st + 3, a3.w);
+    }
+    for (; i4 < n4; i4 += SAMP_THREADS) {
+        const float4 a = __ldg(x4 + i4);
+        const int i = head + 4 * i4;
+        f(i, a.x);
+        f(i + 1, a.y);
+        f(i + 2, a.z);
+        f(i + 3, a.w);
+    }
+    for (int i = head + 4 * n4 + threadIdx.x; i < n; i += SAMP_THREADS)
+        f(i, x[i]);
+}
+
+/* exclusive block scan of doubles; *incl receives this thread's inclusive value */
+static __device__ double block_scan_d(struct samp_smem *s, double v, double *incl_out)
+{
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    double incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const double t = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o)
+            incl += t;
+    }
+    double excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    if (lane == 0)
+        excl = 0;
+    __syncthreads();
+    if (lane == 31)
+        s->red_d[w] = incl;
+    __syncthreads();
+    double before = 0;
+    for (int i = 0; i < w; i++)
+        before += s->red_d[i];
+    *incl_out = before + incl;
+    return before + excl;
 }
 
 /* exclusive block scan of one value per thread; *total receives the sum */
@@ -194,8 +265,7 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
             s->cnt[i] = 0;
         }
         __syncthreads();
-        for (int i = tid; i < n; i += SAMP_THREADS) {
-            const float v = x[i];
+        row_for(x, n, [&](int, float v) {
             const unsigned k = okey(v);
             if (k >= lo && k <= hi) {
                 const int b = bin_of(bs, v, k);
@@ -204,7 +274,7 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
                 if (wt)
                     atomicAdd(&s->wsum[b], wt);
             }
-        }
+        });
         __syncthreads();
         /* the bin where above + cumulative weight reaches the target (bins of 4 per thread) */
         const int per_b = SAMP_BINS / SAMP_THREADS, b0 = tid * per_b;
@@ -236,14 +306,13 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
         above = s->b_above;
         if (bn > SAMP_CAP) {   /* too many: bin the bin's own range (strictly narrower) */
             unsigned klo = 0xffffffffu, khi = 0;
-            for (int i = tid; i < n; i += SAMP_THREADS) {
-                const float v = x[i];
+            row_for(x, n, [&](int, float v) {
                 const unsigned k = okey(v);
                 if (k >= lo && k <= hi && bin_of(bs, v, k) == bin) {
                     klo = min(klo, k);
                     khi = max(khi, k);
                 }
-            }
+            });
             lo = block_min_u(s, klo);
             hi = block_max_u(s, khi);
             continue;
@@ -252,12 +321,11 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
         if (tid == 0)
             s->b_n = 0;
         __syncthreads();
-        for (int i = tid; i < n; i += SAMP_THREADS) {
-            const float v = x[i];
+        row_for(x, n, [&](int i, float v) {
             const unsigned k = okey(v);
             if (k >= lo && k <= hi && bin_of(bs, v, k) == bin)
                 s->list[atomicAdd(&s->b_n, 1u)] = ((unsigned long long)(~k) << 32) | (unsigned)i;
-        }
+        });
         __syncthreads();
         int np = 1;
         while (np < (int)bn)
@@ -304,7 +372,7 @@ static __device__ unsigned thr_select(struct samp_smem *s, const float *x, int n
     }
 }
 
-static __global__ void __launch_bounds__(SAMP_THREADS)
+static __global__ void __launch_bounds__(SAMP_THREADS, 1)
 sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *out)
 {
     __shared__ struct samp_smem s;
@@ -314,14 +382,13 @@ sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *o
     /* 1. max, argmax (first index), min */
     float bv = -INFINITY, mn = INFINITY;
     int bi = 0x7fffffff;
-    for (int i = tid; i < vocab; i += SAMP_THREADS) {
-        const float v = x[i];
-        if (v > bv || (bi == 0x7fffffff && v == bv)) {
+    row_for(x, vocab, [&](int i, float v) {
+        if (v > bv || (v == bv && i < bi)) {
             bv = v;
             bi = i;
         }
         mn = fminf(mn, v);
-    }
+    });
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
@@ -370,77 +437,49 @@ sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *o
         w.mass = true;
         lo = thr_select(&s, x, vocab, lo, hi, w, 0, (double)p.top_p);
     }
-    /* 4. renormalise and walk */
+    /* 4. renormalise; each thread sums the probabilities of its chunk of ids, a scan
+     * finds the chunk where the cumulative sum passes u, its thread walks it */
     double e_sum = 0;
-    for (int i = tid; i < vocab; i += SAMP_THREADS)
-        if (okey(x[i]) >= lo && okey(x[i]) <= hi)
-            e_sum += (double)expf((x[i] - bv) * w.inv_t);
+    row_for(x, vocab, [&](int, float v) {
+        const unsigned k = okey(v);
+        if (k >= lo && k <= hi)
+            e_sum += (double)expf((v - bv) * w.inv_t);
+    });
     const double inv_s = 1.0 / block_sum_d(&s, e_sum);
-    const int seg = (vocab + SAMP_THREADS - 1) / SAMP_THREADS * 32;   /* ids per warp, a multiple of 32 */
-    const int s0 = wid * seg, s1 = min(vocab, s0 + seg);
+    const int ch = (vocab + SAMP_THREADS - 1) / SAMP_THREADS, c0 = min(vocab, tid * ch), c1 = min(vocab, c0 + ch);
     double acc = 0;
     int last = -1;
-    for (int i = s0 + lane; i < s1; i += 32) {
-        const float v = x[i];
-        const float pr = okey(v) >= lo && okey(v) <= hi ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
+#pragma unroll 8
+    for (int i = c0; i < c1; i++) {
+        const float v = __ldg(x + i);
+        const unsigned k = okey(v);
+        const float pr = k >= lo && k <= hi ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
         acc += (double)pr;
-        if (pr > 0.0f)
-            last = i;
+        last = pr > 0.0f ? i : last;
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
-    }
-    __syncthreads();
-    if (lane == 0) {
-        s.red_d[wid] = acc;
-        s.red_i[wid] = last;
-    }
-    __syncthreads();
-    if (tid == 0) {   /* the warp whose segment holds u */
-        double cum = 0;
-        int wl = -1, last_any = -1;
-        for (int i = 0; i < SAMP_WARPS; i++) {
-            last_any = max(last_any, s.red_i[i]);
-            if (wl < 0 && p.u < cum + s.red_d[i])
-                wl = i;
-            if (wl < 0)
-                cum += s.red_d[i];
-        }
-        s.b_warp = wl;
-        s.b_base = cum;
-        if (wl < 0)   /* rounding left u beyond the total: the last candidate, as the CPU */
-            out[blockIdx.x] = last_any >= 0 ? last_any : bi;
-    }
-    __syncthreads();
-    if (wid != s.b_warp)
+    double incl;
+    const double excl = block_scan_d(&s, acc, &incl);
+    const unsigned first = block_min_u(&s, p.u < incl && last >= 0 ? (unsigned)tid : 0xffffffffu);
+    if (first == 0xffffffffu) {   /* rounding left u beyond the total: the last candidate, as the CPU */
+        const unsigned lt = block_max_u(&s, last >= 0 ? (unsigned)last : 0u);
+        if (tid == 0)
+            out[blockIdx.x] = lt;
         return;
-    double cum = s.b_base;
-    for (int i0 = s0; i0 < s1; i0 += 32) {
-        const int i = i0 + lane;
-        float pr = 0.0f;
-        if (i < s1) {
-            const float v = x[i];
-            pr = okey(v) >= lo && okey(v) <= hi ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
-        }
-        double incl = (double)pr;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const double t = __shfl_up_sync(0xffffffffu, incl, o);
-            if (lane >= o)
-                incl += t;
-        }
-        const unsigned hit = __ballot_sync(0xffffffffu, pr > 0.0f && p.u < cum + incl);
-        if (hit) {
-            if (lane == __ffs(hit) - 1)
-                out[blockIdx.x] = i;
+    }
+    if ((unsigned)tid != first)
+        return;
+    double cum = excl;
+    for (int i = c0; i < c1; i++) {
+        const float v = __ldg(x + i);
+        const unsigned k = okey(v);
+        const float pr = k >= lo && k <= hi ? (float)((double)expf((v - bv) * w.inv_t) * inv_s) : 0.0f;
+        cum += (double)pr;
+        if (pr > 0.0f && p.u < cum) {
+            out[blockIdx.x] = i;
             return;
         }
-        cum += __shfl_sync(0xffffffffu, incl, 31);
     }
-    if (lane == 0)   /* rounding: the segment's last candidate */
-        out[blockIdx.x] = s.red_i[wid];
+    out[blockIdx.x] = last;   /* rounding: the chunk's last candidate */
 }
 
 extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,

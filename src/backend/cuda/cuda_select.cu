@@ -3,9 +3,9 @@
  * One packed upload (per-request table, rows, candidates), then two launches over all
  * requests at once:
  *  - quest_k: the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) of every (request,
- *    candidate, KV head), one warp each, maximised over the GQA group's query heads
- *    and the request's rows; a warp finds its request by binary search of the
- *    candidate offsets.
+ *    candidate, KV head), maximised over the GQA group's query heads and the
+ *    request's rows; one warp per SEL_CPW consecutive candidates of one head, which
+ *    finds their requests by binary search of the candidate offsets.
  *  - topk_k: one CTA per (request, KV head): a radix select (8-bit digits, MSB first)
  *    of the k smallest 64-bit keys (~ordered score, block id), which is score
  *    descending then lower block id, the CPU reference's order; then a bitonic sort
@@ -22,6 +22,7 @@
 #include <string.h>
 
 #define SEL_WARPS 8
+#define SEL_CPW 4           /* candidates per warp of the scoring kernel */
 #define SEL_TOPK_THREADS 512
 #define SEL_STAGE_MAX 8192   /* candidates of one segment staged in shared memory */
 #define SEL_SORT_MAX 16384   /* k sorted on the GPU; larger k sorts on the host */
@@ -29,55 +30,77 @@
 /* request table: SEL_META int32 per request */
 enum { M_ROW_OFF, M_N_ROWS, M_CAND_OFF, M_N_CAND, M_K, M_OUT_OFF, M_SC_OFF, SEL_META = 8 };
 
+/* One warp scores SEL_CPW consecutive candidates of one KV head: the summaries of all
+ * of them are loaded (16-byte loads) before any arithmetic, so that each warp keeps
+ * SEL_CPW KiB in flight (hd 128): the kernel is bound by HBM, and a single candidate
+ * per warp left it latency-bound at a fifth of the bandwidth. SLOTS float4 per lane
+ * cover hd <= 128 * SLOTS. */
+template <int SLOTS>
 static __global__ void __launch_bounds__(SEL_WARPS * 32)
 quest_k(const float *q, const float *summ, const int32_t *meta, int n_reqs, const int32_t *rows, const int32_t *cand,
         int total_cand, int n_heads, int nkv, int hd, float *scores)
 {
     const int h = blockIdx.y, lane = threadIdx.x & 31;
-    const int gc = blockIdx.x * SEL_WARPS + (threadIdx.x >> 5);
-    if (gc >= total_cand)
+    const int c0 = (blockIdx.x * SEL_WARPS + (threadIdx.x >> 5)) * SEL_CPW;
+    if (c0 >= total_cand)
         return;
-    /* the request holding candidate gc: the last one whose candidates start at or before it */
-    int lo = 0, hi = n_reqs - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= gc)
-            lo = mid;
+    const int hd4 = hd >> 2, nc = min(SEL_CPW, total_cand - c0);
+    const int my_blk = __ldg(cand + c0 + (lane < nc ? lane : 0));
+    float4 mn[SEL_CPW][SLOTS], mx[SEL_CPW][SLOTS];
+#pragma unroll
+    for (int j = 0; j < SEL_CPW; j++) {
+        const int blk = __shfl_sync(0xffffffffu, my_blk, j < nc ? j : 0);
+        const float4 *kmin = (const float4 *)(summ + ((size_t)blk * nkv + h) * 2 * hd), *kmax = kmin + hd4;
+#pragma unroll
+        for (int t = 0; t < SLOTS; t++) {
+            const int d4 = lane + 32 * t;
+            const bool ok = d4 < hd4;
+            mn[j][t] = ok ? __ldg(kmin + d4) : make_float4(0.f, 0.f, 0.f, 0.f);
+            mx[j][t] = ok ? __ldg(kmax + d4) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    }
+    /* the request of candidate c0: the last one whose candidates start at or before it */
+    int r = 0, hi = n_reqs - 1;
+    while (r < hi) {
+        const int mid = (r + hi + 1) >> 1;
+        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= c0)
+            r = mid;
         else
             hi = mid - 1;
     }
-    const int32_t *m = meta + lo * SEL_META;
-    const int c = gc - __ldg(m + M_CAND_OFF), n_cand = __ldg(m + M_N_CAND), n_rows = __ldg(m + M_N_ROWS);
-    const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
-    const float *kmin = summ + ((size_t)__ldg(cand + gc) * nkv + h) * 2 * hd, *kmax = kmin + hd;
-    float mn[8], mx[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int d = lane + 32 * i;
-        mn[i] = d < hd ? __ldg(kmin + d) : 0.f;
-        mx[i] = d < hd ? __ldg(kmax + d) : 0.f;
-    }
     const int group = n_heads / nkv;
-    float best = -INFINITY;
-    for (int r = 0; r < n_rows; r++)
-        for (int g = 0; g < group; g++) {
-            const float *qv = q + ((size_t)__ldg(rr + r) * n_heads + (size_t)h * group + g) * hd;
-            float s = 0.f;
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const int d = lane + 32 * i;
-                if (d < hd) {
-                    const float qd = __ldg(qv + d);
-                    s += fmaxf(qd * mn[i], qd * mx[i]);
+    for (int j = 0; j < SEL_CPW; j++) {
+        const int gc = c0 + j;
+        if (j >= nc)
+            break;
+        while (r + 1 < n_reqs && __ldg(meta + (r + 1) * SEL_META + M_CAND_OFF) <= gc)
+            r++;
+        const int32_t *m = meta + r * SEL_META;
+        const int n_rows = __ldg(m + M_N_ROWS);
+        const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
+        float best = -INFINITY;
+        for (int ri = 0; ri < n_rows; ri++)
+            for (int g = 0; g < group; g++) {
+                const float4 *qv = (const float4 *)(q + ((size_t)__ldg(rr + ri) * n_heads + (size_t)h * group + g) * hd);
+                float sum = 0.f;
+#pragma unroll
+                for (int t = 0; t < SLOTS; t++) {
+                    const int d4 = lane + 32 * t;
+                    if (d4 < hd4) {
+                        const float4 a = __ldg(qv + d4), lo = mn[j][t], up = mx[j][t];
+                        sum += fmaxf(a.x * lo.x, a.x * up.x) + fmaxf(a.y * lo.y, a.y * up.y) +
+                               fmaxf(a.z * lo.z, a.z * up.z) + fmaxf(a.w * lo.w, a.w * up.w);
+                    }
                 }
-            }
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                s += __shfl_xor_sync(0xffffffffu, s, o);
-            best = fmaxf(best, s);
-        }
-    if (lane == 0)
-        scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * n_cand + c] = best;
+                for (int o = 16; o > 0; o >>= 1)
+                    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+                best = fmaxf(best, sum);
+            }
+        if (lane == 0)
+            scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (gc - __ldg(m + M_CAND_OFF))] = best;
+    }
 }
 
 static __device__ __forceinline__ unsigned long long sort_key(float f, int32_t id)
@@ -375,9 +398,14 @@ extern "C" enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv
     if ((st = okv_cuda_scratch(c, (size_t)t_sc, &d_sc)) != OKV_OK)
         return st;
     const float *summ = kv->summ + (size_t)layer * kv->g.n_host_blocks * nkv * 2 * hd;
-    dim3 grid((unsigned)((t_cand + SEL_WARPS - 1) / SEL_WARPS), (unsigned)nkv);
-    quest_k<<<grid, SEL_WARPS * 32, 0, c->stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, nkv, hd,
-                                                    d_sc);
+    const int per_cta = SEL_WARPS * SEL_CPW;
+    dim3 grid((unsigned)((t_cand + per_cta - 1) / per_cta), (unsigned)nkv);
+    if (hd <= 128)
+        quest_k<1><<<grid, SEL_WARPS * 32, 0, c->stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
+                                                           nkv, hd, d_sc);
+    else
+        quest_k<2><<<grid, SEL_WARPS * 32, 0, c->stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
+                                                           nkv, hd, d_sc);
     OKV_LAUNCHED("select score kernel");
     if (t_out > 0) {
         static size_t smem_set;   /* the kernel's dynamic shared memory limit raised so far */
