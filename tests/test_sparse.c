@@ -119,6 +119,22 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     CHECK(!memcmp(dense_logits, sparse_logits, sizeof dense_logits), "arch %d: full budget differs from dense", arch);
     okv_engine_free(full);
 
+    /* tight device (servers): selection from the first block past the window; a
+     * budget covering the context selects every block, exactly as dense */
+    {
+        struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 512,
+                                       .tight_device = true};
+        okv_engine *te = NULL;
+        CHECK(okv_engine_create(&sm.m, be, &ep, &te) == OKV_OK, "tight: %s", okv_last_error());
+        int tseq;
+        run(te, 32, sparse_logits, sparse_tok, &tseq);
+        CHECK(!memcmp(dense_logits, sparse_logits, sizeof dense_logits), "arch %d: tight device differs from dense", arch);
+        CHECK(okv_kv_used_slots(okv_engine_kv(te)) <= 1 + 4 + 1, "tight device holds %d group slots",
+              okv_kv_used_slots(okv_engine_kv(te)));
+        okv_engine_seq_free(te, tseq);
+        okv_engine_free(te);
+    }
+
     /* every block selected through the sparse machinery, prefill staged (chunk 32) */
     for (int mode = 0; mode < 3; mode++) {
         okv_engine *all = make(&sm.m, be, 40, sm.m.cfg.n_layers, (enum okv_predict)mode, 32);

@@ -186,7 +186,7 @@ int cmd_serve(int argc, char **argv)
         cli_die("%s", okv_last_error());
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
-                                   .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks,
+                                   .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
         /* sparse: as many sequences as the device pool holds (each needs its budget,

@@ -41,6 +41,10 @@ struct okv_engine_params {
     int dense_layers;      /* the first N layers select every block */
     enum okv_predict predict;
     bool track_recall;     /* also score each step with its true queries to measure prediction recall */
+    bool tight_device;     /* a sequence holds no more than its budget on the device: selection starts as soon
+                              as the context passes sink + window (reading every block while they fit the
+                              selection, exactly as dense) instead of running dense up to the budget. For
+                              servers, where the device tier is shared; default false: the dense fast path */
     int host_blocks;       /* host-tier capacity in blocks; 0: max_seqs full contexts */
     size_t device_bytes_limit;   /* the device tier's byte budget (--kv-device-mb, --kv-pool-gb); 0: none.
                                     Dense: sizes the group slots; sparse: an error if the tier needs more */

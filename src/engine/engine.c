@@ -127,6 +127,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
             goto fail;
         }
         e->streaming = true;
+        e->dense_upto = prm.kv_budget;
     }
     int32_t *quota = NULL;
     struct okv_kv_geometry g = {.n_layers = c->n_layers, .block_size = bsz, .n_kv_heads = nkv, .head_dim = c->head_dim};
@@ -140,6 +141,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
             goto fail;
         }
         e->sel_k_sparse = prm.kv_budget / bsz - prm.sink_blocks - prm.window_blocks;
+        e->dense_upto = prm.tight_device ? (prm.sink_blocks + prm.window_blocks) * bsz : prm.kv_budget;
         if (e->sel_k_sparse < 1) {
             st = okv_set_error(OKV_ERR_INVALID_ARG,
                                "kv budget %d tokens leaves no block to select: it must exceed (sink %d + window %d blocks) x %d tokens",
@@ -167,7 +169,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
          * fast path); past it, sinks, window and the block being filled. Plus the
          * blocks of one prefill chunk. */
         g.n_group_slots = prm.kv_slots > 0 ? prm.kv_slots
-                                           : prm.max_seqs * (prm.kv_budget / bsz + 2) + (prm.max_batch_tokens + bsz - 1) / bsz + 1;
+                                           : prm.max_seqs * (e->dense_upto / bsz + 2) + (prm.max_batch_tokens + bsz - 1) / bsz + 1;
         g.layer_sparse_units = units;
         g.n_host_blocks = prm.host_blocks > 0 ? prm.host_blocks : prm.max_seqs * ctx_blocks;
         g.n_stage_units = ctx_blocks * nkv;
@@ -307,7 +309,7 @@ int okv_engine_blocks_needed(const okv_engine *e, int n_tokens)
         return blocks;
     /* sparse: up to its budget (dense fast path) and the block being filled; the
      * selection quota is reserved apart, when the sequence is created */
-    int steady = e->prm.kv_budget / bs + 2;
+    int steady = e->dense_upto / bs + 2;
     return blocks < steady ? blocks : steady;
 }
 
@@ -463,7 +465,7 @@ enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64
         len += step;
         n -= step;
         int nb = (len + bsz - 1) / bsz;
-        if ((e->resid || e->streaming) && len > e->prm.kv_budget && nb - win > sink) {
+        if ((e->resid || e->streaming) && len > e->dense_upto && nb - win > sink) {
             for (int blk = es->cand_end > sink ? es->cand_end : sink; blk < nb - win; blk++) {
                 if (e->resid)
                     okv_kv_seq_release_group(e->kv, seq, blk);
@@ -493,7 +495,8 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
     if (k < 1)
         k = 1;
     int k_dense = ctx_blocks - sink - win > k ? ctx_blocks - sink - win : k;
-    size_t group = (size_t)(p->kv_slots > 0 ? p->kv_slots : seqs * (p->kv_budget / bsz + 2) + (chunk + bsz - 1) / bsz + 1);
+    int dense_upto = p->tight_device ? (sink + win) * bsz : p->kv_budget;
+    size_t group = (size_t)(p->kv_slots > 0 ? p->kv_slots : seqs * (dense_upto / bsz + 2) + (chunk + bsz - 1) / bsz + 1);
     size_t quota = 0;
     for (int l = 0; l < L; l++)
         quota += (size_t)(l < p->dense_layers ? k_dense : k) * nkv;

@@ -82,7 +82,7 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
     }
 
     const int bsz = okv_kv_geometry(e->kv)->block_size;
-    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks, budget = e->prm.kv_budget;
+    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks, budget = e->dense_upto;
     for (int j = 0; j < n_seqs; j++) {
         struct bseq *bs = &e->bs[j];
         struct eseq *es = &e->seqs[bs->id];
@@ -495,7 +495,7 @@ static void finish_step(okv_engine *e, int n_seqs)
             es->decode = true;
         if (e->streaming) {
             int keep_from = bs->nb - win;
-            if (bs->len > e->prm.kv_budget && keep_from > sink) {
+            if (bs->len > e->dense_upto && keep_from > sink) {
                 for (int blk = sink; blk < keep_from; blk++)
                     okv_kv_seq_drop_group(e->kv, bs->id, blk);
                 if (keep_from > es->cand_end)
@@ -509,7 +509,7 @@ static void finish_step(okv_engine *e, int n_seqs)
             es->sparse = true;
             es->cand_end = bs->pred_cand_end;
         }
-        if (bs->len > e->prm.kv_budget && bs->nb - win > sink) {
+        if (bs->len > e->dense_upto && bs->nb - win > sink) {
             int rel_end = bs->nb - win;
             for (int blk = sink; blk < rel_end; blk++)
                 okv_kv_seq_release_group(e->kv, bs->id, blk);
