@@ -86,7 +86,7 @@ static void run_drafts(okv_engine *e, int chunk, float *logits, struct okv_rng *
     okv_engine_seq_free(e, seq);
 }
 
-static float dense_logits[GEN * V], sparse_logits[GEN * V];
+static float dense_logits[GEN * V], sparse_logits[GEN * V], dense_logits_tmp[GEN * V];
 static int32_t dense_tok[GEN], sparse_tok[GEN];
 
 static okv_engine *make(struct okv_model *m, okv_backend *be, int budget, int dense_layers, enum okv_predict pred,
@@ -118,6 +118,26 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     run(full, 64, sparse_logits, sparse_tok, NULL);
     CHECK(!memcmp(dense_logits, sparse_logits, sizeof dense_logits), "arch %d: full budget differs from dense", arch);
     okv_engine_free(full);
+
+    /* a device cache twice the selection (LRU): same output, never more fetches */
+    {
+        int64_t fetched[2];
+        for (int f = 0; f < 2; f++) {
+            struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                           .predict = OKV_PREDICT_CURRENT, .cache_factor = f ? 2.0f : 1.0f};
+            okv_engine *ce = NULL;
+            CHECK(okv_engine_create(&sm.m, be, &ep, &ce) == OKV_OK, "cache factor: %s", okv_last_error());
+            run(ce, 32, f ? sparse_logits : dense_logits_tmp, sparse_tok, NULL);
+            struct okv_engine_stats cs;
+            okv_engine_stats_get(ce, &cs);
+            fetched[f] = cs.units_fetched;
+            okv_engine_free(ce);
+        }
+        CHECK(!memcmp(dense_logits_tmp, sparse_logits, sizeof dense_logits), "arch %d: the cache factor changed the output", arch);
+        CHECK(fetched[1] <= fetched[0], "arch %d: a larger cache fetched more (%lld > %lld)", arch, (long long)fetched[1],
+              (long long)fetched[0]);
+        printf("  arch %d: units fetched with cache factor 1: %lld, 2: %lld\n", arch, (long long)fetched[0], (long long)fetched[1]);
+    }
 
     /* tight device (servers): selection from the first block past the window; a
      * budget covering the context selects every block, exactly as dense */

@@ -46,6 +46,9 @@ struct okv_engine_params {
                               selection, exactly as dense) instead of running dense up to the budget. For
                               servers, where the device tier is shared; default false: the dense fast path */
     int host_blocks;       /* host-tier capacity in blocks; 0: max_seqs full contexts */
+    float cache_factor;    /* device units per selected block (>= 1; default 1): with 2, a sequence keeps twice
+                              its selection resident and a block that drops out and comes back is often still
+                              there (HiSparse keeps top-2048 of a 4096-token buffer) */
     size_t device_bytes_limit;   /* the device tier's byte budget (--kv-device-mb, --kv-pool-gb); 0: none.
                                     Dense: sizes the group slots; sparse: an error if the tier needs more */
     /* streaming (StreamingLLM-style bounded KV, for drafters): with kv_budget > 0,

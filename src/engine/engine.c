@@ -155,8 +155,20 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         int k_dense = ctx_blocks - prm.sink_blocks - prm.window_blocks;
         if (k_dense < e->sel_k_sparse)
             k_dense = e->sel_k_sparse;
-        for (int l = 0; l < c->n_layers; l++)
-            quota[l] = (l < prm.dense_layers ? k_dense : e->sel_k_sparse) * nkv;
+        if (prm.cache_factor < 1.0f)
+            prm.cache_factor = 1.0f;
+        if (!(e->sel_k = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE))) {
+            okv_free(quota);
+            st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+            goto fail;
+        }
+        for (int l = 0; l < c->n_layers; l++) {
+            e->sel_k[l] = l < prm.dense_layers ? k_dense : e->sel_k_sparse;
+            int cached = l < prm.dense_layers ? k_dense : (int)((float)e->sel_k_sparse * prm.cache_factor);
+            if (cached > k_dense)
+                cached = k_dense > e->sel_k[l] ? k_dense : e->sel_k[l];
+            quota[l] = cached * nkv;
+        }
         int32_t *units = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE);
         if (!units) {
             okv_free(quota);
@@ -266,6 +278,7 @@ void okv_engine_free(okv_engine *e)
         if (mems[i])
             be->ops->mem_free(be, mems[i]);
     okv_free(e->inv_freq);
+    okv_free(e->sel_k);
     okv_free(e->tok_seq);
     okv_free(e->tok_pos);
     okv_free(e->tok_slot);
@@ -365,7 +378,7 @@ void okv_engine_update_mem_stats(okv_engine *e)
     if (e->resid) {
         size_t quota_units = 0;
         for (int l = 0; l < g->n_layers; l++)
-            quota_units += (size_t)okv_resid_k(e->resid, l) * g->n_kv_heads;
+            quota_units += (size_t)okv_resid_k(e->resid, l) * g->n_kv_heads;   /* the cache, not just the selection */
         dev += (size_t)(e->prm.max_seqs - okv_resid_free_chunks(e->resid)) * quota_units * ub;
         size_t used_host = (size_t)okv_kv_used_host_blocks(e->kv);
         dev += used_host * g->n_layers * g->n_kv_heads * 2 * g->head_dim * sizeof(float);
@@ -498,8 +511,9 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
     int dense_upto = p->tight_device ? (sink + win) * bsz : p->kv_budget;
     size_t group = (size_t)(p->kv_slots > 0 ? p->kv_slots : seqs * (dense_upto / bsz + 2) + (chunk + bsz - 1) / bsz + 1);
     size_t quota = 0;
+    float f = p->cache_factor >= 1.0f ? p->cache_factor : 1.0f;
     for (int l = 0; l < L; l++)
-        quota += (size_t)(l < p->dense_layers ? k_dense : k) * nkv;
+        quota += (size_t)(l < p->dense_layers ? k_dense : (int)((float)k * f)) * nkv;
     size_t host = (size_t)(p->host_blocks > 0 ? p->host_blocks : seqs * ctx_blocks);
     size_t stage = 2 * (size_t)ctx_blocks * nkv;
     return (group * nkv * L + quota * seqs + stage) * unit_bytes + host * L * nkv * 2 * (size_t)c->head_dim * sizeof(float);

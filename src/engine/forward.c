@@ -282,7 +282,7 @@ static enum okv_status select_many(okv_engine *e, int layer, struct sel_item *it
     int total_cand = 0, total_out = 0;
     for (int i = 0; i < n_items; i++) {
         int n_cand = items[i].cand_end - sink;
-        int k = okv_resid_k(e->resid, layer);
+        int k = e->sel_k[layer];
         items[i].k = k > n_cand ? n_cand : k;
         items[i].out_at = total_out;
         total_cand += n_cand;
