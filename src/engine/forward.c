@@ -272,6 +272,7 @@ struct sel_item {
     int cand_end;
     int k;              /* filled by select_many */
     int out_at;         /* its [n_kv][k] logical ids in e->sel_logical */
+    int k_want;         /* 0: the layer's selection size; else at most this many */
 };
 
 /* Select for several sequences of one layer with one backend call; the results, as
@@ -282,7 +283,7 @@ static enum okv_status select_many(okv_engine *e, int layer, struct sel_item *it
     int total_cand = 0, total_out = 0;
     for (int i = 0; i < n_items; i++) {
         int n_cand = items[i].cand_end - sink;
-        int k = e->sel_k[layer];
+        int k = items[i].k_want > 0 && items[i].k_want < e->sel_k[layer] ? items[i].k_want : e->sel_k[layer];
         items[i].k = k > n_cand ? n_cand : k;
         items[i].out_at = total_out;
         total_cand += n_cand;
@@ -387,6 +388,8 @@ static int count_common(int32_t *a, int32_t *b, int n)
     return c;
 }
 
+static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n);
+
 /* Before layer l's attention: inline selection (oracle mode, or a step without a
  * prediction), recall measurement, and waiting for the layer's fetches. */
 static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bool any_fetch)
@@ -404,7 +407,7 @@ static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bo
         if (!bs->sel)
             continue;
         any_sel = true;
-        struct sel_item it = {j, rows_at, bs->r1 - bs->r0, bs->cand_end, 0, 0};
+        struct sel_item it = {j, rows_at, bs->r1 - bs->r0, bs->cand_end, 0, 0, 0};
         for (int r = bs->r0; r < bs->r1; r++)
             e->pred_rows[rows_at++] = r;   /* the step's own (true) queries */
         if (bs->inline_sel) {
@@ -418,7 +421,11 @@ static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bo
         }
     }
     if (n_inl) {
-        if ((st = select_many(e, layer, inl, n_inl)) != OKV_OK || (st = install_many(e, layer, inl, n_inl)) != OKV_OK)
+        bool multi = false;
+        for (int i = 0; i < n_inl; i++)
+            multi |= inl[i].n_rows > 1;
+        st = multi && e->sel_k[layer] <= 1024 ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl);
+        if (st != OKV_OK || (st = install_many(e, layer, inl, n_inl)) != OKV_OK)
             goto out;
         for (int i = 0; i < n_inl; i++)
             selected += (int64_t)inl[i].k * nkv;
@@ -461,23 +468,89 @@ out:
     return st;
 }
 
+/* Lookahead: the drafted rows' queries may point elsewhere than the real token's
+ * (a rejected draft, or a draft that copies a repetitive passage), and a plain max
+ * over rows lets them crowd out the blocks the real token needs. So half of the
+ * selection goes to the real token's own best blocks, and the rest to the best by
+ * the max over the real and drafted queries. */
+static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n)
+{
+    const int nkv = e->cfg.n_kv_heads;
+    struct sel_item *own = okv_malloc(sizeof *own * (size_t)n, OKV_TAG_ENGINE);
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += nkv * (e->sel_k[layer] + 1);
+    int32_t *first = okv_malloc(sizeof(int32_t) * (size_t)(total + 1), OKV_TAG_ENGINE);
+    enum okv_status st = OKV_OK;
+    if (!own || !first) {
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        own[i] = items[i];
+        own[i].n_rows = 1;   /* pred_rows puts the real token first */
+        own[i].k_want = (e->sel_k[layer] + 1) / 2;
+    }
+    if ((st = select_many(e, layer, own, n)) != OKV_OK)
+        goto out;
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(first + at, e->sel_logical + own[i].out_at, sizeof(int32_t) * (size_t)(nkv * own[i].k));
+        own[i].out_at = at;
+        at += nkv * own[i].k;
+    }
+    if ((st = select_many(e, layer, items, n)) != OKV_OK)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        const int k = items[i].k, k1 = own[i].k;
+        for (int h = 0; h < nkv; h++) {
+            int32_t *dst = e->sel_logical + items[i].out_at + h * k;
+            const int32_t *mine = first + own[i].out_at + h * k1;
+            int32_t merged[1024];
+            int m = 0;
+            for (int x = 0; x < k1 && m < k; x++)
+                merged[m++] = mine[x];
+            for (int x = 0; x < k && m < k; x++) {
+                bool dup = false;
+                for (int y = 0; y < k1 && !dup; y++)
+                    dup = dst[x] == mine[y];
+                if (!dup)
+                    merged[m++] = dst[x];
+            }
+            memcpy(dst, merged, sizeof(int32_t) * (size_t)m);
+        }
+    }
+out:
+    okv_free(own);
+    okv_free(first);
+    return st;
+}
+
 static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, int n_seqs, int layer)
 {
     struct sel_item *items = okv_malloc(sizeof *items * (size_t)(n_seqs + 1), OKV_TAG_ENGINE);
     if (!items)
         return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
     int n = 0, rows_at = 0;
+    bool drafts = false;
     for (int j = 0; j < n_seqs; j++) {
         const struct bseq *bs = &e->bs[j];
         if (!bs->predict)
             continue;
         int nr = pred_rows(e, b, bs, e->pred_rows + rows_at);
-        items[n++] = (struct sel_item){j, rows_at, nr, bs->pred_cand_end, 0, 0};
+        drafts |= nr > 1;
+        items[n++] = (struct sel_item){j, rows_at, nr, bs->pred_cand_end, 0, 0, 0};
         rows_at += nr;
     }
     enum okv_status st = OKV_OK;
-    if (n && (st = select_many(e, layer, items, n)) == OKV_OK)
-        st = install_many(e, layer, items, n);
+    if (n) {
+        if (drafts && e->sel_k[layer] <= 1024)
+            st = merge_lookahead(e, layer, items, n);
+        else
+            st = select_many(e, layer, items, n);
+        if (st == OKV_OK)
+            st = install_many(e, layer, items, n);
+    }
     okv_free(items);
     return st;
 }

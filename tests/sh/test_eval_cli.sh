@@ -56,6 +56,19 @@ assert [s['output'] for s in a['samples']] == [s['output'] for s in b['samples']
 assert a['rows'][0]['correct'] == b['rows'][0]['correct']
 "; then ok; else bad "sparse runs are not deterministic"; fi
 
+# regression: drafted rows (n-gram drafts copy the repetitive filler) must not crowd
+# the real token's blocks out of a lookahead selection (0/2 before the fix, 2/2 now)
+for m in current lookahead; do
+  timeout 300 "$cli" eval -m "$model" --task niah_single_filler --context-len 768 --num-samples 2 --kv-budget 512 \
+    --predict $m --draft ngram --json "$tmp/la_$m.json" > /dev/null 2>&1 || bad "niah lookahead run ($m)"
+done
+if py "
+import json
+c = json.load(open('$tmp/la_current.json'))['rows'][0]['correct']
+l = json.load(open('$tmp/la_lookahead.json'))['rows'][0]['correct']
+assert c == 2 and l == 2, (c, l)
+"; then ok; else bad "lookahead with drafts loses the needle that current finds"; fi
+
 # bad input: one message, exit code 1
 expect_error() {
   local what="$1" pat="$2"; shift 2
