@@ -13,6 +13,7 @@ static void usage(FILE *f)
           "  info       print a model's architecture and hyper-parameters\n"
           "  serve      serve an OpenAI-compatible HTTP API\n"
           "  bench      benchmark a server (bench serve) or the engine offline (bench throughput)\n"
+          "  eval       accuracy of OasisKV against dense attention on long-context tasks\n"
           "\n"
           "Run 'oasiskv COMMAND --help' for the options of a command.\n", f);
 }
