@@ -279,12 +279,6 @@ void okv_engine_free(okv_engine *e)
             be->ops->mem_free(be, mems[i]);
     okv_free(e->inv_freq);
     okv_free(e->sel_k);
-    if (e->qsave)
-        for (int l = 0; l < e->cfg.n_layers; l++)
-            if (e->qsave[l])
-                be->ops->mem_free(be, e->qsave[l]);
-    okv_free(e->qsave);
-    okv_free(e->save_rows);
     okv_free(e->tok_seq);
     okv_free(e->tok_pos);
     okv_free(e->tok_slot);

@@ -68,13 +68,6 @@ struct okv_engine {
     int32_t *f_block, *f_head, *f_unit, *f_src;
     int scr_cap, h2l_cap;
 
-    /* the queries that predict the next step, saved per layer and scored after the
-     * last layer (so no layer waits for the host between its kernels) */
-    okv_bmem **qsave;           /* [n_layers] rows x (n_heads*head_dim) */
-    int qsave_cap;              /* rows each holds */
-    int32_t *save_rows;         /* [max_batch] rows of the step saved, in item order */
-    const okv_bmem *sel_q;      /* queries select_many scores (e->q, or a saved layer's) */
-
     struct eseq *seqs;
     int seqs_cap;
     uint32_t step_stamp;

@@ -23,8 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OKV_MAX_PRED_ROWS 64   /* rows of one sequence that predict: its token and its drafts */
-
 static int cmp_i32(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -311,8 +309,7 @@ static enum okv_status select_many(okv_engine *e, int layer, struct sel_item *it
         reqs[i] = (struct okv_select_req){e->pred_rows + items[i].rows_at, items[i].n_rows, e->cand + at, n_cand, items[i].k};
         at += n_cand;
     }
-    st = e->be->ops->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->sel_q ? e->sel_q : e->q, e->cfg.n_heads, reqs,
-                                   n_items, e->sel_host,
+    st = e->be->ops->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, n_items, e->sel_host,
                                    NULL);
     okv_free(reqs);
     if (st != OKV_OK)
@@ -529,80 +526,31 @@ out:
     return st;
 }
 
-/* The prediction of the next step's blocks, in two halves. Before the layers: the
- * rows that predict (see pred_rows) are listed once. After each layer's attention:
- * those rows of q are saved (one gather). After the last layer: every layer's
- * selection is scored from its saved queries, installed, and its fetch issued;
- * the fetches then run behind the end of this step and the start of the next, and
- * step t+1 waits at layer l for layer l's alone. */
-static enum okv_status predict_plan(okv_engine *e, const struct okv_batch *b, int n_seqs, int *n_save)
-{
-    *n_save = 0;
-    int rows_at = 0;
-    for (int j = 0; j < n_seqs; j++) {
-        const struct bseq *bs = &e->bs[j];
-        if (bs->predict)
-            rows_at += pred_rows(e, b, bs, e->pred_rows + rows_at);
-    }
-    if (!rows_at)
-        return OKV_OK;
-    const int qd = e->cfg.n_heads * e->cfg.head_dim;
-    if (!e->save_rows && !(e->save_rows = okv_malloc(sizeof(int32_t) * (size_t)e->max_batch, OKV_TAG_ENGINE)))
-        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-    if (!e->qsave && !(e->qsave = okv_calloc((size_t)e->cfg.n_layers, sizeof *e->qsave, OKV_TAG_ENGINE)))
-        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-    if (rows_at > e->qsave_cap) {
-        int cap = rows_at < 8 ? 8 : rows_at;
-        for (int l = 0; l < e->cfg.n_layers; l++) {
-            if (e->qsave[l])
-                e->be->ops->mem_free(e->be, e->qsave[l]);
-            e->qsave[l] = NULL;
-        }
-        e->qsave_cap = 0;
-        for (int l = 0; l < e->cfg.n_layers; l++) {
-            enum okv_status st = e->be->ops->mem_alloc(e->be, (size_t)cap * qd, &e->qsave[l]);
-            if (st != OKV_OK)
-                return st;
-        }
-        e->qsave_cap = cap;
-    }
-    memcpy(e->save_rows, e->pred_rows, sizeof(int32_t) * (size_t)rows_at);
-    *n_save = rows_at;
-    return OKV_OK;
-}
-
-static enum okv_status predict_finish(okv_engine *e, const struct okv_batch *b, int n_seqs, int n_save)
+static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, int n_seqs, int layer)
 {
     struct sel_item *items = okv_malloc(sizeof *items * (size_t)(n_seqs + 1), OKV_TAG_ENGINE);
     if (!items)
         return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-    /* items in the order the rows were saved; their rows are now 0..n_save-1 */
     int n = 0, rows_at = 0;
     bool drafts = false;
     for (int j = 0; j < n_seqs; j++) {
         const struct bseq *bs = &e->bs[j];
         if (!bs->predict)
             continue;
-        int32_t scratch[OKV_MAX_PRED_ROWS];
-        int nr = pred_rows(e, b, bs, scratch);
+        int nr = pred_rows(e, b, bs, e->pred_rows + rows_at);
         drafts |= nr > 1;
         items[n++] = (struct sel_item){j, rows_at, nr, bs->pred_cand_end, 0, 0, 0};
         rows_at += nr;
     }
-    OKV_ASSERT(rows_at == n_save);
-    for (int r = 0; r < n_save; r++)
-        e->pred_rows[r] = r;
     enum okv_status st = OKV_OK;
-    for (int l = 0; l < e->cfg.n_layers && st == OKV_OK; l++) {
-        e->sel_q = e->qsave[l];
-        if (drafts && e->sel_k[l] <= 1024)
-            st = merge_lookahead(e, l, items, n);
+    if (n) {
+        if (drafts && e->sel_k[layer] <= 1024)
+            st = merge_lookahead(e, layer, items, n);
         else
-            st = select_many(e, l, items, n);
+            st = select_many(e, layer, items, n);
         if (st == OKV_OK)
-            st = install_many(e, l, items, n);
+            st = install_many(e, layer, items, n);
     }
-    e->sel_q = NULL;
     okv_free(items);
     return st;
 }
@@ -682,9 +630,6 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
                                  e->rope_cs, e->bseq_len};
 
     CK(o->step_begin(be, &meta));
-    int n_save = 0;
-    if (e->resid)
-        CK(predict_plan(e, b, n_seqs, &n_save));
     if (staged)
         CK(stage_fetch(e, n_seqs, stage_base, 0));
     CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
@@ -709,8 +654,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         if (e->resid) {
             if (staged && l + 1 < c->n_layers)
                 CK(stage_fetch(e, n_seqs, stage_base, l + 1));
-            if (n_save)
-                CK(o->gather_rows(be, e->qsave[l], e->q, e->save_rows, n_save, qd));
+            CK(predict_after(e, b, n_seqs, l));
         }
         CK(o->matmul(be, e->tmp, e->att, w->wo, NULL, n, qd, dim));
         CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
@@ -721,9 +665,6 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->matmul(be, e->tmp, e->gate, w->w_down, NULL, n, c->ffn_dim, dim));
         CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
     }
-
-    if (n_save)
-        CK(predict_finish(e, b, n_seqs, n_save));
 
     int n_rows = 0;
     for (int t = 0; t < n; t++)
