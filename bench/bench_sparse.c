@@ -50,19 +50,6 @@ static char *read_file(const char *path, size_t *len)
     return b;
 }
 
-static void log_softmax(const float *x, int n, float *out)
-{
-    float mx = x[0];
-    for (int i = 1; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)(x[i] - mx));
-    float ls = (float)log(s) + mx;
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] - ls;
-}
-
 /* prompt lookup: the tokens that followed the latest earlier occurrence of the
  * last n tokens (n = 3, 2, 1) */
 static int ngram_draft(const int32_t *hist, int n_hist, int k, int32_t *out)
@@ -158,7 +145,7 @@ int main(int argc, char **argv)
     }
     double t_prefill = okv_now() - t0;
     for (int s = 0; s < N; s++) {
-        log_softmax(logits, V, ref_lp + (size_t)s * V);
+        okv_log_softmax(logits, V, ref_lp + (size_t)s * V);
         dense_tok[s] = okv_argmax(logits, V);
         hist[P + s] = dense_tok[s];
         want[0] = 1;
@@ -206,7 +193,7 @@ int main(int argc, char **argv)
             int agree = 0;
             double kl = 0;
             for (int s = 0; s < N; s++) {
-                log_softmax(logits, V, lp);
+                okv_log_softmax(logits, V, lp);
                 const float *r = ref_lp + (size_t)s * V;
                 double d = 0;
                 for (int i = 0; i < V; i++)

@@ -3,15 +3,7 @@
 # and carried in build-cuda (libraries the machine lacks in build-cuda/lib).
 #   bash bench/cuda_run.sh [build dir]      logs under $OUT (default /tmp/okv_cuda_out)
 set -u
-B=${1:-build-cuda}
-OUT=${OUT:-/tmp/okv_cuda_out}
-mkdir -p "$OUT" /tmp/okvlib
-for f in "$B"/lib/*; do
-  n=$(basename "$f")
-  ldconfig -p | awk '{print $1}' | grep -qx "$n" || cp -L "$f" /tmp/okvlib/
-done
-export LD_LIBRARY_PATH=/tmp/okvlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export OKV_SOURCE_DIR=$PWD
+. "$(dirname "$0")/gpu_env.sh" "${1:-build-cuda}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 for t in test_cuda_ops test_cuda_engine; do

@@ -3,15 +3,7 @@
 # OasisKV on a Llama-3-8B-shaped dummy model), its PyTorch peer, and the fidelity
 # benchmark on SmolLM2 -- logs under $OUT. Usage: bash bench/gpu_run1.sh [build dir]
 set -u
-B=${1:-build-gpu}
-OUT=${OUT:-/tmp/okv_out}
-mkdir -p "$OUT" /tmp/okvlib
-for f in "$B"/lib/*; do
-  n=$(basename "$f")
-  ldconfig -p | awk '{print $1}' | grep -qx "$n" || cp -L "$f" /tmp/okvlib/
-done
-export LD_LIBRARY_PATH=/tmp/okvlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export OKV_SOURCE_DIR=$PWD
+. "$(dirname "$0")/gpu_env.sh" "${1:-build-gpu}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 free -g | tee -a "$OUT/gpu.txt"
 (timeout 120 "$B/tests/test_cuda_ops" 2>&1 | tail -3; timeout 120 "$B/tests/test_cuda_engine" 2>&1 | tail -3) | tee "$OUT/cuda_tests.txt"

@@ -4,15 +4,7 @@
 # SmolLM2-shaped model behind the HTTP server. Logs under $OUT.
 #   bash bench/gpu_run2.sh BUILD_DIR
 set -u
-B=${1:-build-gc}
-OUT=${OUT:-/tmp/okv_out}
-mkdir -p "$OUT" /tmp/okvlib
-for f in "$B"/lib/*; do
-  n=$(basename "$f")
-  ldconfig -p | awk '{print $1}' | grep -qx "$n" || cp -L "$f" /tmp/okvlib/
-done
-export LD_LIBRARY_PATH=/tmp/okvlib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export OKV_SOURCE_DIR=$PWD
+. "$(dirname "$0")/gpu_env.sh" "${1:-build-gc}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 t0=$(date +%s)
 (timeout 150 "$B/tests/test_cuda_ops" 2>&1 | tail -2; timeout 120 "$B/tests/test_cuda_engine" 2>&1 | tail -2) | tee "$OUT/cuda_tests.txt"

@@ -23,6 +23,9 @@ uint64_t okv_rng_next(struct okv_rng *r);
 /* Uniform in [0, 1). */
 double okv_rng_uniform(struct okv_rng *r);
 
+/* out[i] = log softmax(x)[i] (out may equal x). */
+void okv_log_softmax(const float *x, int n, float *out);
+
 /* Index of the largest logit (lowest index on ties). */
 int32_t okv_argmax(const float *logits, int n);
 

@@ -39,6 +39,19 @@ uint64_t okv_rng_next(struct okv_rng *r)
 
 double okv_rng_uniform(struct okv_rng *r) { return (double)(okv_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
 
+void okv_log_softmax(const float *x, int n, float *out)
+{
+    float mx = x[0];
+    for (int i = 1; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += exp((double)(x[i] - mx));
+    float ls = (float)log(s) + mx;
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] - ls;
+}
+
 int32_t okv_argmax(const float *logits, int n)
 {
     int32_t best = 0;

@@ -210,19 +210,6 @@ done:
 
 /* ---- teacher-forced fidelity ---- */
 
-static void log_softmax(const float *x, int n, float *out)
-{
-    float mx = x[0];
-    for (int i = 1; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)(x[i] - mx));
-    float ls = (float)log(s) + mx;
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] - ls;
-}
-
 static enum okv_status prefill(okv_engine *e, int seq, const int32_t *ids, int n, int chunk, float *logits)
 {
     int32_t *seqs = okv_malloc(sizeof(int32_t) * (size_t)chunk, OKV_TAG_MISC);
@@ -273,7 +260,7 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
         (st = okv_engine_seq_create(e, &seq)) != OKV_OK || (st = prefill(e, seq, prompt, n_prompt, chunk, logits)) != OKV_OK)
         goto done;
     for (int s = 0; s < steps; s++) {
-        log_softmax(logits, V, ref_lp + (size_t)s * V);
+        okv_log_softmax(logits, V, ref_lp + (size_t)s * V);
         dense_tok[s] = okv_argmax(logits, V);
         hist[n_prompt + s] = dense_tok[s];
         uint8_t want = 1;
@@ -309,7 +296,7 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
         struct okv_rng rng;
         okv_rng_seed(&rng, 1);
         for (int s = 0; s < steps; s++) {
-            log_softmax(logits, V, lp);
+            okv_log_softmax(logits, V, lp);
             const float *r = ref_lp + (size_t)s * V;
             double d = 0;
             for (int i = 0; i < V; i++)
