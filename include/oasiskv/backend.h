@@ -130,7 +130,8 @@ struct okv_backend_ops {
      * Destinations may be staging units (OKV_UNIT_STAGE). Returns at once; the copy
      * overlaps the ops that follow. It must not overwrite a unit before the
      * attention calls issued before it have read it (a GPU backend orders the copy
-     * after an event recorded behind the last attention). */
+     * after an event recorded behind the layer's last attention, or behind
+     * everything queued when staging units are written). */
     enum okv_status (*kv_fetch)(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
                                 const int32_t *dst_unit);
     /* Make later ops of this layer wait for its enqueued fetches. *pending receives how
@@ -171,6 +172,13 @@ struct okv_backend_ops {
      * and copies back only the ids (one copy for all requests). */
     enum okv_status (*select_blocks)(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                      const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores);
+    /* Asynchronous form of select_blocks (no scores): returns once the work is
+     * queued behind the ops issued so far; out must stay untouched until
+     * select_wait, which fills it. One selection in flight at a time. NULL when the
+     * backend has no asynchronous path (the engine then calls select_blocks). */
+    enum okv_status (*select_blocks_async)(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q,
+                                           int n_heads, const struct okv_select_req *reqs, int n_reqs, int32_t *out);
+    enum okv_status (*select_wait)(okv_backend *be);
     /* Sample one token per row of logits [n_rows][vocab], on the backend: argmax
      * (lowest id on ties) when params[i].temperature <= 0; otherwise the candidates
      * are the top_k largest logits (all when top_k <= 0), then the smallest prefix of

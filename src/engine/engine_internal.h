@@ -68,6 +68,10 @@ struct okv_engine {
     int32_t *f_block, *f_head, *f_unit, *f_src;
     int scr_cap, h2l_cap;
 
+    /* an asynchronous selection in flight (predict_after -> predict_complete) */
+    void *pend_items;
+    int pend_n, pend_layer, pend_out;
+
     struct eseq *seqs;
     int seqs_cap;
     uint32_t step_stamp;

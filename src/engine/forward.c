@@ -277,7 +277,11 @@ struct sel_item {
 
 /* Select for several sequences of one layer with one backend call; the results, as
  * logical block ids, land in e->sel_logical at each item's out_at. */
-static enum okv_status select_many(okv_engine *e, int layer, struct sel_item *items, int n_items)
+/* Queue (async and the backend has the path) or run the selection of the items;
+ * *total_out receives the ids it produces. select_finish maps them to logical
+ * blocks once they are there. */
+static enum okv_status select_launch(okv_engine *e, int layer, struct sel_item *items, int n_items, bool async,
+                                     int *total_out_ret)
 {
     const int nkv = e->cfg.n_kv_heads, sink = e->prm.sink_blocks;
     int total_cand = 0, total_out = 0;
@@ -289,6 +293,7 @@ static enum okv_status select_many(okv_engine *e, int layer, struct sel_item *it
         total_cand += n_cand;
         total_out += nkv * items[i].k;
     }
+    *total_out_ret = total_out;
     enum okv_status st = ensure_scratch(e, (total_cand > total_out ? total_cand : total_out) + 1);
     if (st == OKV_OK)
         st = okv_engine_grow_i32(&e->host_to_logical, &e->h2l_cap, okv_kv_geometry(e->kv)->n_host_blocks);
@@ -309,14 +314,32 @@ static enum okv_status select_many(okv_engine *e, int layer, struct sel_item *it
         reqs[i] = (struct okv_select_req){e->pred_rows + items[i].rows_at, items[i].n_rows, e->cand + at, n_cand, items[i].k};
         at += n_cand;
     }
-    st = e->be->ops->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, n_items, e->sel_host,
-                                   NULL);
+    const struct okv_backend_ops *o = e->be->ops;
+    if (async && o->select_blocks_async)
+        st = o->select_blocks_async(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, n_items, e->sel_host);
+    else
+        st = o->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, n_items, e->sel_host, NULL);
     okv_free(reqs);
-    if (st != OKV_OK)
-        return st;
+    return st;
+}
+
+static enum okv_status select_finish(okv_engine *e, int total_out)
+{
+    if (e->be->ops->select_wait) {
+        enum okv_status st = e->be->ops->select_wait(e->be);
+        if (st != OKV_OK)
+            return st;
+    }
     for (int i = 0; i < total_out; i++)
         e->sel_logical[i] = e->host_to_logical[e->sel_host[i]];
     return OKV_OK;
+}
+
+static enum okv_status select_many(okv_engine *e, int layer, struct sel_item *items, int n_items)
+{
+    int total_out;
+    enum okv_status st = select_launch(e, layer, items, n_items, false, &total_out);
+    return st != OKV_OK ? st : select_finish(e, total_out);
 }
 
 /* Install each item's selection for (sequence, layer) and fetch what is missing,
@@ -543,15 +566,38 @@ static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, i
         rows_at += nr;
     }
     enum okv_status st = OKV_OK;
-    if (n) {
-        if (drafts && e->sel_k[layer] <= 1024)
-            st = merge_lookahead(e, layer, items, n);
-        else
-            st = select_many(e, layer, items, n);
-        if (st == OKV_OK)
+    if (n && drafts && e->sel_k[layer] <= 1024) {
+        if ((st = merge_lookahead(e, layer, items, n)) == OKV_OK)
+            st = install_many(e, layer, items, n);
+    } else if (n && e->be->ops->select_blocks_async) {
+        /* queued behind this layer's attention; predict_complete installs it once
+         * the rest of the layer is queued too, so the device is not idle meanwhile
+         * (the gather still waits for this layer's attention alone) */
+        int total_out;
+        if ((st = select_launch(e, layer, items, n, true, &total_out)) == OKV_OK) {
+            e->pend_items = items;
+            e->pend_n = n;
+            e->pend_layer = layer;
+            e->pend_out = total_out;
+            return OKV_OK;
+        }
+    } else if (n) {
+        if ((st = select_many(e, layer, items, n)) == OKV_OK)
             st = install_many(e, layer, items, n);
     }
     okv_free(items);
+    return st;
+}
+
+static enum okv_status predict_complete(okv_engine *e)
+{
+    if (!e->pend_items)
+        return OKV_OK;
+    enum okv_status st = select_finish(e, e->pend_out);
+    if (st == OKV_OK)
+        st = install_many(e, e->pend_layer, e->pend_items, e->pend_n);
+    okv_free(e->pend_items);
+    e->pend_items = NULL;
     return st;
 }
 
@@ -664,6 +710,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->swiglu(be, e->gate, e->gate, e->up, n, c->ffn_dim));
         CK(o->matmul(be, e->tmp, e->gate, w->w_down, NULL, n, c->ffn_dim, dim));
         CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
+        if (e->resid)
+            CK(predict_complete(e));
     }
 
     int n_rows = 0;
@@ -692,6 +740,12 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     okv_free(stage_base);
     return OKV_OK;
 fail:
+    if (e->pend_items) {   /* a selection still in flight: let it land, drop it */
+        if (o->select_wait)
+            o->select_wait(be);
+        okv_free(e->pend_items);
+        e->pend_items = NULL;
+    }
     /* fetches in flight must land before their units can be reused */
     if (e->resid)
         for (int l = 0; l < c->n_layers; l++) {

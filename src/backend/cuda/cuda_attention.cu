@@ -1086,5 +1086,8 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
         attn_merge_k<<<ac->n_merge, 128, 0, c->stream>>>(a);
         OKV_LAUNCHED("attention merge kernel");
     }
+    /* fetches into this layer's units wait for this point (see kv_fetch) */
+    OKV_CU(cudaEventRecord(kv->attn_ev[layer], c->stream), "attention event");
+    kv->attn_rec[layer] = true;
     return OKV_OK;
 }

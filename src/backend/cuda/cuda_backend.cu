@@ -606,6 +606,8 @@ static void cuda_destroy(okv_backend *be)
         cudaFree(c->act_bf16);
     if (c->scratch)
         cudaFree(c->scratch);
+    if (c->sel_ev_made)
+        cudaEventDestroy(c->sel_ev);
     if (c->sel_h)
         cudaFreeHost(c->sel_h);
     if (c->sel_scores_h)
@@ -652,6 +654,8 @@ static void fill_ops(void)
     o->gather_rows = cuda_gather_rows;
     o->attention = okv_cuda_attention;
     o->select_blocks = okv_cuda_select_blocks;
+    o->select_blocks_async = okv_cuda_select_blocks_async;
+    o->select_wait = okv_cuda_select_wait;
     o->sample = okv_cuda_sample;
     o->sync = cuda_sync;
     okv_cuda_fill_kv_ops(o);

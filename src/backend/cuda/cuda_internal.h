@@ -68,6 +68,9 @@ struct okv_bkv {
     int *fetch_units;        /* [n_layers][OKV_CUDA_FETCH_EVENTS] */
     int *fetch_count;        /* [n_layers] */
     cudaEvent_t *wt_ev;      /* [n_layers] write-through done (copy stream) */
+    cudaEvent_t *attn_ev;    /* [n_layers] recorded behind the layer's last attention: a fetch into the layer's
+                                own units waits for it alone, not for everything queued before the fetch */
+    bool *attn_rec;          /* [n_layers] attn_ev has been recorded */
     bool *wt_pending;        /* [n_layers] wt_ev recorded and not yet waited by kv_write */
 };
 
@@ -157,6 +160,11 @@ struct cuda_ctx {
     int32_t *sel_h;
     float *sel_scores_h;
     size_t sel_cap;          /* entries of each */
+    cudaEvent_t sel_ev;      /* an asynchronous selection's ids have reached sel_h */
+    bool sel_ev_made;
+    bool sel_pending;
+    int32_t *sel_out;        /* where select_wait copies them */
+    size_t sel_n;
     int attn_variant;        /* attention kernel: 0 default, -1 SIMT, k > 0 tuning variant (cuda_bench.h) */
     int attn_kpi;            /* attention keys per work item forced (0: policy) */
     int fetch_ctas_override;
@@ -211,6 +219,9 @@ void okv_cuda_attn_cache_free(struct cuda_ctx *c);
 enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                        const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores);
 /* sample (cuda_sample.cu): one token per row, one copy back */
+enum okv_status okv_cuda_select_blocks_async(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q,
+                                             int n_heads, const struct okv_select_req *reqs, int n_reqs, int32_t *out);
+enum okv_status okv_cuda_select_wait(okv_backend *be);
 enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
                                 const struct okv_sampling *params, const double *u, int32_t *out);
 

@@ -181,8 +181,14 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
     okv_free(kv->fetch_ev);
     okv_free(kv->fetch_units);
     okv_free(kv->fetch_count);
+    if (kv->attn_ev)
+        for (int i = 0; i < kv->g.n_layers; i++)
+            if (kv->attn_ev[i])
+                cudaEventDestroy(kv->attn_ev[i]);
     okv_free(kv->wt_ev);
     okv_free(kv->wt_pending);
+    okv_free(kv->attn_ev);
+    okv_free(kv->attn_rec);
     okv_free(kv->layer_units);
     okv_free(kv->layer_off);
     okv_free(kv);
@@ -216,8 +222,10 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
     kv->fetch_count = (int *)okv_calloc((size_t)L, sizeof(int), OKV_TAG_KV);
     kv->wt_ev = (cudaEvent_t *)okv_calloc((size_t)L, sizeof(cudaEvent_t), OKV_TAG_KV);
     kv->wt_pending = (bool *)okv_calloc((size_t)L, sizeof(bool), OKV_TAG_KV);
+    kv->attn_ev = (cudaEvent_t *)okv_calloc((size_t)L, sizeof(cudaEvent_t), OKV_TAG_KV);
+    kv->attn_rec = (bool *)okv_calloc((size_t)L, sizeof(bool), OKV_TAG_KV);
     if (!kv->layer_units || !kv->layer_off || !kv->fetch_ev || !kv->fetch_units || !kv->fetch_count || !kv->wt_ev ||
-        !kv->wt_pending)
+        !kv->wt_pending || !kv->attn_ev || !kv->attn_rec)
         KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory"));
     for (int l = 0; l < L; l++) {
         int sp = g->layer_sparse_units ? g->layer_sparse_units[l] : g->n_sparse_units;
@@ -231,6 +239,9 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
     for (int i = 0; i < L * OKV_CUDA_FETCH_EVENTS; i++)
         if ((e = cudaEventCreateWithFlags(&kv->fetch_ev[i], cudaEventDisableTiming)) != cudaSuccess)
             KV_FAIL(okv_cuda_err(e, "KV fetch events", __FILE__, __LINE__));
+    for (int i = 0; i < L; i++)
+        if ((e = cudaEventCreateWithFlags(&kv->attn_ev[i], cudaEventDisableTiming)) != cudaSuccess)
+            KV_FAIL(okv_cuda_err(e, "KV attention events", __FILE__, __LINE__));
     for (int i = 0; i < L; i++)
         if ((e = cudaEventCreateWithFlags(&kv->wt_ev[i], cudaEventDisableTiming)) != cudaSuccess)
             KV_FAIL(okv_cuda_err(e, "KV write-through events", __FILE__, __LINE__));
@@ -477,9 +488,16 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
         return st;
     memcpy(h, src_host, sizeof(int32_t) * (size_t)n);
     memcpy((int32_t *)h + n, dst_unit, sizeof(int32_t) * (size_t)n);
-    /* ops enqueued before this call (an attention still reading a replaced unit) go first */
-    if ((st = copy_after_compute(c)) != OKV_OK)
+    /* an attention still reading a replaced unit goes first: the layer's own units are
+     * read by its attention alone; staging units are shared, so wait for everything */
+    bool staging = false;
+    for (int i = 0; i < n && !staging; i++)
+        staging = (dst_unit[i] & OKV_UNIT_STAGE) != 0;
+    if (!staging && kv->attn_rec[layer]) {
+        OKV_CU(cudaStreamWaitEvent(c->copy, kv->attn_ev[layer], 0), "copy stream wait (layer attention)");
+    } else if ((st = copy_after_compute(c)) != OKV_OK) {
         return st;
+    }
     OKV_CU(cudaMemcpyAsync(d, h, sizeof(int32_t) * 2 * (size_t)n, cudaMemcpyHostToDevice, c->copy), "kv_fetch index upload");
     const int ppu = (int)(kv->unit_elems * sizeof(okv_bf16) / 16);
     const long long total = (long long)n * ppu;

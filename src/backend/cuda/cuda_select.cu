@@ -320,8 +320,38 @@ static size_t topk_smem(int n, int k)
     return ((n <= SEL_STAGE_MAX ? (size_t)n : 0) + kp) * sizeof(unsigned long long);
 }
 
+static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                   const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async);
+
 extern "C" enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                                   const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
+{
+    enum okv_status st = okv_cuda_select_wait(be);
+    return st != OKV_OK ? st : select_impl(be, kv, layer, q, n_heads, reqs, n_reqs, out, scores, false);
+}
+
+extern "C" enum okv_status okv_cuda_select_blocks_async(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q,
+                                                        int n_heads, const struct okv_select_req *reqs, int n_reqs, int32_t *out)
+{
+    enum okv_status st = okv_cuda_select_wait(be);
+    return st != OKV_OK ? st : select_impl(be, kv, layer, q, n_heads, reqs, n_reqs, out, NULL, true);
+}
+
+extern "C" enum okv_status okv_cuda_select_wait(okv_backend *be)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    if (!c->sel_pending)
+        return OKV_OK;
+    c->sel_pending = false;
+    OKV_CU(cudaEventSynchronize(c->sel_ev), "wait for the selected ids");
+    memcpy(c->sel_out, c->sel_h, sizeof(int32_t) * c->sel_n);
+    return OKV_OK;
+}
+
+/* async: the ids go to the pinned c->sel_h behind an event, and okv_cuda_select_wait
+ * hands them over; requests that need the host sort run synchronously */
+static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                   const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
     const int hd = kv->g.head_dim, nkv = kv->g.n_kv_heads;
@@ -415,6 +445,30 @@ extern "C" enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv
         }
         topk_k<<<(unsigned)n_reqs * nkv, SEL_TOPK_THREADS, smem, c->stream>>>(d_sc, d_meta, d_cand, nkv, d_ids);
         OKV_LAUNCHED("select top-k kernel");
+        if (async && !host_sort) {
+            if ((size_t)t_out > c->sel_cap) {
+                size_t cap = (size_t)t_out * 2;
+                if (c->sel_h)
+                    cudaFreeHost(c->sel_h);
+                c->sel_h = NULL;
+                c->sel_cap = 0;
+                OKV_CU(cudaHostAlloc((void **)&c->sel_h, sizeof(int32_t) * cap, cudaHostAllocDefault), "select ids staging");
+                c->sel_cap = cap;
+            }
+            if (!c->sel_ev_made) {
+                OKV_CU(cudaEventCreateWithFlags(&c->sel_ev, cudaEventDisableTiming), "select event");
+                c->sel_ev_made = true;
+            }
+            OKV_CU(cudaMemcpyAsync(c->sel_h, d_ids, sizeof(int32_t) * (size_t)t_out, cudaMemcpyDeviceToHost, c->stream),
+                   "select ids copy");
+            OKV_CU(cudaEventRecord(c->sel_ev, c->stream), "select event record");
+            if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
+                return st;
+            c->sel_pending = true;
+            c->sel_out = out;
+            c->sel_n = (size_t)t_out;
+            return OKV_OK;
+        }
         OKV_CU(cudaMemcpyAsync(h_ids, d_ids, sizeof(int32_t) * (size_t)t_out, cudaMemcpyDeviceToHost, c->stream),
                "select ids copy");
     }
