@@ -3,7 +3,7 @@
  *
  *   bench_sparse [-m MODEL] [--text FILE] [--prompt-tokens P] [--steps N]
  *                [--budgets 256,512,1024,2048] [--modes current,lookahead,oracle]
- *                [--threads T] [--device cpu|cuda] [--json FILE]
+ *                [--threads T] [--device cpu|cuda] [--cache-factor F] [--json FILE]
  *
  * Dense decoding runs greedily for N steps from a P-token prompt cut from FILE
  * (default: the GPL-3 text every Debian system ships). Each (budget, mode) then
@@ -75,6 +75,7 @@ int main(int argc, char **argv)
     const char *model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf", *text_path = "/usr/share/common-licenses/GPL-3";
     const char *budgets_s = "256,512,1024,2048", *modes_s = "current,lookahead,oracle", *json_path = NULL;
     const char *device = "cpu";
+    double cache_factor = 1.0;
     int P = 6000, N = 500, threads = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -91,6 +92,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--json")) json_path = v;
         else if (!strcmp(a, "--device")) device = v;
+        else if (!strcmp(a, "--cache-factor")) cache_factor = atof(v);
         else {
             fprintf(stderr, "bench_sparse: unknown option %s\n", a);
             return 1;
@@ -175,7 +177,8 @@ int main(int argc, char **argv)
             enum okv_predict mode = !strcmp(mt, "oracle") ? OKV_PREDICT_ORACLE
                                     : !strcmp(mt, "lookahead") ? OKV_PREDICT_LOOKAHEAD : OKV_PREDICT_CURRENT;
             struct okv_engine_params sp = {.max_ctx = ctx, .max_batch_tokens = 512, .kv_budget = budget,
-                                           .predict = mode, .track_recall = mode != OKV_PREDICT_ORACLE};
+                                           .predict = mode, .track_recall = mode != OKV_PREDICT_ORACLE,
+                                           .cache_factor = (float)cache_factor};
             if (okv_engine_create(m, be, &sp, &e) != OKV_OK)
                 die("sparse engine");
             okv_engine_seq_create(e, &seq);

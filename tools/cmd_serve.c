@@ -29,6 +29,7 @@ static const char *help =
     "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
     "  --kv-host-gb G               host KV tier (sparse mode; default: max-num-seqs full contexts)\n"
+    "  --kv-cache-factor F          device units per selected block (default 1; 2 keeps twice the selection)\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
@@ -64,7 +65,7 @@ int cmd_serve(int argc, char **argv)
     const char *draft = NULL, *tok_path = NULL;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
-    double pool_gb = 0, host_gb = 0;
+    double pool_gb = 0, host_gb = 0, cache_factor = 1;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -105,6 +106,8 @@ int cmd_serve(int argc, char **argv)
             tok_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--spec-tokens")) {
             spec_k = cli_int(a, cli_value(argc, argv, &i), 1, 32);
+        } else if (!strcmp(a, "--kv-cache-factor")) {
+            cache_factor = cli_double(a, cli_value(argc, argv, &i), 1, 64);
         } else if (!strcmp(a, "--kv-host-gb")) {
             host_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 1 << 20);
         } else if (!strcmp(a, "--ctx")) {
@@ -187,6 +190,7 @@ int cmd_serve(int argc, char **argv)
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
+                                   .cache_factor = (float)cache_factor,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
         /* sparse: as many sequences as the device pool holds (each needs its budget,
