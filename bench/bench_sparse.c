@@ -1,5 +1,5 @@
 /* bench_sparse: fidelity and traffic of OasisKV's selection against dense decoding
- * on a real model and a long real text.
+ * on a real model and a long real text: a thin main over okv_eval_fidelity.
  *
  *   bench_sparse [-m MODEL] [--text FILE] [--prompt-tokens P] [--steps N]
  *                [--budgets 256,512,1024,2048] [--modes current,lookahead,oracle]
@@ -15,9 +15,8 @@
  * them in the same forward, as speculative decoding does; only the first row is
  * compared, and the drafted rows' KV is dropped after the step. */
 #include "oasiskv/backend.h"
-#include "oasiskv/engine.h"
+#include "oasiskv/eval.h"
 #include "oasiskv/model.h"
-#include "oasiskv/sampling.h"
 #include "oasiskv/tokenizer.h"
 
 #include <math.h>
@@ -31,43 +30,9 @@ static void die(const char *what)
     exit(1);
 }
 
-static char *read_file(const char *path, size_t *len)
+static void progress(void *user, const char *msg)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "bench_sparse: cannot open %s\n", path);
-        exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n)
-        exit(1);
-    b[n] = 0;
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-/* prompt lookup: the tokens that followed the latest earlier occurrence of the
- * last n tokens (n = 3, 2, 1) */
-static int ngram_draft(const int32_t *hist, int n_hist, int k, int32_t *out)
-{
-    for (int n = 3; n >= 1; n--) {
-        if (n_hist <= n)
-            continue;
-        for (int start = n_hist - n - 1; start >= 0; start--) {
-            if (memcmp(hist + start, hist + n_hist - n, sizeof(int32_t) * (size_t)n))
-                continue;
-            int m = 0;
-            while (m < k && start + n + m < n_hist)
-                out[m] = hist[start + n + m], m++;
-            if (m > 0)
-                return m;
-        }
-    }
-    return 0;
+    fprintf(stderr, "%s\n", msg);
 }
 
 int main(int argc, char **argv)
@@ -105,59 +70,51 @@ int main(int argc, char **argv)
         die("model");
     if (!m->gguf || okv_tokenizer_from_gguf(m->gguf, &tok) != OKV_OK)
         die("tokenizer (a GGUF model is expected)");
-    size_t tlen;
-    char *text = read_file(text_path, &tlen);
+    FILE *f = fopen(text_path, "rb");
+    if (!f) {
+        fprintf(stderr, "bench_sparse: cannot open %s\n", text_path);
+        return 1;
+    }
+    fseek(f, 0, SEEK_END);
+    long tlen = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)tlen + 1);
+    if (fread(text, 1, (size_t)tlen, f) != (size_t)tlen)
+        return 1;
+    fclose(f);
     int32_t *ids;
     size_t n_ids;
-    if (okv_tokenizer_encode(tok, text, tlen, false, false, &ids, &n_ids) != OKV_OK)
+    if (okv_tokenizer_encode(tok, text, (size_t)tlen, false, false, &ids, &n_ids) != OKV_OK)
         die("tokenize");
     if ((size_t)P > n_ids) {
         fprintf(stderr, "bench_sparse: %s has only %zu tokens (asked %d)\n", text_path, n_ids, P);
         return 1;
     }
-    const int V = m->cfg.vocab_size, ctx = P + N + 8;
     struct okv_backend_params bp = {threads};
     okv_backend *be = NULL;
     if (okv_backend_create(device, &bp, &be) != OKV_OK)
         die("backend");
 
-    /* dense reference */
-    float *ref_lp = malloc(sizeof(float) * (size_t)N * V), *logits = malloc(sizeof(float) * (size_t)V * 8);
-    float *lp = malloc(sizeof(float) * (size_t)V);
-    int32_t *dense_tok = malloc(sizeof(int32_t) * (size_t)N), *hist = malloc(sizeof(int32_t) * (size_t)(P + N + 8));
-    memcpy(hist, ids, sizeof(int32_t) * (size_t)P);
-    struct okv_engine_params dp = {.max_ctx = ctx, .max_batch_tokens = 512};
-    okv_engine *e = NULL;
-    if (okv_engine_create(m, be, &dp, &e) != OKV_OK)
-        die("dense engine");
-    int32_t seqs[512];
-    uint8_t want[512];
-    int seq;
-    double t0 = okv_now();
-    okv_engine_seq_create(e, &seq);
-    for (int i = 0; i < 512; i++)
-        seqs[i] = seq;
-    for (int at = 0; at < P; at += 512) {
-        int n = P - at < 512 ? P - at : 512;
-        memset(want, 0, sizeof want);
-        want[n - 1] = at + n == P;
-        struct okv_batch b = {n, ids + at, seqs, want, NULL};
-        if (okv_engine_forward(e, &b, logits) != OKV_OK)
-            die("dense prefill");
+    /* every (budget, mode) */
+    struct okv_eval_config cfgs[64];
+    const char *mode_names[64];
+    int n_cfgs = 0;
+    char bbuf[256], mbuf[128];
+    snprintf(bbuf, sizeof bbuf, "%s", budgets_s);
+    for (char *bt = strtok(bbuf, ","); bt && n_cfgs < 64; bt = strtok(NULL, ",")) {
+        snprintf(mbuf, sizeof mbuf, "%s", modes_s);
+        char *save = NULL;
+        for (char *mt = strtok_r(mbuf, ",", &save); mt && n_cfgs < 64; mt = strtok_r(NULL, ",", &save)) {
+            enum okv_predict mode = !strcmp(mt, "oracle") ? OKV_PREDICT_ORACLE
+                                    : !strcmp(mt, "lookahead") ? OKV_PREDICT_LOOKAHEAD : OKV_PREDICT_CURRENT;
+            mode_names[n_cfgs] = mode == OKV_PREDICT_ORACLE ? "oracle" : mode == OKV_PREDICT_LOOKAHEAD ? "lookahead" : "current";
+            cfgs[n_cfgs++] = (struct okv_eval_config){.kv_budget = atoi(bt), .predict = mode,
+                                                      .cache_factor = (float)cache_factor};
+        }
     }
-    double t_prefill = okv_now() - t0;
-    for (int s = 0; s < N; s++) {
-        okv_log_softmax(logits, V, ref_lp + (size_t)s * V);
-        dense_tok[s] = okv_argmax(logits, V);
-        hist[P + s] = dense_tok[s];
-        want[0] = 1;
-        struct okv_batch b = {1, &dense_tok[s], seqs, want, NULL};
-        if (okv_engine_forward(e, &b, logits) != OKV_OK)
-            die("dense decode");
-    }
-    double t_dense = okv_now() - t0;
-    okv_engine_free(e);
-    fprintf(stderr, "dense: prompt %d tokens (prefill %.1f s), %d steps (%.1f s)\n", P, t_prefill, N, t_dense - t_prefill);
+    struct okv_eval_fid_cell *cells = calloc((size_t)n_cfgs, sizeof *cells);
+    if (okv_eval_fidelity(m, be, ids, P, N, cfgs, n_cfgs, true, progress, NULL, cells) != OKV_OK)
+        die("fidelity");
 
     FILE *jf = json_path ? fopen(json_path, "w") : NULL;
     if (jf)
@@ -165,90 +122,28 @@ int main(int argc, char **argv)
                 text_path, P, N);
     printf("| budget | predict | top-1 = dense | mean KL | recall | fetched KiB/step | in time | stall ms/step | device KV peak MiB |\n");
     printf("|---|---|---|---|---|---|---|---|---|\n");
-    int first_run = 1;
-    char bbuf[256];
-    snprintf(bbuf, sizeof bbuf, "%s", budgets_s);
-    for (char *bt = strtok(bbuf, ","); bt; bt = strtok(NULL, ",")) {
-        int budget = atoi(bt);
-        char mbuf[128];
-        snprintf(mbuf, sizeof mbuf, "%s", modes_s);
-        char *save = NULL;
-        for (char *mt = strtok_r(mbuf, ",", &save); mt; mt = strtok_r(NULL, ",", &save)) {
-            enum okv_predict mode = !strcmp(mt, "oracle") ? OKV_PREDICT_ORACLE
-                                    : !strcmp(mt, "lookahead") ? OKV_PREDICT_LOOKAHEAD : OKV_PREDICT_CURRENT;
-            struct okv_engine_params sp = {.max_ctx = ctx, .max_batch_tokens = 512, .kv_budget = budget,
-                                           .predict = mode, .track_recall = mode != OKV_PREDICT_ORACLE,
-                                           .cache_factor = (float)cache_factor};
-            if (okv_engine_create(m, be, &sp, &e) != OKV_OK)
-                die("sparse engine");
-            okv_engine_seq_create(e, &seq);
-            for (int i = 0; i < 512; i++)
-                seqs[i] = seq;
-            for (int at = 0; at < P; at += 512) {
-                int n = P - at < 512 ? P - at : 512;
-                memset(want, 0, sizeof want);
-                want[n - 1] = at + n == P;
-                struct okv_batch b = {n, ids + at, seqs, want, NULL};
-                if (okv_engine_forward(e, &b, logits) != OKV_OK)
-                    die("sparse prefill");
-            }
-            okv_engine_stats_reset(e);
-            int agree = 0;
-            double kl = 0;
-            for (int s = 0; s < N; s++) {
-                okv_log_softmax(logits, V, lp);
-                const float *r = ref_lp + (size_t)s * V;
-                double d = 0;
-                for (int i = 0; i < V; i++)
-                    d += exp((double)r[i]) * ((double)r[i] - (double)lp[i]);
-                kl += d;
-                agree += okv_argmax(logits, V) == dense_tok[s];
-                /* next step: dense's token, plus drafts in lookahead mode */
-                int32_t rows[8];
-                uint8_t draft[8] = {0};
-                rows[0] = dense_tok[s];
-                int n = 1;
-                if (mode == OKV_PREDICT_LOOKAHEAD)
-                    n += ngram_draft(hist, P + s + 1, 4, rows + 1);
-                for (int i = 1; i < n; i++)
-                    draft[i] = 1;
-                memset(want, 0, 8);
-                want[0] = 1;
-                int len0 = okv_engine_seq_len(e, seq);
-                struct okv_batch b = {n, rows, seqs, want, draft};
-                if (okv_engine_forward(e, &b, logits) != OKV_OK)
-                    die("sparse decode");
-                if (n > 1 && okv_engine_seq_truncate(e, seq, len0 + 1) != OKV_OK)
-                    die("truncate");
-            }
-            struct okv_engine_stats st;
-            okv_engine_stats_get(e, &st);
-            double recall = st.recall_total ? (double)st.recall_hits / (double)st.recall_total : NAN;
-            double in_time = st.units_selected ? (double)st.units_in_time / (double)st.units_selected : NAN;
-            printf("| %d | %s | %.3f | %.4f | %s | %.1f | %.3f | %.3f | %.1f |\n", budget, mt, (double)agree / N, kl / N,
-                   isnan(recall) ? "-" : (snprintf(bbuf + 200, 40, "%.3f", recall), bbuf + 200),
-                   st.fetch_bytes / 1024.0 / N, in_time, st.stall_s * 1e3 / N, st.device_bytes_peak / 1048576.0);
-            fflush(stdout);
-            if (jf)
-                fprintf(jf, "%s{\"budget\": %d, \"predict\": \"%s\", \"top1_agreement\": %.5f, \"mean_kl\": %.6f, "
-                            "\"recall\": %.5f, \"fetch_bytes_per_step\": %.1f, \"resident_in_time\": %.5f, "
-                            "\"stall_ms_per_step\": %.4f, \"device_bytes_peak\": %zu}",
-                        first_run ? "" : ", ", budget, mt, (double)agree / N, kl / N, isnan(recall) ? -1.0 : recall,
-                        (double)st.fetch_bytes / N, isnan(in_time) ? -1.0 : in_time, st.stall_s * 1e3 / N,
-                        st.device_bytes_peak);
-            first_run = 0;
-            okv_engine_free(e);
-        }
+    for (int i = 0; i < n_cfgs; i++) {
+        const struct okv_eval_fid_cell *c = &cells[i];
+        char recall[32] = "-", in_time[32] = "-";   /* the oracle's fetches are synchronous: no in-time share */
+        if (c->recall >= 0)
+            snprintf(recall, sizeof recall, "%.3f", c->recall);
+        if (c->cfg.predict != OKV_PREDICT_ORACLE)
+            snprintf(in_time, sizeof in_time, "%.3f", c->resident_in_time);
+        printf("| %d | %s | %.3f | %.4f | %s | %.1f | %s | %.3f | %.1f |\n", c->cfg.kv_budget, mode_names[i], c->top1,
+               c->mean_kl, recall, c->fetch_kib_per_step, in_time, c->stall_ms_per_step,
+               c->device_bytes_peak / 1048576.0);
+        if (jf)
+            fprintf(jf, "%s{\"budget\": %d, \"predict\": \"%s\", \"top1_agreement\": %.5f, \"mean_kl\": %.6f, "
+                        "\"recall\": %.5f, \"fetch_bytes_per_step\": %.1f, \"resident_in_time\": %.5f, "
+                        "\"stall_ms_per_step\": %.4f, \"device_bytes_peak\": %zu}",
+                    i ? ", " : "", c->cfg.kv_budget, mode_names[i], c->top1, c->mean_kl, c->recall,
+                    c->fetch_kib_per_step * 1024.0, c->resident_in_time, c->stall_ms_per_step, c->device_bytes_peak);
     }
     if (jf) {
         fprintf(jf, "]}\n");
         fclose(jf);
     }
-    free(ref_lp);
-    free(logits);
-    free(lp);
-    free(dense_tok);
-    free(hist);
+    free(cells);
     free(text);
     okv_free(ids);
     okv_backend_free(be);

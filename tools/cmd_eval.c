@@ -352,7 +352,7 @@ int cmd_eval(int argc, char **argv)
             if (n_cfgs == (int)(sizeof cfgs / sizeof cfgs[0]))
                 cli_die("eval: too many configurations");
             cfgs[n_cfgs++] = (struct okv_eval_config){budget, budget ? pm[k] : OKV_PREDICT_CURRENT, dense_layers,
-                                                      draft, spec_tokens};
+                                                      draft, spec_tokens, 0};
         }
     }
     if (!o.model_path)

@@ -128,6 +128,7 @@ struct okv_eval_config {
     const char *draft;        /* speculative decoding: "ngram", "self", "model:PATH"; NULL: none, except that
                                  lookahead without a drafter drafts by n-gram (okv_eval_run_params.lookahead_draft) */
     int spec_tokens;          /* 0: 4 */
+    float cache_factor;       /* device units per selected block; 0: 1 (okv_engine_params.cache_factor) */
 };
 
 /* The result of one configuration over the samples. */
@@ -182,6 +183,8 @@ struct okv_eval_fid_cell {
     double recall;            /* prediction recall against the step's true queries; -1 when not measured */
     double fetch_kib_per_step;
     double resident_in_time;
+    double stall_ms_per_step;
+    size_t device_bytes_peak;
     double seconds;
 };
 /* The text of the evaluation's long real-text prompt (the licenses, held out), okv_malloc'd. */

@@ -36,7 +36,8 @@ static enum okv_status make_engine(const struct okv_model *m, okv_backend *be, c
 {
     struct okv_engine_params ep = {.block_size = EVAL_BLOCK, .max_ctx = max_ctx, .max_batch_tokens = chunk,
                                    .kv_budget = cfg->kv_budget, .dense_layers = cfg->dense_layers,
-                                   .predict = cfg->predict, .track_recall = track_recall};
+                                   .predict = cfg->predict, .track_recall = track_recall,
+                                   .cache_factor = cfg->cache_factor};
     int blocks = (max_ctx + EVAL_BLOCK - 1) / EVAL_BLOCK + 1;
     if (cfg->kv_budget == 0)
         ep.kv_slots = blocks;
@@ -336,6 +337,8 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
         cell->recall = es.recall_total ? (double)es.recall_hits / (double)es.recall_total : -1;
         cell->fetch_kib_per_step = (double)es.fetch_bytes / 1024.0 / steps;
         cell->resident_in_time = es.units_selected ? (double)es.units_in_time / (double)es.units_selected : 1.0;
+        cell->stall_ms_per_step = es.stall_s * 1e3 / steps;
+        cell->device_bytes_peak = es.device_bytes_peak;
         cell->seconds = okv_now() - tc;
         okv_drafter_free(dr);
         okv_engine_free(e);
