@@ -136,6 +136,11 @@ struct okv_batch {
  * OKV_ERR_CONTEXT when a sequence would pass max_ctx; the state is unchanged then. */
 enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits);
 
+/* Append n tokens to one sequence in forwards of at most chunk rows (<= 0: the
+ * engine's max batch); logits receives the last token's row. On error the chunks
+ * already run stay in the sequence. */
+enum okv_status okv_engine_prefill(okv_engine *e, int seq, const int32_t *tokens, int n, int chunk, float *logits);
+
 /* As okv_engine_forward, but the rows that want logits are sampled on the backend
  * (no logits cross to the host unless logits is not NULL): params[i] and u[i] (a
  * uniform number in [0, 1) from the sequence's generator; see okv_sample_u) for the

@@ -105,15 +105,10 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
 
     /* KV tiers */
     const int bsz = prm.block_size, nkv = c->n_kv_heads;
-    size_t unit_bytes = 0;
-    {   /* the backend's bytes per unit, from a one-slot probe */
-        struct okv_kv_geometry pg = {.n_layers = 1, .n_group_slots = 1, .block_size = prm.block_size,
-                                     .n_kv_heads = nkv, .head_dim = c->head_dim};
-        okv_bkv *probe = NULL;
-        if ((st = be->ops->kv_alloc(be, &pg, &probe)) != OKV_OK)
-            goto fail;
-        unit_bytes = be->ops->kv_unit_bytes(probe);
-        be->ops->kv_free(be, probe);
+    const size_t unit_bytes = okv_engine_unit_bytes(be, c, prm.block_size);
+    if (!unit_bytes) {
+        st = OKV_ERR_BACKEND;   /* the backend's message is set */
+        goto fail;
     }
     const int ctx_blocks = (prm.max_ctx + bsz - 1) / bsz;
     const bool sparse = prm.kv_budget > 0 && !prm.streaming;
@@ -529,4 +524,25 @@ size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, 
     size_t b = be->ops->kv_unit_bytes(probe);
     be->ops->kv_free(be, probe);
     return b;
+}
+
+enum okv_status okv_engine_prefill(okv_engine *e, int seq, const int32_t *tokens, int n, int chunk, float *logits)
+{
+    if (chunk <= 0 || chunk > e->max_batch)
+        chunk = e->max_batch;
+    int32_t *seqs = okv_malloc(sizeof(int32_t) * (size_t)chunk, OKV_TAG_ENGINE);
+    uint8_t *want = okv_calloc((size_t)chunk, 1, OKV_TAG_ENGINE);
+    enum okv_status st = seqs && want ? OKV_OK : okv_set_error(OKV_ERR_NO_MEMORY, "prefill: out of memory");
+    for (int i = 0; st == OKV_OK && i < chunk; i++)
+        seqs[i] = seq;
+    for (int at = 0; st == OKV_OK && at < n; at += chunk) {
+        int k = n - at < chunk ? n - at : chunk;
+        want[k - 1] = at + k == n;
+        struct okv_batch b = {k, tokens + at, seqs, want, NULL};
+        st = okv_engine_forward(e, &b, logits);
+        want[k - 1] = 0;
+    }
+    okv_free(seqs);
+    okv_free(want);
+    return st;
 }

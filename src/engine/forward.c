@@ -447,7 +447,7 @@ static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bo
         bool multi = false;
         for (int i = 0; i < n_inl; i++)
             multi |= inl[i].n_rows > 1;
-        st = multi && e->sel_k[layer] <= 1024 ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl);
+        st = multi ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl);
         if (st != OKV_OK || (st = install_many(e, layer, inl, n_inl)) != OKV_OK)
             goto out;
         for (int i = 0; i < n_inl; i++)
@@ -499,6 +499,8 @@ out:
 static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n)
 {
     const int nkv = e->cfg.n_kv_heads;
+    if (e->sel_k[layer] > 1024)   /* a dense layer selects every block: nothing to share out */
+        return select_many(e, layer, items, n);
     struct sel_item *own = okv_malloc(sizeof *own * (size_t)n, OKV_TAG_ENGINE);
     int total = 0;
     for (int i = 0; i < n; i++)
@@ -566,7 +568,7 @@ static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, i
         rows_at += nr;
     }
     enum okv_status st = OKV_OK;
-    if (n && drafts && e->sel_k[layer] <= 1024) {
+    if (n && drafts) {
         if ((st = merge_lookahead(e, layer, items, n)) == OKV_OK)
             st = install_many(e, layer, items, n);
     } else if (n && e->be->ops->select_blocks_async) {

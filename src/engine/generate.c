@@ -251,16 +251,9 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
 
     int seq = -1;
     float *logits = okv_malloc(sizeof(float) * (size_t)vocab * 2, OKV_TAG_ENGINE);
-    int32_t *rows_seq = NULL;
-    uint8_t *want = NULL;
     struct gen_out g = {.tok = tok, .p = p, .cb = cb, .user = user, .res = res, .max_new = max_new};
     res->tokens = okv_malloc(sizeof(int32_t) * (size_t)max_new, OKV_TAG_ENGINE);
-    int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : okv_engine_max_batch_tokens(e);
-    if (chunk > okv_engine_max_batch_tokens(e))
-        chunk = okv_engine_max_batch_tokens(e);
-    rows_seq = okv_malloc(sizeof(int32_t) * (size_t)chunk, OKV_TAG_ENGINE);
-    want = okv_calloc((size_t)chunk, 1, OKV_TAG_ENGINE);
-    if (!logits || !res->tokens || !rows_seq || !want) {
+    if (!logits || !res->tokens) {
         st = okv_set_error(OKV_ERR_NO_MEMORY, "generate: out of memory");
         goto done;
     }
@@ -270,17 +263,8 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
 
     /* prefill in chunks; logits of the last prompt token only */
     double t0 = okv_now();
-    for (int at = 0; at < n_prompt; at += chunk) {
-        int n = n_prompt - at < chunk ? n_prompt - at : chunk;
-        for (int i = 0; i < n; i++) {
-            rows_seq[i] = seq;
-            want[i] = 0;
-        }
-        want[n - 1] = at + n == n_prompt;
-        struct okv_batch b = {n, prompt + at, rows_seq, want, NULL};
-        if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
-            goto done;
-    }
+    if ((st = okv_engine_prefill(e, seq, prompt, n_prompt, p->prefill_chunk, logits)) != OKV_OK)
+        goto done;
     double t1 = okv_now();
     res->prefill_s = t1 - t0;
 
@@ -311,8 +295,6 @@ done:
     if (p->drafter)
         okv_drafter_reset(p->drafter);
     okv_free(logits);
-    okv_free(rows_seq);
-    okv_free(want);
     okv_free(g.text.s);
     if (st != OKV_OK)
         okv_gen_result_free(res);

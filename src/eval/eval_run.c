@@ -211,27 +211,6 @@ done:
 
 /* ---- teacher-forced fidelity ---- */
 
-static enum okv_status prefill(okv_engine *e, int seq, const int32_t *ids, int n, int chunk, float *logits)
-{
-    int32_t *seqs = okv_malloc(sizeof(int32_t) * (size_t)chunk, OKV_TAG_MISC);
-    uint8_t *want = okv_calloc((size_t)chunk, 1, OKV_TAG_MISC);
-    enum okv_status st = OKV_OK;
-    if (!seqs || !want)
-        st = okv_set_error(OKV_ERR_NO_MEMORY, "eval: out of memory");
-    for (int i = 0; st == OKV_OK && i < chunk; i++)
-        seqs[i] = seq;
-    for (int at = 0; st == OKV_OK && at < n; at += chunk) {
-        int k = n - at < chunk ? n - at : chunk;
-        memset(want, 0, (size_t)chunk);
-        want[k - 1] = at + k == n;
-        struct okv_batch b = {k, ids + at, seqs, want, NULL};
-        st = okv_engine_forward(e, &b, logits);
-    }
-    okv_free(seqs);
-    okv_free(want);
-    return st;
-}
-
 enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, const int32_t *prompt, int n_prompt,
                                   int steps, const struct okv_eval_config *cfgs, int n_cfgs, bool track_recall,
                                   okv_eval_progress_fn prog, void *user, struct okv_eval_fid_cell *out)
@@ -258,7 +237,7 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
     double t0 = okv_now();
     int seq;
     if ((st = make_engine(m, be, &dense, ctx, chunk, false, &e)) != OKV_OK ||
-        (st = okv_engine_seq_create(e, &seq)) != OKV_OK || (st = prefill(e, seq, prompt, n_prompt, chunk, logits)) != OKV_OK)
+        (st = okv_engine_seq_create(e, &seq)) != OKV_OK || (st = okv_engine_prefill(e, seq, prompt, n_prompt, chunk, logits)) != OKV_OK)
         goto done;
     for (int s = 0; s < steps; s++) {
         okv_log_softmax(logits, V, ref_lp + (size_t)s * V);
@@ -286,7 +265,7 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
         if ((st = make_engine(m, be, cfg, ctx, chunk, recall, &e)) != OKV_OK ||
             (st = make_drafter(m, be, cfg, NULL, ctx, chunk, &dr)) != OKV_OK ||
             (st = okv_engine_seq_create(e, &seq)) != OKV_OK ||
-            (st = prefill(e, seq, prompt, n_prompt, chunk, logits)) != OKV_OK) {
+            (st = okv_engine_prefill(e, seq, prompt, n_prompt, chunk, logits)) != OKV_OK) {
             okv_drafter_free(dr);
             goto done;
         }
