@@ -48,6 +48,54 @@ static void compute_inv_freq(const struct okv_model_config *c, float *inv_freq)
 #define ALLOC_HOST(field, n) \
     do { if (!(e->field = okv_calloc((size_t)(n), sizeof *e->field, OKV_TAG_ENGINE))) { st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory"); goto fail; } } while (0)
 
+/* The defaults of the parameters the caller left at 0 (creation and estimates). */
+static void fill_defaults(const struct okv_model_config *c, struct okv_engine_params *p)
+{
+    if (p->block_size <= 0)
+        p->block_size = 16;
+    if (p->max_batch_tokens <= 0)
+        p->max_batch_tokens = 512;
+    if (p->max_seqs <= 0)
+        p->max_seqs = 1;
+    if (p->max_ctx <= 0)
+        p->max_ctx = c->max_ctx > 0 ? c->max_ctx : 4096;
+    if (p->kv_budget > 0 && !p->streaming) {
+        if (p->sink_blocks <= 0)
+            p->sink_blocks = 1;
+        if (p->window_blocks <= 0)
+            p->window_blocks = 4;
+        if (p->cache_factor < 1.0f)
+            p->cache_factor = 1.0f;
+    }
+}
+
+/* The sizes of a sparse engine's tiers (params after fill_defaults; sel_k > 0):
+ * blocks selected and units cached per (sequence, layer) (sel_k[l], quota[l],
+ * arrays of n_layers), and the group slots, host blocks and staging of g. */
+static void sparse_plan(const struct okv_model_config *c, const struct okv_engine_params *p, int sel_k_sparse,
+                        int dense_upto, int32_t *sel_k, int32_t *quota, struct okv_kv_geometry *g)
+{
+    const int bsz = p->block_size, nkv = c->n_kv_heads;
+    const int ctx_blocks = (p->max_ctx + bsz - 1) / bsz;
+    int k_dense = ctx_blocks - p->sink_blocks - p->window_blocks;
+    if (k_dense < sel_k_sparse)
+        k_dense = sel_k_sparse;
+    for (int l = 0; l < c->n_layers; l++) {
+        sel_k[l] = l < p->dense_layers ? k_dense : sel_k_sparse;
+        int cached = l < p->dense_layers ? k_dense : (int)((float)sel_k_sparse * p->cache_factor);
+        if (cached > k_dense)
+            cached = k_dense > sel_k[l] ? k_dense : sel_k[l];
+        quota[l] = cached * nkv;
+    }
+    /* group slots: a sequence within dense_upto keeps all its blocks (the dense fast
+     * path); past it, sinks, window and the block being filled. Plus the blocks of
+     * one prefill chunk. */
+    g->n_group_slots = p->kv_slots > 0 ? p->kv_slots
+                                       : p->max_seqs * (dense_upto / bsz + 2) + (p->max_batch_tokens + bsz - 1) / bsz + 1;
+    g->n_host_blocks = p->host_blocks > 0 ? p->host_blocks : p->max_seqs * ctx_blocks;
+    g->n_stage_units = ctx_blocks * nkv;
+}
+
 enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, const struct okv_engine_params *p,
                                   okv_engine **out)
 {
@@ -55,14 +103,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     enum okv_status st;
     const struct okv_model_config *c = &m->cfg;
     struct okv_engine_params prm = p ? *p : (struct okv_engine_params){0};
-    if (prm.block_size <= 0)
-        prm.block_size = 16;
-    if (prm.max_batch_tokens <= 0)
-        prm.max_batch_tokens = 512;
-    if (prm.max_seqs <= 0)
-        prm.max_seqs = 1;
-    if (prm.max_ctx <= 0)
-        prm.max_ctx = c->max_ctx > 0 ? c->max_ctx : 4096;
+    fill_defaults(c, &prm);
     if (prm.block_size > 256 || (prm.block_size & (prm.block_size - 1)))
         return okv_set_error(OKV_ERR_INVALID_ARG, "block size %d: must be a power of two up to 256", prm.block_size);
     if (c->head_dim % 2 || c->head_dim > 512 || c->n_heads % c->n_kv_heads)
@@ -127,10 +168,6 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     int32_t *quota = NULL;
     struct okv_kv_geometry g = {.n_layers = c->n_layers, .block_size = bsz, .n_kv_heads = nkv, .head_dim = c->head_dim};
     if (sparse) {
-        if (prm.sink_blocks <= 0)
-            prm.sink_blocks = 1;
-        if (prm.window_blocks <= 0)
-            prm.window_blocks = 4;
         if (prm.dense_layers < 0 || prm.dense_layers > c->n_layers) {
             st = okv_set_error(OKV_ERR_INVALID_ARG, "dense layers %d: the model has %d layers", prm.dense_layers, c->n_layers);
             goto fail;
@@ -143,27 +180,14 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
                                prm.kv_budget, prm.sink_blocks, prm.window_blocks, bsz);
             goto fail;
         }
-        if (!(quota = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE))) {
-            st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-            goto fail;
-        }
-        int k_dense = ctx_blocks - prm.sink_blocks - prm.window_blocks;
-        if (k_dense < e->sel_k_sparse)
-            k_dense = e->sel_k_sparse;
-        if (prm.cache_factor < 1.0f)
-            prm.cache_factor = 1.0f;
-        if (!(e->sel_k = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE))) {
+        quota = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE);
+        e->sel_k = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE);
+        if (!quota || !e->sel_k) {
             okv_free(quota);
             st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
             goto fail;
         }
-        for (int l = 0; l < c->n_layers; l++) {
-            e->sel_k[l] = l < prm.dense_layers ? k_dense : e->sel_k_sparse;
-            int cached = l < prm.dense_layers ? k_dense : (int)((float)e->sel_k_sparse * prm.cache_factor);
-            if (cached > k_dense)
-                cached = k_dense > e->sel_k[l] ? k_dense : e->sel_k[l];
-            quota[l] = cached * nkv;
-        }
+        sparse_plan(c, &prm, e->sel_k_sparse, e->dense_upto, e->sel_k, quota, &g);
         int32_t *units = okv_malloc(sizeof(int32_t) * (size_t)c->n_layers, OKV_TAG_ENGINE);
         if (!units) {
             okv_free(quota);
@@ -172,14 +196,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         }
         for (int l = 0; l < c->n_layers; l++)
             units[l] = quota[l] * prm.max_seqs;
-        /* group slots: a sequence within its budget keeps all its blocks (the dense
-         * fast path); past it, sinks, window and the block being filled. Plus the
-         * blocks of one prefill chunk. */
-        g.n_group_slots = prm.kv_slots > 0 ? prm.kv_slots
-                                           : prm.max_seqs * (e->dense_upto / bsz + 2) + (prm.max_batch_tokens + bsz - 1) / bsz + 1;
         g.layer_sparse_units = units;
-        g.n_host_blocks = prm.host_blocks > 0 ? prm.host_blocks : prm.max_seqs * ctx_blocks;
-        g.n_stage_units = ctx_blocks * nkv;
         st = okv_kv_cache_create(be, &g, &e->kv);
         okv_free(units);
         if (st == OKV_OK) {
@@ -492,26 +509,30 @@ enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64
 
 size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t unit_bytes, const struct okv_engine_params *p)
 {
-    const int bsz = p->block_size > 0 ? p->block_size : 16, nkv = c->n_kv_heads, L = c->n_layers;
-    const int max_ctx = p->max_ctx > 0 ? p->max_ctx : c->max_ctx, seqs = p->max_seqs > 0 ? p->max_seqs : 1;
-    const int chunk = p->max_batch_tokens > 0 ? p->max_batch_tokens : 512;
-    const int ctx_blocks = (max_ctx + bsz - 1) / bsz;
-    if (p->kv_budget <= 0)
-        return (size_t)(p->kv_slots > 0 ? p->kv_slots : seqs * ctx_blocks) * nkv * L * unit_bytes;
-    int sink = p->sink_blocks > 0 ? p->sink_blocks : 1, win = p->window_blocks > 0 ? p->window_blocks : 4;
-    int k = p->kv_budget / bsz - sink - win;
-    if (k < 1)
-        k = 1;
-    int k_dense = ctx_blocks - sink - win > k ? ctx_blocks - sink - win : k;
-    int dense_upto = p->tight_device ? (sink + win) * bsz : p->kv_budget;
-    size_t group = (size_t)(p->kv_slots > 0 ? p->kv_slots : seqs * (dense_upto / bsz + 2) + (chunk + bsz - 1) / bsz + 1);
-    size_t quota = 0;
-    float f = p->cache_factor >= 1.0f ? p->cache_factor : 1.0f;
+    struct okv_engine_params prm = *p;
+    fill_defaults(c, &prm);
+    const int bsz = prm.block_size, nkv = c->n_kv_heads, L = c->n_layers;
+    const int ctx_blocks = (prm.max_ctx + bsz - 1) / bsz;
+    if (prm.kv_budget <= 0)
+        return (size_t)(prm.kv_slots > 0 ? prm.kv_slots : prm.max_seqs * ctx_blocks) * nkv * L * unit_bytes;
+    int k = prm.kv_budget / bsz - prm.sink_blocks - prm.window_blocks;
+    int dense_upto = prm.tight_device ? (prm.sink_blocks + prm.window_blocks) * bsz : prm.kv_budget;
+    int32_t *sel_k = okv_malloc(sizeof(int32_t) * (size_t)L, OKV_TAG_ENGINE);
+    int32_t *quota = okv_malloc(sizeof(int32_t) * (size_t)L, OKV_TAG_ENGINE);
+    if (!sel_k || !quota) {
+        okv_free(sel_k);
+        okv_free(quota);
+        return SIZE_MAX;
+    }
+    struct okv_kv_geometry g = {0};
+    sparse_plan(c, &prm, k < 1 ? 1 : k, dense_upto, sel_k, quota, &g);
+    size_t quota_units = 0;
     for (int l = 0; l < L; l++)
-        quota += (size_t)(l < p->dense_layers ? k_dense : (int)((float)k * f)) * nkv;
-    size_t host = (size_t)(p->host_blocks > 0 ? p->host_blocks : seqs * ctx_blocks);
-    size_t stage = 2 * (size_t)ctx_blocks * nkv;
-    return (group * nkv * L + quota * seqs + stage) * unit_bytes + host * L * nkv * 2 * (size_t)c->head_dim * sizeof(float);
+        quota_units += (size_t)quota[l];
+    okv_free(sel_k);
+    okv_free(quota);
+    return ((size_t)g.n_group_slots * nkv * L + quota_units * prm.max_seqs + 2 * (size_t)g.n_stage_units) * unit_bytes +
+           (size_t)g.n_host_blocks * L * nkv * 2 * (size_t)c->head_dim * sizeof(float);
 }
 
 size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)
