@@ -90,7 +90,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_sparse: %s has only %zu tokens (asked %d)\n", text_path, n_ids, P);
         return 1;
     }
-    struct okv_backend_params bp = {threads};
+    struct okv_backend_params bp = {.n_threads = threads};
     okv_backend *be = NULL;
     if (okv_backend_create(device, &bp, &be) != OKV_OK)
         die("backend");

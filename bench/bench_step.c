@@ -68,7 +68,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_step: %s\n", okv_last_error());
         return 1;
     }
-    struct okv_backend_params bp = {threads};
+    struct okv_backend_params bp = {.n_threads = threads};
     okv_backend *be = NULL;
     if (okv_backend_create(device, &bp, &be) != OKV_OK) {
         fprintf(stderr, "bench_step: %s\n", okv_last_error());

@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         }
     }
     okv_backend *be = NULL;
-    struct okv_backend_params bp = {0};
+    struct okv_backend_params bp = {.n_threads = 0};
     if (okv_backend_create("cuda", &bp, &be) != OKV_OK)
         die("backend");
     const struct okv_backend_ops *o = be->ops;

@@ -43,7 +43,7 @@ int main(int argc, char **argv)
             calls = atoi(argv[i + 1]);
     }
     okv_backend *be = NULL;
-    struct okv_backend_params bp = {0};
+    struct okv_backend_params bp = {.n_threads = 0};
     if (okv_backend_create("cuda", &bp, &be) != OKV_OK)
         die("backend");
     const struct okv_backend_ops *o = be->ops;

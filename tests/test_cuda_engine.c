@@ -291,7 +291,7 @@ int main(void)
         return 1;
     }
     okv_backend *cpu = NULL, *gpu = NULL;
-    struct okv_backend_params bp = {4};
+    struct okv_backend_params bp = {.n_threads = 4};
     if (okv_backend_cpu_create(&bp, &cpu) != OKV_OK || okv_backend_create("cuda", &bp, &gpu) != OKV_OK) {
         fprintf(stderr, "backend: %s\n", okv_last_error());
         return 1;

@@ -1018,7 +1018,7 @@ int main(void)
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
     rng_state = seed ? seed : 88172645463325252ull;
     printf("test_cuda_ops: seed %llu (OKV_TEST_SEED repeats it)\n", (unsigned long long)seed);
-    struct okv_backend_params bp = {4};
+    struct okv_backend_params bp = {.n_threads = 4};
     if (okv_backend_cpu_create(&bp, &cpu) != OKV_OK || okv_backend_create("cuda", &bp, &gpu) != OKV_OK) {
         fprintf(stderr, "backend: %s\n", okv_last_error());
         return 1;

@@ -180,7 +180,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
 int main(void)
 {
     okv_backend *be = NULL;
-    struct okv_backend_params bp = {2};
+    struct okv_backend_params bp = {.n_threads = 2};
     if (okv_backend_cpu_create(&bp, &be) != OKV_OK)
         return 1;
     test_arch(OKV_ARCH_LLAMA, be);

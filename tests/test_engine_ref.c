@@ -150,7 +150,7 @@ int main(void)
         return 1;
     }
     okv_backend *be = NULL;
-    struct okv_backend_params bp = {2};
+    struct okv_backend_params bp = {.n_threads = 2};
     if (okv_backend_cpu_create(&bp, &be) != OKV_OK)
         return 1;
     int n_models = 0;

@@ -281,7 +281,7 @@ static void test_end_to_end(void)
         CHECK(0, "load %s: %s", path, okv_last_error());
         goto done;
     }
-    struct okv_backend_params bp = {2};
+    struct okv_backend_params bp = {.n_threads = 2};
     CHECK(okv_backend_create("cpu", &bp, &be) == OKV_OK, "backend");
     CHECK(okv_eval_ctx_create(tok, &c) == OKV_OK, "ctx: %s", okv_last_error());
     if (!be || !c)

@@ -60,7 +60,7 @@ static void run(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int cou
 int main(void)
 {
     okv_backend *be = NULL;
-    struct okv_backend_params bp = {2};
+    struct okv_backend_params bp = {.n_threads = 2};
     if (okv_backend_cpu_create(&bp, &be) != OKV_OK)
         return 1;
     struct synth_model sm;

@@ -385,7 +385,7 @@ static void test_errors(okv_backend *be)
 int main(void)
 {
     okv_backend *be = NULL;
-    struct okv_backend_params bp = {1};
+    struct okv_backend_params bp = {.n_threads = 1};
     if (okv_backend_cpu_create(&bp, &be) != OKV_OK)
         return 1;
     test_errors(be);

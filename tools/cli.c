@@ -1,4 +1,7 @@
 #include "cli.h"
+
+#include "oasiskv/backend.h"
+#include "oasiskv/tp.h"
 #include "oasiskv/gguf.h"
 
 #include <errno.h>
@@ -208,4 +211,14 @@ void cli_json_str(FILE *f, const char *s, size_t len)
         }
     }
     fputc('"', f);
+}
+
+struct okv_backend *cli_backend(const char *device, int threads, int tp, const struct okv_model_config *cfg)
+{
+    struct okv_backend_params bp = {.n_threads = threads};
+    okv_backend *be = NULL;
+    enum okv_status st = tp > 1 ? okv_backend_create_tp(device, &bp, tp, cfg, &be) : okv_backend_create(device, &bp, &be);
+    if (st != OKV_OK)
+        cli_die("%s", okv_last_error());
+    return be;
 }

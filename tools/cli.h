@@ -34,6 +34,11 @@ okv_tokenizer *cli_load_tokenizer(const char *path);
 /* Parses a --load-format value: "auto" (false) or "dummy" (true); dies otherwise. */
 bool cli_load_format_arg(const char *v);
 
+/* The backend of --device and --tensor-parallel-size (tp > 1: the tensor-parallel
+ * backend over tp ranks, GPUs 0..tp-1); dies with the library's message. */
+struct okv_backend;
+struct okv_backend *cli_backend(const char *device, int threads, int tp, const struct okv_model_config *cfg);
+
 /* Print s as a JSON string literal (with quotes). */
 void cli_json_str(FILE *f, const char *s, size_t len);
 

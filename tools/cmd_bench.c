@@ -673,6 +673,7 @@ static const char *tput_help =
     "  --kv-pool-gb G               device KV pool (default: enough for every running request, at most 2 GiB)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
     "  --device NAME                cpu or cuda (default cpu)\n"
+    "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
     "  --seed S                     random seed (default 0)\n";
 
 struct tput_ctx {
@@ -690,6 +691,7 @@ static void tput_finish(void *user, const struct okv_sched_result *r)
 static int bench_throughput(int argc, char **argv)
 {
     const char *model_path = NULL, *device = "cpu";
+    int tp = 1;
     int n = 64, in_len = 128, out_len = 128, max_seqs = 0, max_batched = 512, threads = 0, kv_budget = 0;
     double pool_gb = 0;
     uint64_t seed = 0;
@@ -717,6 +719,8 @@ static int bench_throughput(int argc, char **argv)
             pool_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 4096);
         } else if (!strcmp(a, "--threads")) {
             threads = cli_int(a, cli_value(argc, argv, &i), 1, 256);
+        } else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) {
+            tp = cli_int(a, cli_value(argc, argv, &i), 1, 16);
         } else if (!strcmp(a, "--device")) {
             device = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--seed")) {
@@ -737,7 +741,9 @@ static int bench_throughput(int argc, char **argv)
     int max_ctx = cfg->max_ctx > 0 ? cfg->max_ctx : 4096;
     if (in_len + out_len > max_ctx)
         cli_die("--input-len %d + --output-len %d exceed the context length %d", in_len, out_len, max_ctx);
-    size_t slot_bytes = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads * 2 * (size_t)block * (size_t)cfg->head_dim * sizeof(float);
+    /* per device: with tensor parallelism a device holds some of the KV heads */
+    int dev_heads = cfg->n_kv_heads >= tp ? cfg->n_kv_heads / tp : 1;
+    size_t slot_bytes = (size_t)cfg->n_layers * (size_t)dev_heads * 2 * (size_t)block * (size_t)cfg->head_dim * sizeof(float);
     int per_req = (in_len + out_len + block - 1) / block;
     long slots = pool_gb > 0 ? (long)(pool_gb * (double)(1ull << 30) / (double)slot_bytes) : (long)max_seqs * per_req;
     long cap = (long)(((size_t)2 << 30) / slot_bytes);
@@ -747,10 +753,7 @@ static int bench_throughput(int argc, char **argv)
         cli_die("the KV pool (%ld blocks) cannot hold one request (%d blocks): raise --kv-pool-gb", slots, per_req);
 
     enum okv_status st;
-    struct okv_backend_params bp = {threads};
-    okv_backend *be = NULL;
-    if ((st = okv_backend_create(device, &bp, &be)) != OKV_OK)
-        cli_die("%s", okv_last_error());
+    okv_backend *be = cli_backend(device, threads, tp, cfg);
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget};
     okv_engine *e = NULL;

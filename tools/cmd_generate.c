@@ -25,6 +25,7 @@ static const char *help =
     "  --system TEXT          system message for --chat\n"
     "  --threads N            CPU threads (default: all cores)\n"
     "  --device NAME          cpu or cuda (default cpu)\n"
+    "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
     "  --ctx N                context length to serve (default: the model's)\n"
     "  --block-size N         KV block size in tokens (default 16)\n"
     "  --prefill-chunk N      prompt tokens per forward pass (default 512)\n"
@@ -59,6 +60,7 @@ static bool on_token(void *user, int32_t token, const char *text, size_t len)
 int cmd_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *prompt_ids = NULL, *system = NULL, *device = "cpu";
+    int tp = 1;
     struct okv_gen_params gp = {.max_tokens = 128, .sampling = {0.8f, 40, 0.95f, 0}};
     bool seed_set = false, chat = false, json = false;
     int threads = 0, ctx = 0, block = 16, chunk = 512;
@@ -107,6 +109,8 @@ int cmd_generate(int argc, char **argv)
             system = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--threads")) {
             threads = cli_int(a, cli_value(argc, argv, &i), 1, 256);
+        } else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) {
+            tp = cli_int(a, cli_value(argc, argv, &i), 1, 16);
         } else if (!strcmp(a, "--device")) {
             device = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--ctx")) {
@@ -203,10 +207,7 @@ int cmd_generate(int argc, char **argv)
         cli_die("the prompt has %zu tokens; the context length is %d (it must leave room for at least one generated token)",
                 n_ids, max_ctx);
 
-    struct okv_backend_params bp = {threads};
-    okv_backend *be = NULL;
-    if ((st = okv_backend_create(device, &bp, &be)) != OKV_OK)
-        cli_die("%s", okv_last_error());
+    okv_backend *be = cli_backend(device, threads, tp, &m->cfg);
     int need = (int)n_ids + gp.max_tokens;
     if (need > max_ctx)
         need = max_ctx;

@@ -34,6 +34,7 @@ static const char *help =
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
     "  --device NAME                cpu or cuda (default cpu)\n"
+    "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
     "  -v, --verbose                log requests and scheduler events\n";
 
 static int sig_pipe[2] = {-1, -1};
@@ -62,6 +63,7 @@ static char *base_name(const char *path)
 int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = "cpu";
+    int tp = 1;
     const char *draft = NULL, *tok_path = NULL;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
@@ -116,6 +118,8 @@ int cmd_serve(int argc, char **argv)
             block = cli_int(a, cli_value(argc, argv, &i), 1, 256);
         } else if (!strcmp(a, "--threads")) {
             threads = cli_int(a, cli_value(argc, argv, &i), 1, 256);
+        } else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) {
+            tp = cli_int(a, cli_value(argc, argv, &i), 1, 16);
         } else if (!strcmp(a, "--device")) {
             device = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
@@ -183,10 +187,7 @@ int cmd_serve(int argc, char **argv)
     }
 
     enum okv_status st;
-    struct okv_backend_params bp = {threads};
-    okv_backend *be = NULL;
-    if ((st = okv_backend_create(device, &bp, &be)) != OKV_OK)
-        cli_die("%s", okv_last_error());
+    okv_backend *be = cli_backend(device, threads, tp, cfg);
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
@@ -211,7 +212,10 @@ int cmd_serve(int argc, char **argv)
         ep.host_blocks = host_blocks;
         if (pool_gb > 0) {
             size_t limit = (size_t)(pool_gb * (double)(1ull << 30));
-            while (ep.max_seqs > 1 && okv_engine_estimate_device_bytes(cfg, ub, &ep) > limit) {
+            /* the pool is per device: with tensor parallelism a device holds some KV heads */
+            struct okv_model_config dev_cfg = *cfg;
+            dev_cfg.n_kv_heads = okv_backend_kv_heads_per_device(be, cfg->n_kv_heads);
+            while (ep.max_seqs > 1 && okv_engine_estimate_device_bytes(&dev_cfg, ub, &ep) > limit) {
                 ep.max_seqs--;
                 if (host_auto) {   /* the summaries of the host tier live on the device too */
                     double want = (double)ep.max_seqs * ctx_blocks;

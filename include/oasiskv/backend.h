@@ -194,6 +194,13 @@ struct okv_backend_ops {
                                  const struct okv_attn_blocks *blocks, int n_heads, float scale);
     /* Wait for all queued work (no-op on the CPU). */
     enum okv_status (*sync)(okv_backend *be);
+
+    /* Make this backend current for the calling thread (a GPU backend selects its
+     * device). NULL when there is nothing to do. One thread that drives several
+     * backends (tensor parallelism) calls it before each one's ops. */
+    enum okv_status (*bind)(okv_backend *be);
+    /* Ranks the model is sharded over (tensor parallelism); NULL: 1. */
+    int (*shards)(const okv_backend *be);
 };
 
 struct okv_backend {
@@ -203,6 +210,7 @@ struct okv_backend {
 
 struct okv_backend_params {
     int n_threads;      /* CPU threads; <= 0: all cores */
+    int device;         /* GPU index (CUDA) */
 };
 
 /* Create the CPU backend (threads + OpenBLAS). The caller owns *out (okv_backend_free). */
@@ -210,6 +218,12 @@ enum okv_status okv_backend_cpu_create(const struct okv_backend_params *p, okv_b
 /* Create a backend by name ("cpu", "cuda"); OKV_ERR_UNSUPPORTED when not built in. */
 enum okv_status okv_backend_create(const char *name, const struct okv_backend_params *p, okv_backend **out);
 void okv_backend_free(okv_backend *be);   /* NULL is fine */
+/* Ranks the backend shards the model over (1 unless tensor-parallel). */
+int okv_backend_shards(const okv_backend *be);
+/* KV heads each device holds of a model with n_kv_heads: n_kv_heads / ranks, or 1
+ * when KV heads are replicated (fewer KV heads than ranks). Device-memory sizing
+ * counts these. */
+int okv_backend_kv_heads_per_device(const okv_backend *be, int n_kv_heads);
 
 #ifdef __cplusplus
 }

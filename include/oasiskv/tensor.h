@@ -22,8 +22,25 @@ enum okv_dtype {
 #define OKV_TENSOR_MAX_DIMS 4
 #define OKV_TENSOR_NAME_MAX 128
 
+/* How a tensor-parallel backend splits a weight over its ranks (other backends
+ * ignore it). OUT_*: rows of the [out][in] matrix (and a bias's elements), so each
+ * rank computes a slice of the outputs; IN_*: columns, so each rank reads a slice of
+ * the inputs and the partial outputs are summed (all-reduce). Q: by query heads,
+ * KV: by KV heads (replicated when there are fewer KV heads than ranks), FFN: by the
+ * intermediate dimension, VOCAB: by vocabulary rows. */
+enum okv_shard {
+    OKV_SHARD_NONE = 0,   /* replicated */
+    OKV_SHARD_OUT_Q,
+    OKV_SHARD_OUT_KV,
+    OKV_SHARD_OUT_FFN,
+    OKV_SHARD_OUT_VOCAB,
+    OKV_SHARD_IN_Q,
+    OKV_SHARD_IN_FFN,
+};
+
 struct okv_tensor_view {
     char name[OKV_TENSOR_NAME_MAX];
+    enum okv_shard shard;              /* set by the engine before loading; files leave it NONE */
     enum okv_dtype dtype;
     int n_dims;
     int64_t ne[OKV_TENSOR_MAX_DIMS];  /* ne[0] innermost (row length); unused dims are 1 */

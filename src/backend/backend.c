@@ -27,3 +27,11 @@ void okv_backend_free(okv_backend *be)
     if (be)
         be->ops->destroy(be);
 }
+
+int okv_backend_shards(const okv_backend *be) { return be && be->ops->shards ? be->ops->shards(be) : 1; }
+
+int okv_backend_kv_heads_per_device(const okv_backend *be, int n_kv_heads)
+{
+    int n = okv_backend_shards(be);
+    return n_kv_heads >= n ? n_kv_heads / n : 1;
+}

@@ -8,12 +8,15 @@
 #include <math.h>
 #include <string.h>
 
-static enum okv_status load_w(struct okv_engine *e, const struct okv_tensor_view *t, okv_bweight **out)
+/* Load one weight; shard tells a tensor-parallel backend how to split it. */
+static enum okv_status load_w(struct okv_engine *e, const struct okv_tensor_view *t, enum okv_shard shard, okv_bweight **out)
 {
     *out = NULL;
     if (!t->data)
         return OKV_OK;
-    enum okv_status st = e->be->ops->weight_load(e->be, t, out);
+    struct okv_tensor_view v = *t;
+    v.shard = shard;
+    enum okv_status st = e->be->ops->weight_load(e->be, &v, out);
     if (st == OKV_OK)
         e->weight_bytes += e->be->ops->weight_bytes(*out);
     return st;
@@ -118,10 +121,13 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     e->max_ctx = prm.max_ctx;
     e->max_batch = prm.max_batch_tokens;
 
-    if ((st = load_w(e, &m->tok_embd, &e->tok_embd)) != OKV_OK || (st = load_w(e, &m->output_norm, &e->output_norm)) != OKV_OK)
+    if ((st = load_w(e, &m->tok_embd, OKV_SHARD_NONE, &e->tok_embd)) != OKV_OK ||
+        (st = load_w(e, &m->output_norm, OKV_SHARD_NONE, &e->output_norm)) != OKV_OK)
         goto fail;
-    if (m->output.data && m->output.data != m->tok_embd.data) {
-        if ((st = load_w(e, &m->output, &e->output)) != OKV_OK)
+    /* a tied LM head is the embedding, unless the backend splits the head by vocabulary */
+    const bool tied = !m->output.data || m->output.data == m->tok_embd.data;
+    if (!tied || okv_backend_shards(be) > 1) {
+        if ((st = load_w(e, tied ? &m->tok_embd : &m->output, OKV_SHARD_OUT_VOCAB, &e->output)) != OKV_OK)
             goto fail;
     } else {
         e->output = e->tok_embd;
@@ -130,14 +136,18 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     for (int l = 0; l < c->n_layers; l++) {
         const struct okv_layer_weights *lw = &m->layers[l];
         struct layer_w *w = &e->layers[l];
-        const struct { const struct okv_tensor_view *t; okv_bweight **w; } list[] = {
-            {&lw->attn_norm, &w->attn_norm}, {&lw->wq, &w->wq}, {&lw->wk, &w->wk}, {&lw->wv, &w->wv},
-            {&lw->wo, &w->wo}, {&lw->bq, &w->bq}, {&lw->bk, &w->bk}, {&lw->bv, &w->bv},
-            {&lw->q_norm, &w->q_norm}, {&lw->k_norm, &w->k_norm}, {&lw->ffn_norm, &w->ffn_norm},
-            {&lw->w_gate, &w->w_gate}, {&lw->w_up, &w->w_up}, {&lw->w_down, &w->w_down},
+        /* tensor parallelism: q/k/v and gate/up column-parallel, wo and w_down row-parallel */
+        const struct { const struct okv_tensor_view *t; enum okv_shard s; okv_bweight **w; } list[] = {
+            {&lw->attn_norm, OKV_SHARD_NONE, &w->attn_norm}, {&lw->wq, OKV_SHARD_OUT_Q, &w->wq},
+            {&lw->wk, OKV_SHARD_OUT_KV, &w->wk}, {&lw->wv, OKV_SHARD_OUT_KV, &w->wv},
+            {&lw->wo, OKV_SHARD_IN_Q, &w->wo}, {&lw->bq, OKV_SHARD_OUT_Q, &w->bq},
+            {&lw->bk, OKV_SHARD_OUT_KV, &w->bk}, {&lw->bv, OKV_SHARD_OUT_KV, &w->bv},
+            {&lw->q_norm, OKV_SHARD_NONE, &w->q_norm}, {&lw->k_norm, OKV_SHARD_NONE, &w->k_norm},
+            {&lw->ffn_norm, OKV_SHARD_NONE, &w->ffn_norm}, {&lw->w_gate, OKV_SHARD_OUT_FFN, &w->w_gate},
+            {&lw->w_up, OKV_SHARD_OUT_FFN, &w->w_up}, {&lw->w_down, OKV_SHARD_IN_FFN, &w->w_down},
         };
         for (size_t i = 0; i < sizeof list / sizeof list[0]; i++)
-            if ((st = load_w(e, list[i].t, list[i].w)) != OKV_OK)
+            if ((st = load_w(e, list[i].t, list[i].s, list[i].w)) != OKV_OK)
                 goto fail;
     }
 
@@ -214,7 +224,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     } else {
         g.n_group_slots = prm.kv_slots > 0 ? prm.kv_slots : prm.max_seqs * ctx_blocks;
         if (prm.device_bytes_limit > 0 && prm.kv_slots <= 0) {
-            size_t per_slot = unit_bytes * (size_t)nkv * (size_t)c->n_layers;
+            /* the limit is per device; with tensor parallelism a device holds some heads */
+            size_t per_slot = unit_bytes * (size_t)okv_backend_kv_heads_per_device(be, nkv) * (size_t)c->n_layers;
             g.n_group_slots = (int)(prm.device_bytes_limit / per_slot);
             if (g.n_group_slots < 1) {
                 st = okv_set_error(OKV_ERR_NO_KV_SPACE, "the device tier of %zu bytes cannot hold one KV block (%zu bytes)",

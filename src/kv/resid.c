@@ -244,24 +244,36 @@ int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k,
                 n_missing++;
             }
         }
-    /* 2: victims: units not stamped now, least recently used first */
-    int n_vict = 0;
-    for (int u = 0; u < q; u++)
-        if (L->stamp[u] != stamp)
-            r->order[n_vict++] = u;
+    /* 2: each head owns the units u with u % nkv == head (so that a tensor-parallel
+     * backend finds a head's units on the rank that holds the head); its missing
+     * blocks replace its units not stamped now, least recently used first */
     g_sort_stamp = L->stamp;
-    qsort(r->order, (size_t)n_vict, sizeof(int32_t), by_stamp);
-    OKV_ASSERT(n_missing <= n_vict);
-    for (int i = 0; i < n_missing; i++) {
-        int u = r->order[i];
-        if (L->unit_key[u] >= 0 && L->unit_key[u] < L->map_cap)
-            L->map[L->unit_key[u]] = -1;
-        int key = fetch_block[i] * nkv + fetch_head[i];
-        L->unit_key[u] = key;
-        L->map[key] = u;
-        L->stamp[u] = stamp;
-        fetch_unit[i] = unit_of(r, s, layer, u);
+    int done = 0;
+    for (int h = 0; h < nkv; h++) {
+        int n_vict = 0;
+        for (int u = h; u < q; u += nkv)
+            if (L->stamp[u] != stamp)
+                r->order[n_vict++] = u;
+        int want = 0;
+        for (int i = done; i < n_missing && fetch_head[i] == h; i++)
+            want++;
+        if (!want)
+            continue;
+        qsort(r->order, (size_t)n_vict, sizeof(int32_t), by_stamp);
+        OKV_ASSERT(want <= n_vict);
+        for (int i = done; i < done + want; i++) {
+            int u = r->order[i - done];
+            if (L->unit_key[u] >= 0 && L->unit_key[u] < L->map_cap)
+                L->map[L->unit_key[u]] = -1;
+            int key = fetch_block[i] * nkv + fetch_head[i];
+            L->unit_key[u] = key;
+            L->map[key] = u;
+            L->stamp[u] = stamp;
+            fetch_unit[i] = unit_of(r, s, layer, u);
+        }
+        done += want;
     }
+    OKV_ASSERT(done == n_missing);
     memcpy(L->sel, sel, sizeof(int32_t) * (size_t)(k * nkv));
     L->k = k;
     return n_missing;

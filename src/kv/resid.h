@@ -4,9 +4,11 @@
  * starting at base_unit + chunk*quota[l], where chunk is the sequence's share).
  * For each (sequence, layer) the module tracks which (logical block, KV head) each
  * unit holds, a map back from (block, head) to unit, the last step each unit was
- * selected (LRU), and the current selection. Applying a new selection keeps the
- * units that are still wanted and hands the least recently used others to the
- * blocks that must be fetched.
+ * selected (LRU), and the current selection. Each KV head owns the units of the
+ * quota whose index is congruent to it modulo n_kv_heads (a tensor-parallel
+ * backend keeps a head's units on the rank holding the head). Applying a new
+ * selection keeps the units that are still wanted and hands each head's least
+ * recently used others to its blocks that must be fetched.
  *
  * Driven by the engine's thread only. */
 #ifndef OKV_KV_RESID_H

@@ -584,6 +584,7 @@ static enum okv_status cuda_sync(okv_backend *be) { return okv_cuda_sync_all(CTX
 static void cuda_destroy(okv_backend *be)
 {
     struct cuda_ctx *c = CTX(be);
+    cudaSetDevice(c->device);
     if (c->stream)
         cudaStreamSynchronize(c->stream);
     if (c->copy)
@@ -628,6 +629,12 @@ static void cuda_destroy(okv_backend *be)
     okv_free(be);
 }
 
+static enum okv_status cuda_bind(okv_backend *be)
+{
+    cudaError_t e = cudaSetDevice(CTX(be)->device);
+    return e == cudaSuccess ? OKV_OK : okv_cuda_err(e, "cudaSetDevice", __FILE__, __LINE__);
+}
+
 static struct okv_backend_ops cuda_ops;
 static bool cuda_ops_ready;
 
@@ -658,6 +665,7 @@ static void fill_ops(void)
     o->select_wait = okv_cuda_select_wait;
     o->sample = okv_cuda_sample;
     o->sync = cuda_sync;
+    o->bind = cuda_bind;
     okv_cuda_fill_kv_ops(o);
     cuda_ops_ready = true;
 }
@@ -695,7 +703,11 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         fill_ops();
     be->ops = &cuda_ops;
     be->ctx = c;
-    CREATE_CU(cudaGetDevice(&c->device), "cudaGetDevice");
+    c->device = p ? p->device : 0;
+    if (c->device < 0 || c->device >= n_dev)
+        return create_fail(be, okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: GPU %d does not exist (%d visible)",
+                                             c->device, n_dev));
+    CREATE_CU(cudaSetDevice(c->device), "cudaSetDevice");
     cudaDeviceProp prop;
     CREATE_CU(cudaGetDeviceProperties(&prop, c->device), "cudaGetDeviceProperties");
     if (prop.major < 8)
@@ -723,7 +735,6 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         (bs = cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes)) != CUBLAS_STATUS_SUCCESS ||
         (bs = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
         return create_fail(be, okv_cublas_err(bs, "cuBLAS setup", __FILE__, __LINE__));
-    (void)p;
     *out = be;
     return OKV_OK;
 }

@@ -1,0 +1,1052 @@
+/* The tensor-parallel backend (see oasiskv/tp.h): every op of the backend interface
+ * on N rank backends, with the model sharded over them. */
+#include "oasiskv/tp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct okv_bmem {
+    okv_bmem *m[OKV_TP_MAX];
+    size_t n;
+    enum okv_shard cols;   /* OUT_* when the last op left each rank a slice of the columns */
+    int width;             /* the global column count then */
+};
+
+struct tp;
+
+struct okv_bweight {
+    okv_bweight *w[OKV_TP_MAX];
+    enum okv_shard shard;
+    const struct tp *t;
+};
+
+struct okv_bkv {
+    okv_bkv *kv[OKV_TP_MAX];
+    struct okv_kv_geometry g;   /* global (all KV heads) */
+    const struct tp *t;
+};
+
+struct tp {
+    int n;
+    okv_backend *rank[OKV_TP_MAX];
+    okv_tp_comm *comm;
+    int n_heads, n_kv, hd, dim, ffn, vocab;
+    int qh_l;                  /* query heads per rank */
+    int kv_l;                  /* KV heads per rank */
+    int rep;                   /* ranks sharing one KV head (1: none) */
+    int kv_h0[OKV_TP_MAX];     /* first KV head of each rank */
+    int ffn_lo[OKV_TP_MAX + 1];
+    int vocab_lo[OKV_TP_MAX + 1];
+    int n_seqs;                /* of the current step */
+    /* scratch */
+    int32_t *lst_start, *lst_unit, *lst_index, *f_src, *f_dst;
+    size_t lst_cap, idx_cap, start_cap, f_cap, fdst_cap;
+    int32_t *sel[OKV_TP_MAX];  /* per-rank selection output */
+    float *scores[OKV_TP_MAX];
+    size_t sel_cap, score_cap;
+    /* an asynchronous selection in flight */
+    bool sel_pending;
+    int32_t *sel_out;
+    int *sel_k;                /* [n_reqs] */
+    int sel_n_reqs, sel_k_cap;
+    okv_bmem *full;            /* rank 0: gathered logits */
+    size_t full_cap;
+};
+
+#define TP(be) ((struct tp *)(be)->ctx)
+
+static enum okv_status bind(struct tp *t, int r)
+{
+    okv_backend *b = t->rank[r];
+    return b->ops->bind ? b->ops->bind(b) : OKV_OK;
+}
+
+/* Run stmt for every rank, bound, stopping at the first failure. */
+#define EACH(t, r, stmt)                                   \
+    do {                                                   \
+        for (int r = 0; r < (t)->n; r++) {                 \
+            enum okv_status st_ = bind((t), r);            \
+            if (st_ == OKV_OK)                             \
+                st_ = (stmt);                              \
+            if (st_ != OKV_OK)                             \
+                return st_;                                \
+        }                                                  \
+    } while (0)
+
+#define RK(t, r_) ((t)->rank[r_])
+#define OPS(t, r_) ((t)->rank[r_]->ops)
+
+/* The global [lo, hi) of the dimension that shard s splits, for rank r. */
+static void range_of(const struct tp *t, enum okv_shard s, int r, int *lo, int *hi)
+{
+    switch (s) {
+    case OKV_SHARD_OUT_Q:
+    case OKV_SHARD_IN_Q:
+        *lo = r * t->qh_l * t->hd;
+        *hi = *lo + t->qh_l * t->hd;
+        return;
+    case OKV_SHARD_OUT_KV:
+        *lo = t->kv_h0[r] * t->hd;
+        *hi = *lo + t->kv_l * t->hd;
+        return;
+    case OKV_SHARD_OUT_FFN:
+    case OKV_SHARD_IN_FFN:
+        *lo = t->ffn_lo[r];
+        *hi = t->ffn_lo[r + 1];
+        return;
+    case OKV_SHARD_OUT_VOCAB:
+        *lo = t->vocab_lo[r];
+        *hi = t->vocab_lo[r + 1];
+        return;
+    default:
+        *lo = 0;
+        *hi = -1;
+        return;
+    }
+}
+
+static bool is_out(enum okv_shard s) { return s >= OKV_SHARD_OUT_Q && s <= OKV_SHARD_OUT_VOCAB; }
+static bool is_in(enum okv_shard s) { return s == OKV_SHARD_IN_Q || s == OKV_SHARD_IN_FFN; }
+
+/* the first rank holding KV head h */
+static int owner(const struct tp *t, int h) { return t->rep > 1 ? h * t->rep : h / t->kv_l; }
+
+static int local_heads(const struct tp *t, int heads)
+{
+    if (heads == t->n_heads)
+        return t->qh_l;
+    if (heads == t->n_kv)
+        return t->kv_l;
+    return -1;
+}
+
+/* A global unit (any region, staging too) to rank-local numbering. */
+static int32_t unit_local(const struct tp *t, int32_t u, int h0)
+{
+    int32_t stage = u & OKV_UNIT_STAGE, i = u & ~OKV_UNIT_STAGE;
+    return stage | ((i / t->n_kv) * t->kv_l + (i % t->n_kv - h0));
+}
+
+static enum okv_status grow(int32_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return OKV_OK;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    int32_t *q = okv_realloc(*p, sizeof(int32_t) * c, OKV_TAG_BACKEND);
+    if (!q)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    *p = q;
+    *cap = c;
+    return OKV_OK;
+}
+
+/* ---- memory ---- */
+
+static void tp_mem_free(okv_backend *be, okv_bmem *m)
+{
+    struct tp *t = TP(be);
+    if (!m)
+        return;
+    for (int r = 0; r < t->n; r++)
+        if (m->m[r] && bind(t, r) == OKV_OK)
+            OPS(t, r)->mem_free(RK(t, r), m->m[r]);
+    okv_free(m);
+}
+
+static enum okv_status tp_mem_alloc(okv_backend *be, size_t n, okv_bmem **out)
+{
+    struct tp *t = TP(be);
+    *out = NULL;
+    okv_bmem *m = okv_calloc(1, sizeof *m, OKV_TAG_BACKEND);
+    if (!m)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    m->n = n;
+    for (int r = 0; r < t->n; r++) {
+        enum okv_status st = bind(t, r);
+        if (st == OKV_OK)
+            st = OPS(t, r)->mem_alloc(RK(t, r), n, &m->m[r]);
+        if (st != OKV_OK) {
+            tp_mem_free(be, m);
+            return st;
+        }
+    }
+    *out = m;
+    return OKV_OK;
+}
+
+static enum okv_status tp_mem_write(okv_backend *be, okv_bmem *m, size_t off, const float *src, size_t n)
+{
+    struct tp *t = TP(be);
+    EACH(t, r, OPS(t, r)->mem_write(RK(t, r), m->m[r], off, src, n));
+    m->cols = OKV_SHARD_NONE;
+    return OKV_OK;
+}
+
+/* Reading a column-sharded buffer assembles the rows from the ranks' slices. */
+static enum okv_status tp_mem_read(okv_backend *be, const okv_bmem *m, size_t off, float *dst, size_t n)
+{
+    struct tp *t = TP(be);
+    if (m->cols == OKV_SHARD_NONE) {
+        enum okv_status st = bind(t, 0);
+        return st != OKV_OK ? st : OPS(t, 0)->mem_read(RK(t, 0), m->m[0], off, dst, n);
+    }
+    const size_t w = (size_t)m->width;
+    if (off % w || n % w)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: a read of a sharded buffer must cover whole rows");
+    const size_t row0 = off / w, rows = n / w;
+    float *tmp = okv_malloc(sizeof(float) * (n ? n : 1), OKV_TAG_BACKEND);
+    if (!tmp)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    enum okv_status st = OKV_OK;
+    for (int r = 0; r < t->n && st == OKV_OK; r++) {
+        int lo, hi;
+        range_of(t, m->cols, r, &lo, &hi);
+        size_t wr = (size_t)(hi - lo);
+        if ((st = bind(t, r)) == OKV_OK)
+            st = OPS(t, r)->mem_read(RK(t, r), m->m[r], row0 * wr, tmp, rows * wr);
+        for (size_t i = 0; st == OKV_OK && i < rows; i++)
+            memcpy(dst + i * w + (size_t)lo, tmp + i * wr, sizeof(float) * wr);
+    }
+    okv_free(tmp);
+    return st;
+}
+
+/* ---- weights ---- */
+
+/* A view of rows [lo, hi) of a matrix (or elements of a vector): contiguous. */
+static bool slice_rows(const struct okv_tensor_view *t, int64_t lo, int64_t hi, struct okv_tensor_view *v)
+{
+    *v = *t;
+    if (t->n_dims <= 1 || t->ne[1] == 1) {   /* vector */
+        if ((t->dtype >= OKV_DTYPE_Q8_0) && (lo % 32 || hi % 32))
+            return false;
+        size_t off = okv_dtype_nbytes(t->dtype, lo);
+        v->ne[0] = hi - lo;
+        v->data = (const char *)t->data + off;
+        v->nbytes = okv_dtype_nbytes(t->dtype, hi - lo);
+        return true;
+    }
+    size_t row = okv_dtype_nbytes(t->dtype, t->ne[0]);
+    v->ne[1] = hi - lo;
+    v->data = (const char *)t->data + (size_t)lo * row;
+    v->nbytes = (size_t)(hi - lo) * row;
+    return true;
+}
+
+/* Columns [lo, hi) of a matrix (or elements of a vector that cannot be sliced in
+ * place), converted to float32 into *buf (the caller frees it). */
+static enum okv_status slice_cols(const struct okv_tensor_view *t, int64_t lo, int64_t hi, struct okv_tensor_view *v,
+                                  float **buf)
+{
+    const int64_t ne0 = t->ne[0], rows = okv_tensor_nelements(t) / ne0, w = hi - lo;
+    float *row = okv_malloc(sizeof(float) * (size_t)ne0, OKV_TAG_BACKEND);
+    float *out = okv_malloc(sizeof(float) * (size_t)(rows * w), OKV_TAG_BACKEND);
+    if (!row || !out) {
+        okv_free(row);
+        okv_free(out);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory slicing %s", t->name);
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        enum okv_status st = okv_tensor_to_f32(t, i * ne0, ne0, row);
+        if (st != OKV_OK) {
+            okv_free(row);
+            okv_free(out);
+            return st;
+        }
+        memcpy(out + i * w, row + lo, sizeof(float) * (size_t)w);
+    }
+    okv_free(row);
+    *v = *t;
+    v->dtype = OKV_DTYPE_F32;
+    v->ne[0] = w;
+    v->data = out;
+    v->nbytes = sizeof(float) * (size_t)(rows * w);
+    *buf = out;
+    return OKV_OK;
+}
+
+static void tp_weight_free(okv_backend *be, okv_bweight *w)
+{
+    struct tp *t = TP(be);
+    if (!w)
+        return;
+    for (int r = 0; r < t->n; r++)
+        if (w->w[r] && bind(t, r) == OKV_OK)
+            OPS(t, r)->weight_free(RK(t, r), w->w[r]);
+    okv_free(w);
+}
+
+static enum okv_status tp_weight_load(okv_backend *be, const struct okv_tensor_view *tv, okv_bweight **out)
+{
+    struct tp *t = TP(be);
+    *out = NULL;
+    okv_bweight *w = okv_calloc(1, sizeof *w, OKV_TAG_BACKEND);
+    if (!w)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    w->shard = tv->shard;
+    w->t = t;
+    const bool vec = tv->n_dims <= 1 || tv->ne[1] == 1;
+    const int64_t dim_len = is_in(tv->shard) || vec ? tv->ne[0] : tv->ne[1];
+    enum okv_status st = OKV_OK;
+    for (int r = 0; r < t->n && st == OKV_OK; r++) {
+        struct okv_tensor_view v = *tv;
+        float *buf = NULL;
+        if (tv->shard != OKV_SHARD_NONE) {
+            int lo, hi;
+            range_of(t, tv->shard, r, &lo, &hi);
+            if (hi > dim_len) {
+                st = okv_set_error(OKV_ERR_FORMAT, "tp backend: weight %s has %lld %s, rank %d needs up to %d", tv->name,
+                                   (long long)dim_len, is_in(tv->shard) ? "columns" : "rows", r, hi);
+                break;
+            }
+            if (is_in(tv->shard) || !slice_rows(tv, lo, hi, &v))
+                st = slice_cols(tv, lo, hi, &v, &buf);
+        }
+        if (st == OKV_OK && (st = bind(t, r)) == OKV_OK)
+            st = OPS(t, r)->weight_load(RK(t, r), &v, &w->w[r]);
+        okv_free(buf);
+    }
+    if (st != OKV_OK) {
+        tp_weight_free(be, w);
+        return st;
+    }
+    *out = w;
+    return OKV_OK;
+}
+
+/* bytes on all ranks together */
+static size_t tp_weight_bytes(const okv_bweight *w)
+{
+    size_t b = 0;
+    for (int r = 0; r < w->t->n; r++)
+        b += w->t->rank[r]->ops->weight_bytes(w->w[r]);
+    return b;
+}
+
+/* ---- KV ---- */
+
+static void tp_kv_free(okv_backend *be, okv_bkv *kv)
+{
+    struct tp *t = TP(be);
+    if (!kv)
+        return;
+    for (int r = 0; r < t->n; r++)
+        if (kv->kv[r] && bind(t, r) == OKV_OK)
+            OPS(t, r)->kv_free(RK(t, r), kv->kv[r]);
+    okv_free(kv);
+}
+
+static enum okv_status tp_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
+{
+    struct tp *t = TP(be);
+    *out = NULL;
+    if (g->n_kv_heads != t->n_kv)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV geometry of %d heads for a model of %d", g->n_kv_heads,
+                             t->n_kv);
+    if (g->n_stage_units % g->n_kv_heads)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: staging units not a multiple of the KV heads");
+    okv_bkv *kv = okv_calloc(1, sizeof *kv, OKV_TAG_BACKEND);
+    int32_t *units = g->layer_sparse_units ? okv_malloc(sizeof(int32_t) * (size_t)g->n_layers, OKV_TAG_BACKEND) : NULL;
+    if (!kv || (g->layer_sparse_units && !units)) {
+        okv_free(kv);
+        okv_free(units);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    }
+    kv->g = *g;
+    kv->g.layer_sparse_units = NULL;
+    kv->t = t;
+    struct okv_kv_geometry gl = *g;
+    gl.n_kv_heads = t->kv_l;
+    gl.n_sparse_units = g->n_sparse_units / t->n_kv * t->kv_l;
+    gl.n_stage_units = g->n_stage_units / t->n_kv * t->kv_l;
+    enum okv_status st = OKV_OK;
+    if (units) {
+        for (int l = 0; l < g->n_layers; l++) {
+            if (g->layer_sparse_units[l] % t->n_kv)
+                st = okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: sparse units of layer %d not a multiple of the KV heads", l);
+            units[l] = g->layer_sparse_units[l] / t->n_kv * t->kv_l;
+        }
+        gl.layer_sparse_units = units;
+    } else if (g->n_sparse_units % t->n_kv) {
+        st = okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: sparse units not a multiple of the KV heads");
+    }
+    for (int r = 0; r < t->n && st == OKV_OK; r++)
+        if ((st = bind(t, r)) == OKV_OK)
+            st = OPS(t, r)->kv_alloc(RK(t, r), &gl, &kv->kv[r]);
+    okv_free(units);
+    if (st != OKV_OK) {
+        tp_kv_free(be, kv);
+        return st;
+    }
+    *out = kv;
+    return OKV_OK;
+}
+
+static size_t tp_kv_unit_bytes(const okv_bkv *kv) { return kv->t->rank[0]->ops->kv_unit_bytes(kv->kv[0]); }
+
+/* the device tier of one GPU: the largest rank's (they are equal) */
+static size_t tp_kv_device_bytes(const okv_bkv *kv)
+{
+    size_t b = 0;
+    for (int r = 0; r < kv->t->n; r++) {
+        size_t x = kv->t->rank[r]->ops->kv_device_bytes(kv->kv[r]);
+        b = x > b ? x : b;
+    }
+    return b;
+}
+
+/* host memory of all ranks' host tiers */
+static size_t tp_kv_host_bytes(const okv_bkv *kv)
+{
+    size_t b = 0;
+    for (int r = 0; r < kv->t->n; r++)
+        b += kv->t->rank[r]->ops->kv_host_bytes(kv->kv[r]);
+    return b;
+}
+
+static enum okv_status tp_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int32_t unit, float *k, float *v)
+{
+    struct tp *t = TP(be);
+    int h = (unit & ~OKV_UNIT_STAGE) % t->n_kv, r = owner(t, h);
+    enum okv_status st = bind(t, r);
+    return st != OKV_OK ? st : OPS(t, r)->kv_unit_read(RK(t, r), kv->kv[r], layer, unit_local(t, unit, t->kv_h0[r]), k, v);
+}
+
+static enum okv_status tp_kv_host_read(okv_backend *be, const okv_bkv *kv, int layer, int host_block, int head, float *k,
+                                       float *v)
+{
+    struct tp *t = TP(be);
+    if (head < 0 || head >= t->n_kv)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV head %d out of range", head);
+    int r = owner(t, head);
+    enum okv_status st = bind(t, r);
+    return st != OKV_OK ? st : OPS(t, r)->kv_host_read(RK(t, r), kv->kv[r], layer, host_block, head - t->kv_h0[r], k, v);
+}
+
+static enum okv_status tp_kv_summary_read(okv_backend *be, const okv_bkv *kv, int layer, int host_block, int head,
+                                          float *kmin, float *kmax)
+{
+    struct tp *t = TP(be);
+    if (head < 0 || head >= t->n_kv)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV head %d out of range", head);
+    int r = owner(t, head);
+    enum okv_status st = bind(t, r);
+    return st != OKV_OK ? st
+                        : OPS(t, r)->kv_summary_read(RK(t, r), kv->kv[r], layer, host_block, head - t->kv_h0[r], kmin, kmax);
+}
+
+static enum okv_status tp_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int host_block, int n_valid)
+{
+    struct tp *t = TP(be);
+    EACH(t, r, OPS(t, r)->kv_summary_rebuild(RK(t, r), kv->kv[r], host_block, n_valid));
+    return OKV_OK;
+}
+
+static enum okv_status tp_kv_host_randomize(okv_backend *be, okv_bkv *kv, int host_block, uint64_t seed, float scale)
+{
+    struct tp *t = TP(be);
+    /* each rank's heads get their own stream: the KV heads of the whole model differ */
+    EACH(t, r, OPS(t, r)->kv_host_randomize(RK(t, r), kv->kv[r], host_block, seed + 0x9e3779b97f4a7c15ull * (uint64_t)t->kv_h0[r],
+                                            scale));
+    return OKV_OK;
+}
+
+static enum okv_status tp_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
+                                   const int32_t *dst_unit)
+{
+    struct tp *t = TP(be);
+    enum okv_status st = grow(&t->f_src, &t->f_cap, (size_t)n + 1);
+    if (st != OKV_OK)
+        return st;
+    if ((st = grow(&t->f_dst, &t->fdst_cap, (size_t)n + 1)) != OKV_OK)
+        return st;
+    for (int r = 0; r < t->n; r++) {
+        const int h0 = t->kv_h0[r];
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            int h = src_host[i] % t->n_kv;
+            if (h < h0 || h >= h0 + t->kv_l)
+                continue;
+            t->f_src[m] = src_host[i] / t->n_kv * t->kv_l + (h - h0);
+            t->f_dst[m] = unit_local(t, dst_unit[i], h0);
+            m++;
+        }
+        if (!m)
+            continue;
+        if ((st = bind(t, r)) != OKV_OK || (st = OPS(t, r)->kv_fetch(RK(t, r), kv->kv[r], layer, m, t->f_src, t->f_dst)) != OKV_OK)
+            return st;
+    }
+    return OKV_OK;
+}
+
+static enum okv_status tp_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int layer, int *pending, double *stall_s)
+{
+    struct tp *t = TP(be);
+    int pend = 0;
+    double stall = 0;
+    for (int r = 0; r < t->n; r++) {
+        int p = 0;
+        double s = 0;
+        enum okv_status st = bind(t, r);
+        if (st == OKV_OK)
+            st = OPS(t, r)->kv_fetch_wait(RK(t, r), kv->kv[r], layer, &p, &s);
+        if (st != OKV_OK)
+            return st;
+        pend += p;
+        if (s > stall)
+            stall = s;
+    }
+    *pending = pend / t->rep;   /* replicated heads are fetched by each of their ranks */
+    *stall_s = stall;
+    return OKV_OK;
+}
+
+/* ---- step and ops ---- */
+
+static enum okv_status tp_step_begin(okv_backend *be, const struct okv_step_meta *meta)
+{
+    struct tp *t = TP(be);
+    t->n_seqs = meta->n_seqs;
+    EACH(t, r, OPS(t, r)->step_begin(RK(t, r), meta));
+    return OKV_OK;
+}
+
+static enum okv_status tp_embed(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim)
+{
+    struct tp *t = TP(be);
+    EACH(t, r, OPS(t, r)->embed(RK(t, r), out->m[r], table->w[r], ids, n, dim));
+    out->cols = OKV_SHARD_NONE;
+    return OKV_OK;
+}
+
+static enum okv_status tp_rmsnorm(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w, int n, int dim,
+                                  float eps)
+{
+    struct tp *t = TP(be);
+    EACH(t, r, OPS(t, r)->rmsnorm(RK(t, r), out->m[r], x->m[r], w->w[r], n, dim, eps));
+    out->cols = OKV_SHARD_NONE;
+    return OKV_OK;
+}
+
+static enum okv_status tp_matmul(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w,
+                                 const okv_bweight *bias, int n, int k, int m)
+{
+    struct tp *t = TP(be);
+    if (is_out(w->shard)) {
+        EACH(t, r, ({
+                 int lo, hi;
+                 range_of(t, w->shard, r, &lo, &hi);
+                 OPS(t, r)->matmul(RK(t, r), out->m[r], x->m[r], w->w[r], bias ? bias->w[r] : NULL, n, k, hi - lo);
+             }));
+        out->cols = w->shard;
+        out->width = m;
+        return OKV_OK;
+    }
+    if (is_in(w->shard)) {
+        /* partial products of each rank's input slice, summed; a bias is added once */
+        EACH(t, r, ({
+                 int lo, hi;
+                 range_of(t, w->shard, r, &lo, &hi);
+                 OPS(t, r)->matmul(RK(t, r), out->m[r], x->m[r], w->w[r], bias && r == 0 ? bias->w[r] : NULL, n, hi - lo, m);
+             }));
+        out->cols = OKV_SHARD_NONE;
+        return t->comm->ops->allreduce_sum(t->comm, out->m, (size_t)n * (size_t)m);
+    }
+    EACH(t, r, OPS(t, r)->matmul(RK(t, r), out->m[r], x->m[r], w->w[r], bias ? bias->w[r] : NULL, n, k, m));
+    out->cols = OKV_SHARD_NONE;
+    return OKV_OK;
+}
+
+static enum okv_status tp_head_rmsnorm(okv_backend *be, okv_bmem *x, const okv_bweight *w, int n, int heads, int hd, float eps)
+{
+    struct tp *t = TP(be);
+    int hl = local_heads(t, heads);
+    if (hl < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: head norm over %d heads", heads);
+    EACH(t, r, OPS(t, r)->head_rmsnorm(RK(t, r), x->m[r], w->w[r], n, hl, hd, eps));
+    return OKV_OK;
+}
+
+static enum okv_status tp_rope(okv_backend *be, okv_bmem *x, int n, int heads, int hd, bool half_pairing)
+{
+    struct tp *t = TP(be);
+    int hl = local_heads(t, heads);
+    if (hl < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: RoPE over %d heads", heads);
+    EACH(t, r, OPS(t, r)->rope(RK(t, r), x->m[r], n, hl, hd, half_pairing));
+    return OKV_OK;
+}
+
+static enum okv_status tp_swiglu(okv_backend *be, okv_bmem *out, const okv_bmem *gate, const okv_bmem *up, int n, int f)
+{
+    struct tp *t = TP(be);
+    if (f != t->ffn)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: SwiGLU of width %d (the model's is %d)", f, t->ffn);
+    EACH(t, r, OPS(t, r)->swiglu(RK(t, r), out->m[r], gate->m[r], up->m[r], n, t->ffn_lo[r + 1] - t->ffn_lo[r]));
+    out->cols = OKV_SHARD_OUT_FFN;
+    out->width = f;
+    return OKV_OK;
+}
+
+static enum okv_status tp_add(okv_backend *be, okv_bmem *x, const okv_bmem *y, size_t count)
+{
+    struct tp *t = TP(be);
+    EACH(t, r, OPS(t, r)->add(RK(t, r), x->m[r], y->m[r], count));
+    return OKV_OK;
+}
+
+static enum okv_status tp_gather_rows(okv_backend *be, okv_bmem *out, const okv_bmem *x, const int32_t *rows, int n_rows,
+                                      int width)
+{
+    struct tp *t = TP(be);
+    EACH(t, r, OPS(t, r)->gather_rows(RK(t, r), out->m[r], x->m[r], rows, n_rows, width));
+    out->cols = OKV_SHARD_NONE;
+    return OKV_OK;
+}
+
+static enum okv_status tp_kv_write(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v)
+{
+    struct tp *t = TP(be);
+    EACH(t, r, OPS(t, r)->kv_write(RK(t, r), kv->kv[r], layer, k->m[r], v->m[r]));
+    return OKV_OK;
+}
+
+static enum okv_status tp_attention(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
+                                    const struct okv_attn_blocks *blocks, int n_heads, float scale)
+{
+    struct tp *t = TP(be);
+    if (n_heads != t->n_heads)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: attention over %d heads (the model has %d)", n_heads, t->n_heads);
+    const int nkv = t->n_kv, S = t->n_seqs;
+    const size_t total = (size_t)blocks->blk_start[S * nkv];
+    enum okv_status st;
+    if ((st = grow(&t->lst_start, &t->start_cap, (size_t)S * t->kv_l + 1)) != OKV_OK ||
+        (st = grow(&t->lst_unit, &t->lst_cap, total + 1)) != OKV_OK)
+        return st;
+    if ((st = grow(&t->lst_index, &t->idx_cap, total + 1)) != OKV_OK)
+        return st;
+    for (int r = 0; r < t->n; r++) {
+        const int h0 = t->kv_h0[r];
+        int at = 0;
+        for (int j = 0; j < S; j++)
+            for (int hl = 0; hl < t->kv_l; hl++) {
+                int g = j * nkv + h0 + hl;
+                t->lst_start[j * t->kv_l + hl] = at;
+                for (int i = blocks->blk_start[g]; i < blocks->blk_start[g + 1]; i++) {
+                    t->lst_unit[at] = unit_local(t, blocks->blk_unit[i], h0);
+                    t->lst_index[at++] = blocks->blk_index[i];
+                }
+            }
+        t->lst_start[S * t->kv_l] = at;
+        struct okv_attn_blocks lb = {t->lst_start, t->lst_unit, t->lst_index};
+        if ((st = bind(t, r)) != OKV_OK ||
+            (st = OPS(t, r)->attention(RK(t, r), out->m[r], q->m[r], kv->kv[r], layer, &lb, t->qh_l, scale)) != OKV_OK)
+            return st;
+    }
+    out->cols = OKV_SHARD_OUT_Q;
+    out->width = t->n_heads * t->hd;
+    return OKV_OK;
+}
+
+/* ---- selection ---- */
+
+static enum okv_status sel_scratch(struct tp *t, const struct okv_select_req *reqs, int n_reqs, bool scores)
+{
+    size_t ids = 1, sc = 1;
+    for (int i = 0; i < n_reqs; i++) {
+        ids += (size_t)t->kv_l * (size_t)reqs[i].k;
+        sc += (size_t)t->kv_l * (size_t)reqs[i].n_cand;
+    }
+    if (ids > t->sel_cap) {
+        for (int r = 0; r < t->n; r++) {
+            int32_t *p = okv_realloc(t->sel[r], sizeof(int32_t) * ids * 2, OKV_TAG_BACKEND);
+            if (!p)
+                return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+            t->sel[r] = p;
+        }
+        t->sel_cap = ids * 2;
+    }
+    if (scores && sc > t->score_cap) {
+        for (int r = 0; r < t->n; r++) {
+            float *p = okv_realloc(t->scores[r], sizeof(float) * sc * 2, OKV_TAG_BACKEND);
+            if (!p)
+                return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+            t->scores[r] = p;
+        }
+        t->score_cap = sc * 2;
+    }
+    if (n_reqs > t->sel_k_cap) {
+        int *p = okv_realloc(t->sel_k, sizeof(int) * (size_t)n_reqs * 2, OKV_TAG_BACKEND);
+        if (!p)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+        t->sel_k = p;
+        t->sel_k_cap = n_reqs * 2;
+    }
+    for (int i = 0; i < n_reqs; i++)
+        t->sel_k[i] = reqs[i].k;
+    t->sel_n_reqs = n_reqs;
+    return OKV_OK;
+}
+
+/* The ranks' [kv_l][k] results, request after request, to the global [n_kv][k]. */
+static void sel_assemble(struct tp *t, int32_t *out)
+{
+    size_t g = 0, l = 0;
+    for (int i = 0; i < t->sel_n_reqs; i++) {
+        const int k = t->sel_k[i];
+        for (int h = 0; h < t->n_kv; h++) {
+            int r = owner(t, h);
+            memcpy(out + g + (size_t)h * k, t->sel[r] + l + (size_t)(h - t->kv_h0[r]) * k, sizeof(int32_t) * (size_t)k);
+        }
+        g += (size_t)t->n_kv * k;
+        l += (size_t)t->kv_l * k;
+    }
+}
+
+/* Replicated KV heads: the ranks sharing a head each hold part of its query group,
+ * and the Quest bound is a max over the whole group. So every rank returns its
+ * scores, the max over the sharing ranks is taken here, and the top k (best first,
+ * ties to the lower block id) chosen on the host. */
+static const float *g_topk_score;
+static const int32_t *g_topk_id;
+static int by_score(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    float x = g_topk_score[i], y = g_topk_score[j];
+    if (x != y)
+        return x > y ? -1 : 1;
+    return (g_topk_id[i] > g_topk_id[j]) - (g_topk_id[i] < g_topk_id[j]);
+}
+
+static enum okv_status select_replicated(struct tp *t, const okv_bkv *kv, int layer, const okv_bmem *q,
+                                         const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
+{
+    enum okv_status st = sel_scratch(t, reqs, n_reqs, true);
+    if (st != OKV_OK)
+        return st;
+    EACH(t, r, OPS(t, r)->select_blocks(RK(t, r), kv->kv[r], layer, q->m[r], t->qh_l, reqs, n_reqs, t->sel[r], t->scores[r]));
+    int max_cand = 1;
+    for (int i = 0; i < n_reqs; i++)
+        max_cand = reqs[i].n_cand > max_cand ? reqs[i].n_cand : max_cand;
+    float *merged = okv_malloc(sizeof(float) * (size_t)max_cand, OKV_TAG_BACKEND);
+    int *order = okv_malloc(sizeof(int) * (size_t)max_cand, OKV_TAG_BACKEND);
+    if (!merged || !order) {
+        okv_free(merged);
+        okv_free(order);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    }
+    size_t go = 0, gs = 0, ls = 0;   /* global id / score offsets, local (one head per rank) score offset */
+    for (int i = 0; i < n_reqs; i++) {
+        const int c = reqs[i].n_cand, k = reqs[i].k;
+        for (int h = 0; h < t->n_kv; h++) {
+            for (int x = 0; x < c; x++) {
+                float m = -INFINITY;
+                for (int r = h * t->rep; r < (h + 1) * t->rep; r++)
+                    m = t->scores[r][ls + x] > m ? t->scores[r][ls + x] : m;
+                merged[x] = m;
+                order[x] = x;
+            }
+            g_topk_score = merged;
+            g_topk_id = reqs[i].cand_host;
+            qsort(order, (size_t)c, sizeof(int), by_score);
+            for (int x = 0; x < k; x++)
+                out[go + (size_t)h * k + x] = reqs[i].cand_host[order[x]];
+            if (scores)
+                memcpy(scores + gs + (size_t)h * c, merged, sizeof(float) * (size_t)c);
+        }
+        go += (size_t)t->n_kv * k;
+        gs += (size_t)t->n_kv * c;
+        ls += (size_t)c;
+    }
+    okv_free(merged);
+    okv_free(order);
+    return OKV_OK;
+}
+
+static enum okv_status tp_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                        const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
+{
+    struct tp *t = TP(be);
+    if (n_heads != t->n_heads)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: selection over %d heads (the model has %d)", n_heads, t->n_heads);
+    if (t->rep > 1)
+        return select_replicated(t, kv, layer, q, reqs, n_reqs, out, scores);
+    enum okv_status st = sel_scratch(t, reqs, n_reqs, scores != NULL);
+    if (st != OKV_OK)
+        return st;
+    EACH(t, r, OPS(t, r)->select_blocks(RK(t, r), kv->kv[r], layer, q->m[r], t->qh_l, reqs, n_reqs, t->sel[r],
+                                        scores ? t->scores[r] : NULL));
+    sel_assemble(t, out);
+    if (scores) {
+        size_t g = 0, l = 0;
+        for (int i = 0; i < n_reqs; i++) {
+            const int c = reqs[i].n_cand;
+            for (int h = 0; h < t->n_kv; h++) {
+                int r = owner(t, h);
+                memcpy(scores + g + (size_t)h * c, t->scores[r] + l + (size_t)(h - t->kv_h0[r]) * c, sizeof(float) * (size_t)c);
+            }
+            g += (size_t)t->n_kv * c;
+            l += (size_t)t->kv_l * c;
+        }
+    }
+    return OKV_OK;
+}
+
+static enum okv_status tp_select_blocks_async(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                              const struct okv_select_req *reqs, int n_reqs, int32_t *out)
+{
+    struct tp *t = TP(be);
+    if (n_heads != t->n_heads)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: selection over %d heads (the model has %d)", n_heads, t->n_heads);
+    if (t->sel_pending)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: a selection is already in flight");
+    if (t->rep > 1)   /* synchronous: the scores of the sharing ranks meet on the host */
+        return select_replicated(t, kv, layer, q, reqs, n_reqs, out, NULL);
+    enum okv_status st = sel_scratch(t, reqs, n_reqs, false);
+    if (st != OKV_OK)
+        return st;
+    for (int r = 0; r < t->n; r++) {
+        okv_backend *b = RK(t, r);
+        if ((st = bind(t, r)) != OKV_OK)
+            return st;
+        st = b->ops->select_blocks_async
+                 ? b->ops->select_blocks_async(b, kv->kv[r], layer, q->m[r], t->qh_l, reqs, n_reqs, t->sel[r])
+                 : b->ops->select_blocks(b, kv->kv[r], layer, q->m[r], t->qh_l, reqs, n_reqs, t->sel[r], NULL);
+        if (st != OKV_OK)
+            return st;
+    }
+    t->sel_pending = true;
+    t->sel_out = out;
+    return OKV_OK;
+}
+
+static enum okv_status tp_select_wait(okv_backend *be)
+{
+    struct tp *t = TP(be);
+    if (!t->sel_pending)
+        return OKV_OK;
+    t->sel_pending = false;
+    for (int r = 0; r < t->n; r++) {
+        okv_backend *b = RK(t, r);
+        if (!b->ops->select_wait)
+            continue;
+        enum okv_status st = bind(t, r);
+        if (st == OKV_OK)
+            st = b->ops->select_wait(b);
+        if (st != OKV_OK)
+            return st;
+    }
+    sel_assemble(t, t->sel_out);
+    return OKV_OK;
+}
+
+/* ---- sampling, sync ---- */
+
+static enum okv_status tp_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                 const struct okv_sampling *params, const double *u, int32_t *out)
+{
+    struct tp *t = TP(be);
+    const okv_bmem *full = logits;
+    enum okv_status st;
+    okv_bmem *full_m = NULL;
+    if (logits->cols != OKV_SHARD_NONE) {
+        if (logits->cols != OKV_SHARD_OUT_VOCAB || vocab != t->vocab)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: sampling from a buffer sharded otherwise than by vocabulary");
+        size_t need = (size_t)n_rows * (size_t)vocab;
+        if (need > t->full_cap) {
+            if ((st = bind(t, 0)) != OKV_OK)
+                return st;
+            if (t->full)
+                OPS(t, 0)->mem_free(RK(t, 0), t->full);
+            t->full = NULL;
+            t->full_cap = 0;
+            if ((st = OPS(t, 0)->mem_alloc(RK(t, 0), need, &t->full)) != OKV_OK)
+                return st;
+            t->full_cap = need;
+        }
+        if ((st = t->comm->ops->gather_cols(t->comm, t->full, logits->m, n_rows, t->vocab_lo)) != OKV_OK)
+            return st;
+        full_m = t->full;
+    }
+    if ((st = bind(t, 0)) != OKV_OK)
+        return st;
+    return OPS(t, 0)->sample(RK(t, 0), full_m ? full_m : full->m[0], n_rows, vocab, params, u, out);
+}
+
+static enum okv_status tp_sync(okv_backend *be)
+{
+    struct tp *t = TP(be);
+    EACH(t, r, OPS(t, r)->sync(RK(t, r)));
+    return OKV_OK;
+}
+
+static int tp_shards(const okv_backend *be) { return TP(be)->n; }
+
+static void tp_destroy(okv_backend *be)
+{
+    struct tp *t = TP(be);
+    if (t->full && bind(t, 0) == OKV_OK)
+        OPS(t, 0)->mem_free(RK(t, 0), t->full);
+    if (t->comm)
+        t->comm->ops->destroy(t->comm);
+    for (int r = 0; r < t->n; r++) {
+        if (t->rank[r]) {
+            bind(t, r);
+            okv_backend_free(t->rank[r]);
+        }
+        okv_free(t->sel[r]);
+        okv_free(t->scores[r]);
+    }
+    okv_free(t->lst_start);
+    okv_free(t->lst_unit);
+    okv_free(t->lst_index);
+    okv_free(t->f_src);
+    okv_free(t->f_dst);
+    okv_free(t->sel_k);
+    okv_free(t);
+    okv_free(be);
+}
+
+static const struct okv_backend_ops tp_ops = {
+    .name = "tp",
+    .destroy = tp_destroy,
+    .mem_alloc = tp_mem_alloc,
+    .mem_free = tp_mem_free,
+    .mem_write = tp_mem_write,
+    .mem_read = tp_mem_read,
+    .weight_load = tp_weight_load,
+    .weight_free = tp_weight_free,
+    .weight_bytes = tp_weight_bytes,
+    .kv_alloc = tp_kv_alloc,
+    .kv_free = tp_kv_free,
+    .kv_unit_bytes = tp_kv_unit_bytes,
+    .kv_device_bytes = tp_kv_device_bytes,
+    .kv_host_bytes = tp_kv_host_bytes,
+    .kv_unit_read = tp_kv_unit_read,
+    .kv_host_read = tp_kv_host_read,
+    .kv_summary_read = tp_kv_summary_read,
+    .kv_summary_rebuild = tp_kv_summary_rebuild,
+    .kv_host_randomize = tp_kv_host_randomize,
+    .kv_fetch = tp_kv_fetch,
+    .kv_fetch_wait = tp_kv_fetch_wait,
+    .step_begin = tp_step_begin,
+    .embed = tp_embed,
+    .rmsnorm = tp_rmsnorm,
+    .matmul = tp_matmul,
+    .head_rmsnorm = tp_head_rmsnorm,
+    .rope = tp_rope,
+    .swiglu = tp_swiglu,
+    .add = tp_add,
+    .gather_rows = tp_gather_rows,
+    .kv_write = tp_kv_write,
+    .select_blocks = tp_select_blocks,
+    .select_blocks_async = tp_select_blocks_async,
+    .select_wait = tp_select_wait,
+    .sample = tp_sample,
+    .attention = tp_attention,
+    .sync = tp_sync,
+    .bind = NULL,
+    .shards = tp_shards,
+};
+
+/* Rank r's share of [0, len) split n ways as evenly as possible. */
+static void split(int len, int n, int *lo)
+{
+    for (int r = 0; r <= n; r++)
+        lo[r] = (int)((int64_t)len * r / n);
+}
+
+enum okv_status okv_backend_tp_create(okv_backend **ranks, int n, okv_tp_comm *comm, const struct okv_model_config *cfg,
+                                      okv_backend **out)
+{
+    *out = NULL;
+    enum okv_status st = OKV_OK;
+    if (n < 1 || n > OKV_TP_MAX)
+        st = okv_set_error(OKV_ERR_INVALID_ARG, "tensor parallel size %d: 1 to %d supported", n, OKV_TP_MAX);
+    else if (cfg->n_heads % n)
+        st = okv_set_error(OKV_ERR_UNSUPPORTED, "tensor parallel size %d does not divide the %d attention heads", n, cfg->n_heads);
+    else if (cfg->n_kv_heads % n && n % cfg->n_kv_heads)
+        st = okv_set_error(OKV_ERR_UNSUPPORTED,
+                           "tensor parallel size %d: the %d KV heads are neither a multiple nor a divisor of it", n,
+                           cfg->n_kv_heads);
+    else if (cfg->ffn_dim < n || cfg->vocab_size < n)
+        st = okv_set_error(OKV_ERR_UNSUPPORTED, "tensor parallel size %d: the model is too small to split", n);
+    okv_backend *be = NULL;
+    struct tp *t = NULL;
+    if (st == OKV_OK) {
+        be = okv_calloc(1, sizeof *be, OKV_TAG_BACKEND);
+        t = okv_calloc(1, sizeof *t, OKV_TAG_BACKEND);
+        if (!be || !t)
+            st = okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    }
+    if (st != OKV_OK) {
+        okv_free(be);
+        okv_free(t);
+        if (comm)
+            comm->ops->destroy(comm);
+        for (int r = 0; r < n && r < OKV_TP_MAX; r++)
+            okv_backend_free(ranks[r]);
+        return st;
+    }
+    t->n = n;
+    for (int r = 0; r < n; r++)
+        t->rank[r] = ranks[r];
+    t->comm = comm;
+    t->n_heads = cfg->n_heads;
+    t->n_kv = cfg->n_kv_heads;
+    t->hd = cfg->head_dim;
+    t->dim = cfg->dim;
+    t->ffn = cfg->ffn_dim;
+    t->vocab = cfg->vocab_size;
+    t->qh_l = cfg->n_heads / n;
+    if (t->n_kv >= n) {
+        t->kv_l = t->n_kv / n;
+        t->rep = 1;
+        for (int r = 0; r < n; r++)
+            t->kv_h0[r] = r * t->kv_l;
+    } else {
+        t->kv_l = 1;
+        t->rep = n / t->n_kv;
+        for (int r = 0; r < n; r++)
+            t->kv_h0[r] = r / t->rep;
+    }
+    split(t->ffn, n, t->ffn_lo);
+    split(t->vocab, n, t->vocab_lo);
+    be->ops = &tp_ops;
+    be->ctx = t;
+    *out = be;
+    return OKV_OK;
+}
+
+enum okv_status okv_backend_create_tp(const char *name, const struct okv_backend_params *p, int n,
+                                      const struct okv_model_config *cfg, okv_backend **out)
+{
+    *out = NULL;
+    if (n < 1 || n > OKV_TP_MAX)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tensor parallel size %d: 1 to %d supported", n, OKV_TP_MAX);
+    okv_backend *ranks[OKV_TP_MAX] = {0};
+    enum okv_status st = OKV_OK;
+    for (int r = 0; r < n && st == OKV_OK; r++) {
+        struct okv_backend_params rp = p ? *p : (struct okv_backend_params){0};
+        rp.device = r;
+        st = okv_backend_create(name, &rp, &ranks[r]);
+    }
+    okv_tp_comm *comm = NULL;
+    if (st == OKV_OK) {
+        const char *want = getenv("OKV_TP_COMM");
+        bool gpu = name && strcmp(name, "cpu") != 0;
+        if (gpu && !(want && !strcmp(want, "local")))
+            st = okv_tp_comm_nccl_create(ranks, n, &comm);
+        else
+            st = okv_tp_comm_local_create(ranks, n, &comm);
+    }
+    if (st != OKV_OK) {
+        for (int r = 0; r < n; r++)
+            okv_backend_free(ranks[r]);
+        return st;
+    }
+    return okv_backend_tp_create(ranks, n, comm, cfg, out);
+}
