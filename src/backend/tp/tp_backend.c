@@ -1029,9 +1029,24 @@ enum okv_status okv_backend_create_tp(const char *name, const struct okv_backend
         return okv_set_error(OKV_ERR_INVALID_ARG, "tensor parallel size %d: 1 to %d supported", n, OKV_TP_MAX);
     okv_backend *ranks[OKV_TP_MAX] = {0};
     enum okv_status st = OKV_OK;
+    /* OKV_TP_DEVICES=0,0 places ranks on given GPUs (tests: several ranks on one GPU,
+     * with the host-staged communicator, since NCCL wants one rank per GPU) */
+    int dev[OKV_TP_MAX];
+    const char *map = getenv("OKV_TP_DEVICES");
+    for (int r = 0; r < n; r++) {
+        dev[r] = r;
+        if (map && *map) {
+            char *end;
+            long d = strtol(map, &end, 10);
+            if (end == map || d < 0 || d > 1024)
+                return okv_set_error(OKV_ERR_INVALID_ARG, "OKV_TP_DEVICES: bad list '%s'", getenv("OKV_TP_DEVICES"));
+            dev[r] = (int)d;
+            map = *end == ',' ? end + 1 : end;
+        }
+    }
     for (int r = 0; r < n && st == OKV_OK; r++) {
         struct okv_backend_params rp = p ? *p : (struct okv_backend_params){0};
-        rp.device = r;
+        rp.device = dev[r];
         st = okv_backend_create(name, &rp, &ranks[r]);
     }
     okv_tp_comm *comm = NULL;

@@ -1,0 +1,148 @@
+/* Shared by test_tp (CPU ranks) and test_cuda_tp (GPU ranks): run a model on the
+ * plain backend and under the tensor-parallel backend and compare the logits. */
+#ifndef OKV_TESTS_TP_COMPARE_H
+#define OKV_TESTS_TP_COMPARE_H
+
+#include "oasiskv/backend.h"
+#include "oasiskv/engine.h"
+#include "oasiskv/kv.h"
+#include "oasiskv/tp.h"
+#include "testutil.h"
+
+#include <math.h>
+
+#define PROMPT 150
+#define GEN 24
+
+static int32_t prompt[PROMPT];
+static int32_t ref_tok[GEN];
+static float ref_logits[GEN * 49152], tp_logits[GEN * 49152];
+
+/* Prefill in chunks of 16, then GEN decode steps fed with forced tokens (NULL:
+ * greedy, written to ref_tok); the logits of every step are kept. */
+static void run(okv_engine *e, int vocab, const int32_t *forced, float *logits, struct okv_engine_stats *stats)
+{
+    int seq;
+    CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "seq_create: %s", okv_last_error());
+    int32_t seqs[16];
+    uint8_t want[16];
+    for (int i = 0; i < 16; i++)
+        seqs[i] = seq;
+    for (int at = 0; at < PROMPT; at += 16) {
+        int n = PROMPT - at < 16 ? PROMPT - at : 16;
+        memset(want, 0, sizeof want);
+        want[n - 1] = at + n == PROMPT;
+        struct okv_batch b = {n, prompt + at, seqs, want, NULL};
+        CHECK(okv_engine_forward(e, &b, logits) == OKV_OK, "prefill: %s", okv_last_error());
+    }
+    for (int s = 0; s + 1 < GEN; s++) {
+        int32_t tok = forced ? forced[s] : okv_argmax(logits + (size_t)s * vocab, vocab);
+        if (!forced)
+            ref_tok[s] = tok;
+        want[0] = 1;
+        struct okv_batch b = {1, &tok, seqs, want, NULL};
+        CHECK(okv_engine_forward(e, &b, logits + (size_t)(s + 1) * vocab) == OKV_OK, "decode: %s", okv_last_error());
+    }
+    if (stats)
+        okv_engine_stats_get(e, stats);
+    okv_engine_seq_free(e, seq);
+}
+
+/* max |a-b| over the run, relative to the largest |a| */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0, s = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d != d)
+            return 1e9;
+        m = d > m ? d : m;
+        s = fabs(a[i]) > s ? fabs(a[i]) : s;
+    }
+    return m / s;
+}
+
+/* Steps whose argmax differs although the reference's top-1 margin exceeds
+ * margin x max |logit|. */
+static int argmax_mismatches(const float *a, const float *b, int vocab, float margin)
+{
+    int bad = 0;
+    float scale = 0;
+    for (size_t i = 0; i < (size_t)GEN * vocab; i++)
+        scale = fabsf(a[i]) > scale ? fabsf(a[i]) : scale;
+    for (int s = 0; s < GEN; s++) {
+        const float *x = a + (size_t)s * vocab;
+        int i = okv_argmax(x, vocab);
+        float second = -1e30f;
+        for (int j = 0; j < vocab; j++)
+            if (j != i && x[j] > second)
+                second = x[j];
+        if (x[i] - second > margin * scale && okv_argmax(b + (size_t)s * vocab, vocab) != i)
+            bad++;
+    }
+    return bad;
+}
+
+/* The plain backend of kind device against the tensor-parallel one at TP = 1 ..
+ * max_n (where the model splits): TP=1 bit for bit, more ranks within tol (max
+ * relative difference of the logits) and the same greedy token wherever the
+ * reference's top-1 margin exceeds margin x max |logit|. Without check_multi, runs
+ * of more ranks are reported, not checked (a small sparse budget on the GPU: its
+ * selection can differ on near-ties once the sums are reordered). */
+static void compare_on(const char *device, int max_n, double tol, float margin, bool check_multi, const struct okv_model *m,
+                       const struct okv_engine_params *ep, const char *what)
+{
+    const int vocab = m->cfg.vocab_size;
+    okv_backend *cpu = NULL;
+    struct okv_backend_params bp = {.n_threads = 1};
+    CHECK(okv_backend_create(device, &bp, &cpu) == OKV_OK, "%s: %s", device, okv_last_error());
+    if (!cpu)
+        return;
+    okv_engine *e = NULL;
+    CHECK(okv_engine_create(m, cpu, ep, &e) == OKV_OK, "%s: engine: %s", what, okv_last_error());
+    if (!e) {
+        okv_backend_free(cpu);
+        return;
+    }
+    struct okv_engine_stats ref_st, st;
+    run(e, vocab, NULL, ref_logits, &ref_st);
+    okv_engine_free(e);
+    okv_backend_free(cpu);
+
+    for (int n = 1; n <= max_n; n++) {
+        if (m->cfg.n_heads % n || (m->cfg.n_kv_heads % n && n % m->cfg.n_kv_heads))
+            continue;
+        okv_backend *tp = NULL;
+        CHECK(okv_backend_create_tp(device, &bp, n, &m->cfg, &tp) == OKV_OK, "%s tp%d: %s", what, n, okv_last_error());
+        if (!tp)
+            continue;
+        CHECK(okv_backend_shards(tp) == n, "%s: shards %d", what, okv_backend_shards(tp));
+        okv_engine *te = NULL;
+        CHECK(okv_engine_create(m, tp, ep, &te) == OKV_OK, "%s tp%d: engine: %s", what, n, okv_last_error());
+        if (te) {
+            memset(tp_logits, 0xff, sizeof tp_logits);   /* NaN: an unwritten logit fails */
+            run(te, vocab, ref_tok, tp_logits, &st);
+            size_t cnt = (size_t)GEN * vocab;
+            double d = rel_diff(ref_logits, tp_logits, cnt);
+            int flips = argmax_mismatches(ref_logits, tp_logits, vocab, margin);
+            if (n == 1) {
+                CHECK(!memcmp(ref_logits, tp_logits, sizeof(float) * cnt), "%s: TP=1 differs from the plain backend (rel %.3g)",
+                      what, d);
+                CHECK(st.units_fetched == ref_st.units_fetched, "%s: TP=1 fetched %lld units, the plain engine %lld", what,
+                      (long long)st.units_fetched, (long long)ref_st.units_fetched);
+            } else if (check_multi) {
+                CHECK(d < tol, "%s: TP=%d logits differ by %.3g (relative)", what, n, d);
+                CHECK(flips == 0, "%s: TP=%d changes %d clear greedy tokens", what, n, flips);
+                CHECK(st.units_fetched == ref_st.units_fetched, "%s: TP=%d fetched %lld units, the plain engine %lld", what, n,
+                      (long long)st.units_fetched, (long long)ref_st.units_fetched);
+            }
+            CHECK(okv_kv_used_slots(okv_engine_kv(te)) == 0, "%s: TP=%d slots leaked", what, n);
+            printf("%-5s %-34s TP=%d  max rel diff %.2e  clear flips %d  units fetched %lld (plain %lld)%s\n", device, what, n, d,
+                   flips, (long long)st.units_fetched, (long long)ref_st.units_fetched, n > 1 && !check_multi ? "  [reported]" : "");
+            okv_engine_free(te);
+        }
+        okv_backend_free(tp);
+    }
+}
+
+#endif
