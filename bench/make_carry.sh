@@ -1,0 +1,18 @@
+#!/bin/bash
+# A slim copy of a CUDA build to carry to the GPU machine (the device tool carries at
+# most 64 MiB): the oasiskv command, the CUDA tests and benchmarks (stripped), and in
+# lib/ the shared libraries the GPU machine's image lacks (bench/gpu_env.sh loads them).
+#   bench/make_carry.sh [CUDA build dir, default build-gpu] [out dir, default build-gc]
+set -eu
+SRC=${1:-build-gpu}; DST=${2:-build-gc}
+rm -rf "$DST"; mkdir -p "$DST/tests" "$DST/bench" "$DST/lib"
+cp "$SRC/oasiskv" "$DST/"
+for t in "$SRC"/tests/test_cuda_*; do [ -x "$t" ] && cp "$t" "$DST/tests/"; done
+for b in "$SRC"/bench/cuda_* "$SRC"/bench/bench_step; do [ -x "$b" ] && cp "$b" "$DST/bench/"; done
+strip "$DST/oasiskv" "$DST"/tests/* "$DST"/bench/*
+# libraries of the oasiskv command that the GPU machine's image lacks (seen there:
+# it has OpenBLAS, PCRE2 and curl, not cJSON or libmicrohttpd and its GnuTLS chain)
+ldd "$SRC/oasiskv" | awk '/=> \// {print $3}' |
+  grep -E 'libcjson|libmicrohttpd|libgnutls|libhogweed|libnettle|libgmp|libidn2|libunistring|libp11-kit|libtasn1|libffi' |
+  while read -r f; do cp -L "$f" "$DST/lib/"; done
+du -sh "$DST"
