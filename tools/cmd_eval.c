@@ -7,8 +7,10 @@
 #include "oasiskv/engine.h"
 #include "oasiskv/eval.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cmd_eval(int argc, char **argv);
 
@@ -37,6 +39,15 @@ static const char *help =
     "  --device NAME          cpu or cuda (default cpu)\n"
     "  --list                 list the tasks\n"
     "  --print-samples        print the samples (prompt, answers, needle spans) and run nothing\n"
+    "\n"
+    "Training data (train/README.md): write samples as JSON lines and run nothing. -m may be a\n"
+    "tokenizer folder (tokenizer.json + tokenizer_config.json); tasks and context lengths may be lists.\n"
+    "  --dump-samples FILE    one JSON object per sample (FILE - is stdout): prompt_tokens, target (the\n"
+    "                         reference continuation), target_tokens, answers, needles (byte spans)\n"
+    "  --text-dir DIR         haystack texts and word lists from DIR's files (sorted by name) instead of\n"
+    "                         the held-out evaluation texts; held-out files are refused\n"
+    "  --first-index I        index of the first sample (default 0): samples I .. I+N-1\n"
+    "  --dump-text            also write the prompt text (\"prompt\")\n"
     "\n"
     "Progress goes to stderr; the table to stdout.\n";
 
@@ -249,6 +260,107 @@ static void print_table(const struct row *rows, int n_rows)
     fflush(stdout);
 }
 
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The regular files of dir, sorted by name (the caller frees each and the array). */
+static char **list_dir(const char *dir, int *n)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        cli_die("--text-dir: cannot open %s", dir);
+    char **v = NULL;
+    int cap = 0;
+    *n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = malloc(len);
+        snprintf(p, len, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            free(p);
+            continue;
+        }
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            v = realloc(v, sizeof *v * (size_t)cap);
+            if (!v)
+                cli_die("out of memory");
+        }
+        v[(*n)++] = p;
+    }
+    closedir(d);
+    if (!*n)
+        cli_die("--text-dir: no files in %s", dir);
+    qsort(v, (size_t)*n, sizeof *v, cmp_cstr);
+    return v;
+}
+
+static void dump_ids(FILE *f, const int32_t *ids, size_t n)
+{
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, i ? ",%d" : "%d", ids[i]);
+    fputc(']', f);
+}
+
+/* --dump-samples: one JSON line per sample. */
+static void dump_samples(const char *path, const okv_tokenizer *tok, const okv_eval_ctx *ec, const struct list *tasks,
+                         const int *ctx_v, int n_ctx, int first, int num, uint64_t seed, int max_tokens, bool text)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+    if (!f)
+        cli_die("--dump-samples: cannot write %s", path);
+    for (int ti = 0; ti < tasks->n; ti++)
+        for (int ci = 0; ci < n_ctx; ci++)
+            for (int i = first; i < first + num; i++) {
+                struct okv_eval_sample s;
+                struct okv_eval_gen g = {tasks->v[ti], ctx_v[ci], seed, i, -1, max_tokens};
+                if (okv_eval_sample_make(ec, &g, &s) != OKV_OK)
+                    cli_die("%s", okv_last_error());
+                char *ref = okv_eval_reference_output(tasks->v[ti], &s);
+                bool correct = false;
+                if (!ref)
+                    cli_die("eval: no reference output for %s", tasks->v[ti]);
+                okv_eval_score(s.score, (const char *const *)s.answers, s.n_answers, ref, &correct);
+                if (!correct)
+                    cli_die("eval: the reference output of %s sample %d is not scored correct", tasks->v[ti], i);
+                int32_t *tid;
+                size_t n_tid;
+                if (okv_tokenizer_encode(tok, ref, strlen(ref), false, false, &tid, &n_tid) != OKV_OK)
+                    cli_die("%s", okv_last_error());
+                fprintf(f, "{\"task\": \"%s\", \"context_len\": %d, \"seed\": %llu, \"index\": %d, "
+                           "\"haystack\": \"%s\", \"depth\": %.6f, \"max_tokens\": %d, \"prompt_tokens\": ",
+                        tasks->v[ti], ctx_v[ci], (unsigned long long)seed, i, s.haystack, s.depth, s.max_tokens);
+                dump_ids(f, s.tokens, (size_t)s.n_tokens);
+                fprintf(f, ", \"target\": ");
+                cli_json_str(f, ref, strlen(ref));
+                fprintf(f, ", \"target_tokens\": ");
+                dump_ids(f, tid, n_tid);
+                fprintf(f, ", \"answers\": [");
+                for (int k = 0; k < s.n_answers; k++) {
+                    fprintf(f, k ? ", " : "");
+                    cli_json_str(f, s.answers[k], strlen(s.answers[k]));
+                }
+                fprintf(f, "], \"needles\": [");
+                for (int k = 0; k < s.n_needles; k++)
+                    fprintf(f, "%s[%zu, %zu]", k ? ", " : "", s.needle_off[k], s.needle_len[k]);
+                fprintf(f, "]");
+                if (text) {
+                    fprintf(f, ", \"prompt\": ");
+                    cli_json_str(f, s.prompt, strlen(s.prompt));
+                }
+                fprintf(f, "}\n");
+                okv_free(tid);
+                okv_free(ref);
+                okv_eval_sample_free(&s);
+            }
+    if (f != stdout ? fclose(f) != 0 : fflush(f) != 0)
+        cli_die("--dump-samples: cannot write %s", path);
+}
+
 int cmd_eval(int argc, char **argv)
 {
     struct opts o = {.num_samples = 10, .fid_steps = 128};
@@ -258,7 +370,9 @@ int cmd_eval(int argc, char **argv)
     split("--kv-budget", "2048", &budgets);
     split("--predict", "lookahead", &modes);
     int threads = 0, dense_layers = 0, spec_tokens = 0, max_tokens = 0;
-    bool sweep = false, reuse = true, recall = false, print_samples = false;
+    bool sweep = false, reuse = true, recall = false, print_samples = false, dump_text = false;
+    const char *dump_path = NULL, *text_dir = NULL;
+    int first_index = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -303,6 +417,14 @@ int cmd_eval(int argc, char **argv)
             o.seed = cli_u64(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--print-samples")) {
             print_samples = true;
+        } else if (!strcmp(a, "--dump-samples")) {
+            dump_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--text-dir")) {
+            text_dir = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--first-index")) {
+            first_index = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 30);
+        } else if (!strcmp(a, "--dump-text")) {
+            dump_text = true;
         } else if (!strcmp(a, "--sweep")) {
             sweep = true;
         } else if (!strcmp(a, "--no-reuse")) {
@@ -325,7 +447,7 @@ int cmd_eval(int argc, char **argv)
         cli_die("eval: --task is required (see oasiskv eval --help)");
     if (spec_tokens && !draft)
         cli_die("eval: --spec-tokens needs --draft");
-    if (!sweep && (tasks.n > 1 || ctxs.n > 1 || budgets.n > 1 || modes.n > 1))
+    if (!sweep && !dump_path && (tasks.n > 1 || ctxs.n > 1 || budgets.n > 1 || modes.n > 1))
         cli_die("eval: comma lists need --sweep");
     if (tasks.n == 1 && !strcmp(tasks.v[0], "all")) {
         int n;
@@ -340,6 +462,47 @@ int cmd_eval(int argc, char **argv)
     int ctx_v[MAX_LIST];
     for (int k = 0; k < ctxs.n; k++)
         ctx_v[k] = cli_int("--context-len", ctxs.v[k], 16, 1 << 22);
+    if ((text_dir || first_index || dump_text) && !dump_path)
+        cli_die("eval: --text-dir, --first-index and --dump-text need --dump-samples");
+    if (dump_path) {
+        for (int k = 0; k < tasks.n; k++)
+            if (!strcmp(tasks.v[k], "fidelity"))
+                cli_die("--dump-samples: fidelity has no samples");
+        if (!o.model_path)
+            o.model_path = cli_default_model();
+        struct stat sb;
+        okv_tokenizer *tok = NULL;
+        struct okv_model *m = NULL;
+        bool tok_dir = stat(o.model_path, &sb) == 0 && S_ISDIR(sb.st_mode);
+        if (tok_dir)
+            tok = cli_load_tokenizer(o.model_path);   /* the tokenizer alone: no weights needed */
+        else
+            cli_load(o.model_path, &m, &tok);
+        if (!tok)
+            cli_die("%s has no tokenizer: eval needs one", o.model_path);
+        okv_eval_ctx *ec = NULL;
+        if (text_dir) {
+            int nf;
+            char **files = list_dir(text_dir, &nf);
+            if (okv_eval_ctx_create_files(tok, (const char *const *)files, nf, &ec) != OKV_OK)
+                cli_die("%s", okv_last_error());
+            for (int k = 0; k < nf; k++)
+                free(files[k]);
+            free(files);
+        } else if (okv_eval_ctx_create(tok, &ec) != OKV_OK) {
+            cli_die("%s", okv_last_error());
+        }
+        dump_samples(dump_path, tok, ec, &tasks, ctx_v, ctxs.n, first_index, o.num_samples, o.seed, max_tokens,
+                     dump_text);
+        okv_eval_ctx_free(ec);
+        okv_tokenizer_free(tok);
+        okv_model_free(m);
+        free(tasks.buf);
+        free(ctxs.buf);
+        free(budgets.buf);
+        free(modes.buf);
+        return 0;
+    }
     /* configurations: dense once, each budget under each predict mode */
     struct okv_eval_config cfgs[MAX_LIST * 3 + 1];
     int n_cfgs = 0;
@@ -367,7 +530,7 @@ int cmd_eval(int argc, char **argv)
     for (int k = 0; k < ctxs.n; k++)
         if (m->cfg.max_ctx > 0 && ctx_v[k] > m->cfg.max_ctx)
             cli_die("--context-len: %d exceeds the model's context length %d", ctx_v[k], m->cfg.max_ctx);
-    struct okv_backend_params bp = {threads};
+    struct okv_backend_params bp = {.n_threads = threads};
     okv_backend *be = NULL;
     if (okv_backend_create(device, &bp, &be) != OKV_OK)
         cli_die("%s", okv_last_error());

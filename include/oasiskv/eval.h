@@ -75,6 +75,14 @@ typedef struct okv_eval_ctx okv_eval_ctx;
  * outlive the context. The caller owns *out. */
 enum okv_status okv_eval_ctx_create(const okv_tokenizer *tok, okv_eval_ctx **out);
 void okv_eval_ctx_free(okv_eval_ctx *c);   /* NULL is fine */
+/* As okv_eval_ctx_create, but every real-text haystack (niah_single_text, niah_single_essay,
+ * the multi-needle tasks, qa) and the word list (keys, cwe words, chain codes) come from the
+ * given files instead of the held-out Debian texts: for making training data (train/). A
+ * held-out file (okv_eval_text_sources, or anything under /usr/share/common-licenses or
+ * /usr/share/doc/debian) is refused with OKV_ERR_INVALID_ARG; OKV_ERR_IO when the files hold
+ * too little text. Samples report haystack "text". */
+enum okv_status okv_eval_ctx_create_files(const okv_tokenizer *tok, const char *const *paths, int n_paths,
+                                          okv_eval_ctx **out);
 /* Whether the essay set (doc-debian) was found; niah_single_essay and the multi-needle
  * tasks fall back to the licenses when it was not. */
 bool okv_eval_ctx_has_essays(const okv_eval_ctx *c);
@@ -108,6 +116,11 @@ struct okv_eval_sample {
  * it. The caller frees *out with okv_eval_sample_free. */
 enum okv_status okv_eval_sample_make(const okv_eval_ctx *c, const struct okv_eval_gen *g, struct okv_eval_sample *out);
 void okv_eval_sample_free(struct okv_eval_sample *s);
+/* The reference continuation of a sample of that task: what a correct model writes right after
+ * the prompt (which ends with the answer prefix), e.g. " 1234567." for niah, " b\nb -> c\n...
+ * Final: e" for chain; okv_eval_score counts it correct. NULL for an unknown task or no memory.
+ * Caller frees (okv_free). For training data (train/). */
+char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *s);
 
 /* Score an output against references: returns the share of references matched (chain: the
  * share of chain steps printed correctly) and sets *correct by the task's rule. */

@@ -20,6 +20,7 @@ struct okv_eval_ctx {
     struct eval_corpus lic;     /* the held-out license texts */
     struct eval_corpus essay;   /* doc-debian prose, or a copy of lic when absent */
     bool has_essay;
+    bool custom;                /* texts from okv_eval_ctx_create_files (training data), not the held-out set */
     char **words;               /* distinct lower-case words (4-9 letters) of the texts, sorted */
     int n_words;
 };

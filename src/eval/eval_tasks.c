@@ -671,13 +671,13 @@ enum okv_status okv_eval_sample_make(const okv_eval_ctx *c, const struct okv_eva
     const struct eval_corpus *essay = c->has_essay ? &c->essay : &c->lic;
     const char *hay = "none";
     switch (t->id) {
-    case T_NIAH_TEXT: t->corp = &c->lic; hay = "licenses"; break;
+    case T_NIAH_TEXT: t->corp = &c->lic; hay = c->custom ? "text" : "licenses"; break;
     case T_NIAH_FILLER: t->corp = NULL; hay = "filler"; break;
     case T_VT: hay = "filler"; break;
-    case T_QA: t->corp = &c->lic; hay = "licenses"; break;
+    case T_QA: t->corp = &c->lic; hay = c->custom ? "text" : "licenses"; break;
     case T_NIAH_ESSAY: case T_MULTIKEY: case T_MULTIVALUE: case T_MULTIQUERY:
         t->corp = essay;
-        hay = c->has_essay ? "essay" : "licenses";
+        hay = c->custom ? "text" : c->has_essay ? "essay" : "licenses";
         break;
     default: break;
     }
@@ -785,4 +785,50 @@ void okv_eval_sample_free(struct okv_eval_sample *s)
     for (int i = 0; i < s->n_answers; i++)
         okv_free(s->answers[i]);
     memset(s, 0, sizeof *s);
+}
+
+char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *s)
+{
+    const struct okv_eval_task_info *ti = okv_eval_task_find(task);
+    if (!ti || !s || s->n_answers < 1)
+        return NULL;
+    enum task_id id = (enum task_id)(ti - tasks);
+    struct sbuf b = {0};
+    const int n = s->n_answers;
+    switch (id) {
+    case T_MULTIVALUE:
+    case T_MULTIQUERY:
+    case T_CWE:
+    case T_FWE:
+        /* " a, b, c, and d." (RULER's style for lists of values); cwe and fwe: " a, b, c." */
+        for (int i = 0; i < n; i++) {
+            bool and_ = (id == T_MULTIVALUE || id == T_MULTIQUERY) && n > 1 && i == n - 1;
+            sb_printf(&b, "%s%s%s", i ? "," : "", and_ ? " and " : " ", s->answers[i]);
+        }
+        sb_puts(&b, ".");
+        break;
+    case T_VT:
+        for (int i = 0; i < n; i++)
+            sb_printf(&b, " %s", s->answers[i]);
+        break;
+    case T_QA:
+        sb_printf(&b, " %s", s->answers[0]);
+        break;
+    case T_CHAIN: {
+        /* the prompt ends with "start ->": every step, then the final code */
+        sb_printf(&b, " %s", s->answers[0]);
+        for (int i = 1; i < n; i++)
+            sb_printf(&b, "\n%s -> %s", s->answers[i - 1], s->answers[i]);
+        sb_printf(&b, "\nFinal: %s", s->answers[n - 1]);
+        break;
+    }
+    default:
+        sb_printf(&b, " %s.", s->answers[0]);
+        break;
+    }
+    if (b.oom) {
+        okv_free(b.s);
+        return NULL;
+    }
+    return b.s;
 }

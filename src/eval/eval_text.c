@@ -6,9 +6,11 @@
  * okv_eval_text_sources() lists them. The license texts not listed here (GPL-1, GPL-2,
  * LGPL-2, LGPL-2.1, Artistic, BSD, GFDL-1.2) are free for training. Note that the
  * GPL-3 is also the default text of bench/bench_sparse.c. */
+#define _DEFAULT_SOURCE   /* realpath */
 #include "eval_internal.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +305,76 @@ enum okv_status okv_eval_ctx_create(const okv_tokenizer *tok, okv_eval_ctx **out
     }
     if (st == OKV_OK)
         st = collect_words(c);
+    if (st != OKV_OK) {
+        okv_eval_ctx_free(c);
+        return st;
+    }
+    *out = c;
+    return OKV_OK;
+}
+
+/* Whether path is (or resolves to) a held-out text: one of `sources`, or anything under
+ * the folders they come from. */
+static bool is_held_out(const char *path)
+{
+    static const char *const dirs[] = {"/usr/share/common-licenses/", "/usr/share/doc/debian/"};
+    char real[PATH_MAX];
+    const char *cand[2] = {path, realpath(path, real) ? real : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!cand[k])
+            continue;
+        for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+            if (!strncmp(cand[k], dirs[i], strlen(dirs[i])))
+                return true;
+        for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
+            char rs[PATH_MAX];
+            if (!strcmp(cand[k], sources[i].path) || (realpath(sources[i].path, rs) && !strcmp(cand[k], rs)))
+                return true;
+        }
+    }
+    return false;
+}
+
+enum okv_status okv_eval_ctx_create_files(const okv_tokenizer *tok, const char *const *paths, int n_paths,
+                                          okv_eval_ctx **out)
+{
+    *out = NULL;
+    if (!tok)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "eval: the model has no tokenizer");
+    for (int i = 0; i < n_paths; i++)
+        if (is_held_out(paths[i]))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "eval: %s is held-out evaluation text; it cannot be a "
+                                 "training text", paths[i]);
+    okv_eval_ctx *c = okv_calloc(1, sizeof *c, OKV_TAG_MISC);
+    if (!c)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "eval: out of memory");
+    c->tok = tok;
+    c->custom = true;
+    struct sbuf b = {0};
+    enum okv_status st = OKV_OK;
+    for (int i = 0; i < n_paths && st == OKV_OK; i++) {
+        size_t n;
+        char *t = read_text(paths[i], &n);
+        if (!t) {
+            st = okv_set_error(OKV_ERR_IO, "eval: cannot read %s", paths[i]);
+            break;
+        }
+        append_collapsed(&b, t, n);
+        okv_free(t);
+    }
+    if (st == OKV_OK && b.oom)
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "eval: out of memory");
+    c->lic.text = b.s;
+    c->lic.len = b.len;
+    if (st == OKV_OK && b.len)
+        st = cut_units(&c->lic);
+    if (st == OKV_OK && c->lic.n_units < 50)
+        st = okv_set_error(OKV_ERR_IO, "eval: the %d text files hold too little text (%d sentences; 50 needed)",
+                           n_paths, c->lic.n_units);
+    if (st == OKV_OK)
+        st = collect_words(c);
+    if (st == OKV_OK && c->n_words < 200)
+        st = okv_set_error(OKV_ERR_IO, "eval: the text files give only %d distinct words (200 needed)", c->n_words);
     if (st != OKV_OK) {
         okv_eval_ctx_free(c);
         return st;

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Checks of the training data side of train/ (run by tests/sh/test_train_data.sh):
+
+    check_train_data.py OASISKV_BIN OKV_TOK_DUMP
+
+1. train/make_texts.py writes training and report texts, disjoint, deterministic, and
+   sharing no 12-word run with the evaluation's held-out Debian texts (when installed);
+2. `oasiskv eval --dump-samples --text-dir` refuses held-out texts;
+3. dumped samples of every task at 2K and 4K: prompt ids equal `tokenizers`' encoding of
+   the prompt text (BOS added), target ids equal its encoding of the target, the prompt
+   plus max_tokens fits the context, every needle span holds what it should (the value
+   or key of niah and vt, "a -> b" of chain, the phrase and answer of qa), and the target
+   contains every reference;
+4. the same seed gives identical bytes, another seed other samples;
+5. okv_tok_dump (the C tokenizer) equals `tokenizers` on a few hundred strings."""
+import gzip
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from tokenizers import Tokenizer
+
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOK = os.path.join(SRC, "train", "tokenizer")
+HELD_OUT = ["/usr/share/common-licenses/GPL-3", "/usr/share/common-licenses/Apache-2.0",
+            "/usr/share/common-licenses/MPL-2.0", "/usr/share/common-licenses/GFDL-1.3",
+            "/usr/share/common-licenses/MPL-1.1", "/usr/share/common-licenses/CC0-1.0"]
+ESSAYS = ["/usr/share/doc/debian/debian-manifesto.gz", "/usr/share/doc/debian/social-contract.txt.gz",
+          "/usr/share/doc/debian/constitution.txt.gz"]
+TASKS = ["niah_single_text", "niah_single_filler", "niah_single_essay", "niah_multikey", "niah_multivalue",
+         "niah_multiquery", "vt", "cwe", "fwe", "qa", "chain"]
+fails = 0
+
+
+def check(cond, msg):
+    global fails
+    if not cond:
+        fails += 1
+        print("FAIL:", msg)
+
+
+def words(text):
+    return re.findall(r"[A-Za-z]+", text)
+
+
+def shingles(text, n=12):
+    w = words(text)
+    return {" ".join(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def digest(d):
+    h = hashlib.sha256()
+    for root, _, names in sorted(os.walk(d)):
+        for n in sorted(names):
+            with open(os.path.join(root, n), "rb") as f:
+                h.update(n.encode() + f.read())
+    return h.hexdigest()
+
+
+def dump(binary, args):
+    r = subprocess.run([binary, "eval", "--dump-samples", "-", "-m", TOK] + args, capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+def main():
+    binary, tok_dump = sys.argv[1], sys.argv[2]
+    tk = Tokenizer.from_file(os.path.join(TOK, "tokenizer.json"))
+    tmp = tempfile.mkdtemp()
+    # 1. texts
+    for d in ("a", "b"):
+        subprocess.run([sys.executable, os.path.join(SRC, "train", "make_texts.py"), os.path.join(tmp, d)],
+                       check=True, capture_output=True)
+    check(digest(os.path.join(tmp, "a")) == digest(os.path.join(tmp, "b")), "make_texts.py is not deterministic")
+    texts = os.path.join(tmp, "a")
+    train_files = sorted(os.listdir(os.path.join(texts, "train")))
+    held_files = sorted(os.listdir(os.path.join(texts, "heldout")))
+    check(len(train_files) > 50 and len(held_files) > 5, f"too few text files {len(train_files)}/{len(held_files)}")
+    check(not set(train_files) & set(held_files), "training and report texts overlap")
+    train_text = "".join(open(os.path.join(texts, "train", f)).read() for f in train_files)
+    held_present = [p for p in HELD_OUT if os.path.isfile(p)]
+    essays = [p for p in ESSAYS if os.path.isfile(p)]
+    if held_present:
+        ev = set()
+        for p in held_present:
+            ev |= shingles(open(p, encoding="utf-8", errors="replace").read())
+        for p in essays:
+            ev |= shingles(gzip.open(p, "rt", encoding="utf-8", errors="replace").read())
+        common = ev & shingles(train_text)
+        check(not common, f"training texts share {len(common)} 12-word runs with the held-out texts, "
+                          f"e.g. {sorted(common)[:1]}")
+    else:
+        print("note: /usr/share/common-licenses absent; overlap check skipped")
+    # 2. held-out texts refused
+    if held_present:
+        rc, _, err = dump(binary, ["--task", "niah_single_text", "--context-len", "1024", "--num-samples", "1",
+                                   "--text-dir", os.path.dirname(held_present[0])])
+        check(rc == 1 and "held-out" in err, f"--text-dir with held-out texts: rc {rc}, {err.strip()}")
+    # 3. samples
+    tdir = os.path.join(texts, "train")
+    mk = lambda seed: ["--task", ",".join(TASKS), "--context-len", "2048,4096", "--num-samples", "3", "--seed",
+                       str(seed), "--text-dir", tdir, "--dump-text"]
+    args = mk(7)
+    rc, out1, err = dump(binary, args)
+    check(rc == 0, f"dump failed: {err.strip()}")
+    samples = [json.loads(l) for l in out1.splitlines()]
+    check(len(samples) == len(TASKS) * 2 * 3, f"{len(samples)} samples")
+    bos = tk.token_to_id("<|bos|>")
+    strings = []
+    for s in samples:
+        name = f"{s['task']}@{s['context_len']}#{s['index']}"
+        p, tgt = s["prompt"], s["target"]
+        ids = tk.encode(p).ids
+        check(ids == s["prompt_tokens"] and ids[0] == bos, f"{name}: prompt ids differ from tokenizers'")
+        check(tk.encode(tgt, add_special_tokens=False).ids == s["target_tokens"], f"{name}: target ids differ")
+        check(len(s["prompt_tokens"]) + s["max_tokens"] <= s["context_len"], f"{name}: prompt too long")
+        check(len(s["target_tokens"]) + 1 <= s["max_tokens"], f"{name}: target longer than max_tokens")
+        check(s["haystack"] in ("text", "filler", "none"), f"{name}: haystack {s['haystack']}")
+        for a in s["answers"]:
+            check(re.search(r"(^|\W)" + re.escape(a) + r"(\W|$)", tgt), f"{name}: answer {a} not in target {tgt!r}")
+        spans = [p[o:o + n] for o, n in s["needles"]]
+        t = s["task"]
+        if t.startswith("niah"):
+            vals = s["answers"] if t in ("niah_multivalue", "niah_multiquery") else s["answers"][:1]
+            for k, v in enumerate(vals):
+                check(spans[k].startswith("One of the special magic numbers for ") and spans[k].endswith(f": {v}."),
+                      f"{name}: needle {k} {spans[k]!r} does not hold {v}")
+            check(p.count(s["answers"][0]) >= 1, f"{name}: answer not in prompt")
+        elif t == "vt":
+            for k, v in enumerate(s["answers"]):
+                check(spans[k].startswith(f"VAR {v} = "), f"{name}: needle {k} {spans[k]!r} is not VAR {v}")
+        elif t == "chain":
+            start = p.rsplit("\n", 1)[1][:-len(" ->")]
+            chain = [start] + s["answers"]
+            for k in range(4):
+                check(spans[k] == f"{chain[k]} -> {chain[k + 1]}", f"{name}: step {k} {spans[k]!r}")
+        elif t == "qa":
+            phrase = re.search(r'comes right after the phrase "(.*)"\?', p).group(1)
+            check(spans[0] == phrase + " " + s["answers"][0], f"{name}: qa span {spans[0]!r}")
+        elif t == "cwe":
+            items = re.findall(r"^\d+\. (\w+)$", p, re.M)
+            counts = {w: items.count(w) for w in set(items)}
+            top = sorted(counts.values(), reverse=True)
+            check(all(counts[a] >= top[9] for a in s["answers"]) and top[9] > (top[10] if len(top) > 10 else 0), f"{name}: cwe counts")
+        strings.append(p[:300])
+        strings.append(p[-300:])
+        strings.append(tgt)
+    # 4. determinism
+    rc, out2, _ = dump(binary, args)
+    check(out1 == out2, "the same seed gave other samples")
+    rc, out3, _ = dump(binary, mk(8))
+    check(rc == 0 and out3 != out1, "seeds 7 and 8 gave the same samples")
+    # 5. C tokenizer vs tokenizers on a few hundred strings: sentences of the texts and prompt pieces
+    sents = re.split(r"(?<=[.!?])\s+", train_text)
+    strings += [x for x in sents[::max(1, len(sents) // 300)] if x][:300]
+    strings += ["1234567, 2345678, and 3456789.", "VAR ABCDE = 12345.", "  two  spaces\n\nand lines\t",
+                "caf\u00e9 \u2019quote\u2019 \u4e2d\u6587", "<|bos|> x <|endoftext|>", ""]
+    corpus = os.path.join(tmp, "corpus.json")
+    with open(corpus, "w") as f:
+        json.dump(strings, f)
+    r = subprocess.run([tok_dump, TOK, corpus], capture_output=True, text=True)
+    check(r.returncode == 0, f"okv_tok_dump: {r.stderr.strip()}")
+    if r.returncode == 0:
+        got = json.loads(r.stdout)
+        # tokenizers matches special tokens in any text; the C tokenizer only with parse_special
+        bad = [i for i, s in enumerate(strings) if got["special"][i] != tk.encode(s, add_special_tokens=False).ids or
+               ("<|" not in s and got["plain"][i] != got["special"][i])]
+        check(not bad, f"C tokenizer differs from tokenizers on {len(bad)} of {len(strings)} strings, "
+                       f"e.g. {strings[bad[0]][:80]!r}" if bad else "")
+        check(not got["roundtrip_fail"], f"decode(encode(s)) != s for {len(got['roundtrip_fail'])} strings")
+    print(f"check_train_data: {len(samples)} samples, {len(strings)} tokenizer strings, {fails} failures")
+    sys.exit(1 if fails else 0)
+
+
+if __name__ == "__main__":
+    main()

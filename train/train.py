@@ -1,0 +1,564 @@
+#!/usr/bin/env python3
+"""Train the OasisKV evaluation models: a small Llama TARGET and a smaller DRAFT with the
+same tokenizer, on the evaluation's own task families (src/eval/eval_tasks.c) at 1K-32K
+context, within a wall-clock budget. See train/README.md for the recipe and what is held out.
+
+    python3 train/train.py --out OUT --bin build/oasiskv --budget 510 --seed 0 [--resume DIR]
+
+Data: the `oasiskv` binary writes the samples (`oasiskv eval --dump-samples - --text-dir
+TEXTS`), so prompts are byte-for-byte the evaluation's formats, with haystacks and word
+lists from Python docstrings (train/make_texts.py) instead of the held-out Debian texts.
+Both models see the same batches; the loss is on the reference answer (+ EOS), plus a
+small language-model loss on random prompt positions. Writes OUT/target and OUT/draft as
+Hugging Face folders (config.json, model.safetensors in bf16, tokenizer.json,
+tokenizer_config.json) and prints the dense accuracy (teacher-forced exact match, which
+equals greedy decoding reproducing the reference) per task family at 16K and 32K.
+"""
+import argparse
+import collections
+import concurrent.futures as cf
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+T0 = float(os.environ.get("OKV_T0") or time.time())   # run_gpu.sh passes its start time
+
+# task families trained by default; cwe and fwe (counting over the whole context) are optional
+TASKS = ["niah_single_text", "niah_single_filler", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "qa",
+         "chain"]
+TASK_WEIGHT = {"niah_single_text": 1.0, "niah_single_filler": 0.5, "niah_multikey": 1.0, "niah_multivalue": 1.0,
+               "niah_multiquery": 1.0, "vt": 1.0, "qa": 1.5, "chain": 1.5, "cwe": 1.0, "fwe": 1.0}
+# curriculum: (share of the training time at which the phase starts, {context: weight})
+PHASES = [
+    (0.00, {1024: 1, 2048: 1}),
+    (0.20, {2048: 1, 4096: 1, 8192: 1}),
+    (0.40, {4096: 1, 8192: 2, 16384: 1}),
+    (0.60, {8192: 1, 16384: 2, 32768: 2}),
+    (0.80, {16384: 1, 32768: 2}),
+]
+TARGET_CFG = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=64)
+DRAFT_CFG = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2,
+                 num_key_value_heads=1, head_dim=64)
+ROPE_THETA = 1000000.0
+MAX_POS = 32768
+
+
+def log(*a):
+    print(f"[{time.time() - T0:7.1f}s]", *a, flush=True)
+
+
+# ---------------------------------------------------------------- model (Hugging Face Llama layout)
+
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        dt = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dt)
+
+
+def rope_cos_sin(n, head_dim, theta, device):
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim))
+    t = torch.arange(n, device=device, dtype=torch.float32)
+    f = torch.outer(t, inv)
+    emb = torch.cat((f, f), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.nh, self.nkv, self.hd = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        d = c["hidden_size"]
+        self.q_proj = nn.Linear(d, self.nh * self.hd, bias=False)
+        self.k_proj = nn.Linear(d, self.nkv * self.hd, bias=False)
+        self.v_proj = nn.Linear(d, self.nkv * self.hd, bias=False)
+        self.o_proj = nn.Linear(self.nh * self.hd, d, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, n, _ = x.shape
+        q = self.q_proj(x).view(b, n, self.nh, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(b, n, self.nkv, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(b, n, self.nkv, self.hd).transpose(1, 2)
+        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.nh // self.nkv
+        if rep > 1:
+            k = k.repeat_interleave(rep, dim=1)
+            v = v.repeat_interleave(rep, dim=1)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(o.transpose(1, 2).reshape(b, n, self.nh * self.hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d, i = c["hidden_size"], c["intermediate_size"]
+        self.gate_proj = nn.Linear(d, i, bias=False)
+        self.up_proj = nn.Linear(d, i, bias=False)
+        self.down_proj = nn.Linear(i, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.input_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.self_attn = Attention(c)
+        self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.mlp = MLP(c)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Inner(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
+        self.layers = nn.ModuleList(Layer(c) for _ in range(c["num_hidden_layers"]))
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
+
+
+class Llama(nn.Module):
+    """LlamaForCausalLM's parameter names and arithmetic (rotate-half RoPE, RMSNorm in fp32),
+    tied input and output embeddings."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.cfg = c
+        self.model = Inner(c)
+        self.apply(self._init)
+        std = 0.02 / math.sqrt(2 * c["num_hidden_layers"])
+        for layer in self.model.layers:
+            nn.init.normal_(layer.self_attn.o_proj.weight, std=std)
+            nn.init.normal_(layer.mlp.down_proj.weight, std=std)
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def hidden(self, ids):
+        x = self.model.embed_tokens(ids)
+        cos, sin = rope_cos_sin(ids.shape[1], self.cfg["head_dim"], self.cfg["rope_theta"], ids.device)
+        for layer in self.model.layers:
+            x = layer(x, cos, sin)
+        return self.model.norm(x)
+
+    def logits(self, h):
+        return F.linear(h, self.model.embed_tokens.weight)
+
+
+def hf_config(c, bos, eos):
+    return {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "vocab_size": c["vocab_size"], "hidden_size": c["hidden_size"], "intermediate_size": c["intermediate_size"],
+        "num_hidden_layers": c["num_hidden_layers"], "num_attention_heads": c["num_attention_heads"],
+        "num_key_value_heads": c["num_key_value_heads"], "head_dim": c["head_dim"], "hidden_act": "silu",
+        "max_position_embeddings": MAX_POS, "rms_norm_eps": c["rms_norm_eps"], "rope_theta": c["rope_theta"],
+        "rope_scaling": None, "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": True,
+        "bos_token_id": bos, "eos_token_id": eos, "torch_dtype": "bfloat16", "initializer_range": 0.02,
+    }
+
+
+def save_model(model, out_dir, tok_dir, bos, eos, extra):
+    from safetensors.torch import save_file
+    os.makedirs(out_dir, exist_ok=True)
+    sd = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in model.state_dict().items()}
+    tmp = os.path.join(out_dir, "model.safetensors.tmp")
+    save_file(sd, tmp, metadata={"format": "pt"})
+    os.replace(tmp, os.path.join(out_dir, "model.safetensors"))
+    cfg = hf_config(model.cfg, bos, eos)
+    cfg["okv_train"] = extra
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    for n in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(os.path.join(tok_dir, n), os.path.join(out_dir, n))
+
+
+def load_model(model, d):
+    from safetensors.torch import load_file
+    sd = load_file(os.path.join(d, "model.safetensors"))
+    model.load_state_dict({k: v.float() for k, v in sd.items()})
+    with open(os.path.join(d, "config.json")) as f:
+        return json.load(f).get("okv_train", {})
+
+
+# ---------------------------------------------------------------- data from the oasiskv binary
+
+class Sampler:
+    """Samples (task, context, index) -> dict with prompt/target ids, made by `oasiskv eval
+    --dump-samples` in chunks of ch(context) consecutive indices, on a thread pool, prefetched."""
+
+    @staticmethod
+    def ch(ctx):   # a run costs ~0.15 s to start (texts, word list): long chunks for short contexts
+        return 64 if ctx <= 2048 else 32 if ctx <= 8192 else 8
+
+    def __init__(self, binary, tok_dir, text_dir, seed, workers):
+        self.bin, self.tok, self.text, self.seed = binary, tok_dir, text_dir, seed
+        self.pool = cf.ThreadPoolExecutor(max_workers=workers)
+        self.futs = {}
+        self.lock = threading.Lock()
+
+    def _run(self, task, ctx, first, n):
+        cmd = [self.bin, "eval", "--dump-samples", "-", "-m", self.tok, "--task", task, "--context-len", str(ctx),
+               "--num-samples", str(n), "--first-index", str(first), "--seed", str(self.seed)]
+        if self.text:
+            cmd += ["--text-dir", self.text]
+        for attempt in range(3):   # retries: a transient failure should not end a paid GPU run
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+            if r.returncode == 0:
+                break
+            time.sleep(1.0)
+        if r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.decode(errors='replace').strip()}")
+        out = []
+        for line in r.stdout.splitlines():
+            d = json.loads(line)
+            out.append({"task": d["task"], "ctx": d["context_len"], "index": d["index"],
+                        "prompt": np.asarray(d["prompt_tokens"], dtype=np.int64),
+                        "target": np.asarray(d["target_tokens"], dtype=np.int64), "answer": d["target"]})
+        return out
+
+    def prefetch(self, task, ctx, index):
+        ch = self.ch(ctx)
+        key = (task, ctx, index // ch)
+        with self.lock:
+            if key not in self.futs:
+                self.futs[key] = self.pool.submit(self._run, task, ctx, key[2] * ch, ch)
+        return key
+
+    def get(self, task, ctx, index):
+        key = self.prefetch(task, ctx, index)
+        ch = self.ch(ctx)
+        s = self.futs[key].result()[index % ch]
+        if index % ch == ch - 1:   # consumed in order: drop the chunk
+            with self.lock:
+                self.futs.pop(key, None)
+        return s
+
+    def many(self, task, ctx, n, first=0):
+        """n samples (for evaluation sets), all chunks submitted at once."""
+        for i in range(first, first + n):
+            self.prefetch(task, ctx, i)
+        return [self.get(task, ctx, i) for i in range(first, first + n)]
+
+
+class Plan:
+    """The batches in order: step -> (context, [(task, index)]), deterministic in the seed and
+    the phase of each step; the phase follows the share of the time budget used (or of --steps)."""
+
+    def __init__(self, seed, tasks, tokens_per_step, phase_fn):
+        self.rng = random.Random(seed)
+        self.tasks = tasks
+        self.w = [TASK_WEIGHT[t] for t in tasks]
+        self.tps = tokens_per_step
+        self.counter = collections.Counter()
+        self.phase_fn = phase_fn
+        self.queue = collections.deque()
+        self.made = 0
+
+    def _make(self):
+        ph = PHASES[self.phase_fn(self.made)][1]
+        ctxs = sorted(ph)
+        ctx = self.rng.choices(ctxs, weights=[ph[c] for c in ctxs])[0]
+        b = max(1, self.tps // ctx)
+        items = []
+        for _ in range(b):
+            t = self.rng.choices(self.tasks, weights=self.w)[0]
+            items.append((t, self.counter[(t, ctx)]))
+            self.counter[(t, ctx)] += 1
+        self.made += 1
+        return ctx, items
+
+    def peek(self, k, sampler):
+        """Make sure the next k batches are planned and their chunks submitted."""
+        while len(self.queue) < k:
+            ctx, items = self._make()
+            for t, i in items:
+                sampler.prefetch(t, ctx, i)
+            self.queue.append((ctx, items))
+
+    def next(self):
+        return self.queue.popleft()
+
+
+def collate(samples, ctx, eos, device):
+    """Right-padded [B, ctx] ids; the positions whose next token is a target (or EOS) token."""
+    b = len(samples)
+    n = max(len(s["prompt"]) + len(s["target"]) + 1 for s in samples)
+    n = max(n, 16)
+    ids = np.zeros((b, n), dtype=np.int64)
+    ans_pos, ans_tgt, lm_pos, lm_tgt = [], [], [], []
+    for r, s in enumerate(samples):
+        seq = np.concatenate([s["prompt"], s["target"], [eos]])
+        ids[r, :len(seq)] = seq
+        p = len(s["prompt"])
+        for j in range(p - 1, len(seq) - 1):
+            ans_pos.append(r * n + j)
+            ans_tgt.append(seq[j + 1])
+        # language-model positions: a random sample of the prompt
+        k = min(256, p - 1)
+        pos = np.random.randint(0, p - 1, size=k)
+        lm_pos.extend((r * n + pos).tolist())
+        lm_tgt.extend(seq[pos + 1].tolist())
+    t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(device, non_blocking=True)
+    return t(ids), t(ans_pos), t(ans_tgt), t(lm_pos), t(lm_tgt)
+
+
+def loss_fn(model, ids, ans_pos, ans_tgt, lm_pos, lm_tgt, lm_weight):
+    h = model.hidden(ids).reshape(-1, model.cfg["hidden_size"])
+    la = F.cross_entropy(model.logits(h[ans_pos]).float(), ans_tgt)
+    if lm_weight > 0 and lm_pos.numel():
+        ll = F.cross_entropy(model.logits(h[lm_pos]).float(), lm_tgt)
+        return la + lm_weight * ll, la
+    return la, la
+
+
+@torch.no_grad()
+def exact_match(model, samples, eos, device, amp):
+    """Per sample: whether the argmax at every answer position is the reference token (+ EOS),
+    i.e. greedy decoding writes exactly the reference and stops."""
+    model.eval()
+    out = []
+    for s in samples:
+        ids, ans_pos, ans_tgt, _, _ = collate([s], s["ctx"], eos, device)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
+            h = model.hidden(ids).reshape(-1, model.cfg["hidden_size"])
+            pred = model.logits(h[ans_pos]).argmax(-1)
+        out.append(bool((pred == ans_tgt).all().item()))
+    model.train()
+    return out
+
+
+def report(models, sets, eos, device, amp, title):
+    """sets: {(task, ctx): samples}; prints one line per model and context."""
+    for name, m in models:
+        res = collections.defaultdict(dict)
+        for (task, ctx), ss in sets.items():
+            ok = exact_match(m, ss, eos, device, amp)
+            res[ctx][task] = (sum(ok), len(ok))
+        for ctx in sorted(res):
+            cells = " ".join(f"{t}={k}/{n}" for t, (k, n) in sorted(res[ctx].items()))
+            tot = sum(k for k, _ in res[ctx].values()), sum(n for _, n in res[ctx].values())
+            log(f"{title} {name} ctx {ctx}: {cells} | all {tot[0]}/{tot[1]}")
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output folder: OUT/target, OUT/draft")
+    ap.add_argument("--bin", default=os.environ.get("OKV_BIN", "build/oasiskv"), help="the oasiskv binary")
+    ap.add_argument("--budget", type=float, default=510, help="wall-clock seconds for the whole run, saving included")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--resume", help="a previous OUT folder: continue from its target and draft")
+    ap.add_argument("--texts", help="folder of make_texts.py output (default: made in /tmp/okv_train_texts, outside "
+                    "OUT so that OUT holds only the 8 model files)")
+    ap.add_argument("--tasks", default=",".join(TASKS), help="comma list of task families to train")
+    ap.add_argument("--tokens-per-step", type=int, default=65536)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--draft-lr", type=float, default=3e-3)
+    ap.add_argument("--lm-weight", type=float, default=0.1)
+    ap.add_argument("--steps", type=int, default=0, help="stop after this many steps and phase by step share "
+                    "(exactly reproducible); 0: by the time budget")
+    ap.add_argument("--phase-scale", type=float, default=1.0,
+                    help="curriculum phases by this share of the training time (resume: 0 starts at the last phase)")
+    ap.add_argument("--report-ctx", default="16384,32768", help="contexts of the final report")
+    ap.add_argument("--report-samples", type=int, default=12, help="samples per task and context in the final report")
+    ap.add_argument("--eval-reserve", type=float, default=0, help="seconds kept for the final report and saving "
+                    "(0: estimated)")
+    ap.add_argument("--workers", type=int, default=max(2, (os.cpu_count() or 4) - 2))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--target-layers", type=int, default=TARGET_CFG["num_hidden_layers"])
+    ap.add_argument("--target-hidden", type=int, default=TARGET_CFG["hidden_size"])
+    ap.add_argument("--no-draft", action="store_true")
+    ap.add_argument("--max-ctx", type=int, default=MAX_POS, help="clip the curriculum's contexts (small test runs)")
+    ap.add_argument("--eval-texts", default="auto", help="also report on the evaluation's own (held-out) texts "
+                    "when present: auto | off")
+    a = ap.parse_args()
+
+    random.seed(a.seed)
+    np.random.seed(a.seed)
+    torch.manual_seed(a.seed)
+    device = torch.device(a.device)
+    amp = device.type == "cuda"
+    if amp:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    tok_dir = os.path.join(HERE, "tokenizer")
+    with open(os.path.join(tok_dir, "tokenizer_config.json")) as f:
+        tcfg = json.load(f)
+    from tokenizers import Tokenizer
+    tk = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
+    bos, eos, vocab = tk.token_to_id(tcfg["bos_token"]), tk.token_to_id(tcfg["eos_token"]), tk.get_vocab_size()
+    tasks = a.tasks.split(",")
+    for t in tasks:
+        if t not in TASK_WEIGHT:
+            sys.exit(f"unknown task {t}")
+    if not os.access(a.bin, os.X_OK):
+        sys.exit(f"{a.bin}: not an executable (set OKV_BIN or --bin)")
+
+    texts = a.texts or os.path.join("/tmp", "okv_train_texts")
+    if not os.path.isdir(os.path.join(texts, "train")):
+        subprocess.run([sys.executable, os.path.join(HERE, "make_texts.py"), texts], check=True)
+
+    tc = dict(TARGET_CFG, num_hidden_layers=a.target_layers, hidden_size=a.target_hidden,
+              num_attention_heads=a.target_hidden // 64, intermediate_size=3 * a.target_hidden)
+    tc["num_key_value_heads"] = max(1, tc["num_attention_heads"] // 2)
+    models = [("target", Llama(dict(tc, vocab_size=vocab, rms_norm_eps=1e-5, rope_theta=ROPE_THETA)))]
+    if not a.no_draft:
+        models.append(("draft", Llama(dict(DRAFT_CFG, vocab_size=vocab, rms_norm_eps=1e-5, rope_theta=ROPE_THETA))))
+    prev = {}
+    if a.resume:
+        for name, m in models:
+            prev[name] = load_model(m, os.path.join(a.resume, name))
+        log(f"resumed from {a.resume}: {prev.get('target')}")
+    # a resumed run draws new samples: the data seed moves on by the steps already trained
+    data_seed = a.seed + prev.get("target", {}).get("steps", 0)
+    train_s = Sampler(a.bin, tok_dir, os.path.join(texts, "train"), data_seed, a.workers)
+    held_s = Sampler(a.bin, tok_dir, os.path.join(texts, "heldout"), a.seed + 1000003, a.workers)
+    opts = []
+    for name, m in models:
+        m.to(device)
+        n_par = sum(p.numel() for p in m.parameters())
+        log(f"{name}: {n_par / 1e6:.2f}M parameters, {json.dumps({k: v for k, v in m.cfg.items()})}")
+        decay = [p for p in m.parameters() if p.dim() >= 2]
+        nodecay = [p for p in m.parameters() if p.dim() < 2]
+        lr = a.lr if name == "target" else a.draft_lr
+        opts.append(torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0}],
+                                      lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=amp))
+
+    # evaluation sets: held-out texts (other Python modules), other seed
+    report_ctx = [int(c) for c in a.report_ctx.split(",") if c]
+    prog_sets = {}   # small set for progress lines, made at the contexts of the current phase
+    final_sets = {}
+    for t in tasks:
+        for c in report_ctx:
+            for i in range(a.report_samples):
+                held_s.prefetch(t, c, i)
+
+    t_start = time.time()
+    deadline = T0 + a.budget
+    reserve = a.eval_reserve or (25 + 0.004 * a.report_samples * len(tasks) * sum(report_ctx) / 1000 *
+                                 (1 if amp else 50))
+    train_end = deadline - reserve
+    train_time = max(1.0, train_end - t_start)
+    phase_scale = a.phase_scale
+
+    def phase_of(step):
+        if a.steps:
+            frac = step / a.steps
+        else:
+            frac = (time.time() - t_start) / train_time
+        frac = frac / phase_scale if phase_scale > 0 else 1.0
+        k = 0
+        for i, (start, _) in enumerate(PHASES):
+            if frac >= start:
+                k = i
+        return k
+
+    for i, (start, ph) in enumerate(PHASES):
+        clipped = collections.Counter()
+        for c, w in ph.items():
+            clipped[min(c, a.max_ctx)] += w
+        PHASES[i] = (start, dict(clipped))
+    plan = Plan(data_seed, tasks, a.tokens_per_step, phase_of)
+    warm = 50 if a.resume else 150
+    step, toks, seen = 0, 0, 0
+    last_log, last_eval = time.time(), time.time()
+    ema = {}
+    log(f"training until {train_end - T0:.0f}s of {a.budget:.0f}s (report + save reserve {reserve:.0f}s), "
+        f"tasks {tasks}, {a.workers} data workers, device {device}")
+    while True:
+        now = time.time()
+        if a.steps and step >= a.steps:
+            break
+        if not a.steps and now >= train_end:
+            break
+        frac = step / a.steps if a.steps else (now - t_start) / train_time
+        plan.peek(16, train_s)
+        ctx, items = plan.next()
+        samples = [train_s.get(t, ctx, i) for t, i in items]
+        ids, ap_, at_, lp, lt = collate(samples, ctx, eos, device)
+        # warmup, then constant, then linear decay over the last 15%
+        scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.85 else max(0.05, (1 - frac) / 0.15))
+        for (name, m), opt in zip(models, opts):
+            for g in opt.param_groups:
+                g["lr"] = (a.lr if name == "target" else a.draft_lr) * scale
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
+                loss, la = loss_fn(m, ids, ap_, at_, lp, lt, a.lm_weight)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+            v = la.item() if step % 10 == 0 else None
+            if v is not None:
+                ema[name] = v if name not in ema else 0.8 * ema[name] + 0.2 * v
+        step += 1
+        toks += ids.numel()
+        seen += len(samples)
+        if time.time() - last_log > 15 or step <= 2:
+            dt = time.time() - t_start
+            log(f"step {step} ctx {ctx} x{len(samples)} phase {phase_of(step)} lr x{scale:.2f} answer-loss " +
+                " ".join(f"{k} {v:.3f}" for k, v in ema.items()) + f" | {toks / dt / 1e3:.0f}K tok/s, {seen} samples")
+            last_log = time.time()
+        if time.time() - last_eval > 60 and time.time() < train_end - 30:
+            ph = PHASES[phase_of(step)][1]
+            c = max(ph)
+            if c not in prog_sets:
+                prog_sets[c] = {(t, c): held_s.many(t, c, 4, first=1000) for t in tasks}
+            report(models[:1], prog_sets[c], eos, device, amp, f"progress step {step}:")
+            last_eval = time.time()
+
+    extra = {"steps": step + prev.get("target", {}).get("steps", 0), "samples": seen, "tokens": toks,
+             "train_seconds": round(time.time() - t_start, 1), "seed": a.seed, "data_seed": data_seed, "tasks": tasks,
+             "resumed_from": prev.get("target")}
+    for name, m in models:
+        save_model(m, os.path.join(a.out, name), tok_dir, bos, eos, extra)
+    log(f"saved {', '.join(os.path.join(a.out, n) for n, _ in models)} after {step} steps, {toks / 1e6:.1f}M tokens")
+
+    # final report: held-out texts at 16K and 32K
+    for t in tasks:
+        for c in report_ctx:
+            final_sets[(t, c)] = held_s.many(t, c, a.report_samples)
+    report(models, final_sets, eos, device, amp, "FINAL held-out texts")
+    if a.eval_texts == "auto" and os.path.isfile("/usr/share/common-licenses/GPL-3") and time.time() < deadline - 10:
+        ev = Sampler(a.bin, tok_dir, None, 0, a.workers)   # oasiskv eval's own samples (seed 0)
+        sets = {(t, c): ev.many(t, c, min(8, a.report_samples)) for t in tasks for c in report_ctx[-1:]}
+        report(models[:1], sets, eos, device, amp, "FINAL eval texts (oasiskv eval seed 0)")
+    log("done")
+    os._exit(0)   # the thread pools may still run prefetches
+
+
+if __name__ == "__main__":
+    main()
