@@ -6,7 +6,6 @@
 #include "engine_internal.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Load one weight; shard tells a tensor-parallel backend how to split it. */
@@ -245,10 +244,6 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         goto fail;
     }
     e->prm = prm;
-    {   /* tuning knob while the two pipelines are compared on the GPU (bench/RESULTS.md §4) */
-        const char *d = getenv("OKV_DEFER_INSTALL");
-        e->defer_install = d && *d == '1';
-    }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
 
     const int T = e->max_batch, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;

@@ -702,11 +702,6 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         if (e->resid) {
             if (staged && l + 1 < c->n_layers)
                 CK(stage_fetch(e, n_seqs, stage_base, l + 1));
-            /* the previous layer's selection is installed only now, behind this
-             * layer's attention: the host does its residency work while the device
-             * still has the previous MLP and this attention to run */
-            if (e->defer_install)
-                CK(predict_complete(e));
             CK(predict_after(e, b, n_seqs, l));
         }
         CK(o->matmul(be, e->tmp, e->att, w->wo, NULL, n, qd, dim));
@@ -717,7 +712,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->swiglu(be, e->gate, e->gate, e->up, n, c->ffn_dim));
         CK(o->matmul(be, e->tmp, e->gate, w->w_down, NULL, n, c->ffn_dim, dim));
         CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
-        if (e->resid && (!e->defer_install || l + 1 == c->n_layers))
+        if (e->resid)
             CK(predict_complete(e));
     }
 
