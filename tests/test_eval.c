@@ -70,6 +70,11 @@ static void test_score(void)
     CHECK(ok, "chain: the final answer decides correctness");
     okv_eval_score(OKV_EVAL_SCORE_FINAL, chain, 4, " b\nb -> c\nc -> d\nd -> ee\nFinal: ee", &ok);
     CHECK(!ok, "chain: a longer word is wrong");
+    const char *chain_fin[] = {"finally", "define", "finalize"};
+    okv_eval_score(OKV_EVAL_SCORE_FINAL, chain_fin, 3, " finally\nfinally -> define\ndefine -> finalize\nFinal: finalize", &ok);
+    CHECK(ok, "chain: codes that contain 'final'");
+    okv_eval_score(OKV_EVAL_SCORE_FINAL, chain_fin, 3, " finally\nfinally -> define\ndefine -> finalize\n", &ok);
+    CHECK(ok, "chain: codes that contain 'final', no Final line");
 
     char *n = okv_eval_normalize("  Hello,\tWORLD!  1,234,567 ");
     CHECK(n && !strcmp(n, "hello world 1234567"), "normalize: '%s'", n);

@@ -229,20 +229,41 @@ class Sampler:
         self.futs = {}
         self.lock = threading.Lock()
 
-    def _run(self, task, ctx, first, n):
+    def _cmd(self, task, ctx, first, n):
         cmd = [self.bin, "eval", "--dump-samples", "-", "-m", self.tok, "--task", task, "--context-len", str(ctx),
                "--num-samples", str(n), "--first-index", str(first), "--seed", str(self.seed)]
         if self.text:
             cmd += ["--text-dir", self.text]
-        for attempt in range(3):   # retries: a transient failure should not end a paid GPU run
-            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+        return cmd
+
+    def _exec(self, task, ctx, first, n):
+        r = None
+        for attempt in range(2):   # retries: a transient failure should not end a paid GPU run
+            r = subprocess.run(self._cmd(task, ctx, first, n), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               check=False)
             if r.returncode == 0:
-                break
-            time.sleep(1.0)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.decode(errors='replace').strip()}")
+                return r.stdout.splitlines(), None
+            time.sleep(0.5)
+        return None, r.stderr.decode(errors="replace").strip()
+
+    def _run(self, task, ctx, first, n):
+        lines, err = self._exec(task, ctx, first, n)
+        if lines is None:
+            # one bad sample (e.g. a reference the scorer would not accept) must not lose the
+            # chunk or the run: make the chunk one sample at a time, replacing a bad index by
+            # a deterministic other one
+            log(f"warning: {task} ctx {ctx} samples {first}..{first + n - 1}: {err}; making them one by one")
+            lines = []
+            for i in range(first, first + n):
+                for k in range(4):
+                    one, e1 = self._exec(task, ctx, i + k * 1000003, 1)
+                    if one is not None:
+                        lines += one
+                        break
+                else:
+                    raise RuntimeError(f"{' '.join(self._cmd(task, ctx, i, 1))}: {e1}")
         out = []
-        for line in r.stdout.splitlines():
+        for line in lines:
             d = json.loads(line)
             out.append({"task": d["task"], "ctx": d["context_len"], "index": d["index"],
                         "prompt": np.asarray(d["prompt_tokens"], dtype=np.int64),

@@ -80,9 +80,16 @@ static void final_answer(const char *out, char *ans, size_t cap)
 {
     ans[0] = 0;
     const char *last = NULL;
-    for (const char *p = out; *p; p++)
-        if (!strncasecmp(p, "final", 5))
-            last = p + 5;
+    /* the last "Final:" (a word of its own: codes such as "finally" contain it too) */
+    for (const char *p = out; *p; p++) {
+        if (strncasecmp(p, "final", 5) || (p > out && isalnum((unsigned char)p[-1])))
+            continue;
+        const char *q = p + 5;
+        while (*q == ' ')
+            q++;
+        if (*q == ':')
+            last = q + 1;
+    }
     if (last) {
         while (*last && !isalnum((unsigned char)*last))
             last++;
