@@ -42,11 +42,11 @@ TASK_WEIGHT = {"niah_single_text": 1.0, "niah_single_filler": 0.5, "niah_multike
                "niah_multiquery": 1.0, "vt": 1.0, "qa": 1.5, "chain": 1.5, "cwe": 1.0, "fwe": 1.0}
 # curriculum: (share of the training time at which the phase starts, {context: weight})
 PHASES = [
-    (0.00, {1024: 1, 2048: 1}),
-    (0.20, {2048: 1, 4096: 1, 8192: 1}),
-    (0.40, {4096: 1, 8192: 2, 16384: 1}),
-    (0.60, {8192: 1, 16384: 2, 32768: 2}),
-    (0.80, {16384: 1, 32768: 2}),
+    (0.00, {512: 1}),
+    (0.30, {512: 1, 1024: 1, 2048: 1}),
+    (0.45, {2048: 1, 4096: 1, 8192: 1}),
+    (0.60, {8192: 1, 16384: 1}),
+    (0.75, {16384: 1, 32768: 2}),
 ]
 TARGET_CFG = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=64)
@@ -221,7 +221,7 @@ class Sampler:
 
     @staticmethod
     def ch(ctx):   # a run costs ~0.15 s to start (texts, word list): long chunks for short contexts
-        return 64 if ctx <= 2048 else 32 if ctx <= 8192 else 8
+        return 128 if ctx <= 512 else 64 if ctx <= 2048 else 32 if ctx <= 8192 else 8
 
     def __init__(self, binary, tok_dir, text_dir, seed, workers):
         self.bin, self.tok, self.text, self.seed = binary, tok_dir, text_dir, seed
@@ -347,9 +347,12 @@ def collate(samples, ctx, eos, device):
         for j in range(p - 1, len(seq) - 1):
             ans_pos.append(r * n + j)
             ans_tgt.append(seq[j + 1])
-        # language-model positions: a random sample of the prompt
-        k = min(256, p - 1)
-        pos = np.random.randint(0, p - 1, size=k)
+        # language-model positions: the whole prompt of a short sample (its repeated keys
+        # teach copying), else a random sample of it plus its question (its last 64)
+        if p <= 2048:
+            pos = np.arange(0, p - 1)
+        else:
+            pos = np.concatenate([np.random.randint(0, p - 65, size=448), np.arange(p - 65, p - 1)])
         lm_pos.extend((r * n + pos).tolist())
         lm_tgt.extend(seq[pos + 1].tolist())
     t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(device, non_blocking=True)
@@ -407,9 +410,9 @@ def main():
                     "OUT so that OUT holds only the 8 model files)")
     ap.add_argument("--tasks", default=",".join(TASKS), help="comma list of task families to train")
     ap.add_argument("--tokens-per-step", type=int, default=65536)
-    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--draft-lr", type=float, default=3e-3)
-    ap.add_argument("--lm-weight", type=float, default=0.1)
+    ap.add_argument("--lm-weight", type=float, default=0.2)
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps and phase by step share "
                     "(exactly reproducible); 0: by the time budget")
     ap.add_argument("--phase-scale", type=float, default=1.0,
