@@ -2,7 +2,7 @@
 # Dense against OasisKV behind the same HTTP server and the same device KV pool:
 # for each concurrency, start `oasiskv serve` dense and with --kv-budget, run
 # `oasiskv bench serve`, and print one table row per run.
-#   [PROMPTS_PER_SLOT=2] bench/serve_ab.sh BUILD_DIR MODEL_ARGS POOL_GB INPUT_LEN OUTPUT_LEN "CONCURRENCIES" [BUDGET] [extra serve args]
+#   [PROMPTS_PER_SLOT=2] [CTX=context] bench/serve_ab.sh BUILD_DIR MODEL_ARGS POOL_GB INPUT_LEN OUTPUT_LEN "CONCURRENCIES" [BUDGET] [extra serve args]
 # Example (GPU): bench/serve_ab.sh build-gpu "-m bench/configs/smollm2-135m --load-format dummy \
 #   --tokenizer tests/data/smollm2" 2 4096 256 "1 16 64 256" 2048 "--device cuda"
 set -u
@@ -18,7 +18,7 @@ for c in $CONCS; do
     n=$((c * ${PROMPTS_PER_SLOT:-2})); [ $n -lt 8 ] && n=8
     log="$OUT/serve_${kv}_c${c}.log"
     $B/oasiskv serve $MODEL --port $port --kv-budget $kv --kv-pool-gb $POOL --max-num-seqs 512 \
-      --max-num-batched-tokens 2048 --ctx $((IN + OUTL + 64)) $EXTRA > "$log" 2>&1 &
+      --max-num-batched-tokens 2048 --ctx ${CTX:-$((IN + OUTL + 64))} $EXTRA > "$log" 2>&1 &
     pid=$!
     for i in $(seq 1 300); do curl -sf http://127.0.0.1:$port/health > /dev/null && break; sleep 0.2; done
     # sample the number of running requests while the benchmark runs
