@@ -160,6 +160,12 @@ int cmd_serve(int argc, char **argv)
         if (okv_tokenizer_n_vocab(tok) > m->cfg.vocab_size)
             cli_die("--tokenizer %s: %d tokens do not fit the model's vocabulary of %d", tok_path, okv_tokenizer_n_vocab(tok),
                     m->cfg.vocab_size);
+        if (dummy && okv_tokenizer_n_vocab(tok) < m->cfg.vocab_size)
+            fprintf(stderr,
+                    "oasiskv serve: warning: --tokenizer %s has %d tokens, the model %d: random weights will also pick ids "
+                    "that decode to no text (benchmark clients count such requests as failed); use a tokenizer of the "
+                    "model's full vocabulary\n",
+                    tok_path, okv_tokenizer_n_vocab(tok), m->cfg.vocab_size);
     }
     if (!tok)
         cli_die("%s has no tokenizer (tokenizer.json): the server needs one", model_path);
