@@ -62,6 +62,7 @@ struct okv_engine {
     int32_t *bseq_len;          /* [max_batch] KV length after the step */
     int32_t *blk_start, *blk_unit, *blk_index;
     int blk_cap;
+    uint64_t *sel_bits;         /* [max_ctx blocks / 64]: one head's selection, as a bitmap */
 
     /* sparse scratch */
     int32_t *sel_host, *sel_logical, *cand, *host_to_logical, *pred_rows;

@@ -192,6 +192,20 @@ int32_t okv_resid_lookup(const okv_resid *r, int seq, int layer, int block, int 
     return unit_of(r, s, layer, L->map[key]);
 }
 
+void okv_resid_map(const okv_resid *r, int seq, int layer, const int32_t **map, int *map_cap, int32_t *unit_base)
+{
+    if (!okv_resid_attached(r, seq)) {
+        *map = NULL;
+        *map_cap = 0;
+        *unit_base = 0;
+        return;
+    }
+    const struct rseq *s = &r->seqs[seq];
+    *map = s->layers[layer].map;
+    *map_cap = s->layers[layer].map_cap;
+    *unit_base = unit_of(r, s, layer, 0);
+}
+
 static bool ensure_map(struct rlayer *L, int key)
 {
     if (key < L->map_cap)
