@@ -672,7 +672,7 @@ static const char *tput_help =
     "  --kv-budget N|dense          sparse KV budget (default dense)\n"
     "  --kv-pool-gb G               device KV pool (default: enough for every running request, at most 2 GiB)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
-    "  --device NAME                cpu or cuda (default cpu)\n"
+    "  --device NAME                cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
     "  --seed S                     random seed (default 0)\n";
 
@@ -690,7 +690,7 @@ static void tput_finish(void *user, const struct okv_sched_result *r)
 
 static int bench_throughput(int argc, char **argv)
 {
-    const char *model_path = NULL, *device = "cpu";
+    const char *model_path = NULL, *device = NULL;
     int tp = 1;
     int n = 64, in_len = 128, out_len = 128, max_seqs = 0, max_batched = 512, threads = 0, kv_budget = 0;
     double pool_gb = 0;

@@ -36,7 +36,7 @@ static const char *help =
     "  --recall               fidelity: also measure prediction recall\n"
     "  --json FILE            write the results as JSON (rewritten as cells finish)\n"
     "  --threads T            CPU threads (default: all cores)\n"
-    "  --device NAME          cpu or cuda (default cpu)\n"
+    "  --device NAME          cpu or cuda (default: cuda when a GPU is present)\n"
     "  --list                 list the tasks\n"
     "  --print-samples        print the samples (prompt, answers, needle spans) and run nothing\n"
     "\n"
@@ -364,7 +364,7 @@ static void dump_samples(const char *path, const okv_tokenizer *tok, const okv_e
 int cmd_eval(int argc, char **argv)
 {
     struct opts o = {.num_samples = 10, .fid_steps = 128};
-    const char *device = "cpu", *draft = NULL;
+    const char *device = NULL, *draft = NULL;
     struct list tasks = {0}, ctxs = {0}, budgets = {0}, modes = {0};
     split("--context-len", "2048", &ctxs);
     split("--kv-budget", "2048", &budgets);

@@ -24,7 +24,7 @@ static const char *help =
     "  --chat                 wrap the prompt in the model's chat template\n"
     "  --system TEXT          system message for --chat\n"
     "  --threads N            CPU threads (default: all cores)\n"
-    "  --device NAME          cpu or cuda (default cpu)\n"
+    "  --device NAME          cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
     "  --ctx N                context length to serve (default: the model's)\n"
     "  --block-size N         KV block size in tokens (default 16)\n"
@@ -59,7 +59,7 @@ static bool on_token(void *user, int32_t token, const char *text, size_t len)
 
 int cmd_generate(int argc, char **argv)
 {
-    const char *model_path = NULL, *prompt = NULL, *prompt_ids = NULL, *system = NULL, *device = "cpu";
+    const char *model_path = NULL, *prompt = NULL, *prompt_ids = NULL, *system = NULL, *device = NULL;
     int tp = 1;
     struct okv_gen_params gp = {.max_tokens = 128, .sampling = {0.8f, 40, 0.95f, 0}};
     bool seed_set = false, chat = false, json = false;

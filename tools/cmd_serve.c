@@ -33,7 +33,7 @@ static const char *help =
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
-    "  --device NAME                cpu or cuda (default cpu)\n"
+    "  --device NAME                cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
     "  -v, --verbose                log requests and scheduler events\n";
 
@@ -62,7 +62,7 @@ static char *base_name(const char *path)
 
 int cmd_serve(int argc, char **argv)
 {
-    const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = "cpu";
+    const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = NULL;
     int tp = 1;
     const char *draft = NULL, *tok_path = NULL;
     bool dummy = false;
@@ -187,7 +187,8 @@ int cmd_serve(int argc, char **argv)
     int host_blocks = 0;
     if (kv_budget > 0 && host_gb > 0) {
         /* host tier in the backend's precision: probe it with the pool's slot size */
-        host_blocks = (int)(host_gb * (double)(1ull << 30) / ((double)slot_bytes / (strcmp(device, "cpu") ? 2.0 : 1.0)));
+        host_blocks = (int)(host_gb * (double)(1ull << 30) /
+                            ((double)slot_bytes / (strcmp(device ? device : okv_backend_default_name(), "cpu") ? 2.0 : 1.0)));
         if (host_blocks < ctx_blocks)
             cli_die("--kv-host-gb %g holds %d blocks: not even one full context (%d blocks)", host_gb, host_blocks, ctx_blocks);
     }

@@ -215,9 +215,13 @@ struct okv_backend_params {
 
 /* Create the CPU backend (threads + OpenBLAS). The caller owns *out (okv_backend_free). */
 enum okv_status okv_backend_cpu_create(const struct okv_backend_params *p, okv_backend **out);
-/* Create a backend by name ("cpu", "cuda"); OKV_ERR_UNSUPPORTED when not built in. */
+/* Create a backend by name ("cpu", "cuda"; NULL: okv_backend_default_name());
+ * OKV_ERR_UNSUPPORTED when not built in. */
 enum okv_status okv_backend_create(const char *name, const struct okv_backend_params *p, okv_backend **out);
 void okv_backend_free(okv_backend *be);   /* NULL is fine */
+/* The backend a command uses unless told: "cuda" when built with it and a GPU is
+ * present, else "cpu". */
+const char *okv_backend_default_name(void);
 /* Ranks the backend shards the model over (1 unless tensor-parallel). */
 int okv_backend_shards(const okv_backend *be);
 /* KV heads each device holds of a model with n_kv_heads: n_kv_heads / ranks, or 1

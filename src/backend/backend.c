@@ -6,12 +6,24 @@
 
 #ifdef OKV_HAVE_CUDA
 enum okv_status okv_backend_cuda_create(const struct okv_backend_params *p, okv_backend **out);
+int okv_cuda_device_count(void);
 #endif
+
+const char *okv_backend_default_name(void)
+{
+#ifdef OKV_HAVE_CUDA
+    if (okv_cuda_device_count() > 0)
+        return "cuda";
+#endif
+    return "cpu";
+}
 
 enum okv_status okv_backend_create(const char *name, const struct okv_backend_params *p, okv_backend **out)
 {
     *out = NULL;
-    if (!name || !strcmp(name, "cpu"))
+    if (!name)
+        name = okv_backend_default_name();
+    if (!strcmp(name, "cpu"))
         return okv_backend_cpu_create(p, out);
 #ifdef OKV_HAVE_CUDA
     if (!strcmp(name, "cuda"))

@@ -684,6 +684,16 @@ static enum okv_status create_fail(okv_backend *be, enum okv_status st)
             return create_fail(be, okv_cuda_err(e_, (what), __FILE__, __LINE__));          \
     } while (0)
 
+extern "C" int okv_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
 extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_params *p, okv_backend **out)
 {
     *out = NULL;

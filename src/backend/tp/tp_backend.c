@@ -1052,7 +1052,7 @@ enum okv_status okv_backend_create_tp(const char *name, const struct okv_backend
     okv_tp_comm *comm = NULL;
     if (st == OKV_OK) {
         const char *want = getenv("OKV_TP_COMM");
-        bool gpu = name && strcmp(name, "cpu") != 0;
+        bool gpu = strcmp(name ? name : okv_backend_default_name(), "cpu") != 0;
         if (gpu && !(want && !strcmp(want, "local")))
             st = okv_tp_comm_nccl_create(ranks, n, &comm);
         else
