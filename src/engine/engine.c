@@ -268,6 +268,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     ALLOC_HOST(pred_rows, T);
     ALLOC_HOST(blk_start, (size_t)T * c->n_kv_heads + 1);
     ALLOC_HOST(sel_bits, (size_t)(ctx_blocks + 63) / 64 + 1);
+    ALLOC_HOST(sel_tmp, (size_t)ctx_blocks + 1);
     *out = e;
     return OKV_OK;
 fail:
@@ -323,6 +324,7 @@ void okv_engine_free(okv_engine *e)
     okv_free(e->seqs);
     okv_free(e->blk_start);
     okv_free(e->sel_bits);
+    okv_free(e->sel_tmp);
     okv_free(e->blk_unit);
     okv_free(e->blk_index);
     okv_free(e);

@@ -63,6 +63,7 @@ struct okv_engine {
     int32_t *blk_start, *blk_unit, *blk_index;
     int blk_cap;
     uint64_t *sel_bits;         /* [max_ctx blocks / 64]: one head's selection, as a bitmap */
+    int32_t *sel_tmp;           /* [max_ctx blocks]: the unit of each selected block meanwhile */
 
     /* sparse scratch */
     int32_t *sel_host, *sel_logical, *cand, *host_to_logical, *pred_rows;

@@ -231,30 +231,26 @@ static enum okv_status build_lists(okv_engine *e, int n_seqs, const int32_t *sta
                     e->blk_index[at++] = blk;
                 }
                 /* the selected blocks in block order: a bitmap over the sequence's
-                 * blocks (cheaper than sorting each head's selection), their units
-                 * straight from the residency map */
+                 * blocks (cheaper than sorting each head's selection), with the unit of
+                 * each block parked in sel_tmp meanwhile */
                 int k = 0;
                 const int32_t *sel = e->resid ? okv_resid_selection(e->resid, bs->id, layer, &k) : NULL;
-                const int32_t *map = NULL;
-                int map_cap = 0;
-                int32_t ubase = 0;
-                if (e->resid)   /* streaming engines select nothing */
-                    okv_resid_map(e->resid, bs->id, layer, &map, &map_cap, &ubase);
+                const int32_t *units = e->resid ? okv_resid_selection_units(e->resid, bs->id, layer) : NULL;
                 const int n_words = (bs->nb + 63) / 64;
                 memset(e->sel_bits, 0, sizeof(uint64_t) * (size_t)n_words);
                 for (int i = 0; i < k; i++) {
                     int32_t blk = sel[h * k + i];
                     if (blk >= 0) {
-                        OKV_ASSERT(blk < bs->nb);
+                        OKV_ASSERT(blk < bs->nb && units[h * k + i] >= 0);
                         e->sel_bits[blk >> 6] |= 1ull << (blk & 63);
+                        e->sel_tmp[blk] = units[h * k + i];
                     }
                 }
                 for (int w = 0; w < n_words; w++)
                     for (uint64_t word = e->sel_bits[w]; word; word &= word - 1) {
-                        int32_t blk = w * 64 + __builtin_ctzll(word), key = blk * nkv + h;
-                        OKV_ASSERT(key < map_cap && map[key] >= 0);
+                        int32_t blk = w * 64 + __builtin_ctzll(word);
                         e->blk_index[at] = blk;
-                        e->blk_unit[at++] = ubase + map[key];
+                        e->blk_unit[at++] = e->sel_tmp[blk];
                     }
                 for (int blk = bs->cand_end; blk < bs->nb; blk++) {
                     OKV_ASSERT(group[blk] >= 0);

@@ -7,9 +7,11 @@
 struct rlayer {
     int32_t *unit_key;    /* [quota] block*n_kv + head held, -1 free */
     uint32_t *stamp;      /* [quota] last step the unit was selected */
-    int32_t *map;         /* [map_cap] unit index of key, -1 */
-    int map_cap;
+    int32_t *map;         /* [n_kv][bcap] unit index of (head, block), -1: head-major, so that
+                             one head's lookups in block order walk memory forwards */
+    int bcap;             /* blocks per head row of map */
     int32_t *sel;         /* [quota] current selection [n_kv][k] */
+    int32_t *sel_unit;    /* [quota] the unit holding each entry of sel (-1 for none) */
     int k;                /* entries per head in sel */
 };
 
@@ -25,6 +27,7 @@ struct okv_resid {
     struct rseq *seqs;
     int n_seqs_cap;
     int32_t *order;       /* scratch [max quota] */
+    int32_t *miss_pos;    /* scratch [max quota]: where each missing block stands in sel */
     int max_quota;
 };
 
@@ -48,7 +51,8 @@ enum okv_status okv_resid_create(const struct okv_resid_params *p, okv_resid **o
     }
     r->p.quota = r->quota;
     r->order = okv_malloc(sizeof(int32_t) * (size_t)(r->max_quota + 1), OKV_TAG_KV);
-    if (!r->order) {
+    r->miss_pos = okv_malloc(sizeof(int32_t) * (size_t)(r->max_quota + 1), OKV_TAG_KV);
+    if (!r->order || !r->miss_pos) {
         okv_resid_free(r);
         return okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
     }
@@ -65,6 +69,7 @@ static void free_seq_layers(okv_resid *r, struct rseq *s)
         okv_free(s->layers[l].stamp);
         okv_free(s->layers[l].map);
         okv_free(s->layers[l].sel);
+        okv_free(s->layers[l].sel_unit);
     }
     okv_free(s->layers);
     s->layers = NULL;
@@ -80,6 +85,7 @@ void okv_resid_free(okv_resid *r)
     okv_free(r->quota);
     okv_free(r->chunk_used);
     okv_free(r->order);
+    okv_free(r->miss_pos);
     okv_free(r);
 }
 
@@ -136,7 +142,8 @@ enum okv_status okv_resid_attach(okv_resid *r, int seq)
         L->unit_key = okv_malloc(sizeof(int32_t) * q, OKV_TAG_KV);
         L->stamp = okv_calloc(q, sizeof(uint32_t), OKV_TAG_KV);
         L->sel = okv_malloc(sizeof(int32_t) * q, OKV_TAG_KV);
-        if (!L->unit_key || !L->stamp || !L->sel) {
+        L->sel_unit = okv_malloc(sizeof(int32_t) * q, OKV_TAG_KV);
+        if (!L->unit_key || !L->stamp || !L->sel || !L->sel_unit) {
             free_seq_layers(r, s);
             return okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
         }
@@ -169,7 +176,7 @@ void okv_resid_clear(okv_resid *r, int seq)
             L->unit_key[i] = -1;
             L->stamp[i] = 0;
         }
-        for (int i = 0; i < L->map_cap; i++)
+        for (int i = 0; i < L->bcap * r->p.n_kv_heads; i++)
             L->map[i] = -1;
         L->k = 0;
     }
@@ -186,50 +193,31 @@ int32_t okv_resid_lookup(const okv_resid *r, int seq, int layer, int block, int 
         return -1;
     const struct rseq *s = &r->seqs[seq];
     const struct rlayer *L = &s->layers[layer];
-    int key = block * r->p.n_kv_heads + head;
-    if (key < 0 || key >= L->map_cap || L->map[key] < 0)
+    if (block < 0 || block >= L->bcap || head < 0 || head >= r->p.n_kv_heads)
         return -1;
-    return unit_of(r, s, layer, L->map[key]);
+    int32_t u = L->map[head * L->bcap + block];
+    return u < 0 ? -1 : unit_of(r, s, layer, u);
 }
 
-void okv_resid_map(const okv_resid *r, int seq, int layer, const int32_t **map, int *map_cap, int32_t *unit_base)
+/* Room in the map for blocks [0, block]: rows regrown head by head. */
+static bool ensure_map(struct rlayer *L, int nkv, int block)
 {
-    if (!okv_resid_attached(r, seq)) {
-        *map = NULL;
-        *map_cap = 0;
-        *unit_base = 0;
-        return;
-    }
-    const struct rseq *s = &r->seqs[seq];
-    *map = s->layers[layer].map;
-    *map_cap = s->layers[layer].map_cap;
-    *unit_base = unit_of(r, s, layer, 0);
-}
-
-static bool ensure_map(struct rlayer *L, int key)
-{
-    if (key < L->map_cap)
+    if (block < L->bcap)
         return true;
-    int cap = L->map_cap ? L->map_cap : 256;
-    while (cap <= key)
+    int cap = L->bcap ? L->bcap : 64;
+    while (cap <= block)
         cap *= 2;
-    int32_t *m = okv_realloc(L->map, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
+    int32_t *m = okv_malloc(sizeof(int32_t) * (size_t)cap * (size_t)nkv, OKV_TAG_KV);
     if (!m)
         return false;
-    for (int i = L->map_cap; i < cap; i++)
-        m[i] = -1;
+    for (int h = 0; h < nkv; h++) {
+        for (int b = 0; b < cap; b++)
+            m[h * cap + b] = b < L->bcap ? L->map[h * L->bcap + b] : -1;
+    }
+    okv_free(L->map);
     L->map = m;
-    L->map_cap = cap;
+    L->bcap = cap;
     return true;
-}
-
-static const uint32_t *g_sort_stamp;
-static int by_stamp(const void *a, const void *b)
-{
-    uint32_t x = g_sort_stamp[*(const int32_t *)a], y = g_sort_stamp[*(const int32_t *)b];
-    if (x != y)
-        return x < y ? -1 : 1;
-    return *(const int32_t *)a - *(const int32_t *)b;
 }
 
 int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k, uint32_t stamp,
@@ -241,49 +229,73 @@ int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k,
     const int nkv = r->p.n_kv_heads, q = r->quota[layer];
     OKV_ASSERT(k * nkv <= q && stamp > 0);
     /* 1: keep what is resident, stamping it; collect what is missing */
+    int max_b = -1;
+    for (int i = 0; i < k * nkv; i++)
+        max_b = sel[i] > max_b ? sel[i] : max_b;
+    if (max_b >= 0 && !ensure_map(L, nkv, max_b)) {
+        okv_set_error(OKV_ERR_NO_MEMORY, "residency: out of memory");
+        k = 0;   /* nothing is selected */
+    }
     int n_missing = 0;
-    for (int h = 0; h < nkv; h++)
+    const int32_t ubase = unit_of(r, s, layer, 0);
+    int32_t *sel_unit = L->sel_unit;
+    uint32_t *st = L->stamp;
+    for (int h = 0; h < nkv; h++) {
+        const int32_t *row = L->map + (size_t)h * L->bcap;
         for (int i = 0; i < k; i++) {
             int b = sel[h * k + i];
+            sel_unit[h * k + i] = -1;
             if (b < 0)
                 continue;
-            int key = b * nkv + h;
-            if (!ensure_map(L, key))
-                continue;   /* out of memory: the block is simply not selected */
-            if (L->map[key] >= 0) {
-                L->stamp[L->map[key]] = stamp;
+            int32_t u = row[b];
+            if (u >= 0) {
+                st[u] = stamp;
+                sel_unit[h * k + i] = ubase + u;
             } else {
                 fetch_block[n_missing] = b;
                 fetch_head[n_missing] = h;
+                r->miss_pos[n_missing] = h * k + i;
                 n_missing++;
             }
         }
+    }
     /* 2: each head owns the units u with u % nkv == head (so that a tensor-parallel
      * backend finds a head's units on the rank that holds the head); its missing
-     * blocks replace its units not stamped now, least recently used first */
-    g_sort_stamp = L->stamp;
+     * blocks replace its units not stamped now, least recently used first (all of
+     * them when the head needs every one: no order to find) */
     int done = 0;
     for (int h = 0; h < nkv; h++) {
-        int n_vict = 0;
-        for (int u = h; u < q; u += nkv)
-            if (L->stamp[u] != stamp)
-                r->order[n_vict++] = u;
         int want = 0;
         for (int i = done; i < n_missing && fetch_head[i] == h; i++)
             want++;
         if (!want)
             continue;
-        qsort(r->order, (size_t)n_vict, sizeof(int32_t), by_stamp);
-        OKV_ASSERT(want <= n_vict);
+        int n_vict = 0, m = 0;
+        for (int u = h; u < q; u += nkv) {
+            if (L->stamp[u] == stamp)
+                continue;
+            n_vict++;
+            /* keep the want oldest, by (stamp, unit), in r->order[0 .. m) */
+            uint32_t su = L->stamp[u];
+            if (m == want && su >= L->stamp[r->order[m - 1]])
+                continue;
+            int at = m < want ? m++ : m - 1;
+            while (at > 0 && L->stamp[r->order[at - 1]] > su) {
+                r->order[at] = r->order[at - 1];
+                at--;
+            }
+            r->order[at] = u;
+        }
+        OKV_ASSERT(want <= n_vict && m == want);
         for (int i = done; i < done + want; i++) {
             int u = r->order[i - done];
-            if (L->unit_key[u] >= 0 && L->unit_key[u] < L->map_cap)
-                L->map[L->unit_key[u]] = -1;
-            int key = fetch_block[i] * nkv + fetch_head[i];
-            L->unit_key[u] = key;
-            L->map[key] = u;
+            if (L->unit_key[u] >= 0)   /* key = block * nkv + head */
+                L->map[(L->unit_key[u] % nkv) * L->bcap + L->unit_key[u] / nkv] = -1;
+            L->unit_key[u] = fetch_block[i] * nkv + fetch_head[i];
+            L->map[fetch_head[i] * L->bcap + fetch_block[i]] = u;
             L->stamp[u] = stamp;
             fetch_unit[i] = unit_of(r, s, layer, u);
+            L->sel_unit[r->miss_pos[i]] = fetch_unit[i];
         }
         done += want;
     }
@@ -291,6 +303,11 @@ int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k,
     memcpy(L->sel, sel, sizeof(int32_t) * (size_t)(k * nkv));
     L->k = k;
     return n_missing;
+}
+
+const int32_t *okv_resid_selection_units(const okv_resid *r, int seq, int layer)
+{
+    return okv_resid_attached(r, seq) ? r->seqs[seq].layers[layer].sel_unit : NULL;
 }
 
 const int32_t *okv_resid_selection(const okv_resid *r, int seq, int layer, int *k)

@@ -39,11 +39,6 @@ int okv_resid_k(const okv_resid *r, int layer);
 
 /* The unit holding (block, head) of seq at layer, or -1. */
 int32_t okv_resid_lookup(const okv_resid *r, int seq, int layer, int block, int head);
-/* The same for many lookups: the unit holding (block, head) is *unit_base + map[key]
- * for key = block * n_kv_heads + head < *map_cap with map[key] >= 0 (else none).
- * Valid until the next apply, clear or detach of (seq, layer). */
-void okv_resid_map(const okv_resid *r, int seq, int layer, const int32_t **map, int *map_cap, int32_t *unit_base);
-
 /* Install a new selection for (seq, layer): sel[h*k + i] logical blocks for each
  * head (k per head, -1 entries ignored). Units already holding a selected block are
  * kept; the others go, least recently used first, to the selected blocks not yet
@@ -54,6 +49,8 @@ int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k,
 
 /* The current selection of (seq, layer): [n_kv_heads][*k] blocks. */
 const int32_t *okv_resid_selection(const okv_resid *r, int seq, int layer, int *k);
+/* The unit holding each entry of that selection ([n_kv][k], -1 for an entry of -1). */
+const int32_t *okv_resid_selection_units(const okv_resid *r, int seq, int layer);
 /* Forget every selection and mapping of seq (blocks truncated or sequence reset). */
 void okv_resid_clear(okv_resid *r, int seq);
 
