@@ -688,6 +688,11 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     struct okv_step_meta meta = {n, n_seqs, e->tok_seq, e->tok_pos, e->tok_slot, e->resid ? e->tok_host : NULL,
                                  e->rope_cs, e->bseq_len};
 
+    /* without selection or staging every layer reads the same lists: built once */
+    bool lists_static = staged == 0;
+    for (int j = 0; j < n_seqs && lists_static; j++)
+        lists_static = !e->bs[j].sel;
+
     CK(o->step_begin(be, &meta));
     if (staged)
         CK(stage_fetch(e, n_seqs, stage_base, 0));
@@ -707,7 +712,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->kv_write(be, kvs, l, e->k, e->v));
         if (e->resid)
             CK(before_attention(e, n_seqs, l, staged > 0));
-        CK(build_lists(e, n_seqs, stage_base, l));
+        if (l == 0 || !lists_static)
+            CK(build_lists(e, n_seqs, stage_base, l));
         struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index};   /* build_lists may move them */
         CK(o->attention(be, e->att, e->q, kvs, l, &blocks, c->n_heads, scale));
         if (e->resid) {
