@@ -40,14 +40,23 @@ TASKS = ["niah_single_text", "niah_single_filler", "niah_multikey", "niah_multiv
          "chain"]
 TASK_WEIGHT = {"niah_single_text": 1.0, "niah_single_filler": 0.5, "niah_multikey": 1.0, "niah_multivalue": 1.0,
                "niah_multiquery": 1.0, "vt": 1.0, "qa": 1.5, "chain": 1.5, "cwe": 1.0, "fwe": 1.0}
-# curriculum: (share of the training time at which the phase starts, {context: weight})
+# the smallest context at which every sample of a task can be made (`oasiskv eval` refuses a
+# sample whose template does not fit: qa's paragraph needs up to ~590 tokens, cwe ~2.1K)
+MIN_CTX = {"qa": 1024, "niah_multiquery": 512, "fwe": 512, "cwe": 4096}
+# curriculum after the copy warmup: (share of the remaining training time at which the phase
+# starts, {context: weight})
 PHASES = [
     (0.00, {512: 1}),
-    (0.30, {512: 1, 1024: 1, 2048: 1}),
-    (0.45, {2048: 1, 4096: 1, 8192: 1}),
-    (0.60, {8192: 1, 16384: 1}),
-    (0.75, {16384: 1, 32768: 2}),
+    (0.15, {512: 1, 1024: 1, 2048: 1}),
+    (0.30, {2048: 1, 4096: 1, 8192: 1}),
+    (0.45, {8192: 1, 16384: 1}),
+    (0.60, {16384: 1, 32768: 2}),
 ]
+# copy warmup: rows of random tokens in which spans repeat earlier spans at random distances;
+# the loss on the repeated tokens teaches the induction (copy) circuit that every task needs.
+# Without it the answer loss stays at chance: one answer per sample is too sparse a signal
+# for the circuit to form (train/experiments/README.md).
+COPY_LEN = 64
 TARGET_CFG = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=64)
 DRAFT_CFG = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2,
@@ -221,7 +230,7 @@ class Sampler:
 
     @staticmethod
     def ch(ctx):   # a run costs ~0.15 s to start (texts, word list): long chunks for short contexts
-        return 128 if ctx <= 512 else 64 if ctx <= 2048 else 32 if ctx <= 8192 else 8
+        return 256 if ctx <= 1024 else 64 if ctx <= 4096 else 16 if ctx <= 8192 else 8
 
     def __init__(self, binary, tok_dir, text_dir, seed, workers):
         self.bin, self.tok, self.text, self.seed = binary, tok_dir, text_dir, seed
@@ -295,13 +304,15 @@ class Sampler:
 
 
 class Plan:
-    """The batches in order: step -> (context, [(task, index)]), deterministic in the seed and
-    the phase of each step; the phase follows the share of the time budget used (or of --steps)."""
+    """The batches in order: step -> (context, [(task, index)], copy rows), deterministic in the
+    seed and the phase of each step; the phase follows the share of the time budget used (or of
+    --steps). A context uses only the tasks whose samples fit it (MIN_CTX); copy_frac of the rows
+    (stochastically rounded) are copy rows of the batch's context."""
 
-    def __init__(self, seed, tasks, tokens_per_step, phase_fn):
+    def __init__(self, seed, tasks, tokens_per_step, phase_fn, copy_frac=0.0):
         self.rng = random.Random(seed)
         self.tasks = tasks
-        self.w = [TASK_WEIGHT[t] for t in tasks]
+        self.copy_frac = copy_frac
         self.tps = tokens_per_step
         self.counter = collections.Counter()
         self.phase_fn = phase_fn
@@ -313,33 +324,71 @@ class Plan:
         ctxs = sorted(ph)
         ctx = self.rng.choices(ctxs, weights=[ph[c] for c in ctxs])[0]
         b = max(1, self.tps // ctx)
+        x = self.copy_frac * b
+        n_copy = int(x) + (1 if self.rng.random() < x - int(x) else 0)
+        if n_copy >= b and b > 1:
+            n_copy = b - 1
+        tasks = [t for t in self.tasks if MIN_CTX.get(t, 0) <= ctx]
         items = []
-        for _ in range(b):
-            t = self.rng.choices(self.tasks, weights=self.w)[0]
+        for _ in range(b - n_copy):
+            t = self.rng.choices(tasks, weights=[TASK_WEIGHT[t] for t in tasks])[0]
             items.append((t, self.counter[(t, ctx)]))
             self.counter[(t, ctx)] += 1
         self.made += 1
-        return ctx, items
+        return ctx, items, n_copy
 
     def peek(self, k, sampler):
         """Make sure the next k batches are planned and their chunks submitted."""
         while len(self.queue) < k:
-            ctx, items = self._make()
+            ctx, items, n_copy = self._make()
             for t, i in items:
                 sampler.prefetch(t, ctx, i)
-            self.queue.append((ctx, items))
+            self.queue.append((ctx, items, n_copy))
 
     def next(self):
         return self.queue.popleft()
 
 
-def collate(samples, ctx, eos, device):
-    """Right-padded [B, ctx] ids; the positions whose next token is a target (or EOS) token."""
+def copy_rows(rng, n, length, vocab, bos):
+    """n rows of `length` tokens: BOS, then random tokens in which spans of 8-32 tokens repeat an
+    earlier span (at a uniformly random distance); returns ids [n, length] and the positions
+    (flat in the row) whose next token is predictable by copying (all but a span's first)."""
+    ids = rng.integers(2, vocab, size=(n, length), dtype=np.int64)
+    ids[:, 0] = bos
+    pos = []
+    spans = max(1, length // 64)
+    for r in range(n):
+        row = ids[r]
+        for _ in range(spans):
+            ln = int(rng.integers(8, 33))
+            if length < 2 * ln + 2:
+                ln = max(2, (length - 2) // 2)
+            dst = int(rng.integers(length // 4 if length // 4 > ln else ln + 1, length - ln + 1))
+            src = int(rng.integers(1, dst - ln + 1))
+            row[dst:dst + ln] = row[src:src + ln]
+            pos.append(r * length + np.arange(dst, dst + ln - 1))
+    pos = np.unique(np.concatenate(pos))
+    return ids, pos
+
+
+def collate(samples, ctx, eos, device, copies=None):
+    """Right-padded [B, ctx] ids; the positions whose next token is a target (or EOS) token.
+    copies: (ids [k, L], positions) from copy_rows, appended as the last k rows."""
     b = len(samples)
-    n = max(len(s["prompt"]) + len(s["target"]) + 1 for s in samples)
-    n = max(n, 16)
+    n = max([len(s["prompt"]) + len(s["target"]) + 1 for s in samples] + [16])
+    if copies is not None:
+        n = max(n, copies[0].shape[1])
+        b += copies[0].shape[0]
     ids = np.zeros((b, n), dtype=np.int64)
     ans_pos, ans_tgt, lm_pos, lm_tgt = [], [], [], []
+    cp_pos = cp_tgt = np.zeros(0, dtype=np.int64)
+    if copies is not None:
+        k, L = copies[0].shape
+        r0 = len(samples)
+        ids[r0:, :L] = copies[0]
+        row, col = copies[1] // L, copies[1] % L
+        cp_pos = (r0 + row) * n + col
+        cp_tgt = copies[0][row, col + 1]
     for r, s in enumerate(samples):
         seq = np.concatenate([s["prompt"], s["target"], [eos]])
         ids[r, :len(seq)] = seq
@@ -356,16 +405,22 @@ def collate(samples, ctx, eos, device):
         lm_pos.extend((r * n + pos).tolist())
         lm_tgt.extend(seq[pos + 1].tolist())
     t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(device, non_blocking=True)
-    return t(ids), t(ans_pos), t(ans_tgt), t(lm_pos), t(lm_tgt)
+    return t(ids), t(ans_pos), t(ans_tgt), t(lm_pos), t(lm_tgt), t(cp_pos), t(cp_tgt)
 
 
-def loss_fn(model, ids, ans_pos, ans_tgt, lm_pos, lm_tgt, lm_weight):
+def loss_fn(model, ids, ans_pos, ans_tgt, lm_pos, lm_tgt, lm_weight, cp_pos=None, cp_tgt=None, cp_weight=1.0):
+    """-> (total loss, answer loss or None, copy loss or None)"""
     h = model.hidden(ids).reshape(-1, model.cfg["hidden_size"])
-    la = F.cross_entropy(model.logits(h[ans_pos]).float(), ans_tgt)
+    loss, la, lc = 0.0, None, None
+    if ans_pos.numel():
+        la = F.cross_entropy(model.logits(h[ans_pos]).float(), ans_tgt)
+        loss = loss + la
     if lm_weight > 0 and lm_pos.numel():
-        ll = F.cross_entropy(model.logits(h[lm_pos]).float(), lm_tgt)
-        return la + lm_weight * ll, la
-    return la, la
+        loss = loss + lm_weight * F.cross_entropy(model.logits(h[lm_pos]).float(), lm_tgt)
+    if cp_pos is not None and cp_pos.numel():
+        lc = F.cross_entropy(model.logits(h[cp_pos]).float(), cp_tgt)
+        loss = loss + cp_weight * lc
+    return loss, la, lc
 
 
 @torch.no_grad()
@@ -375,7 +430,7 @@ def exact_match(model, samples, eos, device, amp):
     model.eval()
     out = []
     for s in samples:
-        ids, ans_pos, ans_tgt, _, _ = collate([s], s["ctx"], eos, device)
+        ids, ans_pos, ans_tgt = collate([s], s["ctx"], eos, device)[:3]
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
             h = model.hidden(ids).reshape(-1, model.cfg["hidden_size"])
             pred = model.logits(h[ans_pos]).argmax(-1)
@@ -413,6 +468,15 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--draft-lr", type=float, default=3e-3)
     ap.add_argument("--lm-weight", type=float, default=0.2)
+    ap.add_argument("--copy-threshold", type=float, default=1.0,
+                    help="the copy warmup (rows of COPY_LEN random tokens with repeated spans, no task samples) "
+                    "lasts until every model's copy loss is below this (0: no warmup)")
+    ap.add_argument("--copy-max-share", type=float, default=0.3,
+                    help="... or until this share of the training time (or of --steps) is used")
+    ap.add_argument("--copy-tokens", type=int, default=16384, help="tokens per step of the copy warmup")
+    ap.add_argument("--copy-frac", type=float, default=0.125,
+                    help="after the warmup: this share of each batch's rows are copy rows of the batch's context")
+    ap.add_argument("--copy-weight", type=float, default=1.0, help="weight of the copy loss")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps and phase by step share "
                     "(exactly reproducible); 0: by the time budget")
     ap.add_argument("--phase-scale", type=float, default=1.0,
@@ -486,10 +550,10 @@ def main():
     report_ctx = [int(c) for c in a.report_ctx.split(",") if c]
     prog_sets = {}   # small set for progress lines, made at the contexts of the current phase
     final_sets = {}
-    for t in tasks:
-        for c in report_ctx:
-            for i in range(a.report_samples):
-                held_s.prefetch(t, c, i)
+    report_sets = [(t, c) for t in tasks for c in report_ctx if MIN_CTX.get(t, 0) <= c]
+    for t, c in report_sets:
+        for i in range(a.report_samples):
+            held_s.prefetch(t, c, i)
 
     t_start = time.time()
     deadline = T0 + a.budget
@@ -498,12 +562,17 @@ def main():
     train_end = deadline - reserve
     train_time = max(1.0, train_end - t_start)
     phase_scale = a.phase_scale
+    # the copy warmup, then the curriculum over the rest of the training time (or steps)
+    # (a resumed run checks it too: a model that can copy passes it within a few steps)
+    cw = {"done": a.copy_threshold <= 0, "t": t_start, "step": 0}
 
     def phase_of(step):
-        if a.steps:
-            frac = step / a.steps
+        if not cw["done"]:
+            frac = 0.0
+        elif a.steps:
+            frac = (step - cw["step"]) / max(1, a.steps - cw["step"])
         else:
-            frac = (time.time() - t_start) / train_time
+            frac = (time.time() - cw["t"]) / max(1.0, train_end - cw["t"])
         frac = frac / phase_scale if phase_scale > 0 else 1.0
         k = 0
         for i, (start, _) in enumerate(PHASES):
@@ -516,13 +585,18 @@ def main():
         for c, w in ph.items():
             clipped[min(c, a.max_ctx)] += w
         PHASES[i] = (start, dict(clipped))
-    plan = Plan(data_seed, tasks, a.tokens_per_step, phase_of)
+        for c in clipped:
+            if not [t for t in tasks if MIN_CTX.get(t, 0) <= c]:
+                sys.exit(f"no task of {tasks} can be made at context {c} (MIN_CTX {MIN_CTX})")
+    plan = Plan(data_seed, tasks, a.tokens_per_step, phase_of, a.copy_frac)
+    copy_rng = np.random.default_rng(data_seed + 7)
     warm = 50 if a.resume else 150
     step, toks, seen = 0, 0, 0
     last_log, last_eval = time.time(), time.time()
-    ema = {}
+    ema, cema = {}, {}
     log(f"training until {train_end - T0:.0f}s of {a.budget:.0f}s (report + save reserve {reserve:.0f}s), "
-        f"tasks {tasks}, {a.workers} data workers, device {device}")
+        f"tasks {tasks}, {a.workers} data workers, device {device}" +
+        ("" if cw["done"] else f", copy warmup until copy loss < {a.copy_threshold}"))
     while True:
         now = time.time()
         if a.steps and step >= a.steps:
@@ -530,41 +604,60 @@ def main():
         if not a.steps and now >= train_end:
             break
         frac = step / a.steps if a.steps else (now - t_start) / train_time
-        plan.peek(16, train_s)
-        ctx, items = plan.next()
-        samples = [train_s.get(t, ctx, i) for t, i in items]
-        ids, ap_, at_, lp, lt = collate(samples, ctx, eos, device)
+        if not cw["done"] and (frac >= a.copy_max_share or
+                               (len(cema) == len(models) and max(cema.values()) < a.copy_threshold)):
+            cw.update(done=True, t=time.time(), step=step)
+            log(f"copy warmup done at step {step}: copy loss " + " ".join(f"{k} {v:.3f}" for k, v in cema.items()) +
+                ("" if max(cema.values(), default=9) < a.copy_threshold else " (time share reached: NOT below the "
+                 "threshold, the tasks may stay at chance)"))
+        plan.peek(48, train_s)   # in the warmup: the first task batches are made meanwhile
+        if cw["done"]:
+            ctx, items, n_copy = plan.next()
+            samples = [train_s.get(t, ctx, i) for t, i in items]
+            copies = copy_rows(copy_rng, n_copy, ctx, vocab, bos) if n_copy else None
+        else:
+            ctx, samples = COPY_LEN, []
+            copies = copy_rows(copy_rng, max(1, a.copy_tokens // COPY_LEN), COPY_LEN, vocab, bos)
+        ids, ap_, at_, lp, lt, cp, ct = collate(samples, ctx, eos, device, copies)
         # warmup, then constant, then linear decay over the last 15%
         scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.85 else max(0.05, (1 - frac) / 0.15))
+        every = 5 if not cw["done"] else 10
         for (name, m), opt in zip(models, opts):
             for g in opt.param_groups:
                 g["lr"] = (a.lr if name == "target" else a.draft_lr) * scale
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
-                loss, la = loss_fn(m, ids, ap_, at_, lp, lt, a.lm_weight)
+                loss, la, lc = loss_fn(m, ids, ap_, at_, lp, lt, a.lm_weight, cp, ct, a.copy_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
             opt.step()
-            v = la.item() if step % 10 == 0 else None
-            if v is not None:
-                ema[name] = v if name not in ema else 0.8 * ema[name] + 0.2 * v
+            if step % every == 0:
+                for d, x in ((ema, la), (cema, lc)):
+                    if x is not None:
+                        v = x.item()
+                        d[name] = v if name not in d else 0.8 * d[name] + 0.2 * v
         step += 1
         toks += ids.numel()
         seen += len(samples)
         if time.time() - last_log > 15 or step <= 2:
             dt = time.time() - t_start
-            log(f"step {step} ctx {ctx} x{len(samples)} phase {phase_of(step)} lr x{scale:.2f} answer-loss " +
-                " ".join(f"{k} {v:.3f}" for k, v in ema.items()) + f" | {toks / dt / 1e3:.0f}K tok/s, {seen} samples")
+            nc = 0 if copies is None else copies[0].shape[0]
+            log(f"step {step} ctx {ctx} x{len(samples)}+{nc} copy rows, phase " +
+                (f"{phase_of(step)}" if cw["done"] else "copy-warmup") + f" lr x{scale:.2f} answer-loss " +
+                " ".join(f"{k} {v:.3f}" for k, v in ema.items()) + " copy-loss " +
+                " ".join(f"{k} {v:.3f}" for k, v in cema.items()) +
+                f" | {toks / dt / 1e3:.0f}K tok/s, {seen} samples")
             last_log = time.time()
-        if time.time() - last_eval > 60 and time.time() < train_end - 30:
+        if cw["done"] and time.time() - last_eval > 60 and time.time() < train_end - 30:
             ph = PHASES[phase_of(step)][1]
             c = max(ph)
             if c not in prog_sets:
-                prog_sets[c] = {(t, c): held_s.many(t, c, 4, first=1000) for t in tasks}
+                prog_sets[c] = {(t, c): held_s.many(t, c, 4, first=1000) for t in tasks if MIN_CTX.get(t, 0) <= c}
             report(models[:1], prog_sets[c], eos, device, amp, f"progress step {step}:")
             last_eval = time.time()
 
     extra = {"steps": step + prev.get("target", {}).get("steps", 0), "samples": seen, "tokens": toks,
+             "copy_warmup_steps": cw["step"],
              "train_seconds": round(time.time() - t_start, 1), "seed": a.seed, "data_seed": data_seed, "tasks": tasks,
              "resumed_from": prev.get("target")}
     for name, m in models:
@@ -572,13 +665,12 @@ def main():
     log(f"saved {', '.join(os.path.join(a.out, n) for n, _ in models)} after {step} steps, {toks / 1e6:.1f}M tokens")
 
     # final report: held-out texts at 16K and 32K
-    for t in tasks:
-        for c in report_ctx:
-            final_sets[(t, c)] = held_s.many(t, c, a.report_samples)
+    for t, c in report_sets:
+        final_sets[(t, c)] = held_s.many(t, c, a.report_samples)
     report(models, final_sets, eos, device, amp, "FINAL held-out texts")
     if a.eval_texts == "auto" and os.path.isfile("/usr/share/common-licenses/GPL-3") and time.time() < deadline - 10:
         ev = Sampler(a.bin, tok_dir, None, 0, a.workers)   # oasiskv eval's own samples (seed 0)
-        sets = {(t, c): ev.many(t, c, min(8, a.report_samples)) for t in tasks for c in report_ctx[-1:]}
+        sets = {(t, c): ev.many(t, c, min(8, a.report_samples)) for t, c in report_sets if c == report_ctx[-1]}
         report(models[:1], sets, eos, device, amp, "FINAL eval texts (oasiskv eval seed 0)")
     log("done")
     os._exit(0)   # the thread pools may still run prefetches
