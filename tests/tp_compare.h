@@ -136,6 +136,12 @@ static void compare_on(const char *device, int max_n, double tol, float margin, 
                 CHECK(st.units_fetched == ref_st.units_fetched, "%s: TP=%d fetched %lld units, the plain engine %lld", what, n,
                       (long long)st.units_fetched, (long long)ref_st.units_fetched);
             }
+            /* device bytes are one device's: a device holds n_kv / n heads (1 when replicated) */
+            const int nkv = m->cfg.n_kv_heads, dev_heads = nkv >= n ? nkv / n : 1;
+            CHECK(st.device_bytes_peak * (size_t)nkv == ref_st.device_bytes_peak * (size_t)dev_heads,
+                  "%s: TP=%d device bytes peak %zu, plain %zu", what, n, st.device_bytes_peak, ref_st.device_bytes_peak);
+            CHECK(st.host_bytes_peak * (size_t)nkv == ref_st.host_bytes_peak * (size_t)(dev_heads * n),
+                  "%s: TP=%d host bytes peak %zu, plain %zu", what, n, st.host_bytes_peak, ref_st.host_bytes_peak);
             CHECK(okv_kv_used_slots(okv_engine_kv(te)) == 0, "%s: TP=%d slots leaked", what, n);
             printf("%-5s %-34s TP=%d  max rel diff %.2e  clear flips %d  units fetched %lld (plain %lld)%s\n", device, what, n, d,
                    flips, (long long)st.units_fetched, (long long)ref_st.units_fetched, n > 1 && !check_multi ? "  [reported]" : "");

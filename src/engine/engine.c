@@ -394,22 +394,25 @@ enum okv_status okv_engine_seq_create(okv_engine *e, int *seq)
 }
 
 
-/* Bytes of the tiers in use now, and their peaks. */
+/* Bytes of the tiers in use now, and their peaks: the device tier of one device
+ * (with tensor parallelism a device holds some KV heads), the host tier of all. */
 void okv_engine_update_mem_stats(okv_engine *e)
 {
     okv_bkv *kvs = okv_kv_storage(e->kv);
     const struct okv_kv_geometry *g = okv_kv_geometry(e->kv);
     size_t ub = e->be->ops->kv_unit_bytes(kvs);
-    size_t dev = (size_t)okv_kv_used_slots(e->kv) * g->n_kv_heads * g->n_layers * ub;
+    const size_t dev_heads = (size_t)okv_backend_kv_heads_per_device(e->be, g->n_kv_heads);
+    const size_t host_heads = dev_heads * (size_t)okv_backend_shards(e->be);   /* replicated heads count twice */
+    size_t dev = (size_t)okv_kv_used_slots(e->kv) * dev_heads * g->n_layers * ub;
     size_t host = 0;
     if (e->resid) {
         size_t quota_units = 0;
         for (int l = 0; l < g->n_layers; l++)
-            quota_units += (size_t)okv_resid_k(e->resid, l) * g->n_kv_heads;   /* the cache, not just the selection */
+            quota_units += (size_t)okv_resid_k(e->resid, l) * dev_heads;   /* the cache, not just the selection */
         dev += (size_t)(e->prm.max_seqs - okv_resid_free_chunks(e->resid)) * quota_units * ub;
         size_t used_host = (size_t)okv_kv_used_host_blocks(e->kv);
-        dev += used_host * g->n_layers * g->n_kv_heads * 2 * g->head_dim * sizeof(float);
-        host = used_host * g->n_layers * g->n_kv_heads * ub;
+        dev += used_host * g->n_layers * dev_heads * 2 * g->head_dim * sizeof(float);
+        host = used_host * g->n_layers * host_heads * ub;
     }
     e->stats.device_bytes = dev;
     if (dev > e->stats.device_bytes_peak)
