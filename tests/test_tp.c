@@ -12,6 +12,8 @@
  *  - sparse attention with a real budget selects and fetches the same blocks (each
  *    rank selects for its own KV heads from its own host tier) and gives the same
  *    logits;
+ *  - the same with every rank driven by the calling thread (OKV_TP_THREADS=0) as with
+ *    one worker thread per rank (the default; the all-reduce then meets at a barrier);
  *  - a model that cannot be split is a clear error; nothing leaks. */
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
@@ -49,6 +51,20 @@ int main(void)
         snprintf(what, sizeof what, "%s sparse budget 40 cache x2", names[a]);
         compare(&sm.m, &sparse, what);
         synth_model_free(&sm);
+    }
+
+    /* the ranks driven by the calling thread instead of one worker each */
+    {
+        setenv("OKV_TP_THREADS", "0", 1);
+        struct synth_model sm;
+        synth_model_init(&sm, OKV_ARCH_QWEN2, 100 + 1);
+        for (int i = 0; i < PROMPT; i++)
+            prompt[i] = (int32_t)(okv_rng_next(&rng) % (uint64_t)sm.m.cfg.vocab_size);
+        struct okv_engine_params sparse = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                           .predict = OKV_PREDICT_CURRENT};
+        compare(&sm.m, &sparse, "qwen2 sparse, ranks on one thread");
+        synth_model_free(&sm);
+        unsetenv("OKV_TP_THREADS");
     }
 
     /* a quantized checkpoint */

@@ -16,10 +16,12 @@
  * (unit = slot * n_kv_heads + head in every region); a rank's local unit is
  * slot * heads_per_rank + (head - its first head).
  *
- * One thread drives all ranks: each op is enqueued on every rank in turn (a GPU
- * rank's work is asynchronous, so the GPUs run concurrently), and the collectives
- * come from a communicator: NCCL between GPUs, or a host-staged one (any backend;
- * the CPU tests run the shards in one process and sum them this way). */
+ * Each rank has its own worker thread (one thread per GPU, its device bound): the
+ * calling thread queues the step's ops to all of them (host arrays copied in) and goes
+ * on; ops that return data wait until the queues are empty. OKV_TP_THREADS=0 runs
+ * every rank on the calling thread instead. The collectives come from a
+ * communicator: NCCL between GPUs, or a host-staged one (any backend; the CPU tests
+ * run the shards in one process and sum them this way). */
 #ifndef OASISKV_TP_H
 #define OASISKV_TP_H
 
@@ -40,6 +42,9 @@ struct okv_tp_comm_ops {
     /* dst (rank 0) [n_rows][col_lo[n]] = the column slices srcs[r] [n_rows][col_lo[r+1] - col_lo[r]]
      * side by side. */
     enum okv_status (*gather_cols)(okv_tp_comm *c, okv_bmem *dst, okv_bmem *const *srcs, int n_rows, const int *col_lo);
+    /* Rank r's part of an in-place all-reduce (sum), called by every rank's own thread
+     * with its buffer; returns once its buffer holds the sum (or the sum is queued). */
+    enum okv_status (*allreduce_rank)(okv_tp_comm *c, int r, okv_bmem *buf, size_t count);
     void (*destroy)(okv_tp_comm *c);
 };
 struct okv_tp_comm {

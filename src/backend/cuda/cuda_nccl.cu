@@ -153,6 +153,16 @@ static enum okv_status nccl_gather_cols(okv_tp_comm *cm, okv_bmem *dst, okv_bmem
     return OKV_OK;
 }
 
+/* Called by rank r's own thread (its device bound): no group needed. */
+static enum okv_status nccl_allreduce_rank(okv_tp_comm *cm, int r, okv_bmem *buf, size_t count)
+{
+    struct nccl_comm *c = (struct nccl_comm *)cm->ctx;
+    if (c->n == 1)
+        return OKV_OK;
+    ncclResult_t e = c->api.all_reduce(buf->d, buf->d, count, ncclFloat32, ncclSum, c->comm[r], OKV_CUDA_CTX(c->r[r])->stream);
+    return e == ncclSuccess ? OKV_OK : nccl_err(c, e, "all-reduce");
+}
+
 static void nccl_destroy(okv_tp_comm *cm)
 {
     struct nccl_comm *c = (struct nccl_comm *)cm->ctx;
@@ -170,7 +180,7 @@ static void nccl_destroy(okv_tp_comm *cm)
     okv_free(cm);
 }
 
-static const struct okv_tp_comm_ops nccl_ops = {"nccl", nccl_allreduce, nccl_gather_cols, nccl_destroy};
+static const struct okv_tp_comm_ops nccl_ops = {"nccl", nccl_allreduce, nccl_gather_cols, nccl_allreduce_rank, nccl_destroy};
 
 extern "C" enum okv_status okv_tp_comm_nccl_create(okv_backend *const *ranks, int n, okv_tp_comm **out)
 {

@@ -3,6 +3,9 @@
 #include "oasiskv/tp.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +43,6 @@ struct tp {
     int vocab_lo[OKV_TP_MAX + 1];
     int n_seqs;                /* of the current step */
     /* scratch */
-    int32_t *lst_start, *lst_unit, *lst_index, *f_src, *f_dst;
-    size_t lst_cap, idx_cap, start_cap, f_cap, fdst_cap;
     int32_t *sel[OKV_TP_MAX];  /* per-rank selection output */
     float *scores[OKV_TP_MAX];
     size_t sel_cap, score_cap;
@@ -52,6 +53,9 @@ struct tp {
     int sel_n_reqs, sel_k_cap;
     okv_bmem *full;            /* rank 0: gathered logits */
     size_t full_cap;
+    /* one worker thread per rank (n > 1): the step's ops are queued to them */
+    bool threaded;
+    struct rq *q;
 };
 
 #define TP(be) ((struct tp *)(be)->ctx)
@@ -76,6 +80,246 @@ static enum okv_status bind(struct tp *t, int r)
 
 #define RK(t, r_) ((t)->rank[r_])
 #define OPS(t, r_) ((t)->rank[r_]->ops)
+
+/* ---- per-rank worker threads ----
+ * With several ranks each has a worker thread that runs that rank's share of the ops
+ * in order (one thread per GPU, its device bound once); the calling thread queues the
+ * step's ops (one shared job each, host arrays copied in) and returns. Ops that return
+ * data or touch memory management first wait until every queue is empty (drain) and
+ * then run on the calling thread. A rank's first error is kept and reported by the
+ * next drain; a failed rank keeps running its queue so that collectives never wait
+ * on it forever. */
+enum jop { J_STEP, J_EMBED, J_RMSNORM, J_MATMUL, J_HEADNORM, J_ROPE, J_SWIGLU, J_ADD, J_GATHER, J_KVWRITE, J_ATTN,
+           J_FETCH, J_SELECT };
+
+struct job {
+    enum jop op;
+    _Atomic int refs;
+    okv_bmem *out;
+    const okv_bmem *x, *y;
+    const okv_bweight *w, *bias;
+    okv_bkv *kv;
+    int n, k, m, layer, heads, hd, n_seqs, n_reqs;
+    size_t count;
+    float eps, scale;
+    bool half;
+    bool reduce;                /* row-parallel matmul on workers: each rank joins the all-reduce */
+    struct okv_step_meta meta;
+    const int32_t *arr[3];      /* host arrays (copied in when queued) */
+    size_t arr_len[3];
+    const struct okv_select_req *reqs;
+    void *owned;                /* one allocation holding the copies */
+};
+
+struct rq {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    struct job **ring;
+    unsigned cap, head, tail;   /* head: next to run; tail: next free */
+    uint64_t submitted, completed;
+    enum okv_status err;
+    char msg[512];
+    bool stop, started;
+    struct tp *t;
+    int r;
+};
+
+static enum okv_status run_job(struct tp *t, int r, const struct job *j);
+
+static void job_release(struct job *j)
+{
+    if (atomic_fetch_sub(&j->refs, 1) == 1) {
+        okv_free(j->owned);
+        okv_free(j);
+    }
+}
+
+static void *worker(void *arg)
+{
+    struct rq *q = arg;
+    struct tp *t = q->t;
+    bind(t, q->r);
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (q->head == q->tail && !q->stop)
+            pthread_cond_wait(&q->cv_work, &q->mu);
+        if (q->head == q->tail && q->stop)
+            break;
+        struct job *j = q->ring[q->head % q->cap];
+        pthread_mutex_unlock(&q->mu);
+        enum okv_status st = bind(t, q->r);
+        if (st == OKV_OK)
+            st = run_job(t, q->r, j);
+        job_release(j);
+        pthread_mutex_lock(&q->mu);
+        if (st != OKV_OK && q->err == OKV_OK) {
+            q->err = st;
+            snprintf(q->msg, sizeof q->msg, "%s", okv_last_error());
+        }
+        q->head++;
+        q->completed++;
+        pthread_cond_broadcast(&q->cv_done);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Wait until every rank has run everything queued; report (and clear) the first error. */
+static enum okv_status drain(struct tp *t)
+{
+    if (!t->threaded)
+        return OKV_OK;
+    enum okv_status st = OKV_OK;
+    for (int r = 0; r < t->n; r++) {
+        struct rq *q = &t->q[r];
+        pthread_mutex_lock(&q->mu);
+        while (q->completed != q->submitted)
+            pthread_cond_wait(&q->cv_done, &q->mu);
+        if (q->err != OKV_OK && st == OKV_OK) {
+            st = okv_set_error(q->err, "%s", q->msg);
+        }
+        q->err = OKV_OK;
+        pthread_mutex_unlock(&q->mu);
+    }
+    return st;
+}
+
+/* Wait until every queue is empty, leaving errors to the next drain. */
+static void wait_idle(struct tp *t)
+{
+    if (!t->threaded)
+        return;
+    for (int r = 0; r < t->n; r++) {
+        struct rq *q = &t->q[r];
+        pthread_mutex_lock(&q->mu);
+        while (q->completed != q->submitted)
+            pthread_cond_wait(&q->cv_done, &q->mu);
+        pthread_mutex_unlock(&q->mu);
+    }
+}
+
+/* Run a job on every rank: queued to the workers (arrays copied), or here in turn. */
+static enum okv_status dispatch(struct tp *t, const struct job *jt)
+{
+    if (!t->threaded) {
+        for (int r = 0; r < t->n; r++) {
+            enum okv_status st = bind(t, r);
+            if (st == OKV_OK)
+                st = run_job(t, r, jt);
+            if (st != OKV_OK)
+                return st;
+        }
+        return OKV_OK;
+    }
+    size_t bytes = 0;
+    for (int i = 0; i < 3; i++)
+        bytes += sizeof(int32_t) * jt->arr_len[i];
+    size_t req_rows = 0, req_cand = 0;
+    for (int i = 0; i < jt->n_reqs; i++) {
+        req_rows += (size_t)jt->reqs[i].n_rows;
+        req_cand += (size_t)jt->reqs[i].n_cand;
+    }
+    bytes += sizeof(struct okv_select_req) * (size_t)jt->n_reqs + sizeof(int32_t) * (req_rows + req_cand);
+    struct job *j = okv_malloc(sizeof *j, OKV_TAG_BACKEND);
+    char *own = bytes ? okv_malloc(bytes, OKV_TAG_BACKEND) : NULL;
+    if (!j || (bytes && !own)) {
+        okv_free(j);
+        okv_free(own);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory queueing an op");
+    }
+    memcpy(j, jt, sizeof *j);
+    j->owned = own;
+    char *at = own;
+    if (jt->n_reqs) {   /* requests first: they are the only struct-aligned part */
+        struct okv_select_req *rq = (struct okv_select_req *)at;
+        at += sizeof(struct okv_select_req) * (size_t)jt->n_reqs;
+        for (int i = 0; i < jt->n_reqs; i++) {
+            rq[i] = jt->reqs[i];
+            memcpy(at, jt->reqs[i].rows, sizeof(int32_t) * (size_t)jt->reqs[i].n_rows);
+            rq[i].rows = (const int32_t *)at;
+            at += sizeof(int32_t) * (size_t)jt->reqs[i].n_rows;
+            memcpy(at, jt->reqs[i].cand_host, sizeof(int32_t) * (size_t)jt->reqs[i].n_cand);
+            rq[i].cand_host = (const int32_t *)at;
+            at += sizeof(int32_t) * (size_t)jt->reqs[i].n_cand;
+        }
+        j->reqs = rq;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!jt->arr_len[i])
+            continue;
+        memcpy(at, jt->arr[i], sizeof(int32_t) * jt->arr_len[i]);
+        j->arr[i] = (const int32_t *)at;
+        at += sizeof(int32_t) * jt->arr_len[i];
+    }
+    atomic_store(&j->refs, t->n);
+    for (int r = 0; r < t->n; r++) {
+        struct rq *q = &t->q[r];
+        pthread_mutex_lock(&q->mu);
+        while (q->tail - q->head == q->cap)   /* full: wait for the worker */
+            pthread_cond_wait(&q->cv_done, &q->mu);
+        q->ring[q->tail++ % q->cap] = j;
+        q->submitted++;
+        pthread_cond_signal(&q->cv_work);
+        pthread_mutex_unlock(&q->mu);
+    }
+    return OKV_OK;
+}
+
+static void workers_stop(struct tp *t)
+{
+    if (!t->q)
+        return;
+    for (int r = 0; r < t->n; r++) {
+        struct rq *q = &t->q[r];
+        if (!q->started)
+            continue;
+        pthread_mutex_lock(&q->mu);
+        q->stop = true;
+        pthread_cond_signal(&q->cv_work);
+        pthread_mutex_unlock(&q->mu);
+        pthread_join(q->th, NULL);
+        pthread_mutex_destroy(&q->mu);
+        pthread_cond_destroy(&q->cv_work);
+        pthread_cond_destroy(&q->cv_done);
+        okv_free(q->ring);
+    }
+    okv_free(t->q);
+    t->q = NULL;
+    t->threaded = false;
+}
+
+static enum okv_status workers_start(struct tp *t)
+{
+    t->q = okv_calloc((size_t)t->n, sizeof *t->q, OKV_TAG_BACKEND);
+    if (!t->q)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    for (int r = 0; r < t->n; r++) {
+        struct rq *q = &t->q[r];
+        q->t = t;
+        q->r = r;
+        q->cap = 4096;
+        q->ring = okv_malloc(sizeof(struct job *) * q->cap, OKV_TAG_BACKEND);
+        if (!q->ring) {
+            workers_stop(t);
+            return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+        }
+        pthread_mutex_init(&q->mu, NULL);
+        pthread_cond_init(&q->cv_work, NULL);
+        pthread_cond_init(&q->cv_done, NULL);
+        if (pthread_create(&q->th, NULL, worker, q) != 0) {
+            okv_free(q->ring);
+            pthread_mutex_destroy(&q->mu);
+            pthread_cond_destroy(&q->cv_work);
+            pthread_cond_destroy(&q->cv_done);
+            workers_stop(t);
+            return okv_set_error(OKV_ERR_BACKEND, "tp backend: cannot start the worker of rank %d", r);
+        }
+        q->started = true;
+    }
+    t->threaded = true;
+    return OKV_OK;
+}
 
 /* The global [lo, hi) of the dimension that shard s splits, for rank r. */
 static void range_of(const struct tp *t, enum okv_shard s, int r, int *lo, int *hi)
@@ -128,26 +372,12 @@ static int32_t unit_local(const struct tp *t, int32_t u, int h0)
     return stage | ((i / t->n_kv) * t->kv_l + (i % t->n_kv - h0));
 }
 
-static enum okv_status grow(int32_t **p, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return OKV_OK;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    int32_t *q = okv_realloc(*p, sizeof(int32_t) * c, OKV_TAG_BACKEND);
-    if (!q)
-        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
-    *p = q;
-    *cap = c;
-    return OKV_OK;
-}
-
 /* ---- memory ---- */
 
 static void tp_mem_free(okv_backend *be, okv_bmem *m)
 {
     struct tp *t = TP(be);
+    wait_idle(t);
     if (!m)
         return;
     for (int r = 0; r < t->n; r++)
@@ -159,6 +389,9 @@ static void tp_mem_free(okv_backend *be, okv_bmem *m)
 static enum okv_status tp_mem_alloc(okv_backend *be, size_t n, okv_bmem **out)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     *out = NULL;
     okv_bmem *m = okv_calloc(1, sizeof *m, OKV_TAG_BACKEND);
     if (!m)
@@ -180,6 +413,9 @@ static enum okv_status tp_mem_alloc(okv_backend *be, size_t n, okv_bmem **out)
 static enum okv_status tp_mem_write(okv_backend *be, okv_bmem *m, size_t off, const float *src, size_t n)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     EACH(t, r, OPS(t, r)->mem_write(RK(t, r), m->m[r], off, src, n));
     m->cols = OKV_SHARD_NONE;
     return OKV_OK;
@@ -189,6 +425,9 @@ static enum okv_status tp_mem_write(okv_backend *be, okv_bmem *m, size_t off, co
 static enum okv_status tp_mem_read(okv_backend *be, const okv_bmem *m, size_t off, float *dst, size_t n)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     if (m->cols == OKV_SHARD_NONE) {
         enum okv_status st = bind(t, 0);
         return st != OKV_OK ? st : OPS(t, 0)->mem_read(RK(t, 0), m->m[0], off, dst, n);
@@ -271,6 +510,7 @@ static enum okv_status slice_cols(const struct okv_tensor_view *t, int64_t lo, i
 static void tp_weight_free(okv_backend *be, okv_bweight *w)
 {
     struct tp *t = TP(be);
+    wait_idle(t);
     if (!w)
         return;
     for (int r = 0; r < t->n; r++)
@@ -282,6 +522,9 @@ static void tp_weight_free(okv_backend *be, okv_bweight *w)
 static enum okv_status tp_weight_load(okv_backend *be, const struct okv_tensor_view *tv, okv_bweight **out)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     *out = NULL;
     okv_bweight *w = okv_calloc(1, sizeof *w, OKV_TAG_BACKEND);
     if (!w)
@@ -331,6 +574,7 @@ static size_t tp_weight_bytes(const okv_bweight *w)
 static void tp_kv_free(okv_backend *be, okv_bkv *kv)
 {
     struct tp *t = TP(be);
+    wait_idle(t);
     if (!kv)
         return;
     for (int r = 0; r < t->n; r++)
@@ -342,6 +586,9 @@ static void tp_kv_free(okv_backend *be, okv_bkv *kv)
 static enum okv_status tp_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     *out = NULL;
     if (g->n_kv_heads != t->n_kv)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV geometry of %d heads for a model of %d", g->n_kv_heads,
@@ -410,6 +657,9 @@ static size_t tp_kv_host_bytes(const okv_bkv *kv)
 static enum okv_status tp_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int32_t unit, float *k, float *v)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     int h = (unit & ~OKV_UNIT_STAGE) % t->n_kv, r = owner(t, h);
     enum okv_status st = bind(t, r);
     return st != OKV_OK ? st : OPS(t, r)->kv_unit_read(RK(t, r), kv->kv[r], layer, unit_local(t, unit, t->kv_h0[r]), k, v);
@@ -419,6 +669,9 @@ static enum okv_status tp_kv_host_read(okv_backend *be, const okv_bkv *kv, int l
                                        float *v)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     if (head < 0 || head >= t->n_kv)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV head %d out of range", head);
     int r = owner(t, head);
@@ -430,6 +683,9 @@ static enum okv_status tp_kv_summary_read(okv_backend *be, const okv_bkv *kv, in
                                           float *kmin, float *kmax)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     if (head < 0 || head >= t->n_kv)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV head %d out of range", head);
     int r = owner(t, head);
@@ -441,6 +697,9 @@ static enum okv_status tp_kv_summary_read(okv_backend *be, const okv_bkv *kv, in
 static enum okv_status tp_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int host_block, int n_valid)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     EACH(t, r, OPS(t, r)->kv_summary_rebuild(RK(t, r), kv->kv[r], host_block, n_valid));
     return OKV_OK;
 }
@@ -448,6 +707,9 @@ static enum okv_status tp_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int h
 static enum okv_status tp_kv_host_randomize(okv_backend *be, okv_bkv *kv, int host_block, uint64_t seed, float scale)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     /* each rank's heads get their own stream: the KV heads of the whole model differ */
     EACH(t, r, OPS(t, r)->kv_host_randomize(RK(t, r), kv->kv[r], host_block, seed + 0x9e3779b97f4a7c15ull * (uint64_t)t->kv_h0[r],
                                             scale));
@@ -457,40 +719,45 @@ static enum okv_status tp_kv_host_randomize(okv_backend *be, okv_bkv *kv, int ho
 static enum okv_status tp_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
                                    const int32_t *dst_unit)
 {
-    struct tp *t = TP(be);
-    enum okv_status st = grow(&t->f_src, &t->f_cap, (size_t)n + 1);
-    if (st != OKV_OK)
-        return st;
-    if ((st = grow(&t->f_dst, &t->fdst_cap, (size_t)n + 1)) != OKV_OK)
-        return st;
-    for (int r = 0; r < t->n; r++) {
-        const int h0 = t->kv_h0[r];
-        int m = 0;
-        for (int i = 0; i < n; i++) {
-            int h = src_host[i] % t->n_kv;
-            if (h < h0 || h >= h0 + t->kv_l)
-                continue;
-            t->f_src[m] = src_host[i] / t->n_kv * t->kv_l + (h - h0);
-            t->f_dst[m] = unit_local(t, dst_unit[i], h0);
-            m++;
-        }
-        if (!m)
+    struct job j = {.op = J_FETCH, .kv = kv, .layer = layer, .n = n, .arr = {src_host, dst_unit},
+                    .arr_len = {(size_t)n, (size_t)n}};
+    return n > 0 ? dispatch(TP(be), &j) : OKV_OK;
+}
+
+/* rank r's share of a fetch: the units of its heads, in its numbering */
+static enum okv_status run_fetch(struct tp *t, int r, const struct job *j)
+{
+    const int h0 = t->kv_h0[r], n = j->n;
+    int32_t *src = okv_malloc(sizeof(int32_t) * (size_t)(2 * n + 2), OKV_TAG_BACKEND);
+    if (!src)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    int32_t *dst = src + n + 1;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        int h = j->arr[0][i] % t->n_kv;
+        if (h < h0 || h >= h0 + t->kv_l)
             continue;
-        if ((st = bind(t, r)) != OKV_OK || (st = OPS(t, r)->kv_fetch(RK(t, r), kv->kv[r], layer, m, t->f_src, t->f_dst)) != OKV_OK)
-            return st;
+        src[m] = j->arr[0][i] / t->n_kv * t->kv_l + (h - h0);
+        dst[m] = unit_local(t, j->arr[1][i], h0);
+        m++;
     }
-    return OKV_OK;
+    enum okv_status st = m ? OPS(t, r)->kv_fetch(RK(t, r), j->kv->kv[r], j->layer, m, src, dst) : OKV_OK;
+    okv_free(src);
+    return st;
 }
 
 static enum okv_status tp_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int layer, int *pending, double *stall_s)
 {
     struct tp *t = TP(be);
+    enum okv_status st = drain(t);
+    if (st != OKV_OK)
+        return st;
     int pend = 0;
     double stall = 0;
     for (int r = 0; r < t->n; r++) {
         int p = 0;
         double s = 0;
-        enum okv_status st = bind(t, r);
+        st = bind(t, r);
         if (st == OKV_OK)
             st = OPS(t, r)->kv_fetch_wait(RK(t, r), kv->kv[r], layer, &p, &s);
         if (st != OKV_OK)
@@ -510,53 +777,40 @@ static enum okv_status tp_step_begin(okv_backend *be, const struct okv_step_meta
 {
     struct tp *t = TP(be);
     t->n_seqs = meta->n_seqs;
-    EACH(t, r, OPS(t, r)->step_begin(RK(t, r), meta));
-    return OKV_OK;
+    struct job j = {.op = J_STEP, .meta = *meta};
+    return dispatch(t, &j);
 }
 
 static enum okv_status tp_embed(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim)
 {
-    struct tp *t = TP(be);
-    EACH(t, r, OPS(t, r)->embed(RK(t, r), out->m[r], table->w[r], ids, n, dim));
+    struct job j = {.op = J_EMBED, .out = out, .w = table, .n = n, .k = dim, .arr = {ids}, .arr_len = {(size_t)n}};
     out->cols = OKV_SHARD_NONE;
-    return OKV_OK;
+    return dispatch(TP(be), &j);
 }
 
 static enum okv_status tp_rmsnorm(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w, int n, int dim,
                                   float eps)
 {
-    struct tp *t = TP(be);
-    EACH(t, r, OPS(t, r)->rmsnorm(RK(t, r), out->m[r], x->m[r], w->w[r], n, dim, eps));
+    struct job j = {.op = J_RMSNORM, .out = out, .x = x, .w = w, .n = n, .k = dim, .eps = eps};
     out->cols = OKV_SHARD_NONE;
-    return OKV_OK;
+    return dispatch(TP(be), &j);
 }
 
 static enum okv_status tp_matmul(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w,
                                  const okv_bweight *bias, int n, int k, int m)
 {
     struct tp *t = TP(be);
-    if (is_out(w->shard)) {
-        EACH(t, r, ({
-                 int lo, hi;
-                 range_of(t, w->shard, r, &lo, &hi);
-                 OPS(t, r)->matmul(RK(t, r), out->m[r], x->m[r], w->w[r], bias ? bias->w[r] : NULL, n, k, hi - lo);
-             }));
-        out->cols = w->shard;
-        out->width = m;
-        return OKV_OK;
-    }
-    if (is_in(w->shard)) {
-        /* partial products of each rank's input slice, summed; a bias is added once */
-        EACH(t, r, ({
-                 int lo, hi;
-                 range_of(t, w->shard, r, &lo, &hi);
-                 OPS(t, r)->matmul(RK(t, r), out->m[r], x->m[r], w->w[r], bias && r == 0 ? bias->w[r] : NULL, n, hi - lo, m);
-             }));
-        out->cols = OKV_SHARD_NONE;
+    /* row-parallel: partial products of each rank's input slice, summed (a bias once);
+     * with workers each rank joins the all-reduce itself, else it follows here */
+    struct job j = {.op = J_MATMUL, .out = out, .x = x, .w = w, .bias = bias, .n = n, .k = k, .m = m,
+                    .reduce = is_in(w->shard) && t->threaded, .count = (size_t)n * (size_t)m};
+    enum okv_status st = dispatch(t, &j);
+    if (st != OKV_OK)
+        return st;
+    out->cols = is_out(w->shard) ? w->shard : OKV_SHARD_NONE;
+    out->width = m;
+    if (is_in(w->shard) && !t->threaded)
         return t->comm->ops->allreduce_sum(t->comm, out->m, (size_t)n * (size_t)m);
-    }
-    EACH(t, r, OPS(t, r)->matmul(RK(t, r), out->m[r], x->m[r], w->w[r], bias ? bias->w[r] : NULL, n, k, m));
-    out->cols = OKV_SHARD_NONE;
     return OKV_OK;
 }
 
@@ -566,8 +820,8 @@ static enum okv_status tp_head_rmsnorm(okv_backend *be, okv_bmem *x, const okv_b
     int hl = local_heads(t, heads);
     if (hl < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: head norm over %d heads", heads);
-    EACH(t, r, OPS(t, r)->head_rmsnorm(RK(t, r), x->m[r], w->w[r], n, hl, hd, eps));
-    return OKV_OK;
+    struct job j = {.op = J_HEADNORM, .out = x, .w = w, .n = n, .heads = hl, .hd = hd, .eps = eps};
+    return dispatch(t, &j);
 }
 
 static enum okv_status tp_rope(okv_backend *be, okv_bmem *x, int n, int heads, int hd, bool half_pairing)
@@ -576,8 +830,8 @@ static enum okv_status tp_rope(okv_backend *be, okv_bmem *x, int n, int heads, i
     int hl = local_heads(t, heads);
     if (hl < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: RoPE over %d heads", heads);
-    EACH(t, r, OPS(t, r)->rope(RK(t, r), x->m[r], n, hl, hd, half_pairing));
-    return OKV_OK;
+    struct job j = {.op = J_ROPE, .out = x, .n = n, .heads = hl, .hd = hd, .half = half_pairing};
+    return dispatch(t, &j);
 }
 
 static enum okv_status tp_swiglu(okv_backend *be, okv_bmem *out, const okv_bmem *gate, const okv_bmem *up, int n, int f)
@@ -585,33 +839,30 @@ static enum okv_status tp_swiglu(okv_backend *be, okv_bmem *out, const okv_bmem 
     struct tp *t = TP(be);
     if (f != t->ffn)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: SwiGLU of width %d (the model's is %d)", f, t->ffn);
-    EACH(t, r, OPS(t, r)->swiglu(RK(t, r), out->m[r], gate->m[r], up->m[r], n, t->ffn_lo[r + 1] - t->ffn_lo[r]));
+    struct job j = {.op = J_SWIGLU, .out = out, .x = gate, .y = up, .n = n};
     out->cols = OKV_SHARD_OUT_FFN;
     out->width = f;
-    return OKV_OK;
+    return dispatch(t, &j);
 }
 
 static enum okv_status tp_add(okv_backend *be, okv_bmem *x, const okv_bmem *y, size_t count)
 {
-    struct tp *t = TP(be);
-    EACH(t, r, OPS(t, r)->add(RK(t, r), x->m[r], y->m[r], count));
-    return OKV_OK;
+    struct job j = {.op = J_ADD, .out = x, .y = y, .count = count};
+    return dispatch(TP(be), &j);
 }
 
 static enum okv_status tp_gather_rows(okv_backend *be, okv_bmem *out, const okv_bmem *x, const int32_t *rows, int n_rows,
                                       int width)
 {
-    struct tp *t = TP(be);
-    EACH(t, r, OPS(t, r)->gather_rows(RK(t, r), out->m[r], x->m[r], rows, n_rows, width));
+    struct job j = {.op = J_GATHER, .out = out, .x = x, .n = n_rows, .k = width, .arr = {rows}, .arr_len = {(size_t)n_rows}};
     out->cols = OKV_SHARD_NONE;
-    return OKV_OK;
+    return dispatch(TP(be), &j);
 }
 
 static enum okv_status tp_kv_write(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v)
 {
-    struct tp *t = TP(be);
-    EACH(t, r, OPS(t, r)->kv_write(RK(t, r), kv->kv[r], layer, k->m[r], v->m[r]));
-    return OKV_OK;
+    struct job j = {.op = J_KVWRITE, .kv = kv, .layer = layer, .x = k, .y = v};
+    return dispatch(TP(be), &j);
 }
 
 static enum okv_status tp_attention(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
@@ -620,35 +871,94 @@ static enum okv_status tp_attention(okv_backend *be, okv_bmem *out, const okv_bm
     struct tp *t = TP(be);
     if (n_heads != t->n_heads)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: attention over %d heads (the model has %d)", n_heads, t->n_heads);
-    const int nkv = t->n_kv, S = t->n_seqs;
-    const size_t total = (size_t)blocks->blk_start[S * nkv];
-    enum okv_status st;
-    if ((st = grow(&t->lst_start, &t->start_cap, (size_t)S * t->kv_l + 1)) != OKV_OK ||
-        (st = grow(&t->lst_unit, &t->lst_cap, total + 1)) != OKV_OK)
-        return st;
-    if ((st = grow(&t->lst_index, &t->idx_cap, total + 1)) != OKV_OK)
-        return st;
-    for (int r = 0; r < t->n; r++) {
-        const int h0 = t->kv_h0[r];
-        int at = 0;
-        for (int j = 0; j < S; j++)
-            for (int hl = 0; hl < t->kv_l; hl++) {
-                int g = j * nkv + h0 + hl;
-                t->lst_start[j * t->kv_l + hl] = at;
-                for (int i = blocks->blk_start[g]; i < blocks->blk_start[g + 1]; i++) {
-                    t->lst_unit[at] = unit_local(t, blocks->blk_unit[i], h0);
-                    t->lst_index[at++] = blocks->blk_index[i];
-                }
-            }
-        t->lst_start[S * t->kv_l] = at;
-        struct okv_attn_blocks lb = {t->lst_start, t->lst_unit, t->lst_index};
-        if ((st = bind(t, r)) != OKV_OK ||
-            (st = OPS(t, r)->attention(RK(t, r), out->m[r], q->m[r], kv->kv[r], layer, &lb, t->qh_l, scale)) != OKV_OK)
-            return st;
-    }
+    const int S = t->n_seqs;
+    const size_t total = (size_t)blocks->blk_start[S * t->n_kv];
+    struct job j = {.op = J_ATTN, .out = out, .x = q, .kv = (okv_bkv *)kv, .layer = layer, .n_seqs = S, .scale = scale,
+                    .arr = {blocks->blk_start, blocks->blk_unit, blocks->blk_index},
+                    .arr_len = {(size_t)S * t->n_kv + 1, total, total}};
     out->cols = OKV_SHARD_OUT_Q;
     out->width = t->n_heads * t->hd;
-    return OKV_OK;
+    return dispatch(t, &j);
+}
+
+/* rank r's attention: the lists of its KV heads, in its unit numbering */
+static enum okv_status run_attention(struct tp *t, int r, const struct job *j)
+{
+    const int nkv = t->n_kv, S = j->n_seqs, h0 = t->kv_h0[r];
+    const int32_t *gs = j->arr[0], *gu = j->arr[1], *gi = j->arr[2];
+    const size_t total = (size_t)gs[S * nkv];
+    int32_t *ls = okv_malloc(sizeof(int32_t) * ((size_t)S * t->kv_l + 1 + 2 * total + 2), OKV_TAG_BACKEND);
+    if (!ls)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
+    int32_t *lu = ls + (size_t)S * t->kv_l + 1, *li = lu + total + 1;
+    int at = 0;
+    for (int s = 0; s < S; s++)
+        for (int hl = 0; hl < t->kv_l; hl++) {
+            int g = s * nkv + h0 + hl;
+            ls[s * t->kv_l + hl] = at;
+            for (int i = gs[g]; i < gs[g + 1]; i++) {
+                lu[at] = unit_local(t, gu[i], h0);
+                li[at++] = gi[i];
+            }
+        }
+    ls[S * t->kv_l] = at;
+    struct okv_attn_blocks lb = {ls, lu, li};
+    enum okv_status st = OPS(t, r)->attention(RK(t, r), j->out->m[r], j->x->m[r], j->kv->kv[r], j->layer, &lb, t->qh_l, j->scale);
+    okv_free(ls);
+    return st;
+}
+
+static enum okv_status run_job(struct tp *t, int r, const struct job *j)
+{
+    okv_backend *b = RK(t, r);
+    const struct okv_backend_ops *o = b->ops;
+    int lo, hi;
+    switch (j->op) {
+    case J_STEP:
+        return o->step_begin(b, &j->meta);
+    case J_EMBED:
+        return o->embed(b, j->out->m[r], j->w->w[r], j->arr[0], j->n, j->k);
+    case J_RMSNORM:
+        return o->rmsnorm(b, j->out->m[r], j->x->m[r], j->w->w[r], j->n, j->k, j->eps);
+    case J_MATMUL:
+        if (is_out(j->w->shard)) {
+            range_of(t, j->w->shard, r, &lo, &hi);
+            return o->matmul(b, j->out->m[r], j->x->m[r], j->w->w[r], j->bias ? j->bias->w[r] : NULL, j->n, j->k, hi - lo);
+        }
+        if (is_in(j->w->shard)) {
+            range_of(t, j->w->shard, r, &lo, &hi);
+            enum okv_status st = o->matmul(b, j->out->m[r], j->x->m[r], j->w->w[r], j->bias && r == 0 ? j->bias->w[r] : NULL,
+                                           j->n, hi - lo, j->m);
+            if (j->reduce)   /* threaded: this rank's part of the all-reduce, even after a failure */
+                st = t->comm->ops->allreduce_rank(t->comm, r, j->out->m[r], j->count) != OKV_OK && st == OKV_OK
+                         ? okv_set_error(OKV_ERR_BACKEND, "%s", okv_last_error())
+                         : st;
+            return st;
+        }
+        return o->matmul(b, j->out->m[r], j->x->m[r], j->w->w[r], j->bias ? j->bias->w[r] : NULL, j->n, j->k, j->m);
+    case J_HEADNORM:
+        return o->head_rmsnorm(b, j->out->m[r], j->w->w[r], j->n, j->heads, j->hd, j->eps);
+    case J_ROPE:
+        return o->rope(b, j->out->m[r], j->n, j->heads, j->hd, j->half);
+    case J_SWIGLU:
+        return o->swiglu(b, j->out->m[r], j->x->m[r], j->y->m[r], j->n, t->ffn_lo[r + 1] - t->ffn_lo[r]);
+    case J_ADD:
+        return o->add(b, j->out->m[r], j->y->m[r], j->count);
+    case J_GATHER:
+        return o->gather_rows(b, j->out->m[r], j->x->m[r], j->arr[0], j->n, j->k);
+    case J_KVWRITE:
+        return o->kv_write(b, j->kv->kv[r], j->layer, j->x->m[r], j->y->m[r]);
+    case J_ATTN:
+        return run_attention(t, r, j);
+    case J_FETCH:
+        return run_fetch(t, r, j);
+    case J_SELECT:
+        return o->select_blocks_async ? o->select_blocks_async(b, j->kv->kv[r], j->layer, j->x->m[r], t->qh_l, j->reqs,
+                                                               j->n_reqs, t->sel[r])
+                                      : o->select_blocks(b, j->kv->kv[r], j->layer, j->x->m[r], t->qh_l, j->reqs, j->n_reqs,
+                                                         t->sel[r], NULL);
+    }
+    return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: unknown queued op %d", (int)j->op);
 }
 
 /* ---- selection ---- */
@@ -770,6 +1080,9 @@ static enum okv_status tp_select_blocks(okv_backend *be, const okv_bkv *kv, int 
                                         const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     if (n_heads != t->n_heads)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: selection over %d heads (the model has %d)", n_heads, t->n_heads);
     if (t->rep > 1)
@@ -805,19 +1118,14 @@ static enum okv_status tp_select_blocks_async(okv_backend *be, const okv_bkv *kv
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: a selection is already in flight");
     if (t->rep > 1)   /* synchronous: the scores of the sharing ranks meet on the host */
         return select_replicated(t, kv, layer, q, reqs, n_reqs, out, NULL);
-    enum okv_status st = sel_scratch(t, reqs, n_reqs, false);
+    enum okv_status st = drain(t);   /* the rank buffers may move */
+    if (st == OKV_OK)
+        st = sel_scratch(t, reqs, n_reqs, false);
     if (st != OKV_OK)
         return st;
-    for (int r = 0; r < t->n; r++) {
-        okv_backend *b = RK(t, r);
-        if ((st = bind(t, r)) != OKV_OK)
-            return st;
-        st = b->ops->select_blocks_async
-                 ? b->ops->select_blocks_async(b, kv->kv[r], layer, q->m[r], t->qh_l, reqs, n_reqs, t->sel[r])
-                 : b->ops->select_blocks(b, kv->kv[r], layer, q->m[r], t->qh_l, reqs, n_reqs, t->sel[r], NULL);
-        if (st != OKV_OK)
-            return st;
-    }
+    struct job j = {.op = J_SELECT, .kv = (okv_bkv *)kv, .layer = layer, .x = q, .reqs = reqs, .n_reqs = n_reqs};
+    if ((st = dispatch(t, &j)) != OKV_OK)
+        return st;
     t->sel_pending = true;
     t->sel_out = out;
     return OKV_OK;
@@ -826,6 +1134,9 @@ static enum okv_status tp_select_blocks_async(okv_backend *be, const okv_bkv *kv
 static enum okv_status tp_select_wait(okv_backend *be)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     if (!t->sel_pending)
         return OKV_OK;
     t->sel_pending = false;
@@ -849,6 +1160,9 @@ static enum okv_status tp_sample(okv_backend *be, const okv_bmem *logits, int n_
                                  const struct okv_sampling *params, const double *u, int32_t *out)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     const okv_bmem *full = logits;
     enum okv_status st;
     okv_bmem *full_m = NULL;
@@ -879,6 +1193,9 @@ static enum okv_status tp_sample(okv_backend *be, const okv_bmem *logits, int n_
 static enum okv_status tp_sync(okv_backend *be)
 {
     struct tp *t = TP(be);
+    enum okv_status dst_ = drain(t);
+    if (dst_ != OKV_OK)
+        return dst_;
     EACH(t, r, OPS(t, r)->sync(RK(t, r)));
     return OKV_OK;
 }
@@ -888,6 +1205,8 @@ static int tp_shards(const okv_backend *be) { return TP(be)->n; }
 static void tp_destroy(okv_backend *be)
 {
     struct tp *t = TP(be);
+    wait_idle(t);
+    workers_stop(t);
     if (t->full && bind(t, 0) == OKV_OK)
         OPS(t, 0)->mem_free(RK(t, 0), t->full);
     if (t->comm)
@@ -900,11 +1219,6 @@ static void tp_destroy(okv_backend *be)
         okv_free(t->sel[r]);
         okv_free(t->scores[r]);
     }
-    okv_free(t->lst_start);
-    okv_free(t->lst_unit);
-    okv_free(t->lst_index);
-    okv_free(t->f_src);
-    okv_free(t->f_dst);
     okv_free(t->sel_k);
     okv_free(t);
     okv_free(be);
@@ -1017,6 +1331,12 @@ enum okv_status okv_backend_tp_create(okv_backend **ranks, int n, okv_tp_comm *c
     split(t->vocab, n, t->vocab_lo);
     be->ops = &tp_ops;
     be->ctx = t;
+    /* one thread per rank unless OKV_TP_THREADS=0 (then the calling thread runs every rank) */
+    const char *th = getenv("OKV_TP_THREADS");
+    if (n > 1 && !(th && !strcmp(th, "0")) && (st = workers_start(t)) != OKV_OK) {
+        tp_destroy(be);
+        return st;
+    }
     *out = be;
     return OKV_OK;
 }
