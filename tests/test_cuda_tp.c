@@ -25,26 +25,14 @@
 
 static void models(int max_n, struct okv_rng *rng)
 {
-    const enum okv_arch archs[] = {OKV_ARCH_LLAMA, OKV_ARCH_QWEN2, OKV_ARCH_QWEN3};
-    const char *names[] = {"llama", "qwen2 (bias)", "qwen3 (q/k norm)"};
-    for (size_t a = 0; a < 3; a++) {
-        struct synth_model sm;
-        synth_model_init(&sm, archs[a], 100 + a);
-        for (int i = 0; i < PROMPT; i++)
-            prompt[i] = (int32_t)(okv_rng_next(rng) % (uint64_t)sm.m.cfg.vocab_size);
-        char what[96];
-        struct okv_engine_params dense = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32};
-        snprintf(what, sizeof what, "%s dense", names[a]);
-        compare_on("cuda", max_n, 5e-2, 0.1f, true, &sm.m, &dense, what);
-        struct okv_engine_params all = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
-                                        .dense_layers = sm.m.cfg.n_layers};
-        snprintf(what, sizeof what, "%s sparse, all selected", names[a]);
-        compare_on("cuda", max_n, 5e-2, 0.1f, true, &sm.m, &all, what);
-        struct okv_engine_params small = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40};
-        snprintf(what, sizeof what, "%s sparse budget 40", names[a]);
-        compare_on("cuda", max_n, 5e-2, 0.1f, false, &sm.m, &small, what);
-        synth_model_free(&sm);
-    }
+    /* all layers dense through the selection path: every block selected */
+    const struct tp_case cases[] = {
+        {"dense", {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32}, true},
+        {"sparse, all selected", {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40, .dense_layers = 2},
+         true},
+        {"sparse budget 40", {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40}, false},
+    };
+    compare_synth("cuda", max_n, 5e-2, 0.1f, cases, 3, rng);
     const char *files[] = {"tests/data/models/llama_gqa.Q4_0.gguf", "tests/data/models/qwen2_bias_tied.F32.gguf",
                            "models/SmolLM2-135M-Instruct.Q4_1.gguf"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {

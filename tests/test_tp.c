@@ -31,27 +31,17 @@ int main(void)
 {
     struct okv_rng rng;
     okv_rng_seed(&rng, 11);
-    const enum okv_arch archs[] = {OKV_ARCH_LLAMA, OKV_ARCH_QWEN2, OKV_ARCH_QWEN3};
-    const char *names[] = {"llama", "qwen2 (bias)", "qwen3 (q/k norm)"};
-    for (size_t a = 0; a < 3; a++) {
-        struct synth_model sm;
-        synth_model_init(&sm, archs[a], 100 + a);
-        for (int i = 0; i < PROMPT; i++)
-            prompt[i] = (int32_t)(okv_rng_next(&rng) % (uint64_t)sm.m.cfg.vocab_size);
-        char what[96];
-        struct okv_engine_params dense = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32};
-        snprintf(what, sizeof what, "%s dense", names[a]);
-        compare(&sm.m, &dense, what);
-        /* 38 blocks of context, budget 10 blocks: 1 sink + 4 window + 5 selected */
-        struct okv_engine_params sparse = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
-                                           .predict = OKV_PREDICT_CURRENT};
-        snprintf(what, sizeof what, "%s sparse budget 40", names[a]);
-        compare(&sm.m, &sparse, what);
-        sparse.cache_factor = 2.0f;
-        snprintf(what, sizeof what, "%s sparse budget 40 cache x2", names[a]);
-        compare(&sm.m, &sparse, what);
-        synth_model_free(&sm);
-    }
+    /* 38 blocks of context, budget 10 blocks: 1 sink + 4 window + 5 selected */
+    const struct tp_case cases[] = {
+        {"dense", {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32}, true},
+        {"sparse budget 40",
+         {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40, .predict = OKV_PREDICT_CURRENT}, true},
+        {"sparse budget 40 cache x2",
+         {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40, .predict = OKV_PREDICT_CURRENT,
+          .cache_factor = 2.0f},
+         true},
+    };
+    compare_synth("cpu", 4, 1e-5, 1e-4f, cases, 3, &rng);
 
     /* the ranks driven by the calling thread instead of one worker each */
     {

@@ -7,6 +7,7 @@
 #include "oasiskv/engine.h"
 #include "oasiskv/kv.h"
 #include "oasiskv/tp.h"
+#include "synth_model.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -151,4 +152,31 @@ static void compare_on(const char *device, int max_n, double tol, float margin, 
     }
 }
 
+/* One engine configuration of compare_synth. */
+struct tp_case {
+    const char *name;
+    struct okv_engine_params ep;
+    bool check_multi;
+};
+
+/* compare_on over the synthetic Llama, Qwen2 (bias) and Qwen3 (q/k norm) models, each
+ * with a fresh random prompt, for every case. */
+static void compare_synth(const char *device, int max_n, double tol, float margin, const struct tp_case *cases, int n_cases,
+                          struct okv_rng *rng)
+{
+    const enum okv_arch archs[] = {OKV_ARCH_LLAMA, OKV_ARCH_QWEN2, OKV_ARCH_QWEN3};
+    const char *names[] = {"llama", "qwen2 (bias)", "qwen3 (q/k norm)"};
+    for (size_t a = 0; a < 3; a++) {
+        struct synth_model sm;
+        synth_model_init(&sm, archs[a], 100 + a);
+        for (int i = 0; i < PROMPT; i++)
+            prompt[i] = (int32_t)(okv_rng_next(rng) % (uint64_t)sm.m.cfg.vocab_size);
+        for (int c = 0; c < n_cases; c++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s %s", names[a], cases[c].name);
+            compare_on(device, max_n, tol, margin, cases[c].check_multi, &sm.m, &cases[c].ep, what);
+        }
+        synth_model_free(&sm);
+    }
+}
 #endif

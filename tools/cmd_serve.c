@@ -151,6 +151,8 @@ int cmd_serve(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (!device)
+        device = okv_backend_default_name();
     struct okv_model *m = NULL;
     okv_tokenizer *tok = NULL;
     cli_load_format(model_path, dummy, &m, &tok);
@@ -187,8 +189,7 @@ int cmd_serve(int argc, char **argv)
     int host_blocks = 0;
     if (kv_budget > 0 && host_gb > 0) {
         /* host tier in the backend's precision: probe it with the pool's slot size */
-        host_blocks = (int)(host_gb * (double)(1ull << 30) /
-                            ((double)slot_bytes / (strcmp(device ? device : okv_backend_default_name(), "cpu") ? 2.0 : 1.0)));
+        host_blocks = (int)(host_gb * (double)(1ull << 30) / ((double)slot_bytes / (strcmp(device, "cpu") ? 2.0 : 1.0)));
         if (host_blocks < ctx_blocks)
             cli_die("--kv-host-gb %g holds %d blocks: not even one full context (%d blocks)", host_gb, host_blocks, ctx_blocks);
     }

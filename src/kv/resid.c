@@ -187,18 +187,6 @@ static int32_t unit_of(const okv_resid *r, const struct rseq *s, int layer, int 
     return r->p.base_unit + s->chunk * r->quota[layer] + idx;
 }
 
-int32_t okv_resid_lookup(const okv_resid *r, int seq, int layer, int block, int head)
-{
-    if (!okv_resid_attached(r, seq))
-        return -1;
-    const struct rseq *s = &r->seqs[seq];
-    const struct rlayer *L = &s->layers[layer];
-    if (block < 0 || block >= L->bcap || head < 0 || head >= r->p.n_kv_heads)
-        return -1;
-    int32_t u = L->map[head * L->bcap + block];
-    return u < 0 ? -1 : unit_of(r, s, layer, u);
-}
-
 /* Room in the map for blocks [0, block]: rows regrown head by head. */
 static bool ensure_map(struct rlayer *L, int nkv, int block)
 {

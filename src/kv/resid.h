@@ -37,8 +37,6 @@ int okv_resid_free_chunks(const okv_resid *r);
 /* Selection capacity per head in a layer (quota / n_kv_heads). */
 int okv_resid_k(const okv_resid *r, int layer);
 
-/* The unit holding (block, head) of seq at layer, or -1. */
-int32_t okv_resid_lookup(const okv_resid *r, int seq, int layer, int block, int head);
 /* Install a new selection for (seq, layer): sel[h*k + i] logical blocks for each
  * head (k per head, -1 entries ignored). Units already holding a selected block are
  * kept; the others go, least recently used first, to the selected blocks not yet

@@ -43,13 +43,15 @@ struct tp {
     int vocab_lo[OKV_TP_MAX + 1];
     int n_seqs;                /* of the current step */
     /* scratch */
+    int32_t *rscr[OKV_TP_MAX]; /* per rank, used only by the thread running that rank's ops */
+    size_t rscr_cap[OKV_TP_MAX];
     int32_t *sel[OKV_TP_MAX];  /* per-rank selection output */
     float *scores[OKV_TP_MAX];
     size_t sel_cap, score_cap;
     /* an asynchronous selection in flight */
     bool sel_pending;
     int32_t *sel_out;
-    int *sel_k;                /* [n_reqs] */
+    int *sel_k, *sel_c;        /* [n_reqs] ids and candidates per KV head of each request */
     int sel_n_reqs, sel_k_cap;
     okv_bmem *full;            /* rank 0: gathered logits */
     size_t full_cap;
@@ -184,6 +186,14 @@ static enum okv_status drain(struct tp *t)
     }
     return st;
 }
+
+/* Return the first queued error, if any, once every queue is empty. */
+#define DRAINED(t)                                 \
+    do {                                           \
+        enum okv_status d_ = drain(t);             \
+        if (d_ != OKV_OK)                          \
+            return d_;                             \
+    } while (0)
 
 /* Wait until every queue is empty, leaving errors to the next drain. */
 static void wait_idle(struct tp *t)
@@ -389,9 +399,7 @@ static void tp_mem_free(okv_backend *be, okv_bmem *m)
 static enum okv_status tp_mem_alloc(okv_backend *be, size_t n, okv_bmem **out)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     *out = NULL;
     okv_bmem *m = okv_calloc(1, sizeof *m, OKV_TAG_BACKEND);
     if (!m)
@@ -413,9 +421,7 @@ static enum okv_status tp_mem_alloc(okv_backend *be, size_t n, okv_bmem **out)
 static enum okv_status tp_mem_write(okv_backend *be, okv_bmem *m, size_t off, const float *src, size_t n)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     EACH(t, r, OPS(t, r)->mem_write(RK(t, r), m->m[r], off, src, n));
     m->cols = OKV_SHARD_NONE;
     return OKV_OK;
@@ -425,9 +431,7 @@ static enum okv_status tp_mem_write(okv_backend *be, okv_bmem *m, size_t off, co
 static enum okv_status tp_mem_read(okv_backend *be, const okv_bmem *m, size_t off, float *dst, size_t n)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     if (m->cols == OKV_SHARD_NONE) {
         enum okv_status st = bind(t, 0);
         return st != OKV_OK ? st : OPS(t, 0)->mem_read(RK(t, 0), m->m[0], off, dst, n);
@@ -522,9 +526,7 @@ static void tp_weight_free(okv_backend *be, okv_bweight *w)
 static enum okv_status tp_weight_load(okv_backend *be, const struct okv_tensor_view *tv, okv_bweight **out)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     *out = NULL;
     okv_bweight *w = okv_calloc(1, sizeof *w, OKV_TAG_BACKEND);
     if (!w)
@@ -586,9 +588,7 @@ static void tp_kv_free(okv_backend *be, okv_bkv *kv)
 static enum okv_status tp_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     *out = NULL;
     if (g->n_kv_heads != t->n_kv)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV geometry of %d heads for a model of %d", g->n_kv_heads,
@@ -654,14 +654,21 @@ static size_t tp_kv_host_bytes(const okv_bkv *kv)
     return b;
 }
 
+/* Drained, the rank holding KV head `head` bound in *r. */
+static enum okv_status head_rank(struct tp *t, int head, int *r)
+{
+    DRAINED(t);
+    if (head < 0 || head >= t->n_kv)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV head %d out of range", head);
+    *r = owner(t, head);
+    return bind(t, *r);
+}
+
 static enum okv_status tp_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int32_t unit, float *k, float *v)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
-    int h = (unit & ~OKV_UNIT_STAGE) % t->n_kv, r = owner(t, h);
-    enum okv_status st = bind(t, r);
+    int r;
+    enum okv_status st = head_rank(t, (unit & ~OKV_UNIT_STAGE) % t->n_kv, &r);
     return st != OKV_OK ? st : OPS(t, r)->kv_unit_read(RK(t, r), kv->kv[r], layer, unit_local(t, unit, t->kv_h0[r]), k, v);
 }
 
@@ -669,13 +676,8 @@ static enum okv_status tp_kv_host_read(okv_backend *be, const okv_bkv *kv, int l
                                        float *v)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
-    if (head < 0 || head >= t->n_kv)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV head %d out of range", head);
-    int r = owner(t, head);
-    enum okv_status st = bind(t, r);
+    int r;
+    enum okv_status st = head_rank(t, head, &r);
     return st != OKV_OK ? st : OPS(t, r)->kv_host_read(RK(t, r), kv->kv[r], layer, host_block, head - t->kv_h0[r], k, v);
 }
 
@@ -683,13 +685,8 @@ static enum okv_status tp_kv_summary_read(okv_backend *be, const okv_bkv *kv, in
                                           float *kmin, float *kmax)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
-    if (head < 0 || head >= t->n_kv)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: KV head %d out of range", head);
-    int r = owner(t, head);
-    enum okv_status st = bind(t, r);
+    int r;
+    enum okv_status st = head_rank(t, head, &r);
     return st != OKV_OK ? st
                         : OPS(t, r)->kv_summary_read(RK(t, r), kv->kv[r], layer, host_block, head - t->kv_h0[r], kmin, kmax);
 }
@@ -697,9 +694,7 @@ static enum okv_status tp_kv_summary_read(okv_backend *be, const okv_bkv *kv, in
 static enum okv_status tp_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int host_block, int n_valid)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     EACH(t, r, OPS(t, r)->kv_summary_rebuild(RK(t, r), kv->kv[r], host_block, n_valid));
     return OKV_OK;
 }
@@ -707,9 +702,7 @@ static enum okv_status tp_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int h
 static enum okv_status tp_kv_host_randomize(okv_backend *be, okv_bkv *kv, int host_block, uint64_t seed, float scale)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     /* each rank's heads get their own stream: the KV heads of the whole model differ */
     EACH(t, r, OPS(t, r)->kv_host_randomize(RK(t, r), kv->kv[r], host_block, seed + 0x9e3779b97f4a7c15ull * (uint64_t)t->kv_h0[r],
                                             scale));
@@ -724,11 +717,24 @@ static enum okv_status tp_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, int 
     return n > 0 ? dispatch(TP(be), &j) : OKV_OK;
 }
 
+/* Rank r's scratch of at least n entries (its lists in its own numbering). */
+static int32_t *rank_scratch(struct tp *t, int r, size_t n)
+{
+    if (n > t->rscr_cap[r]) {
+        int32_t *p = okv_realloc(t->rscr[r], sizeof(int32_t) * (n + n / 2), OKV_TAG_BACKEND);
+        if (!p)
+            return NULL;
+        t->rscr[r] = p;
+        t->rscr_cap[r] = n + n / 2;
+    }
+    return t->rscr[r];
+}
+
 /* rank r's share of a fetch: the units of its heads, in its numbering */
 static enum okv_status run_fetch(struct tp *t, int r, const struct job *j)
 {
     const int h0 = t->kv_h0[r], n = j->n;
-    int32_t *src = okv_malloc(sizeof(int32_t) * (size_t)(2 * n + 2), OKV_TAG_BACKEND);
+    int32_t *src = rank_scratch(t, r, (size_t)(2 * n + 2));
     if (!src)
         return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
     int32_t *dst = src + n + 1;
@@ -741,9 +747,7 @@ static enum okv_status run_fetch(struct tp *t, int r, const struct job *j)
         dst[m] = unit_local(t, j->arr[1][i], h0);
         m++;
     }
-    enum okv_status st = m ? OPS(t, r)->kv_fetch(RK(t, r), j->kv->kv[r], j->layer, m, src, dst) : OKV_OK;
-    okv_free(src);
-    return st;
+    return m ? OPS(t, r)->kv_fetch(RK(t, r), j->kv->kv[r], j->layer, m, src, dst) : OKV_OK;
 }
 
 static enum okv_status tp_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int layer, int *pending, double *stall_s)
@@ -887,7 +891,7 @@ static enum okv_status run_attention(struct tp *t, int r, const struct job *j)
     const int nkv = t->n_kv, S = j->n_seqs, h0 = t->kv_h0[r];
     const int32_t *gs = j->arr[0], *gu = j->arr[1], *gi = j->arr[2];
     const size_t total = (size_t)gs[S * nkv];
-    int32_t *ls = okv_malloc(sizeof(int32_t) * ((size_t)S * t->kv_l + 1 + 2 * total + 2), OKV_TAG_BACKEND);
+    int32_t *ls = rank_scratch(t, r, (size_t)S * t->kv_l + 1 + 2 * total + 2);
     if (!ls)
         return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
     int32_t *lu = ls + (size_t)S * t->kv_l + 1, *li = lu + total + 1;
@@ -903,9 +907,7 @@ static enum okv_status run_attention(struct tp *t, int r, const struct job *j)
         }
     ls[S * t->kv_l] = at;
     struct okv_attn_blocks lb = {ls, lu, li};
-    enum okv_status st = OPS(t, r)->attention(RK(t, r), j->out->m[r], j->x->m[r], j->kv->kv[r], j->layer, &lb, t->qh_l, j->scale);
-    okv_free(ls);
-    return st;
+    return OPS(t, r)->attention(RK(t, r), j->out->m[r], j->x->m[r], j->kv->kv[r], j->layer, &lb, t->qh_l, j->scale);
 }
 
 static enum okv_status run_job(struct tp *t, int r, const struct job *j)
@@ -990,30 +992,42 @@ static enum okv_status sel_scratch(struct tp *t, const struct okv_select_req *re
     }
     if (n_reqs > t->sel_k_cap) {
         int *p = okv_realloc(t->sel_k, sizeof(int) * (size_t)n_reqs * 2, OKV_TAG_BACKEND);
-        if (!p)
+        if (p)
+            t->sel_k = p;
+        int *c = okv_realloc(t->sel_c, sizeof(int) * (size_t)n_reqs * 2, OKV_TAG_BACKEND);
+        if (c)
+            t->sel_c = c;
+        if (!p || !c)
             return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory");
-        t->sel_k = p;
         t->sel_k_cap = n_reqs * 2;
     }
-    for (int i = 0; i < n_reqs; i++)
+    for (int i = 0; i < n_reqs; i++) {
         t->sel_k[i] = reqs[i].k;
+        t->sel_c[i] = reqs[i].n_cand;
+    }
     t->sel_n_reqs = n_reqs;
     return OKV_OK;
 }
 
-/* The ranks' [kv_l][k] results, request after request, to the global [n_kv][k]. */
-static void sel_assemble(struct tp *t, int32_t *out)
+/* The ranks' per-head rows ([kv_l][width] for each request, one after another) to the
+ * global [n_kv][width] layout, each KV head from the first rank holding it. */
+static void assemble_heads(const struct tp *t, char *out, char *const *per_rank, size_t elem, const int *width)
 {
     size_t g = 0, l = 0;
     for (int i = 0; i < t->sel_n_reqs; i++) {
-        const int k = t->sel_k[i];
+        const size_t w = (size_t)width[i] * elem;
         for (int h = 0; h < t->n_kv; h++) {
             int r = owner(t, h);
-            memcpy(out + g + (size_t)h * k, t->sel[r] + l + (size_t)(h - t->kv_h0[r]) * k, sizeof(int32_t) * (size_t)k);
+            memcpy(out + g + (size_t)h * w, per_rank[r] + l + (size_t)(h - t->kv_h0[r]) * w, w);
         }
-        g += (size_t)t->n_kv * k;
-        l += (size_t)t->kv_l * k;
+        g += (size_t)t->n_kv * w;
+        l += (size_t)t->kv_l * w;
     }
+}
+
+static void sel_assemble(struct tp *t, int32_t *out)
+{
+    assemble_heads(t, (char *)out, (char *const *)t->sel, sizeof(int32_t), t->sel_k);
 }
 
 /* Replicated KV heads: the ranks sharing a head each hold part of its query group,
@@ -1080,9 +1094,7 @@ static enum okv_status tp_select_blocks(okv_backend *be, const okv_bkv *kv, int 
                                         const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     if (n_heads != t->n_heads)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: selection over %d heads (the model has %d)", n_heads, t->n_heads);
     if (t->rep > 1)
@@ -1093,18 +1105,8 @@ static enum okv_status tp_select_blocks(okv_backend *be, const okv_bkv *kv, int 
     EACH(t, r, OPS(t, r)->select_blocks(RK(t, r), kv->kv[r], layer, q->m[r], t->qh_l, reqs, n_reqs, t->sel[r],
                                         scores ? t->scores[r] : NULL));
     sel_assemble(t, out);
-    if (scores) {
-        size_t g = 0, l = 0;
-        for (int i = 0; i < n_reqs; i++) {
-            const int c = reqs[i].n_cand;
-            for (int h = 0; h < t->n_kv; h++) {
-                int r = owner(t, h);
-                memcpy(scores + g + (size_t)h * c, t->scores[r] + l + (size_t)(h - t->kv_h0[r]) * c, sizeof(float) * (size_t)c);
-            }
-            g += (size_t)t->n_kv * c;
-            l += (size_t)t->kv_l * c;
-        }
-    }
+    if (scores)
+        assemble_heads(t, (char *)scores, (char *const *)t->scores, sizeof(float), t->sel_c);
     return OKV_OK;
 }
 
@@ -1134,9 +1136,7 @@ static enum okv_status tp_select_blocks_async(okv_backend *be, const okv_bkv *kv
 static enum okv_status tp_select_wait(okv_backend *be)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     if (!t->sel_pending)
         return OKV_OK;
     t->sel_pending = false;
@@ -1160,19 +1160,16 @@ static enum okv_status tp_sample(okv_backend *be, const okv_bmem *logits, int n_
                                  const struct okv_sampling *params, const double *u, int32_t *out)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
-    const okv_bmem *full = logits;
-    enum okv_status st;
-    okv_bmem *full_m = NULL;
+    DRAINED(t);
+    enum okv_status st = bind(t, 0);
+    if (st != OKV_OK)
+        return st;
+    okv_bmem *rows = logits->m[0];   /* replicated logits: rank 0 has them all */
     if (logits->cols != OKV_SHARD_NONE) {
         if (logits->cols != OKV_SHARD_OUT_VOCAB || vocab != t->vocab)
             return okv_set_error(OKV_ERR_INVALID_ARG, "tp backend: sampling from a buffer sharded otherwise than by vocabulary");
         size_t need = (size_t)n_rows * (size_t)vocab;
         if (need > t->full_cap) {
-            if ((st = bind(t, 0)) != OKV_OK)
-                return st;
             if (t->full)
                 OPS(t, 0)->mem_free(RK(t, 0), t->full);
             t->full = NULL;
@@ -1181,21 +1178,18 @@ static enum okv_status tp_sample(okv_backend *be, const okv_bmem *logits, int n_
                 return st;
             t->full_cap = need;
         }
-        if ((st = t->comm->ops->gather_cols(t->comm, t->full, logits->m, n_rows, t->vocab_lo)) != OKV_OK)
+        if ((st = t->comm->ops->gather_cols(t->comm, t->full, logits->m, n_rows, t->vocab_lo)) != OKV_OK ||
+            (st = bind(t, 0)) != OKV_OK)
             return st;
-        full_m = t->full;
+        rows = t->full;
     }
-    if ((st = bind(t, 0)) != OKV_OK)
-        return st;
-    return OPS(t, 0)->sample(RK(t, 0), full_m ? full_m : full->m[0], n_rows, vocab, params, u, out);
+    return OPS(t, 0)->sample(RK(t, 0), rows, n_rows, vocab, params, u, out);
 }
 
 static enum okv_status tp_sync(okv_backend *be)
 {
     struct tp *t = TP(be);
-    enum okv_status dst_ = drain(t);
-    if (dst_ != OKV_OK)
-        return dst_;
+    DRAINED(t);
     EACH(t, r, OPS(t, r)->sync(RK(t, r)));
     return OKV_OK;
 }
@@ -1217,9 +1211,11 @@ static void tp_destroy(okv_backend *be)
             okv_backend_free(t->rank[r]);
         }
         okv_free(t->sel[r]);
+        okv_free(t->rscr[r]);
         okv_free(t->scores[r]);
     }
     okv_free(t->sel_k);
+    okv_free(t->sel_c);
     okv_free(t);
     okv_free(be);
 }
