@@ -4,7 +4,7 @@
  *
  *   bench_step --config DIR|-m MODEL [--device cuda] [--batch 1,16,64,128]
  *              [--ctx 8192,32768] [--kv-budget dense,2048] [--steps 20] [--warmup 3]
- *              [--predict lookahead] [--hbm-gbps 4800] [--json FILE]
+ *              [--predict lookahead] [--hbm-gbps 4800] [--tp N] [--json FILE]
  *
  * Each sequence is filled with ctx random KV positions (okv_engine_seq_fill_random:
  * no prefill is run), then `steps` decode steps of one token per sequence are
@@ -16,6 +16,7 @@
 #include "oasiskv/engine.h"
 #include "oasiskv/model.h"
 #include "oasiskv/sampling.h"
+#include "oasiskv/tp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,7 @@ int main(int argc, char **argv)
 {
     const char *config = NULL, *model_path = NULL, *device = "cpu", *json_path = NULL;
     const char *batch_s = "1,16,64,128", *ctx_s = "8192,32768", *budget_s = "dense,2048", *pred_s = "lookahead";
-    int steps = 20, warmup = 3, threads = 0;
+    int steps = 20, warmup = 3, threads = 0, tp = 1;
     double hbm_gbps = 4800;
     for (int i = 1; i + 1 < argc + 1; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -53,6 +54,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--steps")) steps = atoi(v);
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--tp")) tp = atoi(v);
         else if (!strcmp(a, "--hbm-gbps")) hbm_gbps = atof(v);
         else if (!strcmp(a, "--json")) json_path = v;
         else {
@@ -70,7 +72,7 @@ int main(int argc, char **argv)
     }
     struct okv_backend_params bp = {.n_threads = threads};
     okv_backend *be = NULL;
-    if (okv_backend_create(device, &bp, &be) != OKV_OK) {
+    if ((tp > 1 ? okv_backend_create_tp(device, &bp, tp, &m->cfg, &be) : okv_backend_create(device, &bp, &be)) != OKV_OK) {
         fprintf(stderr, "bench_step: %s\n", okv_last_error());
         return 1;
     }

@@ -20,7 +20,14 @@ for c in $CONCS; do
     $B/oasiskv serve $MODEL --port $port --kv-budget $kv --kv-pool-gb $POOL --max-num-seqs 512 \
       --max-num-batched-tokens 2048 --ctx ${CTX:-$((IN + OUTL + 64))} $EXTRA > "$log" 2>&1 &
     pid=$!
-    for i in $(seq 1 300); do curl -sf http://127.0.0.1:$port/health > /dev/null && break; sleep 0.2; done
+    # a large pinned host tier takes a while to allocate: wait up to ${START_S:-600} s
+    t0=$(date +%s)
+    until curl -sf http://127.0.0.1:$port/health > /dev/null; do
+      kill -0 $pid 2>/dev/null || break
+      [ $(( $(date +%s) - t0 )) -ge ${START_S:-600} ] && break
+      sleep 0.5
+    done
+    echo "server $kv c$c: up after $(( $(date +%s) - t0 )) s" >> "$OUT/startup.txt"
     # sample the number of running requests while the benchmark runs
     ( peak=0; while kill -0 $pid 2>/dev/null; do
         r=$(curl -s http://127.0.0.1:$port/metrics | awk '/^vllm:num_requests_running/ {print int($2)}')

@@ -57,6 +57,23 @@ int main(void)
         unsetenv("OKV_TP_THREADS");
     }
 
+    /* the whole prompt in one forward pass, lookahead prediction (what generate does) */
+    {
+        prefill_chunk = PROMPT;
+        struct synth_model sm;
+        synth_model_init(&sm, OKV_ARCH_LLAMA, 100);
+        for (int i = 0; i < PROMPT; i++)
+            prompt[i] = (int32_t)(okv_rng_next(&rng) % (uint64_t)sm.m.cfg.vocab_size);
+        struct okv_engine_params sparse = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 512, .kv_budget = 32, .host_blocks = 45,
+                                           .predict = OKV_PREDICT_LOOKAHEAD};
+        compare(&sm.m, &sparse, "llama sparse, one prefill pass");
+        setenv("OKV_TP_THREADS", "0", 1);
+        compare(&sm.m, &sparse, "llama sparse, one pass, one thread");
+        unsetenv("OKV_TP_THREADS");
+        synth_model_free(&sm);
+        prefill_chunk = 16;
+    }
+
     /* a quantized checkpoint */
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/models/llama_gqa.Q4_0.gguf", tu_src_dir());

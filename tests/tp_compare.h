@@ -18,19 +18,20 @@
 static int32_t prompt[PROMPT];
 static int32_t ref_tok[GEN];
 static float ref_logits[GEN * 49152], tp_logits[GEN * 49152];
+static int prefill_chunk = 16;   /* prompt tokens per forward pass (<= max_batch_tokens) */
 
-/* Prefill in chunks of 16, then GEN decode steps fed with forced tokens (NULL:
+/* Prefill in chunks of prefill_chunk, then GEN decode steps fed with forced tokens (NULL:
  * greedy, written to ref_tok); the logits of every step are kept. */
 static void run(okv_engine *e, int vocab, const int32_t *forced, float *logits, struct okv_engine_stats *stats)
 {
     int seq;
     CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "seq_create: %s", okv_last_error());
-    int32_t seqs[16];
-    uint8_t want[16];
-    for (int i = 0; i < 16; i++)
+    int32_t seqs[PROMPT];
+    uint8_t want[PROMPT];
+    for (int i = 0; i < PROMPT; i++)
         seqs[i] = seq;
-    for (int at = 0; at < PROMPT; at += 16) {
-        int n = PROMPT - at < 16 ? PROMPT - at : 16;
+    for (int at = 0; at < PROMPT; at += prefill_chunk) {
+        int n = PROMPT - at < prefill_chunk ? PROMPT - at : prefill_chunk;
         memset(want, 0, sizeof want);
         want[n - 1] = at + n == PROMPT;
         struct okv_batch b = {n, prompt + at, seqs, want, NULL};
@@ -42,7 +43,16 @@ static void run(okv_engine *e, int vocab, const int32_t *forced, float *logits, 
             ref_tok[s] = tok;
         want[0] = 1;
         struct okv_batch b = {1, &tok, seqs, want, NULL};
-        CHECK(okv_engine_forward(e, &b, logits + (size_t)(s + 1) * vocab) == OKV_OK, "decode: %s", okv_last_error());
+        float *lg = logits + (size_t)(s + 1) * vocab;
+        if (forced) {   /* the sharded run samples on the backend too (greedy: its own argmax) */
+            const struct okv_sampling greedy = {0};
+            const double u = 0.5;
+            int32_t picked = -1;
+            CHECK(okv_engine_forward_sample(e, &b, &greedy, &u, &picked, lg) == OKV_OK, "decode: %s", okv_last_error());
+            CHECK(picked == okv_argmax(lg, vocab), "step %d: sampled %d, argmax %d", s, picked, okv_argmax(lg, vocab));
+        } else {
+            CHECK(okv_engine_forward(e, &b, lg) == OKV_OK, "decode: %s", okv_last_error());
+        }
     }
     if (stats)
         okv_engine_stats_get(e, stats);

@@ -956,13 +956,15 @@ static void attn_pick(int hd, int variant, struct attn_kern *k)
 }
 
 /* raise the kernel's shared-memory limit once; its resident CTAs per SM */
-static enum okv_status attn_prepare(const struct attn_kern *k, int *occ)
+/* Raise the kernel's shared memory limit and find its occupancy, once per kernel and
+ * context: function attributes belong to the current device, and each context is one
+ * device driven by one thread. */
+static enum okv_status attn_prepare(struct cuda_ctx *c, const struct attn_kern *k, int *occ)
 {
-    static struct { attn_fn fn; size_t smem; int occ; } seen[32];
-    static int n_seen;
-    for (int i = 0; i < n_seen; i++)
-        if (seen[i].fn == k->fn && seen[i].smem >= k->smem) {
-            *occ = seen[i].occ;
+    const void *fn = (const void *)k->fn;
+    for (int i = 0; i < c->attn_n_seen; i++)
+        if (c->attn_seen[i].fn == fn && c->attn_seen[i].smem >= k->smem) {
+            *occ = c->attn_seen[i].occ;
             return OKV_OK;
         }
     OKV_CU(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k->smem), "attention smem limit");
@@ -973,14 +975,14 @@ static enum okv_status attn_prepare(const struct attn_kern *k, int *occ)
         o = 1;
     *occ = o;
     int i = 0;
-    while (i < n_seen && seen[i].fn != k->fn)
+    while (i < c->attn_n_seen && c->attn_seen[i].fn != fn)
         i++;
     if (i < 32) {
-        seen[i].fn = k->fn;
-        seen[i].smem = k->smem;
-        seen[i].occ = o;
-        if (i == n_seen)
-            n_seen++;
+        c->attn_seen[i].fn = fn;
+        c->attn_seen[i].smem = k->smem;
+        c->attn_seen[i].occ = o;
+        if (i == c->attn_n_seen)
+            c->attn_n_seen++;
     }
     return OKV_OK;
 }
@@ -1029,7 +1031,7 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
     if (kern.smem > c->smem_optin)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda attention: head_dim %d needs %zu B of shared memory", hd, kern.smem);
     int occ = 1;
-    if ((st = attn_prepare(&kern, &occ)) != OKV_OK)
+    if ((st = attn_prepare(c, &kern, &occ)) != OKV_OK)
         return st;
     const int slots = kern.tc ? c->n_sms * occ : 0;
     /* lists equal to the last validated ones (dense layers of one step) skip the checks */

@@ -167,6 +167,10 @@ struct cuda_ctx {
     size_t sel_n;
     int attn_variant;        /* attention kernel: 0 default, -1 SIMT, k > 0 tuning variant (cuda_bench.h) */
     int attn_kpi;            /* attention keys per work item forced (0: policy) */
+    /* kernel attributes are per device: what this context (one device) has set */
+    struct { const void *fn; size_t smem; int occ; } attn_seen[32];
+    int attn_n_seen;
+    size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
     int fetch_ctas_override;
     int fetch_ctas_last;
 };

@@ -438,10 +438,9 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
                                                            nkv, hd, d_sc);
     OKV_LAUNCHED("select score kernel");
     if (t_out > 0) {
-        static size_t smem_set;   /* the kernel's dynamic shared memory limit raised so far */
-        if (smem > 48 * 1024 && smem > smem_set) {
+        if (smem > 48 * 1024 && smem > c->topk_smem_set) {   /* per device: see attn_prepare */
             OKV_CU(cudaFuncSetAttribute(topk_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "top-k smem limit");
-            smem_set = smem;
+            c->topk_smem_set = smem;
         }
         topk_k<<<(unsigned)n_reqs * nkv, SEL_TOPK_THREADS, smem, c->stream>>>(d_sc, d_meta, d_cand, nkv, d_ids);
         OKV_LAUNCHED("select top-k kernel");

@@ -1048,6 +1048,7 @@ static int by_score(const void *a, const void *b)
 static enum okv_status select_replicated(struct tp *t, const okv_bkv *kv, int layer, const okv_bmem *q,
                                          const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
 {
+    DRAINED(t);   /* the queries and summaries come from ops still queued to the workers */
     enum okv_status st = sel_scratch(t, reqs, n_reqs, true);
     if (st != OKV_OK)
         return st;
