@@ -273,6 +273,26 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             CHECK(st.recall_total > 0, "mode %d: recall not measured", mode);
         okv_engine_free(sp);
     }
+    /* the first decode step after the prompt selects with its own queries (unless
+     * predict_from_prompt): its logits equal the oracle's, which always does */
+    {
+        static float orc[GEN * V], cur[GEN * V], fp[GEN * V];
+        int32_t tk[GEN];
+        float *outs[3] = {orc, cur, fp};
+        for (int k = 0; k < 3; k++) {
+            struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                           .predict = k ? OKV_PREDICT_CURRENT : OKV_PREDICT_ORACLE,
+                                           .predict_from_prompt = k == 2};
+            okv_engine *pe = NULL;
+            CHECK(okv_engine_create(&sm.m, be, &ep, &pe) == OKV_OK, "%s", okv_last_error());
+            run(pe, 32, outs[k], tk, NULL);
+            okv_engine_free(pe);
+        }
+        CHECK(!memcmp(orc, cur, sizeof(float) * 2 * V), "arch %d: the first decode step did not select inline", arch);
+        printf("  arch %d: first decode step, prompt-predicted selection %s the inline one\n", arch,
+               memcmp(orc + V, fp + V, sizeof(float) * V) ? "differs from" : "equals");
+    }
+
     /* benchmark fill: 300 random positions, then decode; the device keeps only the
      * window, and the first step selects with its own queries */
     {

@@ -22,7 +22,9 @@ static const char *help =
     "  --context-len L        tokens of prompt + answer (default 2048); with --sweep a comma list\n"
     "  --num-samples N        samples per cell (default 10)\n"
     "  --kv-budget B|dense    OasisKV budget in tokens, or dense (default 2048); with --sweep a comma list\n"
-    "  --predict MODE         current | lookahead | oracle (default lookahead); with --sweep a comma list\n"
+    "  --predict MODE         current | lookahead | oracle (default lookahead); with --sweep a comma list;\n"
+    "                         current-from-prompt, lookahead-from-prompt: the prompt's last token also\n"
+    "                         predicts the first answer token's blocks (by default that step selects inline)\n"
     "                         (lookahead drafts by n-gram prompt lookup unless --draft says otherwise)\n"
     "  --dense-layers N       keep the first N layers dense (default 0)\n"
     "  --draft D              speculative decoding in every configuration: ngram, self or model:PATH\n"
@@ -74,20 +76,23 @@ static void split(const char *flag, const char *s, struct list *l)
         cli_die("%s: empty list", flag);
 }
 
-static enum okv_predict parse_predict(const char *v)
+/* current | lookahead | oracle; current-from-prompt and lookahead-from-prompt also let
+ * the prompt's last token predict the first decode step (okv_engine_params) */
+static enum okv_predict parse_predict(const char *v, bool *from_prompt)
 {
+    *from_prompt = false;
     if (!strcmp(v, "current"))
         return OKV_PREDICT_CURRENT;
     if (!strcmp(v, "lookahead"))
         return OKV_PREDICT_LOOKAHEAD;
     if (!strcmp(v, "oracle"))
         return OKV_PREDICT_ORACLE;
-    cli_die("--predict: '%s' is not one of current, lookahead, oracle", v);
-}
-
-static const char *predict_str(enum okv_predict p)
-{
-    return p == OKV_PREDICT_ORACLE ? "oracle" : p == OKV_PREDICT_LOOKAHEAD ? "lookahead" : "current";
+    *from_prompt = true;
+    if (!strcmp(v, "current-from-prompt"))
+        return OKV_PREDICT_CURRENT;
+    if (!strcmp(v, "lookahead-from-prompt"))
+        return OKV_PREDICT_LOOKAHEAD;
+    cli_die("--predict: '%s' is not one of current, lookahead, oracle, current-from-prompt, lookahead-from-prompt", v);
 }
 
 static void on_progress(void *user, const char *line) { fprintf(stderr, "[eval] %s\n", line); }
@@ -167,12 +172,12 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
             fprintf(f, "\"kv_budget\": %d, \"predict\": \"%s\", \"steps\": %d, \"top1_agreement\": %.5f, "
                        "\"mean_kl\": %.6f, \"recall\": %.5f, \"fetch_kib_per_step\": %.2f, \"resident_in_time\": %.5f, "
                        "\"seconds\": %.2f}",
-                    c->cfg.kv_budget, c->cfg.kv_budget ? predict_str(c->cfg.predict) : "dense", c->steps, c->top1,
+                    c->cfg.kv_budget, c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "dense", c->steps, c->top1,
                     c->mean_kl, c->recall, c->fetch_kib_per_step, c->resident_in_time, c->seconds);
         } else {
             const struct okv_eval_cell *c = &r->cell;
             fprintf(f, "\"kv_budget\": %d, \"predict\": \"%s\", \"draft\": ", c->cfg.kv_budget,
-                    c->cfg.kv_budget ? predict_str(c->cfg.predict) : "dense");
+                    c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "dense");
             if (c->cfg.draft)
                 cli_json_str(f, c->cfg.draft, strlen(c->cfg.draft));
             else
@@ -228,7 +233,7 @@ static void print_table(const struct row *rows, int n_rows)
             else
                 snprintf(same, sizeof same, "-");
             printf("| %s | %d | %s | %s | %d | %.3f | [%.3f, %.3f] | %s | %.3f | %s |\n", rows[i].task, rows[i].ctx,
-                   budget, c->cfg.kv_budget ? predict_str(c->cfg.predict) : "-", c->n,
+                   budget, c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "-", c->n,
                    c->n ? (double)c->correct / c->n : 0, c->lo, c->hi, same, c->partial,
                    c->copied_from_dense ? "budget >= context: runs dense" : "");
         }
@@ -253,7 +258,7 @@ static void print_table(const struct row *rows, int n_rows)
             else
                 snprintf(budget, sizeof budget, "dense");
             printf("| %d | %d | %s | %s | %.4f | %.5f | %s | %.1f | %.3f |\n", rows[i].ctx, c->steps, budget,
-                   c->cfg.kv_budget ? predict_str(c->cfg.predict) : "-", c->top1, c->mean_kl, rec,
+                   c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "-", c->top1, c->mean_kl, rec,
                    c->fetch_kib_per_step, c->resident_in_time);
         }
     }
@@ -507,15 +512,16 @@ int cmd_eval(int argc, char **argv)
     struct okv_eval_config cfgs[MAX_LIST * 3 + 1];
     int n_cfgs = 0;
     enum okv_predict pm[MAX_LIST];
+    bool pfp[MAX_LIST];
     for (int k = 0; k < modes.n; k++)
-        pm[k] = parse_predict(modes.v[k]);
+        pm[k] = parse_predict(modes.v[k], &pfp[k]);
     for (int b = 0; b < budgets.n; b++) {
         int budget = !strcmp(budgets.v[b], "dense") ? 0 : cli_int("--kv-budget", budgets.v[b], 1, 1 << 24);
         for (int k = 0; k < (budget ? modes.n : 1); k++) {
             if (n_cfgs == (int)(sizeof cfgs / sizeof cfgs[0]))
                 cli_die("eval: too many configurations");
             cfgs[n_cfgs++] = (struct okv_eval_config){budget, budget ? pm[k] : OKV_PREDICT_CURRENT, dense_layers,
-                                                      draft, spec_tokens, 0};
+                                                      draft, spec_tokens, 0, budget && pfp[k]};
         }
     }
     if (!o.model_path)

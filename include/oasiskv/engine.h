@@ -40,6 +40,11 @@ struct okv_engine_params {
     int window_blocks;     /* local window, including the block being filled; default 4 */
     int dense_layers;      /* the first N layers select every block */
     enum okv_predict predict;
+    bool predict_from_prompt;   /* the prompt's last token predicts the first decode step's blocks, like any
+                                   other step. Default false: the first decode step selects with its own
+                                   queries and waits for that selection (once per request), because the last
+                                   prompt token's query is a poor guide to the first answer token's (a needle
+                                   question: 8K context, budget 512, 0.75 -> 1.00 of dense, bench/ACCURACY.md) */
     bool track_recall;     /* also score each step with its true queries to measure prediction recall */
     bool tight_device;     /* a sequence holds no more than its budget on the device: selection starts as soon
                               as the context passes sink + window (reading every block while they fit the

@@ -142,7 +142,11 @@ struct okv_eval_config {
                                  lookahead without a drafter drafts by n-gram (okv_eval_run_params.lookahead_draft) */
     int spec_tokens;          /* 0: 4 */
     float cache_factor;       /* device units per selected block; 0: 1 (okv_engine_params.cache_factor) */
+    bool predict_from_prompt; /* okv_engine_params.predict_from_prompt */
 };
+
+/* "current", "lookahead", "oracle", "current-from-prompt" or "lookahead-from-prompt". */
+const char *okv_eval_predict_name(const struct okv_eval_config *c);
 
 /* The result of one configuration over the samples. */
 struct okv_eval_cell {

@@ -108,7 +108,10 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
             bs->sel = es->decode && (es->sparse || es->cand_end > sink);
             bs->inline_sel = bs->sel && !es->sparse;
             bs->cand_end = es->cand_end;
-            bs->predict = (es->decode || bs->ends_prefill) && bs->len > budget && cand_end > sink;
+            /* the prompt's last token predicts only when asked to: otherwise the first
+             * decode step has no prediction and selects inline with its own queries */
+            bs->predict = (es->decode || (bs->ends_prefill && e->prm.predict_from_prompt)) && bs->len > budget &&
+                          cand_end > sink;
             bs->pred_cand_end = cand_end;
         }
     }

@@ -26,9 +26,13 @@ static void progress(okv_eval_progress_fn fn, void *user, const char *fmt, ...)
     fn(user, line);
 }
 
-static const char *predict_name(enum okv_predict p)
+const char *okv_eval_predict_name(const struct okv_eval_config *c)
 {
-    return p == OKV_PREDICT_ORACLE ? "oracle" : p == OKV_PREDICT_LOOKAHEAD ? "lookahead" : "current";
+    if (c->predict == OKV_PREDICT_ORACLE)
+        return "oracle";
+    if (c->predict == OKV_PREDICT_LOOKAHEAD)
+        return c->predict_from_prompt ? "lookahead-from-prompt" : "lookahead";
+    return c->predict_from_prompt ? "current-from-prompt" : "current";
 }
 
 static enum okv_status make_engine(const struct okv_model *m, okv_backend *be, const struct okv_eval_config *cfg,
@@ -36,7 +40,8 @@ static enum okv_status make_engine(const struct okv_model *m, okv_backend *be, c
 {
     struct okv_engine_params ep = {.block_size = EVAL_BLOCK, .max_ctx = max_ctx, .max_batch_tokens = chunk,
                                    .kv_budget = cfg->kv_budget, .dense_layers = cfg->dense_layers,
-                                   .predict = cfg->predict, .track_recall = track_recall,
+                                   .predict = cfg->predict, .predict_from_prompt = cfg->predict_from_prompt,
+                                   .track_recall = track_recall,
                                    .cache_factor = cfg->cache_factor};
     int blocks = (max_ctx + EVAL_BLOCK - 1) / EVAL_BLOCK + 1;
     if (cfg->kv_budget == 0)
@@ -110,7 +115,7 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
         cell->resident_in_time = 1;
         char label[96];
         if (cfg->kv_budget)
-            snprintf(label, sizeof label, "budget %d %s", cfg->kv_budget, predict_name(cfg->predict));
+            snprintf(label, sizeof label, "budget %d %s", cfg->kv_budget, okv_eval_predict_name(cfg));
         else
             snprintf(label, sizeof label, "dense");
         /* within the budget the engine runs dense: its outputs are dense's */
@@ -323,7 +328,7 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
         okv_engine_free(e);
         e = NULL;
         progress(prog, user, "fidelity: budget %d %s: top-1 = dense %.3f, mean KL %.4f (%.1f s)", cfg->kv_budget,
-                 cfg->kv_budget ? predict_name(cfg->predict) : "(dense)", cell->top1, cell->mean_kl, cell->seconds);
+                 cfg->kv_budget ? okv_eval_predict_name(cfg) : "(dense)", cell->top1, cell->mean_kl, cell->seconds);
     }
 done:
     okv_engine_free(e);
