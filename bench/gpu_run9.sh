@@ -4,14 +4,14 @@
 #      from bench/gpu_run8.sh) at 32K on GPU 1, and bench/tp_greedy.sh on both GPUs;
 #  (2) serving A/B at TP=2 on a Llama-3-8B shape, 32K-token prompts, 256 output tokens,
 #      concurrency 16, dense vs --kv-budget 2048, 16 GiB pool per GPU.
-#   bash bench/gpu_run9.sh      (carry build-gc trained/target; results under $OUT)
+#   bash bench/gpu_run9.sh      (carry build-gc; results under $OUT)
 set -u
 . bench/gpu_env.sh build-gc
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 L=/tmp/okv_logs9; mkdir -p $L
 python3 bench/pad_tokenizer.py tests/data/tok_llama3/tokenizer.json 128256 /tmp/okv_tok8b > /dev/null
 ( CUDA_VISIBLE_DEVICES=1 timeout ${SWEEP_S:-200} build-gc/oasiskv eval --sweep \
-    --task niah_single_text,niah_single_filler,niah_multikey,vt,qa --model trained/target --context-len 32768 \
+    --task niah_single_text,niah_single_filler,niah_multikey,vt,qa --model train/checkpoints/run3/target --context-len 32768 \
     --num-samples 10 --kv-budget dense,256,512,1024,2048,4096 --predict current,lookahead,oracle --device cuda \
     --json $OUT/sweep32k.json > $L/sweep.txt 2> $L/sweep.err; echo "sweep: exit $?" >> $L/summary.txt ) &
 sweeper=$!
