@@ -16,3 +16,8 @@ ldd "$SRC/oasiskv" | awk '/=> \// {print $3}' |
   grep -E 'libcjson|libmicrohttpd|libgnutls|libhogweed|libnettle|libgmp|libidn2|libunistring|libp11-kit|libtasn1|libffi' |
   while read -r f; do cp -L "$f" "$DST/lib/"; done
 du -sh "$DST"
+# the device tool carries the tracked tree and the carried paths together, at most 64 MiB
+tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+carry=$(du -sb "$DST" | cut -f1)
+echo "tracked tree $((tree >> 20)) MiB + $DST $((carry >> 20)) MiB = $(((tree + carry) >> 20)) MiB of the 64 MiB a call carries"
+[ $((tree + carry)) -lt $((62 << 20)) ] || echo "warning: little room left for other carried paths (strip more, or leave tests out)"
