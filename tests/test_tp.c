@@ -13,7 +13,8 @@
  *    rank selects for its own KV heads from its own host tier) and gives the same
  *    logits;
  *  - the same with every rank driven by the calling thread (OKV_TP_THREADS=0) as with
- *    one worker thread per rank (the default; the all-reduce then meets at a barrier);
+ *    one worker thread per rank (the default; the all-reduce then meets at a barrier),
+ *    whether the workers sleep as soon as their queue is empty or poll it first;
  *  - a model that cannot be split is a clear error; nothing leaks. */
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
@@ -67,6 +68,9 @@ int main(void)
         struct okv_engine_params sparse = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 512, .kv_budget = 32, .host_blocks = 45,
                                            .predict = OKV_PREDICT_LOOKAHEAD};
         compare(&sm.m, &sparse, "llama sparse, one prefill pass");
+        setenv("OKV_TP_SPIN_US", "30", 1);   /* workers poll their queues before sleeping */
+        compare(&sm.m, &sparse, "llama sparse, one pass, polling");
+        unsetenv("OKV_TP_SPIN_US");
         setenv("OKV_TP_THREADS", "0", 1);
         compare(&sm.m, &sparse, "llama sparse, one pass, one thread");
         unsetenv("OKV_TP_THREADS");
