@@ -1,6 +1,17 @@
-/* cuda_attention: decode attention of the CUDA backend, achieved HBM bandwidth.
+/* cuda_attention: decode attention of the CUDA backend, achieved HBM bandwidth; or
+ * prefill attention, tokens/s and TFLOPS.
  *
  *   cuda_attention [--ctx 8192,32768] [--max-batch 256] [--variants 0,-1,...]
+ *   cuda_attention --prefill ROWS [--ctx 8192,32768] [--seqs 1]
+ *
+ * --prefill ROWS: each of `seqs` sequences has a chunk of ROWS query rows at positions
+ * ctx-ROWS .. ctx-1 (the last chunk of a ctx-token prompt) over dense lists of its
+ * ctx keys, same model shape as below. Two backends of this process run it: one
+ * created without OKV_PREFILL_KERNEL (decode kernels) and one with it (the caller's
+ * value: 1, 64 or 128; 1 when unset). Per path: time of one attention call (= one
+ * layer), tokens/s = rows / that time, TFLOPS = 4 * 32 heads * 128 * (keys the causal
+ * mask lets each row read, summed) / time, and the prefill kernel's largest
+ * difference from the decode kernels' output (max |d| / max |ref|).
  *
  * --variants times each listed kernel variant on the same data (okv_cuda_set_attn:
  * 0 default, -1 the SIMT kernel, k > 0 tuning variants) and prints the largest
@@ -37,9 +48,172 @@ static void die(const char *what)
     exit(1);
 }
 
+/* fill every slot of every layer with random (non-zero) K/V: steps of 32768 tokens */
+static void fill_kv(okv_backend *be, okv_bkv *kv, const struct okv_kv_geometry *g)
+{
+    const struct okv_backend_ops *o = be->ops;
+    const int nkv = g->n_kv_heads, hd = g->head_dim, bs = g->block_size, slots = g->n_group_slots, layers = g->n_layers;
+    const int wt = 32768 < slots * bs ? 32768 : slots * bs;
+    float *h = malloc(sizeof(float) * (size_t)wt * nkv * hd);
+    for (size_t i = 0; i < (size_t)wt * nkv * hd; i++)
+        h[i] = rndf();
+    okv_bmem *k = NULL, *v = NULL;
+    if (o->mem_alloc(be, (size_t)wt * nkv * hd, &k) != OKV_OK || o->mem_alloc(be, (size_t)wt * nkv * hd, &v) != OKV_OK)
+        die("mem_alloc");
+    o->mem_write(be, k, 0, h, (size_t)wt * nkv * hd);
+    for (size_t i = 0; i < (size_t)wt * nkv * hd; i++)
+        h[i] = rndf();
+    o->mem_write(be, v, 0, h, (size_t)wt * nkv * hd);
+    int32_t *seq = calloc((size_t)wt, 4), *pos = malloc(4 * (size_t)wt), *slot = malloc(4 * (size_t)wt), kvl[1];
+    for (int at = 0; at < slots * bs; at += wt) {
+        for (int t = 0; t < wt; t++) {
+            pos[t] = t;
+            slot[t] = at + t;
+        }
+        kvl[0] = wt;
+        struct okv_step_meta m = {wt, 1, seq, pos, slot, NULL, NULL, kvl};
+        if (o->step_begin(be, &m) != OKV_OK)
+            die("step_begin");
+        for (int l = 0; l < layers; l++)
+            if (o->kv_write(be, kv, l, k, v) != OKV_OK)
+                die("kv_write");
+    }
+    o->sync(be);
+    o->mem_free(be, k);
+    o->mem_free(be, v);
+    free(h);
+    free(seq);
+    free(pos);
+    free(slot);
+}
+
+/* --prefill: the last chunk of `rows` rows of a ctx-token prompt in each of `seqs`
+ * sequences, on a backend without and one with the prefill kernel */
+static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs)
+{
+    const int nkv = 8, nh = 32, hd = 128, bs = 16, layers = 2;
+    const char *pk = getenv("OKV_PREFILL_KERNEL");
+    char on_val[16];
+    snprintf(on_val, sizeof on_val, "%s", pk && atoi(pk) ? pk : "1");
+    okv_backend *bes[2] = {NULL, NULL};
+    struct okv_backend_params bp = {.n_threads = 0};
+    unsetenv("OKV_PREFILL_KERNEL");
+    if (okv_backend_create("cuda", &bp, &bes[0]) != OKV_OK)
+        die("backend");
+    setenv("OKV_PREFILL_KERNEL", on_val, 1);
+    if (okv_backend_create("cuda", &bp, &bes[1]) != OKV_OK)
+        die("backend (prefill kernel)");
+    const char *label[2] = {"decode kernels", "prefill kernel"};
+    printf("prefill attention: %d query heads, %d KV heads, head_dim %d, block %d, bf16 KV; %d sequence(s), one call = "
+           "one layer; the prefill kernel with OKV_PREFILL_KERNEL=%s\n", nh, nkv, hd, bs, seqs, on_val);
+    printf("%-7s %-6s %-16s %-10s %-12s %-8s %s\n", "ctx", "rows", "path", "ms/call", "tokens/s", "TFLOPS", "diff vs decode");
+    for (int ci = 0; ci < n_ctx; ci++) {
+        const int ctx = ctxs[ci], nb = (ctx + bs - 1) / bs, nr = rows < ctx ? rows : ctx, n = seqs * nr;
+        const size_t n_out = (size_t)n * nh * hd;
+        float *res[2] = {malloc(sizeof(float) * n_out), malloc(sizeof(float) * n_out)};
+        double keys = 0;   /* keys read by the causal mask */
+        for (int i = 0; i < nr; i++)
+            keys += (double)(ctx - nr + i + 1);
+        keys *= seqs;
+        const double flops = 4.0 * nh * hd * keys;
+        for (int bi = 0; bi < 2; bi++) {
+            okv_backend *be = bes[bi];
+            const struct okv_backend_ops *o = be->ops;
+            rs = 0x2545F4914F6CDD1Dull;   /* the same data on both */
+            struct okv_kv_geometry g = {.n_layers = layers, .n_group_slots = seqs * nb, .block_size = bs, .n_kv_heads = nkv,
+                                        .head_dim = hd};
+            okv_bkv *kv = NULL;
+            if (o->kv_alloc(be, &g, &kv) != OKV_OK)
+                die("kv_alloc");
+            fill_kv(be, kv, &g);
+            int32_t *tseq = malloc(4 * (size_t)n), *tpos = malloc(4 * (size_t)n), *tslot = calloc((size_t)n, 4);
+            int32_t *len = malloc(4 * (size_t)seqs);
+            for (int t = 0; t < n; t++) {
+                tseq[t] = t / nr;
+                tpos[t] = ctx - nr + t % nr;
+            }
+            for (int s = 0; s < seqs; s++)
+                len[s] = ctx;
+            struct okv_step_meta m = {n, seqs, tseq, tpos, tslot, NULL, NULL, len};
+            if (o->step_begin(be, &m) != OKV_OK)
+                die("step_begin");
+            int32_t *start = malloc(4 * (size_t)(seqs * nkv + 1));
+            int32_t *unit = malloc(4 * (size_t)seqs * nkv * nb), *index = malloc(4 * (size_t)seqs * nkv * nb);
+            int at = 0;
+            for (int s = 0; s < seqs; s++)
+                for (int hh = 0; hh < nkv; hh++) {
+                    start[s * nkv + hh] = at;
+                    for (int b = 0; b < nb; b++, at++) {
+                        unit[at] = (s * nb + b) * nkv + hh;
+                        index[at] = b;
+                    }
+                }
+            start[seqs * nkv] = at;
+            struct okv_attn_blocks blocks = {start, unit, index};
+            float *qh = malloc(sizeof(float) * n_out);
+            for (size_t i = 0; i < n_out; i++)
+                qh[i] = rndf();
+            okv_bmem *q = NULL, *out = NULL;
+            if (o->mem_alloc(be, n_out, &q) != OKV_OK || o->mem_alloc(be, n_out, &out) != OKV_OK)
+                die("mem_alloc");
+            o->mem_write(be, q, 0, qh, n_out);
+            const float scale = 1.0f / sqrtf((float)hd);
+            for (int w = 0; w < 2; w++)   /* warm-up */
+                if (o->attention(be, out, q, kv, w % layers, &blocks, nh, scale) != OKV_OK)
+                    die("attention");
+            if (o->sync(be) != OKV_OK)
+                die("sync");
+            double t0 = okv_now();
+            if (o->attention(be, out, q, kv, 0, &blocks, nh, scale) != OKV_OK || o->sync(be) != OKV_OK)
+                die("attention");
+            const double t1 = okv_now() - t0;
+            int iters = (int)(0.5 / (t1 > 1e-6 ? t1 : 1e-6));
+            iters = iters < 3 ? 3 : iters > 200 ? 200 : iters;
+            t0 = okv_now();
+            for (int it = 0; it < iters; it++)
+                if (o->attention(be, out, q, kv, it % layers, &blocks, nh, scale) != OKV_OK)
+                    die("attention");
+            if (o->sync(be) != OKV_OK)
+                die("sync");
+            const double dt = (okv_now() - t0) / iters;
+            if (o->attention(be, out, q, kv, 0, &blocks, nh, scale) != OKV_OK || o->mem_read(be, out, 0, res[bi], n_out) != OKV_OK)
+                die("attention check");
+            double diff = 0;
+            if (bi) {
+                double md = 0, mr = 1e-30;
+                for (size_t i = 0; i < n_out; i++) {
+                    double d = fabs((double)res[1][i] - res[0][i]);
+                    if (!(d <= md))
+                        md = d;   /* NaN sticks */
+                    if (fabs(res[0][i]) > mr)
+                        mr = fabs(res[0][i]);
+                }
+                diff = md / mr;
+            }
+            printf("%-7d %-6d %-16s %-10.3f %-12.0f %-8.1f %.2e\n", ctx, nr, label[bi], dt * 1e3, n / dt, flops / dt / 1e12, diff);
+            fflush(stdout);
+            o->mem_free(be, q);
+            o->mem_free(be, out);
+            free(qh);
+            free(tseq);
+            free(tpos);
+            free(tslot);
+            free(len);
+            free(start);
+            free(unit);
+            free(index);
+            o->kv_free(be, kv);
+        }
+        free(res[0]);
+        free(res[1]);
+    }
+    okv_backend_free(bes[0]);
+    okv_backend_free(bes[1]);
+}
+
 int main(int argc, char **argv)
 {
-    int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256, vars[16] = {0}, n_vars = 1;
+    int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256, vars[16] = {0}, n_vars = 1, prefill = 0, seqs = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ctx")) {
             n_ctx = 0;
@@ -51,7 +225,15 @@ int main(int argc, char **argv)
                 vars[n_vars++] = atoi(s);
         } else if (!strcmp(argv[i], "--max-batch")) {
             max_batch = atoi(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--prefill")) {
+            prefill = atoi(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--seqs")) {
+            seqs = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
         }
+    }
+    if (prefill > 0) {
+        prefill_bench(prefill, ctxs, n_ctx, seqs);
+        return 0;
     }
     okv_backend *be = NULL;
     struct okv_backend_params bp = {.n_threads = 0};
@@ -78,39 +260,7 @@ int main(int argc, char **argv)
             okv_bkv *kv = NULL;
             if (o->kv_alloc(be, &g, &kv) != OKV_OK)
                 die("kv_alloc");
-            /* fill every slot of every layer with random (non-zero) K/V: steps of 32768 tokens */
-            const int wt = 32768 < slots * bs ? 32768 : slots * bs;
-            float *h = malloc(sizeof(float) * (size_t)wt * nkv * hd);
-            for (size_t i = 0; i < (size_t)wt * nkv * hd; i++)
-                h[i] = rndf();
-            okv_bmem *k = NULL, *v = NULL;
-            if (o->mem_alloc(be, (size_t)wt * nkv * hd, &k) != OKV_OK || o->mem_alloc(be, (size_t)wt * nkv * hd, &v) != OKV_OK)
-                die("mem_alloc");
-            o->mem_write(be, k, 0, h, (size_t)wt * nkv * hd);
-            for (size_t i = 0; i < (size_t)wt * nkv * hd; i++)
-                h[i] = rndf();
-            o->mem_write(be, v, 0, h, (size_t)wt * nkv * hd);
-            int32_t *seq = calloc((size_t)wt, 4), *pos = malloc(4 * (size_t)wt), *slot = malloc(4 * (size_t)wt), kvl[1];
-            for (int at = 0; at < slots * bs; at += wt) {
-                for (int t = 0; t < wt; t++) {
-                    pos[t] = t;
-                    slot[t] = at + t;
-                }
-                kvl[0] = wt;
-                struct okv_step_meta m = {wt, 1, seq, pos, slot, NULL, NULL, kvl};
-                if (o->step_begin(be, &m) != OKV_OK)
-                    die("step_begin");
-                for (int l = 0; l < layers; l++)
-                    if (o->kv_write(be, kv, l, k, v) != OKV_OK)
-                        die("kv_write");
-            }
-            o->sync(be);
-            o->mem_free(be, k);
-            o->mem_free(be, v);
-            free(h);
-            free(seq);
-            free(pos);
-            free(slot);
+            fill_kv(be, kv, &g);
             /* the decode step: one row per sequence at position ctx-1 */
             int32_t *tseq = malloc(4 * (size_t)batch), *tpos = malloc(4 * (size_t)batch), *tslot = calloc((size_t)batch, 4);
             int32_t *len = malloc(4 * (size_t)batch);

@@ -10,7 +10,11 @@
  *  - attention and selection are fed KV and keys already rounded to bf16, so both
  *    backends see the same data and only the order of fp32 arithmetic differs: 2e-3;
  *    the chosen blocks must be equal wherever the k-th and (k+1)-th CPU scores are
- *    not a near-tie (gap > 1e-3 of the score scale).
+ *    not a near-tie (gap > 1e-3 of the score scale);
+ *  - the prefill attention kernel (OKV_PREFILL_KERNEL, cuda_prefill.cu) rounds the
+ *    query and the probabilities to bf16 (relative 2^-9 each, random in sign, averaged
+ *    over the keys): 2e-2 (expected: a few 1e-3). The decode kernels keep 2e-3 on the
+ *    same prefill calls with the variable unset.
  * Skips (77) when no CUDA device is present. */
 #include "backend/cuda/cuda_bench.h"
 #include "oasiskv/backend.h"
@@ -49,6 +53,10 @@ static float *rand_vec(size_t n, float scale, bool bf16)
 }
 
 static okv_backend *cpu, *gpu;
+/* CUDA backends created with OKV_PREFILL_KERNEL=1 (tiles of 64 query vectors) and =128;
+ * `gpu` is created with the variable unset (decode kernels only) */
+static okv_backend *gpu_pf[2];
+static const char *const pf_label[2] = {"OKV_PREFILL_KERNEL=1", "OKV_PREFILL_KERNEL=128"};
 
 static okv_bmem *up(okv_backend *be, const float *h, size_t n)
 {
@@ -492,6 +500,93 @@ static void test_kv(void)
     }
 }
 
+/* Bring host units into the sparse region and the staging buffer of `layer`: units
+ * slots*nkv ... of the layer, then staging units 0 .. stage-1. */
+static void attn_fetch_units(struct kvpair *p, int layer, const int32_t *written, int nw, int slots, int sparse, int stage)
+{
+    const int nkv = p->geo.n_kv_heads;
+    int32_t src[64], dst[64];
+    CHECK(sparse + stage <= 64, "too many units to fetch");
+    for (int i = 0; i < sparse + stage; i++) {
+        src[i] = written[rint_in(0, nw - 1)] * nkv + rint_in(0, nkv - 1);
+        dst[i] = i < sparse ? slots * nkv + i : (OKV_UNIT_STAGE | (i - sparse));
+    }
+    int pend;
+    double stall;
+    BOTH(cpu->ops->kv_fetch(cpu, p->c, layer, sparse + stage, src, dst),
+         gpu->ops->kv_fetch(gpu, p->g, layer, sparse + stage, src, dst));
+    BOTH(cpu->ops->kv_fetch_wait(cpu, p->c, layer, &pend, &stall), gpu->ops->kv_fetch_wait(gpu, p->g, layer, &pend, &stall));
+}
+
+/* Block lists of ns sequences x nkv heads: every logical block below kvlen[s] (dense)
+ * or a random subset keeping the first and the last (sparse), in random order, each on
+ * a random unit of the layer (group slot or sparse unit: n_units of them, or one of
+ * `stage` staging units). Returns the number of blocks. */
+static int attn_lists(int ns, int nkv, int bs, const int32_t *kvlen, int n_units, int stage, int sparse, int32_t *start,
+                      int32_t *unit, int32_t *index)
+{
+    int at = 0;
+    for (int s = 0; s < ns; s++)
+        for (int h = 0; h < nkv; h++) {
+            start[s * nkv + h] = at;
+            int nb = (kvlen[s] + bs - 1) / bs;
+            int first = at;
+            for (int b = 0; b < nb; b++) {
+                if (sparse && b > 0 && b < nb - 1 && rint_in(0, 2) == 0)
+                    continue;
+                index[at] = b;
+                int r = rint_in(0, n_units + stage - 1);
+                unit[at] = r < n_units ? r : (OKV_UNIT_STAGE | (r - n_units));
+                at++;
+            }
+            for (int i = at - 1; i > first; i--) {   /* shuffle the list */
+                int j = first + rint_in(0, i - first);
+                int32_t tu = unit[i], ti = index[i];
+                unit[i] = unit[j];
+                index[i] = index[j];
+                unit[j] = tu;
+                index[j] = ti;
+            }
+        }
+    start[ns * nkv] = at;
+    return at;
+}
+
+/* The prefill backends drive the same device as `gpu` through the CUDA runtime's
+ * primary context, so the KV and the buffers `gpu` allocated serve them too; their
+ * streams differ, so every hand-over below synchronises. */
+static void pf_step_begin(const struct okv_step_meta *m)
+{
+    for (int i = 0; i < 2; i++)
+        CHECK(gpu_pf[i]->ops->step_begin(gpu_pf[i], m) == OKV_OK, "%s step_begin: %s", pf_label[i], okv_last_error());
+}
+
+/* The attention op of each prefill backend (twice on the first: cached plan and kernel
+ * attributes) into a fresh poisoned output, compared with the CPU's output oc. With
+ * ref_g (the output of `gpu`, decode kernels), ran[i] tells whether backend i's output
+ * differs from it in some element, i.e. whether the prefill kernel ran. */
+static void pf_compare(okv_bmem *oc, const float *ref_g, okv_bmem *qg, okv_bkv *kvg, int layer,
+                       const struct okv_attn_blocks *blocks, int nh, float scale, size_t n, double tol, bool ran[2])
+{
+    char name[120];
+    for (int i = 0; i < 2; i++)
+        for (int rep = 0; rep < (i == 0 ? 2 : 1); rep++) {
+            okv_bmem *og = poisoned(gpu, n);
+            CHECK(gpu->ops->sync(gpu) == OKV_OK, "%s", okv_last_error());
+            CHECK(gpu_pf[i]->ops->attention(gpu_pf[i], og, qg, kvg, layer, blocks, nh, scale) == OKV_OK, "%s attention: %s",
+                  pf_label[i], okv_last_error());
+            CHECK(gpu_pf[i]->ops->sync(gpu_pf[i]) == OKV_OK, "%s sync: %s", pf_label[i], okv_last_error());
+            snprintf(name, sizeof name, "  %s%s", pf_label[i], rep ? " again" : "");
+            compare(name, oc, og, n, tol);
+            if (ref_g && rep == 0) {
+                float *b = down(gpu, og, n);
+                ran[i] = memcmp(b, ref_g, sizeof(float) * n) != 0;
+                free(b);
+            }
+            gpu->ops->mem_free(gpu, og);
+        }
+}
+
 /* Attention: random sequences, GQA, lists over group, sparse and staging units in
  * random order, several rows per sequence and prefill chunks. */
 static void test_attention(void)
@@ -514,17 +609,7 @@ static void test_attention(void)
         int32_t written[64];
         const int nw = kv_fill(&p, written);
         const int layer = 1;
-        /* bring host units into the sparse region and the staging buffer */
-        int32_t src[40], dst[40];
-        for (int i = 0; i < sparse + stage; i++) {
-            src[i] = written[rint_in(0, nw - 1)] * nkv + rint_in(0, nkv - 1);
-            dst[i] = i < sparse ? slots * nkv + i : (OKV_UNIT_STAGE | (i - sparse));
-        }
-        int pend;
-        double stall;
-        BOTH(cpu->ops->kv_fetch(cpu, p.c, layer, sparse + stage, src, dst),
-             gpu->ops->kv_fetch(gpu, p.g, layer, sparse + stage, src, dst));
-        BOTH(cpu->ops->kv_fetch_wait(cpu, p.c, layer, &pend, &stall), gpu->ops->kv_fetch_wait(gpu, p.g, layer, &pend, &stall));
+        attn_fetch_units(&p, layer, written, nw, slots, sparse, stage);
 
         /* step: sequences with random lengths and rows */
         const int ns = cf.n_seqs;
@@ -546,36 +631,11 @@ static void test_attention(void)
             }
         struct okv_step_meta meta = {n, ns, seq, pos, slot, NULL, NULL, kvlen};
         BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
-        /* lists: every logical block (dense) or a random subset, in random order, each
-         * on a random unit of the layer (group slot, sparse or staging unit) */
-        const int n_units = slots * nkv + sparse;
+        pf_step_begin(&meta);
         int32_t *start = malloc(4 * (size_t)(ns * nkv + 1));
         int cap = ns * nkv * (max_blocks + 1);
         int32_t *unit = malloc(4 * (size_t)cap), *index = malloc(4 * (size_t)cap);
-        int at = 0;
-        for (int s = 0; s < ns; s++)
-            for (int h = 0; h < nkv; h++) {
-                start[s * nkv + h] = at;
-                int nb = (kvlen[s] + bs - 1) / bs;
-                int first = at;
-                for (int b = 0; b < nb; b++) {
-                    if (cf.sparse_lists && b > 0 && b < nb - 1 && rint_in(0, 2) == 0)
-                        continue;
-                    index[at] = b;
-                    int r = rint_in(0, n_units + stage - 1);
-                    unit[at] = r < n_units ? r : (OKV_UNIT_STAGE | (r - n_units));
-                    at++;
-                }
-                for (int i = at - 1; i > first; i--) {   /* shuffle the list */
-                    int j = first + rint_in(0, i - first);
-                    int32_t tu = unit[i], ti = index[i];
-                    unit[i] = unit[j];
-                    index[i] = index[j];
-                    unit[j] = tu;
-                    index[j] = ti;
-                }
-            }
-        start[ns * nkv] = at;
+        const int at = attn_lists(ns, nkv, bs, kvlen, slots * nkv + sparse, stage, cf.sparse_lists, start, unit, index);
         struct okv_attn_blocks blocks = {start, unit, index};
         float *q = rand_vec((size_t)n * nh * hd, 1.0f, false);
         okv_bmem *qc = up(cpu, q, (size_t)n * nh * hd), *qg = up(gpu, q, (size_t)n * nh * hd);
@@ -610,6 +670,8 @@ static void test_attention(void)
             }
             okv_cuda_set_attn(gpu, 0, 0);
         }
+        /* the prefill kernel where the call is prefill-shaped (head_dim 64 / 128, rows * group >= 64) */
+        pf_compare(oc, NULL, qg, p.g, layer, &blocks, nh, scale, (size_t)n * nh * hd, 2e-2, NULL);
 
         /* selection on the same step: rows of one sequence, candidates among host blocks */
         {
@@ -670,6 +732,91 @@ static void test_attention(void)
             free(s1);
             free(s2);
         }
+        cpu->ops->mem_free(cpu, qc);
+        gpu->ops->mem_free(gpu, qg);
+        cpu->ops->mem_free(cpu, oc);
+        gpu->ops->mem_free(gpu, og);
+        free(q);
+        free(seq);
+        free(pos);
+        free(slot);
+        free(start);
+        free(unit);
+        free(index);
+        kv_drop(&p);
+    }
+}
+
+/* Prefill chunks: several sequences in one call, 64..600 rows each (one short sequence
+ * of 1..8 rows mixed in where there are more than two), positions continuing an
+ * existing context (0 for the first sequence: a prompt's first chunk), rows of the
+ * sequences interleaved, lists of every block below the KV length (or a random subset)
+ * in random order on group, sparse and staging units. The decode kernels (`gpu`) are
+ * held to 2e-3, the prefill kernel (gpu_pf) to 2e-2, and the prefill kernel must have
+ * run exactly where head_dim is 64 or 128. */
+static void test_prefill(void)
+{
+    struct cfg { int bs, nkv, group, hd, n_seqs, sparse_lists; } cfgs[] = {
+        {16, 2, 4, 128, 3, 0}, {16, 4, 1, 128, 3, 0}, {8, 2, 4, 64, 4, 1},
+        {32, 2, 1, 64, 3, 0},  {16, 1, 8, 128, 3, 1}, {16, 2, 4, 96, 2, 0},
+    };
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const struct cfg cf = cfgs[ci];
+        const int bs = cf.bs, nkv = cf.nkv, hd = cf.hd, nh = nkv * cf.group, ns = cf.n_seqs;
+        int32_t kvlen[8], nq[8], prev[8], left[8];
+        int n = 0, max_len = 1;
+        for (int s = 0; s < ns; s++) {
+            prev[s] = s == 0 ? 0 : rint_in(1, 1500);
+            nq[s] = s == ns - 1 && ns > 2 ? rint_in(1, 8) : rint_in(64, 600);
+            kvlen[s] = prev[s] + nq[s];
+            max_len = kvlen[s] > max_len ? kvlen[s] : max_len;
+            left[s] = nq[s];
+            n += nq[s];
+        }
+        const int max_blocks = (max_len + bs - 1) / bs;
+        const int slots = max_blocks + 8, sparse = 24, stage = 8, hb = 24;
+        struct kvpair p;
+        kv_make(&p, 2, slots, sparse, hb, stage, bs, nkv, hd);
+        if (!p.c || !p.g)
+            return;
+        int32_t written[64];
+        const int nw = kv_fill(&p, written);
+        const int layer = 1;
+        attn_fetch_units(&p, layer, written, nw, slots, sparse, stage);
+        int32_t *seq = malloc(4 * (size_t)n), *pos = malloc(4 * (size_t)n), *slot = calloc((size_t)n, 4);
+        for (int t = 0; t < n; t++) {   /* row t: a sequence drawn among the rows left, its next position */
+            int r = rint_in(0, n - t - 1), s = 0;
+            while (r >= left[s])
+                r -= left[s++];
+            left[s]--;
+            seq[t] = s;
+            pos[t] = prev[s] + nq[s] - left[s] - 1;
+        }
+        struct okv_step_meta meta = {n, ns, seq, pos, slot, NULL, NULL, kvlen};
+        BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
+        pf_step_begin(&meta);
+        int32_t *start = malloc(4 * (size_t)(ns * nkv + 1));
+        const int cap = ns * nkv * (max_blocks + 1);
+        int32_t *unit = malloc(4 * (size_t)cap), *index = malloc(4 * (size_t)cap);
+        const int at = attn_lists(ns, nkv, bs, kvlen, slots * nkv + sparse, stage, cf.sparse_lists, start, unit, index);
+        struct okv_attn_blocks blocks = {start, unit, index};
+        const size_t no = (size_t)n * nh * hd;
+        float *q = rand_vec(no, 1.0f, false);
+        okv_bmem *qc = up(cpu, q, no), *qg = up(gpu, q, no);
+        okv_bmem *oc = poisoned(cpu, no), *og = poisoned(gpu, no);
+        const float scale = 1.5f / sqrtf((float)hd);
+        BOTH(cpu->ops->attention(cpu, oc, qc, p.c, layer, &blocks, nh, scale),
+             gpu->ops->attention(gpu, og, qg, p.g, layer, &blocks, nh, scale));
+        char name[120];
+        snprintf(name, sizeof name, "prefill bs %d kv %d x%d hd %d: %d seqs %d rows %d blocks", bs, nkv, cf.group, hd, ns, n, at);
+        compare(name, oc, og, no, 2e-3);
+        float *ref_g = down(gpu, og, no);
+        bool ran[2] = {false, false};
+        pf_compare(oc, ref_g, qg, p.g, layer, &blocks, nh, scale, no, 2e-2, ran);
+        const bool expect = hd == 64 || hd == 128;
+        for (int i = 0; i < 2; i++)
+            CHECK(ran[i] == expect, "%s, hd %d: the prefill kernel %s", pf_label[i], hd, ran[i] ? "ran" : "did not run");
+        free(ref_g);
         cpu->ops->mem_free(cpu, qc);
         gpu->ops->mem_free(gpu, qg);
         cpu->ops->mem_free(cpu, oc);
@@ -1019,7 +1166,22 @@ int main(void)
     rng_state = seed ? seed : 88172645463325252ull;
     printf("test_cuda_ops: seed %llu (OKV_TEST_SEED repeats it)\n", (unsigned long long)seed);
     struct okv_backend_params bp = {.n_threads = 4};
-    if (okv_backend_cpu_create(&bp, &cpu) != OKV_OK || okv_backend_create("cuda", &bp, &gpu) != OKV_OK) {
+    /* OKV_PREFILL_KERNEL is read when a CUDA backend is created: `gpu` without it,
+     * gpu_pf[] with it (the caller's value is restored afterwards) */
+    const char *pk = getenv("OKV_PREFILL_KERNEL");
+    char *pk_saved = pk ? strdup(pk) : NULL;
+    unsetenv("OKV_PREFILL_KERNEL");
+    bool ok = okv_backend_cpu_create(&bp, &cpu) == OKV_OK && okv_backend_create("cuda", &bp, &gpu) == OKV_OK;
+    setenv("OKV_PREFILL_KERNEL", "1", 1);
+    ok = ok && okv_backend_create("cuda", &bp, &gpu_pf[0]) == OKV_OK;
+    setenv("OKV_PREFILL_KERNEL", "128", 1);
+    ok = ok && okv_backend_create("cuda", &bp, &gpu_pf[1]) == OKV_OK;
+    if (pk_saved)
+        setenv("OKV_PREFILL_KERNEL", pk_saved, 1);
+    else
+        unsetenv("OKV_PREFILL_KERNEL");
+    free(pk_saved);
+    if (!ok) {
         fprintf(stderr, "backend: %s\n", okv_last_error());
         return 1;
     }
@@ -1027,12 +1189,15 @@ int main(void)
     test_matmul();
     test_kv();
     test_attention();
+    test_prefill();
     test_select_batched();
     test_select_perf();
     test_sample();
     test_errors();
     okv_backend_free(cpu);
     okv_backend_free(gpu);
+    okv_backend_free(gpu_pf[0]);
+    okv_backend_free(gpu_pf[1]);
     CHECK(okv_alloc_live_count(OKV_TAG_KV) == 0, "KV allocations leaked");
     CHECK(okv_alloc_live_count(OKV_TAG_BACKEND) == 0, "backend allocations leaked");
     return tu_finish("test_cuda_ops");

@@ -1049,6 +1049,16 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: unit %d out of range in layer %d", c->attn.max_unit, layer);
     }
     const struct cuda_attn_cache *ac = &c->attn;
+    if (okv_cuda_prefill_wanted(c, hd, n_heads / nkv)) {   /* prefill-shaped: tiles of many vectors (cuda_prefill.cu) */
+        const struct okv_cuda_prefill_call pc = {out->d, q->d, kv, layer, (const int32_t *)(ac->d_plan + ac->off_start),
+                                                 (const int32_t *)(ac->d_plan + ac->off_unit),
+                                                 (const int32_t *)(ac->d_plan + ac->off_index), bst, n_heads, scale};
+        if ((st = okv_cuda_prefill_attention(c, &pc)) != OKV_OK)
+            return st;
+        OKV_CU(cudaEventRecord(kv->attn_ev[layer], c->stream), "attention event");
+        kv->attn_rec[layer] = true;
+        return OKV_OK;
+    }
     struct att_args a;
     a.q = q->d;
     a.out = out->d;

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_bench.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CTX(be) OKV_CUDA_CTX(be)
@@ -725,6 +726,12 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
                                              prop.name, prop.major, prop.minor));
     c->n_sms = prop.multiProcessorCount;
     c->smem_optin = prop.sharedMemPerBlockOptin;
+    {
+        /* prefill attention kernel (cuda_prefill.cu): 1 = on (64-vector tiles), 64 / 128 = on with that tile */
+        const char *pk = getenv("OKV_PREFILL_KERNEL");
+        const int v = pk ? atoi(pk) : 0;
+        c->prefill_kernel = v == 1 || v == 64 || v == 128 ? v : 0;
+    }
     CREATE_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "compute stream");
     CREATE_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "copy stream");
     CREATE_CU(cudaEventCreateWithFlags(&c->ev_compute_mark, cudaEventDisableTiming), "event");

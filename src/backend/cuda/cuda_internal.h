@@ -170,6 +170,12 @@ struct cuda_ctx {
     /* kernel attributes are per device: what this context (one device) has set */
     struct { const void *fn; size_t smem; int occ; } attn_seen[32];
     int attn_n_seen;
+    /* prefill attention (cuda_prefill.cu): OKV_PREFILL_KERNEL at context creation: 0 (unset
+     * or another value) off, 1 on with tiles of 64 query vectors, 64 or 128 on with tiles of
+     * that many; and the kernels whose attributes this context has set */
+    int prefill_kernel;
+    const void *pf_seen[8];
+    int pf_n_seen;
     size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
     int fetch_ctas_override;
     int fetch_ctas_last;
@@ -218,6 +224,22 @@ enum okv_status okv_cuda_kv_before_step(struct cuda_ctx *c);
 enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
                                    const struct okv_attn_blocks *blocks, int n_heads, float scale);
 void okv_cuda_attn_cache_free(struct cuda_ctx *c);
+
+/* prefill attention (cuda_prefill.cu): flash-attention-2 tiles of many query vectors,
+ * used by okv_cuda_attention for prefill-shaped calls when enabled */
+struct okv_cuda_prefill_call {
+    float *out;
+    const float *q;
+    const struct okv_bkv *kv;
+    int layer;
+    const int32_t *d_start, *d_unit, *d_index;   /* the block lists on the device (attention plan) */
+    const int32_t *h_start;                       /* blk_start on the host */
+    int n_heads;
+    float scale;
+};
+/* enabled, head_dim supported and the step prefill-shaped (max rows of a sequence * group >= 64) */
+bool okv_cuda_prefill_wanted(const struct cuda_ctx *c, int head_dim, int group);
+enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const struct okv_cuda_prefill_call *p);
 
 /* select (cuda_select.cu): every request of the call in one pass, one copy back */
 enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
