@@ -15,7 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-MODES = {"current": ("tab:blue", "o"), "lookahead": ("tab:orange", "s"), "oracle": ("tab:green", "^")}
+MODES = {"current": ("tab:blue", "o"), "lookahead": ("tab:orange", "s"), "oracle": ("tab:green", "^"),
+         "current-from-prompt": ("tab:cyan", "v"), "lookahead-from-prompt": ("tab:red", "D")}
 
 
 def main():
