@@ -293,6 +293,29 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                memcmp(orc + V, fp + V, sizeof(float) * V) ? "differs from" : "equals");
     }
 
+    /* successor blocks (default 2): predictions add the block after their best ones; off
+     * (-1) and on both keep every tier consistent, and the default does change what is fetched */
+    {
+        int64_t fetched[2];
+        for (int k = 0; k < 2; k++) {
+            struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                           .predict = OKV_PREDICT_CURRENT, .successor_blocks = k ? 0 : -1};
+            okv_engine *pe = NULL;
+            CHECK(okv_engine_create(&sm.m, be, &ep, &pe) == OKV_OK, "%s", okv_last_error());
+            run(pe, 32, sparse_logits, sparse_tok, NULL);
+            struct okv_engine_stats es;
+            okv_engine_stats_get(pe, &es);
+            fetched[k] = es.units_fetched;
+            CHECK(okv_kv_used_slots(okv_engine_kv(pe)) == 0 && es.device_bytes == 0 && es.host_bytes == 0,
+                  "arch %d: tiers in use after the run (successors %s)", arch, k ? "on" : "off");
+            okv_engine_free(pe);
+        }
+        CHECK(fetched[0] != fetched[1], "arch %d: successor blocks changed nothing (%lld units fetched)", arch,
+              (long long)fetched[0]);
+        printf("  arch %d: units fetched without successor blocks %lld, with %lld\n", arch, (long long)fetched[0],
+               (long long)fetched[1]);
+    }
+
     /* benchmark fill: 300 random positions, then decode; the device keeps only the
      * window, and the first step selects with its own queries */
     {

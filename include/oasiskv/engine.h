@@ -45,6 +45,10 @@ struct okv_engine_params {
                                    queries and waits for that selection (once per request), because the last
                                    prompt token's query is a poor guide to the first answer token's (a needle
                                    question: 8K context, budget 512, 0.75 -> 1.00 of dense, bench/ACCURACY.md) */
+    int successor_blocks;  /* predictions: the blocks right after the best this many of each head's selection
+                              replace its lowest-ranked entries (text read forward, e.g. a value copied out of a
+                              needle, crosses into the next block); 0: the default, 2; < 0: off. The environment
+                              variable OKV_SUCCESSOR_BLOCKS overrides it (experiments). bench/ACCURACY.md */
     bool track_recall;     /* also score each step with its true queries to measure prediction recall */
     bool tight_device;     /* a sequence holds no more than its budget on the device: selection starts as soon
                               as the context passes sink + window (reading every block while they fit the

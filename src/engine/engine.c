@@ -6,6 +6,7 @@
 #include "engine_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Load one weight; shard tells a tensor-parallel backend how to split it. */
@@ -244,6 +245,12 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         goto fail;
     }
     e->prm = prm;
+    {
+        /* OKV_SUCCESSOR_BLOCKS overrides (experiments) */
+        const char *sb = getenv("OKV_SUCCESSOR_BLOCKS");
+        int v = sb && *sb ? atoi(sb) : prm.successor_blocks == 0 ? 2 : prm.successor_blocks;
+        e->succ_blocks = v > 0 ? v : 0;
+    }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
 
     const int T = e->max_batch, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;

@@ -45,6 +45,7 @@ struct okv_engine {
     struct okv_engine_params prm;
     int sel_k_sparse;           /* selected blocks per head in a sparse layer */
     int32_t *sel_k;             /* [n_layers] blocks selected per head (dense layers: every candidate) */
+    int succ_blocks;            /* okv_engine_params.successor_blocks, resolved */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
 
     okv_bweight *tok_embd, *output_norm, *output;   /* output may alias tok_embd */

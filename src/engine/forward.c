@@ -565,6 +565,34 @@ out:
     return st;
 }
 
+/* Predictions only: the successor of each of the best `succ` blocks of a head's
+ * selection (best first) takes the place of the lowest-ranked entries, unless it is
+ * already selected or lies in the window (>= cand_end). */
+static void add_successors(okv_engine *e, int layer, const struct sel_item *items, int n_items)
+{
+    const int succ = e->succ_blocks;
+    if (succ <= 0 || e->sel_k[layer] > 1024)   /* off, or a dense layer (every block selected) */
+        return;
+    const int nkv = e->cfg.n_kv_heads;
+    for (int i = 0; i < n_items; i++) {
+        const int k = items[i].k, top = succ < k / 2 ? succ : k / 2;
+        for (int h = 0; h < nkv; h++) {
+            int32_t *ids = e->sel_logical + items[i].out_at + h * k;
+            int last = k - 1;   /* the next entry to give up */
+            for (int r = 0; r < top && last >= top; r++) {
+                const int32_t nxt = ids[r] + 1;
+                if (ids[r] < 0 || nxt >= items[i].cand_end)
+                    continue;
+                bool have = false;
+                for (int x = 0; x < k && !have; x++)
+                    have = ids[x] == nxt;
+                if (!have)
+                    ids[last--] = nxt;
+            }
+        }
+    }
+}
+
 static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, int n_seqs, int layer)
 {
     struct sel_item *items = okv_malloc(sizeof *items * (size_t)(n_seqs + 1), OKV_TAG_ENGINE);
@@ -583,8 +611,10 @@ static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, i
     }
     enum okv_status st = OKV_OK;
     if (n && drafts) {
-        if ((st = merge_lookahead(e, layer, items, n)) == OKV_OK)
+        if ((st = merge_lookahead(e, layer, items, n)) == OKV_OK) {
+            add_successors(e, layer, items, n);
             st = install_many(e, layer, items, n);
+        }
     } else if (n && e->be->ops->select_blocks_async) {
         /* queued behind this layer's attention; predict_complete installs it once
          * the rest of the layer is queued too, so the device is not idle meanwhile
@@ -598,8 +628,10 @@ static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, i
             return OKV_OK;
         }
     } else if (n) {
-        if ((st = select_many(e, layer, items, n)) == OKV_OK)
+        if ((st = select_many(e, layer, items, n)) == OKV_OK) {
+            add_successors(e, layer, items, n);
             st = install_many(e, layer, items, n);
+        }
     }
     okv_free(items);
     return st;
@@ -610,8 +642,10 @@ static enum okv_status predict_complete(okv_engine *e)
     if (!e->pend_items)
         return OKV_OK;
     enum okv_status st = select_finish(e, e->pend_out);
-    if (st == OKV_OK)
+    if (st == OKV_OK) {
+        add_successors(e, e->pend_layer, e->pend_items, e->pend_n);
         st = install_many(e, e->pend_layer, e->pend_items, e->pend_n);
+    }
     okv_free(e->pend_items);
     e->pend_items = NULL;
     return st;
