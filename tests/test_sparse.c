@@ -293,7 +293,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                memcmp(orc + V, fp + V, sizeof(float) * V) ? "differs from" : "equals");
     }
 
-    /* successor blocks (default 2): predictions add the block after their best ones; off
+    /* successor blocks (default 1): predictions add the block after their best ones; off
      * (-1) and on both keep every tier consistent, and the default does change what is fetched */
     {
         int64_t fetched[2];

@@ -47,7 +47,7 @@ struct okv_engine_params {
                                    question: 8K context, budget 512, 0.75 -> 1.00 of dense, bench/ACCURACY.md) */
     int successor_blocks;  /* predictions: the blocks right after the best this many of each head's selection
                               replace its lowest-ranked entries (text read forward, e.g. a value copied out of a
-                              needle, crosses into the next block); 0: the default, 2; < 0: off. The environment
+                              needle, crosses into the next block); 0: the default, 1; < 0: off. The environment
                               variable OKV_SUCCESSOR_BLOCKS overrides it (experiments). bench/ACCURACY.md */
     bool track_recall;     /* also score each step with its true queries to measure prediction recall */
     bool tight_device;     /* a sequence holds no more than its budget on the device: selection starts as soon

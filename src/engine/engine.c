@@ -248,7 +248,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     {
         /* OKV_SUCCESSOR_BLOCKS overrides (experiments) */
         const char *sb = getenv("OKV_SUCCESSOR_BLOCKS");
-        int v = sb && *sb ? atoi(sb) : prm.successor_blocks == 0 ? 2 : prm.successor_blocks;
+        int v = sb && *sb ? atoi(sb) : prm.successor_blocks == 0 ? 1 : prm.successor_blocks;
         e->succ_blocks = v > 0 ? v : 0;
     }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
