@@ -3,7 +3,7 @@
 #   . bench/gpu_env.sh BUILD_DIR
 B=${1:-build-gpu}
 # a packed carry (bench/make_carry.sh): unpack it once
-if [ -f "$B/build.tar.xz" ] && [ ! -x "$B/oasiskv" ]; then tar -C "$B" -xJf "$B/build.tar.xz"; fi
+if [ -f "$B/build.tar.xz" ] && { [ ! -x "$B/oasiskv" ] || [ "$B/build.tar.xz" -nt "$B/oasiskv" ]; }; then tar -C "$B" -xJf "$B/build.tar.xz"; fi
 OUT=${OUT:-/tmp/okv_out}
 mkdir -p "$OUT" /tmp/okvlib
 for f in "$B"/lib/*; do
