@@ -48,6 +48,45 @@ static void die(const char *what)
     exit(1);
 }
 
+/* Block lists reading every block of `seqs` sequences of nb blocks each: sequence s's
+ * block b of head h on group unit (s * nb + b) * nkv + h (free_lists frees them). */
+static struct okv_attn_blocks dense_lists(int seqs, int nkv, int nb)
+{
+    int32_t *start = malloc(4 * (size_t)(seqs * nkv + 1));
+    int32_t *unit = malloc(4 * (size_t)seqs * nkv * nb), *index = malloc(4 * (size_t)seqs * nkv * nb);
+    int at = 0;
+    for (int s = 0; s < seqs; s++)
+        for (int hh = 0; hh < nkv; hh++) {
+            start[s * nkv + hh] = at;
+            for (int b = 0; b < nb; b++, at++) {
+                unit[at] = (s * nb + b) * nkv + hh;
+                index[at] = b;
+            }
+        }
+    start[seqs * nkv] = at;
+    return (struct okv_attn_blocks){start, unit, index};
+}
+
+static void free_lists(struct okv_attn_blocks *b)
+{
+    free((void *)b->blk_start);
+    free((void *)b->blk_unit);
+    free((void *)b->blk_index);
+}
+
+/* A query buffer of n random floats and an output buffer of n on the backend. */
+static void query_and_out(okv_backend *be, size_t n, okv_bmem **q, okv_bmem **out)
+{
+    const struct okv_backend_ops *o = be->ops;
+    float *qh = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        qh[i] = rndf();
+    if (o->mem_alloc(be, n, q) != OKV_OK || o->mem_alloc(be, n, out) != OKV_OK)
+        die("mem_alloc");
+    o->mem_write(be, *q, 0, qh, n);
+    free(qh);
+}
+
 /* fill every slot of every layer with random (non-zero) K/V: steps of 32768 tokens */
 static void fill_kv(okv_backend *be, okv_bkv *kv, const struct okv_kv_geometry *g)
 {
@@ -137,26 +176,9 @@ static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs)
             struct okv_step_meta m = {n, seqs, tseq, tpos, tslot, NULL, NULL, len};
             if (o->step_begin(be, &m) != OKV_OK)
                 die("step_begin");
-            int32_t *start = malloc(4 * (size_t)(seqs * nkv + 1));
-            int32_t *unit = malloc(4 * (size_t)seqs * nkv * nb), *index = malloc(4 * (size_t)seqs * nkv * nb);
-            int at = 0;
-            for (int s = 0; s < seqs; s++)
-                for (int hh = 0; hh < nkv; hh++) {
-                    start[s * nkv + hh] = at;
-                    for (int b = 0; b < nb; b++, at++) {
-                        unit[at] = (s * nb + b) * nkv + hh;
-                        index[at] = b;
-                    }
-                }
-            start[seqs * nkv] = at;
-            struct okv_attn_blocks blocks = {start, unit, index};
-            float *qh = malloc(sizeof(float) * n_out);
-            for (size_t i = 0; i < n_out; i++)
-                qh[i] = rndf();
+            struct okv_attn_blocks blocks = dense_lists(seqs, nkv, nb);
             okv_bmem *q = NULL, *out = NULL;
-            if (o->mem_alloc(be, n_out, &q) != OKV_OK || o->mem_alloc(be, n_out, &out) != OKV_OK)
-                die("mem_alloc");
-            o->mem_write(be, q, 0, qh, n_out);
+            query_and_out(be, n_out, &q, &out);
             const float scale = 1.0f / sqrtf((float)hd);
             for (int w = 0; w < 2; w++)   /* warm-up */
                 if (o->attention(be, out, q, kv, w % layers, &blocks, nh, scale) != OKV_OK)
@@ -194,14 +216,11 @@ static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs)
             fflush(stdout);
             o->mem_free(be, q);
             o->mem_free(be, out);
-            free(qh);
             free(tseq);
             free(tpos);
             free(tslot);
             free(len);
-            free(start);
-            free(unit);
-            free(index);
+            free_lists(&blocks);
             o->kv_free(be, kv);
         }
         free(res[0]);
@@ -272,26 +291,9 @@ int main(int argc, char **argv)
             struct okv_step_meta m = {batch, batch, tseq, tpos, tslot, NULL, NULL, len};
             if (o->step_begin(be, &m) != OKV_OK)
                 die("step_begin");
-            int32_t *start = malloc(4 * (size_t)(batch * nkv + 1));
-            int32_t *unit = malloc(4 * (size_t)batch * nkv * nb), *index = malloc(4 * (size_t)batch * nkv * nb);
-            int at = 0;
-            for (int s = 0; s < batch; s++)
-                for (int hh = 0; hh < nkv; hh++) {
-                    start[s * nkv + hh] = at;
-                    for (int b = 0; b < nb; b++, at++) {
-                        unit[at] = (s * nb + b) * nkv + hh;
-                        index[at] = b;
-                    }
-                }
-            start[batch * nkv] = at;
-            struct okv_attn_blocks blocks = {start, unit, index};
-            float *qh = malloc(sizeof(float) * (size_t)batch * nh * hd);
-            for (size_t i = 0; i < (size_t)batch * nh * hd; i++)
-                qh[i] = rndf();
+            struct okv_attn_blocks blocks = dense_lists(batch, nkv, nb);
             okv_bmem *q = NULL, *out = NULL;
-            if (o->mem_alloc(be, (size_t)batch * nh * hd, &q) != OKV_OK || o->mem_alloc(be, (size_t)batch * nh * hd, &out) != OKV_OK)
-                die("mem_alloc");
-            o->mem_write(be, q, 0, qh, (size_t)batch * nh * hd);
+            query_and_out(be, (size_t)batch * nh * hd, &q, &out);
             const float scale = 1.0f / sqrtf((float)hd);
             const size_t n_out = (size_t)batch * nh * hd;
             float *ref = malloc(sizeof(float) * n_out), *got = malloc(sizeof(float) * n_out);
@@ -341,14 +343,11 @@ int main(int argc, char **argv)
             free(got);
             o->mem_free(be, q);
             o->mem_free(be, out);
-            free(qh);
             free(tseq);
             free(tpos);
             free(tslot);
             free(len);
-            free(start);
-            free(unit);
-            free(index);
+            free_lists(&blocks);
             o->kv_free(be, kv);
         }
     }

@@ -518,6 +518,24 @@ static void attn_fetch_units(struct kvpair *p, int layer, const int32_t *written
     BOTH(cpu->ops->kv_fetch_wait(cpu, p->c, layer, &pend, &stall), gpu->ops->kv_fetch_wait(gpu, p->g, layer, &pend, &stall));
 }
 
+/* The KV of an attention case: both backends' tiers for contexts up to max_len (group
+ * slots for all its blocks + 8, 24 sparse units, 8 staging units), random host blocks
+ * written (their ids in written, *nw of them), and some of them fetched into layer
+ * ATT_LAYER's sparse and staging units. Returns the group slots; 0 when not made. */
+#define ATT_LAYER 1
+#define ATT_SPARSE 24
+#define ATT_STAGE 8
+static int attn_kv(struct kvpair *p, int max_len, int bs, int nkv, int hd, int32_t written[64], int *nw)
+{
+    const int slots = (max_len + bs - 1) / bs + 8;
+    kv_make(p, 2, slots, ATT_SPARSE, 24, ATT_STAGE, bs, nkv, hd);
+    if (!p->c || !p->g)
+        return 0;
+    *nw = kv_fill(p, written);
+    attn_fetch_units(p, ATT_LAYER, written, *nw, slots, ATT_SPARSE, ATT_STAGE);
+    return slots;
+}
+
 /* Block lists of ns sequences x nkv heads: every logical block below kvlen[s] (dense)
  * or a random subset keeping the first and the last (sparse), in random order, each on
  * a random unit of the layer (group slot or sparse unit: n_units of them, or one of
@@ -601,15 +619,13 @@ static void test_attention(void)
         const struct cfg cf = cfgs[ci];
         const int bs = cf.bs, nkv = cf.nkv, hd = cf.hd, nh = nkv * cf.group;
         const int max_blocks = (cf.max_len + bs - 1) / bs;
-        const int slots = max_blocks + 8, sparse = 24, stage = 8, hb = 24;
         struct kvpair p;
-        kv_make(&p, 2, slots, sparse, hb, stage, bs, nkv, hd);
-        if (!p.c || !p.g)
-            return;
         int32_t written[64];
-        const int nw = kv_fill(&p, written);
-        const int layer = 1;
-        attn_fetch_units(&p, layer, written, nw, slots, sparse, stage);
+        int nw;
+        const int slots = attn_kv(&p, cf.max_len, bs, nkv, hd, written, &nw);
+        if (!slots)
+            return;
+        const int sparse = ATT_SPARSE, stage = ATT_STAGE, layer = ATT_LAYER;
 
         /* step: sequences with random lengths and rows */
         const int ns = cf.n_seqs;
@@ -774,15 +790,13 @@ static void test_prefill(void)
             n += nq[s];
         }
         const int max_blocks = (max_len + bs - 1) / bs;
-        const int slots = max_blocks + 8, sparse = 24, stage = 8, hb = 24;
         struct kvpair p;
-        kv_make(&p, 2, slots, sparse, hb, stage, bs, nkv, hd);
-        if (!p.c || !p.g)
-            return;
         int32_t written[64];
-        const int nw = kv_fill(&p, written);
-        const int layer = 1;
-        attn_fetch_units(&p, layer, written, nw, slots, sparse, stage);
+        int nw;
+        const int slots = attn_kv(&p, max_len, bs, nkv, hd, written, &nw);
+        if (!slots)
+            return;
+        const int sparse = ATT_SPARSE, stage = ATT_STAGE, layer = ATT_LAYER;
         int32_t *seq = malloc(4 * (size_t)n), *pos = malloc(4 * (size_t)n), *slot = calloc((size_t)n, 4);
         for (int t = 0; t < n; t++) {   /* row t: a sequence drawn among the rows left, its next position */
             int r = rint_in(0, n - t - 1), s = 0;

@@ -235,11 +235,8 @@ int cmd_serve(int argc, char **argv)
                         ep.max_seqs, kv_budget);
             max_seqs = ep.max_seqs;
         }
-    }
-    if (kv_budget > 0) {
         /* pinning a large host tier takes a while (H200 host: 85 GiB in ~60 s): say so */
-        size_t ub = okv_engine_unit_bytes(be, cfg, block);
-        double gib = (double)ep.host_blocks * (double)ub * cfg->n_kv_heads * cfg->n_layers / (double)(1ull << 30);
+        double gib = (double)ep.host_blocks * (double)host_block_bytes / (double)(1ull << 30);
         if (gib >= 1.0)
             fprintf(stderr, "oasiskv serve: allocating the host KV tier: %.1f GiB for %d blocks of %d tokens (--kv-host-gb "
                             "bounds it; pinned memory on a GPU takes about a second per GiB)\n",

@@ -36,6 +36,7 @@
  * Enabled by OKV_PREFILL_KERNEL (read when the context is created, see cuda_internal.h)
  * for head_dim 64 and 128 when max rows of a sequence * group >= PF_MIN_VECS. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_mma.cuh"
 
 #include <limits.h>
 #include <math.h>
@@ -73,52 +74,6 @@ struct pf_cfg {
     static constexpr int MINB = NW == 4 ? 3 : 1;
     static_assert(HD % 16 == 0 && PF_KC == 64 && PF_KC % NW == 0 && RPW <= 32 && (RPW * P) % 32 == 0, "shape");
 };
-
-static __device__ __forceinline__ void pf_cp_async16(void *smem, const void *gmem, int src_bytes)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-
-static __device__ __forceinline__ void pf_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-static __device__ __forceinline__ void pf_cp_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-static __device__ __forceinline__ void pf_ldsm_x4(uint32_t r[4], const void *p)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-static __device__ __forceinline__ void pf_ldsm_x4_t(uint32_t r[4], const void *p)
-{
-    unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-/* c += a b: m16n8k16, bf16 in, fp32 accumulate */
-static __device__ __forceinline__ void pf_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-static __device__ __forceinline__ float pf_ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 /* (x0, x1) rounded to bf16, x0 in the low half (the lower column of a fragment) */
 static __device__ __forceinline__ uint32_t pf_pack(float x0, float x1)
@@ -232,8 +187,8 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
             const bool rv = (vm >> r) & 1u;
             const okv_bf16 *src = a.dev + (rv ? ro + c * 8 : 0);
             const int dr = warp * RPW + r;
-            pf_cp_async16(kb + dr * ROW + c * 8, src, rv ? 16 : 0);
-            pf_cp_async16(vb + dr * ROW + c * 8, rv ? src + (size_t)bs * HD : src, rv ? 16 : 0);
+            cp_async16(kb + dr * ROW + c * 8, src, rv ? 16 : 0);
+            cp_async16(vb + dr * ROW + c * 8, rv ? src + (size_t)bs * HD : src, rv ? 16 : 0);
         }
     };
 
@@ -245,12 +200,12 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
 
     if (nch > 0)
         issue(0);
-    pf_cp_commit();
+    cp_async_commit();
     for (int ch = 0; ch < nch; ch++) {
         if (ch + 1 < nch)
             issue(ch + 1);   /* its stage was released by the barrier that ended chunk ch-1 */
-        pf_cp_commit();
-        pf_cp_wait<1>();     /* this thread's copies of chunk ch have landed */
+        cp_async_commit();
+        cp_async_wait<1>();     /* this thread's copies of chunk ch have landed */
         __syncthreads();     /* everyone's */
         const okv_bf16 *kb = skv + (size_t)(ch & 1) * 2 * KC * ROW, *vb = kb + KC * ROW;
         const int *kpb = skp + (ch & 1) * KC;
@@ -269,9 +224,9 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
 #pragma unroll
                 for (int kk = 0; kk < HD / 16; kk++) {
                     uint32_t b[4];
-                    pf_ldsm_x4(b, kr + kk * 16);
-                    pf_mma(sc[2 * k16], qa[kk], b[0], b[1]);
-                    pf_mma(sc[2 * k16 + 1], qa[kk], b[2], b[3]);
+                    ldsm_x4(b, kr + kk * 16);
+                    mma_bf16(sc[2 * k16], qa[kk], b[0], b[1]);
+                    mma_bf16(sc[2 * k16 + 1], qa[kk], b[2], b[3]);
                 }
             }
             if (!nomask) {
@@ -297,16 +252,16 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
                 mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
             }
             const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            const float al0 = m0 == -INFINITY ? 0.f : pf_ex2(m0 - mn0);
-            const float al1 = m1 == -INFINITY ? 0.f : pf_ex2(m1 - mn1);
+            const float al0 = m0 == -INFINITY ? 0.f : ex2(m0 - mn0);
+            const float al1 = m1 == -INFINITY ? 0.f : ex2(m1 - mn1);
             const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
             float ls0 = 0.f, ls1 = 0.f;
 #pragma unroll
             for (int n = 0; n < NT; n++) {
-                sc[n][0] = pf_ex2(sc[n][0] - ms0);
-                sc[n][1] = pf_ex2(sc[n][1] - ms0);
-                sc[n][2] = pf_ex2(sc[n][2] - ms1);
-                sc[n][3] = pf_ex2(sc[n][3] - ms1);
+                sc[n][0] = ex2(sc[n][0] - ms0);
+                sc[n][1] = ex2(sc[n][1] - ms0);
+                sc[n][2] = ex2(sc[n][2] - ms1);
+                sc[n][3] = ex2(sc[n][3] - ms1);
                 ls0 += sc[n][0] + sc[n][1];
                 ls1 += sc[n][2] + sc[n][3];
             }
@@ -334,15 +289,15 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
 #pragma unroll
                 for (int dp = 0; dp < HD / 16; dp++) {
                     uint32_t b[4];
-                    pf_ldsm_x4_t(b, vr + dp * 16);
-                    pf_mma(o[2 * dp], pa, b[0], b[1]);
-                    pf_mma(o[2 * dp + 1], pa, b[2], b[3]);
+                    ldsm_x4_t(b, vr + dp * 16);
+                    mma_bf16(o[2 * dp], pa, b[0], b[1]);
+                    mma_bf16(o[2 * dp + 1], pa, b[2], b[3]);
                 }
             }
         }
         __syncthreads();   /* stage ch & 1 is free for chunk ch+2 */
     }
-    pf_cp_wait<0>();
+    cp_async_wait<0>();
 
 #pragma unroll
     for (int x = 1; x <= 2; x <<= 1) {
