@@ -85,5 +85,15 @@ if [ "$ta" != "$tc" ]; then ok; else bad "seeds 42 and 43 gave the same 12 sampl
 if timeout 30 $cli info -m "$hf" | grep -q "qwen2"; then ok; else bad "info on $hf"; fi
 if timeout 30 $cli info -m "$gguf" | grep -q "llama"; then ok; else bad "info on $gguf"; fi
 
+# bench throughput: every request done, its prompt and output tokens counted; real
+# weights and random ones from a config.json alone (--load-format dummy)
+for args in "-m $gguf" "-m $OKV_SOURCE_DIR/bench/configs/tiny --load-format dummy"; do
+  out="$(timeout 120 $cli bench throughput $args --device cpu --num-prompts 5 --input-len 40 --output-len 7 --max-num-seqs 3 2>/dev/null)"
+  if grep -qE "^Throughput: [0-9.]+ requests/s" <<<"$out" && grep -q "Total num prompt tokens:  200$" <<<"$out" &&
+     grep -q "Total num output tokens:  35$" <<<"$out"; then ok; else bad "bench throughput $args: $out"; fi
+done
+expect_error "bench throughput: bad --load-format" "load-format" $cli bench throughput -m "$gguf" --load-format bogus
+expect_error "bench throughput: input too long" "context length" $cli bench throughput -m "$gguf" --input-len 1000000
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

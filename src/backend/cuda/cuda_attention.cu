@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_mma.cuh"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -644,9 +645,9 @@ void okv_cuda_attn_cache_free(struct cuda_ctx *c)
 }
 
 static bool plan_matches(const struct cuda_attn_cache *ac, const okv_bkv *kv, uint64_t gen, int n_heads, int n_lists,
-                         int n_blocks, const struct okv_attn_blocks *b, int slots)
+                         int n_blocks, const struct okv_attn_blocks *b, int slots, int pf_min_rows)
 {
-    return ac->valid && ac->kv == kv && ac->slots == slots && ac->gen == gen && ac->n_heads == n_heads && ac->n_lists == n_lists && ac->n_blocks == n_blocks &&
+    return ac->valid && ac->kv == kv && ac->slots == slots && ac->pf_min_rows == pf_min_rows && ac->gen == gen && ac->n_heads == n_heads && ac->n_lists == n_lists && ac->n_blocks == n_blocks &&
            !memcmp(ac->h_start, b->blk_start, sizeof(int32_t) * (size_t)(n_lists + 1)) &&
            !memcmp(ac->h_unit, b->blk_unit, sizeof(int32_t) * (size_t)n_blocks) &&
            !memcmp(ac->h_index, b->blk_index, sizeof(int32_t) * (size_t)n_blocks);
@@ -673,11 +674,12 @@ static enum okv_status ensure_host(int32_t **p, size_t *cap, size_t n)
 #define ATT_ITEM_OVH 64
 #define ATT_ITEM_MIN 128
 static int choose_bpc(const struct okv_attn_blocks *b, const int32_t *roff, int n_lists, int nkv, int group, int bs,
-                      long long slots)
+                      long long slots, int pf_min_rows)
 {
     int maxnb = 0;
     for (int li = 0; li < n_lists; li++)
-        maxnb = b->blk_start[li + 1] - b->blk_start[li] > maxnb ? b->blk_start[li + 1] - b->blk_start[li] : maxnb;
+        if (roff[li / nkv + 1] - roff[li / nkv] < pf_min_rows)
+            maxnb = b->blk_start[li + 1] - b->blk_start[li] > maxnb ? b->blk_start[li + 1] - b->blk_start[li] : maxnb;
     if (maxnb <= 1)
         return 1;
     const int min_b = (ATT_ITEM_MIN + bs - 1) / bs;
@@ -694,6 +696,8 @@ static int choose_bpc(const struct okv_attn_blocks *b, const int32_t *roff, int 
         double cost = 0;
         for (int li = 0; li < n_lists; li++) {
             const int s = li / nkv, nq = roff[s + 1] - roff[s];
+            if (nq >= pf_min_rows)
+                continue;
             const int nqt = (nq * group + ATT_RQ - 1) / ATT_RQ;
             const int nb = b->blk_start[li + 1] - b->blk_start[li];
             const int ns = nb > bpc ? (nb + bpc - 1) / bpc : 1;
@@ -702,6 +706,8 @@ static int choose_bpc(const struct okv_attn_blocks *b, const int32_t *roff, int 
         }
         const int ns_max = (maxnb + bpc - 1) / bpc;
         const double maxc = (double)((maxnb + ns_max - 1) / ns_max) * bs + ATT_ITEM_OVH;
+        if (nw == 0)
+            break;
         const double waves = (double)((nw + slots - 1) / slots);
         double est = waves * cost / (double)nw;
         if (est < maxc)
@@ -721,7 +727,7 @@ static int choose_bpc(const struct okv_attn_blocks *b, const int32_t *roff, int 
  * kernel's (about 4 items per SM, at least 256 keys each). kpi > 0 forces the keys
  * per item (tests). */
 static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const struct okv_attn_blocks *b, int n_heads,
-                                  int n_lists, int n_blocks, int slots, int kpi)
+                                  int n_lists, int n_blocks, int slots, int kpi, int pf_min_rows)
 {
     struct cuda_attn_cache *ac = &c->attn;
     const int nkv = kv->g.n_kv_heads, group = n_heads / nkv, bs = kv->g.block_size;
@@ -730,11 +736,13 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
     if (kpi > 0) {
         bpc = (kpi + bs - 1) / bs;
     } else if (slots > 0) {
-        bpc = choose_bpc(b, roff, n_lists, nkv, group, bs, slots);
+        bpc = choose_bpc(b, roff, n_lists, nkv, group, bs, slots, pf_min_rows);
     } else {
         long long total_keys = 0;
         for (int li = 0; li < n_lists; li++) {
             const int s = li / nkv, nq = roff[s + 1] - roff[s];
+            if (nq >= pf_min_rows)
+                continue;
             const int nqt = (nq * group + ATT_RQ - 1) / ATT_RQ;
             total_keys += (long long)(b->blk_start[li + 1] - b->blk_start[li]) * bs * nqt;
         }
@@ -748,6 +756,8 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
     int n_work = 0, n_merge = 0;
     for (int li = 0; li < n_lists; li++) {
         const int s = li / nkv, nq = roff[s + 1] - roff[s];
+        if (nq >= pf_min_rows)   /* the prefill kernel's */
+            continue;
         const int nqt = (nq * group + ATT_RQ - 1) / ATT_RQ;
         const int nb = b->blk_start[li + 1] - b->blk_start[li];
         const int ns = nb > bpc ? (nb + bpc - 1) / bpc : 1;
@@ -793,6 +803,8 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
     int iw = 0, im = 0, parts = 0;
     for (int li = 0; li < n_lists; li++) {
         const int s = li / nkv, nq = roff[s + 1] - roff[s];
+        if (nq >= pf_min_rows)
+            continue;
         const int nqt = (nq * group + ATT_RQ - 1) / ATT_RQ;
         const int nb = b->blk_start[li + 1] - b->blk_start[li];
         const int ns = nb > bpc ? (nb + bpc - 1) / bpc : 1;
@@ -843,6 +855,7 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
     ac->n_merge = n_merge;
     ac->n_parts = parts;
     ac->slots = slots;
+    ac->pf_min_rows = pf_min_rows;
     ac->off_start = off_start;
     ac->off_unit = off_unit;
     ac->off_index = off_index;
@@ -985,13 +998,15 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
     if ((st = attn_prepare(c, &kern, &occ)) != OKV_OK)
         return st;
     const int slots = kern.tc ? c->n_sms * occ : 0;
+    /* sequences with this many rows or more go to the prefill kernel (INT_MAX: none) */
+    const int pf_min_rows = okv_cuda_prefill_min_rows(c, hd, n_heads / nkv);
     /* lists equal to the last validated ones (dense layers of one step) skip the checks */
-    if (!plan_matches(&c->attn, kv, c->step.gen, n_heads, n_lists, n_blocks, blocks, slots)) {
+    if (!plan_matches(&c->attn, kv, c->step.gen, n_heads, n_lists, n_blocks, blocks, slots, pf_min_rows)) {
         for (int i = bst[0]; i < n_blocks; i++)
             if (!okv_cuda_unit_valid(kv, layer, blocks->blk_unit[i]) || blocks->blk_index[i] < 0)
                 return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: block %d: unit %d / index %d out of range", i,
                                      blocks->blk_unit[i], blocks->blk_index[i]);
-        if ((st = build_plan(c, kv, blocks, n_heads, n_lists, n_blocks, slots, c->attn_kpi)) != OKV_OK) {
+        if ((st = build_plan(c, kv, blocks, n_heads, n_lists, n_blocks, slots, c->attn_kpi, pf_min_rows)) != OKV_OK) {
             c->attn.valid = false;
             return st;
         }
@@ -1000,15 +1015,13 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: unit %d out of range in layer %d", c->attn.max_unit, layer);
     }
     const struct cuda_attn_cache *ac = &c->attn;
-    if (okv_cuda_prefill_wanted(c, hd, n_heads / nkv)) {   /* prefill-shaped: tiles of many vectors (cuda_prefill.cu) */
+    if (pf_min_rows < INT_MAX) {   /* prefill-shaped sequences: tiles of many vectors (cuda_prefill.cu) */
         const struct okv_cuda_prefill_call pc = {out->d, q->d, kv, layer, (const int32_t *)(ac->d_plan + ac->off_start),
                                                  (const int32_t *)(ac->d_plan + ac->off_unit),
-                                                 (const int32_t *)(ac->d_plan + ac->off_index), bst, n_heads, scale};
+                                                 (const int32_t *)(ac->d_plan + ac->off_index), bst, n_heads, scale,
+                                                 pf_min_rows};
         if ((st = okv_cuda_prefill_attention(c, &pc)) != OKV_OK)
             return st;
-        OKV_CU(cudaEventRecord(kv->attn_ev[layer], c->stream), "attention event");
-        kv->attn_rec[layer] = true;
-        return OKV_OK;
     }
     struct att_args a;
     a.q = q->d;
@@ -1041,13 +1054,13 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
     a.bs = kv->g.block_size;
     a.unit_elems = kv->unit_elems;
     a.scale = scale;
-    if (ac->n_work == 0)
-        return OKV_OK;
-    kern.fn<<<ac->n_work, kern.threads, kern.smem, c->stream>>>(a);
-    OKV_LAUNCHED("attention kernel");
-    if (ac->n_merge > 0 && !kern.tc) {   /* the tensor-core kernel merges in place */
-        attn_merge_k<<<ac->n_merge, 128, 0, c->stream>>>(a);
-        OKV_LAUNCHED("attention merge kernel");
+    if (ac->n_work > 0) {   /* the decode-shaped sequences (all of them without the prefill kernel) */
+        kern.fn<<<ac->n_work, kern.threads, kern.smem, c->stream>>>(a);
+        OKV_LAUNCHED("attention kernel");
+        if (ac->n_merge > 0 && !kern.tc) {   /* the tensor-core kernel merges in place */
+            attn_merge_k<<<ac->n_merge, 128, 0, c->stream>>>(a);
+            OKV_LAUNCHED("attention merge kernel");
+        }
     }
     /* fetches into this layer's units wait for this point (see kv_fetch) */
     OKV_CU(cudaEventRecord(kv->attn_ev[layer], c->stream), "attention event");

@@ -118,6 +118,7 @@ struct cuda_attn_cache {
     cudaEvent_t stage_ev;
     int n_work, n_merge, n_parts;
     int slots;                                /* resident CTAs the plan was made for (0: SIMT kernel policy) */
+    int pf_min_rows;                          /* sequences of this many rows went to the prefill kernel (INT_MAX: none) */
     size_t off_start, off_unit, off_index, off_work, off_merge, off_cnt;
     bool valid;
 };
@@ -236,9 +237,12 @@ struct okv_cuda_prefill_call {
     const int32_t *h_start;                       /* blk_start on the host */
     int n_heads;
     float scale;
+    int min_rows;                                 /* the sequences of at least this many rows */
 };
-/* enabled, head_dim supported and the step prefill-shaped (max rows of a sequence * group >= 64) */
-bool okv_cuda_prefill_wanted(const struct cuda_ctx *c, int head_dim, int group);
+/* The rows from which a sequence of this step is prefill-shaped (rows * group >= 64) and
+ * goes to the prefill kernel, the others to the decode kernel; INT_MAX when the kernel is
+ * off, the head_dim unsupported or no sequence of the step qualifies. */
+int okv_cuda_prefill_min_rows(const struct cuda_ctx *c, int head_dim, int group);
 enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const struct okv_cuda_prefill_call *p);
 
 /* select (cuda_select.cu): every request of the call in one pass, one copy back */

@@ -348,11 +348,13 @@ static bool pf_pick(int hd, int mode, struct pf_kern *k)
     }
 }
 
-extern "C" bool okv_cuda_prefill_wanted(const struct cuda_ctx *c, int head_dim, int group)
+extern "C" int okv_cuda_prefill_min_rows(const struct cuda_ctx *c, int head_dim, int group)
 {
     struct pf_kern k;
-    return c->prefill_kernel != 0 && pf_pick(head_dim, c->prefill_kernel, &k) && k.smem <= c->smem_optin &&
-           (long long)c->step.max_rows_per_seq * group >= PF_MIN_VECS;
+    if (c->prefill_kernel == 0 || group <= 0 || !pf_pick(head_dim, c->prefill_kernel, &k) || k.smem > c->smem_optin)
+        return INT_MAX;
+    const int min_rows = (PF_MIN_VECS + group - 1) / group;
+    return c->step.max_rows_per_seq >= min_rows ? min_rows : INT_MAX;
 }
 
 /* function attributes belong to the device: set once per kernel and context */
@@ -397,7 +399,8 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     long long n_items = 0;
     for (int li = 0; li < n_lists; li++) {
         const int s = li / nkv;
-        n_items += ((long long)(roff[s + 1] - roff[s]) * group + k.bm - 1) / k.bm;
+        if (roff[s + 1] - roff[s] >= p->min_rows)   /* the decode kernel takes the others */
+            n_items += ((long long)(roff[s + 1] - roff[s]) * group + k.bm - 1) / k.bm;
     }
     if (n_items == 0)
         return OKV_OK;
@@ -419,6 +422,8 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     int at = 0;
     for (int i = 0; i < n_lists; i++) {
         const int li = ord[i].list, s = li / nkv;
+        if (roff[s + 1] - roff[s] < p->min_rows)
+            continue;
         const int nt = (int)(((long long)(roff[s + 1] - roff[s]) * group + k.bm - 1) / k.bm);
         for (int tt = nt - 1; tt >= 0; tt--)
             items[at++] = (struct pf_item){li, tt};
