@@ -7,8 +7,8 @@
  * --prefill ROWS: each of `seqs` sequences has a chunk of ROWS query rows at positions
  * ctx-ROWS .. ctx-1 (the last chunk of a ctx-token prompt) over dense lists of its
  * ctx keys, same model shape as below. Two backends of this process run it: one
- * created without OKV_PREFILL_KERNEL (decode kernels) and one with it (the caller's
- * value: 1, 64 or 128; 1 when unset). Per path: time of one attention call (= one
+ * created with OKV_PREFILL_KERNEL=0 (decode kernels) and one with it on (the caller's
+ * value: 1, 64 or 128; 128, the default, when unset or 0). Per path: time of one attention call (= one
  * layer), tokens/s = rows / that time, TFLOPS = 4 * 32 heads * 128 * (keys the causal
  * mask lets each row read, summed) / time, and the prefill kernel's largest
  * difference from the decode kernels' output (max |d| / max |ref|).
@@ -133,10 +133,10 @@ static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs)
     const int nkv = 8, nh = 32, hd = 128, bs = 16, layers = 2;
     const char *pk = getenv("OKV_PREFILL_KERNEL");
     char on_val[16];
-    snprintf(on_val, sizeof on_val, "%s", pk && atoi(pk) ? pk : "1");
+    snprintf(on_val, sizeof on_val, "%s", pk && atoi(pk) ? pk : "128");
     okv_backend *bes[2] = {NULL, NULL};
     struct okv_backend_params bp = {.n_threads = 0};
-    unsetenv("OKV_PREFILL_KERNEL");
+    setenv("OKV_PREFILL_KERNEL", "0", 1);
     if (okv_backend_create("cuda", &bp, &bes[0]) != OKV_OK)
         die("backend");
     setenv("OKV_PREFILL_KERNEL", on_val, 1);

@@ -14,7 +14,7 @@
  *  - the prefill attention kernel (OKV_PREFILL_KERNEL, cuda_prefill.cu) rounds the
  *    query and the probabilities to bf16 (relative 2^-9 each, random in sign, averaged
  *    over the keys): 2e-2 (expected: a few 1e-3). The decode kernels keep 2e-3 on the
- *    same prefill calls with the variable unset.
+ *    same prefill calls with the variable 0 (kernel off).
  * Skips (77) when no CUDA device is present. */
 #include "backend/cuda/cuda_bench.h"
 #include "oasiskv/backend.h"
@@ -53,8 +53,8 @@ static float *rand_vec(size_t n, float scale, bool bf16)
 }
 
 static okv_backend *cpu, *gpu;
-/* CUDA backends created with OKV_PREFILL_KERNEL=1 (tiles of 64 query vectors) and =128;
- * `gpu` is created with the variable unset (decode kernels only) */
+/* CUDA backends created with OKV_PREFILL_KERNEL=1 (tiles of 64 query vectors) and =128
+ * (the default); `gpu` is created with it 0 (decode kernels only) */
 static okv_backend *gpu_pf[2];
 static const char *const pf_label[2] = {"OKV_PREFILL_KERNEL=1", "OKV_PREFILL_KERNEL=128"};
 
@@ -1180,11 +1180,11 @@ int main(void)
     rng_state = seed ? seed : 88172645463325252ull;
     printf("test_cuda_ops: seed %llu (OKV_TEST_SEED repeats it)\n", (unsigned long long)seed);
     struct okv_backend_params bp = {.n_threads = 4};
-    /* OKV_PREFILL_KERNEL is read when a CUDA backend is created: `gpu` without it,
-     * gpu_pf[] with it (the caller's value is restored afterwards) */
+    /* OKV_PREFILL_KERNEL is read when a CUDA backend is created: `gpu` with it 0 (the
+     * decode kernels only), gpu_pf[] with it on (the caller's value is restored afterwards) */
     const char *pk = getenv("OKV_PREFILL_KERNEL");
     char *pk_saved = pk ? strdup(pk) : NULL;
-    unsetenv("OKV_PREFILL_KERNEL");
+    setenv("OKV_PREFILL_KERNEL", "0", 1);
     bool ok = okv_backend_cpu_create(&bp, &cpu) == OKV_OK && okv_backend_create("cuda", &bp, &gpu) == OKV_OK;
     setenv("OKV_PREFILL_KERNEL", "1", 1);
     ok = ok && okv_backend_create("cuda", &bp, &gpu_pf[0]) == OKV_OK;

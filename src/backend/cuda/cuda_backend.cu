@@ -727,10 +727,13 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
     c->n_sms = prop.multiProcessorCount;
     c->smem_optin = prop.sharedMemPerBlockOptin;
     {
-        /* prefill attention kernel (cuda_prefill.cu): 1 = on (64-vector tiles), 64 / 128 = on with that tile */
+        /* prefill attention kernel (cuda_prefill.cu), on by default with tiles of 128 query
+         * vectors (H200: 8B-shaped prefill 4.6K -> 15.4K tok/s, bench/RESULTS.md);
+         * OKV_PREFILL_KERNEL=0 turns it off (the decode kernels take prefill too), 1 or 64
+         * picks tiles of 64 */
         const char *pk = getenv("OKV_PREFILL_KERNEL");
-        const int v = pk ? atoi(pk) : 0;
-        c->prefill_kernel = v == 1 || v == 64 || v == 128 ? v : 0;
+        const int v = pk && *pk ? atoi(pk) : 128;
+        c->prefill_kernel = v == 0 ? 0 : v == 1 || v == 64 ? 64 : 128;
     }
     CREATE_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "compute stream");
     CREATE_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "copy stream");

@@ -171,9 +171,9 @@ struct cuda_ctx {
     /* kernel attributes are per device: what this context (one device) has set */
     struct { const void *fn; size_t smem; int occ; } attn_seen[32];
     int attn_n_seen;
-    /* prefill attention (cuda_prefill.cu): OKV_PREFILL_KERNEL at context creation: 0 (unset
-     * or another value) off, 1 on with tiles of 64 query vectors, 64 or 128 on with tiles of
-     * that many; and the kernels whose attributes this context has set */
+    /* prefill attention (cuda_prefill.cu): OKV_PREFILL_KERNEL at context creation: 0 off,
+     * 1 or 64 tiles of 64 query vectors, unset or another value tiles of 128 (64 or 128
+     * here, 0 off); and the kernels whose attributes this context has set */
     int prefill_kernel;
     const void *pf_seen[8];
     int pf_n_seen;

@@ -33,8 +33,9 @@
  * Precision: Q and P are rounded to bf16 (relative 2^-9), K and V are bf16 already;
  * the decode kernel's hi/lo split is not used here (it would double the tensor work).
  *
- * Enabled by OKV_PREFILL_KERNEL (read when the context is created, see cuda_internal.h)
- * for head_dim 64 and 128 when max rows of a sequence * group >= PF_MIN_VECS. */
+ * On by default (OKV_PREFILL_KERNEL=0 turns it off; read when the context is created, see
+ * cuda_internal.h) for head_dim 64 and 128: a call's sequences with rows * group >=
+ * PF_MIN_VECS come here, the others of the same call go to the decode kernel. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_mma.cuh"
 
