@@ -269,6 +269,12 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                st.recall_total ? (double)st.recall_hits / st.recall_total : 1.0, st.device_bytes_peak, st.stall_s * 1e3);
         CHECK(st.units_fetched > 0, "mode %d: nothing fetched", mode);
         CHECK(st.recall_hits <= st.recall_total, "recall above 1");
+        /* host time: the sparse bookkeeping and the lists are parts of the issue time */
+        CHECK(st.host_issue_s > 0 && st.host_sparse_s > 0 && st.host_lists_s > 0 && st.sync_wait_s >= 0,
+              "mode %d: host times not measured (%g %g %g %g)", mode, st.host_issue_s, st.host_sparse_s, st.host_lists_s,
+              st.sync_wait_s);
+        CHECK(st.host_sparse_s + st.host_lists_s <= st.host_issue_s * 1.0001 + 1e-6, "mode %d: parts %g + %g exceed the issue time %g",
+              mode, st.host_sparse_s, st.host_lists_s, st.host_issue_s);
         if (mode != OKV_PREDICT_ORACLE)
             CHECK(st.recall_total > 0, "mode %d: recall not measured", mode);
         okv_engine_free(sp);

@@ -74,6 +74,13 @@ struct okv_engine_stats {
     int64_t units_selected;      /* selected units read by attention */
     int64_t units_in_time;       /* of those, resident when the attention started */
     double stall_s;              /* time attention waited for fetches */
+    /* host time of the steps (where a GPU step goes: with asynchronous kernels the host
+     * issuing them is the bound when issue time nears the step time) */
+    double host_issue_s;         /* from a step's start to its final device sync */
+    double host_sparse_s;        /* of which the sparse bookkeeping: selection launches and waits,
+                                    residency, fetch issue, prediction merging */
+    double host_lists_s;         /* of which building the attention block lists */
+    double sync_wait_s;          /* waiting for the device at the end of the steps */
     int64_t recall_hits;         /* predicted units that the true queries also selected */
     int64_t recall_total;        /* units the true queries selected */
     size_t device_bytes;         /* device tier in use now (group slots, sparse quotas, summaries) */

@@ -712,6 +712,19 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     const struct okv_backend_ops *o = be->ops;
     const struct okv_model_config *c = &e->cfg;
     const int dim = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
+    const double t_start = okv_now();
+    double t_mark;
+/* host time of one engine call into a stats accumulator */
+#define TIMED(acc, call)                    \
+    do {                                    \
+        t_mark = okv_now();                 \
+        enum okv_status st_ = (call);       \
+        (acc) += okv_now() - t_mark;        \
+        if (st_ != OKV_OK) {                \
+            st = st_;                       \
+            goto fail;                      \
+        }                                   \
+    } while (0)
     const bool half = c->rope_pairing == OKV_ROPE_PAIRING_HALF;
     const float scale = 1.0f / sqrtf((float)hd);
     okv_bkv *kvs = okv_kv_storage(e->kv);
@@ -732,7 +745,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
 
     CK(o->step_begin(be, &meta));
     if (staged)
-        CK(stage_fetch(e, n_seqs, stage_base, 0));
+        TIMED(e->stats.host_sparse_s, stage_fetch(e, n_seqs, stage_base, 0));
     CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_w *w = &e->layers[l];
@@ -748,15 +761,15 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->rope(be, e->k, n, c->n_kv_heads, hd, half));
         CK(o->kv_write(be, kvs, l, e->k, e->v));
         if (e->resid)
-            CK(before_attention(e, n_seqs, l, staged > 0));
+            TIMED(e->stats.host_sparse_s, before_attention(e, n_seqs, l, staged > 0));
         if (l == 0 || !lists_static)
-            CK(build_lists(e, n_seqs, stage_base, l));
+            TIMED(e->stats.host_lists_s, build_lists(e, n_seqs, stage_base, l));
         struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index};   /* build_lists may move them */
         CK(o->attention(be, e->att, e->q, kvs, l, &blocks, c->n_heads, scale));
         if (e->resid) {
             if (staged && l + 1 < c->n_layers)
-                CK(stage_fetch(e, n_seqs, stage_base, l + 1));
-            CK(predict_after(e, b, n_seqs, l));
+                TIMED(e->stats.host_sparse_s, stage_fetch(e, n_seqs, stage_base, l + 1));
+            TIMED(e->stats.host_sparse_s, predict_after(e, b, n_seqs, l));
         }
         CK(o->matmul(be, e->tmp, e->att, w->wo, NULL, n, qd, dim));
         CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
@@ -767,7 +780,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->matmul(be, e->tmp, e->gate, w->w_down, NULL, n, c->ffn_dim, dim));
         CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
         if (e->resid)
-            CK(predict_complete(e));
+            TIMED(e->stats.host_sparse_s, predict_complete(e));
     }
 
     int n_rows = 0;
@@ -791,10 +804,14 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         if (logits)
             CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
     }
+    t_mark = okv_now();
+    e->stats.host_issue_s += t_mark - t_start;
     CK(o->sync(be));
+    e->stats.sync_wait_s += okv_now() - t_mark;
     finish_step(e, n_seqs);
     okv_free(stage_base);
     return OKV_OK;
+#undef TIMED
 fail:
     if (e->pend_items) {   /* a selection still in flight: let it land, drop it */
         if (o->select_wait)
