@@ -799,14 +799,29 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
     case T_MULTIVALUE:
     case T_MULTIQUERY:
     case T_CWE:
-    case T_FWE:
-        /* " a, b, c, and d." (RULER's style for lists of values); cwe and fwe: " a, b, c." */
+    case T_FWE: {
+        /* " a, b, c, and d." (RULER's style for lists of values); cwe and fwe: " a, b, c."
+         * Multi-value: the question names one key, so nothing in the prompt orders its
+         * values but the text itself: they are listed in the order they appear there (a
+         * model can learn that; the order the generator drew them in it cannot). Multi-query
+         * follows the question's order of keys, cwe / fwe their own. */
+        int ord[OKV_EVAL_MAX_ANSWERS];
+        for (int i = 0; i < n; i++)
+            ord[i] = i;
+        if (id == T_MULTIVALUE && s->n_needles == n)
+            for (int i = 1; i < n; i++)   /* insertion sort by needle offset */
+                for (int j = i; j > 0 && s->needle_off[ord[j - 1]] > s->needle_off[ord[j]]; j--) {
+                    int x = ord[j];
+                    ord[j] = ord[j - 1];
+                    ord[j - 1] = x;
+                }
         for (int i = 0; i < n; i++) {
             bool and_ = (id == T_MULTIVALUE || id == T_MULTIQUERY) && n > 1 && i == n - 1;
-            sb_printf(&b, "%s%s%s", i ? "," : "", and_ ? " and " : " ", s->answers[i]);
+            sb_printf(&b, "%s%s%s", i ? "," : "", and_ ? " and " : " ", s->answers[ord[i]]);
         }
         sb_puts(&b, ".");
         break;
+    }
     case T_VT:
         for (int i = 0; i < n; i++)
             sb_printf(&b, " %s", s->answers[i]);

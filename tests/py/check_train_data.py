@@ -129,6 +129,11 @@ def main():
                 check(spans[k].startswith("One of the special magic numbers for ") and spans[k].endswith(f": {v}."),
                       f"{name}: needle {k} {spans[k]!r} does not hold {v}")
             check(p.count(s["answers"][0]) >= 1, f"{name}: answer not in prompt")
+            if t == "niah_multivalue":   # listed in the order the text holds them (learnable)
+                in_text = [v for _, v in sorted(zip([o for o, _ in s["needles"]], s["answers"]))]
+                check(re.findall(r"\d{7}", tgt) == in_text, f"{name}: target {tgt!r} not in text order {in_text}")
+            if t == "niah_multiquery":   # in the question's order of keys
+                check(re.findall(r"\d{7}", tgt) == s["answers"], f"{name}: target {tgt!r} not in the keys' order")
         elif t == "vt":
             for k, v in enumerate(s["answers"]):
                 check(spans[k].startswith(f"VAR {v} = "), f"{name}: needle {k} {spans[k]!r} is not VAR {v}")
