@@ -240,20 +240,23 @@ static enum okv_status build_lists(okv_engine *e, int n_seqs, const int32_t *sta
                 const int32_t *sel = e->resid ? okv_resid_selection(e->resid, bs->id, layer, &k) : NULL;
                 const int32_t *units = e->resid ? okv_resid_selection_units(e->resid, bs->id, layer) : NULL;
                 const int n_words = (bs->nb + 63) / 64;
-                memset(e->sel_bits, 0, sizeof(uint64_t) * (size_t)n_words);
+                /* local restrict copies: the stores below cannot move the arrays */
+                uint64_t *restrict bits = e->sel_bits;
+                int32_t *restrict tmp = e->sel_tmp, *restrict out_i = e->blk_index, *restrict out_u = e->blk_unit;
+                memset(bits, 0, sizeof(uint64_t) * (size_t)n_words);
                 for (int i = 0; i < k; i++) {
                     int32_t blk = sel[h * k + i];
                     if (blk >= 0) {
                         OKV_ASSERT(blk < bs->nb && units[h * k + i] >= 0);
-                        e->sel_bits[blk >> 6] |= 1ull << (blk & 63);
-                        e->sel_tmp[blk] = units[h * k + i];
+                        bits[blk >> 6] |= 1ull << (blk & 63);
+                        tmp[blk] = units[h * k + i];
                     }
                 }
                 for (int w = 0; w < n_words; w++)
-                    for (uint64_t word = e->sel_bits[w]; word; word &= word - 1) {
+                    for (uint64_t word = bits[w]; word; word &= word - 1) {
                         int32_t blk = w * 64 + __builtin_ctzll(word);
-                        e->blk_index[at] = blk;
-                        e->blk_unit[at++] = e->sel_tmp[blk];
+                        out_i[at] = blk;
+                        out_u[at++] = tmp[blk];
                     }
                 for (int blk = bs->cand_end; blk < bs->nb; blk++) {
                     OKV_ASSERT(group[blk] >= 0);

@@ -228,9 +228,19 @@ int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k,
     const int32_t ubase = unit_of(r, s, layer, 0);
     int32_t *sel_unit = L->sel_unit;
     uint32_t *st = L->stamp;
+    /* the map lookups miss the cache (a sequence's map is visited once a layer and step):
+     * prefetch them a few dozen entries ahead so that many misses overlap */
+    enum { AHEAD = 32 };
+    const int n_sel = k * nkv;
+    for (int i = 0; i < AHEAD && i < n_sel; i++)
+        if (sel[i] >= 0)
+            __builtin_prefetch(L->map + (size_t)(i / k) * L->bcap + sel[i]);
     for (int h = 0; h < nkv; h++) {
         const int32_t *row = L->map + (size_t)h * L->bcap;
         for (int i = 0; i < k; i++) {
+            const int ia = h * k + i + AHEAD;
+            if (ia < n_sel && sel[ia] >= 0)
+                __builtin_prefetch(L->map + (size_t)(ia / k) * L->bcap + sel[ia]);
             int b = sel[h * k + i];
             sel_unit[h * k + i] = -1;
             if (b < 0)
