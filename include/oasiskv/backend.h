@@ -135,8 +135,11 @@ struct okv_backend_ops {
     enum okv_status (*kv_fetch)(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
                                 const int32_t *dst_unit);
     /* Make later ops of this layer wait for its enqueued fetches. *pending receives how
-     * many units were not yet copied when called, *stall_s the seconds spent waiting
-     * (on the CPU backend the caller blocks; a GPU backend may wait on a stream). */
+     * many units were late, *stall_s the seconds spent waiting. The CPU backend blocks
+     * the caller and reports this call; the CUDA backend makes its compute stream wait
+     * and reports the layer's previous call, measured with timing events (how long the
+     * stream waited there, and for how many units), so totals over many steps count
+     * what the device did. */
     enum okv_status (*kv_fetch_wait)(okv_backend *be, okv_bkv *kv, int layer, int *pending, double *stall_s);
 
     /* step */

@@ -498,7 +498,8 @@ static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bo
         e->stats.stall_s += stall;
         if (e->prm.predict != OKV_PREDICT_ORACLE) {
             /* pending counts staging and inline fetches too: charging them to the
-             * selection under-reports the in-time share, never over-reports it */
+             * selection under-reports the in-time share, never over-reports it (a
+             * GPU backend reports the layer's previous round: the totals hold) */
             e->stats.units_selected += selected;
             e->stats.units_in_time += selected - (pending < selected ? pending : selected);
         }

@@ -64,9 +64,16 @@ struct okv_bkv {
     okv_bf16 *host_d;        /* device alias of host */
     float *summ;             /* HBM: [n_layers][n_host_blocks][n_kv_heads][2][hd] kmin, kmax */
     /* per layer: fetch events not yet waited for, and the units each covers */
-    cudaEvent_t *fetch_ev;   /* [n_layers][OKV_CUDA_FETCH_EVENTS] */
-    int *fetch_units;        /* [n_layers][OKV_CUDA_FETCH_EVENTS] */
-    int *fetch_count;        /* [n_layers] */
+    /* fetches of a layer go to one of two event sets, swapped at each kv_fetch_wait, so
+     * that the round before can be measured afterwards (timing events): fetch_ev and
+     * fetch_units [2][n_layers][OKV_CUDA_FETCH_EVENTS], ready_ev [2][n_layers] (the
+     * compute stream reaching the layer's wait) */
+    cudaEvent_t *fetch_ev;
+    int *fetch_units;
+    int *fetch_count;        /* [n_layers] events of the current set */
+    int *fetch_set;          /* [n_layers] the current set */
+    int *meas_count;         /* [n_layers] events of the other set still to measure */
+    cudaEvent_t *ready_ev;
     cudaEvent_t *wt_ev;      /* [n_layers] write-through done (copy stream) */
     cudaEvent_t *attn_ev;    /* [n_layers] recorded behind the layer's last attention: a fetch into the layer's
                                 own units waits for it alone, not for everything queued before the fetch */

@@ -11,7 +11,9 @@
  * wrote. kv_fetch is one gather kernel per call on the copy stream that reads the
  * mapped host tier with 16-byte loads; a persistent grid of a few CTAs saturates PCIe.
  * kv_fetch_wait(layer) makes the compute stream wait on the layer's fetch events
- * (cudaStreamWaitEvent) and never blocks the host. */
+ * (cudaStreamWaitEvent) and never blocks the host; it reports, one round late, how
+ * long the compute stream actually waited there (timing events) and for how many
+ * units. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.cuh"
 
@@ -171,9 +173,16 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
     if (kv->summ)
         cudaFree(kv->summ);
     if (kv->fetch_ev)
-        for (int i = 0; i < kv->g.n_layers * OKV_CUDA_FETCH_EVENTS; i++)
+        for (int i = 0; i < 2 * kv->g.n_layers * OKV_CUDA_FETCH_EVENTS; i++)
             if (kv->fetch_ev[i])
                 cudaEventDestroy(kv->fetch_ev[i]);
+    if (kv->ready_ev)
+        for (int i = 0; i < 2 * kv->g.n_layers; i++)
+            if (kv->ready_ev[i])
+                cudaEventDestroy(kv->ready_ev[i]);
+    okv_free(kv->ready_ev);
+    okv_free(kv->fetch_set);
+    okv_free(kv->meas_count);
     if (kv->wt_ev)
         for (int i = 0; i < kv->g.n_layers; i++)
             if (kv->wt_ev[i])
@@ -217,15 +226,18 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
     kv->unit_elems = (size_t)2 * g->block_size * g->head_dim;
     kv->layer_units = (size_t *)okv_calloc((size_t)L, sizeof(size_t), OKV_TAG_KV);
     kv->layer_off = (size_t *)okv_calloc((size_t)L, sizeof(size_t), OKV_TAG_KV);
-    kv->fetch_ev = (cudaEvent_t *)okv_calloc((size_t)L * OKV_CUDA_FETCH_EVENTS, sizeof(cudaEvent_t), OKV_TAG_KV);
-    kv->fetch_units = (int *)okv_calloc((size_t)L * OKV_CUDA_FETCH_EVENTS, sizeof(int), OKV_TAG_KV);
+    kv->fetch_ev = (cudaEvent_t *)okv_calloc((size_t)2 * L * OKV_CUDA_FETCH_EVENTS, sizeof(cudaEvent_t), OKV_TAG_KV);
+    kv->fetch_units = (int *)okv_calloc((size_t)2 * L * OKV_CUDA_FETCH_EVENTS, sizeof(int), OKV_TAG_KV);
     kv->fetch_count = (int *)okv_calloc((size_t)L, sizeof(int), OKV_TAG_KV);
+    kv->fetch_set = (int *)okv_calloc((size_t)L, sizeof(int), OKV_TAG_KV);
+    kv->meas_count = (int *)okv_calloc((size_t)L, sizeof(int), OKV_TAG_KV);
+    kv->ready_ev = (cudaEvent_t *)okv_calloc((size_t)2 * L, sizeof(cudaEvent_t), OKV_TAG_KV);
     kv->wt_ev = (cudaEvent_t *)okv_calloc((size_t)L, sizeof(cudaEvent_t), OKV_TAG_KV);
     kv->wt_pending = (bool *)okv_calloc((size_t)L, sizeof(bool), OKV_TAG_KV);
     kv->attn_ev = (cudaEvent_t *)okv_calloc((size_t)L, sizeof(cudaEvent_t), OKV_TAG_KV);
     kv->attn_rec = (bool *)okv_calloc((size_t)L, sizeof(bool), OKV_TAG_KV);
-    if (!kv->layer_units || !kv->layer_off || !kv->fetch_ev || !kv->fetch_units || !kv->fetch_count || !kv->wt_ev ||
-        !kv->wt_pending || !kv->attn_ev || !kv->attn_rec)
+    if (!kv->layer_units || !kv->layer_off || !kv->fetch_ev || !kv->fetch_units || !kv->fetch_count || !kv->fetch_set ||
+        !kv->meas_count || !kv->ready_ev || !kv->wt_ev || !kv->wt_pending || !kv->attn_ev || !kv->attn_rec)
         KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory"));
     for (int l = 0; l < L; l++) {
         int sp = g->layer_sparse_units ? g->layer_sparse_units[l] : g->n_sparse_units;
@@ -236,9 +248,13 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
         kv->total_units += kv->layer_units[l];
     }
     cudaError_t e;
-    for (int i = 0; i < L * OKV_CUDA_FETCH_EVENTS; i++)
-        if ((e = cudaEventCreateWithFlags(&kv->fetch_ev[i], cudaEventDisableTiming)) != cudaSuccess)
+    /* timing events: kv_fetch_wait measures whether the compute stream waited for them */
+    for (int i = 0; i < 2 * L * OKV_CUDA_FETCH_EVENTS; i++)
+        if ((e = cudaEventCreateWithFlags(&kv->fetch_ev[i], cudaEventDefault)) != cudaSuccess)
             KV_FAIL(okv_cuda_err(e, "KV fetch events", __FILE__, __LINE__));
+    for (int i = 0; i < 2 * L; i++)
+        if ((e = cudaEventCreateWithFlags(&kv->ready_ev[i], cudaEventDefault)) != cudaSuccess)
+            KV_FAIL(okv_cuda_err(e, "KV fetch-ready events", __FILE__, __LINE__));
     for (int i = 0; i < L; i++)
         if ((e = cudaEventCreateWithFlags(&kv->attn_ev[i], cudaEventDisableTiming)) != cudaSuccess)
             KV_FAIL(okv_cuda_err(e, "KV attention events", __FILE__, __LINE__));
@@ -470,6 +486,12 @@ static int fetch_ctas(struct cuda_ctx *c, size_t bytes)
     return n < 1 ? 1 : n > 32 ? 32 : (int)n;
 }
 
+/* index of (event set, layer, slot) in fetch_ev / fetch_units */
+static inline int fetch_slot(const okv_bkv *kv, int set, int layer, int slot)
+{
+    return (set * kv->g.n_layers + layer) * OKV_CUDA_FETCH_EVENTS + slot;
+}
+
 static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
                                      const int32_t *dst_unit)
 {
@@ -511,36 +533,61 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
         return st;
     int *cnt = &kv->fetch_count[layer];
     int slot = *cnt < OKV_CUDA_FETCH_EVENTS ? *cnt : OKV_CUDA_FETCH_EVENTS - 1;
-    cudaEvent_t ev = kv->fetch_ev[layer * OKV_CUDA_FETCH_EVENTS + slot];
-    OKV_CU(cudaEventRecord(ev, c->copy), "kv_fetch event");
+    const int at = fetch_slot(kv, kv->fetch_set[layer], layer, slot);
+    OKV_CU(cudaEventRecord(kv->fetch_ev[at], c->copy), "kv_fetch event");
     if (*cnt < OKV_CUDA_FETCH_EVENTS) {
-        kv->fetch_units[layer * OKV_CUDA_FETCH_EVENTS + slot] = n;
+        kv->fetch_units[at] = n;
         (*cnt)++;
     } else {
-        kv->fetch_units[layer * OKV_CUDA_FETCH_EVENTS + slot] += n;   /* merged into the last event */
+        kv->fetch_units[at] += n;   /* merged into the last event */
     }
     return OKV_OK;
 }
 
+/* Measures the round before of this layer (the fetches waited for at its previous
+ * kv_fetch_wait, complete by now: the compute stream has passed that wait): a fetch
+ * that completed after the compute stream reached the wait (ready_ev) made it stall;
+ * its units count as late and the longest such wait as the stall. Reported one round
+ * late, so totals over many steps are what the GPU did. A measurement that cannot be
+ * taken (an event not complete) is skipped, never an error. Then records this round's
+ * ready event, makes the compute stream wait for the layer's fetches (never blocking
+ * the host) and swaps the event sets. */
 static enum okv_status cuda_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int layer, int *pending, double *stall_s)
 {
     *pending = 0;
     *stall_s = 0;
     if (layer < 0 || layer >= kv->g.n_layers)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_fetch_wait: bad layer %d", layer);
-    int cnt = kv->fetch_count[layer];
+    struct cuda_ctx *c = CTX(be);
+    const int L = kv->g.n_layers;
+    const int prev = kv->fetch_set[layer] ^ 1, pc = kv->meas_count[layer];
+    if (pc > 0) {
+        cudaEvent_t ready = kv->ready_ev[prev * L + layer];
+        if (cudaEventQuery(ready) == cudaSuccess) {
+            float worst = 0;
+            for (int i = 0; i < pc; i++) {
+                const int at = fetch_slot(kv, prev, layer, i);
+                float ms = 0;
+                if (cudaEventQuery(kv->fetch_ev[at]) == cudaSuccess &&
+                    cudaEventElapsedTime(&ms, ready, kv->fetch_ev[at]) == cudaSuccess && ms > 0) {
+                    *pending += kv->fetch_units[at];
+                    worst = ms > worst ? ms : worst;
+                }
+            }
+            *stall_s = worst * 1e-3;
+        }
+        (void)cudaGetLastError();   /* a query's "not ready" must not reach the next launch check */
+        kv->meas_count[layer] = 0;
+    }
+    const int cnt = kv->fetch_count[layer];
     if (cnt == 0)
         return OKV_OK;
-    struct cuda_ctx *c = CTX(be);
-    for (int i = 0; i < cnt; i++) {
-        cudaError_t e = cudaEventQuery(kv->fetch_ev[layer * OKV_CUDA_FETCH_EVENTS + i]);
-        if (e == cudaErrorNotReady)
-            *pending += kv->fetch_units[layer * OKV_CUDA_FETCH_EVENTS + i];
-        else if (e != cudaSuccess)
-            return okv_cuda_err(e, "kv_fetch event query", __FILE__, __LINE__);
-    }
+    const int cur = kv->fetch_set[layer];
+    OKV_CU(cudaEventRecord(kv->ready_ev[cur * L + layer], c->stream), "kv_fetch_wait ready event");
     /* the copy stream is in order: the last event covers the earlier ones */
-    OKV_CU(cudaStreamWaitEvent(c->stream, kv->fetch_ev[layer * OKV_CUDA_FETCH_EVENTS + cnt - 1], 0), "kv_fetch_wait");
+    OKV_CU(cudaStreamWaitEvent(c->stream, kv->fetch_ev[fetch_slot(kv, cur, layer, cnt - 1)], 0), "kv_fetch_wait");
+    kv->meas_count[layer] = cnt;
+    kv->fetch_set[layer] = prev;
     kv->fetch_count[layer] = 0;
     return OKV_OK;
 }
