@@ -87,11 +87,16 @@ static void query_and_out(okv_backend *be, size_t n, okv_bmem **q, okv_bmem **ou
     free(qh);
 }
 
-/* fill every slot of every layer with random (non-zero) K/V: steps of 32768 tokens */
-static void fill_kv(okv_backend *be, okv_bkv *kv, const struct okv_kv_geometry *g)
+/* KV tiers of `slots` group slots per layer, every slot filled with random (non-zero)
+ * K/V in steps of 32768 tokens */
+static okv_bkv *random_kv(okv_backend *be, int layers, int slots, int bs, int nkv, int hd)
 {
     const struct okv_backend_ops *o = be->ops;
-    const int nkv = g->n_kv_heads, hd = g->head_dim, bs = g->block_size, slots = g->n_group_slots, layers = g->n_layers;
+    const struct okv_kv_geometry g = {.n_layers = layers, .n_group_slots = slots, .block_size = bs, .n_kv_heads = nkv,
+                                      .head_dim = hd};
+    okv_bkv *kv = NULL;
+    if (o->kv_alloc(be, &g, &kv) != OKV_OK)
+        die("kv_alloc");
     const int wt = 32768 < slots * bs ? 32768 : slots * bs;
     float *h = malloc(sizeof(float) * (size_t)wt * nkv * hd);
     for (size_t i = 0; i < (size_t)wt * nkv * hd; i++)
@@ -124,6 +129,7 @@ static void fill_kv(okv_backend *be, okv_bkv *kv, const struct okv_kv_geometry *
     free(seq);
     free(pos);
     free(slot);
+    return kv;
 }
 
 /* --prefill: the last chunk of `rows` rows of a ctx-token prompt in each of `seqs`
@@ -159,12 +165,7 @@ static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs)
             okv_backend *be = bes[bi];
             const struct okv_backend_ops *o = be->ops;
             rs = 0x2545F4914F6CDD1Dull;   /* the same data on both */
-            struct okv_kv_geometry g = {.n_layers = layers, .n_group_slots = seqs * nb, .block_size = bs, .n_kv_heads = nkv,
-                                        .head_dim = hd};
-            okv_bkv *kv = NULL;
-            if (o->kv_alloc(be, &g, &kv) != OKV_OK)
-                die("kv_alloc");
-            fill_kv(be, kv, &g);
+            okv_bkv *kv = random_kv(be, layers, seqs * nb, bs, nkv, hd);
             int32_t *tseq = malloc(4 * (size_t)n), *tpos = malloc(4 * (size_t)n), *tslot = calloc((size_t)n, 4);
             int32_t *len = malloc(4 * (size_t)seqs);
             for (int t = 0; t < n; t++) {
@@ -274,12 +275,7 @@ int main(int argc, char **argv)
             if (layers > 32)
                 layers = 32;
             const int slots = batch * nb;
-            struct okv_kv_geometry g = {.n_layers = layers, .n_group_slots = slots, .block_size = bs, .n_kv_heads = nkv,
-                                        .head_dim = hd};
-            okv_bkv *kv = NULL;
-            if (o->kv_alloc(be, &g, &kv) != OKV_OK)
-                die("kv_alloc");
-            fill_kv(be, kv, &g);
+            okv_bkv *kv = random_kv(be, layers, slots, bs, nkv, hd);
             /* the decode step: one row per sequence at position ctx-1 */
             int32_t *tseq = malloc(4 * (size_t)batch), *tpos = malloc(4 * (size_t)batch), *tslot = calloc((size_t)batch, 4);
             int32_t *len = malloc(4 * (size_t)batch);

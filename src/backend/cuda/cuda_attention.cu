@@ -432,20 +432,7 @@ static __global__ void __launch_bounds__(NW * 32) attn2_k(const struct att_args 
             continue;
         /* S = Q K^T: key n-tiles of 8 */
         float sacc[NT][4];
-#pragma unroll
-        for (int n = 0; n < NT; n++)
-            sacc[n][0] = sacc[n][1] = sacc[n][2] = sacc[n][3] = 0.f;
-#pragma unroll
-        for (int k16 = 0; k16 < KC / 16; k16++) {
-            const okv_bf16 *kr = kb + (k16 * 16 + (lane >> 4) * 8 + (lane & 7)) * ROW + ((lane >> 3) & 1) * 8;
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-                uint32_t b[4];
-                ldsm_x4(b, kr + kk * 16);
-                mma_bf16(sacc[2 * k16], qa[kk], b[0], b[1]);
-                mma_bf16(sacc[2 * k16 + 1], qa[kk], b[2], b[3]);
-            }
-        }
+        mma_qk<HD, KC, ROW>(sacc, qa, kb, lane);
         /* online softmax over this chunk (row g; the quad of lanes 4g..4g+3 holds it) */
         float sv[NT][2];
         float mx = -INFINITY;

@@ -1,8 +1,9 @@
 /* Device helpers shared by the attention kernels (cuda_attention.cu, cuda_prefill.cu):
- * cp.async copies, ldmatrix, the bf16 m16n8k16 tensor-core product, ex2. */
+ * cp.async copies, ldmatrix, the bf16 m16n8k16 tensor-core product, S = Q K^T, ex2. */
 #ifndef OKV_CUDA_MMA_CUH
 #define OKV_CUDA_MMA_CUH
 
+#include <cuda_bf16.h>
 #include <stdint.h>
 
 static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes)
@@ -46,6 +47,29 @@ static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4],
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* S = Q K^T over KC keys staged in shared memory (rows of ROW bf16 elements, K of key
+ * j at kb + j * ROW): s[n] accumulates key n-tile n (8 keys), zeroed first; qa holds the
+ * warp's 16 query vectors as mma A fragments, one per 16 dims. */
+template <int HD, int KC, int ROW>
+static __device__ __forceinline__ void mma_qk(float s[][4], const uint32_t qa[][4], const __nv_bfloat16 *kb, int lane)
+{
+#pragma unroll
+    for (int n = 0; n < KC / 8; n++)
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int k16 = 0; k16 < KC / 16; k16++) {
+        /* x4: keys +0..7 dims +0..7, keys +0..7 dims +8..15, keys +8..15 dims +0..7, keys +8..15 dims +8..15 */
+        const __nv_bfloat16 *kr = kb + (k16 * 16 + (lane >> 4) * 8 + (lane & 7)) * ROW + ((lane >> 3) & 1) * 8;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t b[4];
+            ldsm_x4(b, kr + kk * 16);
+            mma_bf16(s[2 * k16], qa[kk], b[0], b[1]);
+            mma_bf16(s[2 * k16 + 1], qa[kk], b[2], b[3]);
+        }
+    }
 }
 
 template <int N>

@@ -215,21 +215,7 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
             const bool nomask = __all_sync(0xffffffffu, ka < wmin && kc < wmin);
             /* S = Q K^T: 8 key tiles of 8 */
             float sc[NT][4];
-#pragma unroll
-            for (int n = 0; n < NT; n++)
-                sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
-#pragma unroll
-            for (int k16 = 0; k16 < KC / 16; k16++) {
-                /* x4: keys +0..7 dims +0..7, keys +0..7 dims +8..15, keys +8..15 dims +0..7, keys +8..15 dims +8..15 */
-                const okv_bf16 *kr = kb + (k16 * 16 + (lane >> 4) * 8 + (lane & 7)) * ROW + ((lane >> 3) & 1) * 8;
-#pragma unroll
-                for (int kk = 0; kk < HD / 16; kk++) {
-                    uint32_t b[4];
-                    ldsm_x4(b, kr + kk * 16);
-                    mma_bf16(sc[2 * k16], qa[kk], b[0], b[1]);
-                    mma_bf16(sc[2 * k16 + 1], qa[kk], b[2], b[3]);
-                }
-            }
+            mma_qk<HD, KC, ROW>(sc, qa, kb, lane);
             if (!nomask) {
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
