@@ -13,7 +13,7 @@ port=18300
 echo "| kv | concurrency | prompts | output tok/s | total tok/s | mean TTFT ms | mean TPOT ms | running (peak) | failed |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for c in $CONCS; do
-  for kv in dense $BUDGET; do
+  for kv in ${KVS:-dense $BUDGET}; do
     port=$((port + 1))
     n=$((c * ${PROMPTS_PER_SLOT:-2})); [ $n -lt 8 ] && n=8
     log="$OUT/serve_${kv}_c${c}.log"
