@@ -36,6 +36,7 @@ for c in $CONCS; do
     mon=$!
     $B/oasiskv bench serve --base-url http://127.0.0.1:$port --num-prompts $n --max-concurrency $c \
       --random-input-len $IN --random-output-len $OUTL --json "$OUT/bench_${kv}_c${c}.json" > "$OUT/bench_${kv}_c${c}.txt" 2>&1
+    curl -s http://127.0.0.1:$port/metrics > "$OUT/metrics_${kv}_c${c}.txt" 2>/dev/null
     kill $pid; wait $pid 2>/dev/null; kill $mon 2>/dev/null
     python3 - "$OUT/bench_${kv}_c${c}.json" "$kv" "$c" "$(cat $OUT/peak_${kv}_c${c} 2>/dev/null || echo ?)" <<'PY'
 import json, sys

@@ -81,6 +81,31 @@ struct okv_attn_blocks {
     const int32_t *blk_start;     /* [n_seqs*n_kv_heads + 1] */
     const int32_t *blk_unit;      /* device unit in this layer */
     const int32_t *blk_index;     /* logical block number */
+    /* Device-side residency (resid_init): NULL, or [n_seqs*n_kv_heads][3] (pos, chunk,
+     * k): list i's entries [pos, pos + k) are placeholders that the backend replaces
+     * with the selection last installed for (chunk, this layer, head i % n_kv_heads),
+     * in block order (pos < 0: none). */
+    const int32_t *sel_fill;
+};
+
+/* Device-side residency (optional backend ops resid_init ... resid_take_stats): the
+ * backend keeps, per quota chunk (one sparse sequence) and layer, the residency map
+ * of resid.h (block -> unit per KV head, unit -> block, LRU stamps) and the current
+ * selection, in its own memory, so that a selection is installed and its missing
+ * units gathered without its ids ever coming back to the host. Same policy as
+ * okv_resid_apply: units are assigned identically. */
+struct okv_resid_geometry {
+    int max_seqs;                 /* quota chunks */
+    int max_blocks;               /* logical blocks of the longest sequence */
+    int base_unit;                /* first unit of the sparse region */
+    const int32_t *quota;         /* [n_layers] units per chunk (a multiple of n_kv_heads) */
+};
+
+/* One sequence of a select_install call. */
+struct okv_resid_item {
+    int chunk;                    /* its quota chunk */
+    int sink;                     /* logical block of candidate 0 (candidates are [sink, sink + n_cand)) */
+    uint32_t stamp;               /* > 0, fresh per installation (resid.h) */
 };
 
 /* A block-selection request for one sequence at one layer: score the candidate
@@ -182,6 +207,30 @@ struct okv_backend_ops {
     enum okv_status (*select_blocks_async)(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q,
                                            int n_heads, const struct okv_select_req *reqs, int n_reqs, int32_t *out);
     enum okv_status (*select_wait)(okv_backend *be);
+    /* Device-side residency (NULL when the backend has none; see okv_resid_geometry).
+     * resid_init sizes the state (OKV_ERR_UNSUPPORTED when the backend cannot hold it:
+     * the engine then keeps residency on the host); resid_reset forgets chunk's
+     * mappings (a sequence attached, cleared or failed). */
+    enum okv_status (*resid_init)(okv_backend *be, okv_bkv *kv, const struct okv_resid_geometry *g);
+    enum okv_status (*resid_reset)(okv_backend *be, okv_bkv *kv, int chunk);
+    /* Select as select_blocks and install the result, all queued on the device:
+     * reqs[i].k blocks per head, best first; with own (the same requests scoring the
+     * real token alone, own[i].k <= reqs[i].k), own's blocks come first and reqs'
+     * fill the rest, duplicates skipped (lookahead); then, for succ > 0, the
+     * successor of each of the best min(succ, k/2) blocks replaces the lowest-ranked
+     * entries unless already selected or past the candidates; then the selection of
+     * (items[i].chunk, layer) becomes these k blocks per head (okv_resid_apply's
+     * policy), and the missing units are gathered from the host tier like kv_fetch
+     * (kv_fetch_wait waits for them). */
+    enum okv_status (*select_install)(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                      const struct okv_select_req *reqs, const struct okv_select_req *own,
+                                      const struct okv_resid_item *items, int n_items, int succ);
+    /* Units gathered by select_install since the last call (after sync). */
+    enum okv_status (*resid_take_stats)(okv_backend *be, okv_bkv *kv, int64_t *units_fetched);
+    /* Tests: the selection of (chunk, layer) in block order, [n_kv_heads][k] blocks and
+     * their units (blocking). */
+    enum okv_status (*resid_read)(okv_backend *be, okv_bkv *kv, int chunk, int layer, int k, int32_t *blocks,
+                                  int32_t *units);
     /* Sample one token per row of logits [n_rows][vocab], on the backend: argmax
      * (lowest id on ties) when params[i].temperature <= 0; otherwise the candidates
      * are the top_k largest logits (all when top_k <= 0), then the smallest prefix of

@@ -50,6 +50,9 @@ struct okv_engine_params {
                               needle, crosses into the next block); 0: the default, 1; < 0: off. The environment
                               variable OKV_SUCCESSOR_BLOCKS overrides it (experiments). bench/ACCURACY.md */
     bool track_recall;     /* also score each step with its true queries to measure prediction recall */
+    bool host_residency;   /* keep the residency maps on the host even when the backend can hold them
+                              (tests and A/B runs; also OKV_DEVICE_RESID=0). Recall tracking and the
+                              oracle always keep them on the host. */
     bool tight_device;     /* a sequence holds no more than its budget on the device: selection starts as soon
                               as the context passes sink + window (reading every block while they fit the
                               selection, exactly as dense) instead of running dense up to the budget. For
@@ -88,6 +91,7 @@ struct okv_engine_stats {
     size_t device_bytes_capacity;
     size_t host_bytes;           /* host tier in use now */
     size_t host_bytes_peak;
+    bool device_residency;       /* the residency maps live on the backend (select_install) */
 };
 
 /* Build an engine: converts the model's weights into the backend (the model may be

@@ -214,6 +214,17 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
             struct okv_resid_params rp = {c->n_layers, nkv, prm.max_seqs, g.n_group_slots * nkv, quota};
             st = okv_resid_create(&rp, &e->resid);
         }
+        /* residency on the device when the backend can hold it (the host keeps chunks) */
+        const char *dr = getenv("OKV_DEVICE_RESID");
+        if (st == OKV_OK && be->ops->resid_init && !prm.host_residency && !prm.track_recall &&
+            prm.predict != OKV_PREDICT_ORACLE && !(dr && !strcmp(dr, "0"))) {
+            struct okv_resid_geometry rg = {prm.max_seqs, ctx_blocks, g.n_group_slots * nkv, quota};
+            st = be->ops->resid_init(be, okv_kv_storage(e->kv), &rg);
+            if (st == OKV_OK)
+                e->dev_resid = true;
+            else if (st == OKV_ERR_UNSUPPORTED)
+                st = OKV_OK;   /* shapes the backend cannot hold: residency stays on the host */
+        }
         okv_free(quota);
         if (st != OKV_OK)
             goto fail;
@@ -333,6 +344,7 @@ void okv_engine_free(okv_engine *e)
     okv_free(e->sel_bits);
     okv_free(e->sel_tmp);
     okv_free(e->blk_unit);
+    okv_free(e->sel_fill);
     okv_free(e->blk_index);
     okv_free(e);
 }
@@ -397,7 +409,25 @@ enum okv_status okv_engine_seq_create(okv_engine *e, int *seq)
         okv_kv_seq_free(e->kv, *seq);
         return st;
     }
+    /* the chunk's maps on the device may hold an earlier sequence's */
+    if (e->dev_resid &&
+        (st = e->be->ops->resid_reset(e->be, okv_kv_storage(e->kv), okv_resid_chunk(e->resid, *seq))) != OKV_OK) {
+        okv_resid_detach(e->resid, *seq);
+        okv_kv_seq_free(e->kv, *seq);
+        return st;
+    }
     return OKV_OK;
+}
+
+void okv_engine_resid_clear(okv_engine *e, int seq)
+{
+    if (!e->resid)
+        return;
+    if (e->dev_resid && okv_resid_attached(e->resid, seq)) {
+        enum okv_status st = e->be->ops->resid_reset(e->be, okv_kv_storage(e->kv), okv_resid_chunk(e->resid, seq));
+        OKV_ASSERT(st == OKV_OK);   /* arguments checked at attach: a launch failure here is a broken device */
+    }
+    okv_resid_clear(e->resid, seq);
 }
 
 
@@ -475,7 +505,11 @@ enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len)
     return OKV_OK;
 }
 
-void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out) { *out = e->stats; }
+void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out)
+{
+    *out = e->stats;
+    out->device_residency = e->dev_resid;
+}
 
 void okv_engine_stats_reset(okv_engine *e)
 {
@@ -527,8 +561,7 @@ enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64
     }
     es->decode = true;
     es->sparse = false;
-    if (e->resid)
-        okv_resid_clear(e->resid, seq);
+    okv_engine_resid_clear(e, seq);
     return OKV_OK;
 }
 
@@ -551,13 +584,20 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
     }
     struct okv_kv_geometry g = {0};
     sparse_plan(c, &prm, k < 1 ? 1 : k, dense_upto, sel_k, quota, &g);
-    size_t quota_units = 0;
-    for (int l = 0; l < L; l++)
+    size_t quota_units = 0, max_quota = 0;
+    for (int l = 0; l < L; l++) {
         quota_units += (size_t)quota[l];
+        max_quota = (size_t)quota[l] > max_quota ? (size_t)quota[l] : max_quota;
+    }
     okv_free(sel_k);
     okv_free(quota);
+    /* device-side residency, where the backend holds it (cuda_resid.cu): the block ->
+     * unit maps (int16), six int32 arrays per quota unit, the top-k results and a map
+     * of the host blocks */
+    const size_t resid = (size_t)L * prm.max_seqs * nkv * ctx_blocks * 2 + quota_units * prm.max_seqs * 6 * 4 +
+                         2 * (size_t)prm.max_seqs * max_quota * 4 + (size_t)g.n_host_blocks * 4;
     return ((size_t)g.n_group_slots * nkv * L + quota_units * prm.max_seqs + 2 * (size_t)g.n_stage_units) * unit_bytes +
-           (size_t)g.n_host_blocks * L * nkv * 2 * (size_t)c->head_dim * sizeof(float);
+           (size_t)g.n_host_blocks * L * nkv * 2 * (size_t)c->head_dim * sizeof(float) + resid;
 }
 
 size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)

@@ -38,6 +38,9 @@ struct okv_engine {
     okv_backend *be;
     okv_kv_cache *kv;
     okv_resid *resid;           /* sparse mode only */
+    bool dev_resid;             /* the backend holds the residency maps (select_install); resid keeps chunks and k */
+    int32_t *sel_fill;          /* [max_batch * n_kv_heads][3] attention placeholders (dev_resid) */
+    int sel_fill_cap;
     bool streaming;             /* bounded KV: sink + window, nothing selected */
     int max_ctx;
     int max_batch;
@@ -82,6 +85,9 @@ struct okv_engine {
 };
 
 enum okv_status okv_engine_grow_i32(int32_t **p, int *cap, int need);
+/* Forget seq's selections and mappings, on the host and, with device-side residency, on
+ * the backend. */
+void okv_engine_resid_clear(okv_engine *e, int seq);
 void okv_engine_update_mem_stats(okv_engine *e);
 
 #endif

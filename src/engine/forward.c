@@ -220,11 +220,48 @@ static enum okv_status build_lists(okv_engine *e, int n_seqs, const int32_t *sta
             return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
         e->blk_cap = cap;
     }
+    if (e->dev_resid) {
+        enum okv_status st = okv_engine_grow_i32(&e->sel_fill, &e->sel_fill_cap, 3 * n_seqs * nkv + 3);
+        if (st != OKV_OK)
+            return st;
+    }
     int at = 0;
     for (int j = 0; j < n_seqs; j++) {
         const struct bseq *bs = &e->bs[j];
         int nb;
         const int32_t *group = okv_kv_seq_blocks(e->kv, bs->id, &nb);
+        if (e->dev_resid && bs->sel) {
+            /* the backend fills the selected blocks in (okv_attn_blocks.sel_fill): here
+             * placeholders, a valid unit of the sequence's quota and block sink */
+            int k = 0;
+            okv_resid_selection(e->resid, bs->id, layer, &k);
+            const int chunk = okv_resid_chunk(e->resid, bs->id);
+            const int32_t ph = okv_kv_geometry(e->kv)->n_group_slots * nkv + chunk * okv_resid_k(e->resid, layer) * nkv;
+            for (int h = 0; h < nkv; h++) {
+                e->blk_start[j * nkv + h] = at;
+                for (int blk = 0; blk < sink && blk < bs->cand_end; blk++) {
+                    e->blk_unit[at] = group[blk] * nkv + h;
+                    e->blk_index[at++] = blk;
+                }
+                int32_t *f = e->sel_fill + 3 * (j * nkv + h);
+                f[0] = at;
+                f[1] = chunk;
+                f[2] = k;
+                for (int i = 0; i < k; i++) {
+                    e->blk_unit[at] = ph;
+                    e->blk_index[at++] = sink;
+                }
+                for (int blk = bs->cand_end; blk < bs->nb; blk++) {
+                    OKV_ASSERT(group[blk] >= 0);
+                    e->blk_unit[at] = group[blk] * nkv + h;
+                    e->blk_index[at++] = blk;
+                }
+            }
+            continue;
+        }
+        if (e->dev_resid)
+            for (int h = 0; h < nkv; h++)
+                e->sel_fill[3 * (j * nkv + h)] = -1;
         OKV_ASSERT(bs->nb <= nb);
         for (int h = 0; h < nkv; h++) {
             e->blk_start[j * nkv + h] = at;
@@ -392,6 +429,55 @@ static enum okv_status install_many(okv_engine *e, int layer, const struct sel_i
     return e->be->ops->kv_fetch(e->be, okv_kv_storage(e->kv), layer, n, e->f_src, e->f_unit);
 }
 
+/* Device-side residency: select for the items and install the result on the backend,
+ * which gathers what is missing; no id comes back. merge: lookahead's split between the
+ * real token (first row) and all rows (merge_lookahead); succ: successor blocks
+ * (add_successors). */
+static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_item *items, int n, bool merge, int succ)
+{
+    const int sink = e->prm.sink_blocks;
+    int total_cand = 0;
+    for (int i = 0; i < n; i++) {
+        const int n_cand = items[i].cand_end - sink;
+        const int k = items[i].k_want > 0 && items[i].k_want < e->sel_k[layer] ? items[i].k_want : e->sel_k[layer];
+        items[i].k = k > n_cand ? n_cand : k;
+        total_cand += n_cand;
+    }
+    enum okv_status st = ensure_scratch(e, total_cand + 1);
+    if (st != OKV_OK)
+        return st;
+    struct okv_select_req *reqs = okv_malloc(sizeof *reqs * (size_t)(2 * n), OKV_TAG_ENGINE), *own = reqs ? reqs + n : NULL;
+    struct okv_resid_item *inst = okv_malloc(sizeof *inst * (size_t)n, OKV_TAG_ENGINE);
+    if (!reqs || !inst) {
+        okv_free(reqs);
+        okv_free(inst);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    }
+    const int k_own = (e->sel_k[layer] + 1) / 2;
+    int at = 0;
+    for (int i = 0; i < n; i++) {
+        const int seq = e->bs[items[i].j].id, n_cand = items[i].cand_end - sink;
+        int nb;
+        const int32_t *host = okv_kv_seq_host_blocks(e->kv, seq, &nb);
+        memcpy(e->cand + at, host + sink, sizeof(int32_t) * (size_t)n_cand);
+        const int32_t *rows = e->pred_rows + items[i].rows_at;
+        reqs[i] = (struct okv_select_req){rows, items[i].n_rows, e->cand + at, n_cand, items[i].k};
+        own[i] = (struct okv_select_req){rows, 1, e->cand + at, n_cand, k_own < items[i].k ? k_own : items[i].k};
+        if (++e->step_stamp == 0)   /* a fresh stamp per installation, as install_many */
+            e->step_stamp = 1;
+        inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp};
+        at += n_cand;
+    }
+    st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, merge ? own : NULL,
+                                    inst, n, succ);
+    if (st == OKV_OK)
+        for (int i = 0; i < n; i++)
+            okv_resid_set_k(e->resid, e->bs[items[i].j].id, layer, items[i].k);
+    okv_free(reqs);
+    okv_free(inst);
+    return st;
+}
+
 /* Rows of a sequence used to predict its next step: its last real token, plus its
  * drafted tokens in lookahead mode. */
 static int pred_rows(const okv_engine *e, const struct okv_batch *b, const struct bseq *bs, int32_t *rows)
@@ -464,8 +550,11 @@ static enum okv_status before_attention(okv_engine *e, int n_seqs, int layer, bo
         bool multi = false;
         for (int i = 0; i < n_inl; i++)
             multi |= inl[i].n_rows > 1;
-        st = multi ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl);
-        if (st != OKV_OK || (st = install_many(e, layer, inl, n_inl)) != OKV_OK)
+        if (e->dev_resid)
+            st = dev_select_install(e, layer, inl, n_inl, multi && e->sel_k[layer] <= 1024, 0);
+        else if ((st = multi ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl)) == OKV_OK)
+            st = install_many(e, layer, inl, n_inl);
+        if (st != OKV_OK)
             goto out;
         for (int i = 0; i < n_inl; i++)
             selected += (int64_t)inl[i].k * nkv;
@@ -614,7 +703,10 @@ static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, i
         rows_at += nr;
     }
     enum okv_status st = OKV_OK;
-    if (n && drafts) {
+    if (n && e->dev_resid) {
+        const bool sparse_layer = e->sel_k[layer] <= 1024;   /* see merge_lookahead, add_successors */
+        st = dev_select_install(e, layer, items, n, drafts && sparse_layer, sparse_layer ? e->succ_blocks : 0);
+    } else if (n && drafts) {
         if ((st = merge_lookahead(e, layer, items, n)) == OKV_OK) {
             add_successors(e, layer, items, n);
             st = install_many(e, layer, items, n);
@@ -768,7 +860,11 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
             TIMED(e->stats.host_sparse_s, before_attention(e, n_seqs, l, staged > 0));
         if (l == 0 || !lists_static)
             TIMED(e->stats.host_lists_s, build_lists(e, n_seqs, stage_base, l));
-        struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index};   /* build_lists may move them */
+        bool fill = false;
+        for (int j = 0; j < n_seqs && e->dev_resid && !fill; j++)
+            fill = e->bs[j].sel;
+        /* build_lists may move them */
+        struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index, fill ? e->sel_fill : NULL};
         CK(o->attention(be, e->att, e->q, kvs, l, &blocks, c->n_heads, scale));
         if (e->resid) {
             if (staged && l + 1 < c->n_layers)
@@ -812,6 +908,12 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     e->stats.host_issue_s += t_mark - t_start;
     CK(o->sync(be));
     e->stats.sync_wait_s += okv_now() - t_mark;
+    if (e->dev_resid) {   /* what the device installs gathered */
+        int64_t units = 0;
+        CK(o->resid_take_stats(be, kvs, &units));
+        e->stats.units_fetched += units;
+        e->stats.fetch_bytes += units * (int64_t)o->kv_unit_bytes(kvs);
+    }
     finish_step(e, n_seqs);
     okv_free(stage_base);
     return OKV_OK;
@@ -833,7 +935,7 @@ fail:
     /* selections installed for the next step are void: the next step selects
      * with its own queries */
     for (int j = 0; j < n_seqs && e->resid; j++) {
-        okv_resid_clear(e->resid, e->bs[j].id);
+        okv_engine_resid_clear(e, e->bs[j].id);
         e->seqs[e->bs[j].id].sparse = false;
     }
     rollback(e, n_seqs);

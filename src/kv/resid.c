@@ -318,3 +318,11 @@ const int32_t *okv_resid_selection(const okv_resid *r, int seq, int layer, int *
     *k = L->k;
     return L->sel;
 }
+
+int okv_resid_chunk(const okv_resid *r, int seq) { return okv_resid_attached(r, seq) ? r->seqs[seq].chunk : -1; }
+
+void okv_resid_set_k(okv_resid *r, int seq, int layer, int k)
+{
+    OKV_ASSERT(okv_resid_attached(r, seq) && k * r->p.n_kv_heads <= r->quota[layer]);
+    r->seqs[seq].layers[layer].k = k;
+}

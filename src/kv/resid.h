@@ -49,6 +49,11 @@ int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k,
 const int32_t *okv_resid_selection(const okv_resid *r, int seq, int layer, int *k);
 /* The unit holding each entry of that selection ([n_kv][k], -1 for an entry of -1). */
 const int32_t *okv_resid_selection_units(const okv_resid *r, int seq, int layer);
+/* The quota chunk of an attached sequence (-1 otherwise). */
+int okv_resid_chunk(const okv_resid *r, int seq);
+/* Device-side residency (the backend holds the maps): record that (seq, layer) now
+ * has k blocks per head selected, so that okv_resid_selection reports k. */
+void okv_resid_set_k(okv_resid *r, int seq, int layer, int k);
 /* Forget every selection and mapping of seq (blocks truncated or sequence reset). */
 void okv_resid_clear(okv_resid *r, int seq);
 

@@ -1002,6 +1002,11 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: unit %d out of range in layer %d", c->attn.max_unit, layer);
     }
     const struct cuda_attn_cache *ac = &c->attn;
+    /* device-side residency: the selected blocks replace the lists' placeholders */
+    if (blocks->sel_fill &&
+        (st = okv_cuda_resid_fill(c, kv, layer, blocks, n_lists, (int32_t *)(ac->d_plan + ac->off_unit),
+                                  (int32_t *)(ac->d_plan + ac->off_index))) != OKV_OK)
+        return st;
     if (pf_min_rows < INT_MAX) {   /* prefill-shaped sequences: tiles of many vectors (cuda_prefill.cu) */
         const struct okv_cuda_prefill_call pc = {out->d, q->d, kv, layer, (const int32_t *)(ac->d_plan + ac->off_start),
                                                  (const int32_t *)(ac->d_plan + ac->off_unit),

@@ -56,6 +56,7 @@ static void ring_free(struct cuda_ring *r)
     r->h = r->d = NULL;
     r->cap = r->head = 0;
     r->m_first = r->m_count = 0;
+    r->n_open = 0;
 }
 
 static enum okv_status ring_grow(struct cuda_ctx *c, size_t need)
@@ -114,6 +115,7 @@ enum okv_status okv_cuda_ring_alloc(struct cuda_ctx *c, size_t n, void **h, void
     r->marks[slot].end = beg + n;
     r->marks[slot].ev = r->ev_pool[slot];
     r->m_count++;
+    r->n_open++;
     r->head = beg + n;
     *h = r->h + beg;
     *d = r->d + beg;
@@ -123,10 +125,13 @@ enum okv_status okv_cuda_ring_alloc(struct cuda_ctx *c, size_t n, void **h, void
 enum okv_status okv_cuda_ring_commit(struct cuda_ctx *c, cudaStream_t s)
 {
     struct cuda_ring *r = &c->ring;
-    if (r->m_count == 0)
-        return OKV_OK;
-    int slot = (r->m_first + r->m_count - 1) % OKV_CUDA_RING_MARKS;
-    OKV_CU(cudaEventRecord(r->marks[slot].ev, s), "staging ring event");
+    /* every region reserved since the last commit is in use until this point of s */
+    const int n = r->n_open < r->m_count ? r->n_open : r->m_count;
+    r->n_open = 0;
+    for (int i = 0; i < n || (i == 0 && r->m_count > 0); i++) {
+        int slot = (r->m_first + r->m_count - 1 - i) % OKV_CUDA_RING_MARKS;
+        OKV_CU(cudaEventRecord(r->marks[slot].ev, s), "staging ring event");
+    }
     return OKV_OK;
 }
 
@@ -676,6 +681,7 @@ static void fill_ops(void)
     o->sync = cuda_sync;
     o->bind = cuda_bind;
     okv_cuda_fill_kv_ops(o);
+    okv_cuda_fill_resid_ops(o);
     cuda_ops_ready = true;
 }
 

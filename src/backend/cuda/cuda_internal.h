@@ -79,6 +79,7 @@ struct okv_bkv {
                                 own units waits for it alone, not for everything queued before the fetch */
     bool *attn_rec;          /* [n_layers] attn_ev has been recorded */
     bool *wt_pending;        /* [n_layers] wt_ev recorded and not yet waited by kv_write */
+    struct cuda_resid *resid;   /* device-side residency (cuda_resid.cu), or NULL */
 };
 
 /* ring of staging memory: pinned host + device mirror */
@@ -90,6 +91,7 @@ struct cuda_ring {
     size_t cap, head;
     struct cuda_ring_mark marks[OKV_CUDA_RING_MARKS];
     int m_first, m_count;
+    int n_open;              /* marks allocated since the last commit (each gets the commit's event) */
     cudaEvent_t ev_pool[OKV_CUDA_RING_MARKS];
 };
 
@@ -260,6 +262,25 @@ enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int l
 enum okv_status okv_cuda_select_blocks_async(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q,
                                              int n_heads, const struct okv_select_req *reqs, int n_reqs, int32_t *out);
 enum okv_status okv_cuda_select_wait(okv_backend *be);
+/* device-side residency: scoring and top-k queued on the compute stream, the ids written
+ * to d_ids on the device; *d_cand receives the device copy of the candidates (NULL when
+ * there are none). Ring memory: the caller commits once its consumers are queued. */
+enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                          const struct okv_select_req *reqs, int n_reqs, int32_t *d_ids,
+                                          const int32_t **d_cand);
+/* residency (cuda_resid.cu) */
+void okv_cuda_fill_resid_ops(struct okv_backend_ops *ops);
+void okv_cuda_resid_free(okv_bkv *kv);
+size_t okv_cuda_resid_bytes(const okv_bkv *kv);
+/* attention lists: replace the placeholders of blocks->sel_fill in the plan's device
+ * unit / index arrays (compute stream) */
+enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int layer, const struct okv_attn_blocks *blocks,
+                                    int n_lists, int32_t *d_unit, int32_t *d_index);
+/* gather from a device-written list (cuda_kv.cu): d_src / d_dst as kv_fetch's, *d_count
+ * entries (reset to 0 once read), at most n_bound of them */
+enum okv_status okv_cuda_kv_fetch_order(struct cuda_ctx *c, okv_bkv *kv, int layer);
+enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int layer, const int32_t *d_src,
+                                         const int32_t *d_dst, int *d_count, int n_bound);
 enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
                                 const struct okv_sampling *params, const double *u, int32_t *out);
 

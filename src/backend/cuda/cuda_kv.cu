@@ -109,8 +109,10 @@ static __global__ void kv_write_through_k(const okv_bf16 *layer, okv_bf16 *host_
 /* gather of units from the mapped host tier: flat 16-byte pieces, 4 loads in flight per thread */
 static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
                                                           const int32_t *dst_unit, long long total, int ppu,
-                                                          long long layer_off, long long stage_off)
+                                                          long long layer_off, long long stage_off, const int *d_n)
 {
+    if (d_n)   /* a list written on the device: its length too */
+        total = (long long)*d_n * ppu;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += 4 * stride) {
         uint4 v[4];
@@ -200,6 +202,7 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
     okv_free(kv->attn_rec);
     okv_free(kv->layer_units);
     okv_free(kv->layer_off);
+    okv_cuda_resid_free(kv);
     okv_free(kv);
 }
 
@@ -296,7 +299,7 @@ static size_t cuda_kv_unit_bytes(const okv_bkv *kv) { return kv->unit_elems * si
 
 static size_t cuda_kv_device_bytes(const okv_bkv *kv)
 {
-    return (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * kv->unit_elems * sizeof(okv_bf16) +
+    return okv_cuda_resid_bytes(kv) + (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * kv->unit_elems * sizeof(okv_bf16) +
            (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->g.head_dim * sizeof(float);
 }
 
@@ -527,7 +530,7 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
     c->fetch_ctas_last = ctas;
     const uint4 *src = (const uint4 *)(kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems);
     kv_gather_k<<<ctas, 256, 0, c->copy>>>((uint4 *)kv->dev, src, (const int32_t *)d, (const int32_t *)d + n, total, ppu,
-                                           (long long)kv->layer_off[layer], (long long)kv->total_units);
+                                           (long long)kv->layer_off[layer], (long long)kv->total_units, NULL);
     OKV_LAUNCHED("kv_fetch gather kernel");
     if ((st = okv_cuda_ring_commit(c, c->copy)) != OKV_OK)
         return st;
@@ -540,6 +543,51 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
         (*cnt)++;
     } else {
         kv->fetch_units[at] += n;   /* merged into the last event */
+    }
+    return OKV_OK;
+}
+
+/* Make the compute stream wait for the layer's fetches not yet waited for (an install
+ * rewrites the gather list that they may still be reading). */
+enum okv_status okv_cuda_kv_fetch_order(struct cuda_ctx *c, okv_bkv *kv, int layer)
+{
+    const int cnt = kv->fetch_count[layer];
+    if (cnt > 0)
+        OKV_CU(cudaStreamWaitEvent(c->stream, kv->fetch_ev[fetch_slot(kv, kv->fetch_set[layer], layer, cnt - 1)], 0),
+               "install after the layer's fetches");
+    return OKV_OK;
+}
+
+/* The gather of a list that select_install wrote on the device: the copy stream waits
+ * for everything queued on the compute stream (the install, behind the layer's
+ * attention), gathers *d_count units, and resets the count for the next install. The
+ * host does not know how many units are missing: the event carries n_bound, the units
+ * selected, so a late round counts all its selected units as late. */
+enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int layer, const int32_t *d_src,
+                                         const int32_t *d_dst, int *d_count, int n_bound)
+{
+    if (n_bound <= 0)
+        return OKV_OK;
+    enum okv_status st = copy_after_compute(c);
+    if (st != OKV_OK)
+        return st;
+    const int ppu = (int)(kv->unit_elems * sizeof(okv_bf16) / 16);
+    const int ctas = fetch_ctas(c, (size_t)n_bound * ppu * 16);
+    c->fetch_ctas_last = ctas;
+    const uint4 *src = (const uint4 *)(kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems);
+    kv_gather_k<<<ctas, 256, 0, c->copy>>>((uint4 *)kv->dev, src, d_src, d_dst, 0, ppu, (long long)kv->layer_off[layer],
+                                           (long long)kv->total_units, d_count);
+    OKV_LAUNCHED("kv_fetch gather kernel (device list)");
+    OKV_CU(cudaMemsetAsync(d_count, 0, sizeof(int), c->copy), "gather list reset");
+    int *cnt = &kv->fetch_count[layer];
+    int slot = *cnt < OKV_CUDA_FETCH_EVENTS ? *cnt : OKV_CUDA_FETCH_EVENTS - 1;
+    const int at = fetch_slot(kv, kv->fetch_set[layer], layer, slot);
+    OKV_CU(cudaEventRecord(kv->fetch_ev[at], c->copy), "kv_fetch event");
+    if (*cnt < OKV_CUDA_FETCH_EVENTS) {
+        kv->fetch_units[at] = n_bound;
+        (*cnt)++;
+    } else {
+        kv->fetch_units[at] += n_bound;
     }
     return OKV_OK;
 }

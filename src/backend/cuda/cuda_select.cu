@@ -321,7 +321,17 @@ static size_t topk_smem(int n, int k)
 }
 
 static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                   const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async);
+                                   const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async,
+                                   int32_t *dev_ids = NULL, const int32_t **dev_cand = NULL);
+
+extern "C" enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q,
+                                                     int n_heads, const struct okv_select_req *reqs, int n_reqs,
+                                                     int32_t *d_ids, const int32_t **d_cand)
+{
+    enum okv_status st = okv_cuda_select_wait(be);
+    *d_cand = NULL;
+    return st != OKV_OK ? st : select_impl(be, kv, layer, q, n_heads, reqs, n_reqs, NULL, NULL, false, d_ids, d_cand);
+}
 
 extern "C" enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                                   const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores)
@@ -351,7 +361,8 @@ extern "C" enum okv_status okv_cuda_select_wait(okv_backend *be)
 /* async: the ids go to the pinned c->sel_h behind an event, and okv_cuda_select_wait
  * hands them over; requests that need the host sort run synchronously */
 static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                   const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async)
+                                   const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async,
+                                   int32_t *dev_ids, const int32_t **dev_cand)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
     const int hd = kv->g.head_dim, nkv = kv->g.n_kv_heads;
@@ -381,6 +392,8 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
                              (long long)t_cand);
     if (t_cand == 0)
         return OKV_OK;   /* every k is 0 */
+    if (dev_ids && host_sort)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda select_blocks: k above %d cannot stay on the device", SEL_SORT_MAX);
     const size_t n_meta = (size_t)SEL_META * n_reqs, n_up = n_meta + (size_t)t_rows + (size_t)t_cand;
     void *hv = NULL, *dv = NULL;
     enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * (n_up + (size_t)t_out), &hv, &dv);
@@ -442,8 +455,13 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
             OKV_CU(cudaFuncSetAttribute(topk_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "top-k smem limit");
             c->topk_smem_set = smem;
         }
-        topk_k<<<(unsigned)n_reqs * nkv, SEL_TOPK_THREADS, smem, c->stream>>>(d_sc, d_meta, d_cand, nkv, d_ids);
+        topk_k<<<(unsigned)n_reqs * nkv, SEL_TOPK_THREADS, smem, c->stream>>>(d_sc, d_meta, d_cand, nkv,
+                                                                               dev_ids ? dev_ids : d_ids);
         OKV_LAUNCHED("select top-k kernel");
+        if (dev_ids) {   /* device-side residency: the ids stay; the caller commits the ring */
+            *dev_cand = d_cand;
+            return OKV_OK;
+        }
         if (async && !host_sort) {
             if ((size_t)t_out > c->sel_cap) {
                 size_t cap = (size_t)t_out * 2;

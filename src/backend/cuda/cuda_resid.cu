@@ -1,0 +1,599 @@
+/* Device-side residency of the sparse region (backend.h: okv_resid_geometry).
+ *
+ * The state of src/kv/resid.c, in HBM, for every quota chunk (one sparse sequence) and
+ * layer: map [nkv][max_blocks] (int16: the unit index within the chunk's quota holding
+ * (head, block), -1), key [quota] (the block a unit holds, -1), stamp [quota] (LRU),
+ * sel / selu [nkv][k] (the installed selection in block order and its absolute units).
+ *
+ * select_install queues on the compute stream, behind the layer's attention:
+ *   the scoring and top-k of cuda_select.cu (ids kept in HBM; a second pass for the
+ *   real token alone when lookahead merges), then resid_install_k, one CTA per
+ *   (sequence, KV head): merge, successors, residency lookup, the least recently
+ *   used free units for the missing blocks (a bitonic sort of (stamp, unit)), the
+ *   map update, the gather list, and the selection sorted into block order;
+ * and on the copy stream the gather of the listed units (cuda_kv.cu), which reads the
+ * list's length on the device. The host learns only the number of units gathered,
+ * once a step (resid_take_stats). The attention of the next step reads the selection
+ * through okv_cuda_resid_fill, which replaces the placeholders of its block lists.
+ * Policy and order are those of okv_resid_apply, so units are assigned identically
+ * (tests/test_cuda_resid.c checks it against resid.c). */
+#include "backend/cuda/cuda_internal.h"
+
+#include <string.h>
+
+#define RS_THREADS 256
+#define RS_MAX_K 4096        /* selection per head and quota per head held in shared memory */
+#define RS_TABLES 160        /* item tables in turn: two installs per layer of a 80-layer step */
+
+struct cuda_resid {
+    int n_layers, nkv, max_seqs, max_blocks, base_unit;
+    int32_t *quota;          /* [n_layers] (host) */
+    size_t *qoff;            /* [n_layers] offset of the layer's [max_seqs][quota] arrays */
+    size_t q_total;          /* sum over layers of max_seqs * quota */
+    int max_quota;
+    int16_t *map;            /* [n_layers][max_seqs][nkv][max_blocks] */
+    int32_t *key, *sel, *selu, *f_src, *f_dst;   /* [q_total] each */
+    uint32_t *stamp;         /* [q_total] */
+    int32_t *h2l;            /* [n_host_blocks] logical block of a host block (rewritten by each call) */
+    int32_t *ids, *ids_own;  /* top-k results: [max_seqs * max_quota] each */
+    int *f_count;            /* [n_layers] entries of each layer's gather list */
+    unsigned long long *stat;   /* units listed for gathering, since the last take */
+    /* item tables: RS_TABLES pinned + device buffers in turn, so that the host can queue
+     * a whole step ahead of the device without waiting for a table to be free */
+    struct rs_item *h_items, *d_items;   /* [RS_TABLES][max_seqs] */
+    cudaEvent_t items_ev[RS_TABLES];
+    int items_cur;
+    size_t smem_set;
+    size_t bytes;
+    uint32_t *seen;          /* [max_seqs] (host): chunk already in this call when == seen_gen */
+    uint32_t seen_gen;
+};
+
+struct rs_item {
+    int chunk, sink, n_cand, k, k_own, cand_off, ids_off, own_off;
+    unsigned stamp;
+};
+
+/* exclusive prefix sum of v over the block (RS_THREADS threads); *total gets the sum */
+static __device__ int block_scan(int v, int *total)
+{
+    __shared__ int warp_sum[RS_THREADS / 32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o)
+            x += t;
+    }
+    if (lane == 31)
+        warp_sum[w] = x;
+    __syncthreads();
+    if (w == 0) {
+        int y = lane < RS_THREADS / 32 ? warp_sum[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int t = __shfl_up_sync(0xffffffffu, y, o);
+            if (lane >= o)
+                y += t;
+        }
+        if (lane < RS_THREADS / 32)
+            warp_sum[lane] = y;
+    }
+    __syncthreads();
+    const int excl = x - v + (w ? warp_sum[w - 1] : 0);
+    *total = warp_sum[RS_THREADS / 32 - 1];
+    __syncthreads();
+    return excl;
+}
+
+static __device__ void rs_bitonic(unsigned long long *a, int np)
+{
+    for (int size = 2; size <= np; size <<= 1)
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (int t = threadIdx.x; t < np / 2; t += blockDim.x) {
+                const int i = 2 * stride * (t / stride) + (t % stride), j = i + stride;
+                const bool up = (i & size) == 0;
+                const unsigned long long x = a[i], y = a[j];
+                if ((x > y) == up) {
+                    a[i] = y;
+                    a[j] = x;
+                }
+            }
+        }
+    __syncthreads();
+}
+
+struct rs_layer {
+    int16_t *map;
+    int32_t *key, *sel, *selu, *f_src, *f_dst;
+    uint32_t *stamp;
+    int *f_count;
+    int quota, nkv, max_blocks, base_unit;
+};
+
+static __global__ void __launch_bounds__(RS_THREADS)
+resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int32_t *ids, const int32_t *ids_own,
+                int succ, struct rs_layer L, int32_t *h2l, unsigned long long *stat, int kcap, int pcap)
+{
+    extern __shared__ unsigned long long rs_sm[];
+    unsigned long long *keys = rs_sm;                     /* [pcap] */
+    int32_t *s_ids = (int32_t *)(keys + pcap);           /* [kcap] */
+    int32_t *s_own = s_ids + kcap, *s_unit = s_own + kcap, *s_miss = s_unit + kcap;
+    __shared__ int s_flag, s_fbase;
+    const struct rs_item it = items[blockIdx.x / L.nkv];
+    const int h = blockIdx.x % L.nkv, tid = threadIdx.x, k = it.k, nkv = L.nkv;
+    if (k <= 0)
+        return;
+    const int32_t *cand = cand_all + it.cand_off;
+    /* 0: logical block of each candidate (host blocks belong to one sequence: the CTAs of
+     * other sequences write other entries, those of this one the same values) */
+    for (int c = tid; c < it.n_cand; c += RS_THREADS)
+        h2l[cand[c]] = it.sink + c;
+    __syncthreads();
+    /* 1: the selection, best first; lookahead: the real token's blocks, then the rest */
+    const int32_t *ia = ids + it.ids_off + (size_t)h * k;
+    if (!ids_own || it.k_own <= 0) {
+        for (int i = tid; i < k; i += RS_THREADS)
+            s_ids[i] = h2l[ia[i]];
+        __syncthreads();
+    } else {
+        const int k1 = it.k_own;
+        const int32_t *io = ids_own + it.own_off + (size_t)h * k1;
+        for (int j = tid; j < k1; j += RS_THREADS)
+            s_ids[j] = s_own[j] = h2l[io[j]];
+        __syncthreads();
+        int at = k1;
+        for (int base = 0; base < k && at < k; base += RS_THREADS) {
+            const int i = base + tid;
+            int keep = 0, b = -1;
+            if (i < k) {
+                b = h2l[ia[i]];
+                keep = 1;
+                for (int j = 0; j < k1 && keep; j++)
+                    keep = s_own[j] != b;
+            }
+            int total;
+            const int ex = block_scan(keep, &total);
+            if (keep && at + ex < k)
+                s_ids[at + ex] = b;
+            at += total;
+        }
+        __syncthreads();
+    }
+    /* 2: successors of the best blocks replace the lowest-ranked entries */
+    if (succ > 0) {
+        const int top = succ < k / 2 ? succ : k / 2, end = it.sink + it.n_cand;
+        int last = k - 1;
+        for (int r = 0; r < top && last >= top; r++) {
+            const int b = s_ids[r], nxt = b + 1;
+            if (b < 0 || nxt >= end)
+                continue;
+            if (tid == 0)
+                s_flag = 0;
+            __syncthreads();
+            for (int x = tid; x < k; x += RS_THREADS)
+                if (s_ids[x] == nxt)
+                    s_flag = 1;
+            __syncthreads();
+            const bool have = s_flag;
+            __syncthreads();
+            if (!have) {
+                if (tid == 0)
+                    s_ids[last] = nxt;
+                last--;
+                __syncthreads();
+            }
+        }
+    }
+    /* 3: keep what is resident (stamped now), list what is missing, in selection order */
+    const size_t cq = (size_t)it.chunk * L.quota;
+    int16_t *mp = L.map + ((size_t)it.chunk * nkv + h) * L.max_blocks;
+    int32_t *key = L.key + cq;
+    uint32_t *stamp = L.stamp + cq;
+    int n_miss = 0;
+    for (int base = 0; base < k; base += RS_THREADS) {
+        const int i = base + tid;
+        int miss = 0;
+        if (i < k) {
+            const int u = mp[s_ids[i]];
+            if (u >= 0) {
+                stamp[u] = it.stamp;
+                s_unit[i] = u;
+            } else {
+                miss = 1;
+            }
+        }
+        int total;
+        const int ex = block_scan(miss, &total);
+        if (miss)
+            s_miss[n_miss + ex] = i;
+        n_miss += total;
+    }
+    /* 4: the head's units not stamped now, least recently used first ((stamp, unit)
+     * ascending), go to the missing blocks */
+    if (n_miss > 0) {
+        const int qh = L.quota / nkv;
+        int np = 1;
+        while (np < qh)
+            np <<= 1;
+        for (int j = tid; j < np; j += RS_THREADS) {
+            unsigned long long kk = ~0ull;
+            if (j < qh) {
+                const int u = h + j * nkv;
+                const uint32_t su = stamp[u];
+                if (su != it.stamp)
+                    kk = ((unsigned long long)su << 32) | (unsigned)u;
+            }
+            keys[j] = kk;
+        }
+        if (tid == 0)
+            s_fbase = atomicAdd(L.f_count + 0, n_miss);
+        rs_bitonic(keys, np);
+        for (int i = tid; i < n_miss; i += RS_THREADS) {
+            const unsigned long long kk = keys[i];
+            if (kk == ~0ull)   /* cannot happen: k <= quota / nkv */
+                continue;
+            const int u = (int)(kk & 0xffffffffu), pos = s_miss[i], b = s_ids[pos];
+            const int old = key[u];
+            if (old >= 0)
+                mp[old] = -1;
+            key[u] = b;
+            mp[b] = (int16_t)u;
+            stamp[u] = it.stamp;
+            s_unit[pos] = u;
+            L.f_src[s_fbase + i] = cand[b - it.sink] * nkv + h;
+            L.f_dst[s_fbase + i] = L.base_unit + (int)cq + u;
+        }
+        if (tid == 0)
+            atomicAdd(stat, (unsigned long long)n_miss);
+    }
+    __syncthreads();
+    /* 5: the selection in block order, for the attention lists */
+    int kp = 1;
+    while (kp < k)
+        kp <<= 1;
+    for (int i = tid; i < kp; i += RS_THREADS)
+        keys[i] = i < k ? ((unsigned long long)(unsigned)s_ids[i] << 32) | (unsigned)s_unit[i] : ~0ull;
+    rs_bitonic(keys, kp);
+    int32_t *sel = L.sel + cq + (size_t)h * k, *selu = L.selu + cq + (size_t)h * k;
+    for (int i = tid; i < k; i += RS_THREADS) {
+        sel[i] = (int32_t)(keys[i] >> 32);
+        selu[i] = L.base_unit + (int)cq + (int)(keys[i] & 0xffffffffu);
+    }
+}
+
+/* forget chunk's mappings in every layer */
+static __global__ void resid_reset_k(int16_t *map, int32_t *key, uint32_t *stamp, const size_t *qoff_d, const int *quota_d,
+                                     int chunk, int max_seqs, int nkv, int max_blocks)
+{
+    const int l = blockIdx.y;
+    int16_t *m = map + (((size_t)l * max_seqs + chunk) * nkv) * max_blocks;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)nkv * max_blocks; i += (size_t)gridDim.x * blockDim.x)
+        m[i] = -1;
+    const size_t o = qoff_d[l] + (size_t)chunk * quota_d[l];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < quota_d[l]; i += gridDim.x * blockDim.x) {
+        key[o + i] = -1;
+        stamp[o + i] = 0;
+    }
+}
+
+static __global__ void resid_fill_k(const int32_t *fill, int nkv, const int32_t *sel_l, const int32_t *selu_l, int quota,
+                                    int32_t *unit, int32_t *index)
+{
+    const int li = blockIdx.x, pos = fill[3 * li], chunk = fill[3 * li + 1], k = fill[3 * li + 2], h = li % nkv;
+    if (pos < 0)
+        return;
+    const size_t o = (size_t)chunk * quota + (size_t)h * k;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        unit[pos + i] = selu_l[o + i];
+        index[pos + i] = sel_l[o + i];
+    }
+}
+
+/* ---- host side ---- */
+
+void okv_cuda_resid_free(okv_bkv *kv)
+{
+    struct cuda_resid *r = kv->resid;
+    if (!r)
+        return;
+    void *dev[] = {r->map, r->key, r->sel, r->selu, r->f_src, r->f_dst, r->stamp, r->h2l, r->ids, r->ids_own, r->f_count,
+                   r->stat, r->d_items};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i])
+            cudaFree(dev[i]);
+    if (r->h_items)
+        cudaFreeHost(r->h_items);
+    for (int i = 0; i < RS_TABLES; i++)
+        if (r->items_ev[i])
+            cudaEventDestroy(r->items_ev[i]);
+    okv_free(r->quota);
+    okv_free(r->qoff);
+    okv_free(r->seen);
+    okv_free(r);
+    kv->resid = NULL;
+}
+
+size_t okv_cuda_resid_bytes(const okv_bkv *kv) { return kv->resid ? kv->resid->bytes : 0; }
+
+/* qoff and quota on the device, after the arrays of the state (reset kernel) */
+#define R_QOFF_D(r) ((size_t *)((char *)(r)->stat + 64))
+#define R_QUOTA_D(r) ((int *)((char *)(r)->stat + 64 + sizeof(size_t) * (size_t)(r)->n_layers))
+
+static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struct okv_resid_geometry *g)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    okv_cuda_resid_free(kv);
+    const int L = kv->g.n_layers, nkv = kv->g.n_kv_heads;
+    if (!kv->host || g->max_seqs <= 0 || g->max_blocks <= 0 || !g->quota)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda residency: no host tier or bad geometry");
+    for (int l = 0; l < L; l++)
+        if (g->quota[l] % nkv || g->quota[l] / nkv > RS_MAX_K || g->quota[l] > 32767)
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda residency: layer %d quota %d units (at most %d per KV head)", l,
+                                 g->quota[l], RS_MAX_K);
+    struct cuda_resid *r = (struct cuda_resid *)okv_calloc(1, sizeof *r, OKV_TAG_BACKEND);
+    if (!r)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: out of host memory");
+    kv->resid = r;
+    r->n_layers = L;
+    r->nkv = nkv;
+    r->max_seqs = g->max_seqs;
+    r->max_blocks = g->max_blocks;
+    r->base_unit = g->base_unit;
+    r->quota = (int32_t *)okv_malloc(sizeof(int32_t) * (size_t)L, OKV_TAG_BACKEND);
+    r->qoff = (size_t *)okv_malloc(sizeof(size_t) * (size_t)L, OKV_TAG_BACKEND);
+    r->seen = (uint32_t *)okv_calloc((size_t)g->max_seqs, sizeof(uint32_t), OKV_TAG_BACKEND);
+    if (!r->quota || !r->qoff || !r->seen) {
+        okv_cuda_resid_free(kv);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: out of host memory");
+    }
+    for (int l = 0; l < L; l++) {
+        r->quota[l] = g->quota[l];
+        r->qoff[l] = r->q_total;
+        r->q_total += (size_t)g->max_seqs * g->quota[l];
+        if (g->quota[l] > r->max_quota)
+            r->max_quota = g->quota[l];
+        if ((size_t)g->base_unit + (size_t)g->max_seqs * g->quota[l] > kv->layer_units[l]) {
+            okv_cuda_resid_free(kv);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda residency: layer %d: the quotas exceed its units", l);
+        }
+    }
+    const size_t map_n = (size_t)L * g->max_seqs * nkv * g->max_blocks, q = r->q_total ? r->q_total : 1;
+    const size_t ids_n = (size_t)g->max_seqs * (r->max_quota ? r->max_quota : 1);
+    struct { void **p; size_t bytes; } allocs[] = {
+        {(void **)&r->map, map_n * sizeof(int16_t)},
+        {(void **)&r->key, q * sizeof(int32_t)},
+        {(void **)&r->sel, q * sizeof(int32_t)},
+        {(void **)&r->selu, q * sizeof(int32_t)},
+        {(void **)&r->f_src, q * sizeof(int32_t)},
+        {(void **)&r->f_dst, q * sizeof(int32_t)},
+        {(void **)&r->stamp, q * sizeof(uint32_t)},
+        {(void **)&r->h2l, sizeof(int32_t) * (size_t)(kv->g.n_host_blocks ? kv->g.n_host_blocks : 1)},
+        {(void **)&r->ids, ids_n * sizeof(int32_t)},
+        {(void **)&r->ids_own, ids_n * sizeof(int32_t)},
+        {(void **)&r->f_count, sizeof(int) * (size_t)L},
+        {(void **)&r->stat, 64 + (sizeof(size_t) + sizeof(int)) * (size_t)L},
+        {(void **)&r->d_items, sizeof(struct rs_item) * (size_t)g->max_seqs * RS_TABLES},
+    };
+    for (size_t i = 0; i < sizeof allocs / sizeof allocs[0]; i++) {
+        cudaError_t e = cudaMalloc(allocs[i].p, allocs[i].bytes);
+        if (e != cudaSuccess) {
+            *allocs[i].p = NULL;
+            (void)cudaGetLastError();
+            okv_cuda_resid_free(kv);
+            return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: cannot allocate %zu MiB of HBM: %s", allocs[i].bytes >> 20,
+                                 cudaGetErrorString(e));
+        }
+        r->bytes += allocs[i].bytes;
+    }
+    for (int i = 0; i < RS_TABLES; i++) {
+        cudaError_t e = i ? cudaSuccess
+                          : cudaHostAlloc((void **)&r->h_items, sizeof(struct rs_item) * (size_t)g->max_seqs * RS_TABLES,
+                                          cudaHostAllocDefault);
+        if (e == cudaSuccess)
+            e = cudaEventCreateWithFlags(&r->items_ev[i], cudaEventDisableTiming);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            okv_cuda_resid_free(kv);
+            return okv_cuda_err(e, "cuda residency: item tables", __FILE__, __LINE__);
+        }
+    }
+    cudaError_t e = cudaMemsetAsync(r->map, 0xff, map_n * sizeof(int16_t), c->stream);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(r->key, 0xff, q * sizeof(int32_t), c->stream);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(r->stamp, 0, q * sizeof(uint32_t), c->stream);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(r->f_count, 0, sizeof(int) * (size_t)L, c->stream);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(r->stat, 0, 64, c->stream);
+    int *quota_i = (int *)okv_malloc(sizeof(int) * (size_t)L, OKV_TAG_BACKEND);
+    if (!quota_i) {
+        okv_cuda_resid_free(kv);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: out of host memory");
+    }
+    for (int l = 0; l < L; l++)
+        quota_i[l] = r->quota[l];
+    if (e == cudaSuccess)
+        e = cudaMemcpy(R_QOFF_D(r), r->qoff, sizeof(size_t) * (size_t)L, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(R_QUOTA_D(r), quota_i, sizeof(int) * (size_t)L, cudaMemcpyHostToDevice);
+    okv_free(quota_i);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess) {
+        okv_cuda_resid_free(kv);
+        return okv_cuda_err(e, "cuda residency: initialisation", __FILE__, __LINE__);
+    }
+    return OKV_OK;
+}
+
+static enum okv_status cuda_resid_reset(okv_backend *be, okv_bkv *kv, int chunk)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    struct cuda_resid *r = kv->resid;
+    if (!r || chunk < 0 || chunk >= r->max_seqs)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda residency: no state or bad chunk %d", chunk);
+    dim3 grid(4, (unsigned)r->n_layers);
+    resid_reset_k<<<grid, 256, 0, c->stream>>>(r->map, r->key, r->stamp, R_QOFF_D(r), R_QUOTA_D(r), chunk, r->max_seqs, r->nkv,
+                                              r->max_blocks);
+    OKV_LAUNCHED("residency reset kernel");
+    return OKV_OK;
+}
+
+static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                           const struct okv_select_req *reqs, const struct okv_select_req *own,
+                                           const struct okv_resid_item *items, int n_items, int succ)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    struct cuda_resid *r = kv->resid;
+    if (!r || layer < 0 || layer >= r->n_layers || n_items < 0 || n_items > r->max_seqs)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: no residency state, bad layer %d or %d items", layer,
+                             n_items);
+    if (n_items == 0)
+        return OKV_OK;
+    const int nkv = r->nkv, quota = r->quota[layer], qh = quota / nkv;
+    /* the item table (host arrays are checked before anything is queued) */
+    const int cur = r->items_cur;
+    OKV_CU(cudaEventSynchronize(r->items_ev[cur]), "residency item table reuse");
+    struct rs_item *hi = r->h_items + (size_t)cur * r->max_seqs, *di = r->d_items + (size_t)cur * r->max_seqs;
+    int cand_off = 0, ids_off = 0, own_off = 0, kmax = 0, bound = 0;
+    if (++r->seen_gen == UINT32_MAX) {
+        memset(r->seen, 0, sizeof(uint32_t) * (size_t)r->max_seqs);
+        r->seen_gen = 1;
+    }
+    const uint32_t gen = r->seen_gen;
+    for (int i = 0; i < n_items; i++) {
+        const struct okv_select_req *rq = &reqs[i];
+        const int k1 = own ? own[i].k : 0;
+        if (items[i].chunk < 0 || items[i].chunk >= r->max_seqs || rq->k > qh || k1 > rq->k || items[i].stamp == 0 ||
+            items[i].sink < 0 || items[i].sink + rq->n_cand > r->max_blocks || (own && own[i].n_cand != rq->n_cand))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: item %d: chunk %d, k %d (own %d) of %d per head, "
+                                 "stamp %u", i, items[i].chunk, rq->k, k1, qh, items[i].stamp);
+        if (r->seen[items[i].chunk] == gen)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: chunk %d appears twice", items[i].chunk);
+        r->seen[items[i].chunk] = gen;
+        hi[i] = (struct rs_item){items[i].chunk, items[i].sink, rq->n_cand, rq->k, k1, cand_off, ids_off, own_off,
+                                 items[i].stamp};
+        cand_off += rq->n_cand;
+        ids_off += nkv * rq->k;
+        own_off += nkv * k1;
+        kmax = rq->k > kmax ? rq->k : kmax;
+        bound += nkv * rq->k;
+    }
+    if (kmax == 0)
+        return OKV_OK;
+    enum okv_status st;
+    const int32_t *d_cand = NULL, *d_cand_own = NULL;
+    if (own && (st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, own, n_items, r->ids_own, &d_cand_own)) != OKV_OK)
+        return st;
+    if ((st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, reqs, n_items, r->ids, &d_cand)) != OKV_OK)
+        return st;
+    if (!d_cand)
+        return okv_cuda_ring_commit(c, c->stream);
+    OKV_CU(cudaMemcpyAsync(di, hi, sizeof(struct rs_item) * (size_t)n_items, cudaMemcpyHostToDevice, c->stream),
+           "residency item table upload");
+    int kp = 1, np = 1;
+    while (kp < kmax)
+        kp <<= 1;
+    while (np < qh)
+        np <<= 1;
+    const int pcap = kp > np ? kp : np;
+    const size_t smem = (size_t)pcap * 8 + (size_t)4 * kmax * sizeof(int32_t);
+    if (smem > 48 * 1024 && smem > r->smem_set) {
+        OKV_CU(cudaFuncSetAttribute(resid_install_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+               "residency kernel shared memory");
+        r->smem_set = smem;
+    }
+    /* a gather of this layer still in flight reads the list this install rewrites */
+    if ((st = okv_cuda_kv_fetch_order(c, kv, layer)) != OKV_OK)
+        return st;
+    const size_t o = r->qoff[layer];
+    struct rs_layer Ls = {r->map + (size_t)layer * r->max_seqs * nkv * r->max_blocks,
+                          r->key + o, r->sel + o, r->selu + o, r->f_src + o, r->f_dst + o, r->stamp + o,
+                          r->f_count + layer, quota, nkv, r->max_blocks, r->base_unit};
+    resid_install_k<<<(unsigned)n_items * nkv, RS_THREADS, smem, c->stream>>>(
+        di, d_cand, r->ids, own ? r->ids_own : NULL, succ, Ls, r->h2l, r->stat, kmax, pcap);
+    OKV_LAUNCHED("residency install kernel");
+    OKV_CU(cudaEventRecord(r->items_ev[cur], c->stream), "residency item table event");
+    r->items_cur = (cur + 1) % RS_TABLES;
+    if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
+        return st;
+    /* the gather, on the copy stream behind the install (and so behind the layer's attention) */
+    return okv_cuda_kv_fetch_device(c, kv, layer, r->f_src + o, r->f_dst + o, r->f_count + layer, bound);
+}
+
+static enum okv_status cuda_resid_take_stats(okv_backend *be, okv_bkv *kv, int64_t *units)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    struct cuda_resid *r = kv->resid;
+    *units = 0;
+    if (!r)
+        return OKV_OK;
+    unsigned long long v = 0;
+    OKV_CU(cudaMemcpyAsync(&v, r->stat, sizeof v, cudaMemcpyDeviceToHost, c->stream), "residency statistics");
+    OKV_CU(cudaMemsetAsync(r->stat, 0, sizeof v, c->stream), "residency statistics reset");
+    OKV_CU(cudaStreamSynchronize(c->stream), "residency statistics");
+    *units = (int64_t)v;
+    return OKV_OK;
+}
+
+static enum okv_status cuda_resid_read(okv_backend *be, okv_bkv *kv, int chunk, int layer, int k, int32_t *blocks,
+                                       int32_t *units)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    struct cuda_resid *r = kv->resid;
+    if (!r || chunk < 0 || chunk >= r->max_seqs || layer < 0 || layer >= r->n_layers || k < 0 || k * r->nkv > r->quota[layer])
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda resid_read: bad chunk %d, layer %d or k %d", chunk, layer, k);
+    enum okv_status st = okv_cuda_sync_all(c);
+    if (st != OKV_OK)
+        return st;
+    const size_t o = r->qoff[layer] + (size_t)chunk * r->quota[layer];
+    OKV_CU(cudaMemcpy(blocks, r->sel + o, sizeof(int32_t) * (size_t)k * r->nkv, cudaMemcpyDeviceToHost), "residency read");
+    OKV_CU(cudaMemcpy(units, r->selu + o, sizeof(int32_t) * (size_t)k * r->nkv, cudaMemcpyDeviceToHost), "residency read");
+    return OKV_OK;
+}
+
+enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int layer, const struct okv_attn_blocks *blocks,
+                                    int n_lists, int32_t *d_unit, int32_t *d_index)
+{
+    const struct cuda_resid *r = kv->resid;
+    if (!blocks->sel_fill)
+        return OKV_OK;
+    if (!r)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: selection placeholders without residency state");
+    const int nkv = r->nkv, quota = r->quota[layer];
+    bool any = false;
+    for (int li = 0; li < n_lists; li++) {
+        const int32_t *f = blocks->sel_fill + 3 * li;
+        if (f[0] < 0)
+            continue;
+        if (f[1] < 0 || f[1] >= r->max_seqs || f[2] < 0 || f[2] * nkv > quota || f[0] + f[2] > blocks->blk_start[li + 1] ||
+            f[0] < blocks->blk_start[li])
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: list %d: bad selection placeholder (%d, %d, %d)", li, f[0],
+                                 f[1], f[2]);
+        any = true;
+    }
+    if (!any)
+        return OKV_OK;
+    void *d = NULL;
+    enum okv_status st = okv_cuda_upload(c, c->stream, blocks->sel_fill, sizeof(int32_t) * 3 * (size_t)n_lists, &d);
+    if (st != OKV_OK)
+        return st;
+    const size_t o = r->qoff[layer];
+    resid_fill_k<<<(unsigned)n_lists, 128, 0, c->stream>>>((const int32_t *)d, nkv, r->sel + o, r->selu + o, quota, d_unit,
+                                                          d_index);
+    OKV_LAUNCHED("residency list fill kernel");
+    return okv_cuda_ring_commit(c, c->stream);
+}
+
+void okv_cuda_fill_resid_ops(struct okv_backend_ops *o)
+{
+    o->resid_init = cuda_resid_init;
+    o->resid_reset = cuda_resid_reset;
+    o->select_install = cuda_select_install;
+    o->resid_take_stats = cuda_resid_take_stats;
+    o->resid_read = cuda_resid_read;
+}
