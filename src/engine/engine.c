@@ -448,7 +448,7 @@ void okv_engine_update_mem_stats(okv_engine *e)
             quota_units += (size_t)okv_resid_k(e->resid, l) * dev_heads;   /* the cache, not just the selection */
         dev += (size_t)(e->prm.max_seqs - okv_resid_free_chunks(e->resid)) * quota_units * ub;
         size_t used_host = (size_t)okv_kv_used_host_blocks(e->kv);
-        dev += used_host * g->n_layers * dev_heads * 2 * g->head_dim * sizeof(float);
+        dev += used_host * g->n_layers * dev_heads * (ub / (size_t)g->block_size);   /* summaries: kmin, kmax in the KV's type */
         host = used_host * g->n_layers * host_heads * ub;
     }
     e->stats.device_bytes = dev;
@@ -597,7 +597,7 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
     const size_t resid = (size_t)L * prm.max_seqs * nkv * ctx_blocks * 2 + quota_units * prm.max_seqs * 6 * 4 +
                          2 * (size_t)prm.max_seqs * max_quota * 4 + (size_t)g.n_host_blocks * 4;
     return ((size_t)g.n_group_slots * nkv * L + quota_units * prm.max_seqs + 2 * (size_t)g.n_stage_units) * unit_bytes +
-           (size_t)g.n_host_blocks * L * nkv * 2 * (size_t)c->head_dim * sizeof(float) + resid;
+           (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz) + resid;   /* summaries in the KV's type */
 }
 
 size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)

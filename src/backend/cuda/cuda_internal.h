@@ -62,7 +62,7 @@ struct okv_bkv {
     okv_bf16 *dev;           /* device tier [total_units + 2*n_stage_units][2][block_size][head_dim] */
     okv_bf16 *host;          /* host tier, pinned + mapped: [n_layers][n_host_blocks][n_kv_heads][2][bs][hd] */
     okv_bf16 *host_d;        /* device alias of host */
-    float *summ;             /* HBM: [n_layers][n_host_blocks][n_kv_heads][2][hd] kmin, kmax */
+    okv_bf16 *summ;          /* HBM: [n_layers][n_host_blocks][n_kv_heads][2][hd] kmin, kmax (bf16: the keys are) */
     /* per layer: fetch events not yet waited for, and the units each covers */
     /* fetches of a layer go to one of two event sets, swapped at each kv_fetch_wait, so
      * that the round before can be measured afterwards (timing events): fetch_ev and

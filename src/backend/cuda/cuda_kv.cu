@@ -22,27 +22,40 @@
 
 #define CTX(be) OKV_CUDA_CTX(be)
 
-/* ---- float atomics for the summaries (no NaN inputs) ---- */
-static __device__ __forceinline__ void atomic_min_f(float *a, float v)
+/* ---- bf16 atomics for the summaries (no NaN inputs) ----
+ * The keys are stored in bf16, so their element-wise min and max are bf16 values: the
+ * summaries hold them in bf16 exactly (half the HBM of fp32, the same bounds). */
+static __device__ __forceinline__ unsigned short bf_order(unsigned short b)
 {
-    if (!signbit(v))
-        atomicMin((int *)a, __float_as_int(v));
-    else
-        atomicMax((unsigned *)a, __float_as_uint(v));
+    return (b & 0x8000u) ? (unsigned short)~b : (unsigned short)(b | 0x8000u);   /* unsigned order = float order */
 }
 
-static __device__ __forceinline__ void atomic_max_f(float *a, float v)
+static __device__ __forceinline__ void atomic_min_bf(okv_bf16 *a, okv_bf16 v)
 {
-    if (!signbit(v))
-        atomicMax((int *)a, __float_as_int(v));
-    else
-        atomicMin((unsigned *)a, __float_as_uint(v));
+    unsigned short *p = (unsigned short *)a, nv = __bfloat16_as_ushort(v), old = *(volatile unsigned short *)p;
+    while (bf_order(nv) < bf_order(old)) {
+        const unsigned short prev = atomicCAS(p, old, nv);
+        if (prev == old)
+            break;
+        old = prev;
+    }
+}
+
+static __device__ __forceinline__ void atomic_max_bf(okv_bf16 *a, okv_bf16 v)
+{
+    unsigned short *p = (unsigned short *)a, nv = __bfloat16_as_ushort(v), old = *(volatile unsigned short *)p;
+    while (bf_order(nv) > bf_order(old)) {
+        const unsigned short prev = atomicCAS(p, old, nv);
+        if (prev == old)
+            break;
+        old = prev;
+    }
 }
 
 struct kvw_args {
     const float *k, *v;           /* [n][nkv][hd] */
     okv_bf16 *layer;              /* device units of the layer */
-    float *summ;                  /* summaries of the layer: [n_host_blocks][nkv][2][hd], or NULL */
+    okv_bf16 *summ;               /* summaries of the layer: [n_host_blocks][nkv][2][hd], or NULL */
     const int32_t *tok_slot, *tok_host;
     int nkv, hd, bs;
     size_t unit_elems;
@@ -58,8 +71,8 @@ static __global__ void kv_summary_reset_k(struct kvw_args a)
     const int hb = th / a.bs;
     for (int i = threadIdx.x; i < a.nkv * a.hd; i += blockDim.x) {
         const int h = i / a.hd, d = i % a.hd;
-        float key = __bfloat162float(__float2bfloat16_rn(a.k[(size_t)t * a.nkv * a.hd + i]));
-        float *s = a.summ + ((size_t)hb * a.nkv + h) * 2 * a.hd;
+        const okv_bf16 key = __float2bfloat16_rn(a.k[(size_t)t * a.nkv * a.hd + i]);
+        okv_bf16 *s = a.summ + ((size_t)hb * a.nkv + h) * 2 * a.hd;
         s[d] = key;
         s[a.hd + d] = key;
     }
@@ -79,10 +92,9 @@ static __global__ void kv_write_k(struct kvw_args a)
         u[0] = kb;
         u[(size_t)a.bs * a.hd] = vb;
         if (th >= 0) {
-            float *s = a.summ + ((size_t)(th / a.bs) * a.nkv + h) * 2 * a.hd;
-            const float kf = __bfloat162float(kb);
-            atomic_min_f(s + d, kf);
-            atomic_max_f(s + a.hd + d, kf);
+            okv_bf16 *s = a.summ + ((size_t)(th / a.bs) * a.nkv + h) * 2 * a.hd;
+            atomic_min_bf(s + d, kb);
+            atomic_max_bf(s + a.hd + d, kb);
         }
     }
 }
@@ -135,12 +147,12 @@ static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const 
 }
 
 /* summaries of one host block, all layers and heads, from its first n_valid tokens in the host tier */
-static __global__ void kv_summary_rebuild_k(float *summ, const okv_bf16 *host, int n_host_blocks, int nkv, int hd, int bs,
+static __global__ void kv_summary_rebuild_k(okv_bf16 *summ, const okv_bf16 *host, int n_host_blocks, int nkv, int hd, int bs,
                                             size_t unit_elems, int hb, int n_valid)
 {
     const int l = blockIdx.x / nkv, h = blockIdx.x % nkv;
     const okv_bf16 *k = host + (((size_t)l * n_host_blocks + hb) * nkv + h) * unit_elems;
-    float *s = summ + (((size_t)l * n_host_blocks + hb) * nkv + h) * 2 * hd;
+    okv_bf16 *s = summ + (((size_t)l * n_host_blocks + hb) * nkv + h) * 2 * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float mn = INFINITY, mx = -INFINITY;
         for (int i = 0; i < n_valid; i++) {
@@ -148,15 +160,15 @@ static __global__ void kv_summary_rebuild_k(float *summ, const okv_bf16 *host, i
             mn = fminf(mn, x);
             mx = fmaxf(mx, x);
         }
-        s[d] = mn;
-        s[hd + d] = mx;
+        s[d] = __float2bfloat16_rn(mn);   /* bf16 values (or infinities): exact */
+        s[hd + d] = __float2bfloat16_rn(mx);
     }
 }
 
-static __global__ void summary_init_k(float *summ, size_t n_vec, int hd)
+static __global__ void summary_init_k(okv_bf16 *summ, size_t n_vec, int hd)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_vec * 2 * hd; i += (size_t)gridDim.x * blockDim.x)
-        summ[i] = ((i / hd) & 1) ? -INFINITY : INFINITY;
+        summ[i] = __float2bfloat16_rn(((i / hd) & 1) ? -INFINITY : INFINITY);
 }
 
 /* ---- allocation ---- */
@@ -280,10 +292,10 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
         }
         if ((e = cudaHostGetDevicePointer((void **)&kv->host_d, kv->host, 0)) != cudaSuccess)
             KV_FAIL(okv_cuda_err(e, "device pointer of the host KV tier", __FILE__, __LINE__));
-        if ((e = cudaMalloc((void **)&kv->summ, n_vec * 2 * g->head_dim * sizeof(float))) != cudaSuccess) {
+        if ((e = cudaMalloc((void **)&kv->summ, n_vec * 2 * g->head_dim * sizeof(okv_bf16))) != cudaSuccess) {
             kv->summ = NULL;
             KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the KV summaries (%zu MiB of HBM): %s",
-                                  (n_vec * 2 * g->head_dim * sizeof(float)) >> 20, cudaGetErrorString(e)));
+                                  (n_vec * 2 * g->head_dim * sizeof(okv_bf16)) >> 20, cudaGetErrorString(e)));
         }
         summary_init_k<<<256, 256, 0, c->stream>>>(kv->summ, n_vec, g->head_dim);
         if ((e = cudaGetLastError()) != cudaSuccess)
@@ -300,7 +312,7 @@ static size_t cuda_kv_unit_bytes(const okv_bkv *kv) { return kv->unit_elems * si
 static size_t cuda_kv_device_bytes(const okv_bkv *kv)
 {
     return okv_cuda_resid_bytes(kv) + (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * kv->unit_elems * sizeof(okv_bf16) +
-           (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->g.head_dim * sizeof(float);
+           (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->g.head_dim * sizeof(okv_bf16);
 }
 
 static size_t cuda_kv_host_bytes(const okv_bkv *kv)
@@ -373,9 +385,17 @@ static enum okv_status cuda_kv_summary_read(okv_backend *be, const okv_bkv *kv, 
     if (st != OKV_OK)
         return st;
     const int hd = kv->g.head_dim;
-    const float *s = kv->summ + host_unit_index(kv, layer, hb, head) * 2 * hd;
-    OKV_CU(cudaMemcpy(kmin, s, sizeof(float) * hd, cudaMemcpyDeviceToHost), "kv_summary_read");
-    OKV_CU(cudaMemcpy(kmax, s + hd, sizeof(float) * hd, cudaMemcpyDeviceToHost), "kv_summary_read");
+    const okv_bf16 *s = kv->summ + host_unit_index(kv, layer, hb, head) * 2 * hd;
+    okv_bf16 *tmp = (okv_bf16 *)okv_malloc(sizeof(okv_bf16) * 2 * (size_t)hd, OKV_TAG_BACKEND);
+    if (!tmp)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: out of host memory");
+    cudaError_t e = cudaMemcpy(tmp, s, sizeof(okv_bf16) * 2 * (size_t)hd, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) {
+        bf16_to_f32(kmin, tmp, (size_t)hd);
+        bf16_to_f32(kmax, tmp + hd, (size_t)hd);
+    }
+    okv_free(tmp);
+    OKV_CU(e, "kv_summary_read");
     return OKV_OK;
 }
 

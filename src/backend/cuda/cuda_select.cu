@@ -30,6 +30,12 @@
 /* request table: SEL_META int32 per request */
 enum { M_ROW_OFF, M_N_ROWS, M_CAND_OFF, M_N_CAND, M_K, M_OUT_OFF, M_SC_OFF, SEL_META = 8 };
 
+static __device__ __forceinline__ float4 bf4_to_f4(uint2 a)
+{
+    return make_float4(__uint_as_float(a.x << 16), __uint_as_float(a.x & 0xffff0000u), __uint_as_float(a.y << 16),
+                       __uint_as_float(a.y & 0xffff0000u));
+}
+
 /* One warp scores SEL_CPW consecutive candidates of one KV head: the summaries of all
  * of them are loaded (16-byte loads) before any arithmetic, so that each warp keeps
  * SEL_CPW KiB in flight (hd 128): the kernel is bound by HBM, and a single candidate
@@ -37,7 +43,7 @@ enum { M_ROW_OFF, M_N_ROWS, M_CAND_OFF, M_N_CAND, M_K, M_OUT_OFF, M_SC_OFF, SEL_
  * cover hd <= 128 * SLOTS. */
 template <int SLOTS>
 static __global__ void __launch_bounds__(SEL_WARPS * 32)
-quest_k(const float *q, const float *summ, const int32_t *meta, int n_reqs, const int32_t *rows, const int32_t *cand,
+quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, const int32_t *rows, const int32_t *cand,
         int total_cand, int n_heads, int nkv, int hd, float *scores)
 {
     const int h = blockIdx.y, lane = threadIdx.x & 31;
@@ -50,13 +56,14 @@ quest_k(const float *q, const float *summ, const int32_t *meta, int n_reqs, cons
 #pragma unroll
     for (int j = 0; j < SEL_CPW; j++) {
         const int blk = __shfl_sync(0xffffffffu, my_blk, j < nc ? j : 0);
-        const float4 *kmin = (const float4 *)(summ + ((size_t)blk * nkv + h) * 2 * hd), *kmax = kmin + hd4;
+        /* bf16 summaries: 4 dimensions per 8-byte load */
+        const uint2 *kmin = (const uint2 *)(summ + ((size_t)blk * nkv + h) * 2 * hd), *kmax = kmin + hd4;
 #pragma unroll
         for (int t = 0; t < SLOTS; t++) {
             const int d4 = lane + 32 * t;
             const bool ok = d4 < hd4;
-            mn[j][t] = ok ? __ldg(kmin + d4) : make_float4(0.f, 0.f, 0.f, 0.f);
-            mx[j][t] = ok ? __ldg(kmax + d4) : make_float4(0.f, 0.f, 0.f, 0.f);
+            mn[j][t] = ok ? bf4_to_f4(__ldg(kmin + d4)) : make_float4(0.f, 0.f, 0.f, 0.f);
+            mx[j][t] = ok ? bf4_to_f4(__ldg(kmax + d4)) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
     }
     /* the request of candidate c0: the last one whose candidates start at or before it */
@@ -440,7 +447,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
     float *d_sc = NULL;
     if ((st = okv_cuda_scratch(c, (size_t)t_sc, &d_sc)) != OKV_OK)
         return st;
-    const float *summ = kv->summ + (size_t)layer * kv->g.n_host_blocks * nkv * 2 * hd;
+    const okv_bf16 *summ = kv->summ + (size_t)layer * kv->g.n_host_blocks * nkv * 2 * hd;
     const int per_cta = SEL_WARPS * SEL_CPW;
     dim3 grid((unsigned)((t_cand + per_cta - 1) / per_cta), (unsigned)nkv);
     if (hd <= 128)
