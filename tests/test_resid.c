@@ -1,0 +1,83 @@
+/* Residency bookkeeping (src/kv/resid.c) on its own: quota chunks, the units a head
+ * owns, keeping resident blocks, least-recently-used replacement, and the accessors the
+ * device-side path uses (chunk, set_k). The CUDA backend's copy of this policy is
+ * checked against this module in tests/test_cuda_resid.c. */
+#include "kv/resid.h"
+#include "testutil.h"
+
+#include <stdint.h>
+
+static int unit_of_block(const okv_resid *r, int seq, int layer, int head, int block)
+{
+    int k = 0;
+    const int32_t *sel = okv_resid_selection(r, seq, layer, &k);
+    const int32_t *u = okv_resid_selection_units(r, seq, layer);
+    for (int i = 0; i < k; i++)
+        if (sel[head * k + i] == block)
+            return u[head * k + i];
+    return -1;
+}
+
+int main(void)
+{
+    const int32_t quota[2] = {8, 4};   /* units per chunk: 4 and 2 per head */
+    struct okv_resid_params p = {2, 2, 2, 10, quota};
+    okv_resid *r = NULL;
+    CHECK(okv_resid_create(&p, &r) == OKV_OK, "create");
+    CHECK(okv_resid_k(r, 0) == 4 && okv_resid_k(r, 1) == 2, "k per layer");
+    CHECK(okv_resid_attach(r, 5) == OKV_OK && okv_resid_attach(r, 7) == OKV_OK, "attach");
+    CHECK(okv_resid_chunk(r, 5) == 0 && okv_resid_chunk(r, 7) == 1 && okv_resid_chunk(r, 6) == -1, "chunks");
+    CHECK(okv_resid_attach(r, 9) == OKV_ERR_NO_KV_SPACE, "a third sequence has no chunk");
+    CHECK(okv_resid_free_chunks(r) == 0, "no chunk free");
+
+    int32_t fb[8], fh[8], fu[8];
+    /* seq 7 (chunk 1), layer 0: 3 blocks per head, all missing */
+    const int32_t s1[6] = {1, 2, 3, 4, 5, 6};
+    int n = okv_resid_apply(r, 7, 0, s1, 3, 1, fb, fh, fu);
+    CHECK(n == 6, "%d fetched, 6 expected", n);
+    for (int i = 0; i < n; i++) {
+        const int rel = fu[i] - 10 - 1 * 8;   /* chunk 1 of layer 0 starts at unit 18 */
+        CHECK(rel >= 0 && rel < 8 && rel % 2 == fh[i], "unit %d of head %d outside the head's units", fu[i], fh[i]);
+        CHECK(unit_of_block(r, 7, 0, fh[i], fb[i]) == fu[i], "selection units disagree with the fetch");
+    }
+    const int u1 = unit_of_block(r, 7, 0, 0, 1), u2 = unit_of_block(r, 7, 0, 0, 2), u3 = unit_of_block(r, 7, 0, 0, 3);
+    /* head 0: 2 and 3 stay, 9 is new: it takes the free unit (never used), not block 1's */
+    const int32_t s2[6] = {2, 3, 9, 4, 5, 6};
+    n = okv_resid_apply(r, 7, 0, s2, 3, 2, fb, fh, fu);
+    CHECK(n == 1 && fb[0] == 9 && fh[0] == 0, "only block 9 of head 0 is fetched (%d)", n);
+    CHECK(n == 1 && fu[0] != u1 && fu[0] != u2 && fu[0] != u3, "block 9 took a unit in use");
+    CHECK(unit_of_block(r, 7, 0, 0, 2) == u2 && unit_of_block(r, 7, 0, 0, 3) == u3, "resident blocks moved");
+    const int u9 = fu[0];
+    /* head 0: 10 and 11 are new; the least recently used units go first: block 1's (stamp
+     * 1), then the older of the stamp-2 ones by unit index */
+    const int32_t s3[6] = {9, 10, 11, 4, 5, 6};
+    n = okv_resid_apply(r, 7, 0, s3, 3, 3, fb, fh, fu);
+    CHECK(n == 2, "%d fetched, 2 expected", n);
+    CHECK(n == 2 && fu[0] == u1, "block 10 should replace block 1 (unit %d), got %d", u1, fu[0]);
+    const int second = u2 < u3 ? u2 : u3;
+    CHECK(n == 2 && fu[1] == second, "block 11 should take unit %d, got %d", second, fu[1]);
+    CHECK(unit_of_block(r, 7, 0, 0, 9) == u9, "block 9 moved");
+    /* a selection with -1 entries, layer 1 (2 units per head) */
+    const int32_t s4[4] = {3, -1, 8, 2};
+    n = okv_resid_apply(r, 7, 1, s4, 2, 4, fb, fh, fu);
+    CHECK(n == 3, "%d fetched, 3 expected", n);
+    /* the device path records k alone */
+    okv_resid_set_k(r, 5, 1, 2);
+    int k = 0;
+    okv_resid_selection(r, 5, 1, &k);
+    CHECK(k == 2, "set_k: %d", k);
+    /* clear forgets the mappings: everything is fetched again */
+    okv_resid_clear(r, 7);
+    okv_resid_selection(r, 7, 0, &k);
+    CHECK(k == 0, "cleared k %d", k);
+    n = okv_resid_apply(r, 7, 0, s3, 3, 5, fb, fh, fu);
+    CHECK(n == 6, "after clear %d fetched, 6 expected", n);
+    /* detach frees the chunk for another sequence */
+    okv_resid_detach(r, 5);
+    CHECK(!okv_resid_attached(r, 5) && okv_resid_free_chunks(r) == 1, "detach");
+    CHECK(okv_resid_attach(r, 9) == OKV_OK && okv_resid_chunk(r, 9) == 0, "chunk 0 reused");
+    okv_resid_free(r);
+    CHECK(okv_alloc_live_count(OKV_TAG_KV) == 0, "KV allocations leaked");
+    printf("test_resid: %d checks, %d failed\n", tu_checks, tu_failures);
+    return tu_failures ? 1 : 0;
+}
