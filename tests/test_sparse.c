@@ -365,6 +365,41 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         CHECK(okv_kv_used_slots(okv_engine_kv(se)) == 0, "streaming slots leaked");
         okv_engine_free(se);
     }
+    /* residency held by the backend (select_install, placeholders in the lists) against
+     * residency on the host: the same selections, merges and successors, so the same
+     * logits bit for bit and the same fetches; plain decode and drafted rows (lookahead) */
+    for (int drafts = 0; drafts < 2; drafts++) {
+        static float lg[2][GEN * V];
+        int64_t fetched[2];
+        bool placed[2];
+        for (int host = 0; host < 2; host++) {
+            struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                           .predict = OKV_PREDICT_LOOKAHEAD, .host_residency = host == 1,
+                                           .cache_factor = 1.5f};
+            okv_engine *re = NULL;
+            CHECK(okv_engine_create(&sm.m, be, &ep, &re) == OKV_OK, "residency engine: %s", okv_last_error());
+            if (!re)
+                continue;
+            struct okv_rng dr;
+            okv_rng_seed(&dr, 77);
+            if (drafts)
+                run_drafts(re, 32, lg[host], &dr);
+            else
+                run(re, 32, lg[host], sparse_tok, NULL);
+            struct okv_engine_stats rs;
+            okv_engine_stats_get(re, &rs);
+            fetched[host] = rs.units_fetched;
+            placed[host] = rs.device_residency;
+            okv_engine_free(re);
+        }
+        CHECK(placed[0] && !placed[1], "arch %d: residency not placed as asked", arch);
+        CHECK(!memcmp(lg[0], lg[1], sizeof lg[0]), "arch %d drafts %d: backend residency changes the logits", arch, drafts);
+        CHECK(fetched[0] == fetched[1] && fetched[0] > 0, "arch %d drafts %d: %lld units fetched vs %lld on the host", arch,
+              drafts, (long long)fetched[0], (long long)fetched[1]);
+        printf("  arch %d: backend vs host residency%s: logits equal, %lld units fetched each\n", arch,
+               drafts ? " (drafted rows)" : "", (long long)fetched[0]);
+    }
+
     okv_engine_seq_free(dense, dseq);
     okv_engine_free(dense);
 

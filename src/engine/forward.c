@@ -18,6 +18,7 @@
  * from a staging buffer, fetched one layer ahead. Lists are in block order, so a
  * selection of every block gives bit for bit the dense result. */
 #include "engine_internal.h"
+#include "kv/select_rules.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -639,16 +640,7 @@ static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item
             int32_t *dst = e->sel_logical + items[i].out_at + h * k;
             const int32_t *mine = first + own[i].out_at + h * k1;
             int32_t merged[1024];
-            int m = 0;
-            for (int x = 0; x < k1 && m < k; x++)
-                merged[m++] = mine[x];
-            for (int x = 0; x < k && m < k; x++) {
-                bool dup = false;
-                for (int y = 0; y < k1 && !dup; y++)
-                    dup = dst[x] == mine[y];
-                if (!dup)
-                    merged[m++] = dst[x];
-            }
+            const int m = okv_sel_merge(mine, k1, dst, k, merged);
             memcpy(dst, merged, sizeof(int32_t) * (size_t)m);
         }
     }
@@ -667,23 +659,9 @@ static void add_successors(okv_engine *e, int layer, const struct sel_item *item
     if (succ <= 0 || e->sel_k[layer] > 1024)   /* off, or a dense layer (every block selected) */
         return;
     const int nkv = e->cfg.n_kv_heads;
-    for (int i = 0; i < n_items; i++) {
-        const int k = items[i].k, top = succ < k / 2 ? succ : k / 2;
-        for (int h = 0; h < nkv; h++) {
-            int32_t *ids = e->sel_logical + items[i].out_at + h * k;
-            int last = k - 1;   /* the next entry to give up */
-            for (int r = 0; r < top && last >= top; r++) {
-                const int32_t nxt = ids[r] + 1;
-                if (ids[r] < 0 || nxt >= items[i].cand_end)
-                    continue;
-                bool have = false;
-                for (int x = 0; x < k && !have; x++)
-                    have = ids[x] == nxt;
-                if (!have)
-                    ids[last--] = nxt;
-            }
-        }
-    }
+    for (int i = 0; i < n_items; i++)
+        for (int h = 0; h < nkv; h++)
+            okv_sel_successors(e->sel_logical + items[i].out_at + h * items[i].k, items[i].k, succ, items[i].cand_end);
 }
 
 static enum okv_status predict_after(okv_engine *e, const struct okv_batch *b, int n_seqs, int layer)

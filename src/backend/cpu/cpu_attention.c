@@ -86,7 +86,25 @@ enum okv_status okv_cpu_attention(okv_backend *be, okv_bmem *out, const okv_bmem
     const size_t need = (size_t)n * n_heads * kv->g.head_dim;
     if (out->n < need || q->n < need || n_heads % kv->g.n_kv_heads != 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu attention: bad shapes (%d rows, %d heads)", n, n_heads);
-    struct attn_job j = {out->data, q->data, kv, layer, blocks, &c->meta, n_heads, scale};
+    struct okv_attn_blocks filled = *blocks;
+    int32_t *copy = NULL;
+    if (blocks->sel_fill) {   /* residency held by the backend: the selection replaces the placeholders */
+        const int n_lists = c->meta.n_seqs * kv->g.n_kv_heads, n_blocks = blocks->blk_start[n_lists];
+        copy = okv_malloc(sizeof(int32_t) * (2 * (size_t)n_blocks + 1), OKV_TAG_BACKEND);
+        if (!copy)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "cpu attention: out of memory");
+        memcpy(copy, blocks->blk_unit, sizeof(int32_t) * (size_t)n_blocks);
+        memcpy(copy + n_blocks, blocks->blk_index, sizeof(int32_t) * (size_t)n_blocks);
+        enum okv_status st = okv_cpu_resid_fill(kv, layer, blocks, n_lists, copy, copy + n_blocks);
+        if (st != OKV_OK) {
+            okv_free(copy);
+            return st;
+        }
+        filled.blk_unit = copy;
+        filled.blk_index = copy + n_blocks;
+    }
+    struct attn_job j = {out->data, q->data, kv, layer, &filled, &c->meta, n_heads, scale};
     okv_parallel_for(c->pool, (int64_t)n * n_heads, attn_item, &j);
+    okv_free(copy);
     return OKV_OK;
 }

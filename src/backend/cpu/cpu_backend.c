@@ -278,7 +278,11 @@ static void cpu_destroy(okv_backend *be)
 
 static struct okv_backend_ops cpu_ops;
 static pthread_once_t cpu_ops_once = PTHREAD_ONCE_INIT;
-static void fill_ops(void) { okv_cpu_fill_kv_ops(&cpu_ops); }
+static void fill_ops(void)
+{
+    okv_cpu_fill_kv_ops(&cpu_ops);
+    okv_cpu_fill_resid_ops(&cpu_ops);
+}
 
 static struct okv_backend_ops cpu_ops = {
     .name = "cpu",

@@ -31,6 +31,7 @@ struct okv_bkv {
     float *hv;
     float *summ;           /* [n_layers][n_host_blocks][n_kv_heads][2][head_dim]: kmin, kmax */
     struct cpu_fetcher *fetch;   /* background copy worker (host tier -> device units) */
+    struct cpu_resid *resid;     /* residency held by the backend (cpu_resid.c), or NULL */
 };
 
 struct cpu_ctx {
@@ -77,6 +78,13 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
 void okv_cpu_kv_free(okv_backend *be, okv_bkv *kv);
 extern const struct okv_backend_ops okv_cpu_kv_ops_template;
 void okv_cpu_fill_kv_ops(struct okv_backend_ops *ops);
+/* residency (cpu_resid.c) */
+void okv_cpu_fill_resid_ops(struct okv_backend_ops *ops);
+void okv_cpu_resid_free(okv_bkv *kv);
+/* attention lists: the placeholders of b->sel_fill replaced in unit / index (copies of
+ * the lists) */
+enum okv_status okv_cpu_resid_fill(const okv_bkv *kv, int layer, const struct okv_attn_blocks *b, int n_lists, int32_t *unit,
+                                   int32_t *index);
 
 enum okv_status okv_cpu_attention(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
                                   const struct okv_attn_blocks *blocks, int n_heads, float scale);

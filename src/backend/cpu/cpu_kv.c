@@ -210,6 +210,7 @@ void okv_cpu_kv_free(okv_backend *be, okv_bkv *kv)
         okv_free(f->done);
         okv_free(f);
     }
+    okv_cpu_resid_free(kv);
     okv_free(kv->k);
     okv_free(kv->v);
     okv_free(kv->sk);

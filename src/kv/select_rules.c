@@ -1,0 +1,35 @@
+/* Selection rules after the top-k (see select_rules.h). */
+#include "kv/select_rules.h"
+
+#include <stdbool.h>
+
+int okv_sel_merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t *out)
+{
+    int m = 0;
+    for (int x = 0; x < k1 && m < k; x++)
+        out[m++] = own[x];
+    for (int x = 0; x < k && m < k; x++) {
+        bool dup = false;
+        for (int y = 0; y < k1 && !dup; y++)
+            dup = all[x] == own[y];
+        if (!dup)
+            out[m++] = all[x];
+    }
+    return m;
+}
+
+void okv_sel_successors(int32_t *ids, int k, int succ, int cand_end)
+{
+    const int top = succ < k / 2 ? succ : k / 2;
+    int last = k - 1;   /* the next entry to give up */
+    for (int r = 0; r < top && last >= top; r++) {
+        const int32_t nxt = ids[r] + 1;
+        if (ids[r] < 0 || nxt >= cand_end)
+            continue;
+        bool have = false;
+        for (int x = 0; x < k && !have; x++)
+            have = ids[x] == nxt;
+        if (!have)
+            ids[last--] = nxt;
+    }
+}

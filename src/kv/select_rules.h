@@ -1,0 +1,18 @@
+/* The selection rules applied after Quest's top-k, shared by the engine's host path, the
+ * CPU backend's residency ops and (mirrored in CUDA) cuda_resid.cu:
+ *  - lookahead merge: the real token's own best blocks first, then the best by the max over
+ *    the real and drafted queries, duplicates skipped, up to k;
+ *  - successors: the block after each of the best min(succ, k/2) blocks replaces the
+ *    lowest-ranked entries, unless already selected or at/after cand_end. */
+#ifndef OKV_KV_SELECT_RULES_H
+#define OKV_KV_SELECT_RULES_H
+
+#include <stdint.h>
+
+/* own[0..k1) then all[0..k) minus own, into out[0..k) (out must not alias); returns the
+ * entries written (k when own and all hold distinct blocks each). */
+int okv_sel_merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t *out);
+/* ids[0..k), best first, in place. */
+void okv_sel_successors(int32_t *ids, int k, int succ, int cand_end);
+
+#endif
