@@ -162,10 +162,10 @@ static int cmp_pair(const void *a, const void *b)
     return (x[0] > y[0]) - (x[0] < y[0]);
 }
 
-/* The installed selection of (chunk, layer), head by head in block order, and its units.
- * pairs: scratch of 2 * k entries. */
-static enum okv_status sorted_selection(const struct cpu_resid *s, int chunk, int layer, int nkv, int k, int32_t *blocks,
-                                        int32_t *units, int32_t *pairs)
+/* The installed selection of (chunk, layer) for heads [h0, h1), each in block order, and
+ * its units ([nkv][k] layout). pairs: scratch of 2 * k entries. */
+static enum okv_status sorted_selection(const struct cpu_resid *s, int chunk, int layer, int h0, int h1, int k,
+                                        int32_t *blocks, int32_t *units, int32_t *pairs)
 {
     int kk = 0;
     const int32_t *sel = okv_resid_selection(s->r, chunk, layer, &kk);
@@ -173,7 +173,7 @@ static enum okv_status sorted_selection(const struct cpu_resid *s, int chunk, in
     if (kk != k)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu residency: chunk %d layer %d holds %d blocks per head, not %d", chunk,
                              layer, kk, k);
-    for (int h = 0; h < nkv; h++) {
+    for (int h = h0; h < h1; h++) {
         for (int i = 0; i < k; i++) {
             pairs[2 * i] = sel[h * k + i];
             pairs[2 * i + 1] = su[h * k + i];
@@ -197,7 +197,7 @@ static enum okv_status cpu_resid_read(okv_backend *be, okv_bkv *kv, int chunk, i
     int32_t *pairs = okv_malloc(sizeof(int32_t) * (2 * (size_t)k + 1), OKV_TAG_KV);
     if (!pairs)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cpu resid_read: out of memory");
-    enum okv_status st = sorted_selection(s, chunk, layer, kv->g.n_kv_heads, k, blocks, units, pairs);
+    enum okv_status st = sorted_selection(s, chunk, layer, 0, kv->g.n_kv_heads, k, blocks, units, pairs);
     okv_free(pairs);
     return st;
 }
@@ -226,7 +226,7 @@ enum okv_status okv_cpu_resid_fill(const okv_bkv *kv, int layer, const struct ok
         }
         const int k = f[2], h = li % nkv;
         int32_t *blocks = tmp, *units = tmp + (size_t)k * nkv, *pairs = units + (size_t)k * nkv;
-        if ((st = sorted_selection(s, f[1], layer, nkv, k, blocks, units, pairs)) != OKV_OK)
+        if ((st = sorted_selection(s, f[1], layer, h, h + 1, k, blocks, units, pairs)) != OKV_OK)
             break;
         memcpy(unit + f[0], units + (size_t)h * k, sizeof(int32_t) * (size_t)k);
         memcpy(index + f[0], blocks + (size_t)h * k, sizeof(int32_t) * (size_t)k);
