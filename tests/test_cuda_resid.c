@@ -7,8 +7,8 @@
  *  - the device: select_install (scoring, top-k, lookahead merge, successors,
  *    install and gather, all on the GPU), and
  *  - the reference: select_blocks (the same GPU scoring and top-k, ids copied back),
- *    then, on the host, the engine's merge and successor rules (written out again
- *    here from their specification in forward.c) and okv_resid_apply.
+ *    then, on the host, the merge and successor rules of src/kv/select_rules.c (which
+ *    the engine and the CPU backend use) and okv_resid_apply.
  * Checked after every call: the selection in block order and the unit of each entry
  * equal the reference's exactly (the policy is the same, so the units are too); every
  * selected unit holds the K and V of its (host block, head) (kv_unit_read against
@@ -17,6 +17,7 @@
  * selection (LRU among cached units), chunks reset and reused, k = n_cand.
  * Skips (77) without a CUDA device. */
 #include "kv/resid.h"
+#include "kv/select_rules.h"
 #include "oasiskv/backend.h"
 #include "testutil.h"
 
@@ -39,36 +40,14 @@ struct cfg {
     bool merge;
 };
 
-/* the engine's lookahead merge: own first, then all's entries not in own, up to k */
-static void merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t *out)
+/* the logical block of each host id of a sequence (hb: its host block of each logical block) */
+static void to_logical(const int32_t *ids, int n, const int32_t *hb, int sink, int nb, int32_t *out)
 {
-    int m = 0;
-    for (int x = 0; x < k1 && m < k; x++)
-        out[m++] = own[x];
-    for (int x = 0; x < k && m < k; x++) {
-        bool dup = false;
-        for (int y = 0; y < k1 && !dup; y++)
-            dup = all[x] == own[y];
-        if (!dup)
-            out[m++] = all[x];
-    }
-}
-
-/* the engine's successors: the next block of each of the best min(succ, k/2) replaces the
- * lowest-ranked entries unless selected or at/after cand_end */
-static void successors(int32_t *ids, int k, int succ, int cand_end)
-{
-    const int top = succ < k / 2 ? succ : k / 2;
-    int last = k - 1;
-    for (int r = 0; r < top && last >= top; r++) {
-        const int32_t nxt = ids[r] + 1;
-        if (ids[r] < 0 || nxt >= cand_end)
-            continue;
-        bool have = false;
-        for (int x = 0; x < k && !have; x++)
-            have = ids[x] == nxt;
-        if (!have)
-            ids[last--] = nxt;
+    for (int i = 0; i < n; i++) {
+        out[i] = -1;
+        for (int b = sink; b < nb && out[i] < 0; b++)
+            if (hb[b] == ids[i])
+                out[i] = b;
     }
 }
 
@@ -164,26 +143,14 @@ static void run(okv_backend *gpu, const struct cfg *c)
                 const int32_t *hb = host + (size_t)s * nb;
                 for (int h = 0; h < nkv; h++) {
                     int32_t all_l[4096], own_l[4096];
-                    for (int i = 0; i < k; i++) {
-                        int32_t id = ids[((size_t)s * nkv + h) * k + i], lg = -1;
-                        for (int b = c->sink; b < nb && lg < 0; b++)
-                            if (hb[b] == id)
-                                lg = b;
-                        all_l[i] = lg;
-                    }
-                    for (int i = 0; i < k1c; i++) {
-                        int32_t id = own[((size_t)s * nkv + h) * k1c + i], lg = -1;
-                        for (int b = c->sink; b < nb && lg < 0; b++)
-                            if (hb[b] == id)
-                                lg = b;
-                        own_l[i] = lg;
-                    }
+                    to_logical(ids + ((size_t)s * nkv + h) * k, k, hb, c->sink, nb, all_l);
+                    to_logical(own + ((size_t)s * nkv + h) * k1c, k1c, hb, c->sink, nb, own_l);
                     if (c->merge)
-                        merge(own_l, k1c, all_l, k, sel + h * k);
+                        okv_sel_merge(own_l, k1c, all_l, k, sel + h * k);
                     else
                         memcpy(sel + h * k, all_l, sizeof(int32_t) * (size_t)k);
                     if (c->succ)
-                        successors(sel + h * k, k, c->succ, nb);
+                        okv_sel_successors(sel + h * k, k, c->succ, nb);
                 }
                 ref_fetched += okv_resid_apply(ref, s, l, sel, k, items[s].stamp, fb, fh, fu);
             }

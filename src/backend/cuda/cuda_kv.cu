@@ -515,6 +515,24 @@ static inline int fetch_slot(const okv_bkv *kv, int set, int layer, int slot)
     return (set * kv->g.n_layers + layer) * OKV_CUDA_FETCH_EVENTS + slot;
 }
 
+/* an event behind the gather just queued on the copy stream, covering n units (kv_fetch_wait
+ * waits for the layer's last one; a layer's events beyond OKV_CUDA_FETCH_EVENTS merge into
+ * the last) */
+static enum okv_status fetch_record(struct cuda_ctx *c, okv_bkv *kv, int layer, int n)
+{
+    int *cnt = &kv->fetch_count[layer];
+    const int slot = *cnt < OKV_CUDA_FETCH_EVENTS ? *cnt : OKV_CUDA_FETCH_EVENTS - 1;
+    const int at = fetch_slot(kv, kv->fetch_set[layer], layer, slot);
+    OKV_CU(cudaEventRecord(kv->fetch_ev[at], c->copy), "kv_fetch event");
+    if (*cnt < OKV_CUDA_FETCH_EVENTS) {
+        kv->fetch_units[at] = n;
+        (*cnt)++;
+    } else {
+        kv->fetch_units[at] += n;
+    }
+    return OKV_OK;
+}
+
 static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, int n, const int32_t *src_host,
                                      const int32_t *dst_unit)
 {
@@ -554,17 +572,7 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
     OKV_LAUNCHED("kv_fetch gather kernel");
     if ((st = okv_cuda_ring_commit(c, c->copy)) != OKV_OK)
         return st;
-    int *cnt = &kv->fetch_count[layer];
-    int slot = *cnt < OKV_CUDA_FETCH_EVENTS ? *cnt : OKV_CUDA_FETCH_EVENTS - 1;
-    const int at = fetch_slot(kv, kv->fetch_set[layer], layer, slot);
-    OKV_CU(cudaEventRecord(kv->fetch_ev[at], c->copy), "kv_fetch event");
-    if (*cnt < OKV_CUDA_FETCH_EVENTS) {
-        kv->fetch_units[at] = n;
-        (*cnt)++;
-    } else {
-        kv->fetch_units[at] += n;   /* merged into the last event */
-    }
-    return OKV_OK;
+    return fetch_record(c, kv, layer, n);
 }
 
 /* Make the compute stream wait for the layer's fetches not yet waited for (an install
@@ -599,17 +607,7 @@ enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int la
                                            (long long)kv->total_units, d_count);
     OKV_LAUNCHED("kv_fetch gather kernel (device list)");
     OKV_CU(cudaMemsetAsync(d_count, 0, sizeof(int), c->copy), "gather list reset");
-    int *cnt = &kv->fetch_count[layer];
-    int slot = *cnt < OKV_CUDA_FETCH_EVENTS ? *cnt : OKV_CUDA_FETCH_EVENTS - 1;
-    const int at = fetch_slot(kv, kv->fetch_set[layer], layer, slot);
-    OKV_CU(cudaEventRecord(kv->fetch_ev[at], c->copy), "kv_fetch event");
-    if (*cnt < OKV_CUDA_FETCH_EVENTS) {
-        kv->fetch_units[at] = n_bound;
-        (*cnt)++;
-    } else {
-        kv->fetch_units[at] += n_bound;
-    }
-    return OKV_OK;
+    return fetch_record(c, kv, layer, n_bound);
 }
 
 /* Measures the round before of this layer (the fetches waited for at its previous

@@ -18,6 +18,7 @@
  * Policy and order are those of okv_resid_apply, so units are assigned identically
  * (tests/test_cuda_resid.c checks it against resid.c). */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_sort.cuh"
 
 #include <string.h>
 
@@ -87,23 +88,6 @@ static __device__ int block_scan(int v, int *total)
     return excl;
 }
 
-static __device__ void rs_bitonic(unsigned long long *a, int np)
-{
-    for (int size = 2; size <= np; size <<= 1)
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            __syncthreads();
-            for (int t = threadIdx.x; t < np / 2; t += blockDim.x) {
-                const int i = 2 * stride * (t / stride) + (t % stride), j = i + stride;
-                const bool up = (i & size) == 0;
-                const unsigned long long x = a[i], y = a[j];
-                if ((x > y) == up) {
-                    a[i] = y;
-                    a[j] = x;
-                }
-            }
-        }
-    __syncthreads();
-}
 
 struct rs_layer {
     int16_t *map;
@@ -230,7 +214,7 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
         }
         if (tid == 0)
             s_fbase = atomicAdd(L.f_count + 0, n_miss);
-        rs_bitonic(keys, np);
+        okv_bitonic_sort_u64(keys, np);
         for (int i = tid; i < n_miss; i += RS_THREADS) {
             const unsigned long long kk = keys[i];
             if (kk == ~0ull)   /* cannot happen: k <= quota / nkv */
@@ -256,7 +240,7 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
         kp <<= 1;
     for (int i = tid; i < kp; i += RS_THREADS)
         keys[i] = i < k ? ((unsigned long long)(unsigned)s_ids[i] << 32) | (unsigned)s_unit[i] : ~0ull;
-    rs_bitonic(keys, kp);
+    okv_bitonic_sort_u64(keys, kp);
     int32_t *sel = L.sel + cq + (size_t)h * k, *selu = L.selu + cq + (size_t)h * k;
     for (int i = tid; i < k; i += RS_THREADS) {
         sel[i] = (int32_t)(keys[i] >> 32);

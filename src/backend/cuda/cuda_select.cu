@@ -15,6 +15,7 @@
  * A request with k > SEL_SORT_MAX (more than the shared memory sorts) is sorted on
  * the host from the copied scores. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_sort.cuh"
 
 #include <limits.h>
 #include <math.h>
@@ -117,24 +118,6 @@ static __device__ __forceinline__ unsigned long long sort_key(float f, int32_t i
     return ((unsigned long long)(~asc) << 32) | (unsigned)id;          /* score descending, id ascending */
 }
 
-/* Sort a[0..np) ascending, np a power of two; the whole block takes part. */
-static __device__ void bitonic_sort(unsigned long long *a, int np)
-{
-    for (int size = 2; size <= np; size <<= 1)
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            __syncthreads();
-            for (int t = threadIdx.x; t < np / 2; t += blockDim.x) {
-                const int i = 2 * stride * (t / stride) + (t % stride), j = i + stride;
-                const bool up = (i & size) == 0;
-                const unsigned long long x = a[i], y = a[j];
-                if ((x > y) == up) {
-                    a[i] = y;
-                    a[j] = x;
-                }
-            }
-        }
-    __syncthreads();
-}
 
 static __device__ __forceinline__ unsigned long long seg_key(const unsigned long long *keys, const float *sc, const int32_t *cd,
                                                              int i)
@@ -162,7 +145,7 @@ topk_k(const float *scores, const int32_t *meta, const int32_t *cand, int nkv, i
     if (k == n) {   /* every candidate: sort them all */
         for (int i = tid; i < kp; i += blockDim.x)
             sm[i] = i < n ? sort_key(sc[i], cd[i]) : ~0ull;
-        bitonic_sort(sm, kp);
+        okv_bitonic_sort_u64(sm, kp);
         for (int i = tid; i < k; i += blockDim.x)
             out[i] = (int32_t)(sm[i] & 0xffffffffu);
         return;
@@ -273,7 +256,7 @@ topk_k(const float *scores, const int32_t *meta, const int32_t *cand, int nkv, i
     }
     for (int i = k + tid; i < kp; i += blockDim.x)
         sel[i] = ~0ull;
-    bitonic_sort(sel, kp);
+    okv_bitonic_sort_u64(sel, kp);
     for (int i = tid; i < k; i += blockDim.x)
         out[i] = (int32_t)(sel[i] & 0xffffffffu);
 }
