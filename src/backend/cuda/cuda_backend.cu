@@ -682,6 +682,7 @@ static void fill_ops(void)
     o->bind = cuda_bind;
     okv_cuda_fill_kv_ops(o);
     okv_cuda_fill_resid_ops(o);
+    okv_cuda_prof_wrap(o);
     cuda_ops_ready = true;
 }
 

@@ -190,6 +190,7 @@ struct cuda_ctx {
     size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
     int fetch_ctas_override;
     int fetch_ctas_last;
+    struct cuda_prof *prof;   /* OKV_CUDA_PROFILE=1 (cuda_prof.cu), else NULL */
 };
 
 /* global unit index in kv->dev of a layer's unit or a staging unit (OKV_UNIT_STAGE) */
@@ -268,6 +269,8 @@ enum okv_status okv_cuda_select_wait(okv_backend *be);
 enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                           const struct okv_select_req *reqs, int n_reqs, int32_t *d_ids,
                                           const int32_t **d_cand);
+/* OKV_CUDA_PROFILE=1: wrap the hot ops with timing events (cuda_prof.cu) */
+void okv_cuda_prof_wrap(struct okv_backend_ops *ops);
 /* residency (cuda_resid.cu) */
 void okv_cuda_fill_resid_ops(struct okv_backend_ops *ops);
 void okv_cuda_resid_free(okv_bkv *kv);
