@@ -230,6 +230,17 @@ int cmd_serve(int argc, char **argv)
                     ep.host_blocks = (int)(want < host_cap ? want : host_cap);
                 }
             }
+            const size_t need = okv_engine_estimate_device_bytes(&dev_cfg, ub, &ep);
+            if (need > limit) {
+                /* not even one sequence: say what takes the room (the summaries of a large
+                 * host tier live on the device) */
+                const double summ = (double)ep.host_blocks * cfg->n_layers * dev_cfg.n_kv_heads * (double)(ub / (size_t)block);
+                cli_die("--kv-pool-gb %g cannot hold one sparse sequence at budget %d: it needs %.1f MiB, of which %.1f MiB "
+                        "are the block summaries of the %.1f GiB host tier (raise --kv-pool-gb%s)",
+                        pool_gb, kv_budget, (double)need / 1048576.0, summ / 1048576.0,
+                        (double)ep.host_blocks * (double)host_block_bytes / (double)(1ull << 30),
+                        host_auto ? "" : " or lower --kv-host-gb");
+            }
             if (ep.max_seqs < max_seqs)
                 fprintf(stderr, "oasiskv serve: the %.1f GiB device pool holds %d sparse sequences at budget %d\n", pool_gb,
                         ep.max_seqs, kv_budget);

@@ -51,6 +51,9 @@ expect_error "token out of vocab" "vocabulary" $cli generate -m "$gguf" --prompt
 expect_error "prompt too long" "context" $cli generate -m "$gguf" --ctx 16 --prompt-tokens "$(seq -s, 1 20)"
 expect_error "budget too small" "budget" $cli generate -m "$gguf" --prompt-tokens 1,2 --kv-budget 10
 expect_error "device tier too small" "device tier" $cli generate -m "$gguf" --prompt-tokens 1,2 --kv-budget 128 --kv-device-mb 0.01
+# a pool too small for one sparse sequence names what takes the room (the host tier's summaries)
+expect_error "serve: pool too small" "cannot hold one sparse sequence.*summaries.*--kv-host-gb" \
+  $cli serve -m "$gguf" --kv-budget 64 --kv-pool-gb 0.001 --kv-host-gb 0.5 --port 1
 expect_error "bad --predict" "predict" $cli generate -m "$gguf" --prompt-tokens 1,2 --predict psychic
 expect_error "bad device" "device|cuda" $cli generate -m "$gguf" --prompt-tokens 1,2 --device tpu
 expect_error "no prompt" "prompt" $cli generate -m "$gguf"
