@@ -85,6 +85,21 @@ struct okv_engine {
 };
 
 enum okv_status okv_engine_grow_i32(int32_t **p, int *cap, int need);
+
+/* The selection around the forward pass (sparse.c), in the order forward.c calls them. */
+/* Staging units for the step's prefill chunks whose older blocks left the device;
+ * returns the units used, or -1 when they do not fit. */
+int okv_sparse_stage_plan(okv_engine *e, int n_seqs, int32_t *stage_base);
+/* Fetch those blocks of one layer into its staging buffer (layer % 2). */
+enum okv_status okv_sparse_stage_fetch(okv_engine *e, int n_seqs, const int32_t *stage_base, int layer);
+/* Before layer's attention: inline selections, recall, the wait for the layer's fetches. */
+enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer, bool any_fetch);
+/* The layer's attention block lists (e->blk_*; e->sel_fill with residency in the backend). */
+enum okv_status okv_sparse_build_lists(okv_engine *e, int n_seqs, const int32_t *stage_base, int layer);
+/* After the layer's attention: the next step's selection for it (may stay in flight until
+ * okv_sparse_predict_complete, which the forward pass calls after the layer's MLP). */
+enum okv_status okv_sparse_predict_after(okv_engine *e, const struct okv_batch *b, int n_seqs, int layer);
+enum okv_status okv_sparse_predict_complete(okv_engine *e);
 /* Forget seq's selections and mappings, on the host and, with device-side residency, on
  * the backend. */
 void okv_engine_resid_clear(okv_engine *e, int seq);
