@@ -191,6 +191,17 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
            "Share of the truly selected KV units that the prediction chose (0 when not tracked).", label,
            es->recall_total > 0 ? (double)es->recall_hits / (double)es->recall_total : 0.0);
     metric(&b, "oasiskv:stall_seconds_total", "counter", "Time attention waited for KV fetches.", label, es->stall_s);
+    /* where the engine's steps go (the host issues a step up to its final device sync) */
+    metric(&b, "oasiskv:engine_steps_total", "counter", "Engine steps (forward passes) run.", label, (double)es->steps);
+    metric(&b, "oasiskv:step_host_issue_seconds_total", "counter",
+           "Host time issuing steps up to their final device sync (includes waits inside a step).", label, es->host_issue_s);
+    metric(&b, "oasiskv:step_host_sparse_seconds_total", "counter",
+           "Of the issue time, the sparse selection, residency and fetch bookkeeping.", label, es->host_sparse_s);
+    metric(&b, "oasiskv:step_sync_wait_seconds_total", "counter", "Time waiting for the device at the end of steps.", label,
+           es->sync_wait_s);
+    metric(&b, "oasiskv:kv_residency_on_device", "gauge",
+           "1 when the backend holds the residency maps of the sparse KV (select_install), else 0.", label,
+           es->device_residency ? 1.0 : 0.0);
     metric(&b, "oasiskv:kv_blocks_used", "gauge", "Device-tier KV blocks in use.", label, m.kv_blocks_used);
     metric(&b, "oasiskv:kv_blocks_total", "gauge", "Device-tier KV blocks.", label, m.kv_blocks_total);
     enum MHD_Result ret;

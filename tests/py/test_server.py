@@ -196,7 +196,9 @@ def main():
              "vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
              "vllm:spec_decode_num_accepted_tokens_total", "oasiskv:kv_device_bytes", "oasiskv:kv_host_bytes",
              "oasiskv:blocks_fetched_total", "oasiskv:fetch_bytes_total", "oasiskv:resident_in_time_ratio",
-             "oasiskv:prediction_recall", "oasiskv:stall_seconds_total"]
+             "oasiskv:prediction_recall", "oasiskv:stall_seconds_total", "oasiskv:engine_steps_total",
+             "oasiskv:step_host_issue_seconds_total", "oasiskv:step_host_sparse_seconds_total",
+             "oasiskv:step_sync_wait_seconds_total", "oasiskv:kv_residency_on_device"]
     missing = [n for n in names if n not in mt]
     check(not missing, f"GET /metrics exports the vLLM and oasiskv names (missing: {missing})")
 
@@ -216,6 +218,9 @@ def main():
                          {"prompt": ids, "max_tokens": 8, "temperature": 0, "ignore_eos": True})
     check(st == 200 and js2["choices"][0]["text"] == ref_text and js2["usage"]["prompt_tokens"] == len(ids),
           "completion from token ids equals the one from text")
+    mt = metrics(port)
+    check(mt.get("oasiskv:engine_steps_total", 0) >= 16 and mt.get("oasiskv:step_host_issue_seconds_total", 0) > 0,
+          f"GET /metrics counts the engine's steps and their host time ({mt.get('oasiskv:engine_steps_total')} steps)")
 
     # ---- completions streamed ----
     st, evs, done = stream(port, "/v1/completions",
