@@ -3,7 +3,10 @@
  * deterministic selection that keeps (1 - churn) of each (layer, sequence, KV head)'s
  * blocks from one step to the next. What remains is what the host does around the
  * device in a sparse step: planning, block lists, residency (LRU), fetch lists, the
- * selection requests. On a GPU this work sits on the critical path once per layer.
+ * selection requests. On a GPU this work sat on the critical path once per layer; since
+ * the backends hold residency themselves (select_install, the default) it measures the
+ * host path that recall tracking, the oracle and tensor parallelism still take (this
+ * null backend has no residency ops).
  *
  *   bench_host [--config DIR] [--batch 1,16,64] [--ctx 8192] [--kv-budget dense,2048]
  *              [--churn 0.1] [--steps 20] [--warmup 3]
