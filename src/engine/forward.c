@@ -213,9 +213,12 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
                                  e->rope_cs, e->bseq_len};
 
     /* without selection or staging every layer reads the same lists: built once */
-    bool lists_static = staged == 0;
-    for (int j = 0; j < n_seqs && lists_static; j++)
-        lists_static = !e->bs[j].sel;
+    bool any_sel = false;
+    for (int j = 0; j < n_seqs && !any_sel; j++)
+        any_sel = e->bs[j].sel;
+    const bool lists_static = staged == 0 && !any_sel;
+    /* residency held by the backend: it fills the selections into the lists */
+    const bool fill = e->dev_resid && any_sel;
 
     CK(o->step_begin(be, &meta));
     if (staged)
@@ -238,10 +241,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
             TIMED(e->stats.host_sparse_s, okv_sparse_before_attention(e, n_seqs, l, staged > 0));
         if (l == 0 || !lists_static)
             TIMED(e->stats.host_lists_s, okv_sparse_build_lists(e, n_seqs, stage_base, l));
-        bool fill = false;
-        for (int j = 0; j < n_seqs && e->dev_resid && !fill; j++)
-            fill = e->bs[j].sel;
-        /* build_lists may move them */
+        /* build_lists may move the arrays: read them after it */
         struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index, fill ? e->sel_fill : NULL};
         CK(o->attention(be, e->att, e->q, kvs, l, &blocks, c->n_heads, scale));
         if (e->resid) {
