@@ -217,6 +217,15 @@ struct sel_item {
     int k_want;         /* 0: the layer's selection size; else at most this many */
 };
 
+/* Blocks per KV head an item selects: the layer's selection size (or k_want when smaller),
+ * at most its candidates. */
+static int item_k(const okv_engine *e, int layer, const struct sel_item *it)
+{
+    const int n_cand = it->cand_end - e->prm.sink_blocks;
+    const int k = it->k_want > 0 && it->k_want < e->sel_k[layer] ? it->k_want : e->sel_k[layer];
+    return k > n_cand ? n_cand : k;
+}
+
 /* Select for several sequences of one layer with one backend call; the results, as
  * logical block ids, land in e->sel_logical at each item's out_at. */
 /* Queue (async and the backend has the path) or run the selection of the items;
@@ -229,8 +238,7 @@ static enum okv_status select_launch(okv_engine *e, int layer, struct sel_item *
     int total_cand = 0, total_out = 0;
     for (int i = 0; i < n_items; i++) {
         int n_cand = items[i].cand_end - sink;
-        int k = items[i].k_want > 0 && items[i].k_want < e->sel_k[layer] ? items[i].k_want : e->sel_k[layer];
-        items[i].k = k > n_cand ? n_cand : k;
+        items[i].k = item_k(e, layer, &items[i]);
         items[i].out_at = total_out;
         total_cand += n_cand;
         total_out += nkv * items[i].k;
@@ -326,10 +334,8 @@ static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_i
     const int sink = e->prm.sink_blocks;
     int total_cand = 0;
     for (int i = 0; i < n; i++) {
-        const int n_cand = items[i].cand_end - sink;
-        const int k = items[i].k_want > 0 && items[i].k_want < e->sel_k[layer] ? items[i].k_want : e->sel_k[layer];
-        items[i].k = k > n_cand ? n_cand : k;
-        total_cand += n_cand;
+        items[i].k = item_k(e, layer, &items[i]);
+        total_cand += items[i].cand_end - sink;
     }
     enum okv_status st = ensure_scratch(e, total_cand + 1);
     if (st != OKV_OK)
