@@ -2,21 +2,24 @@
 # Dense against OasisKV behind the same HTTP server and the same device KV pool:
 # for each concurrency, start `oasiskv serve` dense and with --kv-budget, run
 # `oasiskv bench serve`, and print one table row per run.
-#   [PROMPTS_PER_SLOT=2] [CTX=context] bench/serve_ab.sh BUILD_DIR MODEL_ARGS POOL_GB INPUT_LEN OUTPUT_LEN "CONCURRENCIES" [BUDGET] [extra serve args]
+# DATASET=FILE sends the prompts of FILE (bench serve --dataset: JSON lines with a "prompt")
+# instead of random words; TAG prefixes the names of the runs' files and rows.
+#   [PROMPTS_PER_SLOT=2] [CTX=context] [DATASET=file] [TAG=name] bench/serve_ab.sh BUILD_DIR MODEL_ARGS POOL_GB INPUT_LEN OUTPUT_LEN "CONCURRENCIES" [BUDGET] [extra serve args]
 # Example (GPU): bench/serve_ab.sh build-gpu "-m bench/configs/smollm2-135m --load-format dummy \
 #   --tokenizer tests/data/smollm2" 2 4096 256 "1 16 64 256" 2048 "--device cuda"
 set -u
 B=$1; MODEL=$2; POOL=$3; IN=$4; OUTL=$5; CONCS=$6; BUDGET=${7:-2048}; EXTRA=${8:-}
 OUT=${OUT:-/tmp/okv_out}
 mkdir -p "$OUT"
-port=18300
+port=${PORT0:-18300}
 echo "| kv | concurrency | prompts | output tok/s | total tok/s | mean TTFT ms | mean TPOT ms | running (peak) | failed |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for c in $CONCS; do
   for kv in ${KVS:-dense $BUDGET}; do
     port=$((port + 1))
     n=$((c * ${PROMPTS_PER_SLOT:-2})); [ $n -lt 8 ] && n=8
-    log="$OUT/serve_${kv}_c${c}.log"
+    t=${TAG:+${TAG}_}$kv
+    log="$OUT/serve_${t}_c${c}.log"
     $B/oasiskv serve $MODEL --port $port --kv-budget $kv --kv-pool-gb $POOL --max-num-seqs 512 \
       --max-num-batched-tokens 2048 --ctx ${CTX:-$((IN + OUTL + 64))} $EXTRA > "$log" 2>&1 &
     pid=$!
@@ -27,18 +30,18 @@ for c in $CONCS; do
       [ $(( $(date +%s) - t0 )) -ge ${START_S:-600} ] && break
       sleep 0.5
     done
-    echo "server $kv c$c: up after $(( $(date +%s) - t0 )) s" >> "$OUT/startup.txt"
+    echo "server $t c$c: up after $(( $(date +%s) - t0 )) s" >> "$OUT/startup.txt"
     # sample the number of running requests while the benchmark runs
     ( peak=0; while kill -0 $pid 2>/dev/null; do
         r=$(curl -s http://127.0.0.1:$port/metrics | awk '/^vllm:num_requests_running/ {print int($2)}')
-        [ -n "$r" ] && [ "$r" -gt "$peak" ] && peak=$r && echo $peak > "$OUT/peak_${kv}_c${c}"
+        [ -n "$r" ] && [ "$r" -gt "$peak" ] && peak=$r && echo $peak > "$OUT/peak_${t}_c${c}"
         sleep 0.5; done ) &
     mon=$!
     $B/oasiskv bench serve --base-url http://127.0.0.1:$port --num-prompts $n --max-concurrency $c \
-      --random-input-len $IN --random-output-len $OUTL --json "$OUT/bench_${kv}_c${c}.json" > "$OUT/bench_${kv}_c${c}.txt" 2>&1
-    curl -s http://127.0.0.1:$port/metrics > "$OUT/metrics_${kv}_c${c}.txt" 2>/dev/null
+      --random-input-len $IN --random-output-len $OUTL ${DATASET:+--dataset $DATASET} --json "$OUT/bench_${t}_c${c}.json" > "$OUT/bench_${t}_c${c}.txt" 2>&1
+    curl -s http://127.0.0.1:$port/metrics > "$OUT/metrics_${t}_c${c}.txt" 2>/dev/null
     kill $pid; wait $pid 2>/dev/null; kill $mon 2>/dev/null
-    python3 - "$OUT/bench_${kv}_c${c}.json" "$kv" "$c" "$(cat $OUT/peak_${kv}_c${c} 2>/dev/null || echo ?)" <<'PY'
+    python3 - "$OUT/bench_${t}_c${c}.json" "$t" "$c" "$(cat $OUT/peak_${t}_c${c} 2>/dev/null || echo ?)" <<'PY'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))

@@ -5,8 +5,12 @@
  * first op to its last. On destroy a table goes to stderr: per category calls and GPU
  * milliseconds per step, and the span's gaps (time the compute stream was not running a
  * wrapped op: launch latency, host waits, unwrapped work). Gathers on the copy stream
- * are not counted (they overlap). Off by default; the events cost ~2 us of host time per
- * op, so profiled steps are slower than real ones. */
+ * are not counted (they overlap). Beside each category's GPU time, the host's time in its
+ * calls (validation, uploads, launches): when the host is the slower side, an op's GPU
+ * interval also holds the wait for its own launch, so the two columns together say
+ * which side bounds the step. The first OKV_CUDA_PROFILE_SKIP steps (default 3: cuBLAS
+ * heuristics and module loading) are left out. Off by default; the events cost ~2 us of
+ * host time per op, so profiled steps are slower than real ones. */
 #include "backend/cuda/cuda_internal.h"
 
 #include <stdio.h>
@@ -23,9 +27,12 @@ struct cuda_prof {
     int cat[P_MAX / 2];
     int n;                 /* pairs recorded this step */
     bool overflow;
-    double ms[P_N], span_ms;
+    double ms[P_N], host_ms[P_N], span_ms;
+    double host_step_ms;   /* host time from the step's first op to its sync */
+    double t_first;        /* okv_now() at the step's first op, or 0 */
+    double host_cur[P_N];  /* this step's host ms per category (kept only past the skip) */
     long long calls[P_N];
-    long long steps;
+    long long steps, skip, seen;
 };
 
 static struct okv_backend_ops real;
@@ -45,6 +52,8 @@ static struct cuda_prof *prof_of(okv_backend *be)
                 okv_free(p);
                 return NULL;
             }
+        const char *sk = getenv("OKV_CUDA_PROFILE_SKIP");
+        p->skip = sk ? atoll(sk) : 3;
         c->prof = p;
     }
     return c->prof;
@@ -60,6 +69,8 @@ static int prof_begin(okv_backend *be, int cat)
     }
     const int i = p->n++;
     p->cat[i] = cat;
+    if (i == 0)
+        p->t_first = okv_now();
     cudaEventRecord(p->ev[2 * i], OKV_CUDA_CTX(be)->stream);
     return i;
 }
@@ -70,12 +81,21 @@ static void prof_end(okv_backend *be, int i)
         cudaEventRecord(OKV_CUDA_CTX(be)->prof->ev[2 * i + 1], OKV_CUDA_CTX(be)->stream);
 }
 
-/* after the step's sync: read the pairs */
-static void prof_collect(okv_backend *be)
+/* after the step's sync: read the pairs (t_sync: when the host reached the sync) */
+static void prof_collect(okv_backend *be, double t_sync)
 {
     struct cuda_prof *p = OKV_CUDA_CTX(be)->prof;
     if (!p || p->n == 0)
         return;
+    if (p->seen++ < p->skip) {   /* a warm-up step */
+        p->n = 0;
+        memset(p->host_cur, 0, sizeof p->host_cur);
+        return;
+    }
+    for (int k = 0; k < P_N; k++)
+        p->host_ms[k] += p->host_cur[k];
+    memset(p->host_cur, 0, sizeof p->host_cur);
+    p->host_step_ms += 1e3 * (t_sync - p->t_first);
     for (int i = 0; i < p->n; i++) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, p->ev[2 * i], p->ev[2 * i + 1]) == cudaSuccess) {
@@ -91,12 +111,15 @@ static void prof_collect(okv_backend *be)
     p->n = 0;
 }
 
-#define WRAP(cat, call)                        \
-    do {                                       \
-        const int pi_ = prof_begin(be, (cat)); \
-        const enum okv_status st_ = (call);    \
-        prof_end(be, pi_);                     \
-        return st_;                            \
+#define WRAP(cat, call)                                                \
+    do {                                                               \
+        const int pi_ = prof_begin(be, (cat));                         \
+        const double t0_ = okv_now();                                  \
+        const enum okv_status st_ = (call);                            \
+        if (OKV_CUDA_CTX(be)->prof)                                    \
+            OKV_CUDA_CTX(be)->prof->host_cur[cat] += 1e3 * (okv_now() - t0_); \
+        prof_end(be, pi_);                                             \
+        return st_;                                                    \
     } while (0)
 
 static enum okv_status w_embed(okv_backend *be, okv_bmem *out, const okv_bweight *t, const int32_t *ids, int n, int dim)
@@ -159,9 +182,10 @@ static enum okv_status w_sample(okv_backend *be, const okv_bmem *logits, int n_r
 }
 static enum okv_status w_sync(okv_backend *be)
 {
+    const double t = okv_now();
     const enum okv_status st = real.sync(be);
     if (st == OKV_OK)
-        prof_collect(be);
+        prof_collect(be, t);
     return st;
 }
 
@@ -174,14 +198,19 @@ static void w_destroy(okv_backend *be)
         double busy = 0;
         for (int i = 0; i < P_N; i++)
             busy += p->ms[i];
-        fprintf(stderr, "OKV_CUDA_PROFILE: %lld steps (device %d): span %.3f ms/step, wrapped ops %.3f ms/step, gaps %.3f ms/step%s\n",
-                p->steps, c->device, p->span_ms / steps, busy / steps, (p->span_ms - busy) / steps,
-                p->overflow ? " (some steps had more ops than recorded)" : "");
-        fprintf(stderr, "  %-20s %12s %10s %8s\n", "op", "calls/step", "ms/step", "of span");
+        double host = 0;
+        for (int i = 0; i < P_N; i++)
+            host += p->host_ms[i];
+        fprintf(stderr,
+                "OKV_CUDA_PROFILE: %lld steps after %lld warm-up (device %d): GPU span %.3f ms/step, wrapped ops %.3f, gaps %.3f; "
+                "host first op to sync %.3f ms/step, in wrapped calls %.3f%s\n",
+                p->steps, p->skip, c->device, p->span_ms / steps, busy / steps, (p->span_ms - busy) / steps,
+                p->host_step_ms / steps, host / steps, p->overflow ? " (some steps had more ops than recorded)" : "");
+        fprintf(stderr, "  %-20s %12s %12s %8s %12s\n", "op", "calls/step", "GPU ms/step", "of span", "host ms/step");
         for (int i = 0; i < P_N; i++)
             if (p->calls[i])
-                fprintf(stderr, "  %-20s %12.1f %10.3f %7.1f%%\n", p_name[i], (double)p->calls[i] / steps, p->ms[i] / steps,
-                        p->span_ms > 0 ? 100.0 * p->ms[i] / p->span_ms : 0.0);
+                fprintf(stderr, "  %-20s %12.1f %12.3f %7.1f%% %12.3f\n", p_name[i], (double)p->calls[i] / steps, p->ms[i] / steps,
+                        p->span_ms > 0 ? 100.0 * p->ms[i] / p->span_ms : 0.0, p->host_ms[i] / steps);
     }
     if (p) {
         for (int i = 0; i < P_MAX; i++)
