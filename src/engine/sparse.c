@@ -332,14 +332,9 @@ static enum okv_status install_many(okv_engine *e, int layer, const struct sel_i
 static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_item *items, int n, bool merge, int succ)
 {
     const int sink = e->prm.sink_blocks;
-    int total_cand = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         items[i].k = item_k(e, layer, &items[i]);
-        total_cand += items[i].cand_end - sink;
-    }
-    enum okv_status st = ensure_scratch(e, total_cand + 1);
-    if (st != OKV_OK)
-        return st;
+    enum okv_status st;
     struct okv_select_req *reqs = okv_malloc(sizeof *reqs * (size_t)(2 * n), OKV_TAG_ENGINE), *own = reqs ? reqs + n : NULL;
     struct okv_resid_item *inst = okv_malloc(sizeof *inst * (size_t)n, OKV_TAG_ENGINE);
     if (!reqs || !inst) {
@@ -348,19 +343,18 @@ static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_i
         return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
     }
     const int k_own = (e->sel_k[layer] + 1) / 2;
-    int at = 0;
     for (int i = 0; i < n; i++) {
         const int seq = e->bs[items[i].j].id, n_cand = items[i].cand_end - sink;
         int nb;
+        /* the sequence's own host block list (the backend reads it during the call and
+         * keeps only a copy: on the GPU a table in HBM that it updates with what changed) */
         const int32_t *host = okv_kv_seq_host_blocks(e->kv, seq, &nb);
-        memcpy(e->cand + at, host + sink, sizeof(int32_t) * (size_t)n_cand);
         const int32_t *rows = e->pred_rows + items[i].rows_at;
-        reqs[i] = (struct okv_select_req){rows, items[i].n_rows, e->cand + at, n_cand, items[i].k};
-        own[i] = (struct okv_select_req){rows, 1, e->cand + at, n_cand, k_own < items[i].k ? k_own : items[i].k};
+        reqs[i] = (struct okv_select_req){rows, items[i].n_rows, host + sink, n_cand, items[i].k};
+        own[i] = (struct okv_select_req){rows, 1, host + sink, n_cand, k_own < items[i].k ? k_own : items[i].k};
         if (++e->step_stamp == 0)   /* a fresh stamp per installation, as install_many */
             e->step_stamp = 1;
         inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp};
-        at += n_cand;
     }
     st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, merge ? own : NULL,
                                     inst, n, succ);

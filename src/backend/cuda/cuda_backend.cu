@@ -9,10 +9,13 @@
  * Vector weights (norm weights, biases: one row) are kept in fp32 as well, so the
  * norms and biases add no bf16 rounding; they are a negligible share of memory. */
 #include "backend/cuda/cuda_internal.h"
+
+#include <cuda.h>
 #include "backend/cuda/cuda_kernels.cuh"
 #include "backend/cuda/cuda_bench.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -595,6 +598,8 @@ static enum okv_status cuda_sync(okv_backend *be)
     return okv_cuda_sync_all(c);
 }
 
+static void green_destroy(struct cuda_ctx *c);
+
 static void cuda_destroy(okv_backend *be)
 {
     struct cuda_ctx *c = CTX(be);
@@ -639,6 +644,7 @@ static void cuda_destroy(okv_backend *be)
         cudaStreamDestroy(c->copy);
     if (c->stream)
         cudaStreamDestroy(c->stream);
+    green_destroy(c);
     okv_free(c);
     okv_free(be);
 }
@@ -687,6 +693,82 @@ static void fill_ops(void)
 }
 
 /* Undo a partly built context (every field NULL or valid). */
+/* OKV_GATHER_SMS=N: the SMs split in two green contexts, N (as rounded by the driver)
+ * for the copy stream (the host-tier gather kernels) and the rest for the compute
+ * stream, so that no compute kernel shares an SM with a gather waiting on PCIe.
+ * Driver entry points through the runtime (no link to libcuda). Returns false, leaving
+ * nothing behind, when the driver cannot. */
+typedef CUresult (*pfn_get_res)(CUdevice, CUdevResource *, CUdevResourceType);
+typedef CUresult (*pfn_split)(CUdevResource *, unsigned int *, const CUdevResource *, CUdevResource *, unsigned int,
+                              unsigned int);
+typedef CUresult (*pfn_desc)(CUdevResourceDesc *, CUdevResource *, unsigned int);
+typedef CUresult (*pfn_gcreate)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned int);
+typedef CUresult (*pfn_gdestroy)(CUgreenCtx);
+typedef CUresult (*pfn_gstream)(CUstream *, CUgreenCtx, unsigned int, int);
+
+static void *driver_fn(const char *name, int version)
+{
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, (unsigned)version, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return fn;
+}
+
+static void green_destroy(struct cuda_ctx *c)
+{
+    pfn_gdestroy gdestroy = (pfn_gdestroy)driver_fn("cuGreenCtxDestroy", 12040);
+    for (int i = 0; i < 2; i++)
+        if (c->green[i] && gdestroy)
+            gdestroy((CUgreenCtx)c->green[i]);
+    c->green[0] = c->green[1] = NULL;
+}
+
+static bool green_streams(struct cuda_ctx *c, int gather_sms)
+{
+    pfn_get_res get_res = (pfn_get_res)driver_fn("cuDeviceGetDevResource", 12040);
+    pfn_split split = (pfn_split)driver_fn("cuDevSmResourceSplitByCount", 12040);
+    pfn_desc desc = (pfn_desc)driver_fn("cuDevResourceGenerateDesc", 12040);
+    pfn_gcreate gcreate = (pfn_gcreate)driver_fn("cuGreenCtxCreate", 12040);
+    pfn_gstream gstream = (pfn_gstream)driver_fn("cuGreenCtxStreamCreate", 12050);
+    if (!get_res || !split || !desc || !gcreate || !gstream)
+        return false;
+    CUdevResource all, part, rest;
+    memset(&all, 0, sizeof all);
+    memset(&part, 0, sizeof part);
+    memset(&rest, 0, sizeof rest);
+    unsigned int n = 1;
+    CUdevResourceDesc d[2];
+    CUgreenCtx g[2] = {NULL, NULL};
+    CUstream st[2] = {NULL, NULL};
+    if (get_res((CUdevice)c->device, &all, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS ||
+        split(&part, &n, &all, &rest, 0, (unsigned)gather_sms) != CUDA_SUCCESS || n < 1 || rest.sm.smCount == 0 ||
+        desc(&d[0], &part, 1) != CUDA_SUCCESS || desc(&d[1], &rest, 1) != CUDA_SUCCESS)
+        return false;
+    for (int i = 0; i < 2; i++)
+        if (gcreate(&g[i], d[i], (CUdevice)c->device, CU_GREEN_CTX_DEFAULT_STREAM) != CUDA_SUCCESS ||
+            gstream(&st[i], g[i], CU_STREAM_NON_BLOCKING, 0) != CUDA_SUCCESS) {
+            for (int j = 0; j < 2; j++)
+                if (st[j])
+                    cudaStreamDestroy((cudaStream_t)st[j]);
+            c->green[0] = g[0];
+            c->green[1] = g[1];
+            green_destroy(c);
+            (void)cudaGetLastError();
+            return false;
+        }
+    c->green[0] = g[0];
+    c->green[1] = g[1];
+    c->green_sms[0] = (int)part.sm.smCount;
+    c->green_sms[1] = (int)rest.sm.smCount;
+    c->copy = (cudaStream_t)st[0];
+    c->stream = (cudaStream_t)st[1];
+    return true;
+}
+
 static enum okv_status create_fail(okv_backend *be, enum okv_status st)
 {
     cuda_destroy(be);
@@ -756,9 +838,23 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
          * for each layer's own fetches); default: both streams (the measured behaviour) */
         const char *ss = getenv("OKV_STEP_SYNC");
         c->sync_compute_only = ss && !strcmp(ss, "compute");
+        /* OKV_FETCH_CTAS=N: CTAs of the host-tier gather kernel (default: by size, at most 32) */
+        const char *fc = getenv("OKV_FETCH_CTAS");
+        c->fetch_ctas_override = fc && atoi(fc) > 0 ? atoi(fc) : 0;
     }
-    CREATE_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "compute stream");
-    CREATE_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "copy stream");
+    const char *gs = getenv("OKV_GATHER_SMS");
+    if (gs && atoi(gs) > 0) {
+        if (green_streams(c, atoi(gs)))
+            fprintf(stderr, "oasiskv: cuda device %d: %d SMs for the host-tier gathers, %d for compute (OKV_GATHER_SMS)\n",
+                    c->device, c->green_sms[0], c->green_sms[1]);
+        else
+            fprintf(stderr, "oasiskv: cuda device %d: OKV_GATHER_SMS=%s: the driver cannot split the SMs; one partition\n",
+                    c->device, gs);
+    }
+    if (!c->stream)
+        CREATE_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "compute stream");
+    if (!c->copy)
+        CREATE_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "copy stream");
     CREATE_CU(cudaEventCreateWithFlags(&c->ev_compute_mark, cudaEventDisableTiming), "event");
     CREATE_CU(cudaEventCreateWithFlags(&c->ev_copy_mark, cudaEventDisableTiming), "event");
     CREATE_CU(cudaEventCreateWithFlags(&c->ev_wt_last, cudaEventDisableTiming), "event");

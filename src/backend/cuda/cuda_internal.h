@@ -138,6 +138,8 @@ struct cuda_ctx {
     size_t smem_optin;
     cudaStream_t stream;     /* compute */
     cudaStream_t copy;       /* host tier <-> device */
+    void *green[2];          /* OKV_GATHER_SMS: green contexts (CUgreenCtx) of copy and compute, else NULL */
+    int green_sms[2];        /* their SMs */
     cublasHandle_t blas;
     void *blas_ws;
     size_t blas_ws_bytes;
@@ -265,10 +267,16 @@ enum okv_status okv_cuda_select_blocks_async(okv_backend *be, const okv_bkv *kv,
 enum okv_status okv_cuda_select_wait(okv_backend *be);
 /* device-side residency: scoring and top-k queued on the compute stream, the ids written
  * to d_ids on the device; *d_cand receives the device copy of the candidates (NULL when
- * there are none). Ring memory: the caller commits once its consumers are queued. */
+ * there are none; tab->d_tab when tab is given). Ring memory: the caller commits once
+ * its consumers are queued. */
+/* candidates already in HBM: request r's ids start at d_tab + off[r] (off: host array) */
+struct okv_cuda_cand_tab {
+    const int32_t *d_tab;
+    const int32_t *off;
+};
 enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                           const struct okv_select_req *reqs, int n_reqs, int32_t *d_ids,
-                                          const int32_t **d_cand);
+                                          const int32_t **d_cand, const struct okv_cuda_cand_tab *tab);
 /* OKV_CUDA_PROFILE=1: wrap the hot ops with timing events (cuda_prof.cu) */
 void okv_cuda_prof_wrap(struct okv_backend_ops *ops);
 /* residency (cuda_resid.cu) */

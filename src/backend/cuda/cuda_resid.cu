@@ -48,6 +48,16 @@ struct cuda_resid {
     size_t bytes;
     uint32_t *seen;          /* [max_seqs] (host): chunk already in this call when == seen_gen */
     uint32_t seen_gen;
+    /* the candidates of each chunk (its sequence's host block ids by logical block) in
+     * HBM, so that a call uploads only what changed: d_ctab [max_seqs][max_blocks], its
+     * host mirror h_ctab (what d_ctab holds once the queued patches ran), and per chunk
+     * the step, list and length last compared (v_gen, v_src, v_end) */
+    int32_t *d_ctab, *h_ctab;
+    unsigned long long *v_gen;
+    const int32_t **v_src;
+    int *v_end;
+    int *patch;              /* [max_seqs][2] (host): item, first changed candidate */
+    int32_t *tab_off;        /* [max_seqs] (host): an item's candidates in d_ctab */
 };
 
 struct rs_item {
@@ -276,6 +286,15 @@ static __global__ void resid_fill_k(const int32_t *fill, int nkv, const int32_t 
     }
 }
 
+/* candidate table patches: [n][3] (table offset, count, offset in ids) then the ids */
+static __global__ void ctab_patch_k(int32_t *tab, const int32_t *pat, int n)
+{
+    const int32_t *p = pat + 3 * blockIdx.x, *ids = pat + 3 * n + p[2];
+    int32_t *dst = tab + p[0];
+    for (int i = threadIdx.x; i < p[1]; i += blockDim.x)
+        dst[i] = ids[i];
+}
+
 /* ---- host side ---- */
 
 void okv_cuda_resid_free(okv_bkv *kv)
@@ -284,7 +303,7 @@ void okv_cuda_resid_free(okv_bkv *kv)
     if (!r)
         return;
     void *dev[] = {r->map, r->key, r->sel, r->selu, r->f_src, r->f_dst, r->stamp, r->h2l, r->ids, r->ids_own, r->f_count,
-                   r->stat, r->d_items};
+                   r->stat, r->d_items, r->d_ctab};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             cudaFree(dev[i]);
@@ -296,6 +315,12 @@ void okv_cuda_resid_free(okv_bkv *kv)
     okv_free(r->quota);
     okv_free(r->qoff);
     okv_free(r->seen);
+    okv_free(r->h_ctab);
+    okv_free(r->v_gen);
+    okv_free(r->v_src);
+    okv_free(r->v_end);
+    okv_free(r->patch);
+    okv_free(r->tab_off);
     okv_free(r);
     kv->resid = NULL;
 }
@@ -329,7 +354,14 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
     r->quota = (int32_t *)okv_malloc(sizeof(int32_t) * (size_t)L, OKV_TAG_BACKEND);
     r->qoff = (size_t *)okv_malloc(sizeof(size_t) * (size_t)L, OKV_TAG_BACKEND);
     r->seen = (uint32_t *)okv_calloc((size_t)g->max_seqs, sizeof(uint32_t), OKV_TAG_BACKEND);
-    if (!r->quota || !r->qoff || !r->seen) {
+    const size_t ctab_n = (size_t)g->max_seqs * g->max_blocks;
+    r->h_ctab = (int32_t *)okv_malloc(sizeof(int32_t) * ctab_n, OKV_TAG_BACKEND);
+    r->v_gen = (unsigned long long *)okv_calloc((size_t)g->max_seqs, sizeof(unsigned long long), OKV_TAG_BACKEND);
+    r->v_src = (const int32_t **)okv_calloc((size_t)g->max_seqs, sizeof(int32_t *), OKV_TAG_BACKEND);
+    r->v_end = (int *)okv_calloc((size_t)g->max_seqs, sizeof(int), OKV_TAG_BACKEND);
+    r->patch = (int *)okv_malloc(sizeof(int) * 2 * (size_t)g->max_seqs, OKV_TAG_BACKEND);
+    r->tab_off = (int32_t *)okv_malloc(sizeof(int32_t) * (size_t)g->max_seqs, OKV_TAG_BACKEND);
+    if (!r->quota || !r->qoff || !r->seen || !r->h_ctab || !r->v_gen || !r->v_src || !r->v_end || !r->patch || !r->tab_off) {
         okv_cuda_resid_free(kv);
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: out of host memory");
     }
@@ -344,6 +376,7 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda residency: layer %d: the quotas exceed its units", l);
         }
     }
+    memset(r->h_ctab, 0xff, sizeof(int32_t) * ctab_n);   /* -1: no host block id; every entry differs at first */
     const size_t map_n = (size_t)L * g->max_seqs * nkv * g->max_blocks, q = r->q_total ? r->q_total : 1;
     const size_t ids_n = (size_t)g->max_seqs * (r->max_quota ? r->max_quota : 1);
     struct { void **p; size_t bytes; } allocs[] = {
@@ -360,6 +393,7 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
         {(void **)&r->f_count, sizeof(int) * (size_t)L},
         {(void **)&r->stat, 64 + (sizeof(size_t) + sizeof(int)) * (size_t)L},
         {(void **)&r->d_items, sizeof(struct rs_item) * (size_t)g->max_seqs * RS_TABLES},
+        {(void **)&r->d_ctab, sizeof(int32_t) * ctab_n},
     };
     for (size_t i = 0; i < sizeof allocs / sizeof allocs[0]; i++) {
         cudaError_t e = cudaMalloc(allocs[i].p, allocs[i].bytes);
@@ -427,6 +461,78 @@ static enum okv_status cuda_resid_reset(okv_backend *be, okv_bkv *kv, int chunk)
     return OKV_OK;
 }
 
+/* Bring the candidate table up to the items' lists (reqs[i].cand_host: the host blocks
+ * [sink, sink + n_cand) of item i's sequence). A list compared in this step (same
+ * pointer, same length) is taken as unchanged: host block ids do not change within a
+ * step. Otherwise it is compared with the mirror and the changed tail (after a
+ * sequence's first step: its new blocks, if any) is checked and queued as a patch. */
+static enum okv_status ctab_sync(struct cuda_ctx *c, struct cuda_resid *r, const okv_bkv *kv,
+                                 const struct okv_select_req *reqs, const struct okv_resid_item *items, int n_items)
+{
+    const unsigned long long gen = c->step.gen;
+    int n_patch = 0;
+    size_t n_ids = 0;
+    for (int i = 0; i < n_items; i++) {
+        const int chunk = items[i].chunk, end = items[i].sink + reqs[i].n_cand;
+        const int32_t *src = reqs[i].cand_host - items[i].sink;   /* by logical block */
+        if (gen && r->v_gen[chunk] == gen && r->v_src[chunk] == src && r->v_end[chunk] >= end)
+            continue;
+        const int32_t *m = r->h_ctab + (size_t)chunk * r->max_blocks;
+        int first = items[i].sink;
+        if (!memcmp(m + first, src + first, sizeof(int32_t) * (size_t)(end - first))) {
+            r->v_gen[chunk] = gen;
+            r->v_src[chunk] = src;
+            r->v_end[chunk] = end;
+            continue;
+        }
+        while (m[first] == src[first])
+            first++;
+        bool bad = false;
+        for (int b = first; b < end; b++)
+            bad |= (uint32_t)src[b] >= (uint32_t)kv->g.n_host_blocks;
+        if (bad)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: item %d: a candidate is outside the %d host blocks", i,
+                                 kv->g.n_host_blocks);
+        r->patch[2 * n_patch] = i;
+        r->patch[2 * n_patch + 1] = first;
+        n_patch++;
+        n_ids += (size_t)(end - first);
+    }
+    if (n_patch == 0)
+        return OKV_OK;
+    void *hv = NULL, *dv = NULL;
+    enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * (3 * (size_t)n_patch + n_ids), &hv, &dv);
+    if (st != OKV_OK)
+        return st;
+    int32_t *hp = (int32_t *)hv, *hid = hp + 3 * n_patch;
+    int32_t at = 0;
+    for (int p = 0; p < n_patch; p++) {
+        const int i = r->patch[2 * p], first = r->patch[2 * p + 1], chunk = items[i].chunk;
+        const int end = items[i].sink + reqs[i].n_cand;
+        const int32_t *src = reqs[i].cand_host - items[i].sink;
+        hp[3 * p] = chunk * r->max_blocks + first;
+        hp[3 * p + 1] = end - first;
+        hp[3 * p + 2] = at;
+        memcpy(hid + at, src + first, sizeof(int32_t) * (size_t)(end - first));
+        at += end - first;
+    }
+    OKV_CU(cudaMemcpyAsync(dv, hv, sizeof(int32_t) * (3 * (size_t)n_patch + n_ids), cudaMemcpyHostToDevice, c->stream),
+           "candidate table patch upload");
+    ctab_patch_k<<<(unsigned)n_patch, 128, 0, c->stream>>>(r->d_ctab, (const int32_t *)dv, n_patch);
+    OKV_LAUNCHED("candidate table patch kernel");
+    /* queued: the mirror follows (the ring region is committed with the call's others) */
+    for (int p = 0; p < n_patch; p++) {
+        const int i = r->patch[2 * p], first = r->patch[2 * p + 1], chunk = items[i].chunk;
+        const int end = items[i].sink + reqs[i].n_cand;
+        const int32_t *src = reqs[i].cand_host - items[i].sink;
+        memcpy(r->h_ctab + (size_t)chunk * r->max_blocks + first, src + first, sizeof(int32_t) * (size_t)(end - first));
+        r->v_gen[chunk] = gen;
+        r->v_src[chunk] = src;
+        r->v_end[chunk] = end;
+    }
+    return OKV_OK;
+}
+
 static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                            const struct okv_select_req *reqs, const struct okv_select_req *own,
                                            const struct okv_resid_item *items, int n_items, int succ)
@@ -443,7 +549,7 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
     const int cur = r->items_cur;
     OKV_CU(cudaEventSynchronize(r->items_ev[cur]), "residency item table reuse");
     struct rs_item *hi = r->h_items + (size_t)cur * r->max_seqs, *di = r->d_items + (size_t)cur * r->max_seqs;
-    int cand_off = 0, ids_off = 0, own_off = 0, kmax = 0, bound = 0;
+    int ids_off = 0, own_off = 0, kmax = 0, bound = 0;
     if (++r->seen_gen == UINT32_MAX) {
         memset(r->seen, 0, sizeof(uint32_t) * (size_t)r->max_seqs);
         r->seen_gen = 1;
@@ -459,9 +565,10 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
         if (r->seen[items[i].chunk] == gen)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: chunk %d appears twice", items[i].chunk);
         r->seen[items[i].chunk] = gen;
-        hi[i] = (struct rs_item){items[i].chunk, items[i].sink, rq->n_cand, rq->k, k1, cand_off, ids_off, own_off,
+        /* the candidates by their place in the table */
+        r->tab_off[i] = items[i].chunk * r->max_blocks + items[i].sink;
+        hi[i] = (struct rs_item){items[i].chunk, items[i].sink, rq->n_cand, rq->k, k1, r->tab_off[i], ids_off, own_off,
                                  items[i].stamp};
-        cand_off += rq->n_cand;
         ids_off += nkv * rq->k;
         own_off += nkv * k1;
         kmax = rq->k > kmax ? rq->k : kmax;
@@ -470,10 +577,13 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
     if (kmax == 0)
         return OKV_OK;
     enum okv_status st;
-    const int32_t *d_cand = NULL, *d_cand_own = NULL;
-    if (own && (st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, own, n_items, r->ids_own, &d_cand_own)) != OKV_OK)
+    if ((st = ctab_sync(c, r, kv, reqs, items, n_items)) != OKV_OK)
         return st;
-    if ((st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, reqs, n_items, r->ids, &d_cand)) != OKV_OK)
+    const struct okv_cuda_cand_tab tab = {r->d_ctab, r->tab_off};
+    const int32_t *d_cand = NULL, *d_cand_own = NULL;
+    if (own && (st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, own, n_items, r->ids_own, &d_cand_own, &tab)) != OKV_OK)
+        return st;
+    if ((st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, reqs, n_items, r->ids, &d_cand, &tab)) != OKV_OK)
         return st;
     if (!d_cand)
         return okv_cuda_ring_commit(c, c->stream);

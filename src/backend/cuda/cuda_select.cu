@@ -28,8 +28,11 @@
 #define SEL_STAGE_MAX 8192   /* candidates of one segment staged in shared memory */
 #define SEL_SORT_MAX 16384   /* k sorted on the GPU; larger k sorts on the host */
 
-/* request table: SEL_META int32 per request */
-enum { M_ROW_OFF, M_N_ROWS, M_CAND_OFF, M_N_CAND, M_K, M_OUT_OFF, M_SC_OFF, SEL_META = 8 };
+/* request table: SEL_META int32 per request. M_CAND_OFF numbers the candidates of all
+ * requests in one flat sequence (the scoring grid); M_CAND_SRC is where the request's
+ * candidate ids start in the candidate array (the same offset when they were uploaded
+ * with the request; their place in a device table of host block ids otherwise) */
+enum { M_ROW_OFF, M_N_ROWS, M_CAND_OFF, M_N_CAND, M_K, M_OUT_OFF, M_SC_OFF, M_CAND_SRC, SEL_META = 8 };
 
 static __device__ __forceinline__ float4 bf4_to_f4(uint2 a)
 {
@@ -52,7 +55,24 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
     if (c0 >= total_cand)
         return;
     const int hd4 = hd >> 2, nc = min(SEL_CPW, total_cand - c0);
-    const int my_blk = __ldg(cand + c0 + (lane < nc ? lane : 0));
+    /* the request of candidate c0: the last one whose candidates start at or before it */
+    int r = 0, hi = n_reqs - 1;
+    while (r < hi) {
+        const int mid = (r + hi + 1) >> 1;
+        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= c0)
+            r = mid;
+        else
+            hi = mid - 1;
+    }
+    int my_blk;
+    {   /* this lane's candidate (c0 + lane; lanes past nc read c0's) */
+        const int gc = c0 + (lane < nc ? lane : 0);
+        int rl = r;
+        while (rl + 1 < n_reqs && __ldg(meta + (rl + 1) * SEL_META + M_CAND_OFF) <= gc)
+            rl++;
+        const int32_t *ml = meta + rl * SEL_META;
+        my_blk = __ldg(cand + __ldg(ml + M_CAND_SRC) + (gc - __ldg(ml + M_CAND_OFF)));
+    }
     float4 mn[SEL_CPW][SLOTS], mx[SEL_CPW][SLOTS];
 #pragma unroll
     for (int j = 0; j < SEL_CPW; j++) {
@@ -66,15 +86,6 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
             mn[j][t] = ok ? bf4_to_f4(__ldg(kmin + d4)) : make_float4(0.f, 0.f, 0.f, 0.f);
             mx[j][t] = ok ? bf4_to_f4(__ldg(kmax + d4)) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
-    }
-    /* the request of candidate c0: the last one whose candidates start at or before it */
-    int r = 0, hi = n_reqs - 1;
-    while (r < hi) {
-        const int mid = (r + hi + 1) >> 1;
-        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= c0)
-            r = mid;
-        else
-            hi = mid - 1;
     }
     const int group = n_heads / nkv;
 #pragma unroll
@@ -137,7 +148,7 @@ topk_k(const float *scores, const int32_t *meta, const int32_t *cand, int nkv, i
     if (k == 0 || k > SEL_SORT_MAX)
         return;
     const float *sc = scores + m[M_SC_OFF] + (size_t)h * n;
-    const int32_t *cd = cand + m[M_CAND_OFF];
+    const int32_t *cd = cand + m[M_CAND_SRC];
     int32_t *out = ids + m[M_OUT_OFF] + (size_t)h * k;
     int kp = 1;
     while (kp < k)
@@ -312,15 +323,17 @@ static size_t topk_smem(int n, int k)
 
 static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                    const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async,
-                                   int32_t *dev_ids = NULL, const int32_t **dev_cand = NULL);
+                                   int32_t *dev_ids = NULL, const int32_t **dev_cand = NULL,
+                                   const struct okv_cuda_cand_tab *tab = NULL);
 
 extern "C" enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q,
                                                      int n_heads, const struct okv_select_req *reqs, int n_reqs,
-                                                     int32_t *d_ids, const int32_t **d_cand)
+                                                     int32_t *d_ids, const int32_t **d_cand,
+                                                     const struct okv_cuda_cand_tab *tab)
 {
     enum okv_status st = okv_cuda_select_wait(be);
     *d_cand = NULL;
-    return st != OKV_OK ? st : select_impl(be, kv, layer, q, n_heads, reqs, n_reqs, NULL, NULL, false, d_ids, d_cand);
+    return st != OKV_OK ? st : select_impl(be, kv, layer, q, n_heads, reqs, n_reqs, NULL, NULL, false, d_ids, d_cand, tab);
 }
 
 extern "C" enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
@@ -352,7 +365,7 @@ extern "C" enum okv_status okv_cuda_select_wait(okv_backend *be)
  * hands them over; requests that need the host sort run synchronously */
 static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                    const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async,
-                                   int32_t *dev_ids, const int32_t **dev_cand)
+                                   int32_t *dev_ids, const int32_t **dev_cand, const struct okv_cuda_cand_tab *tab)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
     const int hd = kv->g.head_dim, nkv = kv->g.n_kv_heads;
@@ -384,12 +397,15 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         return OKV_OK;   /* every k is 0 */
     if (dev_ids && host_sort)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda select_blocks: k above %d cannot stay on the device", SEL_SORT_MAX);
-    const size_t n_meta = (size_t)SEL_META * n_reqs, n_up = n_meta + (size_t)t_rows + (size_t)t_cand;
+    /* candidates already on the device (tab): not uploaded (nor checked: the table's
+     * owner checked them when they entered it) */
+    const int64_t t_cand_up = tab ? 0 : t_cand;
+    const size_t n_meta = (size_t)SEL_META * n_reqs, n_up = n_meta + (size_t)t_rows + (size_t)t_cand_up;
     void *hv = NULL, *dv = NULL;
     enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * (n_up + (size_t)t_out), &hv, &dv);
     if (st != OKV_OK)
         return st;
-    int32_t *h_meta = (int32_t *)hv, *h_rows = h_meta + n_meta, *h_cand = h_rows + t_rows, *h_ids = h_cand + t_cand;
+    int32_t *h_meta = (int32_t *)hv, *h_rows = h_meta + n_meta, *h_cand = h_rows + t_rows, *h_ids = h_cand + t_cand_up;
     const int32_t max_row = (int32_t)(q->n / ((size_t)n_heads * hd)), n_hb = kv->g.n_host_blocks;
     int32_t ro = 0, co = 0, oo = 0, so = 0;
     for (int r = 0; r < n_reqs; r++) {
@@ -402,7 +418,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         mr[M_K] = rq->k;
         mr[M_OUT_OFF] = oo;
         mr[M_SC_OFF] = so;
-        mr[7] = 0;
+        mr[M_CAND_SRC] = tab ? tab->off[r] : co;
         bool bad = false;
         for (int i = 0; i < rq->n_rows; i++) {
             const int32_t v = rq->rows[i];
@@ -411,7 +427,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         }
         if (bad)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: request %d: a row is outside q (%d rows)", r, max_row);
-        for (int i = 0; i < rq->n_cand; i++) {   /* copy and check in one sweep: the hot path */
+        for (int i = 0; !tab && i < rq->n_cand; i++) {   /* copy and check in one sweep: the hot path */
             const int32_t v = rq->cand_host[i];
             bad |= (uint32_t)v >= (uint32_t)n_hb;
             h_cand[co + i] = v;
@@ -425,7 +441,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         so += nkv * rq->n_cand;
     }
     OKV_CU(cudaMemcpyAsync(dv, hv, sizeof(int32_t) * n_up, cudaMemcpyHostToDevice, c->stream), "select request upload");
-    const int32_t *d_meta = (const int32_t *)dv, *d_rows = d_meta + n_meta, *d_cand = d_rows + t_rows;
+    const int32_t *d_meta = (const int32_t *)dv, *d_rows = d_meta + n_meta, *d_cand = tab ? tab->d_tab : d_rows + t_rows;
     int32_t *d_ids = (int32_t *)dv + n_up;
     float *d_sc = NULL;
     if ((st = okv_cuda_scratch(c, (size_t)t_sc, &d_sc)) != OKV_OK)
