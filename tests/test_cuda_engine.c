@@ -307,6 +307,38 @@ static void run_model(const char *name, const char *model_path, const char *ref_
     free(r);
 }
 
+/* okv_engine_estimate_device_bytes (what `serve --kv-pool-gb` sizes the number of
+ * sequences with) must not fall short of what a sparse engine allocates on the GPU,
+ * residency state included, and should stay close to it */
+static void check_estimate(const char *model_path, okv_backend *gpu)
+{
+    struct okv_model *m = NULL;
+    if (okv_model_load(model_path, &m) != OKV_OK) {
+        CHECK(0, "estimate: load %s: %s", model_path, okv_last_error());
+        return;
+    }
+    const float cfs[] = {1.0f, 1.5f, 2.0f, 3.0f};
+    const int seqs[] = {1, 7, 100};
+    for (size_t i = 0; i < sizeof cfs / sizeof cfs[0]; i++)
+        for (size_t j = 0; j < sizeof seqs / sizeof seqs[0]; j++) {
+            struct okv_engine_params ep = {.block_size = 16, .max_ctx = 4096, .max_seqs = seqs[j], .max_batch_tokens = 256,
+                                           .kv_budget = 512, .tight_device = true, .cache_factor = cfs[i]};
+            okv_engine *e = NULL;
+            enum okv_status st = okv_engine_create(m, gpu, &ep, &e);
+            CHECK(st == OKV_OK, "estimate: engine (cache factor %.1f, %d sequences): %s", cfs[i], seqs[j], okv_last_error());
+            if (st != OKV_OK)
+                continue;
+            struct okv_engine_stats es;
+            okv_engine_stats_get(e, &es);
+            const size_t est = okv_engine_estimate_device_bytes(&m->cfg, okv_engine_unit_bytes(gpu, &m->cfg, 16), &ep);
+            CHECK(est >= es.device_bytes_capacity && est <= es.device_bytes_capacity + es.device_bytes_capacity / 10,
+                  "estimate: cache factor %.1f, %d sequences: estimated %zu bytes, allocated %zu", cfs[i], seqs[j], est,
+                  es.device_bytes_capacity);
+            okv_engine_free(e);
+        }
+    okv_model_free(m);
+}
+
 int main(void)
 {
     int n_dev = 0;
@@ -352,7 +384,8 @@ int main(void)
             fclose(f);
         }
         run_model(names[i], model, ref, cpu, gpu);
-        n_models++;
+        if (n_models++ == 0)
+            check_estimate(model, gpu);
     }
     CHECK(n_models >= 5, "only %d reference models found", n_models);
     okv_backend_free(cpu);

@@ -254,7 +254,15 @@ int cmd_serve(int argc, char **argv)
                     gib, ep.host_blocks, block);
     }
     okv_engine *e = NULL;
-    if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK)
+    st = okv_engine_create(m, be, &ep, &e);
+    /* the pool was sized by an estimate: should the allocation still exceed the pool, one
+     * sequence fewer (twice at most) rather than no server */
+    for (int retry = 0; st == OKV_ERR_NO_KV_SPACE && kv_budget > 0 && pool_gb > 0 && ep.max_seqs > 1 && retry < 2; retry++) {
+        fprintf(stderr, "oasiskv serve: %s; trying %d sequences\n", okv_last_error(), ep.max_seqs - 1);
+        max_seqs = --ep.max_seqs;
+        st = okv_engine_create(m, be, &ep, &e);
+    }
+    if (st != OKV_OK)
         cli_die("cannot build the engine: %s", okv_last_error());
     okv_drafter *drafter = NULL;
     if (draft && (st = okv_drafter_ngram_create(NULL, &drafter)) != OKV_OK)

@@ -64,6 +64,8 @@ struct rs_item {
     int chunk, sink, n_cand, k, k_own, cand_off, ids_off, own_off;
     unsigned stamp;
 };
+static_assert(sizeof(struct rs_item) == 9 * 4 && RS_TABLES == 160,
+              "okv_engine_estimate_device_bytes (engine.c) counts RS_TABLES item tables of 9 int32 per sequence");
 
 /* exclusive prefix sum of v over the block (RS_THREADS threads); *total gets the sum */
 static __device__ int block_scan(int v, int *total)
