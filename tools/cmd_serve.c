@@ -29,7 +29,9 @@ static const char *help =
     "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
     "  --kv-host-gb G               host KV tier (sparse mode; default: max-num-seqs full contexts)\n"
-    "  --kv-cache-factor F          device units per selected block (default 1; 2 keeps twice the selection)\n"
+    "  --kv-cache-factor F          device units per selected block (default 2: the selection and as many recently\n"
+    "                               selected blocks, so that one leaving and coming back is not fetched again; 1: the\n"
+    "                               selection alone, more sequences in the pool; bench/RESULTS.md section 11)\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
@@ -67,7 +69,7 @@ int cmd_serve(int argc, char **argv)
     const char *draft = NULL, *tok_path = NULL;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
-    double pool_gb = 0, host_gb = 0, cache_factor = 1;
+    double pool_gb = 0, host_gb = 0, cache_factor = 2;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
