@@ -64,7 +64,7 @@ static struct okv_attn_blocks dense_lists(int seqs, int nkv, int nb)
             }
         }
     start[seqs * nkv] = at;
-    return (struct okv_attn_blocks){start, unit, index, NULL};
+    return (struct okv_attn_blocks){start, unit, index, NULL, 0};
 }
 
 static void free_lists(struct okv_attn_blocks *b)

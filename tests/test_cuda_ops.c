@@ -661,7 +661,7 @@ static void test_attention(void)
         int cap = ns * nkv * (max_blocks + 1);
         int32_t *unit = malloc(4 * (size_t)cap), *index = malloc(4 * (size_t)cap);
         const int at = attn_lists(ns, nkv, bs, kvlen, slots * nkv + sparse, stage, cf.sparse_lists, start, unit, index);
-        struct okv_attn_blocks blocks = {start, unit, index, NULL};
+        struct okv_attn_blocks blocks = {start, unit, index, NULL, 0};
         float *q = rand_vec((size_t)n * nh * hd, 1.0f, false);
         okv_bmem *qc = up(cpu, q, (size_t)n * nh * hd), *qg = up(gpu, q, (size_t)n * nh * hd);
         okv_bmem *oc = poisoned(cpu, (size_t)n * nh * hd), *og = poisoned(gpu, (size_t)n * nh * hd);
@@ -822,7 +822,7 @@ static void test_prefill(void)
         const int cap = ns * nkv * (max_blocks + 1);
         int32_t *unit = malloc(4 * (size_t)cap), *index = malloc(4 * (size_t)cap);
         const int at = attn_lists(ns, nkv, bs, kvlen, slots * nkv + sparse, stage, cf.sparse_lists, start, unit, index);
-        struct okv_attn_blocks blocks = {start, unit, index, NULL};
+        struct okv_attn_blocks blocks = {start, unit, index, NULL, 0};
         const size_t no = (size_t)n * nh * hd;
         float *q = rand_vec(no, 1.0f, false);
         okv_bmem *qc = up(cpu, q, no), *qg = up(gpu, q, no);

@@ -86,6 +86,10 @@ struct okv_attn_blocks {
      * with the selection last installed for (chunk, this layer, head i % n_kv_heads),
      * in block order (pos < 0: none). */
     const int32_t *sel_fill;
+    /* 0, or a number the caller changes whenever the lists' contents change: within a
+     * step, a backend may take lists of the same nonzero version as those it saw last
+     * without comparing them (the dense lists of a step are the same at every layer) */
+    uint64_t version;
 };
 
 /* Device-side residency (optional backend ops resid_init ... resid_take_stats): the

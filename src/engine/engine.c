@@ -261,6 +261,11 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         const char *sb = getenv("OKV_SUCCESSOR_BLOCKS");
         int v = sb && *sb ? atoi(sb) : prm.successor_blocks == 0 ? 1 : prm.successor_blocks;
         e->succ_blocks = v > 0 ? v : 0;
+        /* OKV_LOOKAHEAD_OWN=F: the share of a lookahead selection taken by the real token's
+         * own top blocks before the drafted rows' (experiments; default half) */
+        const char *lo = getenv("OKV_LOOKAHEAD_OWN");
+        const double f = lo && *lo ? atof(lo) : 0.5;
+        e->own_share = f > 0 && f <= 1 ? (float)f : 0.5f;
     }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
 

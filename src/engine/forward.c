@@ -21,8 +21,11 @@
 #include "engine_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+static _Atomic uint64_t lists_versions;
 
 static void rollback(okv_engine *e, int n_seqs)
 {
@@ -239,10 +242,14 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->kv_write(be, kvs, l, e->k, e->v));
         if (e->resid)
             TIMED(e->stats.host_sparse_s, okv_sparse_before_attention(e, n_seqs, l, staged > 0));
-        if (l == 0 || !lists_static)
+        if (l == 0 || !lists_static) {
             TIMED(e->stats.host_lists_s, okv_sparse_build_lists(e, n_seqs, stage_base, l));
+            /* new contents: a new version, unique across engines sharing a backend (the
+             * backend may skip comparing lists of an unchanged version) */
+            e->lists_version = atomic_fetch_add(&lists_versions, 1) + 1;
+        }
         /* build_lists may move the arrays: read them after it */
-        struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index, fill ? e->sel_fill : NULL};
+        struct okv_attn_blocks blocks = {e->blk_start, e->blk_unit, e->blk_index, fill ? e->sel_fill : NULL, e->lists_version};
         CK(o->attention(be, e->att, e->q, kvs, l, &blocks, c->n_heads, scale));
         if (e->resid) {
             if (staged && l + 1 < c->n_layers)

@@ -9,8 +9,16 @@
 #include "engine_internal.h"
 #include "kv/select_rules.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the real token's part of a lookahead selection of k blocks (at least one) */
+static int own_k(const okv_engine *e, int k)
+{
+    const int v = (int)ceilf((float)k * e->own_share);
+    return v < 1 ? 1 : v > k ? k : v;
+}
 
 static int cmp_i32(const void *a, const void *b)
 {
@@ -342,7 +350,7 @@ static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_i
         okv_free(inst);
         return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
     }
-    const int k_own = (e->sel_k[layer] + 1) / 2;
+    const int k_own = own_k(e, e->sel_k[layer]);
     for (int i = 0; i < n; i++) {
         const int seq = e->bs[items[i].j].id, n_cand = items[i].cand_end - sink;
         int nb;
@@ -509,7 +517,7 @@ static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item
     for (int i = 0; i < n; i++) {
         own[i] = items[i];
         own[i].n_rows = 1;   /* pred_rows puts the real token first */
-        own[i].k_want = (e->sel_k[layer] + 1) / 2;
+        own[i].k_want = own_k(e, e->sel_k[layer]);
     }
     if ((st = select_many(e, layer, own, n)) != OKV_OK)
         goto out;

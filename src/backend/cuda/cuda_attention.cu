@@ -635,9 +635,10 @@ static bool plan_matches(const struct cuda_attn_cache *ac, const okv_bkv *kv, ui
                          int n_blocks, const struct okv_attn_blocks *b, int slots, int pf_min_rows)
 {
     return ac->valid && ac->kv == kv && ac->slots == slots && ac->pf_min_rows == pf_min_rows && ac->gen == gen && ac->n_heads == n_heads && ac->n_lists == n_lists && ac->n_blocks == n_blocks &&
-           !memcmp(ac->h_start, b->blk_start, sizeof(int32_t) * (size_t)(n_lists + 1)) &&
+           ((b->version && b->version == ac->version) ||   /* the caller vouches for them */
+            (!memcmp(ac->h_start, b->blk_start, sizeof(int32_t) * (size_t)(n_lists + 1)) &&
            !memcmp(ac->h_unit, b->blk_unit, sizeof(int32_t) * (size_t)n_blocks) &&
-           !memcmp(ac->h_index, b->blk_index, sizeof(int32_t) * (size_t)n_blocks);
+            !memcmp(ac->h_index, b->blk_index, sizeof(int32_t) * (size_t)n_blocks)));
 }
 
 static enum okv_status ensure_host(int32_t **p, size_t *cap, size_t n)
@@ -835,6 +836,7 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
     ac->max_unit = max_unit;
     ac->kv = kv;
     ac->gen = c->step.gen;
+    ac->version = b->version;
     ac->n_heads = n_heads;
     ac->n_lists = n_lists;
     ac->n_blocks = n_blocks;

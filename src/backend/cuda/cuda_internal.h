@@ -112,6 +112,7 @@ struct cuda_step {
 struct cuda_attn_cache {
     /* inputs of the last uploaded attention plan */
     uint64_t gen;
+    uint64_t version;                         /* okv_attn_blocks.version of its lists */
     int n_heads;
     int n_lists, n_blocks;
     const struct okv_bkv *kv;                 /* the KV the lists were checked against */

@@ -985,7 +985,7 @@ static enum okv_status run_attention(struct tp *t, int r, const struct job *j)
             }
         }
     ls[S * t->kv_l] = at;
-    struct okv_attn_blocks lb = {ls, lu, li, NULL};
+    struct okv_attn_blocks lb = {ls, lu, li, NULL, 0};   /* version 0: each rank compares its lists */
     return OPS(t, r)->attention(RK(t, r), j->out->m[r], j->x->m[r], j->kv->kv[r], j->layer, &lb, t->qh_l, j->scale);
 }
 
