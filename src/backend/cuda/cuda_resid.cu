@@ -56,6 +56,7 @@ struct cuda_resid {
     unsigned long long *v_gen;
     const int32_t **v_src;
     int *v_end;
+    int *hw;                 /* [max_seqs] (host): d_ctab holds checked ids below this block */
     int *patch;              /* [max_seqs][2] (host): item, first changed candidate */
     int32_t *tab_off;        /* [max_seqs] (host): an item's candidates in d_ctab */
 };
@@ -321,6 +322,7 @@ void okv_cuda_resid_free(okv_bkv *kv)
     okv_free(r->v_gen);
     okv_free(r->v_src);
     okv_free(r->v_end);
+    okv_free(r->hw);
     okv_free(r->patch);
     okv_free(r->tab_off);
     okv_free(r);
@@ -361,9 +363,10 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
     r->v_gen = (unsigned long long *)okv_calloc((size_t)g->max_seqs, sizeof(unsigned long long), OKV_TAG_BACKEND);
     r->v_src = (const int32_t **)okv_calloc((size_t)g->max_seqs, sizeof(int32_t *), OKV_TAG_BACKEND);
     r->v_end = (int *)okv_calloc((size_t)g->max_seqs, sizeof(int), OKV_TAG_BACKEND);
+    r->hw = (int *)okv_calloc((size_t)g->max_seqs, sizeof(int), OKV_TAG_BACKEND);
     r->patch = (int *)okv_malloc(sizeof(int) * 2 * (size_t)g->max_seqs, OKV_TAG_BACKEND);
     r->tab_off = (int32_t *)okv_malloc(sizeof(int32_t) * (size_t)g->max_seqs, OKV_TAG_BACKEND);
-    if (!r->quota || !r->qoff || !r->seen || !r->h_ctab || !r->v_gen || !r->v_src || !r->v_end || !r->patch || !r->tab_off) {
+    if (!r->quota || !r->qoff || !r->seen || !r->h_ctab || !r->v_gen || !r->v_src || !r->v_end || !r->hw || !r->patch || !r->tab_off) {
         okv_cuda_resid_free(kv);
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: out of host memory");
     }
@@ -481,14 +484,22 @@ static enum okv_status ctab_sync(struct cuda_ctx *c, struct cuda_resid *r, const
             continue;
         const int32_t *m = r->h_ctab + (size_t)chunk * r->max_blocks;
         int first = items[i].sink;
-        if (!memcmp(m + first, src + first, sizeof(int32_t) * (size_t)(end - first))) {
+        const bool same = !memcmp(m + first, src + first, sizeof(int32_t) * (size_t)(end - first));
+        if (same && end <= r->hw[chunk]) {
             r->v_gen[chunk] = gen;
             r->v_src[chunk] = src;
             r->v_end[chunk] = end;
             continue;
         }
-        while (m[first] == src[first])
-            first++;
+        if (same)
+            first = end;
+        else
+            while (m[first] == src[first])
+                first++;
+        /* entries past the high-water mark were never written (nor checked): from there on */
+        const int hw = r->hw[chunk] > items[i].sink ? r->hw[chunk] : items[i].sink;
+        if (first > hw)
+            first = hw;
         bool bad = false;
         for (int b = first; b < end; b++)
             bad |= (uint32_t)src[b] >= (uint32_t)kv->g.n_host_blocks;
@@ -531,6 +542,8 @@ static enum okv_status ctab_sync(struct cuda_ctx *c, struct cuda_resid *r, const
         r->v_gen[chunk] = gen;
         r->v_src[chunk] = src;
         r->v_end[chunk] = end;
+        if (end > r->hw[chunk])
+            r->hw[chunk] = end;
     }
     return OKV_OK;
 }
