@@ -18,15 +18,7 @@ for b in 128; do
   done
 done
 save
-build-gc/oasiskv eval --task niah_single_text -m train/checkpoints/run3/target --context-len 28672 --num-samples 64 \
-  --seed 7 --dump-samples /tmp/text28k.jsonl --dump-text 2>/dev/null
-python3 -c "
-import json
-with open('/tmp/text28k_prompts.jsonl', 'w') as f:
-    for l in open('/tmp/text28k.jsonl'):
-        f.write(json.dumps({'prompt': json.loads(l)['prompt']}) + '\n')
-"
-wc -l /tmp/text28k_prompts.jsonl
+bash bench/make_text_prompts.sh build-gc/oasiskv train/checkpoints/run3/target 28672 64 /tmp/text28k_prompts.jsonl
 run() {   # TAG KV PORT0 EXTRA
   TAG=$1 KVS=$2 PORT0=$3 DATASET=/tmp/text28k_prompts.jsonl OUT=$L/serve CTX=32768 PROMPTS_PER_SLOT=1 \
     timeout ${SERVE_S:-165} bash bench/serve_ab.sh build-gc "-m train/checkpoints/run3/target" 2 24000 4096 256 2048 \

@@ -32,14 +32,7 @@ for v in "OKV_FETCH_CTAS=32" "OKV_FETCH_CTAS=8" "OKV_FETCH_CTAS=4" "OKV_GATHER_S
 done
 echo "fastest gather setting: $best ($best_ms ms)" | tee -a $L/summary.txt
 save
-build-gc/oasiskv eval --task niah_single_text -m train/checkpoints/run3/target --context-len 28672 --num-samples 64 \
-  --seed 7 --dump-samples /tmp/text28k.jsonl --dump-text 2>/dev/null
-python3 -c "
-import json
-with open('/tmp/text28k_prompts.jsonl', 'w') as f:
-    for l in open('/tmp/text28k.jsonl'):
-        f.write(json.dumps({'prompt': json.loads(l)['prompt']}) + '\n')
-"
+bash bench/make_text_prompts.sh build-gc/oasiskv train/checkpoints/run3/target 28672 64 /tmp/text28k_prompts.jsonl
 env $best TAG=text_cf2_best KVS=2048 PORT0=18700 DATASET=/tmp/text28k_prompts.jsonl OUT=$L/serve CTX=32768 PROMPTS_PER_SLOT=1 \
   timeout ${SERVE_S:-170} bash bench/serve_ab.sh build-gc "-m train/checkpoints/run3/target" 2 24000 4096 256 2048 \
   "--device cuda --kv-cache-factor 2" >> $L/serve_text_best.md 2>&1

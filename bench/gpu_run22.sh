@@ -7,14 +7,7 @@ set -u
 . bench/gpu_env.sh build-gc
 L=/tmp/okv_logs22; mkdir -p $L
 save() { tar cf $OUT/logs.tar -C $L .; }
-build-gc/oasiskv eval --task niah_single_text -m train/checkpoints/run3/target --context-len 28672 --num-samples 64 \
-  --seed 7 --dump-samples /tmp/text28k.jsonl --dump-text 2>/dev/null
-python3 -c "
-import json
-with open('/tmp/text28k_prompts.jsonl', 'w') as f:
-    for l in open('/tmp/text28k.jsonl'):
-        f.write(json.dumps({'prompt': json.loads(l)['prompt']}) + '\n')
-"
+bash bench/make_text_prompts.sh build-gc/oasiskv train/checkpoints/run3/target 28672 64 /tmp/text28k_prompts.jsonl
 port=18800
 for cf in 2 1.5 3; do
   port=$((port + 100))
