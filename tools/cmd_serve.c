@@ -70,6 +70,7 @@ int cmd_serve(int argc, char **argv)
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
     double pool_gb = 0, host_gb = 0, cache_factor = 2;
+    bool cache_factor_set = false;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -112,6 +113,7 @@ int cmd_serve(int argc, char **argv)
             spec_k = cli_int(a, cli_value(argc, argv, &i), 1, 32);
         } else if (!strcmp(a, "--kv-cache-factor")) {
             cache_factor = cli_double(a, cli_value(argc, argv, &i), 1, 64);
+            cache_factor_set = true;
         } else if (!strcmp(a, "--kv-host-gb")) {
             host_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 1 << 20);
         } else if (!strcmp(a, "--ctx")) {
@@ -232,19 +234,28 @@ int cmd_serve(int argc, char **argv)
                     ep.host_blocks = (int)(want < host_cap ? want : host_cap);
                 }
             }
-            const size_t need = okv_engine_estimate_device_bytes(&dev_cfg, ub, &ep);
+            size_t need = okv_engine_estimate_device_bytes(&dev_cfg, ub, &ep);
+            if (need > limit && !cache_factor_set && ep.cache_factor > 1.0f) {
+                /* the default cache factor is a speed choice: a pool too small for one
+                 * sequence with it takes the selection alone */
+                ep.cache_factor = 1.0f;
+                need = okv_engine_estimate_device_bytes(&dev_cfg, ub, &ep);
+                if (need <= limit)
+                    fprintf(stderr, "oasiskv serve: the %g GiB device pool is too small for the default --kv-cache-factor %g; "
+                                    "using 1\n", pool_gb, cache_factor);
+            }
             if (need > limit) {
                 /* not even one sequence: say what takes the room (the summaries of a large
                  * host tier live on the device) */
                 const double summ = (double)ep.host_blocks * cfg->n_layers * dev_cfg.n_kv_heads * (double)(ub / (size_t)block);
                 cli_die("--kv-pool-gb %g cannot hold one sparse sequence at budget %d: it needs %.1f MiB, of which %.1f MiB "
-                        "are the block summaries of the %.1f GiB host tier (raise --kv-pool-gb%s)",
+                        "are the block summaries of the %.1f GiB host tier (raise --kv-pool-gb%s%s)",
                         pool_gb, kv_budget, (double)need / 1048576.0, summ / 1048576.0,
                         (double)ep.host_blocks * (double)host_block_bytes / (double)(1ull << 30),
-                        host_auto ? "" : " or lower --kv-host-gb");
+                        host_auto ? "" : " or lower --kv-host-gb", ep.cache_factor > 1.0f ? " or --kv-cache-factor" : "");
             }
             if (ep.max_seqs < max_seqs)
-                fprintf(stderr, "oasiskv serve: the %.1f GiB device pool holds %d sparse sequences at budget %d\n", pool_gb,
+                fprintf(stderr, "oasiskv serve: the %g GiB device pool holds %d sparse sequences at budget %d\n", pool_gb,
                         ep.max_seqs, kv_budget);
             max_seqs = ep.max_seqs;
         }

@@ -54,6 +54,12 @@ expect_error "device tier too small" "device tier" $cli generate -m "$gguf" --pr
 # a pool too small for one sparse sequence names what takes the room (the host tier's summaries)
 expect_error "serve: pool too small" "cannot hold one sparse sequence.*summaries.*--kv-host-gb" \
   $cli serve -m "$gguf" --kv-budget 64 --kv-pool-gb 0.001 --kv-host-gb 0.5 --port 1
+# the default cache factor (2) falls back to 1 where only that fits one sequence; asked for, it is an error
+err="$(timeout 5 $cli serve -m "$gguf" --ctx 8192 --kv-budget 2048 --kv-pool-gb 0.0068 --kv-host-gb 0.006 --port 0 2>&1 >/dev/null)"
+if grep -q "too small for the default --kv-cache-factor 2; using 1" <<<"$err" && grep -q "holds 1 sparse sequences" <<<"$err"; then ok
+else bad "serve: default cache factor fallback: $err"; fi
+expect_error "serve: pool too small for the cache factor asked" "cannot hold one sparse sequence.*--kv-cache-factor" \
+  $cli serve -m "$gguf" --ctx 8192 --kv-budget 2048 --kv-pool-gb 0.0068 --kv-host-gb 0.006 --kv-cache-factor 2 --port 0
 expect_error "bad --predict" "predict" $cli generate -m "$gguf" --prompt-tokens 1,2 --predict psychic
 expect_error "bad device" "device|cuda" $cli generate -m "$gguf" --prompt-tokens 1,2 --device tpu
 expect_error "no prompt" "prompt" $cli generate -m "$gguf"
