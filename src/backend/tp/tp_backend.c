@@ -110,6 +110,7 @@ struct job {
     bool reduce;                /* row-parallel matmul on workers: each rank joins the all-reduce */
     struct okv_step_meta meta;
     const int32_t *arr[3];      /* host arrays (copied in when queued) */
+    uint64_t version;           /* attention: okv_attn_blocks.version of the lists */
     size_t arr_len[3];
     const struct okv_select_req *reqs;
     void *owned;                /* one allocation holding the copies */
@@ -958,7 +959,7 @@ static enum okv_status tp_attention(okv_backend *be, okv_bmem *out, const okv_bm
     const size_t total = (size_t)blocks->blk_start[S * t->n_kv];
     struct job j = {.op = J_ATTN, .out = out, .x = q, .kv = (okv_bkv *)kv, .layer = layer, .n_seqs = S, .scale = scale,
                     .arr = {blocks->blk_start, blocks->blk_unit, blocks->blk_index},
-                    .arr_len = {(size_t)S * t->n_kv + 1, total, total}};
+                    .arr_len = {(size_t)S * t->n_kv + 1, total, total}, .version = blocks->version};
     out->cols = OKV_SHARD_OUT_Q;
     out->width = t->n_heads * t->hd;
     return dispatch(t, &j);
@@ -985,7 +986,8 @@ static enum okv_status run_attention(struct tp *t, int r, const struct job *j)
             }
         }
     ls[S * t->kv_l] = at;
-    struct okv_attn_blocks lb = {ls, lu, li, NULL, 0};   /* version 0: each rank compares its lists */
+    /* a rank's lists follow from the global ones: the same version */
+    struct okv_attn_blocks lb = {ls, lu, li, NULL, j->version};
     return OPS(t, r)->attention(RK(t, r), j->out->m[r], j->x->m[r], j->kv->kv[r], j->layer, &lb, t->qh_l, j->scale);
 }
 
