@@ -4,7 +4,7 @@
  *
  *   bench_step --config DIR|-m MODEL [--device cuda] [--batch 1,16,64,128]
  *              [--ctx 8192,32768] [--kv-budget dense,2048] [--steps 20] [--warmup 3]
- *              [--predict lookahead] [--cache-factor 1] [--hbm-gbps 4800] [--tp N] [--json FILE]
+ *              [--predict lookahead] [--cache-factor 1] [--sticky 0] [--hbm-gbps 4800] [--tp N] [--json FILE]
  *
  * Each sequence is filled with ctx random KV positions (okv_engine_seq_fill_random:
  * no prefill is run), then `steps` decode steps of one token per sequence are
@@ -41,7 +41,7 @@ int main(int argc, char **argv)
     const char *config = NULL, *model_path = NULL, *device = "cpu", *json_path = NULL;
     const char *batch_s = "1,16,64,128", *ctx_s = "8192,32768", *budget_s = "dense,2048", *pred_s = "lookahead";
     int steps = 20, warmup = 3, threads = 0, tp = 1;
-    float cache_factor = 1.0f;
+    float cache_factor = 1.0f, sticky = 0.0f;
     double hbm_gbps = 4800;
     for (int i = 1; i + 1 < argc + 1; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -58,6 +58,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--predict")) pred_s = v;
         else if (!strcmp(a, "--steps")) steps = atoi(v);
         else if (!strcmp(a, "--cache-factor")) cache_factor = (float)atof(v);
+        else if (!strcmp(a, "--sticky")) sticky = (float)atof(v);
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--tp")) tp = atoi(v);
@@ -100,7 +101,7 @@ int main(int argc, char **argv)
                 int B = batches[bi], ctx = ctxs[ci], budget = budgets[ki];
                 struct okv_engine_params ep = {.max_ctx = ctx + steps + warmup + 16, .max_seqs = B,
                                                .max_batch_tokens = B < 256 ? 256 : B, .kv_budget = budget,
-                                               .predict = pred, .cache_factor = cache_factor};
+                                               .predict = pred, .cache_factor = cache_factor, .sticky = sticky};
                 okv_engine *e = NULL;
                 char kvname[32];
                 snprintf(kvname, sizeof kvname, budget ? "%d" : "dense", budget);

@@ -1,8 +1,10 @@
 /* Residency bookkeeping (src/kv/resid.c) on its own: quota chunks, the units a head
  * owns, keeping resident blocks, least-recently-used replacement, and the accessors the
- * device-side path uses (chunk, set_k). The CUDA backend's copy of this policy is
- * checked against this module in tests/test_cuda_resid.c. */
+ * device-side path uses (chunk, set_k, holds), and the sticky cut of select_rules. The
+ * CUDA backend's copy of this policy is checked against this module in
+ * tests/test_cuda_resid.c. */
 #include "kv/resid.h"
+#include "kv/select_rules.h"
 #include "testutil.h"
 
 #include <stdint.h>
@@ -57,6 +59,12 @@ int main(void)
     const int second = u2 < u3 ? u2 : u3;
     CHECK(n == 2 && fu[1] == second, "block 11 should take unit %d, got %d", second, fu[1]);
     CHECK(unit_of_block(r, 7, 0, 0, 9) == u9, "block 9 moved");
+    /* holds: what a head's units hold, nothing else */
+    CHECK(okv_resid_holds(r, 7, 0, 0, 9) && okv_resid_holds(r, 7, 0, 0, 10) && okv_resid_holds(r, 7, 0, 1, 4),
+          "holds: resident blocks");
+    CHECK(!okv_resid_holds(r, 7, 0, 0, 1) && !okv_resid_holds(r, 7, 0, 1, 9) && !okv_resid_holds(r, 7, 0, 0, 1000) &&
+              !okv_resid_holds(r, 6, 0, 0, 9) && !okv_resid_holds(r, 7, 2, 0, 9) && !okv_resid_holds(r, 7, 0, 0, -1),
+          "holds: blocks not held, unknown sequence, layer or block");
     /* a selection with -1 entries, layer 1 (2 units per head) */
     const int32_t s4[4] = {3, -1, 8, 2};
     n = okv_resid_apply(r, 7, 1, s4, 2, 4, fb, fh, fu);
@@ -78,6 +86,33 @@ int main(void)
     CHECK(okv_resid_attach(r, 9) == OKV_OK && okv_resid_chunk(r, 9) == 0, "chunk 0 reused");
     okv_resid_free(r);
     CHECK(okv_alloc_live_count(OKV_TAG_KV) == 0, "KV allocations leaked");
+
+    /* sticky cut: K = 6 best first, k = 4: the best 2 stay; of the next 4, held ones first
+     * (in order), then the others */
+    {
+        const int32_t ids[6] = {10, 11, 12, 13, 14, 15};
+        const uint8_t held[6] = {0, 0, 0, 1, 0, 1};
+        int32_t out[4];
+        okv_sel_sticky(ids, 6, 4, held, out);
+        CHECK(out[0] == 10 && out[1] == 11 && out[2] == 13 && out[3] == 15, "sticky: %d %d %d %d", out[0], out[1], out[2],
+              out[3]);
+        const uint8_t none[6] = {0};
+        okv_sel_sticky(ids, 6, 4, none, out);
+        CHECK(out[0] == 10 && out[1] == 11 && out[2] == 12 && out[3] == 13, "sticky, nothing held: the best 4");
+        const uint8_t all[6] = {1, 1, 1, 1, 1, 1};
+        okv_sel_sticky(ids, 6, 4, all, out);
+        CHECK(out[2] == 12 && out[3] == 13, "sticky, everything held: the best 4");
+        const uint8_t h0[6] = {1, 1, 0, 0, 0, 0};   /* held among the core changes nothing */
+        okv_sel_sticky(ids, 6, 4, h0, out);
+        CHECK(out[2] == 12 && out[3] == 13, "sticky: held blocks in the core count as any");
+        okv_sel_sticky(ids, 4, 4, held, out);   /* K == k: the selection as it is */
+        CHECK(out[0] == 10 && out[3] == 13, "sticky with K == k");
+        const int32_t ids8[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        const uint8_t h8[8] = {0, 0, 0, 0, 0, 0, 1, 1};
+        okv_sel_sticky(ids8, 8, 4, h8, out);   /* K = 2k: no core, the held ones lead */
+        CHECK(out[0] == 7 && out[1] == 8 && out[2] == 1 && out[3] == 2, "sticky with K = 2k: %d %d %d %d", out[0], out[1],
+              out[2], out[3]);
+    }
     printf("test_resid: %d checks, %d failed\n", tu_checks, tu_failures);
     return tu_failures ? 1 : 0;
 }

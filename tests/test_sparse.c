@@ -367,15 +367,19 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     }
     /* residency held by the backend (select_install, placeholders in the lists) against
      * residency on the host: the same selections, merges and successors, so the same
-     * logits bit for bit and the same fetches; plain decode and drafted rows (lookahead) */
-    for (int drafts = 0; drafts < 2; drafts++) {
+     * logits bit for bit and the same fetches; plain decode, drafted rows (lookahead), and
+     * plain decode with sticky selection (which must fetch less than without) */
+    int64_t fetched_plain = 0;
+    for (int mode = 0; mode < 3; mode++) {
+        const int drafts = mode == 1;
+        const float sticky = mode == 2 ? 0.5f : 0.0f;
         static float lg[2][GEN * V];
         int64_t fetched[2];
         bool placed[2];
         for (int host = 0; host < 2; host++) {
             struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
                                            .predict = OKV_PREDICT_LOOKAHEAD, .host_residency = host == 1,
-                                           .cache_factor = 1.5f};
+                                           .cache_factor = 1.5f, .sticky = sticky};
             okv_engine *re = NULL;
             CHECK(okv_engine_create(&sm.m, be, &ep, &re) == OKV_OK, "residency engine: %s", okv_last_error());
             if (!re)
@@ -393,11 +397,22 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             okv_engine_free(re);
         }
         CHECK(placed[0] && !placed[1], "arch %d: residency not placed as asked", arch);
-        CHECK(!memcmp(lg[0], lg[1], sizeof lg[0]), "arch %d drafts %d: backend residency changes the logits", arch, drafts);
-        CHECK(fetched[0] == fetched[1] && fetched[0] > 0, "arch %d drafts %d: %lld units fetched vs %lld on the host", arch,
-              drafts, (long long)fetched[0], (long long)fetched[1]);
+        CHECK(!memcmp(lg[0], lg[1], sizeof lg[0]), "arch %d mode %d: backend residency changes the logits", arch, mode);
+        CHECK(fetched[0] == fetched[1] && fetched[0] > 0, "arch %d mode %d: %lld units fetched vs %lld on the host", arch,
+              mode, (long long)fetched[0], (long long)fetched[1]);
         printf("  arch %d: backend vs host residency%s: logits equal, %lld units fetched each\n", arch,
-               drafts ? " (drafted rows)" : "", (long long)fetched[0]);
+               drafts ? " (drafted rows)" : sticky > 0 ? " (sticky 0.5)" : "", (long long)fetched[0]);
+        if (mode == 0)
+            fetched_plain = fetched[0];
+        if (mode == 2)
+            CHECK(fetched[0] < fetched_plain, "arch %d: sticky selection fetched %lld units, %lld without", arch,
+                  (long long)fetched[0], (long long)fetched_plain);
+    }
+    {   /* a share beyond 0.5 is refused */
+        struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40, .sticky = 0.7f};
+        okv_engine *bad = NULL;
+        CHECK(okv_engine_create(&sm.m, be, &ep, &bad) == OKV_ERR_INVALID_ARG && strstr(okv_last_error(), "sticky"),
+              "sticky 0.7: %s", okv_last_error());
     }
 
     okv_engine_seq_free(dense, dseq);

@@ -32,6 +32,8 @@ static const char *help =
     "  --kv-cache-factor F          device units per selected block (default 2: the selection and as many recently\n"
     "                               selected blocks, so that one leaving and coming back is not fetched again; 1: the\n"
     "                               selection alone, more sequences in the pool; bench/RESULTS.md section 11)\n"
+    "  --kv-sticky F                sticky selection: select F*k more blocks per prediction and keep, of all but\n"
+    "                               the best k - F*k, those already on the device first (0 to 0.5; default 0: off)\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
@@ -71,6 +73,7 @@ int cmd_serve(int argc, char **argv)
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
     double pool_gb = 0, host_gb = 0, cache_factor = 2;
     bool cache_factor_set = false;
+    double sticky = 0;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -114,6 +117,8 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--kv-cache-factor")) {
             cache_factor = cli_double(a, cli_value(argc, argv, &i), 1, 64);
             cache_factor_set = true;
+        } else if (!strcmp(a, "--kv-sticky")) {
+            sticky = cli_double(a, cli_value(argc, argv, &i), 0, 0.5);
         } else if (!strcmp(a, "--kv-host-gb")) {
             host_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 1 << 20);
         } else if (!strcmp(a, "--ctx")) {
@@ -203,7 +208,7 @@ int cmd_serve(int argc, char **argv)
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
-                                   .cache_factor = (float)cache_factor,
+                                   .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
         /* sparse: as many sequences as the device pool holds (each needs its budget,

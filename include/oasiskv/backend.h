@@ -110,6 +110,9 @@ struct okv_resid_item {
     int chunk;                    /* its quota chunk */
     int sink;                     /* logical block of candidate 0 (candidates are [sink, sink + n_cand)) */
     uint32_t stamp;               /* > 0, fresh per installation (resid.h) */
+    int keep;                     /* 0: install the request's k blocks per head; else keep this many of them, the
+                                     sticky cut (kv/select_rules.h) with the blocks the chunk holds as held
+                                     (req.k <= 2 keep; not with own) */
 };
 
 /* A block-selection request for one sequence at one layer: score the candidate
@@ -222,8 +225,9 @@ struct okv_backend_ops {
      * real token alone, own[i].k <= reqs[i].k), own's blocks come first and reqs'
      * fill the rest, duplicates skipped (lookahead); then, for succ > 0, the
      * successor of each of the best min(succ, k/2) blocks replaces the lowest-ranked
-     * entries unless already selected or past the candidates; then the selection of
-     * (items[i].chunk, layer) becomes these k blocks per head (okv_resid_apply's
+     * entries unless already selected or past the candidates (with items[i].keep,
+     * first the sticky cut to keep blocks, and keep is the k that follows); then the
+     * selection of (items[i].chunk, layer) becomes these k blocks per head (okv_resid_apply's
      * policy), and the missing units are gathered from the host tier like kv_fetch
      * (kv_fetch_wait waits for them). */
     enum okv_status (*select_install)(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,

@@ -61,6 +61,11 @@ struct okv_engine_params {
     float cache_factor;    /* device units per selected block (>= 1; default 1): with 2, a sequence keeps twice
                               its selection resident and a block that drops out and comes back is often still
                               there (HiSparse keeps top-2048 of a 4096-token buffer) */
+    float sticky;          /* sticky selection (0: off; at most 0.5): a prediction selects k + sticky*k blocks and
+                              keeps the best k - sticky*k plus, of the rest, those the device already holds
+                              first, so that blocks near the cut do not displace resident ones of about the
+                              same score: fewer fetches per step (not with lookahead's drafted rows).
+                              OKV_STICKY overrides it (experiments). bench/ACCURACY.md */
     size_t device_bytes_limit;   /* the device tier's byte budget (--kv-device-mb, --kv-pool-gb); 0: none.
                                     Dense: sizes the group slots; sparse: an error if the tier needs more */
     /* streaming (StreamingLLM-style bounded KV, for drafters): with kv_budget > 0,

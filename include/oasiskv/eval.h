@@ -143,6 +143,7 @@ struct okv_eval_config {
     int spec_tokens;          /* 0: 4 */
     float cache_factor;       /* device units per selected block; 0: 1 (okv_engine_params.cache_factor) */
     bool predict_from_prompt; /* okv_engine_params.predict_from_prompt */
+    float sticky;             /* okv_engine_params.sticky */
 };
 
 /* "current", "lookahead", "oracle", "current-from-prompt" or "lookahead-from-prompt". */

@@ -108,6 +108,9 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     const struct okv_model_config *c = &m->cfg;
     struct okv_engine_params prm = p ? *p : (struct okv_engine_params){0};
     fill_defaults(c, &prm);
+    if (!(prm.sticky >= 0.0f && prm.sticky <= 0.5f))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "sticky selection: share %g of the selection (0 to 0.5 allowed)",
+                             (double)prm.sticky);
     if (prm.block_size > 256 || (prm.block_size & (prm.block_size - 1)))
         return okv_set_error(OKV_ERR_INVALID_ARG, "block size %d: must be a power of two up to 256", prm.block_size);
     if (c->head_dim % 2 || c->head_dim > 512 || c->n_heads % c->n_kv_heads)
@@ -266,6 +269,9 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         const char *lo = getenv("OKV_LOOKAHEAD_OWN");
         const double f = lo && *lo ? atof(lo) : 0.5;
         e->own_share = f > 0 && f <= 1 ? (float)f : 0.5f;
+        const char *sk = getenv("OKV_STICKY");
+        const double sv = sk && *sk ? atof(sk) : (double)prm.sticky;
+        e->sticky = sv > 0 && sv <= 0.5 ? (float)sv : 0.0f;
     }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
 

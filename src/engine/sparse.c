@@ -223,15 +223,46 @@ struct sel_item {
     int k;              /* filled by select_many */
     int out_at;         /* its [n_kv][k] logical ids in e->sel_logical */
     int k_want;         /* 0: the layer's selection size; else at most this many */
+    int extra;          /* candidates selected beyond that (sticky selection, OKV_STICKY) */
 };
 
 /* Blocks per KV head an item selects: the layer's selection size (or k_want when smaller),
  * at most its candidates. */
-static int item_k(const okv_engine *e, int layer, const struct sel_item *it)
+static int item_k_base(const okv_engine *e, int layer, const struct sel_item *it)
 {
     const int n_cand = it->cand_end - e->prm.sink_blocks;
     const int k = it->k_want > 0 && it->k_want < e->sel_k[layer] ? it->k_want : e->sel_k[layer];
     return k > n_cand ? n_cand : k;
+}
+
+static int item_k(const okv_engine *e, int layer, const struct sel_item *it)
+{
+    const int n_cand = it->cand_end - e->prm.sink_blocks, k = item_k_base(e, layer, it) + it->extra;
+    return k > n_cand ? n_cand : k;
+}
+
+/* Sticky selection (okv_engine_params.sticky = F): an item selected m = F*k blocks beyond
+ * its k, and the sticky cut (kv/select_rules.h) keeps k of them, blocks the device holds
+ * first among all but the best k - m. Compacts each item to [n_kv][k]. Host residency
+ * (the backend path cuts in select_install, items[i].keep). */
+static void sticky_apply(okv_engine *e, int layer, struct sel_item *items, int n)
+{
+    const int nkv = e->cfg.n_kv_heads;
+    int32_t tmp[2048];
+    uint8_t held[4096];
+    for (int i = 0; i < n; i++) {
+        const int K = items[i].k, k = item_k_base(e, layer, &items[i]), seq = e->bs[items[i].j].id;
+        if (K <= k || K > 4096 || k > 2048)
+            continue;
+        for (int h = 0; h < nkv; h++) {
+            const int32_t *ids = e->sel_logical + items[i].out_at + h * K;
+            for (int x = 0; x < K; x++)
+                held[x] = okv_resid_holds(e->resid, seq, layer, h, ids[x]);
+            okv_sel_sticky(ids, K, k, held, tmp);
+            memcpy(e->sel_logical + items[i].out_at + h * k, tmp, sizeof(int32_t) * (size_t)k);
+        }
+        items[i].k = k;
+    }
 }
 
 /* Select for several sequences of one layer with one backend call; the results, as
@@ -362,13 +393,14 @@ static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_i
         own[i] = (struct okv_select_req){rows, 1, host + sink, n_cand, k_own < items[i].k ? k_own : items[i].k};
         if (++e->step_stamp == 0)   /* a fresh stamp per installation, as install_many */
             e->step_stamp = 1;
-        inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp};
+        const int keep = item_k_base(e, layer, &items[i]);   /* sticky: items[i].k selected, keep installed */
+        inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp, keep < items[i].k ? keep : 0};
     }
     st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, merge ? own : NULL,
                                     inst, n, succ);
     if (st == OKV_OK)
         for (int i = 0; i < n; i++)
-            okv_resid_set_k(e->resid, e->bs[items[i].j].id, layer, items[i].k);
+            okv_resid_set_k(e->resid, e->bs[items[i].j].id, layer, inst[i].keep ? inst[i].keep : items[i].k);
     okv_free(reqs);
     okv_free(inst);
     return st;
@@ -429,7 +461,7 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
         if (!bs->sel)
             continue;
         any_sel = true;
-        struct sel_item it = {j, rows_at, bs->r1 - bs->r0, bs->cand_end, 0, 0, 0};
+        struct sel_item it = {j, rows_at, bs->r1 - bs->r0, bs->cand_end, 0, 0, 0, 0};
         for (int r = bs->r0; r < bs->r1; r++)
             e->pred_rows[rows_at++] = r;   /* the step's own (true) queries */
         if (bs->inline_sel) {
@@ -572,9 +604,12 @@ enum okv_status okv_sparse_predict_after(okv_engine *e, const struct okv_batch *
             continue;
         int nr = pred_rows(e, b, bs, e->pred_rows + rows_at);
         drafts |= nr > 1;
-        items[n++] = (struct sel_item){j, rows_at, nr, bs->pred_cand_end, 0, 0, 0};
+        items[n++] = (struct sel_item){j, rows_at, nr, bs->pred_cand_end, 0, 0, 0, 0};
         rows_at += nr;
     }
+    if (e->sticky > 0 && !drafts && e->sel_k[layer] <= 1024)   /* not with lookahead's merge, nor in dense layers */
+        for (int i = 0; i < n; i++)
+            items[i].extra = (int)(e->sticky * (float)e->sel_k[layer] + 0.5f);
     enum okv_status st = OKV_OK;
     if (n && e->dev_resid) {
         const bool sparse_layer = e->sel_k[layer] <= 1024;   /* see merge_lookahead, add_successors */
@@ -598,6 +633,7 @@ enum okv_status okv_sparse_predict_after(okv_engine *e, const struct okv_batch *
         }
     } else if (n) {
         if ((st = select_many(e, layer, items, n)) == OKV_OK) {
+            sticky_apply(e, layer, items, n);
             add_successors(e, layer, items, n);
             st = install_many(e, layer, items, n);
         }
@@ -612,6 +648,7 @@ enum okv_status okv_sparse_predict_complete(okv_engine *e)
         return OKV_OK;
     enum okv_status st = select_finish(e, e->pend_out);
     if (st == OKV_OK) {
+        sticky_apply(e, e->pend_layer, e->pend_items, e->pend_n);
         add_successors(e, e->pend_layer, e->pend_items, e->pend_n);
         st = install_many(e, e->pend_layer, e->pend_items, e->pend_n);
     }

@@ -319,6 +319,15 @@ const int32_t *okv_resid_selection(const okv_resid *r, int seq, int layer, int *
     return L->sel;
 }
 
+bool okv_resid_holds(const okv_resid *r, int seq, int layer, int head, int block)
+{
+    if (!okv_resid_attached(r, seq) || layer < 0 || layer >= r->p.n_layers || head < 0 || head >= r->p.n_kv_heads ||
+        block < 0)
+        return false;
+    const struct rlayer *L = &r->seqs[seq].layers[layer];
+    return L->map && block < L->bcap && L->map[head * L->bcap + block] >= 0;
+}
+
 int okv_resid_chunk(const okv_resid *r, int seq) { return okv_resid_attached(r, seq) ? r->seqs[seq].chunk : -1; }
 
 void okv_resid_set_k(okv_resid *r, int seq, int layer, int k)

@@ -45,6 +45,9 @@ int okv_resid_k(const okv_resid *r, int layer);
 int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k, uint32_t stamp,
                     int32_t *fetch_block, int32_t *fetch_head, int32_t *fetch_unit);
 
+/* Whether (seq, layer, head) has a unit holding block (resident, selected or cached). */
+bool okv_resid_holds(const okv_resid *r, int seq, int layer, int head, int block);
+
 /* The current selection of (seq, layer): [n_kv_heads][*k] blocks. */
 const int32_t *okv_resid_selection(const okv_resid *r, int seq, int layer, int *k);
 /* The unit holding each entry of that selection ([n_kv][k], -1 for an entry of -1). */

@@ -33,3 +33,17 @@ void okv_sel_successors(int32_t *ids, int k, int succ, int cand_end)
             ids[last--] = nxt;
     }
 }
+
+void okv_sel_sticky(const int32_t *ids, int K, int k, const uint8_t *held, int32_t *out)
+{
+    const int core = 2 * k - K > 0 ? 2 * k - K : 0;
+    int m = 0;
+    for (int x = 0; x < core && m < k; x++)
+        out[m++] = ids[x];
+    for (int pass = 0; pass < 2; pass++)   /* held ones first, then the others, each in order */
+        for (int x = core; x < K && m < k; x++)
+            if ((held[x] != 0) == (pass == 0))
+                out[m++] = ids[x];
+    while (m < k)
+        out[m++] = -1;
+}

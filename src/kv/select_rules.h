@@ -3,7 +3,10 @@
  *  - lookahead merge: the real token's own best blocks first, then the best by the max over
  *    the real and drafted queries, duplicates skipped, up to k;
  *  - successors: the block after each of the best min(succ, k/2) blocks replaces the
- *    lowest-ranked entries, unless already selected or at/after cand_end. */
+ *    lowest-ranked entries, unless already selected or at/after cand_end;
+ *  - sticky cut: of K > k blocks best first, the best 2k - K stay and the other places go
+ *    to the rest in order, blocks the device already holds first (a block near the cut
+ *    does not displace a resident one of about the same score and cost a fetch). */
 #ifndef OKV_KV_SELECT_RULES_H
 #define OKV_KV_SELECT_RULES_H
 
@@ -14,5 +17,7 @@
 int okv_sel_merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t *out);
 /* ids[0..k), best first, in place. */
 void okv_sel_successors(int32_t *ids, int k, int succ, int cand_end);
+/* ids[0..K) best first, held[x] for ids[x] -> out[0..k) (k <= K <= 2k; out must not alias). */
+void okv_sel_sticky(const int32_t *ids, int K, int k, const uint8_t *held, int32_t *out);
 
 #endif

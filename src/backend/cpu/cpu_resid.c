@@ -86,11 +86,13 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
     size_t n_out = 0, n_own = 0;
     int kmax = 0;
     for (int i = 0; i < n_items; i++) {
-        const int k1 = own ? own[i].k : 0;
-        if (items[i].chunk < 0 || items[i].chunk >= s->max_seqs || reqs[i].k > qh || k1 > reqs[i].k || items[i].stamp == 0 ||
-            items[i].sink < 0 || items[i].sink + reqs[i].n_cand > s->max_blocks || (own && own[i].n_cand != reqs[i].n_cand))
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_install: item %d: chunk %d, k %d (own %d) of %d per head", i,
-                                 items[i].chunk, reqs[i].k, k1, qh);
+        const int k1 = own ? own[i].k : 0, keep = items[i].keep;
+        const bool bad_keep = keep < 0 || (keep > 0 && (own || keep > qh || reqs[i].k < keep || reqs[i].k > 2 * keep));
+        if (items[i].chunk < 0 || items[i].chunk >= s->max_seqs || (!keep && reqs[i].k > qh) || bad_keep ||
+            k1 > reqs[i].k || items[i].stamp == 0 || items[i].sink < 0 || items[i].sink + reqs[i].n_cand > s->max_blocks ||
+            (own && own[i].n_cand != reqs[i].n_cand))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_install: item %d: chunk %d, k %d (own %d, keep %d) of %d per head",
+                                 i, items[i].chunk, reqs[i].k, k1, keep, qh);
         n_out += (size_t)nkv * reqs[i].k;
         n_own += (size_t)nkv * k1;
         kmax = reqs[i].k > kmax ? reqs[i].k : kmax;
@@ -98,8 +100,9 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
     int32_t *ids = okv_malloc(sizeof(int32_t) * (n_out + n_own + 1), OKV_TAG_KV), *oids = ids ? ids + n_out : NULL;
     int32_t *sel = okv_malloc(sizeof(int32_t) * ((size_t)nkv * kmax * 2 + 2 * kmax + 1), OKV_TAG_KV);
     int32_t *src = okv_malloc(sizeof(int32_t) * (n_out + 1) * 4, OKV_TAG_KV);
+    uint8_t *held = okv_malloc((size_t)kmax + 1, OKV_TAG_KV);
     enum okv_status st = OKV_OK;
-    if (!ids || !sel || !src) {
+    if (!ids || !sel || !src || !held) {
         st = okv_set_error(OKV_ERR_NO_MEMORY, "cpu select_install: out of memory");
         goto out;
     }
@@ -112,17 +115,22 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
     size_t at = 0, at_own = 0;
     for (int i = 0; i < n_items; i++) {
         const struct okv_select_req *rq = &reqs[i];
-        const int k = rq->k, k1 = own ? own[i].k : 0, sink = items[i].sink;
+        const int K = rq->k, k1 = own ? own[i].k : 0, sink = items[i].sink;
+        const int k = items[i].keep > 0 ? items[i].keep : K;   /* what is installed */
         for (int c = 0; c < rq->n_cand; c++)
             s->h2l[rq->cand_host[c]] = sink + c;   /* select_blocks checked the candidates */
         for (int h = 0; h < nkv; h++) {
             int32_t *out = sel + (size_t)h * k;
-            for (int x = 0; x < k; x++)
-                all_l[x] = s->h2l[ids[at + (size_t)h * k + x]];
+            for (int x = 0; x < K; x++)
+                all_l[x] = s->h2l[ids[at + (size_t)h * K + x]];
             if (own) {
                 for (int x = 0; x < k1; x++)
                     own_l[x] = s->h2l[oids[at_own + (size_t)h * k1 + x]];
                 okv_sel_merge(own_l, k1, all_l, k, out);
+            } else if (k < K) {
+                for (int x = 0; x < K; x++)
+                    held[x] = okv_resid_holds(s->r, items[i].chunk, layer, h, all_l[x]);
+                okv_sel_sticky(all_l, K, k, held, out);
             } else {
                 memcpy(out, all_l, sizeof(int32_t) * (size_t)k);
             }
@@ -134,7 +142,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
         for (int f = n_fetch; f < n_fetch + m; f++)
             src[f] = rq->cand_host[fb[f] - sink] * nkv + fh[f];
         n_fetch += m;
-        at += (size_t)nkv * k;
+        at += (size_t)nkv * K;
         at_own += (size_t)nkv * k1;
     }
     s->fetched += n_fetch;
@@ -144,6 +152,7 @@ out:
     okv_free(ids);
     okv_free(sel);
     okv_free(src);
+    okv_free(held);
     return st;
 }
 
