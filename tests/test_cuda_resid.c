@@ -14,7 +14,9 @@
  * selected unit holds the K and V of its (host block, head) (kv_unit_read against
  * kv_host_read, bit for bit); the number of units gathered equals the reference's
  * misses. Cases: with and without merge and successors, a quota larger than the
- * selection (LRU among cached units), chunks reset and reused, k = n_cand.
+ * selection (LRU among cached units), chunks reset and reused, k = n_cand, the sticky
+ * cut (K = k + sticky selected, k kept, held blocks first: okv_sel_sticky with
+ * okv_resid_holds as the reference).
  * Skips (77) without a CUDA device. */
 #include "kv/resid.h"
 #include "kv/select_rules.h"
@@ -38,6 +40,7 @@ struct cfg {
     const char *what;
     int nkv, group, hd, bs, layers, seqs, blocks, sink, k, cached, rows, succ;
     bool merge;
+    int sticky;   /* blocks selected beyond k and cut back (not with merge) */
 };
 
 /* the logical block of each host id of a sequence (hb: its host block of each logical block) */
@@ -105,7 +108,9 @@ static void run(okv_backend *gpu, const struct cfg *c)
         rows[i] = i;
     const int n_cand = nb - c->sink, k = c->k < n_cand ? c->k : n_cand, k1 = c->merge ? (c->k + 1) / 2 : 0;
     const int k1c = k1 < k ? k1 : k;
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)S * nkv * k), *own = malloc(sizeof(int32_t) * (size_t)S * nkv * k);
+    const int K = k + c->sticky < n_cand ? k + c->sticky : n_cand;   /* selected per head */
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)S * nkv * K), *own = malloc(sizeof(int32_t) * (size_t)S * nkv * k);
+    uint8_t held[4096];
     int32_t *sel = malloc(sizeof(int32_t) * (size_t)nkv * k), *fb = malloc(sizeof(int32_t) * (size_t)quota);
     int32_t *fh = malloc(sizeof(int32_t) * (size_t)quota), *fu = malloc(sizeof(int32_t) * (size_t)quota);
     int32_t *db = malloc(sizeof(int32_t) * (size_t)nkv * k), *du = malloc(sizeof(int32_t) * (size_t)nkv * k);
@@ -129,9 +134,9 @@ static void run(okv_backend *gpu, const struct cfg *c)
         CHECK(gpu->ops->mem_write(gpu, q, 0, qh, (size_t)n_rows * nh * hd) == OKV_OK, "mem_write");
         for (int l = 0; l < L; l++) {
             for (int s = 0; s < S; s++) {
-                reqs[s] = (struct okv_select_req){rows + s * c->rows, c->rows, host + (size_t)s * nb + c->sink, n_cand, k};
+                reqs[s] = (struct okv_select_req){rows + s * c->rows, c->rows, host + (size_t)s * nb + c->sink, n_cand, K};
                 oreqs[s] = (struct okv_select_req){rows + s * c->rows, 1, host + (size_t)s * nb + c->sink, n_cand, k1c};
-                items[s] = (struct okv_resid_item){okv_resid_chunk(ref, s), c->sink, ++stamp};
+                items[s] = (struct okv_resid_item){okv_resid_chunk(ref, s), c->sink, ++stamp, K > k ? k : 0};
             }
             CHECK(gpu->ops->select_install(gpu, kv, l, q, nh, reqs, c->merge ? oreqs : NULL, items, S, c->succ) == OKV_OK,
                   "%s: select_install: %s", c->what, okv_last_error());
@@ -143,12 +148,17 @@ static void run(okv_backend *gpu, const struct cfg *c)
                 const int32_t *hb = host + (size_t)s * nb;
                 for (int h = 0; h < nkv; h++) {
                     int32_t all_l[4096], own_l[4096];
-                    to_logical(ids + ((size_t)s * nkv + h) * k, k, hb, c->sink, nb, all_l);
+                    to_logical(ids + ((size_t)s * nkv + h) * K, K, hb, c->sink, nb, all_l);
                     to_logical(own + ((size_t)s * nkv + h) * k1c, k1c, hb, c->sink, nb, own_l);
-                    if (c->merge)
+                    if (c->merge) {
                         okv_sel_merge(own_l, k1c, all_l, k, sel + h * k);
-                    else
+                    } else if (K > k) {
+                        for (int x = 0; x < K; x++)
+                            held[x] = okv_resid_holds(ref, s, l, h, all_l[x]);
+                        okv_sel_sticky(all_l, K, k, held, sel + h * k);
+                    } else {
                         memcpy(sel + h * k, all_l, sizeof(int32_t) * (size_t)k);
+                    }
                     if (c->succ)
                         okv_sel_successors(sel + h * k, k, c->succ, nb);
                 }
@@ -235,12 +245,15 @@ int main(void)
         return 1;
     }
     const struct cfg cases[] = {
-        /* what              nkv grp hd  bs  L  S  blocks sink k  cached rows succ merge */
-        {"plain, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false},
-        {"successors, cached 1.5x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 24, 1, 1, false},
-        {"lookahead merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true},
-        {"k = n_cand (dense layer)", 1, 2, 128, 16, 1, 2, 40, 1, 39, 39, 1, 0, false},
-        {"large k (512 of 1500), hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true},
+        /* what              nkv grp hd  bs  L  S  blocks sink k  cached rows succ merge sticky */
+        {"plain, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 0},
+        {"successors, cached 1.5x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 24, 1, 1, false, 0},
+        {"lookahead merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0},
+        {"k = n_cand (dense layer)", 1, 2, 128, 16, 1, 2, 40, 1, 39, 39, 1, 0, false, 0},
+        {"large k (512 of 1500), hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true, 0},
+        {"sticky 4 of 8, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 4},
+        {"sticky 8 of 16, cached 2x, successors", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 1, 1, false, 8},
+        {"sticky 300 of 600 (k + m > RS_THREADS)", 2, 2, 64, 16, 1, 2, 1500, 1, 600, 1200, 1, 0, false, 300},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run(gpu, &cases[i]);

@@ -64,9 +64,10 @@ struct cuda_resid {
 struct rs_item {
     int chunk, sink, n_cand, k, k_own, cand_off, ids_off, own_off;
     unsigned stamp;
+    int keep;                /* > 0: the sticky cut of the k selected to keep (okv_resid_item.keep) */
 };
-static_assert(sizeof(struct rs_item) == 9 * 4 && RS_TABLES == 160,
-              "okv_engine_estimate_device_bytes (engine.c) counts RS_TABLES item tables of 9 int32 per sequence");
+static_assert(sizeof(struct rs_item) == 10 * 4 && RS_TABLES == 160,
+              "okv_engine_estimate_device_bytes (engine.c) counts RS_TABLES item tables of 10 int32 per sequence");
 
 /* exclusive prefix sum of v over the block (RS_THREADS threads); *total gets the sum */
 static __device__ int block_scan(int v, int *total)
@@ -120,9 +121,12 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
     int32_t *s_own = s_ids + kcap, *s_unit = s_own + kcap, *s_miss = s_unit + kcap;
     __shared__ int s_flag, s_fbase;
     const struct rs_item it = items[blockIdx.x / L.nkv];
-    const int h = blockIdx.x % L.nkv, tid = threadIdx.x, k = it.k, nkv = L.nkv;
+    const int h = blockIdx.x % L.nkv, tid = threadIdx.x, K = it.k, nkv = L.nkv;
+    const int k = it.keep > 0 && it.keep < K ? it.keep : K;   /* installed per head (K selected) */
     if (k <= 0)
         return;
+    const size_t cq = (size_t)it.chunk * L.quota;
+    int16_t *mp = L.map + ((size_t)it.chunk * nkv + h) * L.max_blocks;
     const int32_t *cand = cand_all + it.cand_off;
     /* 0: logical block of each candidate (host blocks belong to one sequence: the CTAs of
      * other sequences write other entries, those of this one the same values) */
@@ -130,8 +134,30 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
         h2l[cand[c]] = it.sink + c;
     __syncthreads();
     /* 1: the selection, best first; lookahead: the real token's blocks, then the rest */
-    const int32_t *ia = ids + it.ids_off + (size_t)h * k;
-    if (!ids_own || it.k_own <= 0) {
+    const int32_t *ia = ids + it.ids_off + (size_t)h * K;
+    if ((!ids_own || it.k_own <= 0) && k < K) {
+        /* the sticky cut (okv_sel_sticky): the best 2k - K stay; the other places go to
+         * the next ones in order, blocks this head holds first (K <= 2k: enough of them) */
+        const int core = 2 * k - K > 0 ? 2 * k - K : 0;
+        for (int i = tid; i < core; i += RS_THREADS)
+            s_ids[i] = h2l[ia[i]];
+        int at = core;
+        for (int pass = 0; pass < 2; pass++)
+            for (int base = core; base < K; base += RS_THREADS) {
+                const int x = base + tid;
+                int take = 0, b = -1;
+                if (x < K) {
+                    b = h2l[ia[x]];
+                    take = (mp[b] >= 0) == (pass == 0);
+                }
+                int total;
+                const int ex = block_scan(take, &total);
+                if (take && at + ex < k)
+                    s_ids[at + ex] = b;
+                at += total;
+            }
+        __syncthreads();
+    } else if (!ids_own || it.k_own <= 0) {
         for (int i = tid; i < k; i += RS_THREADS)
             s_ids[i] = h2l[ia[i]];
         __syncthreads();
@@ -185,8 +211,6 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
         }
     }
     /* 3: keep what is resident (stamped now), list what is missing, in selection order */
-    const size_t cq = (size_t)it.chunk * L.quota;
-    int16_t *mp = L.map + ((size_t)it.chunk * nkv + h) * L.max_blocks;
     int32_t *key = L.key + cq;
     uint32_t *stamp = L.stamp + cq;
     int n_miss = 0;
@@ -393,7 +417,7 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
         {(void **)&r->f_dst, q * sizeof(int32_t)},
         {(void **)&r->stamp, q * sizeof(uint32_t)},
         {(void **)&r->h2l, sizeof(int32_t) * (size_t)(kv->g.n_host_blocks ? kv->g.n_host_blocks : 1)},
-        {(void **)&r->ids, ids_n * sizeof(int32_t)},
+        {(void **)&r->ids, 2 * ids_n * sizeof(int32_t)},   /* sticky selections select up to twice what they keep */
         {(void **)&r->ids_own, ids_n * sizeof(int32_t)},
         {(void **)&r->f_count, sizeof(int) * (size_t)L},
         {(void **)&r->stat, 64 + (sizeof(size_t) + sizeof(int)) * (size_t)L},
@@ -572,22 +596,24 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
     const uint32_t gen = r->seen_gen;
     for (int i = 0; i < n_items; i++) {
         const struct okv_select_req *rq = &reqs[i];
-        const int k1 = own ? own[i].k : 0;
-        if (items[i].chunk < 0 || items[i].chunk >= r->max_seqs || rq->k > qh || k1 > rq->k || items[i].stamp == 0 ||
-            items[i].sink < 0 || items[i].sink + rq->n_cand > r->max_blocks || (own && own[i].n_cand != rq->n_cand))
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: item %d: chunk %d, k %d (own %d) of %d per head, "
-                                 "stamp %u", i, items[i].chunk, rq->k, k1, qh, items[i].stamp);
+        const int k1 = own ? own[i].k : 0, keep = items[i].keep;
+        const bool bad_keep = keep < 0 || (keep > 0 && (own || keep > qh || rq->k < keep || rq->k > 2 * keep));
+        if (items[i].chunk < 0 || items[i].chunk >= r->max_seqs || (!keep && rq->k > qh) || bad_keep || k1 > rq->k ||
+            items[i].stamp == 0 || items[i].sink < 0 || items[i].sink + rq->n_cand > r->max_blocks ||
+            (own && own[i].n_cand != rq->n_cand))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: item %d: chunk %d, k %d (own %d, keep %d) of %d "
+                                 "per head, stamp %u", i, items[i].chunk, rq->k, k1, keep, qh, items[i].stamp);
         if (r->seen[items[i].chunk] == gen)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: chunk %d appears twice", items[i].chunk);
         r->seen[items[i].chunk] = gen;
         /* the candidates by their place in the table */
         r->tab_off[i] = items[i].chunk * r->max_blocks + items[i].sink;
         hi[i] = (struct rs_item){items[i].chunk, items[i].sink, rq->n_cand, rq->k, k1, r->tab_off[i], ids_off, own_off,
-                                 items[i].stamp};
+                                 items[i].stamp, keep};
         ids_off += nkv * rq->k;
         own_off += nkv * k1;
         kmax = rq->k > kmax ? rq->k : kmax;
-        bound += nkv * rq->k;
+        bound += nkv * (keep ? keep : rq->k);
     }
     if (kmax == 0)
         return OKV_OK;
