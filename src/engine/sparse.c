@@ -245,14 +245,22 @@ static int item_k(const okv_engine *e, int layer, const struct sel_item *it)
  * its k, and the sticky cut (kv/select_rules.h) keeps k of them, blocks the device holds
  * first among all but the best k - m. Compacts each item to [n_kv][k]. Host residency
  * (the backend path cuts in select_install, items[i].keep). */
-static void sticky_apply(okv_engine *e, int layer, struct sel_item *items, int n)
+static enum okv_status sticky_apply(okv_engine *e, int layer, struct sel_item *items, int n)
 {
     const int nkv = e->cfg.n_kv_heads;
-    int32_t tmp[2048];
-    uint8_t held[4096];
+    int kmax = 0;
+    for (int i = 0; i < n; i++)
+        kmax = items[i].k > kmax ? items[i].k : kmax;
+    int32_t *tmp = okv_malloc(sizeof(int32_t) * (size_t)(kmax + 1), OKV_TAG_ENGINE);
+    uint8_t *held = okv_malloc((size_t)kmax + 1, OKV_TAG_ENGINE);
+    if (!tmp || !held) {
+        okv_free(tmp);
+        okv_free(held);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    }
     for (int i = 0; i < n; i++) {
         const int K = items[i].k, k = item_k_base(e, layer, &items[i]), seq = e->bs[items[i].j].id;
-        if (K <= k || K > 4096 || k > 2048)
+        if (K <= k)
             continue;
         for (int h = 0; h < nkv; h++) {
             const int32_t *ids = e->sel_logical + items[i].out_at + h * K;
@@ -263,6 +271,9 @@ static void sticky_apply(okv_engine *e, int layer, struct sel_item *items, int n
         }
         items[i].k = k;
     }
+    okv_free(tmp);
+    okv_free(held);
+    return OKV_OK;
 }
 
 /* Select for several sequences of one layer with one backend call; the results, as
@@ -632,8 +643,7 @@ enum okv_status okv_sparse_predict_after(okv_engine *e, const struct okv_batch *
             return OKV_OK;
         }
     } else if (n) {
-        if ((st = select_many(e, layer, items, n)) == OKV_OK) {
-            sticky_apply(e, layer, items, n);
+        if ((st = select_many(e, layer, items, n)) == OKV_OK && (st = sticky_apply(e, layer, items, n)) == OKV_OK) {
             add_successors(e, layer, items, n);
             st = install_many(e, layer, items, n);
         }
@@ -647,8 +657,9 @@ enum okv_status okv_sparse_predict_complete(okv_engine *e)
     if (!e->pend_items)
         return OKV_OK;
     enum okv_status st = select_finish(e, e->pend_out);
+    if (st == OKV_OK)
+        st = sticky_apply(e, e->pend_layer, e->pend_items, e->pend_n);
     if (st == OKV_OK) {
-        sticky_apply(e, e->pend_layer, e->pend_items, e->pend_n);
         add_successors(e, e->pend_layer, e->pend_items, e->pend_n);
         st = install_many(e, e->pend_layer, e->pend_items, e->pend_n);
     }
