@@ -15,8 +15,8 @@
  * kv_host_read, bit for bit); the number of units gathered equals the reference's
  * misses. Cases: with and without merge and successors, a quota larger than the
  * selection (LRU among cached units), chunks reset and reused, k = n_cand, the sticky
- * cut (K = k + sticky selected, k kept, held blocks first: okv_sel_sticky with
- * okv_resid_holds as the reference).
+ * cut (K = k + sticky selected, k kept, held blocks first: okv_resid_sticky_cut
+ * as the reference).
  * Skips (77) without a CUDA device. */
 #include "kv/resid.h"
 #include "kv/select_rules.h"
@@ -153,9 +153,7 @@ static void run(okv_backend *gpu, const struct cfg *c)
                     if (c->merge) {
                         okv_sel_merge(own_l, k1c, all_l, k, sel + h * k);
                     } else if (K > k) {
-                        for (int x = 0; x < K; x++)
-                            held[x] = okv_resid_holds(ref, s, l, h, all_l[x]);
-                        okv_sel_sticky(all_l, K, k, held, sel + h * k);
+                        okv_resid_sticky_cut(ref, s, l, h, all_l, K, k, held, sel + h * k);
                     } else {
                         memcpy(sel + h * k, all_l, sizeof(int32_t) * (size_t)k);
                     }

@@ -64,6 +64,24 @@ static char *base_name(const char *path)
     return s;
 }
 
+/* The most sequences, up to max_seqs, whose sparse engine fits limit bytes of device
+ * pool (a host tier sized with them when host_auto: its summaries live on the device);
+ * sets ep->max_seqs (and host_blocks) and returns the estimate, above limit when not even
+ * one fits. */
+static size_t fit_pool(struct okv_engine_params *ep, const struct okv_model_config *dev_cfg, size_t unit_bytes,
+                       size_t limit, int max_seqs, bool host_auto, int ctx_blocks, double host_cap)
+{
+    for (ep->max_seqs = max_seqs;; ep->max_seqs--) {
+        if (host_auto) {
+            const double want = (double)ep->max_seqs * ctx_blocks;
+            ep->host_blocks = (int)(want < host_cap ? want : host_cap);
+        }
+        const size_t need = okv_engine_estimate_device_bytes(dev_cfg, unit_bytes, ep);
+        if (need <= limit || ep->max_seqs == 1)
+            return need;
+    }
+}
+
 int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = NULL;
@@ -232,19 +250,12 @@ int cmd_serve(int argc, char **argv)
             /* the pool is per device: with tensor parallelism a device holds some KV heads */
             struct okv_model_config dev_cfg = *cfg;
             dev_cfg.n_kv_heads = okv_backend_kv_heads_per_device(be, cfg->n_kv_heads);
-            while (ep.max_seqs > 1 && okv_engine_estimate_device_bytes(&dev_cfg, ub, &ep) > limit) {
-                ep.max_seqs--;
-                if (host_auto) {   /* the summaries of the host tier live on the device too */
-                    double want = (double)ep.max_seqs * ctx_blocks;
-                    ep.host_blocks = (int)(want < host_cap ? want : host_cap);
-                }
-            }
-            size_t need = okv_engine_estimate_device_bytes(&dev_cfg, ub, &ep);
+            size_t need = fit_pool(&ep, &dev_cfg, ub, limit, max_seqs, host_auto, ctx_blocks, host_cap);
             if (need > limit && !cache_factor_set && ep.cache_factor > 1.0f) {
                 /* the default cache factor is a speed choice: a pool too small for one
                  * sequence with it takes the selection alone */
                 ep.cache_factor = 1.0f;
-                need = okv_engine_estimate_device_bytes(&dev_cfg, ub, &ep);
+                need = fit_pool(&ep, &dev_cfg, ub, limit, max_seqs, host_auto, ctx_blocks, host_cap);
                 if (need <= limit)
                     fprintf(stderr, "oasiskv serve: the %g GiB device pool is too small for the default --kv-cache-factor %g; "
                                     "using 1\n", pool_gb, cache_factor);

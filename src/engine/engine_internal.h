@@ -50,8 +50,8 @@ struct okv_engine {
     int32_t *sel_k;             /* [n_layers] blocks selected per head (dense layers: every candidate) */
     int succ_blocks;            /* okv_engine_params.successor_blocks, resolved */
     uint64_t lists_version;     /* okv_attn_blocks.version: bumped whenever the block lists are rebuilt */
-    float own_share;
-    float sticky;               /* OKV_STICKY: sticky selection's fringe, a share of k (0: off; experiment) */            /* lookahead: the real token's share of a merged selection (0.5; OKV_LOOKAHEAD_OWN) */
+    float own_share;            /* lookahead: the real token's share of a merged selection (0.5; OKV_LOOKAHEAD_OWN) */
+    float sticky;               /* okv_engine_params.sticky, or OKV_STICKY (0: off) */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
 
     okv_bweight *tok_embd, *output_norm, *output;   /* output may alias tok_embd */

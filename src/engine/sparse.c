@@ -263,10 +263,7 @@ static enum okv_status sticky_apply(okv_engine *e, int layer, struct sel_item *i
         if (K <= k)
             continue;
         for (int h = 0; h < nkv; h++) {
-            const int32_t *ids = e->sel_logical + items[i].out_at + h * K;
-            for (int x = 0; x < K; x++)
-                held[x] = okv_resid_holds(e->resid, seq, layer, h, ids[x]);
-            okv_sel_sticky(ids, K, k, held, tmp);
+            okv_resid_sticky_cut(e->resid, seq, layer, h, e->sel_logical + items[i].out_at + h * K, K, k, held, tmp);
             memcpy(e->sel_logical + items[i].out_at + h * k, tmp, sizeof(int32_t) * (size_t)k);
         }
         items[i].k = k;

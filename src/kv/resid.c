@@ -1,5 +1,6 @@
 /* Residency bookkeeping of the sparse region (see resid.h). */
 #include "kv/resid.h"
+#include "kv/select_rules.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -326,6 +327,14 @@ bool okv_resid_holds(const okv_resid *r, int seq, int layer, int head, int block
         return false;
     const struct rlayer *L = &r->seqs[seq].layers[layer];
     return L->map && block < L->bcap && L->map[head * L->bcap + block] >= 0;
+}
+
+void okv_resid_sticky_cut(const okv_resid *r, int seq, int layer, int head, const int32_t *ids, int K, int k,
+                          uint8_t *held, int32_t *out)
+{
+    for (int x = 0; x < K; x++)
+        held[x] = okv_resid_holds(r, seq, layer, head, ids[x]);
+    okv_sel_sticky(ids, K, k, held, out);
 }
 
 int okv_resid_chunk(const okv_resid *r, int seq) { return okv_resid_attached(r, seq) ? r->seqs[seq].chunk : -1; }

@@ -48,6 +48,12 @@ int okv_resid_apply(okv_resid *r, int seq, int layer, const int32_t *sel, int k,
 /* Whether (seq, layer, head) has a unit holding block (resident, selected or cached). */
 bool okv_resid_holds(const okv_resid *r, int seq, int layer, int head, int block);
 
+/* The sticky cut (kv/select_rules.h: okv_sel_sticky) of one head's K blocks ids (best
+ * first) down to k in out, with the blocks (seq, layer, head) holds as held; held:
+ * scratch of K entries. */
+void okv_resid_sticky_cut(const okv_resid *r, int seq, int layer, int head, const int32_t *ids, int K, int k,
+                          uint8_t *held, int32_t *out);
+
 /* The current selection of (seq, layer): [n_kv_heads][*k] blocks. */
 const int32_t *okv_resid_selection(const okv_resid *r, int seq, int layer, int *k);
 /* The unit holding each entry of that selection ([n_kv][k], -1 for an entry of -1). */

@@ -128,9 +128,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
                     own_l[x] = s->h2l[oids[at_own + (size_t)h * k1 + x]];
                 okv_sel_merge(own_l, k1, all_l, k, out);
             } else if (k < K) {
-                for (int x = 0; x < K; x++)
-                    held[x] = okv_resid_holds(s->r, items[i].chunk, layer, h, all_l[x]);
-                okv_sel_sticky(all_l, K, k, held, out);
+                okv_resid_sticky_cut(s->r, items[i].chunk, layer, h, all_l, K, k, held, out);
             } else {
                 memcpy(out, all_l, sizeof(int32_t) * (size_t)k);
             }
