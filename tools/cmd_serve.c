@@ -33,7 +33,8 @@ static const char *help =
     "                               selected blocks, so that one leaving and coming back is not fetched again; 1: the\n"
     "                               selection alone, more sequences in the pool; bench/RESULTS.md section 11)\n"
     "  --kv-sticky F                sticky selection: select F*k more blocks per prediction and keep, of all but\n"
-    "                               the best k - F*k, those already on the device first (0 to 0.5; default 0: off)\n"
+    "                               the best k - F*k, those already on the device first (0 to 0.5; default 0.25;\n"
+    "                               0: off; bench/RESULTS.md section 11)\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
@@ -91,7 +92,7 @@ int cmd_serve(int argc, char **argv)
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
     double pool_gb = 0, host_gb = 0, cache_factor = 2;
     bool cache_factor_set = false;
-    double sticky = 0;
+    double sticky = 0.25;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
