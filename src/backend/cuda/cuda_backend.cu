@@ -445,6 +445,18 @@ static enum okv_status cuda_embed(okv_backend *be, okv_bmem *out, const okv_bwei
 
 static const float *vec_weight(const okv_bweight *w) { return w->f; }
 
+/* The pure ops below check their arguments, prepare what their launch reads (the bf16
+ * activation scratch, the step's RoPE table) and hand a okv_cuda_gop to
+ * okv_cuda_graph_push, which launches it now or defers it into a graph-replayed run
+ * (cuda_graph.cu); okv_cuda_gop_issue launches one. */
+static struct okv_cuda_gop gop(int kind)
+{
+    struct okv_cuda_gop g;
+    memset(&g, 0, sizeof g);
+    g.kind = kind;
+    return g;
+}
+
 static enum okv_status cuda_rmsnorm(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w, int n, int dim,
                                     float eps)
 {
@@ -452,8 +464,14 @@ static enum okv_status cuda_rmsnorm(okv_backend *be, okv_bmem *out, const okv_bm
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda rmsnorm: bad shapes (%d rows of %d)", n, dim);
     if (n == 0)
         return OKV_OK;
-    OKV_CU(okv_cuda_rmsnorm(CTX(be)->stream, out->d, x->d, vec_weight(w), n, dim, eps), "rmsnorm kernel");
-    return OKV_OK;
+    struct okv_cuda_gop g = gop(OKV_GOP_RMSNORM);
+    g.p[0] = out->d;
+    g.p[1] = x->d;
+    g.p[2] = vec_weight(w);
+    g.i0 = n;
+    g.i1 = dim;
+    g.eps = eps;
+    return okv_cuda_graph_push(CTX(be), &g);
 }
 
 static enum okv_status cuda_head_rmsnorm(okv_backend *be, okv_bmem *x, const okv_bweight *w, int n, int heads, int hd, float eps)
@@ -462,24 +480,31 @@ static enum okv_status cuda_head_rmsnorm(okv_backend *be, okv_bmem *x, const okv
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda head_rmsnorm: bad shapes");
     if (n == 0)
         return OKV_OK;
-    OKV_CU(okv_cuda_head_rmsnorm(CTX(be)->stream, x->d, vec_weight(w), n * heads, hd, eps), "head_rmsnorm kernel");
-    return OKV_OK;
+    struct okv_cuda_gop g = gop(OKV_GOP_HEAD_RMSNORM);
+    g.p[0] = x->d;
+    g.p[1] = vec_weight(w);
+    g.i0 = n * heads;
+    g.i1 = hd;
+    g.eps = eps;
+    return okv_cuda_graph_push(CTX(be), &g);
 }
 
-static enum okv_status act_to_bf16(struct cuda_ctx *c, const float *x, size_t count, okv_bf16 **out)
+/* the bf16 activation scratch holds at least count elements */
+static enum okv_status act_reserve(struct cuda_ctx *c, size_t count)
 {
-    if (count > c->act_cap) {
-        OKV_CU(cudaStreamSynchronize(c->stream), "activation scratch grow");
-        if (c->act_bf16)
-            cudaFree(c->act_bf16);
-        c->act_bf16 = NULL;
-        c->act_cap = 0;
-        size_t cap = count + count / 2 + 4096;
-        OKV_CU(cudaMalloc((void **)&c->act_bf16, cap * sizeof(okv_bf16)), "bf16 activation scratch");
-        c->act_cap = cap;
-    }
-    OKV_CU(okv_cuda_f32_to_bf16(c->stream, c->act_bf16, x, count), "activation to bf16 kernel");
-    *out = c->act_bf16;
+    if (count <= c->act_cap)
+        return OKV_OK;
+    enum okv_status st = okv_cuda_graph_invalidate(c);   /* runs and graphs name the old buffer */
+    if (st != OKV_OK)
+        return st;
+    OKV_CU(cudaStreamSynchronize(c->stream), "activation scratch grow");
+    if (c->act_bf16)
+        cudaFree(c->act_bf16);
+    c->act_bf16 = NULL;
+    c->act_cap = 0;
+    size_t cap = count + count / 2 + 4096;
+    OKV_CU(cudaMalloc((void **)&c->act_bf16, cap * sizeof(okv_bf16)), "bf16 activation scratch");
+    c->act_cap = cap;
     return OKV_OK;
 }
 
@@ -493,18 +518,19 @@ static enum okv_status cuda_matmul(okv_backend *be, okv_bmem *out, const okv_bme
                              (long long)w->rows, (long long)w->row_len);
     if (n == 0)
         return OKV_OK;
-    okv_bf16 *xb = NULL;
-    enum okv_status st = act_to_bf16(c, x->d, (size_t)n * k, &xb);
+    enum okv_status st = act_reserve(c, (size_t)n * k);
     if (st != OKV_OK)
         return st;
-    const float one = 1.0f, zero = 0.0f;
-    /* column-major view: out^T [m][n] = W [k][m]^T . x^T [k][n] */
-    OKV_BLAS(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w->d, CUDA_R_16BF, k, xb, CUDA_R_16BF, k, &zero,
-                          out->d, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-             "GEMM (bf16 x bf16 -> fp32)");
-    if (bias)
-        OKV_CU(okv_cuda_bias(c->stream, out->d, bias->f, n, m), "bias kernel");
-    return OKV_OK;
+    struct okv_cuda_gop g = gop(OKV_GOP_MATMUL);
+    g.p[0] = out->d;
+    g.p[1] = x->d;
+    g.p[2] = w->d;
+    g.p[3] = bias ? bias->f : NULL;
+    g.p[4] = c->act_bf16;
+    g.i0 = n;
+    g.i1 = k;
+    g.i2 = m;
+    return okv_cuda_graph_push(c, &g);
 }
 
 static enum okv_status cuda_rope(okv_backend *be, okv_bmem *x, int n, int heads, int hd, bool half_pairing)
@@ -515,9 +541,14 @@ static enum okv_status cuda_rope(okv_backend *be, okv_bmem *x, int n, int heads,
     if (n == 0)
         return OKV_OK;
     if (c->step.rope_hd != hd) {   /* upload the step's table once per head size */
+        /* queued ahead of the pending run (cuda_graph.cu): none of its ops reads the
+         * table but this step's ropes, which all follow the upload */
         const size_t bytes = sizeof(float) * (size_t)n * hd;
         OKV_CU(cudaEventSynchronize(c->rope_ev), "rope table staging wait");
         if (bytes > c->rope_cap) {
+            enum okv_status st = okv_cuda_graph_invalidate(c);
+            if (st != OKV_OK)
+                return st;
             OKV_CU(cudaStreamSynchronize(c->stream), "rope table grow");
             if (c->rope_h)
                 cudaFreeHost(c->rope_h);
@@ -535,8 +566,14 @@ static enum okv_status cuda_rope(okv_backend *be, okv_bmem *x, int n, int heads,
         c->step.rope = c->rope_d;
         c->step.rope_hd = hd;
     }
-    OKV_CU(okv_cuda_rope(c->stream, x->d, c->step.rope, n, heads, hd, half_pairing), "rope kernel");
-    return OKV_OK;
+    struct okv_cuda_gop g = gop(OKV_GOP_ROPE);
+    g.p[0] = x->d;
+    g.p[1] = c->step.rope;
+    g.i0 = n;
+    g.i1 = heads;
+    g.i2 = hd;
+    g.flag = half_pairing;
+    return okv_cuda_graph_push(c, &g);
 }
 
 static enum okv_status cuda_swiglu(okv_backend *be, okv_bmem *out, const okv_bmem *gate, const okv_bmem *up, int n, int f)
@@ -546,8 +583,12 @@ static enum okv_status cuda_swiglu(okv_backend *be, okv_bmem *out, const okv_bme
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda swiglu: bad shapes");
     if (cnt == 0)
         return OKV_OK;
-    OKV_CU(okv_cuda_swiglu(CTX(be)->stream, out->d, gate->d, up->d, cnt), "swiglu kernel");
-    return OKV_OK;
+    struct okv_cuda_gop g = gop(OKV_GOP_SWIGLU);
+    g.p[0] = out->d;
+    g.p[1] = gate->d;
+    g.p[2] = up->d;
+    g.count = (int64_t)cnt;
+    return okv_cuda_graph_push(CTX(be), &g);
 }
 
 static enum okv_status cuda_add(okv_backend *be, okv_bmem *x, const okv_bmem *y, size_t count)
@@ -556,8 +597,49 @@ static enum okv_status cuda_add(okv_backend *be, okv_bmem *x, const okv_bmem *y,
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda add: bad shapes");
     if (count == 0)
         return OKV_OK;
-    OKV_CU(okv_cuda_add(CTX(be)->stream, x->d, y->d, count), "add kernel");
-    return OKV_OK;
+    struct okv_cuda_gop g = gop(OKV_GOP_ADD);
+    g.p[0] = x->d;
+    g.p[1] = y->d;
+    g.count = (int64_t)count;
+    return okv_cuda_graph_push(CTX(be), &g);
+}
+
+extern "C" enum okv_status okv_cuda_gop_issue(struct cuda_ctx *c, const struct okv_cuda_gop *g)
+{
+    float *p0 = (float *)g->p[0];
+    const float *p1 = (const float *)g->p[1], *p2 = (const float *)g->p[2];
+    switch (g->kind) {
+    case OKV_GOP_RMSNORM:
+        OKV_CU(okv_cuda_rmsnorm(c->stream, p0, p1, p2, g->i0, g->i1, g->eps), "rmsnorm kernel");
+        return OKV_OK;
+    case OKV_GOP_HEAD_RMSNORM:
+        OKV_CU(okv_cuda_head_rmsnorm(c->stream, p0, p1, g->i0, g->i1, g->eps), "head_rmsnorm kernel");
+        return OKV_OK;
+    case OKV_GOP_MATMUL: {
+        const int n = g->i0, k = g->i1, m = g->i2;
+        okv_bf16 *xb = (okv_bf16 *)g->p[4];
+        OKV_CU(okv_cuda_f32_to_bf16(c->stream, xb, p1, (size_t)n * k), "activation to bf16 kernel");
+        const float one = 1.0f, zero = 0.0f;
+        /* column-major view: out^T [m][n] = W [k][m]^T . x^T [k][n] */
+        OKV_BLAS(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, g->p[2], CUDA_R_16BF, k, xb, CUDA_R_16BF, k,
+                              &zero, p0, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "GEMM (bf16 x bf16 -> fp32)");
+        if (g->p[3])
+            OKV_CU(okv_cuda_bias(c->stream, p0, (const float *)g->p[3], n, m), "bias kernel");
+        return OKV_OK;
+    }
+    case OKV_GOP_ROPE:
+        OKV_CU(okv_cuda_rope(c->stream, p0, p1, g->i0, g->i1, g->i2, g->flag != 0), "rope kernel");
+        return OKV_OK;
+    case OKV_GOP_SWIGLU:
+        OKV_CU(okv_cuda_swiglu(c->stream, p0, p1, p2, (size_t)g->count), "swiglu kernel");
+        return OKV_OK;
+    case OKV_GOP_ADD:
+        OKV_CU(okv_cuda_add(c->stream, p0, p1, (size_t)g->count), "add kernel");
+        return OKV_OK;
+    default:
+        return okv_set_error(OKV_ERR_INTERNAL, "cuda: unknown deferred op %d", g->kind);
+    }
 }
 
 static enum okv_status cuda_gather_rows(okv_backend *be, okv_bmem *out, const okv_bmem *x, const int32_t *rows, int n_rows,
@@ -608,6 +690,7 @@ static void cuda_destroy(okv_backend *be)
         cudaStreamSynchronize(c->stream);
     if (c->copy)
         cudaStreamSynchronize(c->copy);
+    okv_cuda_graph_free(c);
     okv_cuda_attn_cache_free(c);
     wstage_free(c);
     ring_free(&c->ring);
@@ -689,6 +772,7 @@ static void fill_ops(void)
     okv_cuda_fill_kv_ops(o);
     okv_cuda_fill_resid_ops(o);
     okv_cuda_prof_wrap(o);
+    okv_cuda_graph_wrap(o);   /* outermost: every op but the pure ones flushes their pending run */
     cuda_ops_ready = true;
 }
 
@@ -873,6 +957,9 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         (bs = cublasSetWorkspace(c->blas, c->blas_ws, c->blas_ws_bytes)) != CUBLAS_STATUS_SUCCESS ||
         (bs = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
         return create_fail(be, okv_cublas_err(bs, "cuBLAS setup", __FILE__, __LINE__));
+    enum okv_status gst = okv_cuda_graph_init(c);
+    if (gst != OKV_OK)
+        return create_fail(be, gst);
     *out = be;
     return OKV_OK;
 }

@@ -4,6 +4,8 @@
 
 #include "oasiskv/backend.h"
 
+#include <stdbool.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -20,6 +22,20 @@ void okv_cuda_set_attn(okv_backend *be, int variant, int keys_per_item);
 /* The last attention plan: work items and merges; returns the resident CTAs it was
  * planned for (0: SIMT policy). */
 int okv_cuda_attn_info(const okv_backend *be, int *n_work, int *n_merge);
+
+/* Segment graphs (cuda_graph.cu): on / off for this backend (drops its graphs), and
+ * what they have done since creation. */
+struct okv_cuda_graph_info {
+    bool on;
+    long long launched;     /* graph launches */
+    long long captured;     /* graphs captured */
+    long long eager_runs;   /* pending runs launched op by op (first sightings, single ops, off) */
+    long long eager_ops;
+    long long cleared;      /* times the full table was emptied */
+    int graphs;             /* graphs held now */
+};
+enum okv_status okv_cuda_set_graphs(okv_backend *be, bool on);
+void okv_cuda_graph_info(const okv_backend *be, struct okv_cuda_graph_info *out);
 
 #ifdef __cplusplus
 }

@@ -194,6 +194,20 @@ struct cuda_ctx {
     int fetch_ctas_override;
     int fetch_ctas_last;
     struct cuda_prof *prof;   /* OKV_CUDA_PROFILE=1 (cuda_prof.cu), else NULL */
+    struct cuda_graphs *graphs;   /* segment graphs (cuda_graph.cu), NULL when off */
+};
+
+/* A deferred pure op (cuda_graph.cu): a kernel (or a conversion and a GEMM) over device
+ * buffers whose launch depends on nothing but these fields. Compared bytewise: built
+ * from a zeroed struct. */
+enum okv_cuda_gop_kind { OKV_GOP_RMSNORM = 1, OKV_GOP_HEAD_RMSNORM, OKV_GOP_MATMUL, OKV_GOP_ROPE, OKV_GOP_SWIGLU, OKV_GOP_ADD };
+struct okv_cuda_gop {
+    int32_t kind;
+    int32_t i0, i1, i2;      /* shapes (per kind: see okv_cuda_gop_issue) */
+    int64_t count;
+    float eps;
+    int32_t flag;
+    const void *p[5];        /* device pointers */
 };
 
 /* global unit index in kv->dev of a layer's unit or a staging unit (OKV_UNIT_STAGE) */
@@ -278,6 +292,20 @@ struct okv_cuda_cand_tab {
 enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                           const struct okv_select_req *reqs, int n_reqs, int32_t *d_ids,
                                           const int32_t **d_cand, const struct okv_cuda_cand_tab *tab);
+/* Segment graphs (cuda_graph.cu). The pure ops (rmsnorm, head_rmsnorm, matmul, rope,
+ * swiglu, add) are deferred with okv_cuda_graph_push; every other op of the table first
+ * flushes them (okv_cuda_graph_wrap), as must any code that enqueues on the compute
+ * stream outside the table (NCCL). A flushed run of pure ops seen before is launched as
+ * one CUDA graph, captured on its second sighting. */
+enum okv_status okv_cuda_graph_push(struct cuda_ctx *c, const struct okv_cuda_gop *op);
+enum okv_status okv_cuda_graph_flush(struct cuda_ctx *c);
+/* launch one pure op now (cuda_backend.cu) */
+enum okv_status okv_cuda_gop_issue(struct cuda_ctx *c, const struct okv_cuda_gop *op);
+/* a buffer that captured graphs point to is about to be freed: flush, then drop them */
+enum okv_status okv_cuda_graph_invalidate(struct cuda_ctx *c);
+void okv_cuda_graph_free(struct cuda_ctx *c);
+enum okv_status okv_cuda_graph_init(struct cuda_ctx *c);
+void okv_cuda_graph_wrap(struct okv_backend_ops *ops);
 /* OKV_CUDA_PROFILE=1: wrap the hot ops with timing events (cuda_prof.cu) */
 void okv_cuda_prof_wrap(struct okv_backend_ops *ops);
 /* residency (cuda_resid.cu) */

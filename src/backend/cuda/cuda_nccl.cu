@@ -74,7 +74,7 @@ static enum okv_status nccl_allreduce(okv_tp_comm *cm, okv_bmem *const *bufs, si
         return nccl_err(c, e, "group start");
     enum okv_status st = OKV_OK;
     for (int r = 0; r < c->n; r++) {
-        if ((st = bind(c->r[r])) != OKV_OK)
+        if ((st = bind(c->r[r])) != OKV_OK || (st = okv_cuda_graph_flush(OKV_CUDA_CTX(c->r[r]))) != OKV_OK)
             break;
         float *p = bufs[r]->d;
         e = c->api.all_reduce(p, p, count, ncclFloat32, ncclSum, c->comm[r], OKV_CUDA_CTX(c->r[r])->stream);
@@ -93,7 +93,10 @@ static enum okv_status nccl_gather_cols(okv_tp_comm *cm, okv_bmem *dst, okv_bmem
 {
     struct nccl_comm *c = (struct nccl_comm *)cm->ctx;
     const size_t w = (size_t)col_lo[c->n];
-    enum okv_status st = bind(c->r[0]);
+    enum okv_status st = OKV_OK;
+    for (int r = c->n - 1; r >= 0 && st == OKV_OK; r--)   /* ranks' pending runs first (cuda_graph.cu) */
+        if ((st = bind(c->r[r])) == OKV_OK)
+            st = okv_cuda_graph_flush(OKV_CUDA_CTX(c->r[r]));
     if (st != OKV_OK)
         return st;
     size_t need = (size_t)n_rows * (w - (size_t)(col_lo[1] - col_lo[0]));
@@ -159,6 +162,9 @@ static enum okv_status nccl_allreduce_rank(okv_tp_comm *cm, int r, okv_bmem *buf
     struct nccl_comm *c = (struct nccl_comm *)cm->ctx;
     if (c->n == 1)
         return OKV_OK;
+    enum okv_status st = okv_cuda_graph_flush(OKV_CUDA_CTX(c->r[r]));
+    if (st != OKV_OK)
+        return st;
     ncclResult_t e = c->api.all_reduce(buf->d, buf->d, count, ncclFloat32, ncclSum, c->comm[r], OKV_CUDA_CTX(c->r[r])->stream);
     return e == ncclSuccess ? OKV_OK : nccl_err(c, e, "all-reduce");
 }
