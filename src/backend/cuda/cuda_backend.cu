@@ -917,11 +917,14 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         c->prefill_kernel = v == 0 ? 0 : v == 1 || v == 64 ? 64 : 128;
     }
     {
-        /* OKV_STEP_SYNC=compute: a step's final sync waits for the compute stream only, so
-         * the fetches predicted at its last layers run on into the next step (which waits
-         * for each layer's own fetches); default: both streams (the measured behaviour) */
+        /* a step's final sync waits for the compute stream only (default), so the fetches
+         * predicted at its last layers run on into the next step, which waits for each
+         * layer's own fetches; host-tier reads (kv_host_read, kv_summary_read) wait for
+         * both streams themselves. OKV_STEP_SYNC=both waits for both streams at every step
+         * (8B shape b16: 51.7 vs 49.7 ms; trained target b128 6.21 vs 5.96 ms, serving
+         * c256 12059 vs 12612 tok/s: bench/RESULTS.md section 12) */
         const char *ss = getenv("OKV_STEP_SYNC");
-        c->sync_compute_only = ss && !strcmp(ss, "compute");
+        c->sync_compute_only = !(ss && !strcmp(ss, "both"));
         /* OKV_FETCH_CTAS=N: CTAs of the host-tier gather kernel (default: by size, at most 32) */
         const char *fc = getenv("OKV_FETCH_CTAS");
         c->fetch_ctas_override = fc && atoi(fc) > 0 ? atoi(fc) : 0;

@@ -187,7 +187,7 @@ struct cuda_ctx {
      * 1 or 64 tiles of 64 query vectors, unset or another value tiles of 128 (64 or 128
      * here, 0 off); and the kernels whose attributes this context has set */
     int prefill_kernel;
-    bool sync_compute_only;   /* OKV_STEP_SYNC=compute: sync() leaves the copy stream running */
+    bool sync_compute_only;   /* sync() leaves the copy stream running (default; OKV_STEP_SYNC=both: not) */
     const void *pf_seen[8];
     int pf_n_seen;
     size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
