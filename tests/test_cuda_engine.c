@@ -21,7 +21,7 @@
  * context (host tier, write-through, summaries, selection and fetch all run, every
  * block is selected, so the output must match the same tolerances). Sparse mode with
  * a small budget is reported, not checked: its selection can differ on near-ties
- * between bf16 and fp32 keys.
+ * between bf16 and fp32 keys. Then SmolLM2-135M-Instruct when models/ holds it (run_smollm2).
  * Skips (77) without a CUDA device. */
 /* paths here are far below the buffer sizes; gcc cannot prove it */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -307,6 +307,81 @@ static void run_model(const char *name, const char *model_path, const char *ref_
     free(r);
 }
 
+/* The default model, SmolLM2-135M-Instruct (GGUF Q4_1, models/; fetched by
+ * scripts/fetch_model.sh, carried to the GPU machine in parts: bench/gpu_smollm2.sh), on
+ * the prompts of tests/data/smollm2_greedy.json (whose greedy continuations the CPU
+ * engine reproduces exactly: tests/sh/test_smollm2_ref.sh): CUDA against CPU with the
+ * same tolerances as the reference checkpoints, teacher-forced on transformers' tokens,
+ * prefill in chunks of 16, and the two-sequence batch. Reported as skipped when the file
+ * is absent. */
+static void run_smollm2(okv_backend *cpu, okv_backend *gpu)
+{
+    char path[1024], ref_path[1024];
+    snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", tu_src_dir());
+    snprintf(ref_path, sizeof ref_path, "%s/tests/data/smollm2_greedy.json", tu_src_dir());
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("  SmolLM2-135M-Instruct: skipped: %s is missing\n", path);
+        return;
+    }
+    fclose(f);
+    char *txt = tu_read_file(ref_path, NULL);
+    cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    cJSON *prompts = j ? cJSON_GetObjectItem(j, "prompts") : NULL, *vocab = j ? cJSON_GetObjectItem(j, "vocab") : NULL;
+    CHECK(cJSON_IsArray(prompts) && cJSON_IsNumber(vocab), "SmolLM2: cannot read %s", ref_path);
+    struct okv_model *m = NULL;
+    enum okv_status st = okv_model_load(path, &m);
+    CHECK(st == OKV_OK, "SmolLM2: load: %s", okv_last_error());
+    if (st != OKV_OK || !cJSON_IsArray(prompts) || !cJSON_IsNumber(vocab)) {
+        okv_model_free(m);
+        cJSON_Delete(j);
+        return;
+    }
+    struct ref *r = calloc(1, sizeof *r);
+    const cJSON *pr;
+    int n_cases = 0;
+    cJSON_ArrayForEach(pr, prompts)
+    {
+        const cJSON *pt = cJSON_GetObjectItem(pr, "prompt_tokens"), *gt = cJSON_GetObjectItem(pr, "greedy_tokens");
+        const cJSON *nm = cJSON_GetObjectItem(pr, "name");
+        if (!cJSON_IsArray(pt) || !cJSON_IsArray(gt) || cJSON_GetArraySize(pt) > 512 || cJSON_GetArraySize(gt) > 512) {
+            CHECK(0, "SmolLM2: malformed prompt in %s", ref_path);
+            continue;
+        }
+        r->n_prompt = cJSON_GetArraySize(pt);
+        r->n_steps = cJSON_GetArraySize(gt);
+        r->vocab = vocab->valueint;
+        for (int i = 0; i < r->n_prompt; i++)
+            r->prompt[i] = cJSON_GetArrayItem(pt, i)->valueint;
+        for (int i = 0; i < r->n_steps; i++)
+            r->greedy[i] = cJSON_GetArrayItem(gt, i)->valueint;
+        char name[128];
+        snprintf(name, sizeof name, "SmolLM2 %s", cJSON_IsString(nm) ? nm->valuestring : "?");
+        struct okv_engine_params ep = {.block_size = 16, .max_ctx = 1024, .max_batch_tokens = 128};
+        okv_engine *ec = NULL, *eg = NULL;
+        st = okv_engine_create(m, cpu, &ep, &ec);
+        if (st == OKV_OK)
+            st = okv_engine_create(m, gpu, &ep, &eg);
+        CHECK(st == OKV_OK, "%s: engines: %s", name, okv_last_error());
+        if (st == OKV_OK) {
+            struct cmp c = {0};
+            run_pair(ec, eg, r, 16, &c);
+            report(name, "dense chunk16", &c, true);
+            struct cmp cb = {0};
+            run_batch(ec, eg, r, &cb);
+            report(name, "dense two-sequence batch", &cb, true);
+            n_cases++;
+        }
+        okv_engine_free(eg);
+        okv_engine_free(ec);
+    }
+    CHECK(n_cases >= 6, "SmolLM2: %d prompts compared", n_cases);
+    free(r);
+    okv_model_free(m);
+    cJSON_Delete(j);
+}
+
 /* okv_engine_estimate_device_bytes (what `serve --kv-pool-gb` sizes the number of
  * sequences with) must not fall short of what a sparse engine allocates on the GPU,
  * residency state included, and should stay close to it */
@@ -388,6 +463,7 @@ int main(void)
             check_estimate(model, gpu);
     }
     CHECK(n_models >= 5, "only %d reference models found", n_models);
+    run_smollm2(cpu, gpu);
     okv_backend_free(cpu);
     okv_backend_free(gpu);
     CHECK(okv_alloc_live_count(OKV_TAG_ENGINE) == 0, "engine allocations leaked");
