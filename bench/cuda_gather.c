@@ -1,7 +1,7 @@
 /* cuda_gather: kv_fetch of scattered units from the pinned host tier into HBM on the
  * CUDA backend (one gather kernel per call, 16-byte loads from mapped host memory).
  *
- *   cuda_gather [--host-mb 512] [--calls 40]
+ *   cuda_gather [--host-mb 512] [--calls 40] [--contend]
  *
  * For units of 4, 16 and 64 KiB (K+V of one block and KV head: head_dim 128,
  * blocks of 8, 32, 128 tokens), fetches of 2 MiB and 32 MiB of random host units
@@ -11,6 +11,9 @@
  * then kv_fetch_wait + sync, on the host clock. */
 #include "backend/cuda/cuda_bench.h"
 #include "oasiskv/backend.h"
+#include "oasiskv/tensor.h"
+
+#include <stdbool.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,14 +36,115 @@ static void die(const char *what)
     exit(1);
 }
 
+/* --contend: how much a gather running on the copy stream slows compute on the compute
+ * stream. Three compute loops (graphs off, so each op is its own launch): a GEMM of 128
+ * rows against a 4096 x 4096 bf16 weight (32 MiB read per call), the trained target's
+ * FFN-up shape (128 x 256 -> 768: launch-bound), and a residual add over 32M floats
+ * (bandwidth-bound, 384 MB of traffic). Each loop is timed alone, then with 32 MiB gathers
+ * queued before it on the copy stream (enough to outlast it), for several gather grids.
+ * Reported: microseconds per compute op alone and under the gather, and the gather's GB/s
+ * over the whole contended run. */
+static void contention(okv_backend *be, okv_bkv *kv, size_t unit, int host_blocks, int wslots, int max_units, int calls)
+{
+    const struct okv_backend_ops *o = be->ops;
+    okv_cuda_set_graphs(be, false);
+    const int n = max_units;   /* 32 MiB per fetch */
+    int32_t *src = malloc(4 * (size_t)n * calls), *dst = malloc(4 * (size_t)n);
+    for (int i = 0; i < n * calls; i++)
+        src[i] = (int32_t)(rnd() % (uint32_t)host_blocks);
+    for (int i = 0; i < n; i++)
+        dst[i] = wslots + i;
+    struct { const char *name; int rows, k, m, reps; bool add; } loads[] = {
+        {"GEMM 128x4096x4096", 128, 4096, 4096, 100, false},
+        {"GEMM 128x256x768", 128, 256, 768, 400, false},
+        {"add 32M floats", 0, 0, 0, 40, true},
+    };
+    printf("\ncompute beside the gather (unit %zu KiB, fetches of 32 MiB on the copy stream)\n", unit >> 10);
+    printf("%-20s %-6s %-12s %-14s %-9s %s\n", "compute op", "CTAs", "alone us/op", "gather us/op", "slowdown", "gather GB/s");
+    for (size_t li = 0; li < sizeof loads / sizeof loads[0]; li++) {
+        okv_bmem *x = NULL, *y = NULL;
+        okv_bweight *w = NULL;
+        const size_t nx = loads[li].add ? (size_t)32 << 20 : (size_t)loads[li].rows * loads[li].k;
+        const size_t ny = loads[li].add ? nx : (size_t)loads[li].rows * loads[li].m;
+        if (o->mem_alloc(be, nx, &x) != OKV_OK || o->mem_alloc(be, ny, &y) != OKV_OK)
+            die("mem_alloc");
+        float *hx = malloc(sizeof(float) * (nx > ny ? nx : ny));
+        for (size_t i = 0; i < (nx > ny ? nx : ny); i++)
+            hx[i] = (float)(rnd() % 2001) / 1e6f;
+        o->mem_write(be, x, 0, hx, nx);
+        o->mem_write(be, y, 0, hx, ny);
+        if (!loads[li].add) {
+            const size_t nw = (size_t)loads[li].k * loads[li].m;
+            float *hw = malloc(sizeof(float) * nw);
+            for (size_t i = 0; i < nw; i++)
+                hw[i] = (float)(rnd() % 2001) / 1e5f - 0.01f;
+            struct okv_tensor_view t = {.dtype = OKV_DTYPE_F32, .n_dims = 2, .ne = {loads[li].k, loads[li].m, 1, 1},
+                                        .data = hw, .nbytes = sizeof(float) * nw};
+            snprintf(t.name, sizeof t.name, "contend.weight");
+            if (o->weight_load(be, &t, &w) != OKV_OK)
+                die("weight_load");
+            free(hw);
+        }
+        free(hx);
+        const int reps = loads[li].reps;
+#define LOOP()                                                                                               \
+    for (int r = 0; r < reps; r++)                                                                           \
+        if ((loads[li].add ? o->add(be, y, x, nx)                                                            \
+                           : o->matmul(be, y, x, w, NULL, loads[li].rows, loads[li].k, loads[li].m)) != OKV_OK) \
+            die("compute");
+        LOOP();
+        o->sync(be);
+        double t0 = okv_now();
+        LOOP();
+        o->sync(be);
+        const double alone = (okv_now() - t0) / reps * 1e6;
+        const int ctas[] = {4, 8, 16, 32, 64};
+        for (size_t ci = 0; ci < sizeof ctas / sizeof ctas[0]; ci++) {
+            okv_cuda_set_fetch_ctas(be, ctas[ci]);
+            int pend;
+            double stall;
+            const double tg = okv_now();
+            for (int c = 0; c < calls; c++)
+                if (o->kv_fetch(be, kv, 0, n, src + (size_t)c * n, dst) != OKV_OK)
+                    die("kv_fetch");
+            t0 = okv_now();
+            LOOP();
+            o->sync(be);   /* the compute stream only (the step sync's default) */
+            const double with = (okv_now() - t0) / reps * 1e6;
+            o->kv_fetch_wait(be, kv, 0, &pend, &stall);
+            if (o->sync(be) != OKV_OK)
+                die("sync");
+            const double gbs = (double)n * unit * calls / (okv_now() - tg) / 1e9;
+            printf("%-20s %-6d %-12.1f %-14.1f %-9.2f %.1f\n", loads[li].name, okv_cuda_fetch_ctas_last(be), alone, with,
+                   with / alone, gbs);
+        }
+#undef LOOP
+        okv_cuda_set_fetch_ctas(be, 0);
+        o->mem_free(be, x);
+        o->mem_free(be, y);
+        if (w)
+            o->weight_free(be, w);
+    }
+    okv_cuda_set_graphs(be, true);
+    free(src);
+    free(dst);
+}
+
 int main(int argc, char **argv)
 {
     int host_mb = 512, calls = 40;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--host-mb"))
-            host_mb = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--calls"))
-            calls = atoi(argv[i + 1]);
+    bool contend = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--contend"))
+            contend = true;
+        else if (!strcmp(argv[i], "--host-mb") && i + 1 < argc)
+            host_mb = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+            calls = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: cuda_gather [--host-mb MB] [--calls N] [--contend]\n");
+            return 2;
+        }
     }
     okv_backend *be = NULL;
     struct okv_backend_params bp = {.n_threads = 0};
@@ -129,6 +233,8 @@ int main(int argc, char **argv)
             free(src);
             free(dst);
         }
+        if (contend && bi < 2)
+            contention(be, kv, unit, host_blocks, wslots, max_units, calls);
         o->mem_free(be, k);
         o->mem_free(be, v);
         o->kv_free(be, kv);
