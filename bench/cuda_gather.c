@@ -47,6 +47,8 @@ static void die(const char *what)
 static void contention(okv_backend *be, okv_bkv *kv, size_t unit, int host_blocks, int wslots, int max_units, int calls)
 {
     const struct okv_backend_ops *o = be->ops;
+    struct okv_cuda_graph_info gi;
+    okv_cuda_graph_info(be, &gi);
     okv_cuda_set_graphs(be, false);
     const int n = max_units;   /* 32 MiB per fetch */
     int32_t *src = malloc(4 * (size_t)n * calls), *dst = malloc(4 * (size_t)n);
@@ -125,7 +127,7 @@ static void contention(okv_backend *be, okv_bkv *kv, size_t unit, int host_block
         if (w)
             o->weight_free(be, w);
     }
-    okv_cuda_set_graphs(be, true);
+    okv_cuda_set_graphs(be, gi.on);
     free(src);
     free(dst);
 }
