@@ -156,20 +156,28 @@ enum okv_status okv_cuda_sync_all(struct cuda_ctx *c)
     return OKV_OK;
 }
 
+/* a grow-only device buffer of *cap elements holds at least n: when it must grow, the
+ * compute stream drains (its queued ops may read the old one), then it is replaced */
+static enum okv_status grow_device(struct cuda_ctx *c, void **buf, size_t *cap, size_t n, size_t elem, const char *what)
+{
+    if (n <= *cap)
+        return OKV_OK;
+    OKV_CU(cudaStreamSynchronize(c->stream), what);
+    if (*buf)
+        cudaFree(*buf);
+    *buf = NULL;
+    *cap = 0;
+    const size_t want = n + n / 2 + 4096;
+    OKV_CU(cudaMalloc(buf, want * elem), what);
+    *cap = want;
+    return OKV_OK;
+}
+
 enum okv_status okv_cuda_scratch(struct cuda_ctx *c, size_t n, float **out)
 {
-    if (n > c->scratch_cap) {
-        OKV_CU(cudaStreamSynchronize(c->stream), "scratch grow");
-        if (c->scratch)
-            cudaFree(c->scratch);
-        c->scratch = NULL;
-        c->scratch_cap = 0;
-        size_t cap = n + n / 2 + 1024;
-        OKV_CU(cudaMalloc((void **)&c->scratch, cap * sizeof(float)), "device scratch");
-        c->scratch_cap = cap;
-    }
+    enum okv_status st = grow_device(c, (void **)&c->scratch, &c->scratch_cap, n, sizeof(float), "device scratch");
     *out = c->scratch;
-    return OKV_OK;
+    return st;
 }
 
 /* ---- memory ---- */
@@ -497,15 +505,7 @@ static enum okv_status act_reserve(struct cuda_ctx *c, size_t count)
     enum okv_status st = okv_cuda_graph_invalidate(c);   /* runs and graphs name the old buffer */
     if (st != OKV_OK)
         return st;
-    OKV_CU(cudaStreamSynchronize(c->stream), "activation scratch grow");
-    if (c->act_bf16)
-        cudaFree(c->act_bf16);
-    c->act_bf16 = NULL;
-    c->act_cap = 0;
-    size_t cap = count + count / 2 + 4096;
-    OKV_CU(cudaMalloc((void **)&c->act_bf16, cap * sizeof(okv_bf16)), "bf16 activation scratch");
-    c->act_cap = cap;
-    return OKV_OK;
+    return grow_device(c, (void **)&c->act_bf16, &c->act_cap, count, sizeof(okv_bf16), "bf16 activation scratch");
 }
 
 static enum okv_status cuda_matmul(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w,
