@@ -48,6 +48,22 @@ struct ref {
     int vocab;
 };
 
+/* prompt_tokens and greedy_tokens of a JSON object into r (vocab given) */
+static int ref_from_json(const cJSON *obj, int vocab, struct ref *r)
+{
+    const cJSON *p = cJSON_GetObjectItem(obj, "prompt_tokens"), *g = cJSON_GetObjectItem(obj, "greedy_tokens");
+    if (!cJSON_IsArray(p) || !cJSON_IsArray(g) || cJSON_GetArraySize(p) > 512 || cJSON_GetArraySize(g) > 512)
+        return -1;
+    r->n_prompt = cJSON_GetArraySize(p);
+    r->n_steps = cJSON_GetArraySize(g);
+    r->vocab = vocab;
+    for (int i = 0; i < r->n_prompt; i++)
+        r->prompt[i] = cJSON_GetArrayItem(p, i)->valueint;
+    for (int i = 0; i < r->n_steps; i++)
+        r->greedy[i] = cJSON_GetArrayItem(g, i)->valueint;
+    return 0;
+}
+
 static int load_ref(const char *json_path, struct ref *r)
 {
     char *txt = tu_read_file(json_path, NULL);
@@ -57,22 +73,10 @@ static int load_ref(const char *json_path, struct ref *r)
     free(txt);
     if (!j)
         return -1;
-    cJSON *p = cJSON_GetObjectItem(j, "prompt_tokens"), *g = cJSON_GetObjectItem(j, "greedy_tokens");
-    cJSON *v = cJSON_GetObjectItem(j, "vocab");
-    if (!cJSON_IsArray(p) || !cJSON_IsArray(g) || !cJSON_IsNumber(v) || cJSON_GetArraySize(p) > 512 ||
-        cJSON_GetArraySize(g) > 512) {
-        cJSON_Delete(j);
-        return -1;
-    }
-    r->n_prompt = cJSON_GetArraySize(p);
-    r->n_steps = cJSON_GetArraySize(g);
-    r->vocab = v->valueint;
-    for (int i = 0; i < r->n_prompt; i++)
-        r->prompt[i] = cJSON_GetArrayItem(p, i)->valueint;
-    for (int i = 0; i < r->n_steps; i++)
-        r->greedy[i] = cJSON_GetArrayItem(g, i)->valueint;
+    const cJSON *v = cJSON_GetObjectItem(j, "vocab");
+    const int rc = cJSON_IsNumber(v) ? ref_from_json(j, v->valueint, r) : -1;
     cJSON_Delete(j);
-    return 0;
+    return rc;
 }
 
 static float top_margin(const float *l, int n, int *arg)
@@ -343,19 +347,11 @@ static void run_smollm2(okv_backend *cpu, okv_backend *gpu)
     int n_cases = 0;
     cJSON_ArrayForEach(pr, prompts)
     {
-        const cJSON *pt = cJSON_GetObjectItem(pr, "prompt_tokens"), *gt = cJSON_GetObjectItem(pr, "greedy_tokens");
         const cJSON *nm = cJSON_GetObjectItem(pr, "name");
-        if (!cJSON_IsArray(pt) || !cJSON_IsArray(gt) || cJSON_GetArraySize(pt) > 512 || cJSON_GetArraySize(gt) > 512) {
+        if (ref_from_json(pr, vocab->valueint, r) != 0) {
             CHECK(0, "SmolLM2: malformed prompt in %s", ref_path);
             continue;
         }
-        r->n_prompt = cJSON_GetArraySize(pt);
-        r->n_steps = cJSON_GetArraySize(gt);
-        r->vocab = vocab->valueint;
-        for (int i = 0; i < r->n_prompt; i++)
-            r->prompt[i] = cJSON_GetArrayItem(pt, i)->valueint;
-        for (int i = 0; i < r->n_steps; i++)
-            r->greedy[i] = cJSON_GetArrayItem(gt, i)->valueint;
         char name[128];
         snprintf(name, sizeof name, "SmolLM2 %s", cJSON_IsString(nm) ? nm->valuestring : "?");
         struct okv_engine_params ep = {.block_size = 16, .max_ctx = 1024, .max_batch_tokens = 128};

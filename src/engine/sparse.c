@@ -247,6 +247,8 @@ static int item_k(const okv_engine *e, int layer, const struct sel_item *it)
  * (the backend path cuts in select_install, items[i].keep). */
 static enum okv_status sticky_apply(okv_engine *e, int layer, struct sel_item *items, int n)
 {
+    if (e->sticky <= 0)   /* no item selected extra blocks */
+        return OKV_OK;
     const int nkv = e->cfg.n_kv_heads;
     int kmax = 0;
     for (int i = 0; i < n; i++)

@@ -170,40 +170,30 @@ extern "C" enum okv_status okv_cuda_graph_flush(struct cuda_ctx *c)
         return issue_all(c, g->pend, n);
     }
     const uint64_t h = run_hash(g->pend, n);
-    struct g_entry *e = find(g, h, g->pend, n);
-    if (e && e->n && e->exec) {
-        OKV_CU(cudaGraphLaunch(e->exec, c->stream), "CUDA graph launch");
-        g->launched++;
-        return OKV_OK;
-    }
-    if (e && e->n && g->n_execs < G_MAX_EXECS) {   /* second sighting: capture */
-        cudaGraphExec_t x = NULL;
-        if (capture(c, g->pend, n, &x)) {
-            e->exec = x;
+    struct g_entry *e = find(g, h, g->pend, n);   /* never NULL: the table empties before it fills */
+    if (e->n && !e->exec) {   /* second sighting: capture, or start over when the graphs are at their cap */
+        if (g->n_execs >= G_MAX_EXECS)
+            clear_table(g);
+        else if (capture(c, g->pend, n, &e->exec)) {
             g->n_execs++;
             g->captured++;
-            OKV_CU(cudaGraphLaunch(x, c->stream), "CUDA graph launch");
-            g->launched++;
-            return OKV_OK;
         }
-    } else if (e && !e->n) {   /* first sighting: remember */
+    } else if (!e->n) {       /* first sighting: remember the run */
         if (g->n_entries >= G_MAX_ENTRIES) {
             clear_table(g);
             e = find(g, h, g->pend, n);
         }
         struct okv_cuda_gop *copy = (struct okv_cuda_gop *)okv_malloc(sizeof *copy * (size_t)n, OKV_TAG_BACKEND);
-        if (copy && e) {
+        if (copy) {   /* without memory the run is simply not remembered */
             memcpy(copy, g->pend, sizeof *copy * (size_t)n);
-            e->hash = h;
-            e->n = n;
-            e->ops = copy;
-            e->exec = NULL;
+            *e = (struct g_entry){h, n, copy, NULL};
             g->n_entries++;
-        } else {
-            okv_free(copy);
         }
-    } else if (e && e->n && g->n_execs >= G_MAX_EXECS) {
-        clear_table(g);   /* full of graphs: start over (this run is seen again from scratch) */
+    }
+    if (e->n && e->exec) {
+        OKV_CU(cudaGraphLaunch(e->exec, c->stream), "CUDA graph launch");
+        g->launched++;
+        return OKV_OK;
     }
     g->eager_runs++;
     g->eager_ops += n;
