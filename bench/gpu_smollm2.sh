@@ -1,27 +1,29 @@
 #!/bin/bash
 # SmolLM2-135M-Instruct (models/SmolLM2-135M-Instruct.Q4_1.gguf, 98 MB) on the GPU machine.
-# A call carries at most 64 MiB with the tree (27 MiB), so the file travels in four parts,
-# one call each, while the machine stays warm (ignored paths already there are kept between
-# calls); the last call joins them, checks the sha256 the reference was made with, and runs
+# A call carries at most 64 MiB with the tree (27 MiB), so the file travels in three parts
+# (31.3 MiB each), one call each, while the machine stays warm (ignored paths already there
+# are kept between calls); the last call joins them, checks the sha256 the reference was made with, and runs
 # test_cuda_engine (which then compares SmolLM2 on CUDA against the CPU engine) and
 # bench_step on the real model.
 #   here:            bash bench/gpu_smollm2.sh split
-#   device, calls 1-3: carry ["out/smol/p0"] (then p1, p2), command: bash bench/gpu_smollm2.sh have
-#   device, call 4:  carry ["build-gc", "out/smol/p3"], command: bash bench/gpu_smollm2.sh run
+#   device, call 1: carry ["build-gc", "out/smol/p0"] (62.8 MiB with the tree), command:
+#                   bash bench/gpu_smollm2.sh have (and any other run script of build-gc)
+#   device, call 2: carry ["out/smol/p1"], command: bash bench/gpu_smollm2.sh have
+#   device, call 3: carry ["out/smol/p2"] (build-gc stays from call 1), command: bash bench/gpu_smollm2.sh run
 set -u
 M=models/SmolLM2-135M-Instruct.Q4_1.gguf
 case "${1:-}" in
 split)
   mkdir -p out/smol && rm -f out/smol/p*
-  sz=$(stat -c %s $M); part=$(( (sz + 3) / 4 ))
-  for i in 0 1 2 3; do dd if=$M of=out/smol/p$i bs=$part skip=$i count=1 status=none; done
+  sz=$(stat -c %s $M); part=$(( (sz + 2) / 3 ))
+  for i in 0 1 2; do dd if=$M of=out/smol/p$i bs=$part skip=$i count=1 status=none; done
   ls -la out/smol ;;
 have)
   ls -la out/smol ;;
 run)
   . bench/gpu_env.sh build-gc
   L=/tmp/okv_logs_smol; mkdir -p $L models
-  cat out/smol/p0 out/smol/p1 out/smol/p2 out/smol/p3 > $M
+  cat out/smol/p0 out/smol/p1 out/smol/p2 > $M
   want=$(python3 -c "import json; print(json.load(open('tests/data/smollm2_greedy.json'))['gguf_sha256'])")
   got=$(sha256sum $M | cut -d' ' -f1)
   [ "$want" = "$got" ] || { echo "parts do not join to the reference file ($got, want $want)"; exit 1; }

@@ -6,7 +6,8 @@
  * Tolerances (max |cuda - cpu| over max |cpu|, per output tensor, unless stated):
  *  - fp32 kernels (rmsnorm, head_rmsnorm, rope, swiglu, add): 1e-5 .. 1e-4;
  *  - one bf16 rounding (embed, KV stored in bf16, summaries): 2^-8 relative per element;
- *  - matmul (bf16 weights and activations, fp32 accumulation): 1.5e-2 (seen: ~2.5e-3);
+ *  - matmul (bf16 weights and activations, fp32 accumulation): 1.5e-2 (seen: ~2.5e-3); at 1
+ *    to 4 rows the GEMV kernel keeps the activations in fp32 (only the weights in bf16);
  *  - attention and selection are fed KV and keys already rounded to bf16, so both
  *    backends see the same data and only the order of fp32 arithmetic differs: 2e-3;
  *    the chosen blocks must be equal wherever the k-th and (k+1)-th CPU scores are
@@ -323,6 +324,157 @@ static void test_matmul(void)
         free(w);
         free(b);
     }
+}
+
+/* The fusions of a deferred run (cuda_backend.cu okv_cuda_gop_issue_fused, kernel in
+ * cuda_gemv.cu) on 1 to 5 rows: q/k/v projections of one input (biases, odd widths),
+ * a projection plus the residual add of its result, gate/up plus SwiGLU in place and into
+ * a third buffer, and two sequences that must not fuse (the add's target is the
+ * projection's input; a projection in place). Each sequence runs with graphs on (fused:
+ * first sighting, capture, replay) and off (op by op), and with the GEMV path off
+ * (conversion + cuBLAS): on and off must be equal bit for bit, every output within the
+ * matmul tolerance of the CPU backend. */
+struct fz { okv_bmem *c, *g; size_t n; };
+
+static void fused_run(int n, int k, int mq, int mk, int f, int variant, okv_bweight *const *wc, okv_bweight *const *wg,
+                      struct fz *bx, struct fz *out, okv_backend *be, bool on_cpu)
+{
+    okv_bweight *const *w = on_cpu ? wc : wg;
+#define B(i) (on_cpu ? out[i].c : out[i].g)
+#define X (on_cpu ? bx->c : bx->g)
+    enum okv_status st = OKV_OK;
+    switch (variant) {
+    case 0:   /* q, k, v of one input, q and v with bias */
+        st = st ? st : be->ops->matmul(be, B(0), X, w[0], w[5], n, k, mq);
+        st = st ? st : be->ops->matmul(be, B(1), X, w[1], NULL, n, k, mk);
+        st = st ? st : be->ops->matmul(be, B(2), X, w[2], w[6], n, k, mk);
+        break;
+    case 1:   /* projection + residual; then gate, up, SwiGLU in place */
+        st = st ? st : be->ops->matmul(be, B(0), X, w[0], NULL, n, k, mq);
+        st = st ? st : be->ops->add(be, B(3), B(0), (size_t)n * mq);
+        st = st ? st : be->ops->matmul(be, B(1), X, w[3], NULL, n, k, f);
+        st = st ? st : be->ops->matmul(be, B(2), X, w[4], NULL, n, k, f);
+        st = st ? st : be->ops->swiglu(be, B(1), B(1), B(2), n, f);
+        break;
+    case 2:   /* SwiGLU into a third buffer; an add whose target is the projection's input */
+        st = st ? st : be->ops->matmul(be, B(1), X, w[3], NULL, n, k, f);
+        st = st ? st : be->ops->matmul(be, B(2), X, w[4], NULL, n, k, f);
+        st = st ? st : be->ops->swiglu(be, B(4), B(1), B(2), n, f);
+        st = st ? st : be->ops->matmul(be, B(0), X, w[0], NULL, n, k, mq);
+        break;
+    case 3:   /* x += x W^T with W square (not fused: the add writes the GEMV's input) */
+        st = st ? st : be->ops->matmul(be, B(5), X, w[7], NULL, n, k, k);
+        st = st ? st : be->ops->add(be, X, B(5), (size_t)n * k);
+        break;
+    }
+    CHECK(st == OKV_OK, "fused sequence %d on %s: %s", variant, on_cpu ? "cpu" : "gpu", okv_last_error());
+#undef B
+#undef X
+}
+
+static void set_buf(okv_backend *be, okv_bmem *m, const float *h, size_t n)
+{
+    CHECK(be->ops->mem_write(be, m, 0, h, n) == OKV_OK, "mem_write: %s", okv_last_error());
+}
+
+static void test_fused(void)
+{
+    for (int n = 1; n <= 5; n++) {
+        const int k = rint_in(2, 100) * 8, mq = rint_in(1, 200) * 2 + (n & 1), mk = rint_in(1, 80), f = rint_in(1, 300);
+        float *hx = rand_vec((size_t)n * k, 1.0f, false);
+        const int wr[8] = {mq, mk, mk, f, f, mq, mk, k}, wl[8] = {k, k, k, k, k, 1, 1, k};
+        okv_bweight *wc[8], *wg[8];
+        for (int i = 0; i < 8; i++) {
+            float *h = rand_vec((size_t)wr[i] * wl[i], i == 5 || i == 6 ? 0.5f : 0.1f, false);
+            if (i == 5 || i == 6)
+                weights("bias", h, 1, wr[i], &wc[i], &wg[i]);
+            else
+                weights("w", h, wr[i], wl[i], &wc[i], &wg[i]);
+            free(h);
+        }
+        for (int variant = 0; variant < 4; variant++) {
+            enum { NOUT = 6 };
+            const int w12 = variant == 0 ? mk : f;
+            const size_t sz[NOUT] = {(size_t)n * mq, (size_t)n * w12, (size_t)n * w12, (size_t)n * mq, (size_t)n * f,
+                                     (size_t)n * k};
+            float *init[NOUT], *res[3][NOUT], *ref[NOUT];
+            for (int i = 0; i < NOUT; i++) {   /* the residual target holds data; the rest NaN */
+                init[i] = i == 3 ? rand_vec(sz[i], 1.0f, false) : malloc(sizeof(float) * sz[i]);
+                for (size_t e = 0; i != 3 && e < sz[i]; e++)
+                    init[i][e] = NAN;
+            }
+            struct fz bx = {up(cpu, hx, (size_t)n * k), up(gpu, hx, (size_t)n * k), (size_t)n * k}, out[NOUT];
+            for (int i = 0; i < NOUT; i++)
+                out[i] = (struct fz){up(cpu, init[i], sz[i]), up(gpu, init[i], sz[i]), sz[i]};
+            fused_run(n, k, mq, mk, f, variant, wc, wg, &bx, out, cpu, true);
+            for (int i = 0; i < NOUT; i++)
+                ref[i] = down(cpu, out[i].c, sz[i]);
+            float *xref = down(cpu, bx.c, (size_t)n * k);
+            /* gpu: graphs on (passes: first sighting, capture, replay), off, GEMV path off;
+             * the same buffers every pass, so the run repeats */
+            for (int mode = 0; mode < 3; mode++) {
+                okv_cuda_set_graphs(gpu, mode != 1);
+                okv_cuda_set_gemv_rows(gpu, mode == 2 ? 0 : 4);
+                for (int pass = 0; pass < (mode == 0 ? 3 : 1); pass++) {
+                    set_buf(gpu, bx.g, hx, (size_t)n * k);
+                    for (int i = 0; i < NOUT; i++)
+                        set_buf(gpu, out[i].g, init[i], sz[i]);
+                    fused_run(n, k, mq, mk, f, variant, wc, wg, &bx, out, gpu, false);
+                    for (int i = 0; i < NOUT; i++) {
+                        float *g = down(gpu, out[i].g, sz[i]);
+                        if (pass > 0)
+                            free(res[mode][i]);
+                        res[mode][i] = g;
+                    }
+                    float *xg = down(gpu, bx.g, (size_t)n * k);
+                    double e = rel_err(xg, xref, (size_t)n * k);
+                    CHECK(e <= 1.5e-2, "fused n %d sequence %d mode %d: input after the run: error %.3g", n, variant, mode, e);
+                    free(xg);
+                }
+            }
+            double worst = 0;
+            int compared = 0;
+            for (int i = 0; i < NOUT; i++) {
+                if (isnan(ref[i][0])) {   /* not written by this sequence: still poisoned everywhere */
+                    for (int mode = 0; mode < 3; mode++)
+                        CHECK(isnan(res[mode][i][0]) && isnan(res[mode][i][sz[i] - 1]),
+                              "fused n %d sequence %d: buffer %d written", n, variant, i);
+                    continue;
+                }
+                compared++;
+                CHECK(!memcmp(res[0][i], res[1][i], sizeof(float) * sz[i]),
+                      "fused n %d sequence %d buffer %d: graphs on and off differ", n, variant, i);
+                for (int mode = 0; mode < 3; mode++) {
+                    double e = rel_err(res[mode][i], ref[i], sz[i]);
+                    CHECK(e <= 1.5e-2, "fused n %d sequence %d buffer %d mode %d: error %.3g", n, variant, i, mode, e);
+                    worst = e > worst ? e : worst;
+                }
+            }
+            printf("  fused ops, %d rows, k %-4d sequence %d: %d outputs, graphs on == off, worst err %.2e (tol 1.5e-2)\n", n, k,
+                   variant, compared, worst);
+            for (int i = 0; i < NOUT; i++) {
+                free(ref[i]);
+                free(init[i]);
+                for (int mode = 0; mode < 3; mode++)
+                    free(res[mode][i]);
+                cpu->ops->mem_free(cpu, out[i].c);
+                gpu->ops->mem_free(gpu, out[i].g);
+            }
+            free(xref);
+            cpu->ops->mem_free(cpu, bx.c);
+            gpu->ops->mem_free(gpu, bx.g);
+        }
+        for (int i = 0; i < 8; i++) {
+            cpu->ops->weight_free(cpu, wc[i]);
+            gpu->ops->weight_free(gpu, wg[i]);
+        }
+        free(hx);
+    }
+    struct okv_cuda_graph_info gi;
+    okv_cuda_graph_info(gpu, &gi);
+    CHECK(gi.on && gi.launched > 0, "fused: no graph was replayed (launched %lld)", gi.launched);
+    okv_cuda_set_graphs(gpu, true);
+    okv_cuda_set_gemv_rows(gpu, 4);
 }
 
 /* ---- KV: write, host tier, summaries, fetch; attention; selection ---- */
@@ -1210,6 +1362,7 @@ int main(void)
     }
     test_rows();
     test_matmul();
+    test_fused();
     test_kv();
     test_attention();
     test_prefill();

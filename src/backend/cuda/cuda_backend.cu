@@ -604,6 +604,137 @@ static enum okv_status cuda_add(okv_backend *be, okv_bmem *x, const okv_bmem *y,
     return okv_cuda_graph_push(CTX(be), &g);
 }
 
+/* byte ranges [a, a + na) and [b, b + nb) of device memory overlap */
+static bool overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    const char *x = (const char *)a, *y = (const char *)b;
+    return x < y + nb && y < x + na;
+}
+
+static size_t gop_out_bytes(const struct okv_cuda_gop *g) { return sizeof(float) * (size_t)g->i0 * (size_t)g->i2; }
+static size_t gop_in_bytes(const struct okv_cuda_gop *g) { return sizeof(float) * (size_t)g->i0 * (size_t)g->i1; }
+
+/* a projection the GEMV kernel takes: few rows, aligned, not in place (its warps read x
+ * while others write out; the cuBLAS path converts x first) */
+extern "C" int okv_cuda_set_gemv_rows(okv_backend *be, int rows)
+{
+    struct cuda_ctx *c = CTX(be);
+    (void)okv_cuda_graph_invalidate(c);   /* captured graphs hold the old choice */
+    c->gemv_rows = rows < 0 ? 0 : rows > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : rows;
+    return c->gemv_rows;
+}
+
+static bool gemv_ok(const struct cuda_ctx *c, const struct okv_cuda_gop *g)
+{
+    return g->kind == OKV_GOP_MATMUL && g->i0 <= c->gemv_rows && okv_cuda_gemv_fits(g->i0, g->i1, g->p[1], g->p[2]) &&
+           !overlap(g->p[0], gop_out_bytes(g), g->p[1], gop_in_bytes(g));
+}
+
+/* the GEMM (and bias) of a matmul op whose input is already in the bf16 scratch p[4] */
+static enum okv_status gemm_converted(struct cuda_ctx *c, const struct okv_cuda_gop *g)
+{
+    const int n = g->i0, k = g->i1, m = g->i2;
+    const float one = 1.0f, zero = 0.0f;
+    /* column-major view: out^T [m][n] = W [k][m]^T . x^T [k][n] */
+    OKV_BLAS(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, g->p[2], CUDA_R_16BF, k, g->p[4], CUDA_R_16BF, k,
+                          &zero, (float *)g->p[0], CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             "GEMM (bf16 x bf16 -> fp32)");
+    if (g->p[3])
+        OKV_CU(okv_cuda_bias(c->stream, (float *)g->p[0], (const float *)g->p[3], n, m), "bias kernel");
+    return OKV_OK;
+}
+
+/* Fusions of a pending run (cuda_graph.cu issues runs through this): projections of
+ * the same input convert it to bf16 once (cuBLAS path); small-batch projections
+ * (gemv_ok) of the same input merge into one launch, a projection followed
+ * by the residual add of its result adds in the same kernel, and the gate and up
+ * projections followed by their SwiGLU run as one pair launch. Each fusion writes every
+ * buffer the separate ops write, with the same values bit for bit (cuda_gemv.cu), and
+ * applies only where no op of the group reads what an earlier one of it writes. */
+extern "C" enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n, int *used)
+{
+    const struct okv_cuda_gop *g = &ops[0];
+    *used = 1;
+    if (g->kind != OKV_GOP_MATMUL)
+        return okv_cuda_gop_issue(c, g);
+    if (!gemv_ok(c, g)) {
+        /* the cuBLAS path: projections of the same input share one conversion, unless an
+         * earlier one of them writes the input */
+        int nm = 1;
+        while (nm < n && ops[nm].kind == OKV_GOP_MATMUL && !gemv_ok(c, &ops[nm]) && ops[nm].p[1] == g->p[1] &&
+               ops[nm].i0 == g->i0 && ops[nm].i1 == g->i1 && ops[nm].p[4] == g->p[4] &&
+               !overlap(ops[nm - 1].p[0], gop_out_bytes(&ops[nm - 1]), g->p[1], gop_in_bytes(g)))
+            nm++;
+        if (nm == 1)
+            return okv_cuda_gop_issue(c, g);
+        OKV_CU(okv_cuda_f32_to_bf16(c->stream, (okv_bf16 *)g->p[4], (const float *)g->p[1], (size_t)g->i0 * g->i1),
+               "activation to bf16 kernel");
+        for (int i = 0; i < nm; i++) {
+            enum okv_status st = gemm_converted(c, &ops[i]);
+            if (st != OKV_OK)
+                return st;
+        }
+        *used = nm;
+        return OKV_OK;
+    }
+    const int rows = g->i0, k = g->i1;
+    const void *x = g->p[1];
+    const size_t xb = gop_in_bytes(g);
+    /* the projections that follow on the same input, none writing what the group reads */
+    int nm = 1;
+    while (nm < 3 && nm < n && gemv_ok(c, &ops[nm]) && ops[nm].p[1] == x && ops[nm].i0 == rows && ops[nm].i1 == k)
+        nm++;
+    for (int i = 0; i < nm; i++) {
+        bool bad = overlap(ops[i].p[0], gop_out_bytes(&ops[i]), x, xb);
+        for (int j = 0; j < i; j++)
+            bad |= overlap(ops[i].p[0], gop_out_bytes(&ops[i]), ops[j].p[0], gop_out_bytes(&ops[j]));
+        if (bad) {
+            nm = i;
+            break;
+        }
+    }
+    struct okv_cuda_gemv a;
+    memset(&a, 0, sizeof a);
+    a.x = (const float *)x;
+    a.n = rows;
+    a.k = k;
+    for (int i = 0; i < 3; i++)
+        if (i < nm)
+            a.s[i] = (struct okv_cuda_gemv_seg){(const okv_bf16 *)ops[i].p[2], (const float *)ops[i].p[3], (float *)ops[i].p[0],
+                                                NULL, ops[i].i2};
+    /* gate, up, SwiGLU(out, gate, up) */
+    if (nm >= 2 && n > 2 && ops[2].kind == OKV_GOP_SWIGLU && ops[0].i2 == ops[1].i2 && ops[2].p[1] == ops[0].p[0] &&
+        ops[2].p[2] == ops[1].p[0] && ops[2].count == (int64_t)rows * ops[0].i2) {
+        const void *o = ops[2].p[0];
+        const size_t ob = gop_out_bytes(&ops[0]);
+        if ((o == ops[0].p[0] || (!overlap(o, ob, ops[0].p[0], ob) && !overlap(o, ob, ops[1].p[0], ob))) &&
+            !overlap(o, ob, x, xb)) {
+            a.nseg = 2;
+            a.pair = 1;
+            a.swi = (float *)ops[2].p[0];
+            *used = 3;
+            OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel (gate, up, SwiGLU)");
+            return OKV_OK;
+        }
+    }
+    /* one projection, then add(acc, its output) */
+    if (nm == 1 && n > 1 && ops[1].kind == OKV_GOP_ADD && ops[1].p[1] == g->p[0] &&
+        ops[1].count == (int64_t)rows * g->i2) {
+        const size_t ob = gop_out_bytes(g);
+        if (!overlap(ops[1].p[0], ob, g->p[0], ob) && !overlap(ops[1].p[0], ob, x, xb)) {
+            a.nseg = 1;
+            a.s[0].acc = (float *)ops[1].p[0];
+            *used = 2;
+            OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel (+ residual)");
+            return OKV_OK;
+        }
+    }
+    a.nseg = nm;
+    *used = nm;
+    OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel");
+    return OKV_OK;
+}
+
 extern "C" enum okv_status okv_cuda_gop_issue(struct cuda_ctx *c, const struct okv_cuda_gop *g)
 {
     float *p0 = (float *)g->p[0];
@@ -617,16 +748,19 @@ extern "C" enum okv_status okv_cuda_gop_issue(struct cuda_ctx *c, const struct o
         return OKV_OK;
     case OKV_GOP_MATMUL: {
         const int n = g->i0, k = g->i1, m = g->i2;
-        okv_bf16 *xb = (okv_bf16 *)g->p[4];
-        OKV_CU(okv_cuda_f32_to_bf16(c->stream, xb, p1, (size_t)n * k), "activation to bf16 kernel");
-        const float one = 1.0f, zero = 0.0f;
-        /* column-major view: out^T [m][n] = W [k][m]^T . x^T [k][n] */
-        OKV_BLAS(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, g->p[2], CUDA_R_16BF, k, xb, CUDA_R_16BF, k,
-                              &zero, p0, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "GEMM (bf16 x bf16 -> fp32)");
-        if (g->p[3])
-            OKV_CU(okv_cuda_bias(c->stream, p0, (const float *)g->p[3], n, m), "bias kernel");
-        return OKV_OK;
+        if (gemv_ok(c, g)) {
+            struct okv_cuda_gemv a;
+            memset(&a, 0, sizeof a);
+            a.x = p1;
+            a.n = n;
+            a.k = k;
+            a.nseg = 1;
+            a.s[0] = (struct okv_cuda_gemv_seg){(const okv_bf16 *)g->p[2], (const float *)g->p[3], p0, NULL, m};
+            OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel");
+            return OKV_OK;
+        }
+        OKV_CU(okv_cuda_f32_to_bf16(c->stream, (okv_bf16 *)g->p[4], p1, (size_t)n * k), "activation to bf16 kernel");
+        return gemm_converted(c, g);
     }
     case OKV_GOP_ROPE:
         OKV_CU(okv_cuda_rope(c->stream, p0, p1, g->i0, g->i1, g->i2, g->flag != 0), "rope kernel");
@@ -928,6 +1062,11 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         /* OKV_FETCH_CTAS=N: CTAs of the host-tier gather kernel (default: by size, at most 32) */
         const char *fc = getenv("OKV_FETCH_CTAS");
         c->fetch_ctas_override = fc && atoi(fc) > 0 ? atoi(fc) : 0;
+        /* OKV_GEMV_ROWS=N: projections of 1 to N rows (N <= 4) run as one GEMV kernel
+         * (cuda_gemv.cu) instead of conversion + cuBLAS; 0 turns it off */
+        const char *gr = getenv("OKV_GEMV_ROWS");
+        const int grv = gr && *gr ? atoi(gr) : OKV_GEMV_MAX_ROWS;
+        c->gemv_rows = grv < 0 ? 0 : grv > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : grv;
     }
     const char *gs = getenv("OKV_GATHER_SMS");
     if (gs && atoi(gs) > 0) {

@@ -37,6 +37,10 @@ struct okv_cuda_graph_info {
 enum okv_status okv_cuda_set_graphs(okv_backend *be, bool on);
 void okv_cuda_graph_info(const okv_backend *be, struct okv_cuda_graph_info *out);
 
+/* Small-batch projections (cuda_gemv.cu): projections of 1 to rows rows (at most 4; 0
+ * off) take the GEMV kernel; drops the backend's graphs. Returns the value in force. */
+int okv_cuda_set_gemv_rows(okv_backend *be, int rows);
+
 #ifdef __cplusplus
 }
 #endif

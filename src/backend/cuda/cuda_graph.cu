@@ -103,12 +103,16 @@ extern "C" void okv_cuda_graph_free(struct cuda_ctx *c)
     c->graphs = NULL;
 }
 
+/* a run's ops, fused where cuda_backend.cu finds a fusion (the same decisions at every
+ * issue of the same run: they depend on its contents alone) */
 static enum okv_status issue_all(struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n)
 {
-    for (int i = 0; i < n; i++) {
-        enum okv_status st = okv_cuda_gop_issue(c, &ops[i]);
+    for (int i = 0; i < n;) {
+        int used = 1;
+        enum okv_status st = okv_cuda_gop_issue_fused(c, ops + i, n - i, &used);
         if (st != OKV_OK)
             return st;
+        i += used;
     }
     return OKV_OK;
 }

@@ -193,6 +193,7 @@ struct cuda_ctx {
     size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
     int fetch_ctas_override;
     int fetch_ctas_last;
+    int gemv_rows;           /* projections of at most this many rows take cuda_gemv.cu (OKV_GEMV_ROWS, default 4; 0 off) */
     struct cuda_prof *prof;   /* OKV_CUDA_PROFILE=1 (cuda_prof.cu), else NULL */
     struct cuda_graphs *graphs;   /* segment graphs (cuda_graph.cu), NULL when off */
 };
@@ -297,6 +298,27 @@ enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, in
  * flushes them (okv_cuda_graph_wrap), as must any code that enqueues on the compute
  * stream outside the table (NCCL). A flushed run of pure ops seen before is launched as
  * one CUDA graph, captured on its second sighting. */
+/* small-batch projections (cuda_gemv.cu): 1 to OKV_GEMV_MAX_ROWS rows of fp32 x times
+ * bf16 weights, up to three projections of the same x per launch (segments), or the gate
+ * and up projections with SwiGLU (pair: s[0] gate, s[1] up, swi = silu(gate) * up) */
+#define OKV_GEMV_MAX_ROWS 4
+struct okv_cuda_gemv_seg {
+    const okv_bf16 *w;       /* [m][k] */
+    const float *bias;       /* [m] or NULL */
+    float *out;              /* [n][m] */
+    float *acc;              /* [n][m] += out, or NULL */
+    int m;
+};
+struct okv_cuda_gemv {
+    const float *x;          /* [n][k], 16-byte aligned */
+    int n, k, nseg, pair;
+    float *swi;
+    struct okv_cuda_gemv_seg s[3];
+};
+bool okv_cuda_gemv_fits(int n, int k, const void *x, const void *w);
+cudaError_t okv_cuda_gemv(cudaStream_t s, const struct okv_cuda_gemv *a);
+/* issue ops[0..] as one launch where a fusion applies (cuda_backend.cu); *used: ops taken */
+enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n, int *used);
 enum okv_status okv_cuda_graph_push(struct cuda_ctx *c, const struct okv_cuda_gop *op);
 enum okv_status okv_cuda_graph_flush(struct cuda_ctx *c);
 /* launch one pure op now (cuda_backend.cu) */
