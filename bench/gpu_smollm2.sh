@@ -10,6 +10,7 @@
 #                   bash bench/gpu_smollm2.sh have (and any other run script of build-gc)
 #   device, call 2: carry ["out/smol/p1"], command: bash bench/gpu_smollm2.sh have
 #   device, call 3: carry ["out/smol/p2"] (build-gc stays from call 1), command: bash bench/gpu_smollm2.sh run
+#   then, while warm: CONCS="1 16" bash bench/gpu_smollm2.sh serve (and CONCS="64 256" in another call)
 set -u
 M=models/SmolLM2-135M-Instruct.Q4_1.gguf
 case "${1:-}" in
@@ -34,5 +35,18 @@ run)
     --cache-factor 2 --sticky 0.25 --steps 10 --warmup 3 > $L/step_smollm2.txt 2>&1
   grep "^| " $L/step_smollm2.txt
   tar cf $OUT/logs.tar -C $L . ;;
-*) echo "usage: $0 split|have|run"; exit 2 ;;
+serve)
+  # after run (the joined model stays on the warm machine): serving English text, ~7K-token
+  # prompts (niah_single_text samples), 512 output tokens, 4 GiB pool, dense vs budget 2048,
+  # serve defaults; CONCS picks the concurrencies of this call
+  . bench/gpu_env.sh build-gc
+  L=/tmp/okv_logs_smol; mkdir -p $L
+  [ -f $M ] || { echo "no $M: run 'run' first on this machine"; exit 1; }
+  [ -f /tmp/smol_prompts.jsonl ] || bash bench/make_text_prompts.sh build-gc/oasiskv $M 7168 256 /tmp/smol_prompts.jsonl
+  TAG=smol KVS="dense 2048" PORT0=26000 DATASET=/tmp/smol_prompts.jsonl OUT=$L/serve CTX=8192 PROMPTS_PER_SLOT=${PPS:-1} \
+    timeout ${SERVE_S:-540} bash bench/serve_ab.sh build-gc "-m $M" 4 7168 512 "${CONCS:-1 16 64 256}" 2048 \
+    "--device cuda" >> $L/serve_smol.md 2>&1
+  cat $L/serve_smol.md
+  tar cf $OUT/logs.tar -C $L . ;;
+*) echo "usage: $0 split|have|run|serve"; exit 2 ;;
 esac
