@@ -571,6 +571,50 @@ static void test_kv(void)
         CHECK(gpu->ops->kv_unit_bytes(p.g) == (size_t)2 * bs * hd * 2, "kv_unit_bytes");
         int32_t written[64];
         const int nw = kv_fill(&p, written);
+        /* then a decode-shaped write: a few tokens, each in another written host block (one
+         * at a block start: its summary resets; the others widen it), which the CUDA
+         * backend writes with its fused kernel; the checks below cover both writes */
+        {
+            const int nd = rint_in(1, nw < 5 ? nw : 5), first = rint_in(0, nw - nd);
+            int32_t seq[5], pos[5], slot[5], host[5], kvlen[5];
+            for (int t = 0; t < nd; t++) {
+                const int off = t == 0 ? 0 : rint_in(1, bs - 1);
+                seq[t] = t;
+                pos[t] = 1000 + t;
+                slot[t] = rint_in(0, slots - 1) * bs + off;
+                for (int u = 0; u < t; u++)   /* distinct group slots */
+                    if (slot[u] == slot[t]) {
+                        slot[t] = -1;
+                        break;
+                    }
+                if (slot[t] < 0)
+                    slot[t] = ((t * 7919) % slots) * bs + off;
+                host[t] = written[first + t] * bs + off;
+                kvlen[t] = pos[t] + 1;
+            }
+            bool distinct = true;
+            for (int t = 0; t < nd; t++)
+                for (int u = 0; u < t; u++)
+                    distinct &= slot[u] != slot[t];
+            if (distinct) {
+                struct okv_step_meta meta = {nd, nd, seq, pos, slot, host, NULL, kvlen};
+                BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
+                const int w = nkv * hd;
+                for (int l = 0; l < layers; l++) {
+                    float *k = rand_vec((size_t)nd * w, 2.0f, true), *v = rand_vec((size_t)nd * w, 1.0f, true);
+                    okv_bmem *kc = up(cpu, k, (size_t)nd * w), *kg = up(gpu, k, (size_t)nd * w);
+                    okv_bmem *vc = up(cpu, v, (size_t)nd * w), *vg = up(gpu, v, (size_t)nd * w);
+                    BOTH(cpu->ops->kv_write(cpu, p.c, l, kc, vc), gpu->ops->kv_write(gpu, p.g, l, kg, vg));
+                    cpu->ops->mem_free(cpu, kc);
+                    gpu->ops->mem_free(gpu, kg);
+                    cpu->ops->mem_free(cpu, vc);
+                    gpu->ops->mem_free(gpu, vg);
+                    free(k);
+                    free(v);
+                }
+                printf("  kv_write decode-shaped: %d tokens in %d host blocks (one at a block start)\n", nd, nd);
+            }
+        }
         const size_t uf = (size_t)bs * hd;
         float *k1 = malloc(4 * uf), *v1 = malloc(4 * uf), *k2 = malloc(4 * uf), *v2 = malloc(4 * uf);
         double e_unit = 0, e_host = 0, e_sum = 0;

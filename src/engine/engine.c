@@ -605,11 +605,10 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
     /* device-side residency, where the backend holds it (cuda_resid.cu): the block ->
      * unit maps (int16), six int32 arrays per quota unit, the top-k results (twice the
      * quota for sticky selections, and the real token's), a map of the host blocks, the
-     * candidate table (an int32 per sequence and block), the item tables (160 of 10 int32
-     * per sequence) and per-layer counters (a bound) */
+     * candidate table (an int32 per sequence and block) and per-layer counters (a bound) */
     const size_t resid = (size_t)L * prm.max_seqs * nkv * ctx_blocks * 2 + quota_units * prm.max_seqs * 6 * 4 +
                          3 * (size_t)prm.max_seqs * max_quota * 4 + (size_t)g.n_host_blocks * 4 +
-                         (size_t)prm.max_seqs * ctx_blocks * 4 + (size_t)prm.max_seqs * 160 * 10 * 4 + 64 + (size_t)L * 16;
+                         (size_t)prm.max_seqs * ctx_blocks * 4 + 64 + (size_t)L * 20;
     return ((size_t)g.n_group_slots * nkv * L + quota_units * prm.max_seqs + 2 * (size_t)g.n_stage_units) * unit_bytes +
            (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz) + resid;   /* summaries in the KV's type */
 }

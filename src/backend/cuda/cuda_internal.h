@@ -290,9 +290,17 @@ struct okv_cuda_cand_tab {
     const int32_t *d_tab;
     const int32_t *off;
 };
+/* host bytes that travel in the same upload as the requests (one copy instead of two);
+ * d: their device address, in the ring region the caller commits */
+struct okv_cuda_blob {
+    const void *h;
+    size_t bytes;
+    const void *d;
+};
 enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                           const struct okv_select_req *reqs, int n_reqs, int32_t *d_ids,
-                                          const int32_t **d_cand, const struct okv_cuda_cand_tab *tab);
+                                          const int32_t **d_cand, const struct okv_cuda_cand_tab *tab,
+                                          struct okv_cuda_blob *extra);
 /* Segment graphs (cuda_graph.cu). The pure ops (rmsnorm, head_rmsnorm, matmul, rope,
  * swiglu, add) are deferred with okv_cuda_graph_push; every other op of the table first
  * flushes them (okv_cuda_graph_wrap), as must any code that enqueues on the compute
@@ -338,8 +346,8 @@ size_t okv_cuda_resid_bytes(const okv_bkv *kv);
  * unit / index arrays (compute stream) */
 enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int layer, const struct okv_attn_blocks *blocks,
                                     int n_lists, int32_t *d_unit, int32_t *d_index);
-/* gather from a device-written list (cuda_kv.cu): d_src / d_dst as kv_fetch's, *d_count
- * entries (reset to 0 once read), at most n_bound of them */
+/* gather from a device-written list (cuda_kv.cu): d_src / d_dst as kv_fetch's, d_count[0]
+ * entries, at most n_bound of them; d_count[1] starts at 0; the gather resets both */
 enum okv_status okv_cuda_kv_fetch_order(struct cuda_ctx *c, okv_bkv *kv, int layer);
 enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int layer, const int32_t *d_src,
                                          const int32_t *d_dst, int *d_count, int n_bound);

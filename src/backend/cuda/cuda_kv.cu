@@ -21,6 +21,11 @@
 #include <string.h>
 
 #define CTX(be) OKV_CUDA_CTX(be)
+/* a kv_write of at most this many tokens and bytes written through to the host tier
+ * (K and V in bf16) takes the fused kernel: its PCIe writes stay on the compute stream's
+ * path, so they are kept to about a microsecond */
+#define OKV_KVW_FUSED_MAX 64
+#define OKV_KVW_FUSED_BYTES (64 << 10)
 
 /* ---- bf16 atomics for the summaries (no NaN inputs) ----
  * The keys are stored in bf16, so their element-wise min and max are bf16 values: the
@@ -99,6 +104,39 @@ static __global__ void kv_write_k(struct kvw_args a)
     }
 }
 
+/* Decode-shaped writes (every token in its own host block, see cuda_kv_write): one kernel
+ * on the compute stream stores K and V into the group slot, resets or widens the block's
+ * summary and writes the row through to the mapped host tier (a warp stores 64 contiguous
+ * bytes at a time); the same values the three kernels of the general path write. */
+static __global__ void kv_write_fused_k(struct kvw_args a, okv_bf16 *host_layer)
+{
+    const int t = blockIdx.x;
+    const int slot = a.tok_slot[t] / a.bs, off = a.tok_slot[t] % a.bs;
+    const int th = a.tok_host[t];
+    for (int i = threadIdx.x; i < a.nkv * a.hd; i += blockDim.x) {
+        const int h = i / a.hd, d = i % a.hd;
+        const okv_bf16 kb = __float2bfloat16_rn(a.k[(size_t)t * a.nkv * a.hd + i]);
+        const okv_bf16 vb = __float2bfloat16_rn(a.v[(size_t)t * a.nkv * a.hd + i]);
+        okv_bf16 *u = a.layer + ((size_t)slot * a.nkv + h) * a.unit_elems + (size_t)off * a.hd + d;
+        u[0] = kb;
+        u[(size_t)a.bs * a.hd] = vb;
+        if (th < 0)
+            continue;
+        const int hb = th / a.bs, hoff = th % a.bs;
+        okv_bf16 *s = a.summ + ((size_t)hb * a.nkv + h) * 2 * a.hd;
+        if (hoff == 0) {
+            s[d] = kb;
+            s[a.hd + d] = kb;
+        } else {
+            atomic_min_bf(s + d, kb);
+            atomic_max_bf(s + a.hd + d, kb);
+        }
+        okv_bf16 *hu = host_layer + ((size_t)hb * a.nkv + h) * a.unit_elems + (size_t)hoff * a.hd + d;
+        hu[0] = kb;
+        hu[(size_t)a.bs * a.hd] = vb;
+    }
+}
+
 /* copy stream: each written row (K and V of every head) from its group slot to the host tier */
 static __global__ void kv_write_through_k(const okv_bf16 *layer, okv_bf16 *host_layer, const int32_t *tok_slot,
                                           const int32_t *tok_host, int nkv, int hd, int bs, size_t unit_elems)
@@ -118,13 +156,26 @@ static __global__ void kv_write_through_k(const okv_bf16 *layer, okv_bf16 *host_
     }
 }
 
-/* gather of units from the mapped host tier: flat 16-byte pieces, 4 loads in flight per thread */
+/* gather of units from the mapped host tier: flat 16-byte pieces, 4 loads in flight per
+ * thread. A list written on the device (d_n: its length, then a count of CTAs done
+ * reading it) is reset by the last CTA to read its length, for the next install. */
 static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
                                                           const int32_t *dst_unit, long long total, int ppu,
-                                                          long long layer_off, long long stage_off, const int *d_n)
+                                                          long long layer_off, long long stage_off, int *d_n)
 {
-    if (d_n)   /* a list written on the device: its length too */
-        total = (long long)*d_n * ppu;
+    if (d_n) {
+        __shared__ long long s_total;
+        if (threadIdx.x == 0) {
+            s_total = (long long)*(volatile int *)d_n * ppu;
+            __threadfence();
+            if (atomicAdd(d_n + 1, 1) == (int)gridDim.x - 1) {
+                d_n[0] = 0;
+                d_n[1] = 0;
+            }
+        }
+        __syncthreads();
+        total = s_total;
+    }
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += 4 * stride) {
         uint4 v[4];
@@ -474,6 +525,17 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     a.bs = bs;
     a.unit_elems = kv->unit_elems;
     const int threads = nkv * hd >= 256 ? 256 : ((nkv * hd + 31) / 32) * 32;
+    /* decode-shaped (few tokens, no two in one host block, so that no block's summary
+     * reset races with its widening): one kernel, no copy-stream round trip (a decode
+     * step saves six API calls per layer) */
+    bool fused = host && n <= OKV_KVW_FUSED_MAX && (size_t)n * nkv * hd * 4 <= OKV_KVW_FUSED_BYTES;
+    for (int t = 1; fused && t < n; t++)
+        fused = meta->tok_host[t] / bs != meta->tok_host[t - 1] / bs;
+    if (fused) {
+        kv_write_fused_k<<<n, threads, 0, c->stream>>>(a, kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems);
+        OKV_LAUNCHED("kv_write kernel (with summary and write-through)");
+        return OKV_OK;
+    }
     if (host) {
         kv_summary_reset_k<<<n, threads, 0, c->stream>>>(a);
         OKV_LAUNCHED("summary reset kernel");
@@ -588,7 +650,8 @@ enum okv_status okv_cuda_kv_fetch_order(struct cuda_ctx *c, okv_bkv *kv, int lay
 
 /* The gather of a list that select_install wrote on the device: the copy stream waits
  * for everything queued on the compute stream (the install, behind the layer's
- * attention), gathers *d_count units, and resets the count for the next install. The
+ * attention), gathers d_count[0] units and resets the count for the next install (d_count[1]:
+ * the kernel's CTAs done reading it). The
  * host does not know how many units are missing: the event carries n_bound, the units
  * selected, so a late round counts all its selected units as late. */
 enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int layer, const int32_t *d_src,
@@ -606,7 +669,6 @@ enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int la
     kv_gather_k<<<ctas, 256, 0, c->copy>>>((uint4 *)kv->dev, src, d_src, d_dst, 0, ppu, (long long)kv->layer_off[layer],
                                            (long long)kv->total_units, d_count);
     OKV_LAUNCHED("kv_fetch gather kernel (device list)");
-    OKV_CU(cudaMemsetAsync(d_count, 0, sizeof(int), c->copy), "gather list reset");
     return fetch_record(c, kv, layer, n_bound);
 }
 

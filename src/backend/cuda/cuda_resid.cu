@@ -24,7 +24,6 @@
 
 #define RS_THREADS 256
 #define RS_MAX_K 4096        /* selection per head and quota per head held in shared memory */
-#define RS_TABLES 160        /* item tables in turn: two installs per layer of a 80-layer step */
 
 struct cuda_resid {
     int n_layers, nkv, max_seqs, max_blocks, base_unit;
@@ -37,13 +36,17 @@ struct cuda_resid {
     uint32_t *stamp;         /* [q_total] */
     int32_t *h2l;            /* [n_host_blocks] logical block of a host block (rewritten by each call) */
     int32_t *ids, *ids_own;  /* top-k results: [max_seqs * max_quota] each */
-    int *f_count;            /* [n_layers] entries of each layer's gather list */
+    int *f_count;            /* [n_layers][2] entries of each layer's gather list, and the gather's CTAs done
+                              * with reading it (the last resets both: cuda_kv.cu kv_gather_k) */
     unsigned long long *stat;   /* units listed for gathering, since the last take */
-    /* item tables: RS_TABLES pinned + device buffers in turn, so that the host can queue
-     * a whole step ahead of the device without waiting for a table to be free */
-    struct rs_item *h_items, *d_items;   /* [RS_TABLES][max_seqs] */
-    cudaEvent_t items_ev[RS_TABLES];
-    int items_cur;
+    /* the item table of a call (host): it travels to the device in the upload of the
+     * call's select requests (okv_cuda_select_to_device's extra), in the staging ring */
+    struct rs_item *h_items;   /* [max_seqs] */
+    /* the attention lists' selection placeholders (okv_cuda_resid_fill): on the device, and
+     * what was uploaded last (the same for every layer of a step, and most steps alike) */
+    int32_t *d_fill, *h_fill;
+    size_t fill_cap;           /* int32 entries of each */
+    size_t fill_n;             /* entries uploaded last; 0: none */
     size_t smem_set;
     size_t bytes;
     uint32_t *seen;          /* [max_seqs] (host): chunk already in this call when == seen_gen */
@@ -66,8 +69,7 @@ struct rs_item {
     unsigned stamp;
     int keep;                /* > 0: the sticky cut of the k selected to keep (okv_resid_item.keep) */
 };
-static_assert(sizeof(struct rs_item) == 10 * 4 && RS_TABLES == 160,
-              "okv_engine_estimate_device_bytes (engine.c) counts RS_TABLES item tables of 10 int32 per sequence");
+static_assert(sizeof(struct rs_item) == 10 * 4, "an item table entry is 10 int32 (rs_item)");
 
 /* exclusive prefix sum of v over the block (RS_THREADS threads); *total gets the sum */
 static __device__ int block_scan(int v, int *total)
@@ -330,15 +332,12 @@ void okv_cuda_resid_free(okv_bkv *kv)
     if (!r)
         return;
     void *dev[] = {r->map, r->key, r->sel, r->selu, r->f_src, r->f_dst, r->stamp, r->h2l, r->ids, r->ids_own, r->f_count,
-                   r->stat, r->d_items, r->d_ctab};
+                   r->stat, r->d_ctab, r->d_fill};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             cudaFree(dev[i]);
-    if (r->h_items)
-        cudaFreeHost(r->h_items);
-    for (int i = 0; i < RS_TABLES; i++)
-        if (r->items_ev[i])
-            cudaEventDestroy(r->items_ev[i]);
+    okv_free(r->h_items);
+    okv_free(r->h_fill);
     okv_free(r->quota);
     okv_free(r->qoff);
     okv_free(r->seen);
@@ -419,9 +418,8 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
         {(void **)&r->h2l, sizeof(int32_t) * (size_t)(kv->g.n_host_blocks ? kv->g.n_host_blocks : 1)},
         {(void **)&r->ids, 2 * ids_n * sizeof(int32_t)},   /* sticky selections select up to twice what they keep */
         {(void **)&r->ids_own, ids_n * sizeof(int32_t)},
-        {(void **)&r->f_count, sizeof(int) * (size_t)L},
+        {(void **)&r->f_count, 2 * sizeof(int) * (size_t)L},
         {(void **)&r->stat, 64 + (sizeof(size_t) + sizeof(int)) * (size_t)L},
-        {(void **)&r->d_items, sizeof(struct rs_item) * (size_t)g->max_seqs * RS_TABLES},
         {(void **)&r->d_ctab, sizeof(int32_t) * ctab_n},
     };
     for (size_t i = 0; i < sizeof allocs / sizeof allocs[0]; i++) {
@@ -435,17 +433,9 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
         }
         r->bytes += allocs[i].bytes;
     }
-    for (int i = 0; i < RS_TABLES; i++) {
-        cudaError_t e = i ? cudaSuccess
-                          : cudaHostAlloc((void **)&r->h_items, sizeof(struct rs_item) * (size_t)g->max_seqs * RS_TABLES,
-                                          cudaHostAllocDefault);
-        if (e == cudaSuccess)
-            e = cudaEventCreateWithFlags(&r->items_ev[i], cudaEventDisableTiming);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            okv_cuda_resid_free(kv);
-            return okv_cuda_err(e, "cuda residency: item tables", __FILE__, __LINE__);
-        }
+    if (!(r->h_items = (struct rs_item *)okv_malloc(sizeof(struct rs_item) * (size_t)g->max_seqs, OKV_TAG_BACKEND))) {
+        okv_cuda_resid_free(kv);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: out of host memory (item table)");
     }
     cudaError_t e = cudaMemsetAsync(r->map, 0xff, map_n * sizeof(int16_t), c->stream);
     if (e == cudaSuccess)
@@ -453,7 +443,7 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
     if (e == cudaSuccess)
         e = cudaMemsetAsync(r->stamp, 0, q * sizeof(uint32_t), c->stream);
     if (e == cudaSuccess)
-        e = cudaMemsetAsync(r->f_count, 0, sizeof(int) * (size_t)L, c->stream);
+        e = cudaMemsetAsync(r->f_count, 0, 2 * sizeof(int) * (size_t)L, c->stream);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(r->stat, 0, 64, c->stream);
     int *quota_i = (int *)okv_malloc(sizeof(int) * (size_t)L, OKV_TAG_BACKEND);
@@ -585,9 +575,7 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
         return OKV_OK;
     const int nkv = r->nkv, quota = r->quota[layer], qh = quota / nkv;
     /* the item table (host arrays are checked before anything is queued) */
-    const int cur = r->items_cur;
-    OKV_CU(cudaEventSynchronize(r->items_ev[cur]), "residency item table reuse");
-    struct rs_item *hi = r->h_items + (size_t)cur * r->max_seqs, *di = r->d_items + (size_t)cur * r->max_seqs;
+    struct rs_item *hi = r->h_items;
     int ids_off = 0, own_off = 0, kmax = 0, bound = 0;
     if (++r->seen_gen == UINT32_MAX) {
         memset(r->seen, 0, sizeof(uint32_t) * (size_t)r->max_seqs);
@@ -622,14 +610,16 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
         return st;
     const struct okv_cuda_cand_tab tab = {r->d_ctab, r->tab_off};
     const int32_t *d_cand = NULL, *d_cand_own = NULL;
-    if (own && (st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, own, n_items, r->ids_own, &d_cand_own, &tab)) != OKV_OK)
+    if (own && (st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, own, n_items, r->ids_own, &d_cand_own, &tab,
+                                               NULL)) != OKV_OK)
         return st;
-    if ((st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, reqs, n_items, r->ids, &d_cand, &tab)) != OKV_OK)
+    /* the item table travels with the requests */
+    struct okv_cuda_blob itab = {hi, sizeof(struct rs_item) * (size_t)n_items, NULL};
+    if ((st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, reqs, n_items, r->ids, &d_cand, &tab, &itab)) != OKV_OK)
         return st;
-    if (!d_cand)
+    if (!d_cand || !itab.d)
         return okv_cuda_ring_commit(c, c->stream);
-    OKV_CU(cudaMemcpyAsync(di, hi, sizeof(struct rs_item) * (size_t)n_items, cudaMemcpyHostToDevice, c->stream),
-           "residency item table upload");
+    const struct rs_item *di = (const struct rs_item *)itab.d;
     int kp = 1, np = 1;
     while (kp < kmax)
         kp <<= 1;
@@ -648,16 +638,14 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
     const size_t o = r->qoff[layer];
     struct rs_layer Ls = {r->map + (size_t)layer * r->max_seqs * nkv * r->max_blocks,
                           r->key + o, r->sel + o, r->selu + o, r->f_src + o, r->f_dst + o, r->stamp + o,
-                          r->f_count + layer, quota, nkv, r->max_blocks, r->base_unit};
+                          r->f_count + 2 * layer, quota, nkv, r->max_blocks, r->base_unit};
     resid_install_k<<<(unsigned)n_items * nkv, RS_THREADS, smem, c->stream>>>(
         di, d_cand, r->ids, own ? r->ids_own : NULL, succ, Ls, r->h2l, r->stat, kmax, pcap);
     OKV_LAUNCHED("residency install kernel");
-    OKV_CU(cudaEventRecord(r->items_ev[cur], c->stream), "residency item table event");
-    r->items_cur = (cur + 1) % RS_TABLES;
     if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
         return st;
     /* the gather, on the copy stream behind the install (and so behind the layer's attention) */
-    return okv_cuda_kv_fetch_device(c, kv, layer, r->f_src + o, r->f_dst + o, r->f_count + layer, bound);
+    return okv_cuda_kv_fetch_device(c, kv, layer, r->f_src + o, r->f_dst + o, r->f_count + 2 * layer, bound);
 }
 
 static enum okv_status cuda_resid_take_stats(okv_backend *be, okv_bkv *kv, int64_t *units)
@@ -694,7 +682,7 @@ static enum okv_status cuda_resid_read(okv_backend *be, okv_bkv *kv, int chunk, 
 enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int layer, const struct okv_attn_blocks *blocks,
                                     int n_lists, int32_t *d_unit, int32_t *d_index)
 {
-    const struct cuda_resid *r = kv->resid;
+    struct cuda_resid *r = kv->resid;   /* its upload mirror changes */
     if (!blocks->sel_fill)
         return OKV_OK;
     if (!r)
@@ -713,15 +701,33 @@ enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int l
     }
     if (!any)
         return OKV_OK;
-    void *d = NULL;
-    enum okv_status st = okv_cuda_upload(c, c->stream, blocks->sel_fill, sizeof(int32_t) * 3 * (size_t)n_lists, &d);
-    if (st != OKV_OK)
-        return st;
+    /* uploaded only when it differs from the last upload: the copy (from pageable memory,
+     * staged by the driver before the call returns) runs behind the fills that read the
+     * previous contents on the same stream */
+    const size_t nf = 3 * (size_t)n_lists;
+    if (nf != r->fill_n || memcmp(r->h_fill, blocks->sel_fill, sizeof(int32_t) * nf)) {
+        if (nf > r->fill_cap) {
+            OKV_CU(cudaStreamSynchronize(c->stream), "selection placeholders (grow)");
+            if (r->d_fill)
+                cudaFree(r->d_fill);
+            okv_free(r->h_fill);
+            r->d_fill = NULL;
+            r->fill_cap = r->fill_n = 0;
+            if (!(r->h_fill = (int32_t *)okv_malloc(sizeof(int32_t) * 2 * nf, OKV_TAG_BACKEND)))
+                return okv_set_error(OKV_ERR_NO_MEMORY, "cuda attention: out of host memory (selection placeholders)");
+            OKV_CU(cudaMalloc((void **)&r->d_fill, sizeof(int32_t) * 2 * nf), "selection placeholders");
+            r->fill_cap = 2 * nf;
+        }
+        memcpy(r->h_fill, blocks->sel_fill, sizeof(int32_t) * nf);
+        r->fill_n = 0;   /* until the copy is queued */
+        OKV_CU(cudaMemcpyAsync(r->d_fill, r->h_fill, sizeof(int32_t) * nf, cudaMemcpyHostToDevice, c->stream),
+               "selection placeholders upload");
+        r->fill_n = nf;
+    }
     const size_t o = r->qoff[layer];
-    resid_fill_k<<<(unsigned)n_lists, 128, 0, c->stream>>>((const int32_t *)d, nkv, r->sel + o, r->selu + o, quota, d_unit,
-                                                          d_index);
+    resid_fill_k<<<(unsigned)n_lists, 128, 0, c->stream>>>(r->d_fill, nkv, r->sel + o, r->selu + o, quota, d_unit, d_index);
     OKV_LAUNCHED("residency list fill kernel");
-    return okv_cuda_ring_commit(c, c->stream);
+    return OKV_OK;
 }
 
 void okv_cuda_fill_resid_ops(struct okv_backend_ops *o)

@@ -324,16 +324,18 @@ static size_t topk_smem(int n, int k)
 static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                    const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async,
                                    int32_t *dev_ids = NULL, const int32_t **dev_cand = NULL,
-                                   const struct okv_cuda_cand_tab *tab = NULL);
+                                   const struct okv_cuda_cand_tab *tab = NULL, struct okv_cuda_blob *extra = NULL);
 
 extern "C" enum okv_status okv_cuda_select_to_device(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q,
                                                      int n_heads, const struct okv_select_req *reqs, int n_reqs,
                                                      int32_t *d_ids, const int32_t **d_cand,
-                                                     const struct okv_cuda_cand_tab *tab)
+                                                     const struct okv_cuda_cand_tab *tab, struct okv_cuda_blob *extra)
 {
     enum okv_status st = okv_cuda_select_wait(be);
     *d_cand = NULL;
-    return st != OKV_OK ? st : select_impl(be, kv, layer, q, n_heads, reqs, n_reqs, NULL, NULL, false, d_ids, d_cand, tab);
+    if (extra)
+        extra->d = NULL;
+    return st != OKV_OK ? st : select_impl(be, kv, layer, q, n_heads, reqs, n_reqs, NULL, NULL, false, d_ids, d_cand, tab, extra);
 }
 
 extern "C" enum okv_status okv_cuda_select_blocks(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
@@ -365,7 +367,8 @@ extern "C" enum okv_status okv_cuda_select_wait(okv_backend *be)
  * hands them over; requests that need the host sort run synchronously */
 static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                    const struct okv_select_req *reqs, int n_reqs, int32_t *out, float *scores, bool async,
-                                   int32_t *dev_ids, const int32_t **dev_cand, const struct okv_cuda_cand_tab *tab)
+                                   int32_t *dev_ids, const int32_t **dev_cand, const struct okv_cuda_cand_tab *tab,
+                                   struct okv_cuda_blob *extra)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
     const int hd = kv->g.head_dim, nkv = kv->g.n_kv_heads;
@@ -400,12 +403,19 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
     /* candidates already on the device (tab): not uploaded (nor checked: the table's
      * owner checked them when they entered it) */
     const int64_t t_cand_up = tab ? 0 : t_cand;
-    const size_t n_meta = (size_t)SEL_META * n_reqs, n_up = n_meta + (size_t)t_rows + (size_t)t_cand_up;
+    const size_t n_meta = (size_t)SEL_META * n_reqs, n_req_up = n_meta + (size_t)t_rows + (size_t)t_cand_up;
+    /* [requests | extra, 16-byte aligned | ids]: one upload covers the first two */
+    const size_t x_off = (sizeof(int32_t) * n_req_up + 15) & ~(size_t)15, x_bytes = extra ? (extra->bytes + 15) & ~(size_t)15 : 0;
+    const size_t n_up = (x_off + x_bytes) / sizeof(int32_t);
     void *hv = NULL, *dv = NULL;
     enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * (n_up + (size_t)t_out), &hv, &dv);
     if (st != OKV_OK)
         return st;
-    int32_t *h_meta = (int32_t *)hv, *h_rows = h_meta + n_meta, *h_cand = h_rows + t_rows, *h_ids = h_cand + t_cand_up;
+    if (extra && extra->bytes) {
+        memcpy((char *)hv + x_off, extra->h, extra->bytes);
+        extra->d = (const char *)dv + x_off;
+    }
+    int32_t *h_meta = (int32_t *)hv, *h_rows = h_meta + n_meta, *h_cand = h_rows + t_rows, *h_ids = (int32_t *)hv + n_up;
     const int32_t max_row = (int32_t)(q->n / ((size_t)n_heads * hd)), n_hb = kv->g.n_host_blocks;
     int32_t ro = 0, co = 0, oo = 0, so = 0;
     for (int r = 0; r < n_reqs; r++) {
