@@ -1,7 +1,10 @@
 /* cuda_gather: kv_fetch of scattered units from the pinned host tier into HBM on the
  * CUDA backend (one gather kernel per call, 16-byte loads from mapped host memory).
  *
- *   cuda_gather [--host-mb 512] [--calls 40] [--contend]
+ *   cuda_gather [--host-mb 512] [--calls 40] [--contend] [--alloc-only]
+ *
+ * --alloc-only: time the host tier's allocation (and free) alone (OKV_HOST_PIN=alloc:
+ * cudaHostAlloc, for comparison) and exit.
  *
  * For units of 4, 16 and 64 KiB (K+V of one block and KV head: head_dim 128,
  * blocks of 8, 32, 128 tokens), fetches of 2 MiB and 32 MiB of random host units
@@ -135,16 +138,19 @@ static void contention(okv_backend *be, okv_bkv *kv, size_t unit, int host_block
 int main(int argc, char **argv)
 {
     int host_mb = 512, calls = 40;
+    bool alloc_only = false;
     bool contend = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--contend"))
             contend = true;
+        else if (!strcmp(argv[i], "--alloc-only"))
+            alloc_only = true;
         else if (!strcmp(argv[i], "--host-mb") && i + 1 < argc)
             host_mb = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
             calls = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: cuda_gather [--host-mb MB] [--calls N] [--contend]\n");
+            fprintf(stderr, "usage: cuda_gather [--host-mb MB] [--calls N] [--contend] [--alloc-only]\n");
             return 2;
         }
     }
@@ -167,8 +173,19 @@ int main(int argc, char **argv)
         struct okv_kv_geometry g = {.n_layers = 1, .n_group_slots = wslots, .n_sparse_units = max_units,
                                     .n_host_blocks = host_blocks, .block_size = bs, .n_kv_heads = 1, .head_dim = hd};
         okv_bkv *kv = NULL;
+        const double ta = okv_now();
         if (o->kv_alloc(be, &g, &kv) != OKV_OK)
             die("kv_alloc");
+        bool reg = false;
+        const double pin_s = okv_cuda_kv_host_pin_seconds(kv, &reg);
+        printf("host tier of %d MiB: kv_alloc %.2f s, of which pinning %.2f s (%s)\n", host_mb, okv_now() - ta, pin_s,
+               reg ? "populated in parallel, registered" : "cudaHostAlloc");
+        if (alloc_only) {
+            const double tf = okv_now();
+            o->kv_free(be, kv);
+            printf("host tier of %d MiB: kv_free %.2f s\n", host_mb, okv_now() - tf);
+            break;
+        }
         /* fill the host tier with random data through kv_write */
         const int nt = wslots * bs;
         float *kh = malloc(sizeof(float) * (size_t)nt * hd);

@@ -41,6 +41,10 @@ void okv_cuda_graph_info(const okv_backend *be, struct okv_cuda_graph_info *out)
  * off) take the GEMV kernel; drops the backend's graphs. Returns the value in force. */
 int okv_cuda_set_gemv_rows(okv_backend *be, int rows);
 
+/* The host KV tier's allocation (cuda_pin.cu): seconds it took, and whether it was
+ * registered from a mapping populated in parallel (else cudaHostAlloc). */
+double okv_cuda_kv_host_pin_seconds(const okv_bkv *kv, bool *registered);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,6 +51,19 @@ struct okv_bweight {
     int64_t row_len;
 };
 
+/* pinned, mapped host memory (cuda_pin.cu): registered from a populated mapping, or
+ * from cudaHostAlloc where that is refused */
+struct okv_cuda_pinned {
+    void *h, *d;             /* host address, device alias */
+    size_t bytes;
+    void *map;               /* the mapping (registered), else NULL */
+    size_t map_bytes;
+    bool registered;
+    double seconds;          /* allocation time */
+};
+enum okv_status okv_cuda_host_pin_alloc(size_t bytes, struct okv_cuda_pinned *out);
+void okv_cuda_host_pin_free(struct okv_cuda_pinned *p);
+
 #define OKV_CUDA_FETCH_EVENTS 8
 
 struct okv_bkv {
@@ -62,6 +75,7 @@ struct okv_bkv {
     okv_bf16 *dev;           /* device tier [total_units + 2*n_stage_units][2][block_size][head_dim] */
     okv_bf16 *host;          /* host tier, pinned + mapped: [n_layers][n_host_blocks][n_kv_heads][2][bs][hd] */
     okv_bf16 *host_d;        /* device alias of host */
+    struct okv_cuda_pinned host_mem;   /* its allocation (cuda_pin.cu) */
     okv_bf16 *summ;          /* HBM: [n_layers][n_host_blocks][n_kv_heads][2][hd] kmin, kmax (bf16: the keys are) */
     /* per layer: fetch events not yet waited for, and the units each covers */
     /* fetches of a layer go to one of two event sets, swapped at each kv_fetch_wait, so

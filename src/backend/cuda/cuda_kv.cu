@@ -233,8 +233,7 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
     cudaStreamSynchronize(c->stream);
     if (kv->dev)
         cudaFree(kv->dev);
-    if (kv->host)
-        cudaFreeHost(kv->host);
+    okv_cuda_host_pin_free(&kv->host_mem);
     if (kv->summ)
         cudaFree(kv->summ);
     if (kv->fetch_ev)
@@ -336,13 +335,14 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
                               dev_bytes >> 20, cudaGetErrorString(e)));
     }
     if (n_vec) {
-        if ((e = cudaHostAlloc((void **)&kv->host, host_bytes, cudaHostAllocMapped)) != cudaSuccess) {
-            kv->host = NULL;
-            KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the host KV tier (%zu MiB pinned): %s",
-                                  host_bytes >> 20, cudaGetErrorString(e)));
-        }
-        if ((e = cudaHostGetDevicePointer((void **)&kv->host_d, kv->host, 0)) != cudaSuccess)
-            KV_FAIL(okv_cuda_err(e, "device pointer of the host KV tier", __FILE__, __LINE__));
+        enum okv_status pst = okv_cuda_host_pin_alloc(host_bytes, &kv->host_mem);
+        if (pst != OKV_OK)
+            KV_FAIL(pst);
+        kv->host = (okv_bf16 *)kv->host_mem.h;
+        kv->host_d = (okv_bf16 *)kv->host_mem.d;
+        if (host_bytes >= ((size_t)1 << 30))
+            OKV_LOG_INFO("cuda device %d: host KV tier of %zu MiB pinned in %.1f s (%s)", c->device, host_bytes >> 20,
+                         kv->host_mem.seconds, kv->host_mem.registered ? "populated in parallel, registered" : "cudaHostAlloc");
         if ((e = cudaMalloc((void **)&kv->summ, n_vec * 2 * g->head_dim * sizeof(okv_bf16))) != cudaSuccess) {
             kv->summ = NULL;
             KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the KV summaries (%zu MiB of HBM): %s",
