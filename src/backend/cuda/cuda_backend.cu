@@ -1064,6 +1064,8 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         c->fetch_ctas_override = fc && atoi(fc) > 0 ? atoi(fc) : 0;
         /* OKV_GEMV_ROWS=N: projections of 1 to N rows (N <= 4) run as one GEMV kernel
          * (cuda_gemv.cu) instead of conversion + cuBLAS; 0 turns it off */
+        const char *gu = getenv("OKV_GATHER_UNROLL");
+        c->gather_unroll = gu && (atoi(gu) == 1 || atoi(gu) == 2 || atoi(gu) == 8) ? atoi(gu) : 4;
         const char *gr = getenv("OKV_GEMV_ROWS");
         const int grv = gr && *gr ? atoi(gr) : OKV_GEMV_MAX_ROWS;
         c->gemv_rows = grv < 0 ? 0 : grv > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : grv;

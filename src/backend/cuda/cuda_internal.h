@@ -207,6 +207,7 @@ struct cuda_ctx {
     size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
     int fetch_ctas_override;
     int fetch_ctas_last;
+    int gather_unroll;       /* loads in flight per thread of the host-tier gather (OKV_GATHER_UNROLL, default 4) */
     int gemv_rows;           /* projections of at most this many rows take cuda_gemv.cu (OKV_GEMV_ROWS, default 4; 0 off) */
     struct cuda_prof *prof;   /* OKV_CUDA_PROFILE=1 (cuda_prof.cu), else NULL */
     struct cuda_graphs *graphs;   /* segment graphs (cuda_graph.cu), NULL when off */

@@ -159,6 +159,7 @@ static __global__ void kv_write_through_k(const okv_bf16 *layer, okv_bf16 *host_
 /* gather of units from the mapped host tier: flat 16-byte pieces, 4 loads in flight per
  * thread. A list written on the device (d_n: its length, then a count of CTAs done
  * reading it) is reset by the last CTA to read its length, for the next install. */
+template <int U>
 static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
                                                           const int32_t *dst_unit, long long total, int ppu,
                                                           long long layer_off, long long stage_off, int *d_n)
@@ -177,11 +178,11 @@ static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const 
         total = s_total;
     }
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += 4 * stride) {
-        uint4 v[4];
-        long long didx[4];
+    for (long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += U * stride) {
+        uint4 v[U];
+        long long didx[U];
 #pragma unroll
-        for (int u = 0; u < 4; u++) {
+        for (int u = 0; u < U; u++) {
             const long long i = i0 + u * stride;
             didx[u] = -1;
             if (i < total) {
@@ -191,9 +192,21 @@ static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const 
             }
         }
 #pragma unroll
-        for (int u = 0; u < 4; u++)
+        for (int u = 0; u < U; u++)
             if (didx[u] >= 0)
                 dst_dev[didx[u]] = v[u];
+    }
+}
+
+/* loads in flight per thread: OKV_GATHER_UNROLL (1, 2, 4 or 8; default 4) */
+static void gather_launch(const struct cuda_ctx *c, int ctas, uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
+                          const int32_t *dst_unit, long long total, int ppu, long long layer_off, long long stage_off, int *d_n)
+{
+    switch (c->gather_unroll) {
+    case 1: kv_gather_k<1><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
+    case 2: kv_gather_k<2><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
+    case 8: kv_gather_k<8><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
+    default: kv_gather_k<4><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
     }
 }
 
@@ -629,8 +642,8 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
     const int ctas = fetch_ctas(c, (size_t)total * 16);
     c->fetch_ctas_last = ctas;
     const uint4 *src = (const uint4 *)(kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems);
-    kv_gather_k<<<ctas, 256, 0, c->copy>>>((uint4 *)kv->dev, src, (const int32_t *)d, (const int32_t *)d + n, total, ppu,
-                                           (long long)kv->layer_off[layer], (long long)kv->total_units, NULL);
+    gather_launch(c, ctas, (uint4 *)kv->dev, src, (const int32_t *)d, (const int32_t *)d + n, total, ppu,
+                  (long long)kv->layer_off[layer], (long long)kv->total_units, NULL);
     OKV_LAUNCHED("kv_fetch gather kernel");
     if ((st = okv_cuda_ring_commit(c, c->copy)) != OKV_OK)
         return st;
@@ -666,8 +679,8 @@ enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int la
     const int ctas = fetch_ctas(c, (size_t)n_bound * ppu * 16);
     c->fetch_ctas_last = ctas;
     const uint4 *src = (const uint4 *)(kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems);
-    kv_gather_k<<<ctas, 256, 0, c->copy>>>((uint4 *)kv->dev, src, d_src, d_dst, 0, ppu, (long long)kv->layer_off[layer],
-                                           (long long)kv->total_units, d_count);
+    gather_launch(c, ctas, (uint4 *)kv->dev, src, d_src, d_dst, 0, ppu, (long long)kv->layer_off[layer],
+                  (long long)kv->total_units, d_count);
     OKV_LAUNCHED("kv_fetch gather kernel (device list)");
     return fetch_record(c, kv, layer, n_bound);
 }
