@@ -6,12 +6,14 @@
  * mapping, 2 MiB aligned, with transparent huge pages asked for; all cores fault it in at
  * once (one write per page: the kernel zeroes it); then cudaHostRegister pins and maps the
  * populated range. Where any step is refused (no mmap, a driver that cannot register), it
- * falls back to cudaHostAlloc. The device alias is what cudaHostGetDevicePointer gives.
+ * falls back to cudaHostAlloc, as it does for a size the host's available memory does not
+ * cover. The device alias is what cudaHostGetDevicePointer gives.
  * OKV_HOST_PIN=alloc forces the fallback (for comparison). */
 #include "backend/cuda/cuda_bench.h"
 #include "backend/cuda/cuda_internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,14 +67,32 @@ static void fault_in(char *p, size_t n, int threads)
             pthread_join(th[i], NULL);
 }
 
+/* MemAvailable of /proc/meminfo in bytes, or 0 when unknown */
+static size_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    fclose(f);
+    return (size_t)kb << 10;
+}
+
 enum okv_status okv_cuda_host_pin_alloc(size_t bytes, struct okv_cuda_pinned *out)
 {
     memset(out, 0, sizeof *out);
     const char *mode = getenv("OKV_HOST_PIN");
     const double t0 = okv_now();
-    if (!(mode && !strcmp(mode, "alloc"))) {
-        const size_t n = (bytes + PIN_ALIGN - 1) & ~(PIN_ALIGN - 1);
-        void *raw = mmap(NULL, n + PIN_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    const size_t n = (bytes + PIN_ALIGN - 1) & ~(PIN_ALIGN - 1), avail = mem_available();
+    /* faulting pages in that the host cannot give would summon the OOM killer, not an
+     * error: past what the host has free, cudaHostAlloc fails cleanly instead */
+    const bool fits = avail == 0 || n + ((size_t)1 << 30) <= avail;
+    if (!(mode && !strcmp(mode, "alloc")) && fits) {
+        void *raw = mmap(NULL, n + PIN_ALIGN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (raw != MAP_FAILED) {
             char *p = (char *)(((uintptr_t)raw + PIN_ALIGN - 1) & ~(uintptr_t)(PIN_ALIGN - 1));
 #ifdef MADV_HUGEPAGE
