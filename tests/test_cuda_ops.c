@@ -497,21 +497,12 @@ static void kv_drop(struct kvpair *p)
     gpu->ops->kv_free(gpu, p->g);
 }
 
-/* Write random bf16-exact K/V into every group slot of every layer (a step of
- * slots*bs rows without host tier), then rewrite the first min(slots, host blocks)
- * slots through to whole host blocks in a random order. written[] receives those
- * host blocks; returns their count. */
-static void kv_write_step(struct kvpair *p, int n, const int32_t *host)
+/* One step of kv_write on both backends, every layer, random bf16-exact K/V. */
+static void kv_write_rows(struct kvpair *p, const struct okv_step_meta *meta)
 {
     const struct okv_kv_geometry *g = &p->geo;
-    const int w = g->n_kv_heads * g->head_dim;
-    int32_t *seq = calloc((size_t)n, 4), *pos = malloc(4 * (size_t)n), *slot = malloc(4 * (size_t)n), kvlen[1] = {n};
-    for (int t = 0; t < n; t++) {
-        pos[t] = t;
-        slot[t] = t;
-    }
-    struct okv_step_meta meta = {n, 1, seq, pos, slot, host, NULL, kvlen};
-    BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
+    const int w = g->n_kv_heads * g->head_dim, n = meta->n_tokens;
+    BOTH(cpu->ops->step_begin(cpu, meta), gpu->ops->step_begin(gpu, meta));
     for (int l = 0; l < g->n_layers; l++) {
         float *k = rand_vec((size_t)n * w, 2.0f, true), *v = rand_vec((size_t)n * w, 1.0f, true);
         okv_bmem *kc = up(cpu, k, (size_t)n * w), *kg = up(gpu, k, (size_t)n * w);
@@ -529,11 +520,27 @@ static void kv_write_step(struct kvpair *p, int n, const int32_t *host)
         free(k);
         free(v);
     }
+}
+
+/* n rows of one sequence into slots 0..n-1 (and host slots host[], or none) */
+static void kv_write_step(struct kvpair *p, int n, const int32_t *host)
+{
+    int32_t *seq = calloc((size_t)n, 4), *pos = malloc(4 * (size_t)n), *slot = malloc(4 * (size_t)n), kvlen[1] = {n};
+    for (int t = 0; t < n; t++) {
+        pos[t] = t;
+        slot[t] = t;
+    }
+    struct okv_step_meta meta = {n, 1, seq, pos, slot, host, NULL, kvlen};
+    kv_write_rows(p, &meta);
     free(seq);
     free(pos);
     free(slot);
 }
 
+/* Write random bf16-exact K/V into every group slot of every layer (a step of
+ * slots*bs rows without host tier), then rewrite the first min(slots, host blocks)
+ * slots through to whole host blocks in a random order. written[] receives those
+ * host blocks; returns their count. */
 static int kv_fill(struct kvpair *p, int32_t *written)
 {
     const struct okv_kv_geometry *g = &p->geo;
@@ -598,20 +605,7 @@ static void test_kv(void)
                     distinct &= slot[u] != slot[t];
             if (distinct) {
                 struct okv_step_meta meta = {nd, nd, seq, pos, slot, host, NULL, kvlen};
-                BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
-                const int w = nkv * hd;
-                for (int l = 0; l < layers; l++) {
-                    float *k = rand_vec((size_t)nd * w, 2.0f, true), *v = rand_vec((size_t)nd * w, 1.0f, true);
-                    okv_bmem *kc = up(cpu, k, (size_t)nd * w), *kg = up(gpu, k, (size_t)nd * w);
-                    okv_bmem *vc = up(cpu, v, (size_t)nd * w), *vg = up(gpu, v, (size_t)nd * w);
-                    BOTH(cpu->ops->kv_write(cpu, p.c, l, kc, vc), gpu->ops->kv_write(gpu, p.g, l, kg, vg));
-                    cpu->ops->mem_free(cpu, kc);
-                    gpu->ops->mem_free(gpu, kg);
-                    cpu->ops->mem_free(cpu, vc);
-                    gpu->ops->mem_free(gpu, vg);
-                    free(k);
-                    free(v);
-                }
+                kv_write_rows(&p, &meta);
                 printf("  kv_write decode-shaped: %d tokens in %d host blocks (one at a block start)\n", nd, nd);
             }
         }

@@ -83,8 +83,13 @@ static __global__ void kv_summary_reset_k(struct kvw_args a)
     }
 }
 
-/* one CTA per token: store K, V of every head into its group slot; widen summaries */
-static __global__ void kv_write_k(struct kvw_args a)
+/* One CTA per token: store K, V of every head into its group slot and widen the host
+ * block's summary. FUSED (decode-shaped writes, every token in its own host block, see
+ * cuda_kv_write): also reset the summary of a token that starts its block (instead of
+ * kv_summary_reset_k before) and write the row through to the mapped host tier (instead of
+ * kv_write_through_k on the copy stream; a warp stores 64 contiguous bytes at a time). */
+template <bool FUSED>
+static __global__ void kv_write_k(struct kvw_args a, okv_bf16 *host_layer)
 {
     const int t = blockIdx.x;
     const int slot = a.tok_slot[t] / a.bs, off = a.tok_slot[t] % a.bs;
@@ -96,44 +101,22 @@ static __global__ void kv_write_k(struct kvw_args a)
         okv_bf16 *u = a.layer + ((size_t)slot * a.nkv + h) * a.unit_elems + (size_t)off * a.hd + d;
         u[0] = kb;
         u[(size_t)a.bs * a.hd] = vb;
-        if (th >= 0) {
-            okv_bf16 *s = a.summ + ((size_t)(th / a.bs) * a.nkv + h) * 2 * a.hd;
-            atomic_min_bf(s + d, kb);
-            atomic_max_bf(s + a.hd + d, kb);
-        }
-    }
-}
-
-/* Decode-shaped writes (every token in its own host block, see cuda_kv_write): one kernel
- * on the compute stream stores K and V into the group slot, resets or widens the block's
- * summary and writes the row through to the mapped host tier (a warp stores 64 contiguous
- * bytes at a time); the same values the three kernels of the general path write. */
-static __global__ void kv_write_fused_k(struct kvw_args a, okv_bf16 *host_layer)
-{
-    const int t = blockIdx.x;
-    const int slot = a.tok_slot[t] / a.bs, off = a.tok_slot[t] % a.bs;
-    const int th = a.tok_host[t];
-    for (int i = threadIdx.x; i < a.nkv * a.hd; i += blockDim.x) {
-        const int h = i / a.hd, d = i % a.hd;
-        const okv_bf16 kb = __float2bfloat16_rn(a.k[(size_t)t * a.nkv * a.hd + i]);
-        const okv_bf16 vb = __float2bfloat16_rn(a.v[(size_t)t * a.nkv * a.hd + i]);
-        okv_bf16 *u = a.layer + ((size_t)slot * a.nkv + h) * a.unit_elems + (size_t)off * a.hd + d;
-        u[0] = kb;
-        u[(size_t)a.bs * a.hd] = vb;
         if (th < 0)
             continue;
         const int hb = th / a.bs, hoff = th % a.bs;
         okv_bf16 *s = a.summ + ((size_t)hb * a.nkv + h) * 2 * a.hd;
-        if (hoff == 0) {
+        if (FUSED && hoff == 0) {
             s[d] = kb;
             s[a.hd + d] = kb;
         } else {
             atomic_min_bf(s + d, kb);
             atomic_max_bf(s + a.hd + d, kb);
         }
-        okv_bf16 *hu = host_layer + ((size_t)hb * a.nkv + h) * a.unit_elems + (size_t)hoff * a.hd + d;
-        hu[0] = kb;
-        hu[(size_t)a.bs * a.hd] = vb;
+        if (FUSED) {
+            okv_bf16 *hu = host_layer + ((size_t)hb * a.nkv + h) * a.unit_elems + (size_t)hoff * a.hd + d;
+            hu[0] = kb;
+            hu[(size_t)a.bs * a.hd] = vb;
+        }
     }
 }
 
@@ -545,7 +528,7 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     for (int t = 1; fused && t < n; t++)
         fused = meta->tok_host[t] / bs != meta->tok_host[t - 1] / bs;
     if (fused) {
-        kv_write_fused_k<<<n, threads, 0, c->stream>>>(a, kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems);
+        kv_write_k<true><<<n, threads, 0, c->stream>>>(a, kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems);
         OKV_LAUNCHED("kv_write kernel (with summary and write-through)");
         return OKV_OK;
     }
@@ -553,7 +536,7 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
         kv_summary_reset_k<<<n, threads, 0, c->stream>>>(a);
         OKV_LAUNCHED("summary reset kernel");
     }
-    kv_write_k<<<n, threads, 0, c->stream>>>(a);
+    kv_write_k<false><<<n, threads, 0, c->stream>>>(a, NULL);
     OKV_LAUNCHED("kv_write kernel");
     if (!host)
         return OKV_OK;
