@@ -324,6 +324,25 @@ static void test_end_to_end(void)
                 CHECK(col[1].out[k][i] && !strcmp(col[0].out[k][i], col[1].out[k][i]), "%s: run 2 differs", tasks[t]);
             }
         }
+        /* first_index: samples 1 .. 2 of the seed alone give the outputs of the full run's
+         * (reported under their index in the seed) */
+        {
+            struct collect cf;
+            memset(&cf, 0, sizeof cf);
+            struct okv_eval_cell cc[3];
+            struct okv_eval_run_params rp = {.task = tasks[t], .context_len = 512, .num_samples = 2, .first_index = 1,
+                                             .seed = 5, .max_tokens = 8, .prefill_chunk = 64, .on_sample = on_sample,
+                                             .user = &cf};
+            CHECK(okv_eval_run(m, tok, be, c, &rp, cfgs, 1, cc) == OKV_OK, "first_index run: %s", okv_last_error());
+            CHECK(!cf.out[0][0], "%s: first_index: samples are reported by their index in the seed", tasks[t]);
+            for (int i = 1; i <= 2; i++) {
+                CHECK(cf.out[0][i] && col[0].out[0][i] && !strcmp(cf.out[0][i], col[0].out[0][i]),
+                      "%s: first_index: sample %d differs from the full run's", tasks[t], i);
+                okv_free(cf.out[0][i]);
+            }
+            rp.first_index = -1;
+            CHECK(okv_eval_run(m, tok, be, c, &rp, cfgs, 1, cc) != OKV_OK, "a negative first_index is refused");
+        }
         /* reuse: the same cells without running the covered budgets */
         struct okv_eval_cell cr[3];
         struct okv_eval_run_params rp = {.task = tasks[t], .context_len = 512, .num_samples = 3, .seed = 5,

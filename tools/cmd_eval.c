@@ -33,6 +33,8 @@ static const char *help =
     "  --spec-tokens K        draft tokens per step with --draft (default 4)\n"
     "  --max-tokens N         tokens to generate per sample (default: the task's)\n"
     "  --seed S               seed of the samples (default 0); same seed, same samples and results\n"
+    "  --first-index I        start at sample I of the seed (default 0): samples I .. I+N-1, numbered\n"
+    "                         as in a run from 0 (to rerun one sample of a larger run)\n"
     "  --sweep                evaluate every combination of the lists and print one table\n"
     "  --no-reuse             also run budgets that cover the context (they equal dense; by default\n"
     "                         dense's results are reused for them)\n"
@@ -50,7 +52,7 @@ static const char *help =
     "                         reference continuation), target_tokens, answers, needles (byte spans)\n"
     "  --text-dir DIR         haystack texts and word lists from DIR's files (sorted by name) instead of\n"
     "                         the held-out evaluation texts; held-out files are refused\n"
-    "  --first-index I        index of the first sample (default 0): samples I .. I+N-1\n"
+
     "  --dump-text            also write the prompt text (\"prompt\")\n"
     "\n"
     "Progress goes to stderr; the table to stdout.\n";
@@ -148,6 +150,7 @@ struct row {
 struct opts {
     const char *model_path;
     int num_samples;
+    int first_index;
     uint64_t seed;
     int fid_steps;
     const char *json_path;
@@ -165,7 +168,8 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
         cli_die("--json: cannot write %s", tmp);
     fprintf(f, "{\"model\": ");
     cli_json_str(f, o->model_path, strlen(o->model_path));
-    fprintf(f, ", \"seed\": %llu, \"num_samples\": %d, \"rows\": [", (unsigned long long)o->seed, o->num_samples);
+    fprintf(f, ", \"seed\": %llu, \"num_samples\": %d, \"first_index\": %d, \"rows\": [", (unsigned long long)o->seed,
+            o->num_samples, o->first_index);
     for (int i = 0; i < n_rows; i++) {
         const struct row *r = &rows[i];
         fprintf(f, "%s\n  {\"task\": \"%s\", \"context_len\": %d, ", i ? "," : "", r->task, r->ctx);
@@ -381,7 +385,6 @@ int cmd_eval(int argc, char **argv)
     double cache_factor = 1, sticky = 0;
     bool sweep = false, reuse = true, recall = false, print_samples = false, dump_text = false;
     const char *dump_path = NULL, *text_dir = NULL;
-    int first_index = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -435,7 +438,7 @@ int cmd_eval(int argc, char **argv)
         } else if (!strcmp(a, "--text-dir")) {
             text_dir = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--first-index")) {
-            first_index = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 30);
+            o.first_index = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 30);
         } else if (!strcmp(a, "--dump-text")) {
             dump_text = true;
         } else if (!strcmp(a, "--sweep")) {
@@ -475,8 +478,8 @@ int cmd_eval(int argc, char **argv)
     int ctx_v[MAX_LIST];
     for (int k = 0; k < ctxs.n; k++)
         ctx_v[k] = cli_int("--context-len", ctxs.v[k], 16, 1 << 22);
-    if ((text_dir || first_index || dump_text) && !dump_path)
-        cli_die("eval: --text-dir, --first-index and --dump-text need --dump-samples");
+    if ((text_dir || dump_text) && !dump_path)
+        cli_die("eval: --text-dir and --dump-text need --dump-samples");
     if (dump_path) {
         for (int k = 0; k < tasks.n; k++)
             if (!strcmp(tasks.v[k], "fidelity"))
@@ -505,7 +508,7 @@ int cmd_eval(int argc, char **argv)
         } else if (okv_eval_ctx_create(tok, &ec) != OKV_OK) {
             cli_die("%s", okv_last_error());
         }
-        dump_samples(dump_path, tok, ec, &tasks, ctx_v, ctxs.n, first_index, o.num_samples, o.seed, max_tokens,
+        dump_samples(dump_path, tok, ec, &tasks, ctx_v, ctxs.n, o.first_index, o.num_samples, o.seed, max_tokens,
                      dump_text);
         okv_eval_ctx_free(ec);
         okv_tokenizer_free(tok);
@@ -608,6 +611,7 @@ int cmd_eval(int argc, char **argv)
                 continue;
             }
             struct okv_eval_run_params rp = {.task = tasks.v[ti], .context_len = ctx, .num_samples = o.num_samples,
+                                             .first_index = o.first_index,
                                              .seed = o.seed, .max_tokens = max_tokens, .reuse_full_budget = reuse,
                                              .on_sample = sweep ? NULL : on_sample, .progress = on_progress,
                                              .user = &rs};

@@ -165,7 +165,7 @@ struct okv_eval_cell {
     double accept_rate;       /* speculative acceptance (0 without a drafter) */
 };
 
-/* Per-sample report: config index, sample index, its output and score. */
+/* Per-sample report: config index, sample index (in the seed: first_index + i), its output and score. */
 typedef void (*okv_eval_sample_fn)(void *user, int cfg, int index, const struct okv_eval_sample *s, const char *output,
                                    double partial, bool correct);
 /* Progress lines (for stderr). */
@@ -175,6 +175,7 @@ struct okv_eval_run_params {
     const char *task;
     int context_len;
     int num_samples;
+    int first_index;          /* samples first_index .. first_index + num_samples - 1 of the seed */
     uint64_t seed;
     int max_tokens;           /* 0: the task's default */
     int prefill_chunk;        /* 0: 512 */

@@ -70,9 +70,9 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
                              const okv_eval_ctx *c, const struct okv_eval_run_params *p,
                              const struct okv_eval_config *cfgs, int n_cfgs, struct okv_eval_cell *out)
 {
-    if (!p || p->num_samples <= 0 || n_cfgs <= 0)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "eval: nothing to run (samples %d, configurations %d)",
-                             p ? p->num_samples : 0, n_cfgs);
+    if (!p || p->num_samples <= 0 || n_cfgs <= 0 || p->first_index < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "eval: nothing to run (samples %d from %d, configurations %d)",
+                             p ? p->num_samples : 0, p ? p->first_index : 0, n_cfgs);
     const int N = p->num_samples;
     int chunk = p->prefill_chunk > 0 ? p->prefill_chunk : 512;
     /* the caller checks the context against the model's (tests run tiny models past theirs) */
@@ -89,7 +89,7 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
     }
     double t0 = okv_now();
     for (int i = 0; i < N; i++) {
-        struct okv_eval_gen g = {.task = p->task, .context_len = p->context_len, .seed = p->seed, .index = i,
+        struct okv_eval_gen g = {.task = p->task, .context_len = p->context_len, .seed = p->seed, .index = p->first_index + i,
                                  .depth = -1, .max_tokens = p->max_tokens};
         if ((st = okv_eval_sample_make(c, &g, &samples[i])) != OKV_OK)
             goto done;
@@ -132,7 +132,7 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
             cell->gen_tokens = d->gen_tokens;
             okv_eval_wilson(cell->correct, cell->n, &cell->lo, &cell->hi);
             for (int i = 0; i < N && p->on_sample; i++)
-                p->on_sample(p->user, k, i, &samples[i], dense_text[i], dense_partial[i], dense_ok[i]);
+                p->on_sample(p->user, k, p->first_index + i, &samples[i], dense_text[i], dense_partial[i], dense_ok[i]);
             progress(p->progress, p->user, "%s ctx %d %s: budget covers the context, dense's results", p->task,
                      p->context_len, label);
             continue;
@@ -180,9 +180,9 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
                 cell->same_as_dense += same;
             }
             if (p->on_sample)
-                p->on_sample(p->user, k, i, s, res.text, part, ok);
+                p->on_sample(p->user, k, p->first_index + i, s, res.text, part, ok);
             progress(p->progress, p->user, "%s ctx %d %s: sample %d/%d (%d tokens) %s%s, %.1f s", p->task,
-                     p->context_len, label, i + 1, N, s->n_tokens, ok ? "right" : "wrong",
+                     p->context_len, label, p->first_index + i + 1, p->first_index + N, s->n_tokens, ok ? "right" : "wrong",
                      have_dense ? (same ? ", = dense" : ", differs from dense") : "", okv_now() - ts);
             okv_gen_result_free(&res);
         }
