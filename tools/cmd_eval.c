@@ -65,6 +65,14 @@ struct list {
     char *buf;
 };
 
+static void lists_free(struct list *a, struct list *b, struct list *c, struct list *d)
+{
+    free(a->buf);
+    free(b->buf);
+    free(c->buf);
+    free(d->buf);
+}
+
 static void split(const char *flag, const char *s, struct list *l)
 {
     free(l->buf);
@@ -395,6 +403,7 @@ int cmd_eval(int argc, char **argv)
             for (int k = 0; k < n; k++)
                 printf("  %-20s %s\n", t[k].name, t[k].desc);
             printf("  %-20s %s\n", "fidelity", "teacher-forced top-1 agreement and KL against dense on real text");
+            lists_free(&tasks, &ctxs, &budgets, &modes);
             return 0;
         } else if (!strcmp(a, "--list")) {
             int n;
@@ -402,6 +411,7 @@ int cmd_eval(int argc, char **argv)
             for (int k = 0; k < n; k++)
                 printf("%s\n", t[k].name);
             printf("fidelity\n");
+            lists_free(&tasks, &ctxs, &budgets, &modes);
             return 0;
         } else if (!strcmp(a, "--task")) {
             split(a, cli_value(argc, argv, &i), &tasks);
@@ -513,10 +523,7 @@ int cmd_eval(int argc, char **argv)
         okv_eval_ctx_free(ec);
         okv_tokenizer_free(tok);
         okv_model_free(m);
-        free(tasks.buf);
-        free(ctxs.buf);
-        free(budgets.buf);
-        free(modes.buf);
+        lists_free(&tasks, &ctxs, &budgets, &modes);
         return 0;
     }
     /* configurations: dense once, each budget under each predict mode */
@@ -563,7 +570,7 @@ int cmd_eval(int argc, char **argv)
             for (int ci = 0; ci < ctxs.n; ci++)
                 for (int i = 0; i < o.num_samples && strcmp(tasks.v[ti], "fidelity"); i++) {
                     struct okv_eval_sample s;
-                    struct okv_eval_gen g = {tasks.v[ti], ctx_v[ci], o.seed, i, -1, max_tokens};
+                    struct okv_eval_gen g = {tasks.v[ti], ctx_v[ci], o.seed, o.first_index + i, -1, max_tokens};
                     if (okv_eval_sample_make(ec, &g, &s) != OKV_OK)
                         cli_die("%s", okv_last_error());
                     printf("=== %s context %d sample %d: %d prompt tokens, max %d new, haystack %s, depth %.3f\n%s\n"
@@ -577,6 +584,11 @@ int cmd_eval(int argc, char **argv)
                     printf("\n");
                     okv_eval_sample_free(&s);
                 }
+        okv_eval_ctx_free(ec);
+        okv_backend_free(be);
+        okv_tokenizer_free(tok);
+        okv_model_free(m);
+        lists_free(&tasks, &ctxs, &budgets, &modes);
         return 0;
     }
     int cap_rows = tasks.n * ctxs.n * n_cfgs;
@@ -631,10 +643,7 @@ int cmd_eval(int argc, char **argv)
     }
     free(rs.r);
     free(rows);
-    free(tasks.buf);
-    free(ctxs.buf);
-    free(budgets.buf);
-    free(modes.buf);
+    lists_free(&tasks, &ctxs, &budgets, &modes);
     okv_eval_ctx_free(ec);
     okv_backend_free(be);
     okv_tokenizer_free(tok);
