@@ -218,7 +218,13 @@ def main():
                          {"prompt": ids, "max_tokens": 8, "temperature": 0, "ignore_eos": True})
     check(st == 200 and js2["choices"][0]["text"] == ref_text and js2["usage"]["prompt_tokens"] == len(ids),
           "completion from token ids equals the one from text")
-    mt = metrics(port)
+    # the engine publishes a step's counters after the step, which may be just after its
+    # tokens reached the client: wait for them a moment
+    for _ in range(50):
+        mt = metrics(port)
+        if mt.get("oasiskv:engine_steps_total", 0) >= 16:
+            break
+        time.sleep(0.1)
     check(mt.get("oasiskv:engine_steps_total", 0) >= 16 and mt.get("oasiskv:step_host_issue_seconds_total", 0) > 0,
           f"GET /metrics counts the engine's steps and their host time ({mt.get('oasiskv:engine_steps_total')} steps)")
 
