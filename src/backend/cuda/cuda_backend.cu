@@ -151,6 +151,8 @@ enum okv_status okv_cuda_upload(struct cuda_ctx *c, cudaStream_t s, const void *
 
 enum okv_status okv_cuda_sync_all(struct cuda_ctx *c)
 {
+    if (c->side)
+        OKV_CU(cudaStreamSynchronize(c->side), "selection stream synchronize");
     OKV_CU(cudaStreamSynchronize(c->copy), "copy stream synchronize");
     OKV_CU(cudaStreamSynchronize(c->stream), "stream synchronize");
     return OKV_OK;
@@ -175,6 +177,19 @@ static enum okv_status grow_device(struct cuda_ctx *c, void **buf, size_t *cap, 
 
 enum okv_status okv_cuda_scratch(struct cuda_ctx *c, size_t n, float **out)
 {
+    if (c->sel_stream != c->stream) {   /* selection on the side stream: its own buffer */
+        if (n > c->side_sc_cap) {
+            OKV_CU(cudaStreamSynchronize(c->side), "selection scores (grow)");
+            if (c->side_sc)
+                cudaFree(c->side_sc);
+            c->side_sc = NULL;
+            c->side_sc_cap = 0;
+            OKV_CU(cudaMalloc((void **)&c->side_sc, sizeof(float) * (n + n / 2 + 4096)), "selection scores");
+            c->side_sc_cap = n + n / 2 + 4096;
+        }
+        *out = c->side_sc;
+        return OKV_OK;
+    }
     enum okv_status st = grow_device(c, (void **)&c->scratch, &c->scratch_cap, n, sizeof(float), "device scratch");
     *out = c->scratch;
     return st;
@@ -824,6 +839,8 @@ static void cuda_destroy(okv_backend *be)
         cudaStreamSynchronize(c->stream);
     if (c->copy)
         cudaStreamSynchronize(c->copy);
+    if (c->side)
+        cudaStreamSynchronize(c->side);
     okv_cuda_graph_free(c);
     okv_cuda_attn_cache_free(c);
     wstage_free(c);
@@ -859,6 +876,12 @@ static void cuda_destroy(okv_backend *be)
             cudaEventDestroy(evs[i]);
     if (c->copy)
         cudaStreamDestroy(c->copy);
+    if (c->side)
+        cudaStreamDestroy(c->side);
+    if (c->ev_side_mark)
+        cudaEventDestroy(c->ev_side_mark);
+    if (c->side_sc)
+        cudaFree(c->side_sc);
     if (c->stream)
         cudaStreamDestroy(c->stream);
     green_destroy(c);
@@ -1083,6 +1106,14 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         CREATE_CU(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "compute stream");
     if (!c->copy)
         CREATE_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "copy stream");
+    {
+        const char *ss = getenv("OKV_SELECT_STREAM");
+        if (ss && !strcmp(ss, "1")) {
+            CREATE_CU(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "selection stream");
+            CREATE_CU(cudaEventCreateWithFlags(&c->ev_side_mark, cudaEventDisableTiming), "event");
+        }
+    }
+    c->sel_stream = c->stream;
     CREATE_CU(cudaEventCreateWithFlags(&c->ev_compute_mark, cudaEventDisableTiming), "event");
     CREATE_CU(cudaEventCreateWithFlags(&c->ev_copy_mark, cudaEventDisableTiming), "event");
     CREATE_CU(cudaEventCreateWithFlags(&c->ev_wt_last, cudaEventDisableTiming), "event");

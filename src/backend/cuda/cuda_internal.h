@@ -153,6 +153,14 @@ struct cuda_ctx {
     size_t smem_optin;
     cudaStream_t stream;     /* compute */
     cudaStream_t copy;       /* host tier <-> device */
+    /* OKV_SELECT_STREAM=1 (experimental, off by default): the device residency's selection
+     * and install run on their own stream beside the rest of the layer (cuda_resid.cu);
+     * sel_stream is where select work goes (stream, or side during an install) */
+    cudaStream_t side;
+    cudaStream_t sel_stream;
+    cudaEvent_t ev_side_mark;      /* side position, for the copy stream to wait on */
+    float *side_sc;                /* selection scores on the side stream (the generic scratch is compute's) */
+    size_t side_sc_cap;            /* floats */
     void *green[2];          /* OKV_GATHER_SMS: green contexts (CUgreenCtx) of copy and compute, else NULL */
     int green_sms[2];        /* their SMs */
     cublasHandle_t blas;

@@ -225,6 +225,8 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
     if (!kv)
         return;
     struct cuda_ctx *c = CTX(be);
+    if (c->side)
+        cudaStreamSynchronize(c->side);
     cudaStreamSynchronize(c->copy);
     cudaStreamSynchronize(c->stream);
     if (kv->dev)
@@ -639,7 +641,7 @@ enum okv_status okv_cuda_kv_fetch_order(struct cuda_ctx *c, okv_bkv *kv, int lay
 {
     const int cnt = kv->fetch_count[layer];
     if (cnt > 0)
-        OKV_CU(cudaStreamWaitEvent(c->stream, kv->fetch_ev[fetch_slot(kv, kv->fetch_set[layer], layer, cnt - 1)], 0),
+        OKV_CU(cudaStreamWaitEvent(c->sel_stream, kv->fetch_ev[fetch_slot(kv, kv->fetch_set[layer], layer, cnt - 1)], 0),
                "install after the layer's fetches");
     return OKV_OK;
 }
@@ -655,9 +657,13 @@ enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int la
 {
     if (n_bound <= 0)
         return OKV_OK;
-    enum okv_status st = copy_after_compute(c);
-    if (st != OKV_OK)
+    enum okv_status st = OKV_OK;
+    if (c->sel_stream != c->stream) {   /* the install ran on the side stream (behind the attention) */
+        OKV_CU(cudaEventRecord(c->ev_side_mark, c->sel_stream), "event record");
+        OKV_CU(cudaStreamWaitEvent(c->copy, c->ev_side_mark, 0), "copy stream wait");
+    } else if ((st = copy_after_compute(c)) != OKV_OK) {
         return st;
+    }
     const int ppu = (int)(kv->unit_elems * sizeof(okv_bf16) / 16);
     const int ctas = fetch_ctas(c, (size_t)n_bound * ppu * 16);
     c->fetch_ctas_last = ctas;

@@ -45,6 +45,12 @@ struct cuda_resid {
     /* the attention lists' selection placeholders (okv_cuda_resid_fill): on the device, and
      * what was uploaded last (the same for every layer of a step, and most steps alike) */
     int32_t *d_fill, *h_fill;
+    /* the side stream (cuda_select_install): the queries copied aside, the per-layer and
+     * last installs' events, the compute position the side starts from */
+    float *q_snap;
+    size_t q_snap_cap;
+    cudaEvent_t *side_ev, side_last, side_att;
+    bool *side_rec, side_pending;
     size_t fill_cap;           /* int32 entries of each */
     size_t fill_n;             /* entries uploaded last; 0: none */
     size_t smem_set;
@@ -332,12 +338,21 @@ void okv_cuda_resid_free(okv_bkv *kv)
     if (!r)
         return;
     void *dev[] = {r->map, r->key, r->sel, r->selu, r->f_src, r->f_dst, r->stamp, r->h2l, r->ids, r->ids_own, r->f_count,
-                   r->stat, r->d_ctab, r->d_fill};
+                   r->stat, r->d_ctab, r->d_fill, r->q_snap};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             cudaFree(dev[i]);
     okv_free(r->h_items);
     okv_free(r->h_fill);
+    for (int i = 0; r->side_ev && i < r->n_layers; i++)
+        if (r->side_ev[i])
+            cudaEventDestroy(r->side_ev[i]);
+    okv_free(r->side_ev);
+    okv_free(r->side_rec);
+    if (r->side_last)
+        cudaEventDestroy(r->side_last);
+    if (r->side_att)
+        cudaEventDestroy(r->side_att);
     okv_free(r->quota);
     okv_free(r->qoff);
     okv_free(r->seen);
@@ -437,6 +452,22 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
         okv_cuda_resid_free(kv);
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: out of host memory (item table)");
     }
+    if (c->side) {
+        r->side_ev = (cudaEvent_t *)okv_calloc((size_t)L, sizeof(cudaEvent_t), OKV_TAG_BACKEND);
+        r->side_rec = (bool *)okv_calloc((size_t)L, sizeof(bool), OKV_TAG_BACKEND);
+        cudaError_t se = r->side_ev && r->side_rec ? cudaSuccess : cudaErrorMemoryAllocation;
+        for (int i = 0; se == cudaSuccess && i < L; i++)
+            se = cudaEventCreateWithFlags(&r->side_ev[i], cudaEventDisableTiming);
+        if (se == cudaSuccess)
+            se = cudaEventCreateWithFlags(&r->side_last, cudaEventDisableTiming);
+        if (se == cudaSuccess)
+            se = cudaEventCreateWithFlags(&r->side_att, cudaEventDisableTiming);
+        if (se != cudaSuccess) {
+            (void)cudaGetLastError();
+            okv_cuda_resid_free(kv);
+            return okv_cuda_err(se, "cuda residency: selection stream events", __FILE__, __LINE__);
+        }
+    }
     cudaError_t e = cudaMemsetAsync(r->map, 0xff, map_n * sizeof(int16_t), c->stream);
     if (e == cudaSuccess)
         e = cudaMemsetAsync(r->key, 0xff, q * sizeof(int32_t), c->stream);
@@ -473,6 +504,8 @@ static enum okv_status cuda_resid_reset(okv_backend *be, okv_bkv *kv, int chunk)
     struct cuda_resid *r = kv->resid;
     if (!r || chunk < 0 || chunk >= r->max_seqs)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda residency: no state or bad chunk %d", chunk);
+    if (c->side && r->side_pending)   /* an install of the chunk's old sequence may still run */
+        OKV_CU(cudaStreamWaitEvent(c->stream, r->side_last, 0), "reset after the selection stream");
     dim3 grid(4, (unsigned)r->n_layers);
     resid_reset_k<<<grid, 256, 0, c->stream>>>(r->map, r->key, r->stamp, R_QOFF_D(r), R_QUOTA_D(r), chunk, r->max_seqs, r->nkv,
                                               r->max_blocks);
@@ -543,9 +576,9 @@ static enum okv_status ctab_sync(struct cuda_ctx *c, struct cuda_resid *r, const
         memcpy(hid + at, src + first, sizeof(int32_t) * (size_t)(end - first));
         at += end - first;
     }
-    OKV_CU(cudaMemcpyAsync(dv, hv, sizeof(int32_t) * (3 * (size_t)n_patch + n_ids), cudaMemcpyHostToDevice, c->stream),
+    OKV_CU(cudaMemcpyAsync(dv, hv, sizeof(int32_t) * (3 * (size_t)n_patch + n_ids), cudaMemcpyHostToDevice, c->sel_stream),
            "candidate table patch upload");
-    ctab_patch_k<<<(unsigned)n_patch, 128, 0, c->stream>>>(r->d_ctab, (const int32_t *)dv, n_patch);
+    ctab_patch_k<<<(unsigned)n_patch, 128, 0, c->sel_stream>>>(r->d_ctab, (const int32_t *)dv, n_patch);
     OKV_LAUNCHED("candidate table patch kernel");
     /* queued: the mirror follows (the ring region is committed with the call's others) */
     for (int p = 0; p < n_patch; p++) {
@@ -562,9 +595,9 @@ static enum okv_status ctab_sync(struct cuda_ctx *c, struct cuda_resid *r, const
     return OKV_OK;
 }
 
-static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                           const struct okv_select_req *reqs, const struct okv_select_req *own,
-                                           const struct okv_resid_item *items, int n_items, int succ)
+static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                 const struct okv_select_req *reqs, const struct okv_select_req *own,
+                                 const struct okv_resid_item *items, int n_items, int succ)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
     struct cuda_resid *r = kv->resid;
@@ -618,7 +651,7 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
     if ((st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, reqs, n_items, r->ids, &d_cand, &tab, &itab)) != OKV_OK)
         return st;
     if (!d_cand || !itab.d)
-        return okv_cuda_ring_commit(c, c->stream);
+        return okv_cuda_ring_commit(c, c->sel_stream);
     const struct rs_item *di = (const struct rs_item *)itab.d;
     int kp = 1, np = 1;
     while (kp < kmax)
@@ -639,13 +672,51 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
     struct rs_layer Ls = {r->map + (size_t)layer * r->max_seqs * nkv * r->max_blocks,
                           r->key + o, r->sel + o, r->selu + o, r->f_src + o, r->f_dst + o, r->stamp + o,
                           r->f_count + 2 * layer, quota, nkv, r->max_blocks, r->base_unit};
-    resid_install_k<<<(unsigned)n_items * nkv, RS_THREADS, smem, c->stream>>>(
+    resid_install_k<<<(unsigned)n_items * nkv, RS_THREADS, smem, c->sel_stream>>>(
         di, d_cand, r->ids, own ? r->ids_own : NULL, succ, Ls, r->h2l, r->stat, kmax, pcap);
     OKV_LAUNCHED("residency install kernel");
-    if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
+    if ((st = okv_cuda_ring_commit(c, c->sel_stream)) != OKV_OK)
         return st;
     /* the gather, on the copy stream behind the install (and so behind the layer's attention) */
     return okv_cuda_kv_fetch_device(c, kv, layer, r->f_src + o, r->f_dst + o, r->f_count + 2 * layer, bound);
+}
+
+/* With the side stream (OKV_SELECT_STREAM=1): the queries are copied aside (the compute
+ * stream reuses its q buffer at the next layer), the side stream starts behind the layer's
+ * attention, and selection, install and the gather's start run there while the compute
+ * stream goes on with the layer; the next use of this layer's residency (the attention
+ * lists' fill, a reset, the statistics) waits for it. */
+static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
+                                           const struct okv_select_req *reqs, const struct okv_select_req *own,
+                                           const struct okv_resid_item *items, int n_items, int succ)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    struct cuda_resid *r = kv->resid;
+    if (!c->side || !r || n_items <= 0 || layer < 0 || layer >= r->n_layers || !q)
+        return install_on(be, kv, layer, q, n_heads, reqs, own, items, n_items, succ);
+    if (r->side_pending)   /* the snapshot of the last install is read until then */
+        OKV_CU(cudaStreamWaitEvent(c->stream, r->side_last, 0), "query snapshot reuse");
+    if (q->n > r->q_snap_cap) {
+        OKV_CU(cudaStreamSynchronize(c->side), "query snapshot (grow)");
+        if (r->q_snap)
+            cudaFree(r->q_snap);
+        r->q_snap = NULL;
+        r->q_snap_cap = 0;
+        OKV_CU(cudaMalloc((void **)&r->q_snap, sizeof(float) * q->n), "query snapshot");
+        r->q_snap_cap = q->n;
+    }
+    OKV_CU(cudaMemcpyAsync(r->q_snap, q->d, sizeof(float) * q->n, cudaMemcpyDeviceToDevice, c->stream), "query snapshot");
+    OKV_CU(cudaEventRecord(r->side_att, c->stream), "event record");
+    OKV_CU(cudaStreamWaitEvent(c->side, r->side_att, 0), "selection stream wait");
+    const okv_bmem qs = {r->q_snap, q->n};
+    c->sel_stream = c->side;
+    enum okv_status st = install_on(be, kv, layer, &qs, n_heads, reqs, own, items, n_items, succ);
+    c->sel_stream = c->stream;
+    OKV_CU(cudaEventRecord(r->side_ev[layer], c->side), "event record");
+    r->side_rec[layer] = true;
+    OKV_CU(cudaEventRecord(r->side_last, c->side), "event record");
+    r->side_pending = true;
+    return st;
 }
 
 static enum okv_status cuda_resid_take_stats(okv_backend *be, okv_bkv *kv, int64_t *units)
@@ -656,6 +727,8 @@ static enum okv_status cuda_resid_take_stats(okv_backend *be, okv_bkv *kv, int64
     if (!r)
         return OKV_OK;
     unsigned long long v = 0;
+    if (c->side && r->side_pending)
+        OKV_CU(cudaStreamWaitEvent(c->stream, r->side_last, 0), "statistics after the selection stream");
     OKV_CU(cudaMemcpyAsync(&v, r->stat, sizeof v, cudaMemcpyDeviceToHost, c->stream), "residency statistics");
     OKV_CU(cudaMemsetAsync(r->stat, 0, sizeof v, c->stream), "residency statistics reset");
     OKV_CU(cudaStreamSynchronize(c->stream), "residency statistics");
@@ -688,6 +761,8 @@ enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int l
     if (!r)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: selection placeholders without residency state");
     const int nkv = r->nkv, quota = r->quota[layer];
+    if (c->side && r->side_rec && r->side_rec[layer])   /* the layer's last install, on the side stream */
+        OKV_CU(cudaStreamWaitEvent(c->stream, r->side_ev[layer], 0), "fill after the selection stream");
     bool any = false;
     for (int li = 0; li < n_lists; li++) {
         const int32_t *f = blocks->sel_fill + 3 * li;

@@ -450,7 +450,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         oo += nkv * rq->k;
         so += nkv * rq->n_cand;
     }
-    OKV_CU(cudaMemcpyAsync(dv, hv, sizeof(int32_t) * n_up, cudaMemcpyHostToDevice, c->stream), "select request upload");
+    OKV_CU(cudaMemcpyAsync(dv, hv, sizeof(int32_t) * n_up, cudaMemcpyHostToDevice, c->sel_stream), "select request upload");
     const int32_t *d_meta = (const int32_t *)dv, *d_rows = d_meta + n_meta, *d_cand = tab ? tab->d_tab : d_rows + t_rows;
     int32_t *d_ids = (int32_t *)dv + n_up;
     float *d_sc = NULL;
@@ -460,10 +460,10 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
     const int per_cta = SEL_WARPS * SEL_CPW;
     dim3 grid((unsigned)((t_cand + per_cta - 1) / per_cta), (unsigned)nkv);
     if (hd <= 128)
-        quest_k<1><<<grid, SEL_WARPS * 32, 0, c->stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
+        quest_k<1><<<grid, SEL_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
                                                            nkv, hd, d_sc);
     else
-        quest_k<2><<<grid, SEL_WARPS * 32, 0, c->stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
+        quest_k<2><<<grid, SEL_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
                                                            nkv, hd, d_sc);
     OKV_LAUNCHED("select score kernel");
     if (t_out > 0) {
@@ -471,7 +471,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
             OKV_CU(cudaFuncSetAttribute(topk_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "top-k smem limit");
             c->topk_smem_set = smem;
         }
-        topk_k<<<(unsigned)n_reqs * nkv, SEL_TOPK_THREADS, smem, c->stream>>>(d_sc, d_meta, d_cand, nkv,
+        topk_k<<<(unsigned)n_reqs * nkv, SEL_TOPK_THREADS, smem, c->sel_stream>>>(d_sc, d_meta, d_cand, nkv,
                                                                                dev_ids ? dev_ids : d_ids);
         OKV_LAUNCHED("select top-k kernel");
         if (dev_ids) {   /* device-side residency: the ids stay; the caller commits the ring */
