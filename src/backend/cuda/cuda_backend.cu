@@ -159,12 +159,12 @@ enum okv_status okv_cuda_sync_all(struct cuda_ctx *c)
 }
 
 /* a grow-only device buffer of *cap elements holds at least n: when it must grow, the
- * compute stream drains (its queued ops may read the old one), then it is replaced */
-static enum okv_status grow_device(struct cuda_ctx *c, void **buf, size_t *cap, size_t n, size_t elem, const char *what)
+ * stream that uses it drains (its queued ops may read the old one), then it is replaced */
+enum okv_status okv_cuda_grow_device(cudaStream_t drain, void **buf, size_t *cap, size_t n, size_t elem, const char *what)
 {
     if (n <= *cap)
         return OKV_OK;
-    OKV_CU(cudaStreamSynchronize(c->stream), what);
+    OKV_CU(cudaStreamSynchronize(drain), what);
     if (*buf)
         cudaFree(*buf);
     *buf = NULL;
@@ -177,21 +177,12 @@ static enum okv_status grow_device(struct cuda_ctx *c, void **buf, size_t *cap, 
 
 enum okv_status okv_cuda_scratch(struct cuda_ctx *c, size_t n, float **out)
 {
-    if (c->sel_stream != c->stream) {   /* selection on the side stream: its own buffer */
-        if (n > c->side_sc_cap) {
-            OKV_CU(cudaStreamSynchronize(c->side), "selection scores (grow)");
-            if (c->side_sc)
-                cudaFree(c->side_sc);
-            c->side_sc = NULL;
-            c->side_sc_cap = 0;
-            OKV_CU(cudaMalloc((void **)&c->side_sc, sizeof(float) * (n + n / 2 + 4096)), "selection scores");
-            c->side_sc_cap = n + n / 2 + 4096;
-        }
-        *out = c->side_sc;
-        return OKV_OK;
-    }
-    enum okv_status st = grow_device(c, (void **)&c->scratch, &c->scratch_cap, n, sizeof(float), "device scratch");
-    *out = c->scratch;
+    /* selection on the side stream has its own buffer (the generic one is compute's) */
+    const bool side = c->sel_stream != c->stream;
+    float **buf = side ? &c->side_sc : &c->scratch;
+    enum okv_status st = okv_cuda_grow_device(c->sel_stream, (void **)buf, side ? &c->side_sc_cap : &c->scratch_cap, n,
+                                              sizeof(float), side ? "selection scores" : "device scratch");
+    *out = *buf;
     return st;
 }
 
@@ -520,7 +511,7 @@ static enum okv_status act_reserve(struct cuda_ctx *c, size_t count)
     enum okv_status st = okv_cuda_graph_invalidate(c);   /* runs and graphs name the old buffer */
     if (st != OKV_OK)
         return st;
-    return grow_device(c, (void **)&c->act_bf16, &c->act_cap, count, sizeof(okv_bf16), "bf16 activation scratch");
+    return okv_cuda_grow_device(c->stream, (void **)&c->act_bf16, &c->act_cap, count, sizeof(okv_bf16), "bf16 activation scratch");
 }
 
 static enum okv_status cuda_matmul(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w,
@@ -631,18 +622,33 @@ static size_t gop_in_bytes(const struct okv_cuda_gop *g) { return sizeof(float) 
 
 /* a projection the GEMV kernel takes: few rows, aligned, not in place (its warps read x
  * while others write out; the cuBLAS path converts x first) */
-extern "C" int okv_cuda_set_gemv_rows(okv_backend *be, int rows)
-{
-    struct cuda_ctx *c = CTX(be);
-    (void)okv_cuda_graph_invalidate(c);   /* captured graphs hold the old choice */
-    c->gemv_rows = rows < 0 ? 0 : rows > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : rows;
-    return c->gemv_rows;
-}
-
 static bool gemv_ok(const struct cuda_ctx *c, const struct okv_cuda_gop *g)
 {
     return g->kind == OKV_GOP_MATMUL && g->i0 <= c->gemv_rows && okv_cuda_gemv_fits(g->i0, g->i1, g->p[1], g->p[2]) &&
            !overlap(g->p[0], gop_out_bytes(g), g->p[1], gop_in_bytes(g));
+}
+
+/* GEMV arguments for the nm (1 to 3) projections ops[0..nm) of one input */
+static struct okv_cuda_gemv gemv_args(const struct okv_cuda_gop *ops, int nm)
+{
+    struct okv_cuda_gemv a;
+    memset(&a, 0, sizeof a);
+    a.x = (const float *)ops[0].p[1];
+    a.n = ops[0].i0;
+    a.k = ops[0].i1;
+    a.nseg = nm;
+    for (int i = 0; i < nm; i++)
+        a.s[i] = (struct okv_cuda_gemv_seg){(const okv_bf16 *)ops[i].p[2], (const float *)ops[i].p[3], (float *)ops[i].p[0],
+                                            NULL, ops[i].i2};
+    return a;
+}
+
+/* a matmul op's input into the bf16 scratch p[4] */
+static enum okv_status convert_input(struct cuda_ctx *c, const struct okv_cuda_gop *g)
+{
+    OKV_CU(okv_cuda_f32_to_bf16(c->stream, (okv_bf16 *)g->p[4], (const float *)g->p[1], (size_t)g->i0 * g->i1),
+           "activation to bf16 kernel");
+    return OKV_OK;
 }
 
 /* the GEMM (and bias) of a matmul op whose input is already in the bf16 scratch p[4] */
@@ -680,17 +686,11 @@ extern "C" enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const st
                ops[nm].i0 == g->i0 && ops[nm].i1 == g->i1 && ops[nm].p[4] == g->p[4] &&
                !overlap(ops[nm - 1].p[0], gop_out_bytes(&ops[nm - 1]), g->p[1], gop_in_bytes(g)))
             nm++;
-        if (nm == 1)
-            return okv_cuda_gop_issue(c, g);
-        OKV_CU(okv_cuda_f32_to_bf16(c->stream, (okv_bf16 *)g->p[4], (const float *)g->p[1], (size_t)g->i0 * g->i1),
-               "activation to bf16 kernel");
-        for (int i = 0; i < nm; i++) {
-            enum okv_status st = gemm_converted(c, &ops[i]);
-            if (st != OKV_OK)
-                return st;
-        }
+        enum okv_status st = convert_input(c, g);
+        for (int i = 0; i < nm && st == OKV_OK; i++)
+            st = gemm_converted(c, &ops[i]);
         *used = nm;
-        return OKV_OK;
+        return st;
     }
     const int rows = g->i0, k = g->i1;
     const void *x = g->p[1];
@@ -708,15 +708,7 @@ extern "C" enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const st
             break;
         }
     }
-    struct okv_cuda_gemv a;
-    memset(&a, 0, sizeof a);
-    a.x = (const float *)x;
-    a.n = rows;
-    a.k = k;
-    for (int i = 0; i < 3; i++)
-        if (i < nm)
-            a.s[i] = (struct okv_cuda_gemv_seg){(const okv_bf16 *)ops[i].p[2], (const float *)ops[i].p[3], (float *)ops[i].p[0],
-                                                NULL, ops[i].i2};
+    struct okv_cuda_gemv a = gemv_args(ops, nm);
     /* gate, up, SwiGLU(out, gate, up) */
     if (nm >= 2 && n > 2 && ops[2].kind == OKV_GOP_SWIGLU && ops[0].i2 == ops[1].i2 && ops[2].p[1] == ops[0].p[0] &&
         ops[2].p[2] == ops[1].p[0] && ops[2].count == (int64_t)rows * ops[0].i2) {
@@ -724,7 +716,6 @@ extern "C" enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const st
         const size_t ob = gop_out_bytes(&ops[0]);
         if ((o == ops[0].p[0] || (!overlap(o, ob, ops[0].p[0], ob) && !overlap(o, ob, ops[1].p[0], ob))) &&
             !overlap(o, ob, x, xb)) {
-            a.nseg = 2;
             a.pair = 1;
             a.swi = (float *)ops[2].p[0];
             *used = 3;
@@ -737,14 +728,12 @@ extern "C" enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const st
         ops[1].count == (int64_t)rows * g->i2) {
         const size_t ob = gop_out_bytes(g);
         if (!overlap(ops[1].p[0], ob, g->p[0], ob) && !overlap(ops[1].p[0], ob, x, xb)) {
-            a.nseg = 1;
             a.s[0].acc = (float *)ops[1].p[0];
             *used = 2;
             OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel (+ residual)");
             return OKV_OK;
         }
     }
-    a.nseg = nm;
     *used = nm;
     OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel");
     return OKV_OK;
@@ -762,20 +751,13 @@ extern "C" enum okv_status okv_cuda_gop_issue(struct cuda_ctx *c, const struct o
         OKV_CU(okv_cuda_head_rmsnorm(c->stream, p0, p1, g->i0, g->i1, g->eps), "head_rmsnorm kernel");
         return OKV_OK;
     case OKV_GOP_MATMUL: {
-        const int n = g->i0, k = g->i1, m = g->i2;
         if (gemv_ok(c, g)) {
-            struct okv_cuda_gemv a;
-            memset(&a, 0, sizeof a);
-            a.x = p1;
-            a.n = n;
-            a.k = k;
-            a.nseg = 1;
-            a.s[0] = (struct okv_cuda_gemv_seg){(const okv_bf16 *)g->p[2], (const float *)g->p[3], p0, NULL, m};
+            const struct okv_cuda_gemv a = gemv_args(g, 1);
             OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel");
             return OKV_OK;
         }
-        OKV_CU(okv_cuda_f32_to_bf16(c->stream, (okv_bf16 *)g->p[4], p1, (size_t)n * k), "activation to bf16 kernel");
-        return gemm_converted(c, g);
+        enum okv_status st = convert_input(c, g);
+        return st != OKV_OK ? st : gemm_converted(c, g);
     }
     case OKV_GOP_ROPE:
         OKV_CU(okv_cuda_rope(c->stream, p0, p1, g->i0, g->i1, g->i2, g->flag != 0), "rope kernel");
@@ -1085,10 +1067,11 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         /* OKV_FETCH_CTAS=N: CTAs of the host-tier gather kernel (default: by size, at most 32) */
         const char *fc = getenv("OKV_FETCH_CTAS");
         c->fetch_ctas_override = fc && atoi(fc) > 0 ? atoi(fc) : 0;
-        /* OKV_GEMV_ROWS=N: projections of 1 to N rows (N <= 4) run as one GEMV kernel
-         * (cuda_gemv.cu) instead of conversion + cuBLAS; 0 turns it off */
+        /* OKV_GATHER_UNROLL=N: loads in flight per thread of the host-tier gather (1, 2, 4, 8) */
         const char *gu = getenv("OKV_GATHER_UNROLL");
         c->gather_unroll = gu && (atoi(gu) == 1 || atoi(gu) == 2 || atoi(gu) == 8) ? atoi(gu) : 4;
+        /* OKV_GEMV_ROWS=N: projections of 1 to N rows (N <= 4) run as one GEMV kernel
+         * (cuda_gemv.cu) instead of conversion + cuBLAS; 0 turns it off */
         const char *gr = getenv("OKV_GEMV_ROWS");
         const int grv = gr && *gr ? atoi(gr) : OKV_GEMV_MAX_ROWS;
         c->gemv_rows = grv < 0 ? 0 : grv > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : grv;
@@ -1140,5 +1123,13 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
 }
 
 /* ---- tuning hooks for bench/ (see cuda_bench.h) ---- */
+extern "C" int okv_cuda_set_gemv_rows(okv_backend *be, int rows)
+{
+    struct cuda_ctx *c = CTX(be);
+    (void)okv_cuda_graph_invalidate(c);   /* captured graphs hold the old choice */
+    c->gemv_rows = rows < 0 ? 0 : rows > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : rows;
+    return c->gemv_rows;
+}
+
 extern "C" void okv_cuda_set_fetch_ctas(okv_backend *be, int ctas) { CTX(be)->fetch_ctas_override = ctas; }
 extern "C" int okv_cuda_fetch_ctas_last(const okv_backend *be) { return CTX(be)->fetch_ctas_last; }

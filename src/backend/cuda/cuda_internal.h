@@ -347,6 +347,9 @@ struct okv_cuda_gemv {
     struct okv_cuda_gemv_seg s[3];
 };
 bool okv_cuda_gemv_fits(int n, int k, const void *x, const void *w);
+/* a grow-only device buffer (*buf, *cap elements of elem bytes) made to hold n; before it
+ * is replaced the stream `drain`, whose queued work may read it, is synchronized */
+enum okv_status okv_cuda_grow_device(cudaStream_t drain, void **buf, size_t *cap, size_t n, size_t elem, const char *what);
 cudaError_t okv_cuda_gemv(cudaStream_t s, const struct okv_cuda_gemv *a);
 /* issue ops[0..] as one launch where a fusion applies (cuda_backend.cu); *used: ops taken */
 enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n, int *used);

@@ -45,25 +45,18 @@ static void fault_in(char *p, size_t n, int threads)
     if (threads < 1 || n < ((size_t)256 << 20))
         threads = 1;
     pthread_t th[PIN_MAX_THREADS];
+    bool running[PIN_MAX_THREADS] = {false};
     struct fault_job jobs[PIN_MAX_THREADS];
     const size_t per = ((n / (size_t)threads) + PIN_ALIGN - 1) & ~(PIN_ALIGN - 1);
-    int started = 0;
-    for (int i = 0; i < threads; i++) {
-        const size_t b = (size_t)i * per;
-        if (b >= n)
-            break;
-        jobs[i] = (struct fault_job){p + b, (b + per < n ? per : n - b), page};
-        if (i == 0)
-            continue;   /* the caller's share, below */
-        if (pthread_create(&th[i], NULL, fault_range, &jobs[i]) != 0) {
-            fault_range(&jobs[i]);   /* no thread: do it here */
-            th[i] = 0;
-        }
-        started = i + 1;
-    }
+    int n_jobs = 0;
+    for (size_t b = 0; b < n && n_jobs < threads; b += per)
+        jobs[n_jobs++] = (struct fault_job){p + b, (b + per < n ? per : n - b), page};
+    for (int i = 1; i < n_jobs; i++)   /* job 0 is the caller's; a thread that cannot start is done here */
+        if (!(running[i] = pthread_create(&th[i], NULL, fault_range, &jobs[i]) == 0))
+            fault_range(&jobs[i]);
     fault_range(&jobs[0]);
-    for (int i = 1; i < started; i++)
-        if (th[i])
+    for (int i = 1; i < n_jobs; i++)
+        if (running[i])
             pthread_join(th[i], NULL);
 }
 

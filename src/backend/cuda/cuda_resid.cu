@@ -45,14 +45,14 @@ struct cuda_resid {
     /* the attention lists' selection placeholders (okv_cuda_resid_fill): on the device, and
      * what was uploaded last (the same for every layer of a step, and most steps alike) */
     int32_t *d_fill, *h_fill;
+    size_t fill_hcap, fill_dcap;   /* int32 entries of h_fill, d_fill */
+    size_t fill_n;             /* entries uploaded last; 0: none */
     /* the side stream (cuda_select_install): the queries copied aside, the per-layer and
-     * last installs' events, the compute position the side starts from */
+     * last installs' events (a wait on one never recorded passes at once), the compute
+     * position the side starts from */
     float *q_snap;
     size_t q_snap_cap;
     cudaEvent_t *side_ev, side_last, side_att;
-    bool *side_rec, side_pending;
-    size_t fill_cap;           /* int32 entries of each */
-    size_t fill_n;             /* entries uploaded last; 0: none */
     size_t smem_set;
     size_t bytes;
     uint32_t *seen;          /* [max_seqs] (host): chunk already in this call when == seen_gen */
@@ -348,7 +348,6 @@ void okv_cuda_resid_free(okv_bkv *kv)
         if (r->side_ev[i])
             cudaEventDestroy(r->side_ev[i]);
     okv_free(r->side_ev);
-    okv_free(r->side_rec);
     if (r->side_last)
         cudaEventDestroy(r->side_last);
     if (r->side_att)
@@ -454,8 +453,7 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
     }
     if (c->side) {
         r->side_ev = (cudaEvent_t *)okv_calloc((size_t)L, sizeof(cudaEvent_t), OKV_TAG_BACKEND);
-        r->side_rec = (bool *)okv_calloc((size_t)L, sizeof(bool), OKV_TAG_BACKEND);
-        cudaError_t se = r->side_ev && r->side_rec ? cudaSuccess : cudaErrorMemoryAllocation;
+        cudaError_t se = r->side_ev ? cudaSuccess : cudaErrorMemoryAllocation;
         for (int i = 0; se == cudaSuccess && i < L; i++)
             se = cudaEventCreateWithFlags(&r->side_ev[i], cudaEventDisableTiming);
         if (se == cudaSuccess)
@@ -504,7 +502,7 @@ static enum okv_status cuda_resid_reset(okv_backend *be, okv_bkv *kv, int chunk)
     struct cuda_resid *r = kv->resid;
     if (!r || chunk < 0 || chunk >= r->max_seqs)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda residency: no state or bad chunk %d", chunk);
-    if (c->side && r->side_pending)   /* an install of the chunk's old sequence may still run */
+    if (c->side)   /* an install of the chunk's old sequence may still run */
         OKV_CU(cudaStreamWaitEvent(c->stream, r->side_last, 0), "reset after the selection stream");
     dim3 grid(4, (unsigned)r->n_layers);
     resid_reset_k<<<grid, 256, 0, c->stream>>>(r->map, r->key, r->stamp, R_QOFF_D(r), R_QUOTA_D(r), chunk, r->max_seqs, r->nkv,
@@ -694,28 +692,21 @@ static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int lay
     struct cuda_resid *r = kv->resid;
     if (!c->side || !r || n_items <= 0 || layer < 0 || layer >= r->n_layers || !q)
         return install_on(be, kv, layer, q, n_heads, reqs, own, items, n_items, succ);
-    if (r->side_pending)   /* the snapshot of the last install is read until then */
-        OKV_CU(cudaStreamWaitEvent(c->stream, r->side_last, 0), "query snapshot reuse");
-    if (q->n > r->q_snap_cap) {
-        OKV_CU(cudaStreamSynchronize(c->side), "query snapshot (grow)");
-        if (r->q_snap)
-            cudaFree(r->q_snap);
-        r->q_snap = NULL;
-        r->q_snap_cap = 0;
-        OKV_CU(cudaMalloc((void **)&r->q_snap, sizeof(float) * q->n), "query snapshot");
-        r->q_snap_cap = q->n;
-    }
+    /* the snapshot of the last install is read until then */
+    OKV_CU(cudaStreamWaitEvent(c->stream, r->side_last, 0), "query snapshot reuse");
+    enum okv_status st = okv_cuda_grow_device(c->side, (void **)&r->q_snap, &r->q_snap_cap, q->n, sizeof(float),
+                                              "query snapshot");
+    if (st != OKV_OK)
+        return st;
     OKV_CU(cudaMemcpyAsync(r->q_snap, q->d, sizeof(float) * q->n, cudaMemcpyDeviceToDevice, c->stream), "query snapshot");
     OKV_CU(cudaEventRecord(r->side_att, c->stream), "event record");
     OKV_CU(cudaStreamWaitEvent(c->side, r->side_att, 0), "selection stream wait");
     const okv_bmem qs = {r->q_snap, q->n};
     c->sel_stream = c->side;
-    enum okv_status st = install_on(be, kv, layer, &qs, n_heads, reqs, own, items, n_items, succ);
+    st = install_on(be, kv, layer, &qs, n_heads, reqs, own, items, n_items, succ);
     c->sel_stream = c->stream;
     OKV_CU(cudaEventRecord(r->side_ev[layer], c->side), "event record");
-    r->side_rec[layer] = true;
     OKV_CU(cudaEventRecord(r->side_last, c->side), "event record");
-    r->side_pending = true;
     return st;
 }
 
@@ -727,7 +718,7 @@ static enum okv_status cuda_resid_take_stats(okv_backend *be, okv_bkv *kv, int64
     if (!r)
         return OKV_OK;
     unsigned long long v = 0;
-    if (c->side && r->side_pending)
+    if (c->side)
         OKV_CU(cudaStreamWaitEvent(c->stream, r->side_last, 0), "statistics after the selection stream");
     OKV_CU(cudaMemcpyAsync(&v, r->stat, sizeof v, cudaMemcpyDeviceToHost, c->stream), "residency statistics");
     OKV_CU(cudaMemsetAsync(r->stat, 0, sizeof v, c->stream), "residency statistics reset");
@@ -761,7 +752,7 @@ enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int l
     if (!r)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda attention: selection placeholders without residency state");
     const int nkv = r->nkv, quota = r->quota[layer];
-    if (c->side && r->side_rec && r->side_rec[layer])   /* the layer's last install, on the side stream */
+    if (c->side)   /* the layer's last install, on the side stream */
         OKV_CU(cudaStreamWaitEvent(c->stream, r->side_ev[layer], 0), "fill after the selection stream");
     bool any = false;
     for (int li = 0; li < n_lists; li++) {
@@ -781,18 +772,18 @@ enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int l
      * previous contents on the same stream */
     const size_t nf = 3 * (size_t)n_lists;
     if (nf != r->fill_n || memcmp(r->h_fill, blocks->sel_fill, sizeof(int32_t) * nf)) {
-        if (nf > r->fill_cap) {
-            OKV_CU(cudaStreamSynchronize(c->stream), "selection placeholders (grow)");
-            if (r->d_fill)
-                cudaFree(r->d_fill);
+        if (nf > r->fill_hcap) {
             okv_free(r->h_fill);
-            r->d_fill = NULL;
-            r->fill_cap = r->fill_n = 0;
-            if (!(r->h_fill = (int32_t *)okv_malloc(sizeof(int32_t) * 2 * nf, OKV_TAG_BACKEND)))
+            r->fill_n = 0;
+            r->h_fill = (int32_t *)okv_malloc(sizeof(int32_t) * 2 * nf, OKV_TAG_BACKEND);
+            r->fill_hcap = r->h_fill ? 2 * nf : 0;
+            if (!r->h_fill)
                 return okv_set_error(OKV_ERR_NO_MEMORY, "cuda attention: out of host memory (selection placeholders)");
-            OKV_CU(cudaMalloc((void **)&r->d_fill, sizeof(int32_t) * 2 * nf), "selection placeholders");
-            r->fill_cap = 2 * nf;
         }
+        enum okv_status st = okv_cuda_grow_device(c->stream, (void **)&r->d_fill, &r->fill_dcap, nf, sizeof(int32_t),
+                                                  "selection placeholders");
+        if (st != OKV_OK)
+            return st;
         memcpy(r->h_fill, blocks->sel_fill, sizeof(int32_t) * nf);
         r->fill_n = 0;   /* until the copy is queued */
         OKV_CU(cudaMemcpyAsync(r->d_fill, r->h_fill, sizeof(int32_t) * nf, cudaMemcpyHostToDevice, c->stream),
