@@ -1067,9 +1067,10 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         /* OKV_FETCH_CTAS=N: CTAs of the host-tier gather kernel (default: by size, at most 32) */
         const char *fc = getenv("OKV_FETCH_CTAS");
         c->fetch_ctas_override = fc && atoi(fc) > 0 ? atoi(fc) : 0;
-        /* OKV_GATHER_UNROLL=N: loads in flight per thread of the host-tier gather (1, 2, 4, 8) */
+        /* OKV_GATHER_UNROLL=N: loads in flight per thread of the host-tier gather (1, 2, 4, 8;
+         * default 2: trained target b128 sparse step 4.53 vs 4.96 ms at 4, bench/RESULTS.md) */
         const char *gu = getenv("OKV_GATHER_UNROLL");
-        c->gather_unroll = gu && (atoi(gu) == 1 || atoi(gu) == 2 || atoi(gu) == 8) ? atoi(gu) : 4;
+        c->gather_unroll = gu && (atoi(gu) == 1 || atoi(gu) == 4 || atoi(gu) == 8) ? atoi(gu) : 2;
         /* OKV_GEMV_ROWS=N: projections of 1 to N rows (N <= 4) run as one GEMV kernel
          * (cuda_gemv.cu) instead of conversion + cuBLAS; 0 turns it off */
         const char *gr = getenv("OKV_GEMV_ROWS");
@@ -1090,8 +1091,10 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
     if (!c->copy)
         CREATE_CU(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "copy stream");
     {
+        /* the device residency's selection, install and gathers start on their own stream
+         * (default; OKV_SELECT_STREAM=0 keeps them on the compute stream) */
         const char *ss = getenv("OKV_SELECT_STREAM");
-        if (ss && !strcmp(ss, "1")) {
+        if (!(ss && !strcmp(ss, "0"))) {
             CREATE_CU(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "selection stream");
             CREATE_CU(cudaEventCreateWithFlags(&c->ev_side_mark, cudaEventDisableTiming), "event");
         }

@@ -153,7 +153,7 @@ struct cuda_ctx {
     size_t smem_optin;
     cudaStream_t stream;     /* compute */
     cudaStream_t copy;       /* host tier <-> device */
-    /* OKV_SELECT_STREAM=1 (experimental, off by default): the device residency's selection
+    /* the selection stream (default; OKV_SELECT_STREAM=0 off): the device residency's selection
      * and install run on their own stream beside the rest of the layer (cuda_resid.cu);
      * sel_stream is where select work goes (stream, or side during an install) */
     cudaStream_t side;
@@ -215,7 +215,7 @@ struct cuda_ctx {
     size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
     int fetch_ctas_override;
     int fetch_ctas_last;
-    int gather_unroll;       /* loads in flight per thread of the host-tier gather (OKV_GATHER_UNROLL, default 4) */
+    int gather_unroll;       /* loads in flight per thread of the host-tier gather (OKV_GATHER_UNROLL, default 2) */
     int gemv_rows;           /* projections of at most this many rows take cuda_gemv.cu (OKV_GEMV_ROWS, default 4; 0 off) */
     struct cuda_prof *prof;   /* OKV_CUDA_PROFILE=1 (cuda_prof.cu), else NULL */
     struct cuda_graphs *graphs;   /* segment graphs (cuda_graph.cu), NULL when off */

@@ -181,7 +181,7 @@ static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const 
     }
 }
 
-/* loads in flight per thread: OKV_GATHER_UNROLL (1, 2, 4 or 8; default 4) */
+/* loads in flight per thread: OKV_GATHER_UNROLL (1, 2, 4 or 8; default 2) */
 static void gather_launch(const struct cuda_ctx *c, int ctas, uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
                           const int32_t *dst_unit, long long total, int ppu, long long layer_off, long long stage_off, int *d_n)
 {
