@@ -9,7 +9,7 @@ set -u
 L=/tmp/okv_logs44; mkdir -p $L
 save() { tar cf $OUT/logs.tar -C $L .; }
 timeout 100 build-gc/bench/bench_step --config bench/configs/llama3-8b --device cuda --batch 1,4,16,64 \
-  --ctx 8192 --kv-budget dense,2048 --steps 20 --warmup 5 > $L/step_8b.txt 2>&1
+  --ctx 8192 --kv-budget dense,2048 --cache-factor 2 --sticky 0.25 --steps 20 --warmup 5 > $L/step_8b.txt 2>&1
 grep "^| [0-9]" $L/step_8b.txt; save
 python3 bench/pad_tokenizer.py tests/data/tok_llama3/tokenizer.json 128256 /tmp/okv_tok8b > /dev/null
 for kv in dense 2048; do
