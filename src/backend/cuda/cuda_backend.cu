@@ -511,7 +511,8 @@ static enum okv_status act_reserve(struct cuda_ctx *c, size_t count)
     enum okv_status st = okv_cuda_graph_invalidate(c);   /* runs and graphs name the old buffer */
     if (st != OKV_OK)
         return st;
-    return okv_cuda_grow_device(c->stream, (void **)&c->act_bf16, &c->act_cap, count, sizeof(okv_bf16), "bf16 activation scratch");
+    return okv_cuda_grow_device(c->stream, (void **)&c->act_bf16, &c->act_cap, count, sizeof(okv_bf16),
+                                "bf16 activation scratch");
 }
 
 static enum okv_status cuda_matmul(okv_backend *be, okv_bmem *out, const okv_bmem *x, const okv_bweight *w,
