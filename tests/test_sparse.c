@@ -5,6 +5,7 @@
  *    tier, fetches, staged prefill), sparse equals dense bit for bit too;
  *  - the host tier's copy of every block equals what was written, and summaries
  *    are the element-wise min/max of the keys, also after a truncation;
+ *  - the selection diagnostics (OKV_SELECT_SCORE) score as documented;
  *  - a real budget fetches blocks, keeps the device tier under the dense one, and
  *    reports in-time share and recall within [0, 1];
  *  - every slot of every tier is free at the end and no allocation is left. */
@@ -426,6 +427,102 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     synth_model_free(&sm);
 }
 
+/* The selection diagnostics of the CPU backend (OKV_SELECT_SCORE, cpu_select.c): for each
+ * mode the scores select_blocks returns equal the score recomputed here from the summaries
+ * or the host tier's keys, and the ids are the top k of those scores. */
+static void test_score_diagnostics(okv_backend *be)
+{
+    enum { NB = 12, BS = 4, HD = 8, NH = 2, NKV = 1, K = 3 };
+    struct okv_kv_geometry g = {.n_layers = 1, .n_group_slots = 2, .n_sparse_units = 4, .n_host_blocks = NB,
+                                .block_size = BS, .n_kv_heads = NKV, .head_dim = HD};
+    okv_bkv *kv = NULL;
+    CHECK(be->ops->kv_alloc(be, &g, &kv) == OKV_OK, "kv_alloc: %s", okv_last_error());
+    if (!kv)
+        return;
+    for (int b = 0; b < NB; b++)   /* blocks of different spreads */
+        CHECK(be->ops->kv_host_randomize(be, kv, b, 100 + (uint64_t)b, 0.2f + 0.15f * (float)(b % 5)) == OKV_OK,
+              "randomize: %s", okv_last_error());
+    float qh[NH * HD];
+    for (int i = 0; i < NH * HD; i++)
+        qh[i] = (float)((i * 7 + 3) % 11) / 5.0f - 1.0f;
+    okv_bmem *q = NULL;
+    CHECK(be->ops->mem_alloc(be, NH * HD, &q) == OKV_OK && be->ops->mem_write(be, q, 0, qh, NH * HD) == OKV_OK, "q");
+    int32_t rows[1] = {0}, cand[NB], bound_ids[K];
+    for (int b = 0; b < NB; b++)
+        cand[b] = NB - 1 - b;
+    const char *modes[] = {NULL, "blend:1", "blend:0.5", "exact", "mean", "codes4", "codes1"};
+    bool exact_differs = false;
+    for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
+        const char *mode = modes[mi];
+        if (mode)
+            setenv("OKV_SELECT_SCORE", mode, 1);
+        else
+            unsetenv("OKV_SELECT_SCORE");
+        int32_t ids[NKV * K];
+        float sc[NKV * NB];
+        struct okv_select_req req = {rows, 1, cand, NB, K};
+        CHECK(be->ops->select_blocks(be, kv, 0, q, NH, &req, 1, ids, sc) == OKV_OK, "select: %s", okv_last_error());
+        for (int c = 0; c < NB; c++) {
+            float mn[HD], mx[HD], kk[BS * HD], vv[BS * HD], want = -INFINITY, tol = 1e-5f;
+            be->ops->kv_summary_read(be, kv, 0, cand[c], 0, mn, mx);
+            be->ops->kv_host_read(be, kv, 0, cand[c], 0, kk, vv);
+            for (int h = 0; h < NH; h++) {   /* both query heads of the group */
+                const float *qv = qh + h * HD;
+                float bound = 0, centre = 0, slack = 0, ex = -INFINITY, mean = 0, q1 = 0;
+                for (int d = 0; d < HD; d++) {
+                    bound += fmaxf(qv[d] * mn[d], qv[d] * mx[d]);
+                    centre += qv[d] * 0.5f * (mn[d] + mx[d]);
+                    slack += fabsf(qv[d]) * 0.5f * (mx[d] - mn[d]);
+                    q1 += fabsf(qv[d]) * (mx[d] - mn[d]);
+                }
+                for (int t = 0; t < BS; t++) {
+                    float dot = 0;
+                    for (int d = 0; d < HD; d++)
+                        dot += qv[d] * kk[t * HD + d];
+                    ex = fmaxf(ex, dot);
+                    mean += dot / BS;
+                }
+                float s = bound;
+                if (mode && !strcmp(mode, "blend:1"))
+                    s = centre + slack;
+                else if (mode && !strcmp(mode, "blend:0.5"))
+                    s = centre + 0.5f * slack;
+                else if (mode && !strcmp(mode, "exact"))
+                    s = ex;
+                else if (mode && !strcmp(mode, "mean"))
+                    s = mean;
+                else if (mode && !strncmp(mode, "codes", 5)) {
+                    /* rounding each channel to 2^B levels moves q.k by at most half a level per channel */
+                    s = ex;
+                    tol = q1 / (2.0f * (float)((1 << atoi(mode + 5)) - 1)) + 1e-5f;
+                }
+                want = fmaxf(want, s);
+            }
+            CHECK(fabsf(sc[c] - want) <= tol * (1 + fabsf(want)), "%s block %d: score %g, want %g (tolerance %g)",
+                  mode ? mode : "bound", cand[c], sc[c], want, tol);
+        }
+        for (int i = 0; i < K; i++) {   /* the top k of the scores, best first */
+            int better = 0;
+            float si = 0;
+            for (int c = 0; c < NB; c++)
+                if (cand[c] == ids[i])
+                    si = sc[c];
+            for (int c = 0; c < NB; c++)
+                better += sc[c] > si;
+            CHECK(better == i, "%s: id %d at rank %d has %d better scores", mode ? mode : "bound", ids[i], i, better);
+        }
+        if (!mode)
+            memcpy(bound_ids, ids, sizeof ids);
+        if (mode && !strcmp(mode, "exact"))
+            exact_differs = memcmp(bound_ids, ids, sizeof ids) != 0;
+    }
+    unsetenv("OKV_SELECT_SCORE");
+    /* the bound favours the blocks of wide spread; the exact max does not */
+    CHECK(exact_differs, "the exact score chose the bound's blocks on blocks of different spreads");
+    be->ops->mem_free(be, q);
+    be->ops->kv_free(be, kv);
+}
+
 int main(void)
 {
     okv_backend *be = NULL;
@@ -435,6 +532,7 @@ int main(void)
     test_arch(OKV_ARCH_LLAMA, be);
     test_arch(OKV_ARCH_QWEN2, be);
     test_arch(OKV_ARCH_QWEN3, be);
+    test_score_diagnostics(be);
     okv_backend_free(be);
     for (int t = 0; t < OKV_TAG_COUNT; t++)
         CHECK(okv_alloc_live_count(t) == 0, "tag %d: %lld allocations live", t, (long long)okv_alloc_live_count(t));

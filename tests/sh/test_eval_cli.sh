@@ -84,7 +84,9 @@ expect_error "lists need --sweep" "sweep" "$cli" eval -m "$model" --task vt --kv
 expect_error "bad predict" "predict" "$cli" eval -m "$model" --task vt --predict sideways
 expect_error "context too long" "context length" "$cli" eval -m "$model" --task vt --context-len 100000
 expect_error "context too short" "needs more than" "$cli" eval -m "$model" --task cwe --context-len 64 --kv-budget dense
-if "$cli" eval --help | grep -q "niah_multikey"; then ok; else bad "--help lists the tasks"; fi
+# (the whole help first: grep -q leaving early would break the pipe under pipefail)
+help_out=$("$cli" eval --help)
+if grep -q "niah_multikey" <<< "$help_out"; then ok; else bad "--help lists the tasks"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

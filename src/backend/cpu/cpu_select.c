@@ -18,9 +18,74 @@ static int scored_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* OKV_SELECT_SCORE (diagnostics, CPU only; bench/ACCURACY.md) replaces the bound by:
+ *   exact    the exact max of q.k over the block's keys in the host tier (what block selection
+ *            could reach with a perfect summary);
+ *   mean     q . (the mean of the block's keys);
+ *   codesB   the max of q.k over the block's keys, each channel first rounded to one of 2^B
+ *            levels (B = 1..4) spanning the summary's [kmin, kmax] (per-token codes a summary
+ *            could keep);
+ *   blend:R  q.c + R * sum_d |q_d| r_d from the summary's centre c and half-range r (R = 1 is
+ *            the bound, R = 0 the centre).
+ * Read at every call (tests switch it). */
+enum score_kind { SCORE_BOUND, SCORE_EXACT, SCORE_MEAN, SCORE_CODES, SCORE_BLEND };
+
+static enum score_kind score_kind(int *bits, float *radius)
+{
+    const char *e = getenv("OKV_SELECT_SCORE");
+    *bits = 0;
+    *radius = 1.0f;
+    if (!e || !*e)
+        return SCORE_BOUND;
+    if (!strcmp(e, "exact"))
+        return SCORE_EXACT;
+    if (!strcmp(e, "mean"))
+        return SCORE_MEAN;
+    if (!strncmp(e, "codes", 5)) {
+        int b = atoi(e + 5);
+        *bits = b < 1 ? 1 : b > 4 ? 4 : b;
+        return SCORE_CODES;
+    }
+    if (!strncmp(e, "blend:", 6)) {
+        *radius = strtof(e + 6, NULL);
+        return SCORE_BLEND;
+    }
+    return SCORE_BOUND;
+}
+
+/* exact max (or mean) of q.k over the block's keys; with bits > 0 each key channel first
+ * rounded to one of 2^bits levels spanning the block's [kmin, kmax] for that channel
+ * (codes a summary could keep per token) */
+static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float *qv, bool mean, int bits,
+                        const float *kmin, const float *kmax)
+{
+    const int hd = kv->g.head_dim;
+    const float *k = cpu_kv_host(kv, kv->hk, layer, hb, h);
+    const float levels = (float)((1 << bits) - 1);
+    float best = -INFINITY, sum = 0;
+    for (int t = 0; t < kv->g.block_size; t++, k += hd) {
+        float s = 0;
+        for (int d = 0; d < hd; d++) {
+            float kd = k[d];
+            if (bits > 0) {
+                const float span = kmax[d] - kmin[d];
+                const float code = span > 0 ? rintf((kd - kmin[d]) / span * levels) : 0;
+                kd = kmin[d] + code / levels * span;
+            }
+            s += qv[d] * kd;
+        }
+        best = s > best ? s : best;
+        sum += s;
+    }
+    return mean ? sum / (float)kv->g.block_size : best;
+}
+
 static enum okv_status select_one(const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                   const struct okv_select_req *req, int32_t *out, float *scores, struct scored *sc)
 {
+    int bits;
+    float radius;
+    const enum score_kind kind = score_kind(&bits, &radius);
     const int hd = kv->g.head_dim, nkv = kv->g.n_kv_heads, group = n_heads / nkv;
     if (req->k > req->n_cand || req->k < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_blocks: bad request (k %d of %d candidates)", req->k, req->n_cand);
@@ -35,10 +100,16 @@ static enum okv_status select_one(const okv_bkv *kv, int layer, const okv_bmem *
                 for (int g = 0; g < group; g++) {
                     const float *qv = q->data + ((size_t)req->rows[r] * n_heads + (size_t)h * group + g) * hd;
                     float s = 0;
-                    for (int d = 0; d < hd; d++) {
-                        float a = qv[d] * kmin[d], b = qv[d] * kmax[d];
-                        s += a > b ? a : b;
-                    }
+                    if (kind == SCORE_EXACT || kind == SCORE_MEAN || kind == SCORE_CODES)
+                        s = host_score(kv, layer, hb, h, qv, kind == SCORE_MEAN, bits, kmin, kmax);
+                    else if (kind == SCORE_BLEND)
+                        for (int d = 0; d < hd; d++)
+                            s += qv[d] * (0.5f * (kmin[d] + kmax[d])) + fabsf(qv[d]) * (radius * 0.5f * (kmax[d] - kmin[d]));
+                    else
+                        for (int d = 0; d < hd; d++) {
+                            float a = qv[d] * kmin[d], b = qv[d] * kmax[d];
+                            s += a > b ? a : b;
+                        }
                     if (s > best)
                         best = s;
                 }
