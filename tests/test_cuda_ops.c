@@ -942,6 +942,15 @@ static void test_attention(void)
             }
             printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared\n", "select_blocks", nc, k, e,
                    sets_checked, nkv);
+            /* the selection diagnostic OKV_SELECT_SCORE=exact (the true max of q.k over each block's keys, read
+             * from the host tier): the GPU's (bf16 keys) against the CPU backend's */
+            setenv("OKV_SELECT_SCORE", "exact", 1);
+            BOTH(cpu->ops->select_blocks(cpu, p.c, layer, qc, nh, &req, 1, o1, s1),
+                 gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, 1, o2, s2));
+            unsetenv("OKV_SELECT_SCORE");
+            double ex = rel_err(s2, s1, (size_t)nkv * nc);
+            CHECK(ex <= 2e-3, "select scores, exact diagnostic: error %.3g", ex);
+            printf("  %-44s score err %.2e\n", "  exact-score diagnostic", ex);
             free(o1);
             free(o2);
             free(s1);

@@ -122,6 +122,68 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
     }
 }
 
+/* Diagnostics (OKV_SELECT_SCORE=exact or codesB, as on the CPU backend, cpu_select.c): one
+ * warp per (candidate, KV head) reads the block's keys from the mapped host tier and scores
+ * it by the exact max of q.k over them, or with each channel first rounded to one of 2^bits
+ * levels of the summary's [kmin, kmax]. Slow (PCIe reads of every candidate): for accuracy
+ * studies, never for serving. */
+static __global__ void diag_score_k(const float *q, const okv_bf16 *summ, const okv_bf16 *hostk, const int32_t *meta,
+                                    int n_reqs, const int32_t *rows, const int32_t *cand, int total_cand, int n_heads,
+                                    int nkv, int hd, int bs, int bits, float *scores)
+{
+    const int w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (w >= total_cand * nkv)
+        return;
+    const int gc = w / nkv, h = w % nkv;
+    int r = 0;
+    while (r + 1 < n_reqs && __ldg(meta + (r + 1) * SEL_META + M_CAND_OFF) <= gc)
+        r++;
+    const int32_t *m = meta + r * SEL_META;
+    const int blk = __ldg(cand + __ldg(m + M_CAND_SRC) + (gc - __ldg(m + M_CAND_OFF)));
+    const okv_bf16 *k = hostk + ((size_t)blk * nkv + h) * 2 * (size_t)bs * hd;
+    const okv_bf16 *kmin = summ + ((size_t)blk * nkv + h) * 2 * hd, *kmax = kmin + hd;
+    const float levels = (float)((1 << bits) - 1);
+    const int n_rows = __ldg(m + M_N_ROWS), group = n_heads / nkv;
+    const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
+    float best = -INFINITY;
+    for (int ri = 0; ri < n_rows; ri++)
+        for (int g = 0; g < group; g++) {
+            const float *qv = q + ((size_t)__ldg(rr + ri) * n_heads + (size_t)h * group + g) * hd;
+            for (int t = 0; t < bs; t++) {
+                float sum = 0.f;
+                for (int d = lane; d < hd; d += 32) {
+                    float kd = __bfloat162float(k[(size_t)t * hd + d]);
+                    if (bits > 0) {
+                        const float lo = __bfloat162float(kmin[d]), span = __bfloat162float(kmax[d]) - lo;
+                        const float code = span > 0.f ? rintf((kd - lo) / span * levels) : 0.f;
+                        kd = lo + code / levels * span;
+                    }
+                    sum += qv[d] * kd;
+                }
+                for (int o = 16; o > 0; o >>= 1)
+                    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+                best = fmaxf(best, sum);
+            }
+        }
+    if (lane == 0)
+        scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (gc - __ldg(m + M_CAND_OFF))] = best;
+}
+
+/* the OKV_SELECT_SCORE diagnostic asked for: -1 none (the bound), else the code bits (0: exact) */
+static int diag_bits(void)
+{
+    const char *e = getenv("OKV_SELECT_SCORE");
+    if (!e)
+        return -1;
+    if (!strcmp(e, "exact"))
+        return 0;
+    if (!strncmp(e, "codes", 5)) {
+        const int b = atoi(e + 5);
+        return b < 1 ? 1 : b > 4 ? 4 : b;
+    }
+    return -1;
+}
+
 static __device__ __forceinline__ unsigned long long sort_key(float f, int32_t id)
 {
     const unsigned u = __float_as_uint(f);
@@ -459,7 +521,14 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
     const okv_bf16 *summ = kv->summ + (size_t)layer * kv->g.n_host_blocks * nkv * 2 * hd;
     const int per_cta = SEL_WARPS * SEL_CPW;
     dim3 grid((unsigned)((t_cand + per_cta - 1) / per_cta), (unsigned)nkv);
-    if (hd <= 128)
+    const int dbits = diag_bits();
+    if (dbits >= 0 && kv->host_d) {
+        const int bs = kv->g.block_size;
+        const okv_bf16 *hostk = kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * 2 * (size_t)bs * hd;
+        diag_score_k<<<(unsigned)((t_cand * nkv + 3) / 4), 128, 0, c->sel_stream>>>(q->d, summ, hostk, d_meta, n_reqs, d_rows,
+                                                                                 d_cand, (int)t_cand, n_heads, nkv, hd, bs,
+                                                                                 dbits, d_sc);
+    } else if (hd <= 128)
         quest_k<1><<<grid, SEL_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
                                                            nkv, hd, d_sc);
     else
