@@ -292,9 +292,9 @@ static void test_end_to_end(void)
     if (!be || !c)
         goto done;
     const struct okv_eval_config cfgs[3] = {
-        {0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0},
-        {1024, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0},
-        {1024, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0},   /* drafts by n-gram */
+        {0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0},
+        {1024, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0},
+        {1024, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0},   /* drafts by n-gram */
     };
     const char *tasks[] = {"niah_single_filler", "qa"};
     for (int t = 0; t < 2; t++) {
@@ -355,7 +355,7 @@ static void test_end_to_end(void)
                     okv_free(col[r].out[k][i]);
     }
     /* a budget below the context runs sparse and still scores every sample */
-    const struct okv_eval_config sp[2] = {{0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0}, {112, OKV_PREDICT_ORACLE, 0, NULL, 0, 0, false, 0}};
+    const struct okv_eval_config sp[2] = {{0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0}, {112, OKV_PREDICT_ORACLE, 0, NULL, 0, 0, false, 0, 0}};
     struct okv_eval_cell cs[2];
     struct okv_eval_run_params rp = {.task = "niah_single_filler", .context_len = 512, .num_samples = 2, .seed = 1,
                                      .max_tokens = 8, .prefill_chunk = 64};
@@ -367,7 +367,7 @@ static void test_end_to_end(void)
     int32_t prompt[150];
     for (int i = 0; i < 150; i++)
         prompt[i] = (int32_t)((i * 37 + 11) % 500);
-    const struct okv_eval_config fc[2] = {{256, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0}, {64 + 32, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0}};
+    const struct okv_eval_config fc[2] = {{256, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0}, {64 + 32, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0}};
     struct okv_eval_fid_cell fo[2];
     CHECK(okv_eval_fidelity(m, be, prompt, 150, 40, fc, 2, true, NULL, NULL, fo) == OKV_OK, "fidelity: %s",
           okv_last_error());

@@ -17,6 +17,7 @@
 #define V 200
 #define PROMPT 150
 #define GEN 40
+#define NKV_MAX 8
 
 static int32_t prompt[PROMPT];
 
@@ -138,6 +139,70 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         CHECK(fetched[1] <= fetched[0], "arch %d: a larger cache fetched more (%lld > %lld)", arch, (long long)fetched[1],
               (long long)fetched[0]);
         printf("  arch %d: units fetched with cache factor 1: %lld, 2: %lld\n", arch, (long long)fetched[0], (long long)fetched[1]);
+    }
+
+    /* per-token key codes (2 bits): built by kv_write as each block fills; a real budget runs and
+     * accounts them; the scores they give equal the codes2 diagnostic's, computed from the host
+     * tier's keys at selection time */
+    {
+        size_t dev_peak[2];
+        int cseq = -1;
+        okv_engine *ke[2] = {NULL, NULL};
+        for (int f = 0; f < 2; f++) {
+            struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                           .predict = OKV_PREDICT_CURRENT, .key_code_bits = f ? 2 : 0};
+            CHECK(okv_engine_create(&sm.m, be, &ep, &ke[f]) == OKV_OK, "key codes: %s", okv_last_error());
+            if (!ke[f])
+                continue;
+            run(ke[f], 32, f ? sparse_logits : dense_logits_tmp, sparse_tok, f ? &cseq : NULL);
+            struct okv_engine_stats ks;
+            okv_engine_stats_get(ke[f], &ks);
+            dev_peak[f] = ks.device_bytes_peak;
+            CHECK(ks.units_fetched > 0, "arch %d: key codes %d: nothing fetched", arch, f ? 2 : 0);
+        }
+        if (ke[0] && ke[1]) {
+            CHECK(dev_peak[1] > dev_peak[0], "arch %d: the key codes are not counted in the device bytes (%zu vs %zu)", arch,
+                  dev_peak[1], dev_peak[0]);
+            okv_kv_cache *kc = okv_engine_kv(ke[1]);
+            int nb = 0;
+            const int32_t *hb = okv_kv_seq_host_blocks(kc, cseq, &nb);
+            const int full = okv_engine_seq_len(ke[1], cseq) / 4, nh = sm.m.cfg.n_heads, hd = sm.m.cfg.head_dim;
+            const int nkv = sm.m.cfg.n_kv_heads;
+            float *qh = malloc(sizeof(float) * (size_t)nh * hd), sc1[NKV_MAX * 128], sc2[NKV_MAX * 128];
+            int32_t rows[1] = {0}, cand[128], ids[NKV_MAX * 128];
+            for (int i = 0; i < nh * hd; i++)
+                qh[i] = (float)(okv_rng_next(&rng) % 2001) / 1000.0f - 1.0f;
+            okv_bmem *q = NULL;
+            CHECK(be->ops->mem_alloc(be, (size_t)nh * hd, &q) == OKV_OK &&
+                  be->ops->mem_write(be, q, 0, qh, (size_t)nh * hd) == OKV_OK, "q");
+            const int nc = full < 128 ? full : 128;
+            for (int i = 0; i < nc; i++)
+                cand[i] = hb[i];
+            double worst = 0;
+            for (int l = 0; l < sm.m.cfg.n_layers && q && nc > 0 && nkv <= NKV_MAX; l++) {
+                struct okv_select_req req = {rows, 1, cand, nc, 1};
+                CHECK(be->ops->select_blocks(be, okv_kv_storage(kc), l, q, nh, &req, 1, ids, sc1) == OKV_OK, "codes: %s",
+                      okv_last_error());
+                setenv("OKV_SELECT_SCORE", "codes2", 1);
+                CHECK(be->ops->select_blocks(be, okv_kv_storage(kc), l, q, nh, &req, 1, ids, sc2) == OKV_OK, "diag: %s",
+                      okv_last_error());
+                unsetenv("OKV_SELECT_SCORE");
+                for (int i = 0; i < nkv * nc; i++) {
+                    const double e = fabs((double)sc1[i] - sc2[i]) / (1.0 + fabs((double)sc2[i]));
+                    worst = e > worst ? e : worst;
+                }
+            }
+            CHECK(nc >= 8, "arch %d: only %d full blocks to score", arch, nc);
+            CHECK(worst <= 1e-5, "arch %d: key-code scores differ from the diagnostic's by %.3g", arch, worst);
+            printf("  arch %d: key codes: %d blocks x %d layers scored, largest difference from the diagnostic %.2e; "
+                   "device bytes %zu -> %zu\n", arch, nc, sm.m.cfg.n_layers, worst, dev_peak[0], dev_peak[1]);
+            if (q)
+                be->ops->mem_free(be, q);
+            free(qh);
+            okv_engine_seq_free(ke[1], cseq);
+        }
+        for (int f = 0; f < 2; f++)
+            okv_engine_free(ke[f]);
     }
 
     /* tight device (servers): selection from the first block past the window; a

@@ -35,6 +35,9 @@ static const char *help =
     "  --kv-sticky F                sticky selection: select F*k more blocks per prediction and keep, of all but\n"
     "                               the best k - F*k, those already on the device first (0 to 0.5; default 0.25;\n"
     "                               0: off; bench/RESULTS.md section 11)\n"
+    "  --kv-key-codes B             per-token key codes of B bits a channel (1, 2, 4; default 0: none): blocks are\n"
+    "                               scored by their keys' max product as the codes see them instead of Quest's\n"
+    "                               bound (bench/ACCURACY.md); CPU backend only so far\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
@@ -93,6 +96,7 @@ int cmd_serve(int argc, char **argv)
     double pool_gb = 0, host_gb = 0, cache_factor = 2;
     bool cache_factor_set = false;
     double sticky = 0.25;
+    int key_code_bits = 0;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -136,6 +140,8 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--kv-cache-factor")) {
             cache_factor = cli_double(a, cli_value(argc, argv, &i), 1, 64);
             cache_factor_set = true;
+        } else if (!strcmp(a, "--kv-key-codes")) {
+            key_code_bits = cli_int(a, cli_value(argc, argv, &i), 0, 4);
         } else if (!strcmp(a, "--kv-sticky")) {
             sticky = cli_double(a, cli_value(argc, argv, &i), 0, 0.5);
         } else if (!strcmp(a, "--kv-host-gb")) {
@@ -228,6 +234,7 @@ int cmd_serve(int argc, char **argv)
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
+                                   .key_code_bits = key_code_bits,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
         /* sparse: as many sequences as the device pool holds (each needs its budget,

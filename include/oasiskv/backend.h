@@ -58,7 +58,22 @@ struct okv_kv_geometry {
     int block_size;       /* tokens per block */
     int n_kv_heads;
     int head_dim;
+    int key_code_bits;    /* 0: none; 1, 2 or 4: per-token key codes beside the summaries (see below) */
 };
+
+/* Per-token key codes (key_code_bits B > 0): for every full host block, layer and KV head, each
+ * channel d of each key t rounded to one of L = 2^B - 1 steps of the block's [kmin_d, kmax_d]:
+ * code c_td = round((k_td - kmin_d) / (kmax_d - kmin_d) * L) (0 where the range is empty), packed
+ * B bits each, t-major then d, low bits first; block_size * head_dim * B / 8 bytes per (block,
+ * head). They are built when a block's last token is written (kv_write, in row order) and by
+ * kv_summary_rebuild of a full block. With them, selection scores a block by
+ * max_t sum_d q_d (kmin_d + c_td (kmax_d - kmin_d) / L), the max of q.k over its keys as the
+ * codes see them, instead of Quest's bound (bench/ACCURACY.md: the bound is what separates
+ * sparse from dense at 32K). */
+static inline size_t okv_key_code_bytes(const struct okv_kv_geometry *g)
+{
+    return (size_t)g->block_size * (size_t)g->head_dim * (size_t)g->key_code_bits / 8;
+}
 
 /* One step's metadata, host arrays; valid from step_begin until the next step_begin. */
 struct okv_step_meta {
@@ -116,9 +131,9 @@ struct okv_resid_item {
 };
 
 /* A block-selection request for one sequence at one layer: score the candidate
- * host blocks with the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) for each KV
- * head, maximised over the query heads of its GQA group and over the given rows,
- * and return the top k per KV head. */
+ * host blocks with the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) (or the key codes'
+ * max, above) for each KV head, maximised over the query heads of its GQA group and over
+ * the given rows, and return the top k per KV head. */
 struct okv_select_req {
     const int32_t *rows;          /* [n_rows] rows of q (current step) to score with */
     int n_rows;

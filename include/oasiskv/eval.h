@@ -144,6 +144,7 @@ struct okv_eval_config {
     float cache_factor;       /* device units per selected block; 0: 1 (okv_engine_params.cache_factor) */
     bool predict_from_prompt; /* okv_engine_params.predict_from_prompt */
     float sticky;             /* okv_engine_params.sticky */
+    int key_code_bits;        /* okv_engine_params.key_code_bits */
 };
 
 /* "current", "lookahead", "oracle", "current-from-prompt" or "lookahead-from-prompt". */

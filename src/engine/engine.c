@@ -108,6 +108,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     const struct okv_model_config *c = &m->cfg;
     struct okv_engine_params prm = p ? *p : (struct okv_engine_params){0};
     fill_defaults(c, &prm);
+    if (prm.key_code_bits != 0 && prm.key_code_bits != 1 && prm.key_code_bits != 2 && prm.key_code_bits != 4)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "key codes of %d bits a channel: 1, 2 or 4 allowed (0: none)", prm.key_code_bits);
     if (!(prm.sticky >= 0.0f && prm.sticky <= 0.5f))
         return okv_set_error(OKV_ERR_INVALID_ARG, "sticky selection: share %g of the selection (0 to 0.5 allowed)",
                              (double)prm.sticky);
@@ -182,6 +184,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     int32_t *quota = NULL;
     struct okv_kv_geometry g = {.n_layers = c->n_layers, .block_size = bsz, .n_kv_heads = nkv, .head_dim = c->head_dim};
     if (sparse) {
+        g.key_code_bits = prm.streaming ? 0 : prm.key_code_bits;
         if (prm.dense_layers < 0 || prm.dense_layers > c->n_layers) {
             st = okv_set_error(OKV_ERR_INVALID_ARG, "dense layers %d: the model has %d layers", prm.dense_layers, c->n_layers);
             goto fail;
@@ -459,7 +462,8 @@ void okv_engine_update_mem_stats(okv_engine *e)
             quota_units += (size_t)okv_resid_k(e->resid, l) * dev_heads;   /* the cache, not just the selection */
         dev += (size_t)(e->prm.max_seqs - okv_resid_free_chunks(e->resid)) * quota_units * ub;
         size_t used_host = (size_t)okv_kv_used_host_blocks(e->kv);
-        dev += used_host * g->n_layers * dev_heads * (ub / (size_t)g->block_size);   /* summaries: kmin, kmax in the KV's type */
+        dev += used_host * g->n_layers * dev_heads * (ub / (size_t)g->block_size + okv_key_code_bytes(g));   /* summaries: kmin,
+                                                                                  kmax in the KV's type; key codes */
         host = used_host * g->n_layers * host_heads * ub;
     }
     e->stats.device_bytes = dev;
@@ -610,7 +614,9 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
                          3 * (size_t)prm.max_seqs * max_quota * 4 + (size_t)g.n_host_blocks * 4 +
                          (size_t)prm.max_seqs * ctx_blocks * 4 + 64 + (size_t)L * 20;
     return ((size_t)g.n_group_slots * nkv * L + quota_units * prm.max_seqs + 2 * (size_t)g.n_stage_units) * unit_bytes +
-           (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz) + resid;   /* summaries in the KV's type */
+           (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz) + resid +   /* summaries in the KV's type */
+           (prm.kv_budget > 0 && !prm.streaming ? (size_t)g.n_host_blocks * L * nkv * (size_t)bsz * c->head_dim *
+                                                      (size_t)prm.key_code_bits / 8 : 0);   /* key codes */
 }
 
 size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)

@@ -83,6 +83,7 @@ expect_error "unknown task" "unknown task" "$cli" eval -m "$model" --task nope
 expect_error "lists need --sweep" "sweep" "$cli" eval -m "$model" --task vt --kv-budget 256,512
 expect_error "bad predict" "predict" "$cli" eval -m "$model" --task vt --predict sideways
 expect_error "context too long" "context length" "$cli" eval -m "$model" --task vt --context-len 100000
+expect_error "key codes of 3 bits" "1, 2 or 4" "$cli" eval -m "$model" --task vt --context-len 512 --num-samples 1 --kv-budget 256 --kv-key-codes 3
 expect_error "context too short" "needs more than" "$cli" eval -m "$model" --task cwe --context-len 64 --kv-budget dense
 # (the whole help first: grep -q leaving early would break the pipe under pipefail)
 help_out=$("$cli" eval --help)

@@ -30,6 +30,7 @@ struct okv_bkv {
     float *hk;             /* host tier [n_layers][n_host_blocks][n_kv_heads][block_size][head_dim] */
     float *hv;
     float *summ;           /* [n_layers][n_host_blocks][n_kv_heads][2][head_dim]: kmin, kmax */
+    uint8_t *codes;        /* [n_layers][n_host_blocks][n_kv_heads][okv_key_code_bytes]: per-token key codes, or NULL */
     struct cpu_fetcher *fetch;   /* background copy worker (host tier -> device units) */
     struct cpu_resid *resid;     /* residency held by the backend (cpu_resid.c), or NULL */
 };
@@ -66,6 +67,18 @@ static inline float *cpu_kv_summary(const struct okv_bkv *kv, int layer, int64_t
 {
     return kv->summ + (((size_t)layer * (size_t)kv->g.n_host_blocks + (size_t)host_block) * (size_t)kv->g.n_kv_heads + (size_t)head) *
                           2 * (size_t)kv->g.head_dim;
+}
+
+static inline uint8_t *cpu_kv_codes(const struct okv_bkv *kv, int layer, int64_t host_block, int head)
+{
+    return kv->codes + (((size_t)layer * (size_t)kv->g.n_host_blocks + (size_t)host_block) * (size_t)kv->g.n_kv_heads +
+                        (size_t)head) * okv_key_code_bytes(&kv->g);
+}
+
+/* the code of channel d of key t (backend.h: B bits each, t-major, low bits first) */
+static inline int cpu_key_code(const uint8_t *codes, int bits, size_t i /* t * head_dim + d */)
+{
+    return (codes[i * (size_t)bits / 8] >> ((i * (size_t)bits) % 8)) & ((1 << bits) - 1);
 }
 
 float okv_cpu_dot(const float *a, const float *b, int n);

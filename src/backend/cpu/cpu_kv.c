@@ -130,6 +130,10 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
     okv_bkv *kv = okv_calloc(1, sizeof *kv, OKV_TAG_KV);
     if (!kv)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: out of memory");
+    if (g->key_code_bits != 0 && (g->key_code_bits != 1 && g->key_code_bits != 2 && g->key_code_bits != 4)) {
+        okv_free(kv);
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: key codes of %d bits (1, 2 or 4 allowed)", g->key_code_bits);
+    }
     kv->g = *g;
     kv->unit_floats = (size_t)g->block_size * g->head_dim;
     kv->layer_units = okv_calloc((size_t)g->n_layers, sizeof(size_t), OKV_TAG_KV);
@@ -163,6 +167,10 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
         kv->hv = okv_malloc(host * sizeof(float), OKV_TAG_KV);
         kv->summ = okv_malloc(summ * sizeof(float), OKV_TAG_KV);
         ok = kv->hk && kv->hv && kv->summ;
+        if (ok && g->key_code_bits) {
+            kv->codes = okv_calloc((size_t)g->n_layers * g->n_host_blocks * g->n_kv_heads, okv_key_code_bytes(g), OKV_TAG_KV);
+            ok = kv->codes != NULL;
+        }
     }
     if (ok && host) {
         struct cpu_fetcher *f = okv_calloc(1, sizeof *f, OKV_TAG_KV);
@@ -218,6 +226,7 @@ void okv_cpu_kv_free(okv_backend *be, okv_bkv *kv)
     okv_free(kv->hk);
     okv_free(kv->hv);
     okv_free(kv->summ);
+    okv_free(kv->codes);
     okv_free(kv->layer_units);
     okv_free(kv->layer_off);
     okv_free(kv);
@@ -228,7 +237,8 @@ static size_t cpu_kv_unit_bytes(const okv_bkv *kv) { return 2 * kv->unit_floats 
 static size_t cpu_kv_device_bytes(const okv_bkv *kv)
 {
     return (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * 2 * kv->unit_floats * sizeof(float) +
-           (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->g.head_dim * sizeof(float);
+           (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads *
+               (2 * kv->g.head_dim * sizeof(float) + (kv->codes ? okv_key_code_bytes(&kv->g) : 0));
 }
 
 static size_t cpu_kv_host_bytes(const okv_bkv *kv)
@@ -274,6 +284,23 @@ static void summary_widen(float *s, const float *key, int hd, bool first)
     }
 }
 
+/* the key codes of a full host block at one layer and head, from its keys and summary */
+static void codes_build(okv_bkv *kv, int layer, int hb, int h)
+{
+    const int hd = kv->g.head_dim, bs = kv->g.block_size, bits = kv->g.key_code_bits, top = (1 << bits) - 1;
+    const float *k = cpu_kv_host(kv, kv->hk, layer, hb, h), *mn = cpu_kv_summary(kv, layer, hb, h), *mx = mn + hd;
+    uint8_t *c = cpu_kv_codes(kv, layer, hb, h);
+    memset(c, 0, okv_key_code_bytes(&kv->g));
+    for (int t = 0; t < bs; t++)
+        for (int d = 0; d < hd; d++) {
+            const float span = mx[d] - mn[d];
+            int code = span > 0 ? (int)rintf((k[(size_t)t * hd + d] - mn[d]) / span * (float)top) : 0;
+            code = code < 0 ? 0 : code > top ? top : code;
+            const size_t i = (size_t)t * hd + d;
+            c[i * (size_t)bits / 8] |= (uint8_t)(code << ((i * (size_t)bits) % 8));
+        }
+}
+
 static enum okv_status cpu_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int hb, int n_valid)
 {
     if (!kv->summ || hb < 0 || hb >= kv->g.n_host_blocks || n_valid < 0 || n_valid > kv->g.block_size)
@@ -291,6 +318,8 @@ static enum okv_status cpu_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int 
             }
             for (int i = 0; i < n_valid; i++)
                 summary_widen(s, k + (size_t)i * hd, hd, i == 0);
+            if (kv->codes && n_valid == kv->g.block_size)
+                codes_build(kv, l, hb, h);
         }
     return OKV_OK;
 }
@@ -320,6 +349,8 @@ static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, con
                 memcpy(cpu_kv_host(kv, kv->hk, layer, hb, h) + (size_t)hoff * hd, ks, row);
                 memcpy(cpu_kv_host(kv, kv->hv, layer, hb, h) + (size_t)hoff * hd, vs, row);
                 summary_widen(cpu_kv_summary(kv, layer, hb, h), ks, hd, hoff == 0);
+                if (kv->codes && hoff == bs - 1)   /* the block is full: its summary is final */
+                    codes_build(kv, layer, hb, h);
             }
         }
     }

@@ -1,7 +1,8 @@
 /* Block selection on the CPU: the Quest upper bound of q.k over a block from the
- * element-wise min and max of its keys, maximised over the GQA group's query heads
- * and the given query rows; then the top k per KV head (ties to the lower block id,
- * so the choice is deterministic). */
+ * element-wise min and max of its keys (or, with key codes, the max of q.k over its keys
+ * as the codes see them; backend.h), maximised over the GQA group's query heads and the
+ * given query rows; then the top k per KV head (ties to the lower block id, so the choice
+ * is deterministic). */
 #include "backend/cpu/cpu_internal.h"
 
 #include <math.h>
@@ -80,8 +81,32 @@ static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float
     return mean ? sum / (float)kv->g.block_size : best;
 }
 
+/* the block's score from its key codes (backend.h): max_t q.kmin + sum_d w_d c_td with
+ * w_d = q_d (kmax_d - kmin_d) / L */
+static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const float *qv, const float *kmin,
+                         const float *kmax, float *w)
+{
+    const int hd = kv->g.head_dim, bits = kv->g.key_code_bits;
+    const float top = (float)((1 << bits) - 1);
+    const uint8_t *c = cpu_kv_codes(kv, layer, hb, h);
+    float base = 0;
+    for (int d = 0; d < hd; d++) {
+        const float span = kmax[d] - kmin[d];
+        base += qv[d] * kmin[d];
+        w[d] = span > 0 ? qv[d] * span / top : 0;
+    }
+    float best = -INFINITY;
+    for (int t = 0; t < kv->g.block_size; t++) {
+        float s = base;
+        for (int d = 0; d < hd; d++)
+            s += w[d] * (float)cpu_key_code(c, bits, (size_t)t * hd + d);
+        best = s > best ? s : best;
+    }
+    return best;
+}
+
 static enum okv_status select_one(const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                  const struct okv_select_req *req, int32_t *out, float *scores, struct scored *sc)
+                                  const struct okv_select_req *req, int32_t *out, float *scores, struct scored *sc, float *w)
 {
     int bits;
     float radius;
@@ -100,7 +125,9 @@ static enum okv_status select_one(const okv_bkv *kv, int layer, const okv_bmem *
                 for (int g = 0; g < group; g++) {
                     const float *qv = q->data + ((size_t)req->rows[r] * n_heads + (size_t)h * group + g) * hd;
                     float s = 0;
-                    if (kind == SCORE_EXACT || kind == SCORE_MEAN || kind == SCORE_CODES)
+                    if (kind == SCORE_BOUND && kv->codes)
+                        s = codes_score(kv, layer, hb, h, qv, kmin, kmax, w);
+                    else if (kind == SCORE_EXACT || kind == SCORE_MEAN || kind == SCORE_CODES)
                         s = host_score(kv, layer, hb, h, qv, kind == SCORE_MEAN, bits, kmin, kmax);
                     else if (kind == SCORE_BLEND)
                         for (int d = 0; d < hd; d++)
@@ -134,15 +161,20 @@ enum okv_status okv_cpu_select_blocks(okv_backend *be, const okv_bkv *kv, int la
     for (int i = 0; i < n_reqs; i++)
         max_cand = reqs[i].n_cand > max_cand ? reqs[i].n_cand : max_cand;
     struct scored *sc = okv_malloc(sizeof *sc * (size_t)max_cand, OKV_TAG_BACKEND);
-    if (!sc)
+    float *w = okv_malloc(sizeof *w * (size_t)kv->g.head_dim, OKV_TAG_BACKEND);
+    if (!sc || !w) {
+        okv_free(sc);
+        okv_free(w);
         return okv_set_error(OKV_ERR_NO_MEMORY, "cpu select_blocks: out of memory");
+    }
     enum okv_status st = OKV_OK;
     for (int i = 0; i < n_reqs && st == OKV_OK; i++) {
-        st = select_one(kv, layer, q, n_heads, &reqs[i], out, scores, sc);
+        st = select_one(kv, layer, q, n_heads, &reqs[i], out, scores, sc, w);
         out += (size_t)kv->g.n_kv_heads * reqs[i].k;
         if (scores)
             scores += (size_t)kv->g.n_kv_heads * reqs[i].n_cand;
     }
     okv_free(sc);
+    okv_free(w);
     return st;
 }

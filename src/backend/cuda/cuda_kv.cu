@@ -271,6 +271,9 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
 enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
 {
     *out = NULL;
+    if (g->key_code_bits)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda backend: per-token key codes (--kv-key-codes) are not built on the GPU "
+                                                  "yet; run without them");
     struct cuda_ctx *c = CTX(be);
     if (g->n_layers <= 0 || g->n_group_slots < 0 || g->n_sparse_units < 0 || g->n_host_blocks < 0 || g->n_stage_units < 0 ||
         g->block_size <= 0 ||
