@@ -64,15 +64,15 @@ struct okv_kv_geometry {
 /* Per-token key codes (key_code_bits B > 0): for every full host block, layer and KV head, each
  * channel d of each key t rounded to one of L = 2^B - 1 steps of the block's [kmin_d, kmax_d]:
  * code c_td = round((k_td - kmin_d) / (kmax_d - kmin_d) * L) (0 where the range is empty), packed
- * B bits each, t-major then d, low bits first; block_size * head_dim * B / 8 bytes per (block,
- * head). They are built when a block's last token is written (kv_write, in row order) and by
+ * B bits each, t-major then d, low bits first (no code crosses a byte); okv_key_code_bytes per
+ * (block, head). They are built when a block's last token is written (kv_write, in row order) and by
  * kv_summary_rebuild of a full block. With them, selection scores a block by
  * max_t sum_d q_d (kmin_d + c_td (kmax_d - kmin_d) / L), the max of q.k over its keys as the
  * codes see them, instead of Quest's bound (bench/ACCURACY.md: the bound is what separates
  * sparse from dense at 32K). */
 static inline size_t okv_key_code_bytes(const struct okv_kv_geometry *g)
 {
-    return (size_t)g->block_size * (size_t)g->head_dim * (size_t)g->key_code_bits / 8;
+    return ((size_t)g->block_size * (size_t)g->head_dim * (size_t)g->key_code_bits + 7) / 8;
 }
 
 /* One step's metadata, host arrays; valid from step_begin until the next step_begin. */

@@ -615,8 +615,9 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
                          (size_t)prm.max_seqs * ctx_blocks * 4 + 64 + (size_t)L * 20;
     return ((size_t)g.n_group_slots * nkv * L + quota_units * prm.max_seqs + 2 * (size_t)g.n_stage_units) * unit_bytes +
            (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz) + resid +   /* summaries in the KV's type */
-           (prm.kv_budget > 0 && !prm.streaming ? (size_t)g.n_host_blocks * L * nkv * (size_t)bsz * c->head_dim *
-                                                      (size_t)prm.key_code_bits / 8 : 0);   /* key codes */
+           (prm.kv_budget > 0 && !prm.streaming ? (size_t)g.n_host_blocks * L * nkv *
+                                                      (((size_t)bsz * c->head_dim * (size_t)prm.key_code_bits + 7) / 8)
+                                                : 0);   /* key codes */
 }
 
 size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)
