@@ -597,7 +597,8 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
         okv_free(quota);
         return SIZE_MAX;
     }
-    struct okv_kv_geometry g = {0};
+    struct okv_kv_geometry g = {.block_size = bsz, .head_dim = c->head_dim,
+                                .key_code_bits = prm.streaming ? 0 : prm.key_code_bits};
     sparse_plan(c, &prm, k < 1 ? 1 : k, dense_upto, sel_k, quota, &g);
     size_t quota_units = 0, max_quota = 0;
     for (int l = 0; l < L; l++) {
@@ -614,10 +615,9 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
                          3 * (size_t)prm.max_seqs * max_quota * 4 + (size_t)g.n_host_blocks * 4 +
                          (size_t)prm.max_seqs * ctx_blocks * 4 + 64 + (size_t)L * 20;
     return ((size_t)g.n_group_slots * nkv * L + quota_units * prm.max_seqs + 2 * (size_t)g.n_stage_units) * unit_bytes +
-           (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz) + resid +   /* summaries in the KV's type */
-           (prm.kv_budget > 0 && !prm.streaming ? (size_t)g.n_host_blocks * L * nkv *
-                                                      (((size_t)bsz * c->head_dim * (size_t)prm.key_code_bits + 7) / 8)
-                                                : 0);   /* key codes */
+           (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz + okv_key_code_bytes(&g)) +   /* summaries in the
+                                                                                     KV's type; key codes */
+           resid;
 }
 
 size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)

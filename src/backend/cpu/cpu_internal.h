@@ -5,6 +5,8 @@
 #include "oasiskv/backend.h"
 #include "util/threadpool.h"
 
+#include <math.h>
+
 struct okv_bmem {
     float *data;
     size_t n;          /* floats */
@@ -73,6 +75,13 @@ static inline uint8_t *cpu_kv_codes(const struct okv_bkv *kv, int layer, int64_t
 {
     return kv->codes + (((size_t)layer * (size_t)kv->g.n_host_blocks + (size_t)host_block) * (size_t)kv->g.n_kv_heads +
                         (size_t)head) * okv_key_code_bytes(&kv->g);
+}
+
+/* a key channel's code: one of top + 1 levels of the block's [lo, lo + span] (backend.h) */
+static inline int cpu_key_quantize(float k, float lo, float span, int top)
+{
+    const int code = span > 0 ? (int)rintf((k - lo) / span * (float)top) : 0;
+    return code < 0 ? 0 : code > top ? top : code;
 }
 
 /* the code of channel d of key t (backend.h: B bits each, t-major, low bits first) */

@@ -293,9 +293,7 @@ static void codes_build(okv_bkv *kv, int layer, int hb, int h)
     memset(c, 0, okv_key_code_bytes(&kv->g));
     for (int t = 0; t < bs; t++)
         for (int d = 0; d < hd; d++) {
-            const float span = mx[d] - mn[d];
-            int code = span > 0 ? (int)rintf((k[(size_t)t * hd + d] - mn[d]) / span * (float)top) : 0;
-            code = code < 0 ? 0 : code > top ? top : code;
+            const int code = cpu_key_quantize(k[(size_t)t * hd + d], mn[d], mx[d] - mn[d], top);
             const size_t i = (size_t)t * hd + d;
             c[i * (size_t)bits / 8] |= (uint8_t)(code << ((i * (size_t)bits) % 8));
         }

@@ -19,7 +19,8 @@ static int scored_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* OKV_SELECT_SCORE (diagnostics, CPU only; bench/ACCURACY.md) replaces the bound by:
+/* OKV_SELECT_SCORE (diagnostics; bench/ACCURACY.md; exact and codesB on the CUDA backend too)
+ * replaces the bound (or the key codes) by:
  *   exact    the exact max of q.k over the block's keys in the host tier (what block selection
  *            could reach with a perfect summary);
  *   mean     q . (the mean of the block's keys);
@@ -28,30 +29,29 @@ static int scored_cmp(const void *a, const void *b)
  *            could keep);
  *   blend:R  q.c + R * sum_d |q_d| r_d from the summary's centre c and half-range r (R = 1 is
  *            the bound, R = 0 the centre).
- * Read at every call (tests switch it). */
+ * Read once per select_blocks call (tests switch it). */
 enum score_kind { SCORE_BOUND, SCORE_EXACT, SCORE_MEAN, SCORE_CODES, SCORE_BLEND };
+struct score_mode { enum score_kind kind; int bits; float radius; };
 
-static enum score_kind score_kind(int *bits, float *radius)
+static struct score_mode score_mode(void)
 {
     const char *e = getenv("OKV_SELECT_SCORE");
-    *bits = 0;
-    *radius = 1.0f;
+    struct score_mode m = {SCORE_BOUND, 0, 1.0f};
     if (!e || !*e)
-        return SCORE_BOUND;
+        return m;
     if (!strcmp(e, "exact"))
-        return SCORE_EXACT;
-    if (!strcmp(e, "mean"))
-        return SCORE_MEAN;
-    if (!strncmp(e, "codes", 5)) {
-        int b = atoi(e + 5);
-        *bits = b < 1 ? 1 : b > 4 ? 4 : b;
-        return SCORE_CODES;
+        m.kind = SCORE_EXACT;
+    else if (!strcmp(e, "mean"))
+        m.kind = SCORE_MEAN;
+    else if (!strncmp(e, "codes", 5)) {
+        const int b = atoi(e + 5);
+        m.kind = SCORE_CODES;
+        m.bits = b < 1 ? 1 : b > 4 ? 4 : b;
+    } else if (!strncmp(e, "blend:", 6)) {
+        m.kind = SCORE_BLEND;
+        m.radius = strtof(e + 6, NULL);
     }
-    if (!strncmp(e, "blend:", 6)) {
-        *radius = strtof(e + 6, NULL);
-        return SCORE_BLEND;
-    }
-    return SCORE_BOUND;
+    return m;
 }
 
 /* exact max (or mean) of q.k over the block's keys; with bits > 0 each key channel first
@@ -62,7 +62,7 @@ static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float
 {
     const int hd = kv->g.head_dim;
     const float *k = cpu_kv_host(kv, kv->hk, layer, hb, h);
-    const float levels = (float)((1 << bits) - 1);
+    const int top = (1 << bits) - 1;
     float best = -INFINITY, sum = 0;
     for (int t = 0; t < kv->g.block_size; t++, k += hd) {
         float s = 0;
@@ -70,8 +70,7 @@ static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float
             float kd = k[d];
             if (bits > 0) {
                 const float span = kmax[d] - kmin[d];
-                const float code = span > 0 ? rintf((kd - kmin[d]) / span * levels) : 0;
-                kd = kmin[d] + code / levels * span;
+                kd = kmin[d] + (float)cpu_key_quantize(kd, kmin[d], span, top) / (float)top * span;
             }
             s += qv[d] * kd;
         }
@@ -84,9 +83,10 @@ static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float
 /* the block's score from its key codes (backend.h): max_t q.kmin + sum_d w_d c_td with
  * w_d = q_d (kmax_d - kmin_d) / L */
 static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const float *qv, const float *kmin,
-                         const float *kmax, float *w)
+                         const float *kmax)
 {
     const int hd = kv->g.head_dim, bits = kv->g.key_code_bits;
+    float w[512];   /* head_dim <= 512 (cpu kv_alloc) */
     const float top = (float)((1 << bits) - 1);
     const uint8_t *c = cpu_kv_codes(kv, layer, hb, h);
     float base = 0;
@@ -106,11 +106,10 @@ static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const floa
 }
 
 static enum okv_status select_one(const okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
-                                  const struct okv_select_req *req, int32_t *out, float *scores, struct scored *sc, float *w)
+                                  const struct okv_select_req *req, const struct score_mode *mode, int32_t *out, float *scores,
+                                  struct scored *sc)
 {
-    int bits;
-    float radius;
-    const enum score_kind kind = score_kind(&bits, &radius);
+    const enum score_kind kind = mode->kind;
     const int hd = kv->g.head_dim, nkv = kv->g.n_kv_heads, group = n_heads / nkv;
     if (req->k > req->n_cand || req->k < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_blocks: bad request (k %d of %d candidates)", req->k, req->n_cand);
@@ -126,12 +125,12 @@ static enum okv_status select_one(const okv_bkv *kv, int layer, const okv_bmem *
                     const float *qv = q->data + ((size_t)req->rows[r] * n_heads + (size_t)h * group + g) * hd;
                     float s = 0;
                     if (kind == SCORE_BOUND && kv->codes)
-                        s = codes_score(kv, layer, hb, h, qv, kmin, kmax, w);
+                        s = codes_score(kv, layer, hb, h, qv, kmin, kmax);
                     else if (kind == SCORE_EXACT || kind == SCORE_MEAN || kind == SCORE_CODES)
-                        s = host_score(kv, layer, hb, h, qv, kind == SCORE_MEAN, bits, kmin, kmax);
+                        s = host_score(kv, layer, hb, h, qv, kind == SCORE_MEAN, mode->bits, kmin, kmax);
                     else if (kind == SCORE_BLEND)
                         for (int d = 0; d < hd; d++)
-                            s += qv[d] * (0.5f * (kmin[d] + kmax[d])) + fabsf(qv[d]) * (radius * 0.5f * (kmax[d] - kmin[d]));
+                            s += qv[d] * (0.5f * (kmin[d] + kmax[d])) + fabsf(qv[d]) * (mode->radius * 0.5f * (kmax[d] - kmin[d]));
                     else
                         for (int d = 0; d < hd; d++) {
                             float a = qv[d] * kmin[d], b = qv[d] * kmax[d];
@@ -161,20 +160,16 @@ enum okv_status okv_cpu_select_blocks(okv_backend *be, const okv_bkv *kv, int la
     for (int i = 0; i < n_reqs; i++)
         max_cand = reqs[i].n_cand > max_cand ? reqs[i].n_cand : max_cand;
     struct scored *sc = okv_malloc(sizeof *sc * (size_t)max_cand, OKV_TAG_BACKEND);
-    float *w = okv_malloc(sizeof *w * (size_t)kv->g.head_dim, OKV_TAG_BACKEND);
-    if (!sc || !w) {
-        okv_free(sc);
-        okv_free(w);
+    if (!sc)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cpu select_blocks: out of memory");
-    }
+    const struct score_mode mode = score_mode();
     enum okv_status st = OKV_OK;
     for (int i = 0; i < n_reqs && st == OKV_OK; i++) {
-        st = select_one(kv, layer, q, n_heads, &reqs[i], out, scores, sc, w);
+        st = select_one(kv, layer, q, n_heads, &reqs[i], &mode, out, scores, sc);
         out += (size_t)kv->g.n_kv_heads * reqs[i].k;
         if (scores)
             scores += (size_t)kv->g.n_kv_heads * reqs[i].n_cand;
     }
     okv_free(sc);
-    okv_free(w);
     return st;
 }

@@ -681,9 +681,9 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
 
 /* With the side stream (the default; OKV_SELECT_STREAM=0 turns it off): the queries are
  * copied aside (the compute stream reuses its q buffer at the next layer), the side stream
- * starts behind the layer's attention, and selection, install and the gather's start run there while the compute
- * stream goes on with the layer; the next use of this layer's residency (the attention
- * lists' fill, a reset, the statistics) waits for it. */
+ * starts behind the layer's attention, and selection, install and the gather's start run
+ * there while the compute stream goes on with the layer; the next use of this layer's
+ * residency (the attention lists' fill, a reset, the statistics) waits for it. */
 static enum okv_status cuda_select_install(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                            const struct okv_select_req *reqs, const struct okv_select_req *own,
                                            const struct okv_resid_item *items, int n_items, int succ)
