@@ -255,6 +255,11 @@ static void run_model(const char *name, const char *model_path, const char *ref_
          true},
         {"sparse budget 32 bs4 chunk16",
          {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32, .dense_layers = 0}, 16, false},
+        {"sparse budget=ctx bs8 chunk16 codes2",
+         {.block_size = 8, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 256, .key_code_bits = 2}, 16, true},
+        {"sparse budget 32 bs4 chunk16 codes2",
+         {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32, .dense_layers = 0, .key_code_bits = 2},
+         16, false},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         okv_engine *ec = NULL, *eg = NULL;
@@ -279,34 +284,36 @@ static void run_model(const char *name, const char *model_path, const char *ref_
      * budget: the same selection kernels on the same data choose the same blocks and the
      * attention reads them in the same order, so the logits are equal (only the units
      * holding the blocks could differ) */
-    struct okv_engine_params dp = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32,
-                                   .dense_layers = 0};
-    struct okv_engine_params hp = dp;
-    hp.host_residency = true;
-    okv_engine *eh = NULL, *ed = NULL;
-    st = okv_engine_create(m, gpu, &hp, &eh);
-    CHECK(st == OKV_OK, "%s: cuda engine (host residency): %s", name, okv_last_error());
-    if (st == OKV_OK) {
-        st = okv_engine_create(m, gpu, &dp, &ed);
-        CHECK(st == OKV_OK, "%s: cuda engine (device residency): %s", name, okv_last_error());
+    for (int bits = 0; bits <= 2; bits += 2) {   /* Quest's bound, then 2-bit key codes */
+        struct okv_engine_params dp = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32,
+                                       .dense_layers = 0, .key_code_bits = bits};
+        struct okv_engine_params hp = dp;
+        hp.host_residency = true;
+        okv_engine *eh = NULL, *ed = NULL;
+        st = okv_engine_create(m, gpu, &hp, &eh);
+        CHECK(st == OKV_OK, "%s: cuda engine (host residency): %s", name, okv_last_error());
+        if (st == OKV_OK) {
+            st = okv_engine_create(m, gpu, &dp, &ed);
+            CHECK(st == OKV_OK, "%s: cuda engine (device residency): %s", name, okv_last_error());
+        }
+        if (st == OKV_OK) {
+            struct cmp c = {0};
+            run_pair(eh, ed, r, 16, &c);
+            struct okv_engine_stats sh, sd;
+            okv_engine_stats_get(eh, &sh);
+            okv_engine_stats_get(ed, &sd);
+            printf("  %-36s %-30s %3d steps: logit err %.2e, tokens %d/%d; units fetched %lld (host residency %lld)\n", name,
+                   bits ? "sparse 32 codes2: device vs host" : "sparse 32: device vs host maps", c.steps, c.max_err,
+                   c.tokens_checked - c.tokens_differ, c.tokens_checked, (long long)sd.units_fetched, (long long)sh.units_fetched);
+            CHECK(sd.device_residency && !sh.device_residency, "%s: residency placement not as asked", name);
+            CHECK(c.max_err <= 1e-6, "%s: device residency changes the logits by %.3g", name, c.max_err);
+            CHECK(c.tokens_differ == 0, "%s: device residency changes %d greedy tokens", name, c.tokens_differ);
+            CHECK(sd.units_fetched == sh.units_fetched && sd.units_fetched > 0, "%s: %lld units fetched vs %lld", name,
+                  (long long)sd.units_fetched, (long long)sh.units_fetched);
+        }
+        okv_engine_free(ed);
+        okv_engine_free(eh);
     }
-    if (st == OKV_OK) {
-        struct cmp c = {0};
-        run_pair(eh, ed, r, 16, &c);
-        struct okv_engine_stats sh, sd;
-        okv_engine_stats_get(eh, &sh);
-        okv_engine_stats_get(ed, &sd);
-        printf("  %-36s %-30s %3d steps: logit err %.2e, tokens %d/%d; units fetched %lld (host residency %lld)\n", name,
-               "sparse 32: device vs host maps", c.steps, c.max_err, c.tokens_checked - c.tokens_differ, c.tokens_checked,
-               (long long)sd.units_fetched, (long long)sh.units_fetched);
-        CHECK(sd.device_residency && !sh.device_residency, "%s: residency placement not as asked", name);
-        CHECK(c.max_err <= 1e-6, "%s: device residency changes the logits by %.3g", name, c.max_err);
-        CHECK(c.tokens_differ == 0, "%s: device residency changes %d greedy tokens", name, c.tokens_differ);
-        CHECK(sd.units_fetched == sh.units_fetched && sd.units_fetched > 0, "%s: %lld units fetched vs %lld", name,
-              (long long)sd.units_fetched, (long long)sh.units_fetched);
-    }
-    okv_engine_free(ed);
-    okv_engine_free(eh);
     okv_model_free(m);
     free(r);
 }

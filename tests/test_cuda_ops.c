@@ -11,7 +11,9 @@
  *  - attention and selection are fed KV and keys already rounded to bf16, so both
  *    backends see the same data and only the order of fp32 arithmetic differs: 2e-3;
  *    the chosen blocks must be equal wherever the k-th and (k+1)-th CPU scores are
- *    not a near-tie (gap > 1e-3 of the score scale);
+ *    not a near-tie (gap > 1e-3 of the score scale); per-token key codes are computed
+ *    from the same bf16 keys and summaries with the same IEEE arithmetic, so they are
+ *    equal and their scores keep the same 2e-3;
  *  - the prefill attention kernel (OKV_PREFILL_KERNEL, cuda_prefill.cu) rounds the
  *    query and the probabilities to bf16 (relative 2^-9 each, random in sign, averaged
  *    over the keys): 2e-2 (expected: a few 1e-3). The decode kernels keep 2e-3 on the
@@ -481,11 +483,15 @@ static void test_fused(void)
 
 struct kvpair { okv_bkv *c, *g; struct okv_kv_geometry geo; };
 
+/* key codes of the KV pairs kv_make allocates (0: none): test_attention keeps them on
+ * half its configurations, so that its selection compares the code scores */
+static int kv_code_bits;
+
 static void kv_make(struct kvpair *p, int layers, int slots, int sparse, int host_blocks, int stage, int bs, int nkv, int hd)
 {
     struct okv_kv_geometry g = {.n_layers = layers, .n_group_slots = slots, .n_sparse_units = sparse,
                                 .n_host_blocks = host_blocks, .n_stage_units = stage, .block_size = bs,
-                                .n_kv_heads = nkv, .head_dim = hd};
+                                .n_kv_heads = nkv, .head_dim = hd, .key_code_bits = host_blocks ? kv_code_bits : 0};
     p->geo = g;
     CHECK(cpu->ops->kv_alloc(cpu, &g, &p->c) == OKV_OK, "%s", okv_last_error());
     CHECK(gpu->ops->kv_alloc(gpu, &g, &p->g) == OKV_OK, "%s", okv_last_error());
@@ -821,9 +827,18 @@ static void test_attention(void)
         struct kvpair p;
         int32_t written[64];
         int nw;
+        /* key codes on six configurations: 1, 2 and 4 bits, codes read as words and (hd 8 x 2 bits) as bytes */
+        static const int code_bits_of[] = {0, 1, 0, 2, 2, 4, 0, 1, 0, 2, 4};
+        kv_code_bits = code_bits_of[ci % (sizeof code_bits_of / sizeof code_bits_of[0])];
         const int slots = attn_kv(&p, cf.max_len, bs, nkv, hd, written, &nw);
+        const int code_bits = kv_code_bits;
+        kv_code_bits = 0;
         if (!slots)
             return;
+        /* codes come from kv_write (the block's last token, above) and from a summary rebuild of a
+         * full block (from the host tier): rebuild every other written block */
+        for (int i = 0; code_bits && i < nw; i += 2)
+            BOTH(cpu->ops->kv_summary_rebuild(cpu, p.c, written[i], bs), gpu->ops->kv_summary_rebuild(gpu, p.g, written[i], bs));
         const int sparse = ATT_SPARSE, stage = ATT_STAGE, layer = ATT_LAYER;
 
         /* step: sequences with random lengths and rows */
@@ -940,7 +955,9 @@ static void test_attention(void)
                     }
                 }
             }
-            printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared\n", "select_blocks", nc, k, e,
+            printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared\n",
+                   code_bits == 1 ? "select_blocks (1-bit key codes)" : code_bits == 2 ? "select_blocks (2-bit key codes)"
+                   : code_bits == 4 ? "select_blocks (4-bit key codes)" : "select_blocks (Quest bound)", nc, k, e,
                    sets_checked, nkv);
             /* the selection diagnostic OKV_SELECT_SCORE=exact (the true max of q.k over each block's keys, read
              * from the host tier): the GPU's (bf16 keys) against the CPU backend's */
@@ -1223,10 +1240,12 @@ static void select_perf(okv_bkv *kv, const struct okv_kv_geometry *g, okv_bmem *
         st = gpu->ops->select_blocks(gpu, kv, 0, qg, nh, reqs, n_reqs, out, NULL);
     const double dt = (now_s() - t0) / iters;
     CHECK(st == OKV_OK, "select perf: %s", okv_last_error());
-    const double bytes = (double)n_reqs * n_cand * g->n_kv_heads * 2 * g->head_dim * 4;
-    printf("  select perf: %d requests x %d KV heads x %d candidates, k %d, hd %d: %.1f us per call "
-           "(summaries %.0f MB: %.2f TB/s)\n", n_reqs, g->n_kv_heads, n_cand, k, g->head_dim, dt * 1e6, bytes / 1e6,
-           bytes / dt / 1e12);
+    /* bf16 summaries, and the key codes when there are */
+    const double bytes = (double)n_reqs * n_cand * g->n_kv_heads * (2.0 * g->head_dim * 2 + (double)okv_key_code_bytes(g));
+    printf("  select perf%s: %d requests x %d KV heads x %d candidates, k %d, bs %d hd %d: %.1f us per call "
+           "(summaries%s %.0f MB: %.2f TB/s)\n", g->key_code_bits == 2 ? " (2-bit key codes)" : g->key_code_bits ? " (key codes)" : "",
+           n_reqs, g->n_kv_heads, n_cand, k, g->block_size, g->head_dim, dt * 1e6, g->key_code_bits ? " + codes" : "",
+           bytes / 1e6, bytes / dt / 1e12);
     free(reqs);
     free(rows);
     free(cand);
@@ -1234,13 +1253,24 @@ static void select_perf(okv_bkv *kv, const struct okv_kv_geometry *g, okv_bmem *
     free(perm);
 }
 
+static void select_perf_geometry(int bs, int bits);
+
+/* Quest's bound with 8-token blocks (the earlier figures), then both scorings with 16-token
+ * blocks (the engine's default) */
 static void test_select_perf(void)
 {
-    struct okv_kv_geometry g = {.n_layers = 1, .n_group_slots = 1, .n_sparse_units = 0, .n_host_blocks = 16384,
-                                .n_stage_units = 0, .block_size = 8, .n_kv_heads = 8, .head_dim = 128};
-    okv_bkv *kv = NULL;
     if (getenv("OKV_TEST_QUICK"))   /* e.g. under compute-sanitizer */
         return;
+    const int cfg[][2] = {{8, 0}, {16, 0}, {16, 2}};   /* block size, code bits */
+    for (int i = 0; i < 3; i++)
+        select_perf_geometry(cfg[i][0], cfg[i][1]);
+}
+
+static void select_perf_geometry(int bs, int bits)
+{
+    struct okv_kv_geometry g = {.n_layers = 1, .n_group_slots = 1, .n_sparse_units = 0, .n_host_blocks = 16384,
+                                .n_stage_units = 0, .block_size = bs, .n_kv_heads = 8, .head_dim = 128, .key_code_bits = bits};
+    okv_bkv *kv = NULL;
     if (gpu->ops->kv_alloc(gpu, &g, &kv) != OKV_OK) {
         printf("  select perf: skipped (%s)\n", okv_last_error());
         return;

@@ -37,7 +37,7 @@ static const char *help =
     "                               0: off; bench/RESULTS.md section 11)\n"
     "  --kv-key-codes B             per-token key codes of B bits a channel (1, 2, 4; default 0: none): blocks are\n"
     "                               scored by their keys' max product as the codes see them instead of Quest's\n"
-    "                               bound (bench/ACCURACY.md); CPU backend only so far\n"
+    "                               bound (bench/ACCURACY.md)\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"

@@ -77,6 +77,8 @@ struct okv_bkv {
     okv_bf16 *host_d;        /* device alias of host */
     struct okv_cuda_pinned host_mem;   /* its allocation (cuda_pin.cu) */
     okv_bf16 *summ;          /* HBM: [n_layers][n_host_blocks][n_kv_heads][2][hd] kmin, kmax (bf16: the keys are) */
+    uint8_t *codes;          /* HBM: [n_layers][n_host_blocks][n_kv_heads][okv_key_code_bytes] per-token key codes
+                                (backend.h), or NULL */
     /* per layer: fetch events not yet waited for, and the units each covers */
     /* fetches of a layer go to one of two event sets, swapped at each kv_fetch_wait, so
      * that the round before can be measured afterwards (timing events): fetch_ev and

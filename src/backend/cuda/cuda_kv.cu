@@ -4,7 +4,8 @@
  * K [block_size][head_dim] then V, bf16 (unit_elems = 2*bs*hd). Host tier: pinned,
  * mapped host memory laid out [layer][host block][KV head][unit], so one (block, head)
  * is one contiguous unit in both tiers. Summaries (kmin, kmax per host block and head,
- * fp32, from the bf16-rounded keys) live in HBM.
+ * bf16 like the keys) live in HBM, and with key_code_bits the per-token key codes of each
+ * full host block and head (backend.h) beside them, built as a block's last token is written.
  *
  * kv_write (compute stream) writes the group slots and widens the summaries; the
  * write-through to the host tier runs on the copy stream and reads back the slots it
@@ -212,6 +213,54 @@ static __global__ void kv_summary_rebuild_k(okv_bf16 *summ, const okv_bf16 *host
     }
 }
 
+/* ---- per-token key codes (backend.h) ----
+ * Byte j of a (block, head)'s codes packs elements j*8/B ... of its keys [bs][hd] (element
+ * t*hd + d), each rounded to one of 2^B - 1 steps of the summary's [kmin_d, kmax_d], as the
+ * CPU backend does (cpu_key_quantize). */
+static __device__ __forceinline__ unsigned code_byte(const okv_bf16 *k, const okv_bf16 *s, int hd, int bits, int j)
+{
+    const int per = 8 / bits, top = (1 << bits) - 1;
+    unsigned byte = 0;
+    for (int e = 0; e < per; e++) {
+        const int x = j * per + e, d = x % hd;
+        const float lo = __bfloat162float(s[d]), span = __bfloat162float(s[hd + d]) - lo;
+        int c = span > 0.f ? (int)rintf((__bfloat162float(k[x]) - lo) / span * (float)top) : 0;
+        c = c < 0 ? 0 : c > top ? top : c;
+        byte |= (unsigned)c << (e * bits);
+    }
+    return byte;
+}
+
+/* After a kv_write (compute stream, behind it): the codes of every host block that one of
+ * its tokens completes (the token at the block's last offset), from the keys in that token's
+ * group slot and the block's summary, final by now. The group slot holds the whole block:
+ * the engine keeps a block in one group slot from its first token until it leaves the
+ * window (the CPU backend reads the host tier, which holds the same keys). */
+static __global__ void kv_codes_write_k(const okv_bf16 *layer, const okv_bf16 *summ, uint8_t *codes, const int32_t *tok_slot,
+                                        const int32_t *tok_host, int nkv, int hd, int bs, size_t unit_elems, int bits,
+                                        int code_bytes)
+{
+    const int t = blockIdx.x, th = tok_host[t];
+    if (th < 0 || th % bs != bs - 1)
+        return;
+    const int slot = tok_slot[t] / bs, hb = th / bs;
+    for (int i = threadIdx.x; i < nkv * code_bytes; i += blockDim.x) {
+        const int h = i / code_bytes, j = i % code_bytes;
+        codes[((size_t)hb * nkv + h) * code_bytes + j] =
+            (uint8_t)code_byte(layer + ((size_t)slot * nkv + h) * unit_elems, summ + ((size_t)hb * nkv + h) * 2 * hd, hd, bits, j);
+    }
+}
+
+/* the codes of one full host block, all layers and heads, from the host tier (after a
+ * summary rebuild, or random benchmark KV); one CTA per (layer, head) */
+static __global__ void kv_codes_host_k(const okv_bf16 *host, const okv_bf16 *summ, uint8_t *codes, int n_host_blocks, int nkv,
+                                       int hd, size_t unit_elems, int hb, int bits, int code_bytes)
+{
+    const size_t u = ((size_t)(blockIdx.x / nkv) * n_host_blocks + hb) * nkv + blockIdx.x % nkv;
+    for (int j = threadIdx.x; j < code_bytes; j += blockDim.x)
+        codes[u * code_bytes + j] = (uint8_t)code_byte(host + u * unit_elems, summ + u * 2 * hd, hd, bits, j);
+}
+
 static __global__ void summary_init_k(okv_bf16 *summ, size_t n_vec, int hd)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n_vec * 2 * hd; i += (size_t)gridDim.x * blockDim.x)
@@ -234,6 +283,8 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
     okv_cuda_host_pin_free(&kv->host_mem);
     if (kv->summ)
         cudaFree(kv->summ);
+    if (kv->codes)
+        cudaFree(kv->codes);
     if (kv->fetch_ev)
         for (int i = 0; i < 2 * kv->g.n_layers * OKV_CUDA_FETCH_EVENTS; i++)
             if (kv->fetch_ev[i])
@@ -271,9 +322,8 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
 enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
 {
     *out = NULL;
-    if (g->key_code_bits)
-        return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda backend: per-token key codes (--kv-key-codes) are not built on the GPU "
-                                                  "yet; run without them");
+    if (g->key_code_bits != 0 && g->key_code_bits != 1 && g->key_code_bits != 2 && g->key_code_bits != 4)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: key codes of %d bits (1, 2 or 4 allowed)", g->key_code_bits);
     struct cuda_ctx *c = CTX(be);
     if (g->n_layers <= 0 || g->n_group_slots < 0 || g->n_sparse_units < 0 || g->n_host_blocks < 0 || g->n_stage_units < 0 ||
         g->block_size <= 0 ||
@@ -350,6 +400,16 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
                                   (n_vec * 2 * g->head_dim * sizeof(okv_bf16)) >> 20, cudaGetErrorString(e)));
         }
         summary_init_k<<<256, 256, 0, c->stream>>>(kv->summ, n_vec, g->head_dim);
+        if (g->key_code_bits) {
+            const size_t cb = n_vec * okv_key_code_bytes(g);
+            if ((e = cudaMalloc((void **)&kv->codes, cb)) != cudaSuccess) {
+                kv->codes = NULL;
+                KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the key codes (%zu MiB of HBM): %s",
+                                      cb >> 20, cudaGetErrorString(e)));
+            }
+            if ((e = cudaMemsetAsync(kv->codes, 0, cb, c->stream)) != cudaSuccess)
+                KV_FAIL(okv_cuda_err(e, "key codes init", __FILE__, __LINE__));
+        }
         if ((e = cudaGetLastError()) != cudaSuccess)
             KV_FAIL(okv_cuda_err(e, "summary init kernel", __FILE__, __LINE__));
     }
@@ -364,7 +424,8 @@ static size_t cuda_kv_unit_bytes(const okv_bkv *kv) { return kv->unit_elems * si
 static size_t cuda_kv_device_bytes(const okv_bkv *kv)
 {
     return okv_cuda_resid_bytes(kv) + (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * kv->unit_elems * sizeof(okv_bf16) +
-           (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->g.head_dim * sizeof(okv_bf16);
+           (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads *
+               (2 * kv->g.head_dim * sizeof(okv_bf16) + (kv->codes ? okv_key_code_bytes(&kv->g) : 0));
 }
 
 static size_t cuda_kv_host_bytes(const okv_bkv *kv)
@@ -476,6 +537,17 @@ enum okv_status okv_cuda_kv_before_step(struct cuda_ctx *c)
     return OKV_OK;
 }
 
+/* copy stream, behind the block's summary rebuild */
+static enum okv_status codes_from_host(struct cuda_ctx *c, okv_bkv *kv, int hb)
+{
+    const int cb = (int)okv_key_code_bytes(&kv->g);
+    kv_codes_host_k<<<kv->g.n_layers * kv->g.n_kv_heads, cb >= 256 ? 256 : ((cb + 31) / 32) * 32, 0, c->copy>>>(
+        kv->host_d, kv->summ, kv->codes, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->g.head_dim, kv->unit_elems, hb,
+        kv->g.key_code_bits, cb);
+    OKV_LAUNCHED("key codes kernel (host tier)");
+    return OKV_OK;
+}
+
 static enum okv_status cuda_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int hb, int n_valid)
 {
     if (!kv->summ || hb < 0 || hb >= kv->g.n_host_blocks || n_valid < 0 || n_valid > kv->g.block_size)
@@ -488,10 +560,25 @@ static enum okv_status cuda_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int
         kv->summ, kv->host_d, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, hb,
         n_valid);
     OKV_LAUNCHED("summary rebuild kernel");
+    if (kv->codes && n_valid == kv->g.block_size && (st = codes_from_host(c, kv, hb)) != OKV_OK)
+        return st;
     return compute_after_copy(c);   /* selection reads the rebuilt summaries */
 }
 
 /* ---- write ---- */
+
+/* compute stream, behind kv_write_k: the codes of the host blocks the write completes */
+static enum okv_status codes_after_write(struct cuda_ctx *c, okv_bkv *kv, int layer, int n, const struct kvw_args *a)
+{
+    if (!kv->codes || !a->summ)
+        return OKV_OK;
+    const int cb = (int)okv_key_code_bytes(&kv->g), work = kv->g.n_kv_heads * cb;
+    kv_codes_write_k<<<n, work >= 256 ? 256 : ((work + 31) / 32) * 32, 0, c->stream>>>(
+        a->layer, a->summ, kv->codes + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * cb, a->tok_slot, a->tok_host,
+        kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, kv->g.key_code_bits, cb);
+    OKV_LAUNCHED("key codes kernel");
+    return OKV_OK;
+}
 
 static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v)
 {
@@ -535,7 +622,7 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     if (fused) {
         kv_write_k<true><<<n, threads, 0, c->stream>>>(a, kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems);
         OKV_LAUNCHED("kv_write kernel (with summary and write-through)");
-        return OKV_OK;
+        return codes_after_write(c, kv, layer, n, &a);
     }
     if (host) {
         kv_summary_reset_k<<<n, threads, 0, c->stream>>>(a);
@@ -545,7 +632,9 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     OKV_LAUNCHED("kv_write kernel");
     if (!host)
         return OKV_OK;
-    enum okv_status st = copy_after_compute(c);
+    enum okv_status st = codes_after_write(c, kv, layer, n, &a);
+    if (st != OKV_OK || (st = copy_after_compute(c)) != OKV_OK)
+        return st;
     if (st != OKV_OK)
         return st;
     okv_bf16 *host_layer = kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems;
@@ -760,6 +849,8 @@ static enum okv_status cuda_kv_host_randomize(okv_backend *be, okv_bkv *kv, int 
         kv->summ, kv->host_d, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, hb,
         kv->g.block_size);
     OKV_LAUNCHED("summary rebuild kernel");
+    if (kv->codes && (st = codes_from_host(c, kv, hb)) != OKV_OK)
+        return st;
     return compute_after_copy(c);
 }
 

@@ -1,7 +1,7 @@
 /* Block selection on the GPU, every request of a call in one pass.
  *
  * One packed upload (per-request table, rows, candidates), then two launches over all
- * requests at once:
+ * requests at once (with per-token key codes, codes_k scores instead of quest_k):
  *  - quest_k: the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) of every (request,
  *    candidate, KV head), maximised over the GQA group's query heads and the
  *    request's rows; one warp per SEL_CPW consecutive candidates of one head, which
@@ -120,6 +120,100 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
         if (lane == 0)
             scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (gc - __ldg(m + M_CAND_OFF))] = best;
     }
+}
+
+/* With key codes (backend.h): one warp per (candidate, KV head) scores the block by
+ * max over its keys t and the queries of sum_d q_d (kmin_d + c_td (kmax_d - kmin_d) / L),
+ * computed as q.kmin + sum_d w_d c_td with w_d = q_d (kmax_d - kmin_d) / L. The warp stages
+ * w and q.kmin of up to CODE_QP queries in shared memory, then each lane takes one (query,
+ * key) pair: with 16-token blocks two queries at a time keep all 32 lanes busy. Codes are
+ * read from HBM as 32-bit words when a key's codes fill whole words (head_dim * B a
+ * multiple of 32), else as bytes. */
+#define CODE_WARPS 4
+#define CODE_W_MAX 1024   /* floats of w staged per warp */
+template <int BITS>
+static __global__ void __launch_bounds__(CODE_WARPS * 32)
+codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_t *meta, int n_reqs, const int32_t *rows,
+        const int32_t *cand, int total_cand, int n_heads, int nkv, int hd, int bs, int code_bytes, float *scores)
+{
+    __shared__ float s_w[CODE_WARPS][CODE_W_MAX];
+    __shared__ float s_base[CODE_WARPS][32];
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int w = blockIdx.x * CODE_WARPS + wi;
+    if (w >= total_cand * nkv)
+        return;   /* whole warps only: no block-wide barrier below */
+    const int gc = w / nkv, h = w % nkv;
+    int r = 0, hi = n_reqs - 1;
+    while (r < hi) {
+        const int mid = (r + hi + 1) >> 1;
+        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= gc)
+            r = mid;
+        else
+            hi = mid - 1;
+    }
+    const int32_t *m = meta + r * SEL_META;
+    const int blk = __ldg(cand + __ldg(m + M_CAND_SRC) + (gc - __ldg(m + M_CAND_OFF)));
+    const okv_bf16 *kmin = summ + ((size_t)blk * nkv + h) * 2 * hd, *kmax = kmin + hd;
+    const uint8_t *cb = codes + ((size_t)blk * nkv + h) * code_bytes;
+    const int group = n_heads / nkv, n_q = __ldg(m + M_N_ROWS) * group;
+    const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
+    int qp = bs < 32 ? 32 / bs : 1;
+    qp = qp * hd > CODE_W_MAX ? CODE_W_MAX / hd : qp;
+    const float top = (float)((1 << BITS) - 1);
+    const int tok_bytes = hd * BITS / 8;
+    const bool words = (tok_bytes & 3) == 0;
+    float *sw = s_w[wi];
+    float best = -INFINITY;
+    for (int q0 = 0; q0 < n_q; q0 += qp) {
+        const int nq = min(qp, n_q - q0);
+        for (int j = 0; j < nq; j++) {
+            const int qi = q0 + j;
+            const float *qv = q + ((size_t)__ldg(rr + qi / group) * n_heads + (size_t)h * group + qi % group) * hd;
+            float part = 0.f;
+            for (int d = lane; d < hd; d += 32) {
+                const float lo = __bfloat162float(kmin[d]), span = __bfloat162float(kmax[d]) - lo, qd = __ldg(qv + d);
+                part += qd * lo;
+                sw[j * hd + d] = span > 0.f ? qd * span / top : 0.f;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                part += __shfl_xor_sync(0xffffffffu, part, o);
+            if (lane == 0)
+                s_base[wi][j] = part;
+        }
+        __syncwarp();
+        for (int p = lane; p < nq * bs; p += 32) {
+            const int j = p / bs, t = p % bs;
+            const float *wj = sw + j * hd;
+            float sum = s_base[wi][j];
+            if (words) {
+                const uint32_t *cw = (const uint32_t *)(cb + (size_t)t * tok_bytes);
+                for (int x = 0; x < tok_bytes / 4; x++) {
+                    const uint32_t v = __ldg(cw + x);
+                    const float *wx = wj + x * (32 / BITS);
+#pragma unroll
+                    for (int e = 0; e < 32 / BITS; e++)
+                        sum += wx[e] * (float)((v >> (e * BITS)) & ((1u << BITS) - 1));
+                }
+            } else {
+                const uint8_t *cx = cb + (size_t)t * tok_bytes;
+                for (int x = 0; x < tok_bytes; x++) {
+                    const unsigned v = __ldg(cx + x);
+                    const float *wx = wj + x * (8 / BITS);
+#pragma unroll
+                    for (int e = 0; e < 8 / BITS; e++)
+                        sum += wx[e] * (float)((v >> (e * BITS)) & ((1u << BITS) - 1));
+                }
+            }
+            best = fmaxf(best, sum);
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, o));
+    if (lane == 0)
+        scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (gc - __ldg(m + M_CAND_OFF))] = best;
 }
 
 /* Diagnostics (OKV_SELECT_SCORE=exact or codesB, as on the CPU backend, cpu_select.c): one
@@ -528,6 +622,20 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         diag_score_k<<<(unsigned)((t_cand * nkv + 3) / 4), 128, 0, c->sel_stream>>>(q->d, summ, hostk, d_meta, n_reqs, d_rows,
                                                                                  d_cand, (int)t_cand, n_heads, nkv, hd, bs,
                                                                                  dbits, d_sc);
+    } else if (kv->codes) {
+        const unsigned g = (unsigned)((t_cand * nkv + CODE_WARPS - 1) / CODE_WARPS);
+        const int cbytes = (int)okv_key_code_bytes(&kv->g), bs = kv->g.block_size;
+        const uint8_t *lc = kv->codes + (size_t)layer * kv->g.n_host_blocks * nkv * cbytes;
+#define CODES_LAUNCH(B)                                                                                                    \
+    codes_k<B><<<g, CODE_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, lc, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, \
+                                                        nkv, hd, bs, cbytes, d_sc)
+        if (kv->g.key_code_bits == 1)
+            CODES_LAUNCH(1);
+        else if (kv->g.key_code_bits == 2)
+            CODES_LAUNCH(2);
+        else
+            CODES_LAUNCH(4);
+#undef CODES_LAUNCH
     } else if (hd <= 128)
         quest_k<1><<<grid, SEL_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
                                                            nkv, hd, d_sc);
