@@ -21,3 +21,4 @@ ev() {  # tag bits budgets modes
 }
 ev codes2_2048 2 2048 current,oracle
 ev codes2_512_1024 2 512,1024 current
+ev codes2_256_4096 2 256,4096 current

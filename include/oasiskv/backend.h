@@ -69,7 +69,10 @@ struct okv_kv_geometry {
  * kv_summary_rebuild of a full block. With them, selection scores a block by
  * max_t sum_d q_d (kmin_d + c_td (kmax_d - kmin_d) / L), the max of q.k over its keys as the
  * codes see them, instead of Quest's bound (bench/ACCURACY.md: the bound is what separates
- * sparse from dense at 32K). */
+ * sparse from dense at 32K): computed as q.kmin + s * sum_d iw_d c_td, with the weights
+ * w_d = q_d (kmax_d - kmin_d) / L rounded to integers iw_d = round(w_d / s) in [-127, 127],
+ * s = max_d |w_d| / 127, so that the GPU sums them with 8-bit integer dot products; both
+ * backends compute the same integers. */
 static inline size_t okv_key_code_bytes(const struct okv_kv_geometry *g)
 {
     return ((size_t)g->block_size * (size_t)g->head_dim * (size_t)g->key_code_bits + 7) / 8;

@@ -80,26 +80,35 @@ static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float
     return mean ? sum / (float)kv->g.block_size : best;
 }
 
-/* the block's score from its key codes (backend.h): max_t q.kmin + sum_d w_d c_td with
- * w_d = q_d (kmax_d - kmin_d) / L */
+/* the block's score from its key codes (backend.h): max_t q.kmin + s * sum_d iw_d c_td, with
+ * w_d = q_d (kmax_d - kmin_d) / L rounded to iw_d, int8 steps of s = max_d |w_d| / 127 (the CUDA
+ * backend's integer dot products; the same integers here) */
 static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const float *qv, const float *kmin,
                          const float *kmax)
 {
     const int hd = kv->g.head_dim, bits = kv->g.key_code_bits;
     float w[512];   /* head_dim <= 512 (cpu kv_alloc) */
+    int iw[512];
     const float top = (float)((1 << bits) - 1);
     const uint8_t *c = cpu_kv_codes(kv, layer, hb, h);
-    float base = 0;
+    float base = 0, mx = 0;
     for (int d = 0; d < hd; d++) {
         const float span = kmax[d] - kmin[d];
         base += qv[d] * kmin[d];
         w[d] = span > 0 ? qv[d] * span / top : 0;
+        mx = fabsf(w[d]) > mx ? fabsf(w[d]) : mx;
+    }
+    const float sc = mx / 127.f;
+    for (int d = 0; d < hd; d++) {
+        const int v = sc > 0 ? (int)rintf(w[d] / sc) : 0;
+        iw[d] = v < -127 ? -127 : v > 127 ? 127 : v;
     }
     float best = -INFINITY;
     for (int t = 0; t < kv->g.block_size; t++) {
-        float s = base;
+        int acc = 0;
         for (int d = 0; d < hd; d++)
-            s += w[d] * (float)cpu_key_code(c, bits, (size_t)t * hd + d);
+            acc += iw[d] * cpu_key_code(c, bits, (size_t)t * hd + d);
+        const float s = base + sc * (float)acc;
         best = s > best ? s : best;
     }
     return best;
