@@ -5,6 +5,7 @@
 # host residency with codes; test_cuda_resid, test_cuda_graph); (2) the 32K N = 100
 # niah_single_text cells with --kv-key-codes 2 (trained target, seed 0, serve defaults), to set
 # beside the diagnostic figures of gpu_run52 (exact / codes2 oracle 99, Quest 87 / 95, dense 99).
+# Run before the blend with the bound became the default: the codes' max alone (now OKV_CODES_BLEND=0).
 #   bash bench/gpu_run54.sh      (carry build-gc; results under $OUT)
 set -u
 . bench/gpu_env.sh build-gc

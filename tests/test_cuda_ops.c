@@ -818,7 +818,7 @@ static void test_attention(void)
         {16, 2, 4, 128, 12, 300, 0}, {8, 1, 8, 64, 5, 900, 1}, {16, 4, 1, 16, 9, 200, 1},
         {16, 2, 2, 128, 3, 3000, 0}, {32, 3, 3, 8, 7, 500, 1}, {16, 8, 4, 128, 16, 130, 1},
         {16, 2, 4, 96, 6, 1200, 0},  {16, 4, 2, 32, 8, 700, 1},  {32, 2, 8, 64, 5, 2000, 1},
-        {16, 8, 4, 128, 3, 6000, 0}, {8, 2, 16, 128, 4, 800, 1},
+        {16, 8, 4, 128, 3, 6000, 0}, {8, 2, 16, 128, 4, 800, 1}, {64, 2, 2, 128, 3, 1500, 1},
     };
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
         const struct cfg cf = cfgs[ci];
@@ -827,8 +827,9 @@ static void test_attention(void)
         struct kvpair p;
         int32_t written[64];
         int nw;
-        /* key codes on six configurations: 1, 2 and 4 bits, codes read as words and (hd 8 x 2 bits) as bytes */
-        static const int code_bits_of[] = {0, 1, 0, 2, 2, 4, 0, 1, 0, 2, 4};
+        /* key codes on seven configurations: 1, 2 and 4 bits, codes read as 16-byte pieces, as words (hd 32 x 1
+         * bit) and as bytes (hd 8 x 2 bits); 64-token blocks of 4-bit codes are read from HBM (not staged) */
+        static const int code_bits_of[] = {0, 1, 0, 2, 2, 4, 0, 1, 0, 2, 4, 4};
         kv_code_bits = code_bits_of[ci % (sizeof code_bits_of / sizeof code_bits_of[0])];
         const int slots = attn_kv(&p, cf.max_len, bs, nkv, hd, written, &nw);
         const int code_bits = kv_code_bits;
@@ -959,6 +960,15 @@ static void test_attention(void)
                    code_bits == 1 ? "select_blocks (1-bit key codes)" : code_bits == 2 ? "select_blocks (2-bit key codes)"
                    : code_bits == 4 ? "select_blocks (4-bit key codes)" : "select_blocks (Quest bound)", nc, k, e,
                    sets_checked, nkv);
+            if (code_bits) {   /* OKV_CODES_BLEND=0: the codes' max alone (the default blends in Quest's bound) */
+                setenv("OKV_CODES_BLEND", "0", 1);
+                BOTH(cpu->ops->select_blocks(cpu, p.c, layer, qc, nh, &req, 1, o1, s1),
+                     gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, 1, o2, s2));
+                unsetenv("OKV_CODES_BLEND");
+                const double eb = rel_err(s2, s1, (size_t)nkv * nc);
+                CHECK(eb <= 2e-3, "select scores, the codes' max alone: error %.3g", eb);
+                printf("  %-44s score err %.2e\n", "  the codes' max alone (blend 0)", eb);
+            }
             /* the selection diagnostic OKV_SELECT_SCORE=exact (the true max of q.k over each block's keys, read
              * from the host tier): the GPU's (bf16 keys) against the CPU backend's */
             setenv("OKV_SELECT_SCORE", "exact", 1);

@@ -178,15 +178,23 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             const int nc = full < 128 ? full : 128;
             for (int i = 0; i < nc; i++)
                 cand[i] = hb[i];
-            double worst = 0;
+            double worst = 0, worst_blend = 0;
             for (int l = 0; l < sm.m.cfg.n_layers && q && nc > 0 && nkv <= NKV_MAX; l++) {
                 struct okv_select_req req = {rows, 1, cand, nc, 1};
+                setenv("OKV_CODES_BLEND", "0", 1);   /* the codes' max alone, against the diagnostic's */
                 CHECK(be->ops->select_blocks(be, okv_kv_storage(kc), l, q, nh, &req, 1, ids, sc1) == OKV_OK, "codes: %s",
                       okv_last_error());
+                unsetenv("OKV_CODES_BLEND");
                 setenv("OKV_SELECT_SCORE", "codes2", 1);
                 CHECK(be->ops->select_blocks(be, okv_kv_storage(kc), l, q, nh, &req, 1, ids, sc2) == OKV_OK, "diag: %s",
                       okv_last_error());
                 unsetenv("OKV_SELECT_SCORE");
+                /* OKV_CODES_BLEND=1 (a diagnostic) weighs the codes by 0 and Quest's bound by 1 */
+                float sc3[NKV_MAX * 128];
+                setenv("OKV_CODES_BLEND", "1", 1);
+                CHECK(be->ops->select_blocks(be, okv_kv_storage(kc), l, q, nh, &req, 1, ids, sc3) == OKV_OK, "blend: %s",
+                      okv_last_error());
+                unsetenv("OKV_CODES_BLEND");
                 /* the stored codes score with the weights w_d = q_d (kmax_d - kmin_d) / 3 rounded to int8
                  * steps of s = max |w_d| / 127 (backend.h): at most hd * 3 * s / 2 from the diagnostic's
                  * float sum of the same codes, per query head; measured relative to that bound */
@@ -196,7 +204,17 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                         float kmin[256], kmax[256];
                         CHECK(hd <= 256 && be->ops->kv_summary_read(be, okv_kv_storage(kc), l, cand[i], h, kmin, kmax) == OKV_OK,
                               "summary read");
-                        double bound = 0;
+                        double bound = 0, quest = -INFINITY;
+                        for (int g = 0; g < group; g++) {
+                            double qb = 0;
+                            for (int d = 0; d < hd; d++) {
+                                const double qd = qh[(size_t)(h * group + g) * hd + d];
+                                qb += fmax(qd * kmin[d], qd * kmax[d]);
+                            }
+                            quest = fmax(quest, qb);
+                        }
+                        const double qe = fabs(sc3[h * nc + i] - quest) / (1.0 + fabs(quest));
+                        worst_blend = qe > worst_blend ? qe : worst_blend;
                         for (int g = 0; g < group; g++) {
                             double mw = 0;
                             for (int d = 0; d < hd; d++)
@@ -209,6 +227,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                     }
             }
             CHECK(nc >= 8, "arch %d: only %d full blocks to score", arch, nc);
+            CHECK(worst_blend <= 1e-5, "arch %d: OKV_CODES_BLEND=1 differs from Quest's bound by %.3g", arch, worst_blend);
             CHECK(worst <= 1.0, "arch %d: key-code scores differ from the diagnostic's by %.3g of the int8 rounding bound", arch,
                   worst);
             printf("  arch %d: key codes: %d blocks x %d layers scored, largest difference from the diagnostic %.2f of the "

@@ -30,7 +30,7 @@ static const char *help =
     "  --kv-cache-factor F    device units per selected block (default 1; accuracy is the same, fetches fewer)\n"
     "  --kv-sticky F          sticky selection (0 to 0.5, default 0): F*k more blocks per prediction, resident first\n"
     "  --kv-key-codes B       per-token key codes of B bits a channel (1, 2, 4; default 0: none): blocks are\n"
-    "                         scored by their keys' max product as the codes see them, not Quest's bound\n"
+    "                         scored by half their keys' max product as the codes see them, half Quest's bound\n"
     "  --draft D              speculative decoding in every configuration: ngram, self or model:PATH\n"
     "  --spec-tokens K        draft tokens per step with --draft (default 4)\n"
     "  --max-tokens N         tokens to generate per sample (default: the task's)\n"

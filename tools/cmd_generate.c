@@ -37,7 +37,7 @@ static const char *help =
     "  --kv-cache-factor F    device units per selected block (default 1; 2 keeps twice the selection, LRU)\n"
     "  --kv-sticky F          sticky selection (0 to 0.5, default 0): F*k more blocks per prediction, resident first\n"
     "  --kv-key-codes B       per-token key codes of B bits a channel (1, 2, 4; default 0: none): blocks are\n"
-    "                         scored by their keys' max product as the codes see them, not Quest's bound\n"
+    "                         scored by half their keys' max product as the codes see them, half Quest's bound\n"
     "  --kv-device-mb M       byte budget of the device KV tier in MiB (default: sized for the request)\n"
     "  --recall               measure prediction recall (scores every step twice)\n"
     "  --draft D              speculative decoding: ngram (prompt lookup), self (the model with a streaming\n"

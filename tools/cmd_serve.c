@@ -36,7 +36,7 @@ static const char *help =
     "                               the best k - F*k, those already on the device first (0 to 0.5; default 0.25;\n"
     "                               0: off; bench/RESULTS.md section 11)\n"
     "  --kv-key-codes B             per-token key codes of B bits a channel (1, 2, 4; default 0: none): blocks are\n"
-    "                               scored by their keys' max product as the codes see them instead of Quest's\n"
+    "                               scored by half their keys' max product as the codes see them and half Quest's\n"
     "                               bound (bench/ACCURACY.md)\n"
     "  --ctx N                      context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"

@@ -70,9 +70,15 @@ struct okv_kv_geometry {
  * max_t sum_d q_d (kmin_d + c_td (kmax_d - kmin_d) / L), the max of q.k over its keys as the
  * codes see them, instead of Quest's bound (bench/ACCURACY.md: the bound is what separates
  * sparse from dense at 32K): computed as q.kmin + s * sum_d iw_d c_td, with the weights
- * w_d = q_d (kmax_d - kmin_d) / L rounded to integers iw_d = round(w_d / s) in [-127, 127],
- * s = max_d |w_d| / 127, so that the GPU sums them with 8-bit integer dot products; both
- * backends compute the same integers. */
+ * w_d = q_d (kmax_d - kmin_d) (1 / L) rounded to integers iw_d = round(w_d (127 / m)) in
+ * [-127, 127], m = max_d |w_d|, s = m / 127, so that the GPU sums them with 8-bit integer dot
+ * products; both backends take the same float steps and so compute the same integers.
+ * The block's score is then (1 - b) * that max + b * Quest's bound (computed from the same
+ * weights: q.kmin + L sum_d max(w_d, 0)), b = OKV_KEY_CODE_BLEND (0.5; the OKV_CODES_BLEND
+ * variable overrides it for studies): the max alone finds single needles the bound misses, and
+ * loses multi-hop chains the bound keeps (bench/ACCURACY.md, 32K: niah 99 / vt 48 with the max,
+ * 95 / 72 with the bound, 99 / 73 with half of each; dense 99 / 81). */
+#define OKV_KEY_CODE_BLEND 0.5f
 static inline size_t okv_key_code_bytes(const struct okv_kv_geometry *g)
 {
     return ((size_t)g->block_size * (size_t)g->head_dim * (size_t)g->key_code_bits + 7) / 8;

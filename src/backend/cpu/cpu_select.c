@@ -29,14 +29,22 @@ static int scored_cmp(const void *a, const void *b)
  *            could keep);
  *   blend:R  q.c + R * sum_d |q_d| r_d from the summary's centre c and half-range r (R = 1 is
  *            the bound, R = 0 the centre).
- * Read once per select_blocks call (tests switch it). */
+ * OKV_CODES_BLEND=b (0..1; with key codes, both backends) scores (1 - b) * the codes' max +
+ * b * Quest's bound (from the weights the codes use: q.kmin + L sum_d max(w_d, 0)) in place of
+ * OKV_KEY_CODE_BLEND (backend.h).
+ * Read once per select_blocks call (tests switch them). */
 enum score_kind { SCORE_BOUND, SCORE_EXACT, SCORE_MEAN, SCORE_CODES, SCORE_BLEND };
-struct score_mode { enum score_kind kind; int bits; float radius; };
+struct score_mode { enum score_kind kind; int bits; float radius; float codes_blend; };
 
 static struct score_mode score_mode(void)
 {
     const char *e = getenv("OKV_SELECT_SCORE");
-    struct score_mode m = {SCORE_BOUND, 0, 1.0f};
+    struct score_mode m = {SCORE_BOUND, 0, 1.0f, OKV_KEY_CODE_BLEND};
+    const char *cb = getenv("OKV_CODES_BLEND");
+    if (cb && *cb) {
+        const float b = strtof(cb, NULL);
+        m.codes_blend = b < 0 ? 0 : b > 1 ? 1 : b;
+    }
     if (!e || !*e)
         return m;
     if (!strcmp(e, "exact"))
@@ -81,27 +89,33 @@ static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float
 }
 
 /* the block's score from its key codes (backend.h): max_t q.kmin + s * sum_d iw_d c_td, with
- * w_d = q_d (kmax_d - kmin_d) / L rounded to iw_d, int8 steps of s = max_d |w_d| / 127 (the CUDA
- * backend's integer dot products; the same integers here) */
+ * w_d = q_d (kmax_d - kmin_d) (1 / L), iw_d = round(w_d (127 / m)) and s = m / 127, m = max_d |w_d|
+ * (the CUDA backend's integer dot products; the same float steps here, so the same integers) */
 static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const float *qv, const float *kmin,
-                         const float *kmax)
+                         const float *kmax, float blend)
 {
     const int hd = kv->g.head_dim, bits = kv->g.key_code_bits;
     float w[512];   /* head_dim <= 512 (cpu kv_alloc) */
     int iw[512];
-    const float top = (float)((1 << bits) - 1);
+    const float inv_top = 1.f / (float)((1 << bits) - 1);
     const uint8_t *c = cpu_kv_codes(kv, layer, hb, h);
-    float base = 0, mx = 0;
+    float base = 0, mx = 0, pos = 0;
     for (int d = 0; d < hd; d++) {
         const float span = kmax[d] - kmin[d];
         base += qv[d] * kmin[d];
-        w[d] = span > 0 ? qv[d] * span / top : 0;
+        w[d] = span > 0 ? qv[d] * span * inv_top : 0;
         mx = fabsf(w[d]) > mx ? fabsf(w[d]) : mx;
+        pos += w[d] > 0 ? w[d] : 0;
     }
-    const float sc = mx / 127.f;
+    const float rs = mx > 0 ? 127.f / mx : 0;
     for (int d = 0; d < hd; d++) {
-        const int v = sc > 0 ? (int)rintf(w[d] / sc) : 0;
+        const int v = (int)rintf(w[d] * rs);
         iw[d] = v < -127 ? -127 : v > 127 ? 127 : v;
+    }
+    float sc = mx / 127.f;
+    if (blend > 0) {   /* (1 - b) the codes' max + b Quest's bound q.kmin + L sum_d max(w_d, 0) (backend.h) */
+        base += blend * ((float)((1 << bits) - 1) * pos);
+        sc = (1.f - blend) * sc;
     }
     float best = -INFINITY;
     for (int t = 0; t < kv->g.block_size; t++) {
@@ -134,7 +148,7 @@ static enum okv_status select_one(const okv_bkv *kv, int layer, const okv_bmem *
                     const float *qv = q->data + ((size_t)req->rows[r] * n_heads + (size_t)h * group + g) * hd;
                     float s = 0;
                     if (kind == SCORE_BOUND && kv->codes)
-                        s = codes_score(kv, layer, hb, h, qv, kmin, kmax);
+                        s = codes_score(kv, layer, hb, h, qv, kmin, kmax, mode->codes_blend);
                     else if (kind == SCORE_EXACT || kind == SCORE_MEAN || kind == SCORE_CODES)
                         s = host_score(kv, layer, hb, h, qv, kind == SCORE_MEAN, mode->bits, kmin, kmax);
                     else if (kind == SCORE_BLEND)

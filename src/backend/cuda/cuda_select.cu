@@ -17,6 +17,8 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_sort.cuh"
 
+#include <cuda_pipeline.h>
+
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -125,24 +127,31 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
 /* With key codes (backend.h): one warp per (candidate, KV head) scores the block by
  * max over its keys t and the queries of q.kmin + s * sum_d iw_d c_td, where w_d =
  * q_d (kmax_d - kmin_d) / L is rounded to int8 steps of s = max_d |w_d| / 127 (backend.h:
- * the CPU backend computes the same integers). The warp stages, per query, q.kmin, s and
- * the int8 weights packed four to an int in the order the codes are unpacked, then each lane
- * takes one (query, key) pair (with 16-token blocks two queries at a time keep all 32 lanes
- * busy) and sums with __dp4a: a 32-bit word of codes, shifted by j*B and masked, holds in its
- * four bytes the codes of channels j, j + 8/B, j + 16/B, j + 24/B of the word, 4 products per
- * instruction, 16x fewer instructions than unpacking each code into a float multiply. Keys
- * whose codes are not whole words (head_dim * B not a multiple of 32) take a scalar loop. */
+ * the CPU backend computes the same integers; __fmul_rn keeps the products unfused as there).
+ * The codes are copied into shared memory asynchronously first, so that HBM's latency passes
+ * while the weights are staged. Staging: a 32-bit word of codes, shifted right by j*B and
+ * masked, holds in its four bytes the codes of channels j, j + 8/B, j + 16/B, j + 24/B of the
+ * word; each lane builds the int8 weights of such a four-channel set, packed in one int, for
+ * CODE_QG queries at once (independent shuffle chains), with q.kmin and s. Scoring: lane
+ * (j0, t) takes key t and queries j0, j0 + 32/bs, ... (bs <= 32 dividing 32; tokens loop
+ * otherwise), holds the key's codes in registers and sums with __dp4a, 4 products an
+ * instruction. Keys whose codes are not whole 16-byte pieces take a word or byte loop. With
+ * blend b > 0 (backend.h) the staged q.kmin and s become those of (1 - b) max + b bound. */
 #define CODE_WARPS 4
-#define CODE_IW_MAX 1024   /* packed weights (ints) staged per warp */
-template <int BITS>
-static __global__ void __launch_bounds__(CODE_WARPS * 32)
+#define CODE_IW_MAX 512    /* packed weights (ints) staged per warp */
+#define CODE_SM_U4 128     /* codes staged per warp, 16-byte pieces: 2 KiB (16 tokens x hd 128 x 4 bits, or 256 x 2) */
+#define CODE_QG 4          /* queries staged together */
+template <int BITS, int IPL /* packed ints a lane stages: head_dim <= 128 * IPL */>
+static __global__ void __launch_bounds__(CODE_WARPS * 32, IPL == 1 ? 8 : 5)
 codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_t *meta, int n_reqs, const int32_t *rows,
-        const int32_t *cand, int total_cand, int n_heads, int nkv, int hd, int bs, int code_bytes, float *scores)
+        const int32_t *cand, int total_cand, int n_heads, int nkv, int hd, int bs, int code_bytes, float blend, float *scores)
 {
     __shared__ int s_iw[CODE_WARPS][CODE_IW_MAX];
+    __shared__ uint4 s_codes[CODE_WARPS][CODE_SM_U4];
     __shared__ float s_base[CODE_WARPS][32], s_scale[CODE_WARPS][32];
     constexpr int PER = 8 / BITS, CPW = 32 / BITS;   /* channels a byte, a word */
     constexpr unsigned MASK = BITS == 1 ? 0x01010101u : BITS == 2 ? 0x03030303u : 0x0f0f0f0fu;
+    constexpr int TQ = IPL * BITS;                   /* 16-byte pieces of one key's codes at most */
     const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int w = blockIdx.x * CODE_WARPS + wi;
     if (w >= total_cand * nkv)
@@ -158,72 +167,156 @@ codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_
     }
     const int32_t *m = meta + r * SEL_META;
     const int blk = __ldg(cand + __ldg(m + M_CAND_SRC) + (gc - __ldg(m + M_CAND_OFF)));
-    const okv_bf16 *kmin = summ + ((size_t)blk * nkv + h) * 2 * hd, *kmax = kmin + hd;
     const uint8_t *cb = codes + ((size_t)blk * nkv + h) * code_bytes;
+    const int n16 = code_bytes >> 4;
+    const bool staged = (code_bytes & 15) == 0 && n16 <= CODE_SM_U4;
+    if (staged) {
+        for (int i = lane; i < n16; i += 32)
+            __pipeline_memcpy_async(&s_codes[wi][i], (const uint4 *)cb + i, 16);
+        __pipeline_commit();
+    }
+    const okv_bf16 *kmin = summ + ((size_t)blk * nkv + h) * 2 * hd, *kmax = kmin + hd;
     const int group = n_heads / nkv, n_q = __ldg(m + M_N_ROWS) * group;
     const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
-    const float top = (float)((1 << BITS) - 1);
-    const int n_words = (hd + CPW - 1) / CPW, tok_bytes = hd * BITS / 8;
-    const bool words = (tok_bytes & 3) == 0;
-    const int stride = n_words * PER + 1;   /* ints a query, padded: two queries' lanes on other banks */
+    const float inv_top = 1.f / (float)((1 << BITS) - 1);
+    const int n_words = (hd + CPW - 1) / CPW, n_ints = n_words * PER, tok_bytes = hd * BITS / 8;
+    const int stride = ((n_ints + 3) & ~3) + 4;   /* ints a query, padded by 4: aligned, other banks */
     const int qc = min(32, CODE_IW_MAX / stride);
     int *iw = s_iw[wi];
-    int8_t *iw8 = (int8_t *)iw;
+    /* this lane's packed ints P = lane + 32 i: channels (P / PER) * CPW + k * PER + P % PER, k < 4 */
+    float lo[IPL][4], sp[IPL][4];
+    int dch[IPL][4];
+#pragma unroll
+    for (int i = 0; i < IPL; i++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int P = lane + 32 * i, d = (P / PER) * CPW + k * PER + P % PER;
+            const bool ok = P < n_ints && d < hd;
+            dch[i][k] = ok ? d : -1;
+            lo[i][k] = ok ? __bfloat162float(kmin[d]) : 0.f;
+            sp[i][k] = ok ? __bfloat162float(kmax[d]) - lo[i][k] : 0.f;
+        }
+    /* scoring lanes: key t0 (+ tpl ...), queries j0 (+ qpl ...) */
+    const int tpl = bs < 32 ? bs : 32, qpl = 32 / tpl;
+    const int t0 = lane % tpl, j0 = lane / tpl;
+    const bool quads = (tok_bytes & 15) == 0 && tok_bytes / 16 <= TQ, words = (tok_bytes & 3) == 0;
+    const uint8_t *cs = staged ? (const uint8_t *)s_codes[wi] : cb;
     float best = -INFINITY;
     for (int q0 = 0; q0 < n_q; q0 += qc) {
         const int nq = min(qc, n_q - q0);
-        for (int j = 0; j < nq; j++) {
-            const int qi = q0 + j;
-            const float *qv = q + ((size_t)__ldg(rr + qi / group) * n_heads + (size_t)h * group + qi % group) * hd;
-            float part = 0.f, mx = 0.f;
-            for (int d = lane; d < hd; d += 32) {
-                const float lo = __bfloat162float(kmin[d]), span = __bfloat162float(kmax[d]) - lo, qd = __ldg(qv + d);
-                part += qd * lo;
-                mx = fmaxf(mx, fabsf(span > 0.f ? qd * span / top : 0.f));
+        for (int g0 = 0; g0 < nq; g0 += CODE_QG) {
+            float part[CODE_QG], mx[CODE_QG], pos[CODE_QG], wv[CODE_QG][IPL][4];
+#pragma unroll
+            for (int u = 0; u < CODE_QG; u++) {
+                const int qi = q0 + g0 + u;
+                const bool live = g0 + u < nq;
+                const float *qv = q + ((size_t)__ldg(rr + (live ? qi : q0) / group) * n_heads + (size_t)h * group +
+                                       (live ? qi : q0) % group) * hd;
+                part[u] = mx[u] = pos[u] = 0.f;
+#pragma unroll
+                for (int i = 0; i < IPL; i++)
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        const float qd = dch[i][k] >= 0 ? __ldg(qv + dch[i][k]) : 0.f;
+                        part[u] += qd * lo[i][k];
+                        wv[u][i][k] = sp[i][k] > 0.f ? __fmul_rn(__fmul_rn(qd, sp[i][k]), inv_top) : 0.f;
+                        mx[u] = fmaxf(mx[u], fabsf(wv[u][i][k]));
+                        pos[u] += fmaxf(wv[u][i][k], 0.f);
+                    }
             }
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                part += __shfl_xor_sync(0xffffffffu, part, o);
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            }
-            const float sc = mx / 127.f;
-            for (int d = lane; d < hd; d += 32) {
-                const float lo = __bfloat162float(kmin[d]), span = __bfloat162float(kmax[d]) - lo, qd = __ldg(qv + d);
-                const float wd = span > 0.f ? qd * span / top : 0.f;
-                int v = sc > 0.f ? (int)rintf(wd / sc) : 0;
-                v = v < -127 ? -127 : v > 127 ? 127 : v;
-                const int e = d % CPW;   /* channel e of word d / CPW: byte e / PER of its packed int e % PER */
-                iw8[(j * stride + (d / CPW) * PER + e % PER) * 4 + e / PER] = (int8_t)v;
-            }
-            if (lane == 0) {
-                s_base[wi][j] = part;
-                s_scale[wi][j] = sc;
+            for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                for (int u = 0; u < CODE_QG; u++) {
+                    part[u] += __shfl_xor_sync(0xffffffffu, part[u], o);
+                    mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], o));
+                }
+            if (blend > 0.f)   /* blended with Quest's bound q.kmin + L sum_d max(w_d, 0) (backend.h) */
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                    for (int u = 0; u < CODE_QG; u++)
+                        pos[u] += __shfl_xor_sync(0xffffffffu, pos[u], o);
+#pragma unroll
+            for (int u = 0; u < CODE_QG; u++) {
+                if (g0 + u >= nq)
+                    break;
+                const float rs = mx[u] > 0.f ? 127.f / mx[u] : 0.f;
+#pragma unroll
+                for (int i = 0; i < IPL; i++) {
+                    unsigned packed = 0;
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        int v = (int)rintf(__fmul_rn(wv[u][i][k], rs));
+                        v = v < -127 ? -127 : v > 127 ? 127 : v;
+                        packed |= ((unsigned)v & 0xffu) << (8 * k);
+                    }
+                    if (lane + 32 * i < n_ints)
+                        iw[(g0 + u) * stride + lane + 32 * i] = (int)packed;
+                }
+                if (lane == 0) {
+                    s_base[wi][g0 + u] = blend > 0.f ? part[u] + blend * ((float)((1 << BITS) - 1) * pos[u]) : part[u];
+                    s_scale[wi][g0 + u] = blend > 0.f ? (1.f - blend) * (mx[u] / 127.f) : mx[u] / 127.f;
+                }
             }
         }
+        if (q0 == 0 && staged)
+            __pipeline_wait_prior(0);
         __syncwarp();
-        for (int p = lane; p < nq * bs; p += 32) {
-            const int j = p / bs, t = p % bs;
-            const int *iwj = iw + j * stride;
-            int acc = 0;
-            if (words) {
-                const uint32_t *cw = (const uint32_t *)(cb + (size_t)t * tok_bytes);
-                for (int x = 0; x < n_words; x++) {
-                    const unsigned v = __ldg(cw + x);
+        if (j0 < qpl)
+            for (int t = t0; t < bs; t += tpl) {
+                const uint8_t *tc = cs + (size_t)t * tok_bytes;
+                if (quads) {
+                    uint4 kc[TQ];   /* the key's codes, read once for all its queries */
 #pragma unroll
-                    for (int jj = 0; jj < PER; jj++)
-                        acc = __dp4a((int)((v >> (jj * BITS)) & MASK), iwj[x * PER + jj], acc);
-                }
-            } else {
-                const int8_t *w8 = (const int8_t *)iwj;
-                for (int d = 0; d < hd; d++) {
-                    const size_t bit = ((size_t)t * hd + d) * BITS;
-                    const int e = d % CPW;
-                    acc += (int)((__ldg(cb + bit / 8) >> (bit % 8)) & ((1u << BITS) - 1)) *
-                           (int)w8[((d / CPW) * PER + e % PER) * 4 + e / PER];
+                    for (int y = 0; y < TQ; y++)
+                        if (y < tok_bytes / 16)
+                            kc[y] = *(const uint4 *)(tc + 16 * y);
+                    for (int j = j0; j < nq; j += qpl) {
+                        const int4 *wq = (const int4 *)(iw + j * stride);
+                        int acc = 0;
+#pragma unroll
+                        for (int y = 0; y < TQ; y++) {
+                            if (y >= tok_bytes / 16)
+                                break;
+                            const unsigned vv[4] = {kc[y].x, kc[y].y, kc[y].z, kc[y].w};
+#pragma unroll
+                            for (int z = 0; z < PER; z++) {   /* ints 4 PER y + 4 z ...: words 4y + (4z + e) / PER */
+                                const int4 w4 = wq[PER * y + z];
+                                const int ww[4] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+                                for (int e = 0; e < 4; e++) {
+                                    const int kk = 4 * z + e;
+                                    acc = __dp4a((int)((vv[kk / PER] >> ((kk % PER) * BITS)) & MASK), ww[e], acc);
+                                }
+                            }
+                        }
+                        best = fmaxf(best, s_base[wi][j] + s_scale[wi][j] * (float)acc);
+                    }
+                } else {
+                    for (int j = j0; j < nq; j += qpl) {
+                        const int *iwj = iw + j * stride;
+                        int acc = 0;
+                        if (words) {
+                            for (int x = 0; x < n_words; x++) {
+                                const unsigned v = *(const uint32_t *)(tc + 4 * x);
+#pragma unroll
+                                for (int jj = 0; jj < PER; jj++)
+                                    acc = __dp4a((int)((v >> (jj * BITS)) & MASK), iwj[x * PER + jj], acc);
+                            }
+                        } else {
+                            const int8_t *w8 = (const int8_t *)iwj;
+                            for (int d = 0; d < hd; d++) {
+                                const size_t bit = ((size_t)t * hd + d) * BITS;
+                                const int e = d % CPW;
+                                acc += (int)((cs[bit / 8] >> (bit % 8)) & ((1u << BITS) - 1)) *
+                                       (int)w8[((d / CPW) * PER + e % PER) * 4 + e / PER];
+                            }
+                        }
+                        best = fmaxf(best, s_base[wi][j] + s_scale[wi][j] * (float)acc);
+                    }
                 }
             }
-            best = fmaxf(best, s_base[wi][j] + s_scale[wi][j] * (float)acc);
-        }
         __syncwarp();
     }
 #pragma unroll
@@ -642,10 +735,18 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
     } else if (kv->codes) {
         const unsigned g = (unsigned)((t_cand * nkv + CODE_WARPS - 1) / CODE_WARPS);
         const int cbytes = (int)okv_key_code_bytes(&kv->g), bs = kv->g.block_size;
+        const char *be_env = getenv("OKV_CODES_BLEND");   /* (1 - b) codes + b Quest's bound (backend.h) */
+        const float blend = be_env && *be_env ? fminf(fmaxf(strtof(be_env, NULL), 0.f), 1.f) : OKV_KEY_CODE_BLEND;
         const uint8_t *lc = kv->codes + (size_t)layer * kv->g.n_host_blocks * nkv * cbytes;
 #define CODES_LAUNCH(B)                                                                                                    \
-    codes_k<B><<<g, CODE_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, lc, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, \
-                                                        nkv, hd, bs, cbytes, d_sc)
+    do {                                                                                                                   \
+        if (hd <= 128)                                                                                                     \
+            codes_k<B, 1><<<g, CODE_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, lc, d_meta, n_reqs, d_rows, d_cand,        \
+                                                                   (int)t_cand, n_heads, nkv, hd, bs, cbytes, blend, d_sc); \
+        else                                                                                                               \
+            codes_k<B, 2><<<g, CODE_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, lc, d_meta, n_reqs, d_rows, d_cand,        \
+                                                                   (int)t_cand, n_heads, nkv, hd, bs, cbytes, blend, d_sc); \
+    } while (0)
         if (kv->g.key_code_bits == 1)
             CODES_LAUNCH(1);
         else if (kv->g.key_code_bits == 2)
