@@ -202,16 +202,20 @@ codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_
     const bool quads = (tok_bytes & 15) == 0 && tok_bytes / 16 <= TQ, words = (tok_bytes & 3) == 0;
     const uint8_t *cs = staged ? (const uint8_t *)s_codes[wi] : cb;
     float best = -INFINITY;
+    int cur_r = 0, cur_g = 0;
     for (int q0 = 0; q0 < n_q; q0 += qc) {
         const int nq = min(qc, n_q - q0);
         for (int g0 = 0; g0 < nq; g0 += CODE_QG) {
             float part[CODE_QG], mx[CODE_QG], pos[CODE_QG], wv[CODE_QG][IPL][4];
 #pragma unroll
             for (int u = 0; u < CODE_QG; u++) {
-                const int qi = q0 + g0 + u;
+                /* query q0 + g0 + u is (row cur_r, head cur_g of the group): counted, not divided */
                 const bool live = g0 + u < nq;
-                const float *qv = q + ((size_t)__ldg(rr + (live ? qi : q0) / group) * n_heads + (size_t)h * group +
-                                       (live ? qi : q0) % group) * hd;
+                const float *qv = q + ((size_t)__ldg(rr + (live ? cur_r : 0)) * n_heads + (size_t)h * group + (live ? cur_g : 0)) * hd;
+                if (live && ++cur_g == group) {
+                    cur_g = 0;
+                    cur_r++;
+                }
                 part[u] = mx[u] = pos[u] = 0.f;
 #pragma unroll
                 for (int i = 0; i < IPL; i++)
