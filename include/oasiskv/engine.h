@@ -69,7 +69,8 @@ struct okv_engine_params {
     int key_code_bits;     /* sparse mode: 0 (default) scores blocks by Quest's bound from the min/max summaries;
                               1, 2 or 4: also keeps per-token key codes of that many bits a channel on the device
                               (2 bits: as many bytes again as the summaries, 1/16 of the KV) and scores blocks by
-                              their keys' max product as the codes see them (backend.h). CPU backend only so far */
+                              half their keys' max product as the codes see them and half Quest's bound
+                              (backend.h; both backends) */
     size_t device_bytes_limit;   /* the device tier's byte budget (--kv-device-mb, --kv-pool-gb); 0: none.
                                     Dense: sizes the group slots; sparse: an error if the tier needs more */
     /* streaming (StreamingLLM-style bounded KV, for drafters): with kv_budget > 0,
