@@ -24,6 +24,8 @@ def main():
     ap.add_argument("json", nargs="+")
     ap.add_argument("-o", "--out", default="bench/accuracy.png")
     ap.add_argument("--title", default="OasisKV vs dense: SmolLM2-135M-Instruct (Q4_1), CPU")
+    ap.add_argument("--codes-label", default="{mode}, {bits}-bit key codes",
+                    help="legend of rows run with key codes (their score blend is not in the JSON: say it here)")
     a = ap.parse_args()
     acc = defaultdict(list)   # (task, ctx) -> rows
     fid = defaultdict(list)   # ctx -> rows
@@ -44,15 +46,17 @@ def main():
                 ax.axhline(d["accuracy"], color="black", lw=1.5, label=f"dense ({d['correct']}/{d['n']})")
                 ax.axhspan(d["ci95"][0], d["ci95"][1], color="gray", alpha=0.15, lw=0)
             for mode, (color, marker) in MODES.items():
-                pts = sorted((r["kv_budget"], r["accuracy"], r["ci95"]) for r in rs
-                             if r["kv_budget"] and r["predict"] == mode)
-                if not pts:
-                    continue
-                xs = [p[0] for p in pts]
-                ys = [p[1] for p in pts]
-                err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]]
-                ax.errorbar(xs, ys, yerr=err, color=color, marker=marker, capsize=3, lw=1.2, alpha=0.85,
-                            label=mode)
+                for bits in sorted({r.get("key_code_bits", 0) for r in rs}):
+                    pts = sorted((r["kv_budget"], r["accuracy"], r["ci95"]) for r in rs
+                                 if r["kv_budget"] and r["predict"] == mode and r.get("key_code_bits", 0) == bits)
+                    if not pts:
+                        continue
+                    xs = [p[0] for p in pts]
+                    ys = [p[1] for p in pts]
+                    err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]]
+                    ax.errorbar(xs, ys, yerr=err, color="tab:purple" if bits else color, marker=marker, capsize=3,
+                                lw=1.2, alpha=0.85, ls="--" if bits else "-",
+                                label=a.codes_label.format(mode=mode, bits=bits) if bits else mode)
             n = max((r["n"] for r in rs), default=0)
             ax.set_title(f"{task}, context {ctx} (N={n})", fontsize=10)
             ax.set_ylabel("accuracy (95% Wilson)")
