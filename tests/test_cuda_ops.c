@@ -1263,19 +1263,6 @@ static void select_perf(okv_bkv *kv, const struct okv_kv_geometry *g, okv_bmem *
     free(perm);
 }
 
-static void select_perf_geometry(int bs, int bits);
-
-/* Quest's bound with 8-token blocks (the earlier figures), then both scorings with 16-token
- * blocks (the engine's default) */
-static void test_select_perf(void)
-{
-    if (getenv("OKV_TEST_QUICK"))   /* e.g. under compute-sanitizer */
-        return;
-    const int cfg[][2] = {{8, 0}, {16, 0}, {16, 2}};   /* block size, code bits */
-    for (int i = 0; i < 3; i++)
-        select_perf_geometry(cfg[i][0], cfg[i][1]);
-}
-
 static void select_perf_geometry(int bs, int bits)
 {
     struct okv_kv_geometry g = {.n_layers = 1, .n_group_slots = 1, .n_sparse_units = 0, .n_host_blocks = 16384,
@@ -1295,6 +1282,17 @@ static void select_perf_geometry(int bs, int bits)
     gpu->ops->mem_free(gpu, qg);
     free(q);
     gpu->ops->kv_free(gpu, kv);
+}
+
+/* Quest's bound with 8-token blocks (the earlier figures), then both scorings with 16-token
+ * blocks (the engine's default) */
+static void test_select_perf(void)
+{
+    if (getenv("OKV_TEST_QUICK"))   /* e.g. under compute-sanitizer */
+        return;
+    const int cfg[][2] = {{8, 0}, {16, 0}, {16, 2}};   /* block size, code bits */
+    for (int i = 0; i < 3; i++)
+        select_perf_geometry(cfg[i][0], cfg[i][1]);
 }
 
 /* Sampling against okv_sample_u. Greedy rows on logits with many ties (lowest id);

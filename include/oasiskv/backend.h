@@ -79,6 +79,7 @@ struct okv_kv_geometry {
  * loses multi-hop chains the bound keeps (bench/ACCURACY.md, 32K: niah 99 / vt 48 with the max,
  * 95 / 72 with the bound, 99 / 73 with half of each; dense 99 / 81). */
 #define OKV_KEY_CODE_BLEND 0.5f
+static inline bool okv_key_code_bits_valid(int bits) { return bits == 0 || bits == 1 || bits == 2 || bits == 4; }
 static inline size_t okv_key_code_bytes(const struct okv_kv_geometry *g)
 {
     return ((size_t)g->block_size * (size_t)g->head_dim * (size_t)g->key_code_bits + 7) / 8;

@@ -108,7 +108,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     const struct okv_model_config *c = &m->cfg;
     struct okv_engine_params prm = p ? *p : (struct okv_engine_params){0};
     fill_defaults(c, &prm);
-    if (prm.key_code_bits != 0 && prm.key_code_bits != 1 && prm.key_code_bits != 2 && prm.key_code_bits != 4)
+    if (!okv_key_code_bits_valid(prm.key_code_bits))
         return okv_set_error(OKV_ERR_INVALID_ARG, "key codes of %d bits a channel: 1, 2 or 4 allowed (0: none)", prm.key_code_bits);
     if (!(prm.sticky >= 0.0f && prm.sticky <= 0.5f))
         return okv_set_error(OKV_ERR_INVALID_ARG, "sticky selection: share %g of the selection (0 to 0.5 allowed)",
@@ -462,8 +462,8 @@ void okv_engine_update_mem_stats(okv_engine *e)
             quota_units += (size_t)okv_resid_k(e->resid, l) * dev_heads;   /* the cache, not just the selection */
         dev += (size_t)(e->prm.max_seqs - okv_resid_free_chunks(e->resid)) * quota_units * ub;
         size_t used_host = (size_t)okv_kv_used_host_blocks(e->kv);
-        dev += used_host * g->n_layers * dev_heads * (ub / (size_t)g->block_size + okv_key_code_bytes(g));   /* summaries: kmin,
-                                                                                  kmax in the KV's type; key codes */
+        /* summaries (kmin, kmax in the KV's type) and key codes */
+        dev += used_host * g->n_layers * dev_heads * (ub / (size_t)g->block_size + okv_key_code_bytes(g));
         host = used_host * g->n_layers * host_heads * ub;
     }
     e->stats.device_bytes = dev;
@@ -615,8 +615,7 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
                          3 * (size_t)prm.max_seqs * max_quota * 4 + (size_t)g.n_host_blocks * 4 +
                          (size_t)prm.max_seqs * ctx_blocks * 4 + 64 + (size_t)L * 20;
     return ((size_t)g.n_group_slots * nkv * L + quota_units * prm.max_seqs + 2 * (size_t)g.n_stage_units) * unit_bytes +
-           (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz + okv_key_code_bytes(&g)) +   /* summaries in the
-                                                                                     KV's type; key codes */
+           (size_t)g.n_host_blocks * L * nkv * (unit_bytes / (size_t)bsz + okv_key_code_bytes(&g)) +   /* summaries, codes */
            resid;
 }
 

@@ -130,7 +130,7 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
     okv_bkv *kv = okv_calloc(1, sizeof *kv, OKV_TAG_KV);
     if (!kv)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: out of memory");
-    if (g->key_code_bits != 0 && (g->key_code_bits != 1 && g->key_code_bits != 2 && g->key_code_bits != 4)) {
+    if (!okv_key_code_bits_valid(g->key_code_bits)) {
         okv_free(kv);
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: key codes of %d bits (1, 2 or 4 allowed)", g->key_code_bits);
     }

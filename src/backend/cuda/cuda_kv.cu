@@ -322,7 +322,7 @@ void okv_cuda_kv_free(okv_backend *be, okv_bkv *kv)
 enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
 {
     *out = NULL;
-    if (g->key_code_bits != 0 && g->key_code_bits != 1 && g->key_code_bits != 2 && g->key_code_bits != 4)
+    if (!okv_key_code_bits_valid(g->key_code_bits))
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: key codes of %d bits (1, 2 or 4 allowed)", g->key_code_bits);
     struct cuda_ctx *c = CTX(be);
     if (g->n_layers <= 0 || g->n_group_slots < 0 || g->n_sparse_units < 0 || g->n_host_blocks < 0 || g->n_stage_units < 0 ||

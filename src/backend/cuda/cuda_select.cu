@@ -42,6 +42,20 @@ static __device__ __forceinline__ float4 bf4_to_f4(uint2 a)
                        __uint_as_float(a.y & 0xffff0000u));
 }
 
+/* the request of flat candidate c: the last one whose candidates start at or before it */
+static __device__ __forceinline__ int request_of(const int32_t *meta, int n_reqs, int c)
+{
+    int r = 0, hi = n_reqs - 1;
+    while (r < hi) {
+        const int mid = (r + hi + 1) >> 1;
+        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= c)
+            r = mid;
+        else
+            hi = mid - 1;
+    }
+    return r;
+}
+
 /* One warp scores SEL_CPW consecutive candidates of one KV head: the summaries of all
  * of them are loaded (16-byte loads) before any arithmetic, so that each warp keeps
  * SEL_CPW KiB in flight (hd 128): the kernel is bound by HBM, and a single candidate
@@ -57,15 +71,7 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
     if (c0 >= total_cand)
         return;
     const int hd4 = hd >> 2, nc = min(SEL_CPW, total_cand - c0);
-    /* the request of candidate c0: the last one whose candidates start at or before it */
-    int r = 0, hi = n_reqs - 1;
-    while (r < hi) {
-        const int mid = (r + hi + 1) >> 1;
-        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= c0)
-            r = mid;
-        else
-            hi = mid - 1;
-    }
+    int r = request_of(meta, n_reqs, c0);
     int my_blk;
     {   /* this lane's candidate (c0 + lane; lanes past nc read c0's) */
         const int gc = c0 + (lane < nc ? lane : 0);
@@ -157,14 +163,7 @@ codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_
     if (w >= total_cand * nkv)
         return;   /* whole warps only: no block-wide barrier below */
     const int gc = w / nkv, h = w % nkv;
-    int r = 0, hi = n_reqs - 1;
-    while (r < hi) {
-        const int mid = (r + hi + 1) >> 1;
-        if (__ldg(meta + mid * SEL_META + M_CAND_OFF) <= gc)
-            r = mid;
-        else
-            hi = mid - 1;
-    }
+    const int r = request_of(meta, n_reqs, gc);
     const int32_t *m = meta + r * SEL_META;
     const int blk = __ldg(cand + __ldg(m + M_CAND_SRC) + (gc - __ldg(m + M_CAND_OFF)));
     const uint8_t *cb = codes + ((size_t)blk * nkv + h) * code_bytes;
