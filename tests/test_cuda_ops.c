@@ -827,9 +827,12 @@ static void test_attention(void)
         struct kvpair p;
         int32_t written[64];
         int nw;
-        /* key codes on seven configurations: 1, 2 and 4 bits, codes read as 16-byte pieces, as words (hd 32 x 1
-         * bit) and as bytes (hd 8 x 2 bits); 64-token blocks of 4-bit codes are read from HBM (not staged) */
-        static const int code_bits_of[] = {0, 1, 0, 2, 2, 4, 0, 1, 0, 2, 4, 4};
+        /* key codes on eight configurations: 1, 2 and 4 bits; blocks of 8, 16 and 64 tokens; hd 32 to 128, with
+         * threads of the tensor-core kernel that own no channel (hd 32, 64) or part of a word (hd 96 x 2 bits);
+         * GQA groups of 1 to 16 queries (n-tiles of 8); hd 8 x 2 bits only codes_k can score (byte reads). codes_k
+         * scores every configuration too (OKV_CODES_MMA=0): as 16-byte pieces, words (hd 32 x 1 bit), bytes, and
+         * 64-token blocks of 4-bit codes from HBM (not staged) */
+        static const int code_bits_of[] = {0, 1, 0, 2, 2, 4, 2, 1, 0, 2, 4, 4};
         kv_code_bits = code_bits_of[ci % (sizeof code_bits_of / sizeof code_bits_of[0])];
         const int slots = attn_kv(&p, cf.max_len, bs, nkv, hd, written, &nw);
         const int code_bits = kv_code_bits;
@@ -956,10 +959,23 @@ static void test_attention(void)
                     }
                 }
             }
-            printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared\n",
-                   code_bits == 1 ? "select_blocks (1-bit key codes)" : code_bits == 2 ? "select_blocks (2-bit key codes)"
-                   : code_bits == 4 ? "select_blocks (4-bit key codes)" : "select_blocks (Quest bound)", nc, k, e,
-                   sets_checked, nkv);
+            const struct okv_kv_geometry cg = {.block_size = bs, .head_dim = hd, .key_code_bits = code_bits};
+            const bool mma = code_bits && okv_cuda_codes_mma_fits(&cg);
+            snprintf(name, sizeof name, "select_blocks (%s)", !code_bits ? "Quest bound" : code_bits == 1 ? "1-bit key codes"
+                     : code_bits == 2 ? "2-bit key codes" : "4-bit key codes");
+            printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared%s\n", name, nc, k, e, sets_checked, nkv,
+                   !code_bits ? "" : mma ? ", tensor cores" : ", codes_k");
+            if (mma) {   /* the same selection by codes_k (OKV_CODES_MMA=0): the same integers */
+                float *s3 = malloc(4 * (size_t)nkv * nc);
+                setenv("OKV_CODES_MMA", "0", 1);
+                BOTH(OKV_OK, gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, 1, o2, s3));
+                unsetenv("OKV_CODES_MMA");
+                const double ek = rel_err(s3, s1, (size_t)nkv * nc), em = rel_err(s2, s3, (size_t)nkv * nc);
+                CHECK(ek <= 2e-3, "select scores by codes_k: error %.3g", ek);
+                CHECK(em <= 1e-5, "select scores, tensor cores against codes_k: error %.3g", em);
+                printf("  %-44s score err %.2e (tensor cores against it: %.2e)\n", "  codes_k (OKV_CODES_MMA=0)", ek, em);
+                free(s3);
+            }
             if (code_bits) {   /* OKV_CODES_BLEND=0: the codes' max alone (the default blends in Quest's bound) */
                 setenv("OKV_CODES_BLEND", "0", 1);
                 BOTH(cpu->ops->select_blocks(cpu, p.c, layer, qc, nh, &req, 1, o1, s1),
@@ -1146,6 +1162,11 @@ static void select_compare(struct kvpair *p, int layer, okv_bmem *qc, okv_bmem *
     }
     CHECK(bad_sc == 0 && bad_id == 0 && bad_id2 == 0, "%s: %zu/%zu scores, %zu/%zu ids (%zu without scores) differ", what,
           bad_sc, n_sc, bad_id, n_out, bad_id2);
+    for (size_t i = 0, shown = 0; i < n_sc && shown < 4; i++)
+        if (memcmp(&s1[i], &s2[i], 4) != 0) {
+            printf("    score %zu: cpu %.9g (%a) gpu %.9g (%a)\n", i, s1[i], s1[i], s2[i], s2[i]);
+            shown++;
+        }
     printf("  %-44s %d requests, %zu scores, %zu ids: %zu + %zu differ\n", what, n_reqs, n_sc, n_out, bad_sc, bad_id + bad_id2);
     free(o1);
     free(o2);
@@ -1154,11 +1175,16 @@ static void select_compare(struct kvpair *p, int layer, okv_bmem *qc, okv_bmem *
     free(s2);
 }
 
-static void test_select_batched(void)
+/* code_bits 1: 1-bit key codes, whose float steps are exact on this data (weights q (kmax - kmin)
+ * on a grid of 1/64), so the scores must be bit-equal too; groups of 4 make n-tiles of up to 16
+ * queries, and the small requests put several requests into one warp of the tensor-core kernel */
+static void test_select_batched(int code_bits)
 {
-    const int hb = 600, bs = 8, nkv = 4, group = 2, hd = 64, nh = nkv * group, n_q = 64, layer = 1;
+    const int hb = 600, bs = 8, nkv = 4, group = code_bits ? 4 : 2, hd = 64, nh = nkv * group, n_q = 64, layer = 1;
     struct kvpair p;
+    kv_code_bits = code_bits;
     kv_make(&p, 2, hb, 0, hb, 0, bs, nkv, hd);
+    kv_code_bits = 0;
     if (!p.c || !p.g)
         return;
     kv_fill_exact(&p);
@@ -1191,7 +1217,7 @@ static void test_select_batched(void)
         reqs[r] = (struct okv_select_req){rows + r * 4, nr, c, nc, k};
         at += nc;
     }
-    select_compare(&p, layer, qc, qg, nh, reqs, n_reqs, "select batched (exact data)");
+    select_compare(&p, layer, qc, qg, nh, reqs, n_reqs, code_bits ? "select batched (exact data, 1-bit codes)" : "select batched (exact data)");
     /* call 2: segments past the shared-memory staging (read from L2), repeated
      * candidates, a k past the GPU sort (host fallback), mixed with small ones */
     at = 0;
@@ -1205,7 +1231,7 @@ static void test_select_batched(void)
         reqs[r] = (struct okv_select_req){rows + r * 4, 1, cand + at, nc, big[r][1]};
         at += nc;
     }
-    select_compare(&p, layer, qc, qg, nh, reqs, n_reqs, "select: 20000/9000/17000 candidates");
+    select_compare(&p, layer, qc, qg, nh, reqs, n_reqs, code_bits ? "select: 20000/9000/17000 candidates, codes" : "select: 20000/9000/17000 candidates");
     /* bad input is refused */
     int32_t o[64];
     reqs[0] = (struct okv_select_req){rows, 1, cand, 4, 5};
@@ -1279,6 +1305,13 @@ static void select_perf_geometry(int bs, int bits)
     okv_bmem *qg = up(gpu, q, (size_t)64 * nh * g.head_dim);
     select_perf(kv, &g, qg, nh, 64, 2000, 123);
     select_perf(kv, &g, qg, nh, 256, 4000, 123);
+    if (bits && okv_cuda_codes_mma_fits(&g)) {   /* the same by codes_k, the kernel before the tensor-core one */
+        setenv("OKV_CODES_MMA", "0", 1);
+        printf("  (codes_k, OKV_CODES_MMA=0:)\n");
+        select_perf(kv, &g, qg, nh, 64, 2000, 123);
+        select_perf(kv, &g, qg, nh, 256, 4000, 123);
+        unsetenv("OKV_CODES_MMA");
+    }
     gpu->ops->mem_free(gpu, qg);
     free(q);
     gpu->ops->kv_free(gpu, kv);
@@ -1445,16 +1478,25 @@ int main(void)
         fprintf(stderr, "backend: %s\n", okv_last_error());
         return 1;
     }
-    test_rows();
-    test_matmul();
-    test_fused();
-    test_kv();
-    test_attention();
-    test_prefill();
-    test_select_batched();
-    test_select_perf();
-    test_sample();
-    test_errors();
+    /* OKV_TEST_ONLY=name[,name]: only the tests whose names contain one (e.g. select_perf under a profiler) */
+    const char *only = getenv("OKV_TEST_ONLY");
+#define RUN(name, call)                                                                                                    \
+    do {                                                                                                                   \
+        if (!only || strstr(only, name))                                                                                   \
+            call;                                                                                                          \
+    } while (0)
+    RUN("rows", test_rows());
+    RUN("matmul", test_matmul());
+    RUN("fused", test_fused());
+    RUN("kv", test_kv());
+    RUN("attention", test_attention());
+    RUN("prefill", test_prefill());
+    RUN("select_batched", test_select_batched(0));
+    RUN("select_batched", test_select_batched(1));
+    RUN("select_perf", test_select_perf());
+    RUN("sample", test_sample());
+    RUN("errors", test_errors());
+#undef RUN
     okv_backend_free(cpu);
     okv_backend_free(gpu);
     okv_backend_free(gpu_pf[0]);

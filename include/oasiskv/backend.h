@@ -70,7 +70,7 @@ struct okv_kv_geometry {
  * max_t sum_d q_d (kmin_d + c_td (kmax_d - kmin_d) / L), the max of q.k over its keys as the
  * codes see them, instead of Quest's bound (bench/ACCURACY.md: the bound is what separates
  * sparse from dense at 32K): computed as q.kmin + s * sum_d iw_d c_td, with the weights
- * w_d = q_d (kmax_d - kmin_d) (1 / L) rounded to integers iw_d = round(w_d (127 / m)) in
+ * w_d = (q_d (1 / L)) (kmax_d - kmin_d) rounded to integers iw_d = round(w_d (127 / m)) in
  * [-127, 127], m = max_d |w_d|, s = m / 127, so that the GPU sums them with 8-bit integer dot
  * products; both backends take the same float steps and so compute the same integers.
  * The block's score is then (1 - b) * that max + b * Quest's bound (computed from the same

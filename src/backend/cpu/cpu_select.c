@@ -89,7 +89,7 @@ static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float
 }
 
 /* the block's score from its key codes (backend.h): max_t q.kmin + s * sum_d iw_d c_td, with
- * w_d = q_d (kmax_d - kmin_d) (1 / L), iw_d = round(w_d (127 / m)) and s = m / 127, m = max_d |w_d|
+ * w_d = (q_d (1 / L)) (kmax_d - kmin_d), iw_d = round(w_d (127 / m)) and s = m / 127, m = max_d |w_d|
  * (the CUDA backend's integer dot products; the same float steps here, so the same integers) */
 static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const float *qv, const float *kmin,
                          const float *kmax, float blend)
@@ -103,7 +103,7 @@ static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const floa
     for (int d = 0; d < hd; d++) {
         const float span = kmax[d] - kmin[d];
         base += qv[d] * kmin[d];
-        w[d] = span > 0 ? qv[d] * span * inv_top : 0;
+        w[d] = span > 0 ? (qv[d] * inv_top) * span : 0;
         mx = fabsf(w[d]) > mx ? fabsf(w[d]) : mx;
         pos += w[d] > 0 ? w[d] : 0;
     }
@@ -114,7 +114,7 @@ static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const floa
     }
     float sc = mx / 127.f;
     if (blend > 0) {   /* (1 - b) the codes' max + b Quest's bound q.kmin + L sum_d max(w_d, 0) (backend.h) */
-        base += blend * ((float)((1 << bits) - 1) * pos);
+        base = fmaf(blend, (float)((1 << bits) - 1) * pos, base);
         sc = (1.f - blend) * sc;
     }
     float best = -INFINITY;
@@ -122,7 +122,7 @@ static float codes_score(const okv_bkv *kv, int layer, int hb, int h, const floa
         int acc = 0;
         for (int d = 0; d < hd; d++)
             acc += iw[d] * cpu_key_code(c, bits, (size_t)t * hd + d);
-        const float s = base + sc * (float)acc;
+        const float s = fmaf(sc, (float)acc, base);   /* fused, as on the GPU: the same float */
         best = s > best ? s : best;
     }
     return best;

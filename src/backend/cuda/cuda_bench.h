@@ -41,6 +41,10 @@ void okv_cuda_graph_info(const okv_backend *be, struct okv_cuda_graph_info *out)
  * off) take the GEMV kernel; drops the backend's graphs. Returns the value in force. */
 int okv_cuda_set_gemv_rows(okv_backend *be, int rows);
 
+/* Key-code scoring (cuda_select.cu): whether this geometry takes the tensor-core kernel
+ * (codes_mma_k; OKV_CODES_MMA=0 takes codes_k anyway). */
+bool okv_cuda_codes_mma_fits(const struct okv_kv_geometry *g);
+
 /* The host KV tier's allocation (cuda_pin.cu): seconds it took, and whether it was
  * registered from a mapping populated in parallel (else cudaHostAlloc). */
 double okv_cuda_kv_host_pin_seconds(const okv_bkv *kv, bool *registered);

@@ -49,6 +49,18 @@ static __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* D += A B with 8-bit integers, 32-bit sums (m16n8k32): a[0] rows g, columns 4t..4t+3; a[1]
+ * rows g + 8, the same columns; a[2], a[3] the same 16 columns on; b0 rows 4t..4t+3 of
+ * column g, b1 rows 16 + 4t..; c[0..1] row g columns 2t, 2t + 1, c[2..3] row g + 8
+ * (g = lane / 4, t = lane % 4; four elements a register, lowest byte first) */
+static __device__ __forceinline__ void mma_s8(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 /* S = Q K^T over KC keys staged in shared memory (rows of ROW bf16 elements, K of key
  * j at kb + j * ROW): s[n] accumulates key n-tile n (8 keys), zeroed first; qa holds the
  * warp's 16 query vectors as mma A fragments, one per 16 dims. */

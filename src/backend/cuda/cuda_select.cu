@@ -14,7 +14,9 @@
  * Then one copy of all ids back (and one of the scores when asked) and one sync.
  * A request with k > SEL_SORT_MAX (more than the shared memory sorts) is sorted on
  * the host from the copied scores. */
+#include "backend/cuda/cuda_bench.h"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_mma.cuh"
 #include "backend/cuda/cuda_sort.cuh"
 
 #include <cuda_pipeline.h>
@@ -132,7 +134,7 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
 
 /* With key codes (backend.h): one warp per (candidate, KV head) scores the block by
  * max over its keys t and the queries of q.kmin + s * sum_d iw_d c_td, where w_d =
- * q_d (kmax_d - kmin_d) / L is rounded to int8 steps of s = max_d |w_d| / 127 (backend.h:
+ * (q_d / L) (kmax_d - kmin_d) is rounded to int8 steps of s = max_d |w_d| / 127 (backend.h:
  * the CPU backend computes the same integers; __fmul_rn keeps the products unfused as there).
  * The codes are copied into shared memory asynchronously first, so that HBM's latency passes
  * while the weights are staged. Staging: a 32-bit word of codes, shifted right by j*B and
@@ -222,7 +224,7 @@ codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_
                     for (int k = 0; k < 4; k++) {
                         const float qd = dch[i][k] >= 0 ? __ldg(qv + dch[i][k]) : 0.f;
                         part[u] += qd * lo[i][k];
-                        wv[u][i][k] = sp[i][k] > 0.f ? __fmul_rn(__fmul_rn(qd, sp[i][k]), inv_top) : 0.f;
+                        wv[u][i][k] = sp[i][k] > 0.f ? __fmul_rn(__fmul_rn(qd, inv_top), sp[i][k]) : 0.f;
                         mx[u] = fmaxf(mx[u], fabsf(wv[u][i][k]));
                         pos[u] += fmaxf(wv[u][i][k], 0.f);
                     }
@@ -258,7 +260,7 @@ codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_
                         iw[(g0 + u) * stride + lane + 32 * i] = (int)packed;
                 }
                 if (lane == 0) {
-                    s_base[wi][g0 + u] = blend > 0.f ? part[u] + blend * ((float)((1 << BITS) - 1) * pos[u]) : part[u];
+                    s_base[wi][g0 + u] = blend > 0.f ? fmaf(blend, (float)((1 << BITS) - 1) * pos[u], part[u]) : part[u];
                     s_scale[wi][g0 + u] = blend > 0.f ? (1.f - blend) * (mx[u] / 127.f) : mx[u] / 127.f;
                 }
             }
@@ -294,7 +296,7 @@ codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_
                                 }
                             }
                         }
-                        best = fmaxf(best, s_base[wi][j] + s_scale[wi][j] * (float)acc);
+                        best = fmaxf(best, fmaf(s_scale[wi][j], (float)acc, s_base[wi][j]));
                     }
                 } else {
                     for (int j = j0; j < nq; j += qpl) {
@@ -316,7 +318,7 @@ codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_
                                        (int)w8[((d / CPW) * PER + e % PER) * 4 + e / PER];
                             }
                         }
-                        best = fmaxf(best, s_base[wi][j] + s_scale[wi][j] * (float)acc);
+                        best = fmaxf(best, fmaf(s_scale[wi][j], (float)acc, s_base[wi][j]));
                     }
                 }
             }
@@ -327,6 +329,223 @@ codes_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_
         best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, o));
     if (lane == 0)
         scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (gc - __ldg(m + M_CAND_OFF))] = best;
+}
+
+/* The same score with tensor cores (codes_mma_k; the default where the shape allows, see
+ * codes_mma_fits): one warp scores MC_CPW consecutive candidates of one KV head, the next
+ * candidate's summaries and codes copied into shared memory (cp.async) while the current one is
+ * scored. Keys (16-token m-tiles) times queries (8-query n-tiles) is a product of 8-bit integers,
+ * mma m16n8k32: the codes are the A operand (one code a byte), the int8 weights the B operand.
+ * A thread t (of g = lane / 4, t = lane % 4) of the mma owns channels 32t .. 32t + 31, whole
+ * words of a key's codes; its "pair" i < 8 is word i / PER of them shifted right by (i % PER) B
+ * and masked: four codes, one a byte, of the word's channels k PER + i % PER (k < 4); pairs 2kt
+ * and 2kt + 1 are its A columns 4t.. and 16 + 4t.. of k-tile kt, and its B rows the same
+ * channels' weights. The weights are built without idle lanes: eight lanes a query, four
+ * queries at a time, lane s of a query computing the 16 weights of pairs 4s .. 4s + 3 (the same
+ * float steps as codes_k and the CPU; max |w|, q.kmin and sum max(w, 0) reduced over the eight)
+ * and storing them as the B rows' words 4s.. of that query in shared memory, from where each
+ * mma thread reads its two words a k-tile. The integers are exact, so the scores are codes_k's.
+ * Needs hd <= 128, hd % 16 == 0, hd B % 32 == 0 (whole words a key), codes of a (block, head)
+ * in 16-byte pieces, bs <= 64. */
+#define MC_WARPS 4
+#define MC_CPW 8           /* candidates a warp */
+#define MC_WQ 36           /* words of one query's staged weights: 32, padded against bank conflicts */
+static bool codes_mma_fits(int hd, int bits, int bs, int code_bytes)
+{
+    return hd <= 128 && hd % 16 == 0 && (hd * bits) % 32 == 0 && code_bytes % 16 == 0 && bs <= 64;
+}
+extern "C" bool okv_cuda_codes_mma_fits(const struct okv_kv_geometry *g)
+{
+    return g->key_code_bits > 0 && codes_mma_fits(g->head_dim, g->key_code_bits, g->block_size, (int)okv_key_code_bytes(g));
+}
+/* per warp: two staging buffers (summaries, codes), then 8 queries' weights, bases and scales */
+static size_t codes_mma_smem(int hd, int code_bytes)
+{
+    return (size_t)MC_WARPS * (2 * (size_t)(hd * 4 + code_bytes) + 8 * MC_WQ * 4 + 16 * 4);
+}
+
+/* Lane s of a query group builds pairs 4s .. 4s + 3: channel of its weight (a, k) (pair 4s + a,
+ * byte k) is cbase(s) + coff(a, k); its 16 channels are loaded as 4 runs of 4 (run k / 4 of
+ * ld_pos) */
+template <int BITS> static __device__ __forceinline__ int cbase(int s) { return BITS == 1 ? 32 * (s >> 1) + 4 * (s & 1) : 16 * s; }
+template <int BITS> static __host__ __device__ constexpr int coff(int a, int k)
+{
+    return BITS == 1 ? 8 * k + a : BITS == 2 ? 4 * k + a : 8 * (a >> 1) + 2 * k + (a & 1);
+}
+/* runs: channels cbase + 8r .. + 3 (1 bit), cbase + 4r .. + 3 (2, 4 bits) */
+template <int BITS> static __host__ __device__ constexpr int run_at(int r) { return BITS == 1 ? 8 * r : 4 * r; }
+template <int BITS> static __host__ __device__ constexpr int ld_pos(int a, int k)
+{
+    return (coff<BITS>(a, k) / run_at<BITS>(1)) * 4 + coff<BITS>(a, k) % run_at<BITS>(1);
+}
+
+template <int BITS>
+static __global__ void __launch_bounds__(MC_WARPS * 32)
+codes_mma_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const int32_t *meta, int n_reqs, const int32_t *rows,
+            const int32_t *cand, int total_cand, int n_heads, int nkv, int hd, int bs, int code_bytes, float blend,
+            float *scores)
+{
+    extern __shared__ uint4 mc_smem[];
+    constexpr int PER = 8 / BITS;   /* codes a byte */
+    constexpr unsigned MASK = BITS == 1 ? 0x01010101u : BITS == 2 ? 0x03030303u : 0x0f0f0f0fu;
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, h = blockIdx.y;
+    const int qs = lane >> 3, s = lane & 7;   /* weight building: query slot, lane of the query */
+    const int c0 = (blockIdx.x * MC_WARPS + wi) * MC_CPW;
+    if (c0 >= total_cand)
+        return;   /* whole warps only: no block-wide barrier below */
+    const int nc = min(MC_CPW, total_cand - c0);
+    const int summ_u4 = hd >> 2, buf_u4 = summ_u4 + (code_bytes >> 4);   /* kmin, kmax (bf16), then the codes */
+    uint4 *buf = mc_smem + (size_t)wi * (2 * buf_u4 + (8 * MC_WQ * 4 + 16 * 4) / 16);
+    uint32_t *wq = (uint32_t *)(buf + 2 * buf_u4);   /* [8][MC_WQ] weights, then bases [8], scales [8] */
+    float *s_base = (float *)(wq + 8 * MC_WQ), *s_scale = s_base + 8;
+    int r = request_of(meta, n_reqs, c0), my_blk;
+    {   /* lane j holds candidate c0 + j's block */
+        const int gc = c0 + (lane < nc ? lane : 0);
+        int rl = r;
+        while (rl + 1 < n_reqs && __ldg(meta + (rl + 1) * SEL_META + M_CAND_OFF) <= gc)
+            rl++;
+        const int32_t *ml = meta + rl * SEL_META;
+        my_blk = __ldg(cand + __ldg(ml + M_CAND_SRC) + (gc - __ldg(ml + M_CAND_OFF)));
+    }
+    const int group = n_heads / nkv, tok_w = hd * BITS / 32;   /* words of a key's codes */
+    const float inv_top = 1.f / (float)((1 << BITS) - 1);
+    const int cb = cbase<BITS>(s);
+    const bool lane_ch = cb < hd, mine = 32 * t < hd;   /* channels of weight lanes (runs) and of mma threads */
+    float qv[16], ql[16];
+    int q_of = -1;   /* the request whose query qs the registers hold (requests of at most 4 queries) */
+    for (int j = 0; j <= nc; j++) {
+        if (j < nc) {   /* stage candidate j (one ahead of the one scored) */
+            const int blk = __shfl_sync(0xffffffffu, my_blk, j);
+            uint4 *b = buf + (j & 1) * buf_u4;
+            const uint4 *sg = (const uint4 *)(summ + ((size_t)blk * nkv + h) * 2 * hd);
+            const uint4 *cg = (const uint4 *)(codes + ((size_t)blk * nkv + h) * code_bytes);
+            for (int i = lane; i < buf_u4; i += 32)
+                cp_async16(b + i, i < summ_u4 ? sg + i : cg + (i - summ_u4), 16);
+        }
+        cp_async_commit();
+        if (j == 0)
+            continue;
+        cp_async_wait<1>();
+        __syncwarp();
+        const int jc = j - 1, gc = c0 + jc;
+        while (r + 1 < n_reqs && __ldg(meta + (r + 1) * SEL_META + M_CAND_OFF) <= gc)
+            r++;
+        const int32_t *m = meta + r * SEL_META;
+        const int n_q = __ldg(m + M_N_ROWS) * group;
+        const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
+        const uint4 *b = buf + (jc & 1) * buf_u4;
+        const uint32_t *cw = (const uint32_t *)(b + summ_u4);
+        /* this lane's 16 channels: kmin and the span, in load order */
+        float lo[16], sp[16];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int ch = cb + run_at<BITS>(u);
+            const uint2 l2 = lane_ch ? *(const uint2 *)((const okv_bf16 *)b + ch) : make_uint2(0, 0);
+            const uint2 h2 = lane_ch ? *(const uint2 *)((const okv_bf16 *)b + hd + ch) : make_uint2(0, 0);
+            const float4 lf = bf4_to_f4(l2), hf = bf4_to_f4(h2);
+            lo[4 * u] = lf.x, lo[4 * u + 1] = lf.y, lo[4 * u + 2] = lf.z, lo[4 * u + 3] = lf.w;
+            sp[4 * u] = __fsub_rn(hf.x, lf.x), sp[4 * u + 1] = __fsub_rn(hf.y, lf.y);
+            sp[4 * u + 2] = __fsub_rn(hf.z, lf.z), sp[4 * u + 3] = __fsub_rn(hf.w, lf.w);
+        }
+        float best = -INFINITY;
+        for (int nt = 0; nt * 8 < n_q; nt++) {
+            /* the weights of queries nt 8 .. nt 8 + 7, four at a time */
+            for (int half = 0; half < 2 && nt * 8 + half * 4 < n_q; half++) {
+                const int n = nt * 8 + half * 4 + qs;
+                if (n_q > 4 || q_of != r) {   /* query n: row n / group, head h group + n % group */
+                    const bool ok = n < n_q && lane_ch;
+                    const float *qp = q + ((size_t)__ldg(rr + (n < n_q ? n / group : 0)) * n_heads + (size_t)h * group +
+                                           (n < n_q ? n % group : 0)) * hd + cb;
+#pragma unroll
+                    for (int u = 0; u < 4; u++) {
+                        const float4 v = ok ? __ldg((const float4 *)(qp + run_at<BITS>(u))) : make_float4(0.f, 0.f, 0.f, 0.f);
+                        qv[4 * u] = v.x, qv[4 * u + 1] = v.y, qv[4 * u + 2] = v.z, qv[4 * u + 3] = v.w;
+                    }
+#pragma unroll
+                    for (int e = 0; e < 16; e++)
+                        ql[e] = __fmul_rn(qv[e], inv_top);
+                    q_of = n_q <= 4 ? r : -1;
+                }
+                float w[16], part = 0.f, mx = 0.f, pos = 0.f;
+#pragma unroll
+                for (int e = 0; e < 16; e++) {
+                    part = fmaf(qv[e], lo[e], part);
+                    w[e] = __fmul_rn(ql[e], sp[e]);
+                    mx = fmaxf(mx, fabsf(w[e]));
+                    pos += fmaxf(w[e], 0.f);
+                }
+#pragma unroll
+                for (int o = 1; o < 8; o <<= 1) {
+                    part += __shfl_xor_sync(0xffffffffu, part, o);
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                    pos += __shfl_xor_sync(0xffffffffu, pos, o);
+                }
+                const float rs = mx > 0.f ? __fdiv_rn(127.f, mx) : 0.f;
+                /* round(w rs) by the 1.5 * 2^23 trick (|w rs| <= 127: the integer is the low byte) */
+                uint4 pk;
+                uint32_t *pw = &pk.x;
+#pragma unroll
+                for (int a = 0; a < 4; a++) {
+                    int v[4];
+#pragma unroll
+                    for (int k = 0; k < 4; k++)
+                        v[k] = __float_as_int(__fadd_rn(__fmul_rn(w[ld_pos<BITS>(a, k)], rs), 12582912.f));
+                    pw[a] = __byte_perm(__byte_perm(v[0], v[1], 0x0040), __byte_perm(v[2], v[3], 0x0040), 0x5410);
+                }
+                *(uint4 *)(wq + (half * 4 + qs) * MC_WQ + 4 * s) = pk;
+                if (s == 0) {
+                    s_base[half * 4 + qs] = blend > 0.f ? fmaf(blend, (float)((1 << BITS) - 1) * pos, part) : part;
+                    s_scale[half * 4 + qs] = blend > 0.f ? (1.f - blend) * __fdiv_rn(mx, 127.f) : __fdiv_rn(mx, 127.f);
+                }
+            }
+            __syncwarp();
+            /* the epilogue's queries: 2t and 2t + 1 of the n-tile */
+            const bool ok0 = nt * 8 + 2 * t < n_q, ok1 = nt * 8 + 2 * t + 1 < n_q;
+            const float base0 = s_base[2 * t], scale0 = s_scale[2 * t], base1 = s_base[2 * t + 1], scale1 = s_scale[2 * t + 1];
+            uint2 bw[4];
+#pragma unroll
+            for (int kt = 0; kt < 4; kt++)
+                bw[kt] = *(const uint2 *)(wq + g * MC_WQ + 8 * t + 2 * kt);
+            for (int t0 = 0; t0 < bs; t0 += 16) {
+                const int ra = t0 + g, rb = ra + 8;
+                uint32_t wa[BITS], wb[BITS];
+#pragma unroll
+                for (int x = 0; x < BITS; x++) {
+                    const bool okx = mine && t * BITS + x < tok_w;
+                    wa[x] = okx && ra < bs ? cw[ra * tok_w + t * BITS + x] : 0u;
+                    wb[x] = okx && rb < bs ? cw[rb * tok_w + t * BITS + x] : 0u;
+                }
+                int acc[4] = {0, 0, 0, 0};
+#pragma unroll
+                for (int kt = 0; kt < 4; kt++) {
+                    const int i0 = 2 * kt, i1 = 2 * kt + 1;
+                    const uint32_t a[4] = {(wa[i0 / PER] >> ((i0 % PER) * BITS)) & MASK, (wb[i0 / PER] >> ((i0 % PER) * BITS)) & MASK,
+                                           (wa[i1 / PER] >> ((i1 % PER) * BITS)) & MASK, (wb[i1 / PER] >> ((i1 % PER) * BITS)) & MASK};
+                    mma_s8(acc, a, bw[kt].x, bw[kt].y);
+                }
+                /* base + scale acc, fused as on the CPU backend */
+                if (ra < bs) {
+                    if (ok0)
+                        best = fmaxf(best, fmaf(scale0, (float)acc[0], base0));
+                    if (ok1)
+                        best = fmaxf(best, fmaf(scale1, (float)acc[1], base1));
+                }
+                if (rb < bs) {
+                    if (ok0)
+                        best = fmaxf(best, fmaf(scale0, (float)acc[2], base0));
+                    if (ok1)
+                        best = fmaxf(best, fmaf(scale1, (float)acc[3], base1));
+                }
+            }
+            __syncwarp();   /* the next n-tile's weights overwrite these */
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, o));
+        if (lane == 0)
+            scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (gc - __ldg(m + M_CAND_OFF))] = best;
+        __syncwarp();   /* the buffer is staged again two candidates on */
+    }
 }
 
 /* Diagnostics (OKV_SELECT_SCORE=exact or codesB, as on the CPU backend, cpu_select.c): one
@@ -741,9 +960,17 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         const char *be_env = getenv("OKV_CODES_BLEND");   /* (1 - b) codes + b Quest's bound (backend.h) */
         const float blend = be_env && *be_env ? fminf(fmaxf(strtof(be_env, NULL), 0.f), 1.f) : OKV_KEY_CODE_BLEND;
         const uint8_t *lc = kv->codes + (size_t)layer * kv->g.n_host_blocks * nkv * cbytes;
+        /* tensor cores where the shape allows; OKV_CODES_MMA=0 takes codes_k (A/B, tests) */
+        const char *mma_env = getenv("OKV_CODES_MMA");
+        const bool mma = codes_mma_fits(hd, kv->g.key_code_bits, bs, cbytes) && !(mma_env && !strcmp(mma_env, "0"));
+        const dim3 mg((unsigned)((t_cand + MC_WARPS * MC_CPW - 1) / (MC_WARPS * MC_CPW)), (unsigned)nkv);
+        const size_t msm = codes_mma_smem(hd, cbytes);
 #define CODES_LAUNCH(B)                                                                                                    \
     do {                                                                                                                   \
-        if (hd <= 128)                                                                                                     \
+        if (mma)                                                                                                           \
+            codes_mma_k<B><<<mg, MC_WARPS * 32, msm, c->sel_stream>>>(q->d, summ, lc, d_meta, n_reqs, d_rows, d_cand,      \
+                                                                    (int)t_cand, n_heads, nkv, hd, bs, cbytes, blend, d_sc); \
+        else if (hd <= 128)                                                                                                \
             codes_k<B, 1><<<g, CODE_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, lc, d_meta, n_reqs, d_rows, d_cand,        \
                                                                    (int)t_cand, n_heads, nkv, hd, bs, cbytes, blend, d_sc); \
         else                                                                                                               \
