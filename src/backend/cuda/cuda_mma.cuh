@@ -1,5 +1,6 @@
-/* Device helpers shared by the attention kernels (cuda_attention.cu, cuda_prefill.cu):
- * cp.async copies, ldmatrix, the bf16 m16n8k16 tensor-core product, S = Q K^T, ex2. */
+/* Device helpers shared by the attention kernels (cuda_attention.cu, cuda_prefill.cu) and the
+ * key-code scoring (cuda_select.cu): cp.async copies, ldmatrix, the bf16 m16n8k16 and int8
+ * m16n8k32 tensor-core products, S = Q K^T, ex2. */
 #ifndef OKV_CUDA_MMA_CUH
 #define OKV_CUDA_MMA_CUH
 
