@@ -965,6 +965,17 @@ static void test_attention(void)
                      : code_bits == 2 ? "2-bit key codes" : "4-bit key codes");
             printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared%s\n", name, nc, k, e, sets_checked, nkv,
                    !code_bits ? "" : mma ? ", tensor cores" : ", codes_k");
+            if (!code_bits && hd % 8 == 0) {   /* Quest's bound by quest_k (OKV_QUEST_LANE=0), the kernel before quest_lane_k */
+                float *s3 = malloc(4 * (size_t)nkv * nc);
+                setenv("OKV_QUEST_LANE", "0", 1);
+                BOTH(OKV_OK, gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, 1, o2, s3));
+                unsetenv("OKV_QUEST_LANE");
+                const double ek = rel_err(s3, s1, (size_t)nkv * nc), em = rel_err(s2, s3, (size_t)nkv * nc);
+                CHECK(ek <= 2e-3, "select scores by quest_k: error %.3g", ek);
+                CHECK(em <= 1e-5, "select scores, quest_lane_k against quest_k: error %.3g", em);
+                printf("  %-44s score err %.2e (quest_lane_k against it: %.2e)\n", "  quest_k (OKV_QUEST_LANE=0)", ek, em);
+                free(s3);
+            }
             if (mma) {   /* the same selection by codes_k (OKV_CODES_MMA=0): the same integers */
                 float *s3 = malloc(4 * (size_t)nkv * nc);
                 setenv("OKV_CODES_MMA", "0", 1);
@@ -1305,6 +1316,12 @@ static void select_perf_geometry(int bs, int bits)
     okv_bmem *qg = up(gpu, q, (size_t)64 * nh * g.head_dim);
     select_perf(kv, &g, qg, nh, 64, 2000, 123);
     select_perf(kv, &g, qg, nh, 256, 4000, 123);
+    if (!bits) {   /* the same by quest_k, the kernel before quest_lane_k */
+        setenv("OKV_QUEST_LANE", "0", 1);
+        printf("  (quest_k, OKV_QUEST_LANE=0:)\n");
+        select_perf(kv, &g, qg, nh, 64, 2000, 123);
+        unsetenv("OKV_QUEST_LANE");
+    }
     if (bits && okv_cuda_codes_mma_fits(&g)) {   /* the same by codes_k, the kernel before the tensor-core one */
         setenv("OKV_CODES_MMA", "0", 1);
         printf("  (codes_k, OKV_CODES_MMA=0:)\n");

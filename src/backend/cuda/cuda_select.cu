@@ -1,11 +1,13 @@
 /* Block selection on the GPU, every request of a call in one pass.
  *
  * One packed upload (per-request table, rows, candidates), then two launches over all
- * requests at once (with per-token key codes, codes_k scores instead of quest_k):
- *  - quest_k: the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) of every (request,
- *    candidate, KV head), maximised over the GQA group's query heads and the
- *    request's rows; one warp per SEL_CPW consecutive candidates of one head, which
- *    finds their requests by binary search of the candidate offsets.
+ * requests at once:
+ *  - scoring: the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) of every (request,
+ *    candidate, KV head), maximised over the GQA group's query heads and the request's
+ *    rows: quest_lane_k, one lane per candidate (quest_k, one warp per SEL_CPW candidates,
+ *    where head_dim % 8 != 0); with per-token key codes, codes_mma_k on the tensor cores
+ *    (codes_k where the shape does not fit it). Candidates find their requests by binary
+ *    search of the candidate offsets.
  *  - topk_k: one CTA per (request, KV head): a radix select (8-bit digits, MSB first)
  *    of the k smallest 64-bit keys (~ordered score, block id), which is score
  *    descending then lower block id, the CPU reference's order; then a bitonic sort
@@ -130,6 +132,72 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
         if (lane == 0)
             scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (gc - __ldg(m + M_CAND_OFF))] = best;
     }
+}
+
+/* Quest's bound with one lane per candidate (quest_lane_k; the default for head_dim % 8 == 0,
+ * OKV_QUEST_LANE=0 takes quest_k): a lane sums max(q_d kmin_d, q_d kmax_d) over d in order, as
+ * the CPU backend does (the same float operations, so the same scores from the same summaries),
+ * for up to QL_QT queries at once, reading its block's summaries in 16-byte pieces (8 bf16) and
+ * the queries' in 32-byte pieces that the lanes of one request share. quest_k spends a 5-step
+ * shuffle reduction on every (candidate, query); here there is none, and a warp issues about
+ * a fifth of its instructions (bench/RESULTS.md section 17). */
+#define QL_THREADS 128
+#define QL_QT 4            /* queries a pass */
+static __global__ void __launch_bounds__(QL_THREADS)
+quest_lane_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, const int32_t *rows, const int32_t *cand,
+             int total_cand, int n_heads, int nkv, int hd, float *scores)
+{
+    const int c = blockIdx.x * QL_THREADS + threadIdx.x, h = blockIdx.y;
+    const bool live = c < total_cand;
+    const int cc = live ? c : total_cand - 1;
+    const int r = request_of(meta, n_reqs, cc);
+    const int32_t *m = meta + r * SEL_META;
+    const int blk = __ldg(cand + __ldg(m + M_CAND_SRC) + (cc - __ldg(m + M_CAND_OFF)));
+    const int group = n_heads / nkv, n_q = __ldg(m + M_N_ROWS) * group, hd8 = hd >> 3;
+    const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
+    const uint4 *kmin = (const uint4 *)(summ + ((size_t)blk * nkv + h) * 2 * hd), *kmax = kmin + hd8;
+    /* the warp's most queries: lanes of requests with fewer skip the rest */
+    int n_q_w = n_q;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        n_q_w = max(n_q_w, __shfl_xor_sync(0xffffffffu, n_q_w, o));
+    float best = -INFINITY;
+    for (int q0 = 0; q0 < n_q_w; q0 += QL_QT) {
+        const float4 *qp[QL_QT];
+        float s[QL_QT];
+#pragma unroll
+        for (int u = 0; u < QL_QT; u++) {
+            const int n = q0 + u < n_q ? q0 + u : 0;
+            qp[u] = (const float4 *)(q + ((size_t)__ldg(rr + n / group) * n_heads + (size_t)h * group + n % group) * hd);
+            s[u] = 0.f;
+        }
+        for (int x = 0; x < hd8; x++) {
+            const uint4 a = __ldg(kmin + x), b = __ldg(kmax + x);
+            const unsigned av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+            float lo[8], hi[8];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                lo[2 * e] = __uint_as_float(av[e] << 16), lo[2 * e + 1] = __uint_as_float(av[e] & 0xffff0000u);
+                hi[2 * e] = __uint_as_float(bv[e] << 16), hi[2 * e + 1] = __uint_as_float(bv[e] & 0xffff0000u);
+            }
+#pragma unroll
+            for (int u = 0; u < QL_QT; u++) {
+                if (q0 + u >= n_q)
+                    break;
+                const float4 q0v = __ldg(qp[u] + 2 * x), q1v = __ldg(qp[u] + 2 * x + 1);
+                const float qq[8] = {q0v.x, q0v.y, q0v.z, q0v.w, q1v.x, q1v.y, q1v.z, q1v.w};
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    s[u] = __fadd_rn(s[u], fmaxf(__fmul_rn(qq[e], lo[e]), __fmul_rn(qq[e], hi[e])));
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < QL_QT; u++)
+            if (q0 + u < n_q)
+                best = fmaxf(best, s[u]);
+    }
+    if (live)
+        scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (cc - __ldg(m + M_CAND_OFF))] = best;
 }
 
 /* With key codes (backend.h): one warp per (candidate, KV head) scores the block by
@@ -984,7 +1052,10 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         else
             CODES_LAUNCH(4);
 #undef CODES_LAUNCH
-    } else if (hd <= 128)
+    } else if (hd % 8 == 0 && !(getenv("OKV_QUEST_LANE") && !strcmp(getenv("OKV_QUEST_LANE"), "0")))
+        quest_lane_k<<<dim3((unsigned)((t_cand + QL_THREADS - 1) / QL_THREADS), (unsigned)nkv), QL_THREADS, 0, c->sel_stream>>>(
+            q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, nkv, hd, d_sc);
+    else if (hd <= 128)
         quest_k<1><<<grid, SEL_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
                                                            nkv, hd, d_sc);
     else
