@@ -810,6 +810,27 @@ static void pf_compare(okv_bmem *oc, const float *ref_g, okv_bmem *qg, okv_bkv *
         }
 }
 
+/* One selection again on the GPU with env=0 (the kernel the default replaced, named old):
+ * against the CPU's scores s1 (the usual tolerance) and the default kernel's s2 (1e-5). */
+static void select_alt(struct kvpair *p, int layer, okv_bmem *qg, int nh, const struct okv_select_req *req, const float *s1,
+                       const float *s2, const char *env, const char *old, const char *dflt)
+{
+    const size_t n = (size_t)p->geo.n_kv_heads * req->n_cand;
+    float *s3 = malloc(4 * n);
+    int32_t *o3 = malloc(4 * (size_t)p->geo.n_kv_heads * req->k + 4);
+    setenv(env, "0", 1);
+    BOTH(OKV_OK, gpu->ops->select_blocks(gpu, p->g, layer, qg, nh, req, 1, o3, s3));
+    unsetenv(env);
+    const double ek = rel_err(s3, s1, n), em = rel_err(s2, s3, n);
+    CHECK(ek <= 2e-3, "select scores by %s: error %.3g", old, ek);
+    CHECK(em <= 1e-5, "select scores, %s against %s: error %.3g", dflt, old, em);
+    char label[80];
+    snprintf(label, sizeof label, "  %s (%s=0)", old, env);
+    printf("  %-44s score err %.2e (%s against it: %.2e)\n", label, ek, dflt, em);
+    free(s3);
+    free(o3);
+}
+
 /* Attention: random sequences, GQA, lists over group, sparse and staging units in
  * random order, several rows per sequence and prefill chunks. */
 static void test_attention(void)
@@ -965,28 +986,11 @@ static void test_attention(void)
                      : code_bits == 2 ? "2-bit key codes" : "4-bit key codes");
             printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared%s\n", name, nc, k, e, sets_checked, nkv,
                    !code_bits ? "" : mma ? ", tensor cores" : ", codes_k");
-            if (!code_bits && hd % 8 == 0) {   /* Quest's bound by quest_k (OKV_QUEST_LANE=0), the kernel before quest_lane_k */
-                float *s3 = malloc(4 * (size_t)nkv * nc);
-                setenv("OKV_QUEST_LANE", "0", 1);
-                BOTH(OKV_OK, gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, 1, o2, s3));
-                unsetenv("OKV_QUEST_LANE");
-                const double ek = rel_err(s3, s1, (size_t)nkv * nc), em = rel_err(s2, s3, (size_t)nkv * nc);
-                CHECK(ek <= 2e-3, "select scores by quest_k: error %.3g", ek);
-                CHECK(em <= 1e-5, "select scores, quest_lane_k against quest_k: error %.3g", em);
-                printf("  %-44s score err %.2e (quest_lane_k against it: %.2e)\n", "  quest_k (OKV_QUEST_LANE=0)", ek, em);
-                free(s3);
-            }
-            if (mma) {   /* the same selection by codes_k (OKV_CODES_MMA=0): the same integers */
-                float *s3 = malloc(4 * (size_t)nkv * nc);
-                setenv("OKV_CODES_MMA", "0", 1);
-                BOTH(OKV_OK, gpu->ops->select_blocks(gpu, p.g, layer, qg, nh, &req, 1, o2, s3));
-                unsetenv("OKV_CODES_MMA");
-                const double ek = rel_err(s3, s1, (size_t)nkv * nc), em = rel_err(s2, s3, (size_t)nkv * nc);
-                CHECK(ek <= 2e-3, "select scores by codes_k: error %.3g", ek);
-                CHECK(em <= 1e-5, "select scores, tensor cores against codes_k: error %.3g", em);
-                printf("  %-44s score err %.2e (tensor cores against it: %.2e)\n", "  codes_k (OKV_CODES_MMA=0)", ek, em);
-                free(s3);
-            }
+            /* the kernel each default replaced, on the same selection: Quest's bound by quest_k, the codes by codes_k */
+            if (!code_bits && hd % 8 == 0)
+                select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_QUEST_LANE", "quest_k", "quest_lane_k");
+            if (mma)
+                select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_CODES_MMA", "codes_k", "tensor cores");
             if (code_bits) {   /* OKV_CODES_BLEND=0: the codes' max alone (the default blends in Quest's bound) */
                 setenv("OKV_CODES_BLEND", "0", 1);
                 BOTH(cpu->ops->select_blocks(cpu, p.c, layer, qc, nh, &req, 1, o1, s1),

@@ -60,6 +60,18 @@ static __device__ __forceinline__ int request_of(const int32_t *meta, int n_reqs
     return r;
 }
 
+/* the block of candidate c0 + lane of a warp's nc consecutive candidates (lanes past nc take
+ * c0's); r is c0's request */
+static __device__ __forceinline__ int lane_block(const int32_t *meta, int n_reqs, const int32_t *cand, int r, int c0, int nc,
+                                                 int lane)
+{
+    const int gc = c0 + (lane < nc ? lane : 0);
+    while (r + 1 < n_reqs && __ldg(meta + (r + 1) * SEL_META + M_CAND_OFF) <= gc)
+        r++;
+    const int32_t *ml = meta + r * SEL_META;
+    return __ldg(cand + __ldg(ml + M_CAND_SRC) + (gc - __ldg(ml + M_CAND_OFF)));
+}
+
 /* One warp scores SEL_CPW consecutive candidates of one KV head: the summaries of all
  * of them are loaded (16-byte loads) before any arithmetic, so that each warp keeps
  * SEL_CPW KiB in flight (hd 128): the kernel is bound by HBM, and a single candidate
@@ -76,15 +88,7 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
         return;
     const int hd4 = hd >> 2, nc = min(SEL_CPW, total_cand - c0);
     int r = request_of(meta, n_reqs, c0);
-    int my_blk;
-    {   /* this lane's candidate (c0 + lane; lanes past nc read c0's) */
-        const int gc = c0 + (lane < nc ? lane : 0);
-        int rl = r;
-        while (rl + 1 < n_reqs && __ldg(meta + (rl + 1) * SEL_META + M_CAND_OFF) <= gc)
-            rl++;
-        const int32_t *ml = meta + rl * SEL_META;
-        my_blk = __ldg(cand + __ldg(ml + M_CAND_SRC) + (gc - __ldg(ml + M_CAND_OFF)));
-    }
+    const int my_blk = lane_block(meta, n_reqs, cand, r, c0, nc, lane);
     float4 mn[SEL_CPW][SLOTS], mx[SEL_CPW][SLOTS];
 #pragma unroll
     for (int j = 0; j < SEL_CPW; j++) {
@@ -139,8 +143,8 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
  * the CPU backend does (the same float operations, so the same scores from the same summaries),
  * for up to QL_QT queries at once, reading its block's summaries in 16-byte pieces (8 bf16) and
  * the queries' in 32-byte pieces that the lanes of one request share. quest_k spends a 5-step
- * shuffle reduction on every (candidate, query); here there is none, and a warp issues about
- * a fifth of its instructions (bench/RESULTS.md section 17). */
+ * shuffle reduction on every (candidate, query); here there is none (a selection call of 64
+ * requests x 8 KV heads x 2000 candidates: 0.52 ms against 0.75; bench/RESULTS.md section 17). */
 #define QL_THREADS 128
 #define QL_QT 4            /* queries a pass */
 static __global__ void __launch_bounds__(QL_THREADS)
@@ -466,15 +470,8 @@ codes_mma_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const in
     uint4 *buf = mc_smem + (size_t)wi * (2 * buf_u4 + (8 * MC_WQ * 4 + 16 * 4) / 16);
     uint32_t *wq = (uint32_t *)(buf + 2 * buf_u4);   /* [8][MC_WQ] weights, then bases [8], scales [8] */
     float *s_base = (float *)(wq + 8 * MC_WQ), *s_scale = s_base + 8;
-    int r = request_of(meta, n_reqs, c0), my_blk;
-    {   /* lane j holds candidate c0 + j's block */
-        const int gc = c0 + (lane < nc ? lane : 0);
-        int rl = r;
-        while (rl + 1 < n_reqs && __ldg(meta + (rl + 1) * SEL_META + M_CAND_OFF) <= gc)
-            rl++;
-        const int32_t *ml = meta + rl * SEL_META;
-        my_blk = __ldg(cand + __ldg(ml + M_CAND_SRC) + (gc - __ldg(ml + M_CAND_OFF)));
-    }
+    int r = request_of(meta, n_reqs, c0);
+    const int my_blk = lane_block(meta, n_reqs, cand, r, c0, nc, lane);
     const int group = n_heads / nkv, tok_w = hd * BITS / 32;   /* words of a key's codes */
     const float inv_top = 1.f / (float)((1 << BITS) - 1);
     const int cb = cbase<BITS>(s);
