@@ -5,8 +5,9 @@
  * any length needs O(head_dim) scratch. The mask is causal by absolute position: a query at
  * position p reads key positions kp <= p that are below the sequence's KV length.
  *
- * One work item is a tile: up to ATT_TILE_ROWS consecutive rows of one sequence and one KV
- * head, with every query head of its GQA group. The tile walks the block list once and runs
+ * One work item is a tile: consecutive rows of one sequence (as many as ATT_TILE_FLOATS and
+ * ATT_TILE_Q allow: 64 rows at hd 64 and GQA 4) and one KV head, with every query head of its
+ * GQA group. The tile walks the block list once and runs
  * each of its queries over a block while the block's keys and values are in cache, so a
  * prefill chunk reads the KV once a tile instead of once a (row, head): each query takes the
  * same float steps in the same order as when it was an item of its own, so the output does not
