@@ -99,12 +99,8 @@ int main(void)
                 nq[s] = nq[s] > kvlen[s] ? kvlen[s] : nq[s];
                 n += nq[s];
             }
-            int32_t *seq = malloc(4 * (size_t)n), *pos = malloc(4 * (size_t)n), *slot = calloc((size_t)n, 4);
-            for (int s = 0, t = 0; s < ns; s++)
-                for (int i = 0; i < nq[s]; i++, t++) {
-                    seq[t] = s;
-                    pos[t] = kvlen[s] - nq[s] + i;
-                }
+            int32_t *seq, *pos, *slot;
+            tu_step_rows(ns, nq, kvlen, &seq, &pos, &slot);
             struct okv_step_meta meta = {n, ns, seq, pos, slot, NULL, NULL, kvlen};
             CHECK(be->ops->step_begin(be, &meta) == OKV_OK, "step_begin: %s", okv_last_error());
             const int max_list = (700 + bs - 1) / bs;

@@ -878,12 +878,8 @@ static void test_attention(void)
                 nq[s] = kvlen[s];
             n += nq[s];
         }
-        int32_t *seq = malloc(4 * (size_t)n), *pos = malloc(4 * (size_t)n), *slot = calloc((size_t)n, 4);
-        for (int s = 0, t = 0; s < ns; s++)
-            for (int i = 0; i < nq[s]; i++, t++) {
-                seq[t] = s;
-                pos[t] = kvlen[s] - nq[s] + i;
-            }
+        int32_t *seq, *pos, *slot;
+        tu_step_rows(ns, nq, kvlen, &seq, &pos, &slot);
         struct okv_step_meta meta = {n, ns, seq, pos, slot, NULL, NULL, kvlen};
         BOTH(cpu->ops->step_begin(cpu, &meta), gpu->ops->step_begin(gpu, &meta));
         pf_step_begin(&meta);

@@ -3,6 +3,7 @@
 #ifndef OKV_TESTUTIL_H
 #define OKV_TESTUTIL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,24 @@ static inline char *tu_read_file(const char *path, size_t *len)
             *len = (size_t)n;
     }
     return buf;
+}
+
+/* The rows of a step: nq[s] rows of each of ns sequences, the last positions before kvlen[s],
+ * sequence by sequence; seq, pos and slot (zeros) allocated here (free() them). Returns the rows. */
+static inline int tu_step_rows(int ns, const int32_t *nq, const int32_t *kvlen, int32_t **seq, int32_t **pos, int32_t **slot)
+{
+    int n = 0;
+    for (int s = 0; s < ns; s++)
+        n += nq[s];
+    *seq = malloc(4 * (size_t)n + 4);
+    *pos = malloc(4 * (size_t)n + 4);
+    *slot = calloc((size_t)n + 1, 4);
+    for (int s = 0, t = 0; s < ns; s++)
+        for (int i = 0; i < nq[s]; i++, t++) {
+            (*seq)[t] = s;
+            (*pos)[t] = kvlen[s] - nq[s] + i;
+        }
+    return n;
 }
 
 static inline int tu_finish(const char *name)
