@@ -195,7 +195,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                 CHECK(be->ops->select_blocks(be, okv_kv_storage(kc), l, q, nh, &req, 1, ids, sc3) == OKV_OK, "blend: %s",
                       okv_last_error());
                 unsetenv("OKV_CODES_BLEND");
-                /* the stored codes score with the weights w_d = q_d (kmax_d - kmin_d) / 3 rounded to int8
+                /* the stored codes score with the weights w_d = (q_d / 3) (kmax_d - kmin_d) rounded to int8
                  * steps of s = max |w_d| / 127 (backend.h): at most hd * 3 * s / 2 from the diagnostic's
                  * float sum of the same codes, per query head; measured relative to that bound */
                 const int group = nh / nkv;

@@ -79,6 +79,9 @@ struct okv_kv_geometry {
  * loses multi-hop chains the bound keeps (bench/ACCURACY.md, 32K: niah 99 / vt 48 with the max,
  * 95 / 72 with the bound, 99 / 73 with half of each; dense 99 / 81). */
 #define OKV_KEY_CODE_BLEND 0.5f
+/* the blend b in force: OKV_CODES_BLEND (clamped to 0..1) when set, else OKV_KEY_CODE_BLEND; both
+ * backends read it at each select_blocks call (tests switch it) */
+float okv_key_code_blend(void);
 static inline bool okv_key_code_bits_valid(int bits) { return bits == 0 || bits == 1 || bits == 2 || bits == 4; }
 static inline size_t okv_key_code_bytes(const struct okv_kv_geometry *g)
 {

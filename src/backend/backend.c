@@ -2,6 +2,7 @@
  * built in (OKV_HAVE_CUDA). */
 #include "oasiskv/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef OKV_HAVE_CUDA
@@ -41,6 +42,15 @@ void okv_backend_free(okv_backend *be)
 }
 
 int okv_backend_shards(const okv_backend *be) { return be && be->ops->shards ? be->ops->shards(be) : 1; }
+
+float okv_key_code_blend(void)
+{
+    const char *e = getenv("OKV_CODES_BLEND");
+    if (!e || !*e)
+        return OKV_KEY_CODE_BLEND;
+    const float b = strtof(e, NULL);
+    return b > 0.0f ? (b < 1.0f ? b : 1.0f) : 0.0f;
+}
 
 int okv_backend_kv_heads_per_device(const okv_backend *be, int n_kv_heads)
 {

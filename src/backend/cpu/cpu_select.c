@@ -39,12 +39,7 @@ struct score_mode { enum score_kind kind; int bits; float radius; float codes_bl
 static struct score_mode score_mode(void)
 {
     const char *e = getenv("OKV_SELECT_SCORE");
-    struct score_mode m = {SCORE_BOUND, 0, 1.0f, OKV_KEY_CODE_BLEND};
-    const char *cb = getenv("OKV_CODES_BLEND");
-    if (cb && *cb) {
-        const float b = strtof(cb, NULL);
-        m.codes_blend = b < 0 ? 0 : b > 1 ? 1 : b;
-    }
+    struct score_mode m = {SCORE_BOUND, 0, 1.0f, okv_key_code_blend()};
     if (!e || !*e)
         return m;
     if (!strcmp(e, "exact"))

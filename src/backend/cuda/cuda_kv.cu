@@ -635,8 +635,6 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     enum okv_status st = codes_after_write(c, kv, layer, n, &a);
     if (st != OKV_OK || (st = copy_after_compute(c)) != OKV_OK)
         return st;
-    if (st != OKV_OK)
-        return st;
     okv_bf16 *host_layer = kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems;
     const int pieces = nkv * 2 * (hd / 8);
     kv_write_through_k<<<n, pieces >= 256 ? 256 : ((pieces + 31) / 32) * 32, 0, c->copy>>>(

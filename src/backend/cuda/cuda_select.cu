@@ -661,6 +661,13 @@ static __global__ void diag_score_k(const float *q, const okv_bf16 *summ, const 
 }
 
 /* the OKV_SELECT_SCORE diagnostic asked for: -1 none (the bound), else the code bits (0: exact) */
+/* OKV_CODES_MMA=0, OKV_QUEST_LANE=0: the kernel a default replaced (A/B, tests switch them) */
+static bool env_off(const char *name)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, "0");
+}
+
 static int diag_bits(void)
 {
     const char *e = getenv("OKV_SELECT_SCORE");
@@ -1022,12 +1029,10 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
     } else if (kv->codes) {
         const unsigned g = (unsigned)((t_cand * nkv + CODE_WARPS - 1) / CODE_WARPS);
         const int cbytes = (int)okv_key_code_bytes(&kv->g), bs = kv->g.block_size;
-        const char *be_env = getenv("OKV_CODES_BLEND");   /* (1 - b) codes + b Quest's bound (backend.h) */
-        const float blend = be_env && *be_env ? fminf(fmaxf(strtof(be_env, NULL), 0.f), 1.f) : OKV_KEY_CODE_BLEND;
+        const float blend = okv_key_code_blend();   /* (1 - b) codes + b Quest's bound (backend.h) */
         const uint8_t *lc = kv->codes + (size_t)layer * kv->g.n_host_blocks * nkv * cbytes;
         /* tensor cores where the shape allows; OKV_CODES_MMA=0 takes codes_k (A/B, tests) */
-        const char *mma_env = getenv("OKV_CODES_MMA");
-        const bool mma = codes_mma_fits(hd, kv->g.key_code_bits, bs, cbytes) && !(mma_env && !strcmp(mma_env, "0"));
+        const bool mma = codes_mma_fits(hd, kv->g.key_code_bits, bs, cbytes) && !env_off("OKV_CODES_MMA");
         const dim3 mg((unsigned)((t_cand + MC_WARPS * MC_CPW - 1) / (MC_WARPS * MC_CPW)), (unsigned)nkv);
         const size_t msm = codes_mma_smem(hd, cbytes);
 #define CODES_LAUNCH(B)                                                                                                    \
@@ -1049,7 +1054,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         else
             CODES_LAUNCH(4);
 #undef CODES_LAUNCH
-    } else if (hd % 8 == 0 && !(getenv("OKV_QUEST_LANE") && !strcmp(getenv("OKV_QUEST_LANE"), "0")))
+    } else if (hd % 8 == 0 && !env_off("OKV_QUEST_LANE"))
         quest_lane_k<<<dim3((unsigned)((t_cand + QL_THREADS - 1) / QL_THREADS), (unsigned)nkv), QL_THREADS, 0, c->sel_stream>>>(
             q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, nkv, hd, d_sc);
     else if (hd <= 128)
