@@ -2,14 +2,16 @@
  * prefill attention, tokens/s and TFLOPS.
  *
  *   cuda_attention [--ctx 8192,32768] [--max-batch 256] [--variants 0,-1,...]
- *   cuda_attention --prefill ROWS [--ctx 8192,32768] [--seqs 1]
+ *   cuda_attention --prefill ROWS [--ctx 8192,32768] [--seqs 1] [--shape 32,8,128]
  *
  * --prefill ROWS: each of `seqs` sequences has a chunk of ROWS query rows at positions
  * ctx-ROWS .. ctx-1 (the last chunk of a ctx-token prompt) over dense lists of its
  * ctx keys, same model shape as below. Two backends of this process run it: one
  * created with OKV_PREFILL_KERNEL=0 (decode kernels) and one with it on (the caller's
- * value: 1, 64 or 128; 128, the default, when unset or 0). Per path: time of one attention call (= one
- * layer), tokens/s = rows / that time, TFLOPS = 4 * 32 heads * 128 * (keys the causal
+ * value: 1, 64, 128 or 256; the default when unset or 0; OKV_PREFILL_WARP_ROWS passes
+ * through). --shape QUERY_HEADS,KV_HEADS,HEAD_DIM (default the 8B shape's 32,8,128; the
+ * trained target's is 4,2,64). Per path: time of one attention call (= one
+ * layer), tokens/s = rows / that time, TFLOPS = 4 * heads * head_dim * (keys the causal
  * mask lets each row read, summed) / time, and the prefill kernel's largest
  * difference from the decode kernels' output (max |d| / max |ref|).
  *
@@ -134,23 +136,26 @@ static okv_bkv *random_kv(okv_backend *be, int layers, int slots, int bs, int nk
 
 /* --prefill: the last chunk of `rows` rows of a ctx-token prompt in each of `seqs`
  * sequences, on a backend without and one with the prefill kernel */
-static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs)
+static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs, int nh, int nkv, int hd)
 {
-    const int nkv = 8, nh = 32, hd = 128, bs = 16, layers = 2;
+    const int bs = 16, layers = 2;
     const char *pk = getenv("OKV_PREFILL_KERNEL");
     char on_val[16];
-    snprintf(on_val, sizeof on_val, "%s", pk && atoi(pk) ? pk : "128");
+    snprintf(on_val, sizeof on_val, "%s", pk && atoi(pk) ? pk : "");
     okv_backend *bes[2] = {NULL, NULL};
     struct okv_backend_params bp = {.n_threads = 0};
     setenv("OKV_PREFILL_KERNEL", "0", 1);
     if (okv_backend_create("cuda", &bp, &bes[0]) != OKV_OK)
         die("backend");
-    setenv("OKV_PREFILL_KERNEL", on_val, 1);
+    if (*on_val)
+        setenv("OKV_PREFILL_KERNEL", on_val, 1);
+    else
+        unsetenv("OKV_PREFILL_KERNEL");   /* the default */
     if (okv_backend_create("cuda", &bp, &bes[1]) != OKV_OK)
         die("backend (prefill kernel)");
     const char *label[2] = {"decode kernels", "prefill kernel"};
     printf("prefill attention: %d query heads, %d KV heads, head_dim %d, block %d, bf16 KV; %d sequence(s), one call = "
-           "one layer; the prefill kernel with OKV_PREFILL_KERNEL=%s\n", nh, nkv, hd, bs, seqs, on_val);
+           "one layer; the prefill kernel with OKV_PREFILL_KERNEL=%s\n", nh, nkv, hd, bs, seqs, *on_val ? on_val : "unset (default)");
     printf("%-7s %-6s %-16s %-10s %-12s %-8s %s\n", "ctx", "rows", "path", "ms/call", "tokens/s", "TFLOPS", "diff vs decode");
     for (int ci = 0; ci < n_ctx; ci++) {
         const int ctx = ctxs[ci], nb = (ctx + bs - 1) / bs, nr = rows < ctx ? rows : ctx, n = seqs * nr;
@@ -234,6 +239,7 @@ static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs)
 int main(int argc, char **argv)
 {
     int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256, vars[16] = {0}, n_vars = 1, prefill = 0, seqs = 1;
+    int pf_nh = 32, pf_nkv = 8, pf_hd = 128;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ctx")) {
             n_ctx = 0;
@@ -249,10 +255,13 @@ int main(int argc, char **argv)
             prefill = atoi(argv[i + 1]);
         } else if (!strcmp(argv[i], "--seqs")) {
             seqs = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
+        } else if (!strcmp(argv[i], "--shape")) {
+            if (sscanf(argv[i + 1], "%d,%d,%d", &pf_nh, &pf_nkv, &pf_hd) != 3 || pf_nkv <= 0 || pf_nh % pf_nkv || pf_hd <= 0)
+                die("--shape QUERY_HEADS,KV_HEADS,HEAD_DIM");
         }
     }
     if (prefill > 0) {
-        prefill_bench(prefill, ctxs, n_ctx, seqs);
+        prefill_bench(prefill, ctxs, n_ctx, seqs, pf_nh, pf_nkv, pf_hd);
         return 0;
     }
     okv_backend *be = NULL;

@@ -56,10 +56,15 @@ static float *rand_vec(size_t n, float scale, bool bf16)
 }
 
 static okv_backend *cpu, *gpu;
-/* CUDA backends created with OKV_PREFILL_KERNEL=1 (tiles of 64 query vectors) and =128
- * (the default); `gpu` is created with it 0 (decode kernels only) */
-static okv_backend *gpu_pf[2];
-static const char *const pf_label[2] = {"OKV_PREFILL_KERNEL=1", "OKV_PREFILL_KERNEL=128"};
+/* CUDA backends created with OKV_PREFILL_KERNEL=1 (tiles of 64 query vectors), =128 with
+ * OKV_PREFILL_WARP_ROWS=16 (8 warps of 16 vectors) and =32 (4 warps of 32), =256 (8 warps of
+ * 32), the default (nothing set: the kernel, and split keys, by the call's tiles) and the
+ * default kernel with its keys split in 3 (OKV_PREFILL_SPLIT=3); `gpu` is created with
+ * OKV_PREFILL_KERNEL=0 (decode kernels only) */
+#define N_PF 6
+static okv_backend *gpu_pf[N_PF];
+static const char *const pf_label[N_PF] = {"OKV_PREFILL_KERNEL=1", "=128, WARP_ROWS=16", "=128, WARP_ROWS=32",
+                                           "OKV_PREFILL_KERNEL=256", "prefill default", "OKV_PREFILL_SPLIT=3"};
 
 static okv_bmem *up(okv_backend *be, const float *h, size_t n)
 {
@@ -780,7 +785,7 @@ static int attn_lists(int ns, int nkv, int bs, const int32_t *kvlen, int n_units
  * streams differ, so every hand-over below synchronises. */
 static void pf_step_begin(const struct okv_step_meta *m)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < N_PF; i++)
         CHECK(gpu_pf[i]->ops->step_begin(gpu_pf[i], m) == OKV_OK, "%s step_begin: %s", pf_label[i], okv_last_error());
 }
 
@@ -789,10 +794,10 @@ static void pf_step_begin(const struct okv_step_meta *m)
  * ref_g (the output of `gpu`, decode kernels), ran[i] tells whether backend i's output
  * differs from it in some element, i.e. whether the prefill kernel ran. */
 static void pf_compare(okv_bmem *oc, const float *ref_g, okv_bmem *qg, okv_bkv *kvg, int layer,
-                       const struct okv_attn_blocks *blocks, int nh, float scale, size_t n, double tol, bool ran[2])
+                       const struct okv_attn_blocks *blocks, int nh, float scale, size_t n, double tol, bool ran[N_PF])
 {
     char name[120];
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < N_PF; i++)
         for (int rep = 0; rep < (i == 0 ? 2 : 1); rep++) {
             okv_bmem *og = poisoned(gpu, n);
             CHECK(gpu->ops->sync(gpu) == OKV_OK, "%s", okv_last_error());
@@ -1087,10 +1092,10 @@ static void test_prefill(void)
         snprintf(name, sizeof name, "prefill bs %d kv %d x%d hd %d: %d seqs %d rows %d blocks", bs, nkv, cf.group, hd, ns, n, at);
         compare(name, oc, og, no, 2e-3);
         float *ref_g = down(gpu, og, no);
-        bool ran[2] = {false, false};
+        bool ran[N_PF] = {false};
         pf_compare(oc, ref_g, qg, p.g, layer, &blocks, nh, scale, no, 2e-2, ran);
         const bool expect = hd == 64 || hd == 128;
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < N_PF; i++)
             CHECK(ran[i] == expect, "%s, hd %d: the prefill kernel %s", pf_label[i], hd, ran[i] ? "ran" : "did not run");
         free(ref_g);
         cpu->ops->mem_free(cpu, qc);
@@ -1478,19 +1483,32 @@ int main(void)
     struct okv_backend_params bp = {.n_threads = 4};
     /* OKV_PREFILL_KERNEL is read when a CUDA backend is created: `gpu` with it 0 (the
      * decode kernels only), gpu_pf[] with it on (the caller's value is restored afterwards) */
-    const char *pk = getenv("OKV_PREFILL_KERNEL");
-    char *pk_saved = pk ? strdup(pk) : NULL;
+    static const char *const pf_var[3] = {"OKV_PREFILL_KERNEL", "OKV_PREFILL_WARP_ROWS", "OKV_PREFILL_SPLIT"};
+    char *pf_saved[3];
+    for (int v = 0; v < 3; v++) {
+        const char *e = getenv(pf_var[v]);
+        pf_saved[v] = e ? strdup(e) : NULL;
+        unsetenv(pf_var[v]);
+    }
     setenv("OKV_PREFILL_KERNEL", "0", 1);
     bool ok = okv_backend_cpu_create(&bp, &cpu) == OKV_OK && okv_backend_create("cuda", &bp, &gpu) == OKV_OK;
-    setenv("OKV_PREFILL_KERNEL", "1", 1);
-    ok = ok && okv_backend_create("cuda", &bp, &gpu_pf[0]) == OKV_OK;
-    setenv("OKV_PREFILL_KERNEL", "128", 1);
-    ok = ok && okv_backend_create("cuda", &bp, &gpu_pf[1]) == OKV_OK;
-    if (pk_saved)
-        setenv("OKV_PREFILL_KERNEL", pk_saved, 1);
-    else
-        unsetenv("OKV_PREFILL_KERNEL");
-    free(pk_saved);
+    const char *pf_env[N_PF][3] = {{"1", "16", NULL}, {"128", "16", NULL}, {"128", "32", NULL},
+                                   {"256", "32", NULL}, {NULL, NULL, NULL}, {NULL, NULL, "3"}};
+    for (int i = 0; i < N_PF; i++) {
+        for (int v = 0; v < 3; v++)
+            if (pf_env[i][v])
+                setenv(pf_var[v], pf_env[i][v], 1);
+            else
+                unsetenv(pf_var[v]);
+        ok = ok && okv_backend_create("cuda", &bp, &gpu_pf[i]) == OKV_OK;
+    }
+    for (int v = 0; v < 3; v++) {
+        if (pf_saved[v])
+            setenv(pf_var[v], pf_saved[v], 1);
+        else
+            unsetenv(pf_var[v]);
+        free(pf_saved[v]);
+    }
     if (!ok) {
         fprintf(stderr, "backend: %s\n", okv_last_error());
         return 1;
@@ -1516,8 +1534,8 @@ int main(void)
 #undef RUN
     okv_backend_free(cpu);
     okv_backend_free(gpu);
-    okv_backend_free(gpu_pf[0]);
-    okv_backend_free(gpu_pf[1]);
+    for (int i = 0; i < N_PF; i++)
+        okv_backend_free(gpu_pf[i]);
     CHECK(okv_alloc_live_count(OKV_TAG_KV) == 0, "KV allocations leaked");
     CHECK(okv_alloc_live_count(OKV_TAG_BACKEND) == 0, "backend allocations leaked");
     return tu_finish("test_cuda_ops");

@@ -1049,12 +1049,21 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
     c->smem_optin = prop.sharedMemPerBlockOptin;
     {
         /* prefill attention kernel (cuda_prefill.cu), on by default with tiles of 128 query
-         * vectors (H200: 8B-shaped prefill 4.6K -> 15.4K tok/s, bench/RESULTS.md);
+         * vectors and warps of 32 (H200, 8B shape: kernel 312 TFLOPS at 32K against 239 with
+         * warps of 16; whole prefill 15.8K -> 17.7K tok/s, bench/RESULTS.md section 18);
          * OKV_PREFILL_KERNEL=0 turns it off (the decode kernels take prefill too), 1 or 64
-         * picks tiles of 64 */
+         * picks tiles of 64 (warps of 16), 256 tiles of 256 (warps of 32);
+         * OKV_PREFILL_WARP_ROWS=16 warps of 16 vectors in tiles of 128. With neither set, a
+         * call with few tiles splits the keys, or takes tiles of 64 or warps of 16;
+         * OKV_PREFILL_SPLIT=N forces N key parts a tile (cuda_prefill.cu) */
         const char *pk = getenv("OKV_PREFILL_KERNEL");
         const int v = pk && *pk ? atoi(pk) : 128;
-        c->prefill_kernel = v == 0 ? 0 : v == 1 || v == 64 ? 64 : 128;
+        c->prefill_kernel = v == 0 ? 0 : v == 1 || v == 64 ? 64 : v == 256 ? 256 : 128;
+        const char *pw = getenv("OKV_PREFILL_WARP_ROWS");
+        c->prefill_wrows = pw && *pw && atoi(pw) == 16 ? 16 : 32;
+        c->prefill_auto = !(pk && *pk) && !(pw && *pw);
+        const char *ps = getenv("OKV_PREFILL_SPLIT");
+        c->prefill_split = ps && *ps && atoi(ps) > 0 ? atoi(ps) : 0;
     }
     {
         /* a step's final sync waits for the compute stream only (default), so the fetches

@@ -207,10 +207,14 @@ struct cuda_ctx {
     /* kernel attributes are per device: what this context (one device) has set */
     struct { const void *fn; size_t smem; int occ; } attn_seen[32];
     int attn_n_seen;
-    /* prefill attention (cuda_prefill.cu): OKV_PREFILL_KERNEL at context creation: 0 off,
-     * 1 or 64 tiles of 64 query vectors, unset or another value tiles of 128 (64 or 128
-     * here, 0 off); and the kernels whose attributes this context has set */
-    int prefill_kernel;
+    /* prefill attention (cuda_prefill.cu), read at context creation: prefill_kernel is
+     * OKV_PREFILL_KERNEL's tile of query vectors (0 off, 64, 128, 256), prefill_wrows
+     * OKV_PREFILL_WARP_ROWS's vectors a warp (16, 32), prefill_auto neither set (the call's
+     * tile count against the SMs then picks the kernel); and the kernels whose attributes
+     * this context has set */
+    int prefill_kernel, prefill_wrows;
+    bool prefill_auto;
+    int prefill_split;       /* OKV_PREFILL_SPLIT: key parts a tile forced (0: by the call's tiles) */
     bool sync_compute_only;   /* sync() leaves the copy stream running (default; OKV_STEP_SYNC=both: not) */
     const void *pf_seen[8];
     int pf_n_seen;

@@ -8,9 +8,10 @@
  *
  * attn2_k (flash decoding) serves 8 query vectors per work item, so a prefill chunk of
  * R rows re-reads its sequence's K/V R*group/8 times. Here a CTA (pf_attn_k) owns a
- * tile of BM = 16*NW consecutive query vectors of one list (64 with 4 warps, 128 with
- * 8) and walks the list's whole key range once; there is no split over keys (a
- * prefill chunk has R*group/BM tiles per list, enough CTAs to fill the GPU).
+ * tile of BM = 16*WM*NW consecutive query vectors of one list and walks the list's whole
+ * key range once; there is no split over keys (a prefill chunk has R*group/BM tiles per
+ * list, enough CTAs to fill the GPU). Tiles: 128 vectors in 4 warps of 32 (WM = 2, the
+ * default), 128 in 8 warps of 16, 64 in 4 warps of 16, 256 in 8 warps of 32.
  *
  *  - Chunks of 64 keys are copied to shared memory (K and V rows padded to HD+8
  *    bf16, conflict-free ldmatrix) with cp.async, double-buffered: the copy of chunk
@@ -20,22 +21,25 @@
  *    offsets with shuffles. Keys at or past the tile's limit (max over its vectors
  *    of min(p+1, kv_len)) and keys past the list are zero-filled and never read from
  *    HBM; their positions go to shared memory for the masks.
- *  - Warp w owns vectors [16w, 16w+16) of the tile as the 16 rows of the mma A
- *    operand. Its query (fp32, scaled by scale*log2(e)) is converted to bf16 A
- *    fragments once, in registers. S = Q K^T and O += P V use
- *    mma.sync.m16n8k16 (bf16 in, fp32 accumulate), K fragments by ldmatrix, V by
- *    ldmatrix.trans. Online softmax in fp32, base 2 (running max and sum per row);
- *    P is rounded to bf16 for P V. A warp skips a chunk none of whose keys any of its
- *    vectors reads, and applies the per-element mask only to chunks holding a key
- *    that some of its vectors must not read.
+ *  - Warp w owns WM m-tiles of 16 vectors, the rows of the mma A operand. Its query
+ *    (fp32, scaled by scale*log2(e)) is converted to bf16 once: A fragments in
+ *    registers when WM * HD <= 128, else rows in shared memory read by ldmatrix. S = Q K^T
+ *    and O += P V use mma.sync.m16n8k16 (bf16 in, fp32 accumulate), K fragments by
+ *    ldmatrix, V by ldmatrix.trans; each fragment feeds 2 WM products, so warps of 32
+ *    vectors read shared memory half as often per product as warps of 16 (the limit of
+ *    the latter: 239 against 312 TFLOPS on an 8B-shaped layer at 32K). Online softmax in
+ *    fp32, base 2 (running max and sum per row); P is rounded to bf16 for P V. A warp
+ *    skips a chunk none of whose keys any of its vectors reads, and applies the
+ *    per-element mask only to chunks holding a key that some of its vectors must not read.
  *  - Output: O / l in fp32 (0 for a vector that reads no key).
  *
  * Precision: Q and P are rounded to bf16 (relative 2^-9), K and V are bf16 already;
  * the decode kernel's hi/lo split is not used here (it would double the tensor work).
  *
- * On by default (OKV_PREFILL_KERNEL=0 turns it off; read when the context is created, see
- * cuda_internal.h) for head_dim 64 and 128: a call's sequences with rows * group >=
- * PF_MIN_VECS come here, the others of the same call go to the decode kernel. */
+ * On by default (OKV_PREFILL_KERNEL=0 turns it off, OKV_PREFILL_WARP_ROWS=16 takes warps
+ * of 16; read when the context is created, see cuda_backend.cu) for head_dim 64 and 128:
+ * a call's sequences with rows * group >= PF_MIN_VECS come here, the others of the same
+ * call go to the decode kernel. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_mma.cuh"
 
@@ -47,7 +51,9 @@
 #define PF_KC 64          /* keys per chunk */
 #define PF_MIN_VECS 64    /* prefill-shaped: max rows of a sequence * group reaches this */
 
-struct pf_item { int list, tile; };
+/* a CTA's work: a tile of a list and, when the call splits the keys, which part of the
+ * list's chunks (the parts of a tile are consecutive items) */
+struct pf_item { int list, tile, part; };
 
 struct pf_args {
     const float *q;
@@ -59,21 +65,32 @@ struct pf_args {
     const int32_t *seq_row_off, *seq_rows, *tok_pos, *seq_kv_len;
     int n_heads, nkv, group, bs;
     float scale_log2;                    /* scale * log2(e) */
+    /* split keys (n_parts > 1): part j of a tile reads chunks [j nch / n_parts, (j+1) nch /
+     * n_parts) of its list and writes its vectors' O / l to part_o and (m, l) to part_ml at
+     * ((item / n_parts) * BM + vector of the tile) * n_parts + j; pf_merge_k combines them */
+    int n_parts, bm;
+    float *part_o;
+    float2 *part_ml;
 };
 
-template <int HD, int NW>
+template <int HD, int NW, int WM>
 struct pf_cfg {
-    static constexpr int BM = 16 * NW;          /* query vectors per tile */
+    static constexpr int BM = 16 * WM * NW;     /* query vectors per tile */
     static constexpr int ROW = HD + 8;          /* padded shared-memory row, bf16 elements */
     static constexpr int RPW = PF_KC / NW;      /* chunk rows each warp copies */
     static constexpr int P = HD / 8;            /* 16-byte pieces per row */
     static constexpr int ITERS = RPW * P / 32;  /* copy steps per warp and chunk (K and V each) */
+    /* the query fragments: in registers (WM * HD / 4 a thread) up to 32 of them, else in
+     * shared memory, each warp's rows read by ldmatrix at every 16 dims */
+    static constexpr bool QSM = WM * HD > 128;
     static constexpr size_t STAGE = (size_t)2 * PF_KC * ROW * sizeof(okv_bf16);   /* K then V */
-    static constexpr size_t SMEM = 2 * STAGE + (size_t)2 * PF_KC * sizeof(int);
-    /* resident CTAs to fit the registers for: 12 warps of <= 168 registers with 4 warps
-     * (no spills at head_dim 128; 128 registers for 16 warps spill at head_dim 64) */
-    static constexpr int MINB = NW == 4 ? 3 : 1;
-    static_assert(HD % 16 == 0 && PF_KC == 64 && PF_KC % NW == 0 && RPW <= 32 && (RPW * P) % 32 == 0, "shape");
+    static constexpr size_t QBYTES = QSM ? (size_t)BM * ROW * sizeof(okv_bf16) : 0;
+    static constexpr size_t SMEM = 2 * STAGE + QBYTES + (size_t)2 * PF_KC * sizeof(int);
+    /* resident CTAs to fit the registers for: 4 warps of 16 rows: 3 CTAs (<= 168 registers,
+     * no spills at head_dim 128); 4 warps of 32 rows: 2 (<= 255); 8 warps: 1 */
+    static constexpr int MINB = NW == 4 ? (WM == 1 ? 3 : 2) : 1;
+    static_assert(HD % 16 == 0 && PF_KC == 64 && PF_KC % NW == 0 && RPW <= 32 && (RPW * P) % 32 == 0 && (WM == 1 || WM == 2),
+                  "shape");
 };
 
 /* (x0, x1) rounded to bf16, x0 in the low half (the lower column of a fragment) */
@@ -88,15 +105,22 @@ static __device__ __forceinline__ uint32_t pf_pack(float x0, float x1)
  * 2t+8, 2t+9), a3 = (row g+8, same). B (16 x 8): b0 = (rows 2t, 2t+1, col g), b1 =
  * (rows 2t+8, 2t+9, col g). C (16 x 8): c0, c1 = (row g, cols 2t, 2t+1), c2, c3 =
  * (row g+8, same). So the scores of row g are c0, c1 and those of row g+8 c2, c3, and
- * two adjacent 8-key tiles of C are the A fragment of a 16-key step of P V. */
-template <int HD, int NW>
-static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_k(const struct pf_args a)
+ * two adjacent 8-key tiles of C are the A fragment of a 16-key step of P V.
+ *
+ * A warp owns WM m-tiles of 16 vectors (16 WM consecutive vectors of the tile): each K or
+ * V fragment read from shared memory feeds 2 WM products (WM = 2 halves the shared-memory
+ * reads a product, at the price of twice the accumulators). Thread (g, t) holds, in
+ * m-tile m, the vectors of rows g (half 0) and g + 8 (half 1): index 2m + half below. */
+template <int HD, int NW, int WM>
+static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW, WM>::MINB) pf_attn_k(const struct pf_args a)
 {
-    typedef pf_cfg<HD, NW> C;
-    constexpr int KC = PF_KC, ROW = C::ROW, P = C::P, RPW = C::RPW, NT = KC / 8;
+    typedef pf_cfg<HD, NW, WM> C;
+    constexpr int KC = PF_KC, ROW = C::ROW, P = C::P, RPW = C::RPW, NT = KC / 8, NV = 2 * WM;
+    constexpr bool QSM = C::QSM;
     extern __shared__ __align__(16) unsigned char smem[];
-    okv_bf16 *skv = (okv_bf16 *)smem;                  /* [2 stages][K, V][KC][ROW] */
-    int *skp = (int *)(smem + 2 * C::STAGE);           /* [2 stages][KC] key positions (INT_MAX: none) */
+    okv_bf16 *skv = (okv_bf16 *)smem;                            /* [2 stages][K, V][KC][ROW] */
+    okv_bf16 *sq = (okv_bf16 *)(smem + 2 * C::STAGE);            /* [BM][ROW] (QSM) */
+    int *skp = (int *)(smem + 2 * C::STAGE + C::QBYTES);         /* [2 stages][KC] key positions (INT_MAX: none) */
     __shared__ int s_lim;
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -108,7 +132,9 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
     const int bs = a.bs;
     const int base = a.blk_start[item.list];
     const int nkeys = (a.blk_start[item.list + 1] - base) * bs;
-    const int nch = (nkeys + KC - 1) / KC;
+    const int nch_all = (nkeys + KC - 1) / KC;
+    const int c0 = (int)((long long)nch_all * item.part / a.n_parts);
+    const int nch = (int)((long long)nch_all * (item.part + 1) / a.n_parts);   /* chunks [c0, nch) */
 
     /* block of this warp's copy row `lane` of chunk ch, fetched one chunk ahead */
     int mu = 0, mi = -1, moff = 0;
@@ -122,39 +148,52 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
             mi = __ldg(a.blk_index + base + b);
         }
     };
-    load_meta(0);   /* early: the latency overlaps the query loads */
+    load_meta(c0);   /* early: the latency overlaps the query loads */
 
-    /* this thread's rows g (half 0) and g+8 (half 1) of the warp's 16 vectors */
-    const int v0 = item.tile * C::BM + warp * 16 + g;
-    uint32_t qa[HD / 16][4];
-    int glim[2];     /* the vector reads keys kp < glim */
-    bool vok[2];
+    /* the warp's first vector is w0, this thread's first v0 */
+    const int w0 = warp * 16 * WM, v0 = item.tile * C::BM + w0 + g;
+    uint32_t qa[QSM ? 1 : WM][QSM ? 1 : HD / 16][4];
+    int glim[NV];    /* vector i reads keys kp < glim[i] */
+    bool vok[NV];
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int v = v0 + 8 * half;
-        vok[half] = v < nv;
-        glim[half] = 0;
-        if (vok[half]) {
+    for (int i = 0; i < NV; i++) {
+        const int m = i >> 1, half = i & 1;
+        const int v = v0 + 16 * m + 8 * half;
+        vok[i] = v < nv;
+        glim[i] = 0;
+        const float *qp = NULL;
+        if (vok[i]) {
             const int row = a.seq_rows[r0 + v / a.group], qh = h * a.group + v % a.group;
-            glim[half] = min(kv_len, a.tok_pos[row] + 1);
-            const float *qp = a.q + ((size_t)row * a.n_heads + qh) * HD;
-            const float sc = a.scale_log2;
+            glim[i] = min(kv_len, a.tok_pos[row] + 1);
+            qp = a.q + ((size_t)row * a.n_heads + qh) * HD;
+        }
+        const float sc = a.scale_log2;
 #pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t lo = 0u, hi = 0u;
+            if (qp) {
                 const float2 x0 = *(const float2 *)(qp + kk * 16 + 2 * t);
                 const float2 x1 = *(const float2 *)(qp + kk * 16 + 2 * t + 8);
-                qa[kk][half] = pf_pack(x0.x * sc, x0.y * sc);
-                qa[kk][2 + half] = pf_pack(x1.x * sc, x1.y * sc);
+                lo = pf_pack(x0.x * sc, x0.y * sc);
+                hi = pf_pack(x1.x * sc, x1.y * sc);
             }
-        } else {
-#pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++)
-                qa[kk][half] = qa[kk][2 + half] = 0u;
+            if constexpr (QSM) {
+                okv_bf16 *d = sq + (size_t)(w0 + 16 * m + 8 * half + g) * ROW + kk * 16 + 2 * t;
+                *(uint32_t *)d = lo;
+                *(uint32_t *)(d + 8) = hi;
+            } else {
+                qa[QSM ? 0 : m][QSM ? 0 : kk][half] = lo;
+                qa[QSM ? 0 : m][QSM ? 0 : kk][2 + half] = hi;
+            }
         }
     }
     /* warp limits: some vector reads keys below wmax, every vector reads those below wmin */
-    int wmax = max(glim[0], glim[1]);
-    int wmin = min(vok[0] ? glim[0] : INT_MAX, vok[1] ? glim[1] : INT_MAX);
+    int wmax = 0, wmin = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        wmax = max(wmax, glim[i]);
+        wmin = min(wmin, vok[i] ? glim[i] : INT_MAX);
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
@@ -162,7 +201,7 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
     }
     if (threadIdx.x == 0)
         s_lim = 0;
-    __syncthreads();
+    __syncthreads();   /* also: the warp's query rows are in shared memory (QSM) */
     if (lane == 0)
         atomicMax(&s_lim, wmax);
     __syncthreads();
@@ -193,16 +232,23 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
         }
     };
 
-    float o[HD / 8][4];
+    float o[WM][HD / 8][4];
 #pragma unroll
-    for (int n = 0; n < HD / 8; n++)
-        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;   /* rows g, g+8; l partial over the quad */
+    for (int m = 0; m < WM; m++)
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++)
+            o[m][n][0] = o[m][n][1] = o[m][n][2] = o[m][n][3] = 0.f;
+    float mrun[NV], lrun[NV];   /* running max and sum (l partial over the quad) */
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        mrun[i] = -INFINITY;
+        lrun[i] = 0.f;
+    }
 
-    if (nch > 0)
-        issue(0);
+    if (c0 < nch)
+        issue(c0);
     cp_async_commit();
-    for (int ch = 0; ch < nch; ch++) {
+    for (int ch = c0; ch < nch; ch++) {
         if (ch + 1 < nch)
             issue(ch + 1);   /* its stage was released by the barrier that ended chunk ch-1 */
         cp_async_commit();
@@ -213,72 +259,125 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
         const int ka = kpb[lane], kc = kpb[lane + 32];
         if (__any_sync(0xffffffffu, ka < wmax || kc < wmax)) {
             const bool nomask = __all_sync(0xffffffffu, ka < wmin && kc < wmin);
-            /* S = Q K^T: 8 key tiles of 8 */
-            float sc[NT][4];
-            mma_qk<HD, KC, ROW>(sc, qa, kb, lane);
+            /* S = Q K^T: 8 key tiles of 8 for each m-tile */
+            float sc[WM][NT][4];
+#pragma unroll
+            for (int m = 0; m < WM; m++)
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+                    sc[m][n][0] = sc[m][n][1] = sc[m][n][2] = sc[m][n][3] = 0.f;
+            /* x4 of K: keys +0..7 dims +0..7, keys +0..7 dims +8..15, keys +8..15 dims +0..7, keys +8..15 dims +8..15 */
+            const okv_bf16 *kr = kb + ((lane >> 4) * 8 + (lane & 7)) * ROW + ((lane >> 3) & 1) * 8;
+            if constexpr (QSM) {
+                /* each 16 dims: the query fragments once (x4 of Q: rows +0..7 dims +0..7,
+                 * rows +8..15 dims +0..7, rows +0..7 dims +8..15, rows +8..15 dims +8..15),
+                 * then every key step */
+#pragma unroll
+                for (int kk = 0; kk < HD / 16; kk++) {
+                    uint32_t af[WM][4];
+#pragma unroll
+                    for (int m = 0; m < WM; m++)
+                        ldsm_x4(af[m], sq + (size_t)(w0 + 16 * m + (lane & 15)) * ROW + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+                    for (int k16 = 0; k16 < KC / 16; k16++) {
+                        uint32_t b[4];
+                        ldsm_x4(b, kr + k16 * 16 * ROW + kk * 16);
+#pragma unroll
+                        for (int m = 0; m < WM; m++) {
+                            mma_bf16(sc[m][2 * k16], af[m], b[0], b[1]);
+                            mma_bf16(sc[m][2 * k16 + 1], af[m], b[2], b[3]);
+                        }
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int k16 = 0; k16 < KC / 16; k16++)
+#pragma unroll
+                    for (int kk = 0; kk < HD / 16; kk++) {
+                        uint32_t b[4];
+                        ldsm_x4(b, kr + k16 * 16 * ROW + kk * 16);
+#pragma unroll
+                        for (int m = 0; m < WM; m++) {
+                            mma_bf16(sc[m][2 * k16], qa[QSM ? 0 : m][QSM ? 0 : kk], b[0], b[1]);
+                            mma_bf16(sc[m][2 * k16 + 1], qa[QSM ? 0 : m][QSM ? 0 : kk], b[2], b[3]);
+                        }
+                    }
+            }
             if (!nomask) {
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
                     const int2 kp2 = *(const int2 *)(kpb + n * 8 + 2 * t);
-                    sc[n][0] = kp2.x < glim[0] ? sc[n][0] : -INFINITY;
-                    sc[n][1] = kp2.y < glim[0] ? sc[n][1] : -INFINITY;
-                    sc[n][2] = kp2.x < glim[1] ? sc[n][2] : -INFINITY;
-                    sc[n][3] = kp2.y < glim[1] ? sc[n][3] : -INFINITY;
+#pragma unroll
+                    for (int m = 0; m < WM; m++) {
+                        sc[m][n][0] = kp2.x < glim[2 * m] ? sc[m][n][0] : -INFINITY;
+                        sc[m][n][1] = kp2.y < glim[2 * m] ? sc[m][n][1] : -INFINITY;
+                        sc[m][n][2] = kp2.x < glim[2 * m + 1] ? sc[m][n][2] : -INFINITY;
+                        sc[m][n][3] = kp2.y < glim[2 * m + 1] ? sc[m][n][3] : -INFINITY;
+                    }
                 }
             }
-            /* online softmax, base 2; the quad 4g..4g+3 holds rows g and g+8 */
-            float mx0 = -INFINITY, mx1 = -INFINITY;
+            /* online softmax, base 2; the quad 4g..4g+3 holds rows g and g+8 of each m-tile */
 #pragma unroll
-            for (int n = 0; n < NT; n++) {
-                mx0 = fmaxf(mx0, fmaxf(sc[n][0], sc[n][1]));
-                mx1 = fmaxf(mx1, fmaxf(sc[n][2], sc[n][3]));
-            }
+            for (int m = 0; m < WM; m++) {
+                float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-            for (int x = 1; x <= 2; x <<= 1) {
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-            }
-            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            const float al0 = m0 == -INFINITY ? 0.f : ex2(m0 - mn0);
-            const float al1 = m1 == -INFINITY ? 0.f : ex2(m1 - mn1);
-            const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
-            float ls0 = 0.f, ls1 = 0.f;
+                for (int n = 0; n < NT; n++) {
+                    mx0 = fmaxf(mx0, fmaxf(sc[m][n][0], sc[m][n][1]));
+                    mx1 = fmaxf(mx1, fmaxf(sc[m][n][2], sc[m][n][3]));
+                }
 #pragma unroll
-            for (int n = 0; n < NT; n++) {
-                sc[n][0] = ex2(sc[n][0] - ms0);
-                sc[n][1] = ex2(sc[n][1] - ms0);
-                sc[n][2] = ex2(sc[n][2] - ms1);
-                sc[n][3] = ex2(sc[n][3] - ms1);
-                ls0 += sc[n][0] + sc[n][1];
-                ls1 += sc[n][2] + sc[n][3];
-            }
-            l0 = l0 * al0 + ls0;
-            l1 = l1 * al1 + ls1;
-            m0 = mn0;
-            m1 = mn1;
+                for (int x = 1; x <= 2; x <<= 1) {
+                    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+                    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+                }
+                const float mn0 = fmaxf(mrun[2 * m], mx0), mn1 = fmaxf(mrun[2 * m + 1], mx1);
+                const float al0 = mrun[2 * m] == -INFINITY ? 0.f : ex2(mrun[2 * m] - mn0);
+                const float al1 = mrun[2 * m + 1] == -INFINITY ? 0.f : ex2(mrun[2 * m + 1] - mn1);
+                const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
+                float ls0 = 0.f, ls1 = 0.f;
 #pragma unroll
-            for (int n = 0; n < HD / 8; n++) {
-                o[n][0] *= al0;
-                o[n][1] *= al0;
-                o[n][2] *= al1;
-                o[n][3] *= al1;
+                for (int n = 0; n < NT; n++) {
+                    sc[m][n][0] = ex2(sc[m][n][0] - ms0);
+                    sc[m][n][1] = ex2(sc[m][n][1] - ms0);
+                    sc[m][n][2] = ex2(sc[m][n][2] - ms1);
+                    sc[m][n][3] = ex2(sc[m][n][3] - ms1);
+                    ls0 += sc[m][n][0] + sc[m][n][1];
+                    ls1 += sc[m][n][2] + sc[m][n][3];
+                }
+                lrun[2 * m] = lrun[2 * m] * al0 + ls0;
+                lrun[2 * m + 1] = lrun[2 * m + 1] * al1 + ls1;
+                mrun[2 * m] = mn0;
+                mrun[2 * m + 1] = mn1;
+#pragma unroll
+                for (int n = 0; n < HD / 8; n++) {
+                    o[m][n][0] *= al0;
+                    o[m][n][1] *= al0;
+                    o[m][n][2] *= al1;
+                    o[m][n][3] *= al1;
+                }
             }
             /* O += P V: key steps of 16, dim tiles of 8 */
 #pragma unroll
             for (int k16 = 0; k16 < KC / 16; k16++) {
-                uint32_t pa[4];
-                pa[0] = pf_pack(sc[2 * k16][0], sc[2 * k16][1]);
-                pa[1] = pf_pack(sc[2 * k16][2], sc[2 * k16][3]);
-                pa[2] = pf_pack(sc[2 * k16 + 1][0], sc[2 * k16 + 1][1]);
-                pa[3] = pf_pack(sc[2 * k16 + 1][2], sc[2 * k16 + 1][3]);
+                uint32_t pa[WM][4];
+#pragma unroll
+                for (int m = 0; m < WM; m++) {
+                    pa[m][0] = pf_pack(sc[m][2 * k16][0], sc[m][2 * k16][1]);
+                    pa[m][1] = pf_pack(sc[m][2 * k16][2], sc[m][2 * k16][3]);
+                    pa[m][2] = pf_pack(sc[m][2 * k16 + 1][0], sc[m][2 * k16 + 1][1]);
+                    pa[m][3] = pf_pack(sc[m][2 * k16 + 1][2], sc[m][2 * k16 + 1][3]);
+                }
                 /* x4.trans: keys +0..7 dims +0..7, keys +8..15 dims +0..7, keys +0..7 dims +8..15, keys +8..15 dims +8..15 */
                 const okv_bf16 *vr = vb + (k16 * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * ROW + (lane >> 4) * 8;
 #pragma unroll
                 for (int dp = 0; dp < HD / 16; dp++) {
                     uint32_t b[4];
                     ldsm_x4_t(b, vr + dp * 16);
-                    mma_bf16(o[2 * dp], pa, b[0], b[1]);
-                    mma_bf16(o[2 * dp + 1], pa, b[2], b[3]);
+#pragma unroll
+                    for (int m = 0; m < WM; m++) {
+                        mma_bf16(o[m][2 * dp], pa[m], b[0], b[1]);
+                        mma_bf16(o[m][2 * dp + 1], pa[m], b[2], b[3]);
+                    }
                 }
             }
         }
@@ -287,22 +386,81 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
     cp_async_wait<0>();
 
 #pragma unroll
-    for (int x = 1; x <= 2; x <<= 1) {
-        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
-        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
-    }
+    for (int i = 0; i < NV; i++) {
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        if (!vok[half])
+        for (int x = 1; x <= 2; x <<= 1)
+            lrun[i] += __shfl_xor_sync(0xffffffffu, lrun[i], x);
+    }
+    /* the item's coordinates again (reloaded rather than kept in registers through the loop) */
+    const struct pf_item it = a.items[blockIdx.x];
+    const int hh = it.list % a.nkv, rr0 = a.seq_row_off[it.list / a.nkv];
+    const int vv0 = it.tile * C::BM + w0 + g;
+#pragma unroll
+    for (int i = 0; i < NV; i++) {
+        if (!vok[i])
             continue;
-        const int v = v0 + 8 * half;
-        const int row = a.seq_rows[r0 + v / a.group], qh = h * a.group + v % a.group;
-        const float l = half ? l1 : l0;
-        const float il = l > 0.f ? 1.f / l : 0.f;
-        float *op = a.out + ((size_t)row * a.n_heads + qh) * HD + 2 * t;
+        const int m = i >> 1, half = i & 1;
+        const int v = vv0 + 16 * m + 8 * half;
+        const float il = lrun[i] > 0.f ? 1.f / lrun[i] : 0.f;
+        float *op;
+        if (a.n_parts == 1) {
+            const int row = a.seq_rows[rr0 + v / a.group], qh = hh * a.group + v % a.group;
+            op = a.out + ((size_t)row * a.n_heads + qh) * HD;
+        } else {
+            const size_t pi = ((size_t)(blockIdx.x / a.n_parts) * C::BM + (v - it.tile * C::BM)) * a.n_parts + it.part;
+            op = a.part_o + pi * HD;
+            if (t == 0)
+                a.part_ml[pi] = make_float2(mrun[i], lrun[i]);
+        }
+        op += 2 * t;
 #pragma unroll
         for (int n = 0; n < HD / 8; n++)
-            *(float2 *)(op + n * 8) = make_float2(o[n][2 * half] * il, o[n][2 * half + 1] * il);
+            *(float2 *)(op + n * 8) = make_float2(o[m][n][2 * half] * il, o[m][n][2 * half + 1] * il);
+    }
+}
+
+/* The parts of split tiles combined: one CTA a tile (its parts' first item), a warp a
+ * vector; O = sum_j w_j O_j / sum_j w_j with w_j = l_j 2^(m_j - max m) over the parts that
+ * read a key (0 when none did). */
+template <int HD>
+static __global__ void __launch_bounds__(256) pf_merge_k(const struct pf_args a)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, np = a.n_parts;
+    const struct pf_item item = a.items[(size_t)blockIdx.x * np];
+    const int s = item.list / a.nkv, h = item.list % a.nkv;
+    const int r0 = a.seq_row_off[s], nv = (a.seq_row_off[s + 1] - r0) * a.group;
+    for (int vt = warp; vt < a.bm; vt += 8) {
+        const int v = item.tile * a.bm + vt;
+        if (v >= nv)
+            break;
+        const size_t pi = ((size_t)blockIdx.x * a.bm + vt) * np;
+        float mx = -INFINITY;
+        for (int j = 0; j < np; j++) {
+            const float2 ml = a.part_ml[pi + j];
+            if (ml.y > 0.f)
+                mx = fmaxf(mx, ml.x);
+        }
+        float wsum = 0.f, acc[HD / 32];
+#pragma unroll
+        for (int d = 0; d < HD / 32; d++)
+            acc[d] = 0.f;
+        for (int j = 0; j < np; j++) {
+            const float2 ml = a.part_ml[pi + j];
+            if (!(ml.y > 0.f))
+                continue;
+            const float w = ml.y * exp2f(ml.x - mx);
+            wsum += w;
+            const float *po = a.part_o + (pi + j) * HD;
+#pragma unroll
+            for (int d = 0; d < HD / 32; d++)
+                acc[d] += w * po[d * 32 + lane];
+        }
+        const float iw = wsum > 0.f ? 1.f / wsum : 0.f;
+        const int row = a.seq_rows[r0 + v / a.group], qh = h * a.group + v % a.group;
+        float *op = a.out + ((size_t)row * a.n_heads + qh) * HD;
+#pragma unroll
+        for (int d = 0; d < HD / 32; d++)
+            op[d * 32 + lane] = acc[d] * iw;
     }
 }
 
@@ -310,27 +468,42 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW>::MINB) pf_attn_
 
 typedef void (*pf_fn)(const struct pf_args);
 struct pf_kern {
-    pf_fn fn;
+    pf_fn fn, merge;
     int threads, bm;
     size_t smem;
 };
 
-template <int HD, int NW>
+template <int HD, int NW, int WM>
 static void pf_info(struct pf_kern *k)
 {
-    k->fn = pf_attn_k<HD, NW>;
+    k->fn = pf_attn_k<HD, NW, WM>;
+    k->merge = pf_merge_k<HD>;
     k->threads = NW * 32;
-    k->bm = pf_cfg<HD, NW>::BM;
-    k->smem = pf_cfg<HD, NW>::SMEM;
+    k->bm = pf_cfg<HD, NW, WM>::BM;
+    k->smem = pf_cfg<HD, NW, WM>::SMEM;
 }
 
-/* mode: OKV_PREFILL_KERNEL (128: tiles of 128 vectors, else 64) */
-static bool pf_pick(int hd, int mode, struct pf_kern *k)
+/* the kernel of a tile size (c->prefill_kernel: 64, 128 or 256 query vectors) and warp
+ * rows (c->prefill_wrows: 16 or 32 vectors a warp): 64 = 4 warps of 16; 128 = 8 warps of
+ * 16 or 4 of 32; 256 = 8 warps of 32 */
+template <int HD>
+static void pf_pick_hd(int bm, int wrows, struct pf_kern *k)
 {
-    const bool big = mode == 128;
+    if (bm == 64)
+        pf_info<HD, 4, 1>(k);
+    else if (bm == 256)
+        pf_info<HD, 8, 2>(k);
+    else if (wrows == 32)
+        pf_info<HD, 4, 2>(k);
+    else
+        pf_info<HD, 8, 1>(k);
+}
+
+static bool pf_pick(int hd, const struct cuda_ctx *c, struct pf_kern *k)
+{
     switch (hd) {
-    case 64: big ? pf_info<64, 8>(k) : pf_info<64, 4>(k); return true;
-    case 128: big ? pf_info<128, 8>(k) : pf_info<128, 4>(k); return true;
+    case 64: pf_pick_hd<64>(c->prefill_kernel, c->prefill_wrows, k); return true;
+    case 128: pf_pick_hd<128>(c->prefill_kernel, c->prefill_wrows, k); return true;
     default: return false;
     }
 }
@@ -338,7 +511,7 @@ static bool pf_pick(int hd, int mode, struct pf_kern *k)
 extern "C" int okv_cuda_prefill_min_rows(const struct cuda_ctx *c, int head_dim, int group)
 {
     struct pf_kern k;
-    if (c->prefill_kernel == 0 || group <= 0 || !pf_pick(head_dim, c->prefill_kernel, &k) || k.smem > c->smem_optin)
+    if (c->prefill_kernel == 0 || group <= 0 || !pf_pick(head_dim, c, &k) || k.smem > c->smem_optin)
         return INT_MAX;
     const int min_rows = (PF_MIN_VECS + group - 1) / group;
     return c->step.max_rows_per_seq >= min_rows ? min_rows : INT_MAX;
@@ -360,6 +533,19 @@ static enum okv_status pf_prepare(struct cuda_ctx *c, const struct pf_kern *k)
 
 struct pf_order { int nb, list; };
 
+/* tiles of bm query vectors over the call's prefill-shaped sequences (the decode kernel
+ * takes those with fewer than min_rows rows) */
+static long long pf_count(const int32_t *roff, int n_lists, int nkv, int group, int min_rows, int bm)
+{
+    long long n = 0;
+    for (int li = 0; li < n_lists; li++) {
+        const int s = li / nkv;
+        if (roff[s + 1] - roff[s] >= min_rows)
+            n += ((long long)(roff[s + 1] - roff[s]) * group + bm - 1) / bm;
+    }
+    return n;
+}
+
 static int pf_order_cmp(const void *x, const void *y)
 {
     const struct pf_order *a = (const struct pf_order *)x, *b = (const struct pf_order *)y;
@@ -374,25 +560,66 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     const int nkv = kv->g.n_kv_heads, hd = kv->g.head_dim, group = p->n_heads / nkv, ns = c->step.n_seqs;
     const int n_lists = ns * nkv;
     struct pf_kern k;
-    if (!pf_pick(hd, c->prefill_kernel, &k) || k.smem > c->smem_optin)
+    if (!pf_pick(hd, c, &k) || k.smem > c->smem_optin)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda prefill attention: head_dim %d not supported", hd);
+    const int32_t *roff = c->step.h_row_off;
+    long long n_items = pf_count(roff, n_lists, nkv, group, p->min_rows, k.bm);
+    if (n_items == 0)
+        return OKV_OK;
+    /* Too few tiles for the GPU (at most one an SM) split the keys: the default kernel (tiles
+     * of 128 in 4 warps of 32) runs up to two CTAs an SM, so a call of n tiles takes
+     * 2 SMs / n parts (at most 8, and at least 8 chunks of 64 keys a part), merged after
+     * (H200, bench/RESULTS.md section 18). OKV_PREFILL_SPLIT=N forces N parts (1: none). */
+    int parts = c->prefill_split;
+    if (parts <= 0) {
+        parts = 1;
+        if (c->prefill_auto && k.bm == 128 && n_items <= c->n_sms) {
+            int maxch = 0;
+            for (int li = 0; li < n_lists; li++) {
+                const int s = li / nkv;
+                const int ch = (int)(((long long)(p->h_start[li + 1] - p->h_start[li]) * kv->g.block_size + 63) / 64);
+                if (roff[s + 1] - roff[s] >= p->min_rows && ch > maxch)
+                    maxch = ch;
+            }
+            parts = (int)(2LL * c->n_sms / n_items);
+            parts = parts > 8 ? 8 : parts;
+            parts = parts > maxch / 8 ? maxch / 8 : parts;
+            parts = parts < 1 ? 1 : parts;
+        }
+    }
+    parts = parts > 64 ? 64 : parts;
+    /* unsplit, the default by the call's tiles of 128 against the SMs: at most half the
+     * SMs busy (small models: 2 KV heads, GQA 2, a 2048-row chunk of a short prompt is 64
+     * tiles), tiles of 64 in 4 warps of 16 put twice the SMs to work (92 -> 125 TFLOPS); at
+     * most one tile an SM, 8 warps of 16 hide more latency than 4 of 32 (8B shape, a 512-row
+     * chunk: 15.1K against 14.3K prefill tokens/s); more tiles than SMs, 4 warps of 32 (two
+     * CTAs an SM: 313 against 239 TFLOPS) */
+    if (parts == 1 && c->prefill_auto && k.bm == 128) {
+        if (2 * n_items <= c->n_sms) {
+            if (hd == 64)
+                pf_info<64, 4, 1>(&k);
+            else
+                pf_info<128, 4, 1>(&k);
+            n_items = pf_count(roff, n_lists, nkv, group, p->min_rows, k.bm);
+        } else if (n_items <= c->n_sms) {
+            if (hd == 64)
+                pf_info<64, 8, 1>(&k);
+            else
+                pf_info<128, 8, 1>(&k);
+        }
+    }
     enum okv_status st;
     if ((st = pf_prepare(c, &k)) != OKV_OK)
         return st;
     /* CTAs: lists by decreasing length, a list's tiles last first (causal: the later
      * rows read more keys), so the longest items start first and the tiles of one
      * list run side by side (its K/V stay in L2) */
-    const int32_t *roff = c->step.h_row_off;
-    long long n_items = 0;
-    for (int li = 0; li < n_lists; li++) {
-        const int s = li / nkv;
-        if (roff[s + 1] - roff[s] >= p->min_rows)   /* the decode kernel takes the others */
-            n_items += ((long long)(roff[s + 1] - roff[s]) * group + k.bm - 1) / k.bm;
-    }
-    if (n_items == 0)
-        return OKV_OK;
-    if (n_items > INT_MAX)
+    if (n_items * parts > INT_MAX)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda prefill attention: %lld tiles", n_items);
+    float *part = NULL;
+    const size_t n_po = (size_t)n_items * k.bm * parts * hd;
+    if (parts > 1 && (st = okv_cuda_scratch(c, n_po + (size_t)n_items * k.bm * parts * 2, &part)) != OKV_OK)
+        return st;
     struct pf_order *ord = (struct pf_order *)okv_malloc(sizeof *ord * (size_t)n_lists, OKV_TAG_BACKEND);
     if (!ord)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda prefill attention: out of host memory");
@@ -400,7 +627,7 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
         ord[li] = (struct pf_order){p->h_start[li + 1] - p->h_start[li], li};
     qsort(ord, (size_t)n_lists, sizeof *ord, pf_order_cmp);
     void *hp = NULL, *dp = NULL;
-    const size_t bytes = sizeof(struct pf_item) * (size_t)n_items;
+    const size_t bytes = sizeof(struct pf_item) * (size_t)n_items * parts;
     if ((st = okv_cuda_ring_alloc(c, bytes, &hp, &dp)) != OKV_OK) {
         okv_free(ord);
         return st;
@@ -413,7 +640,8 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
             continue;
         const int nt = (int)(((long long)(roff[s + 1] - roff[s]) * group + k.bm - 1) / k.bm);
         for (int tt = nt - 1; tt >= 0; tt--)
-            items[at++] = (struct pf_item){li, tt};
+            for (int j = 0; j < parts; j++)
+                items[at++] = (struct pf_item){li, tt, j};
     }
     okv_free(ord);
     OKV_CU(cudaMemcpyAsync(dp, hp, bytes, cudaMemcpyHostToDevice, c->stream), "prefill attention items upload");
@@ -437,7 +665,15 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     a.group = group;
     a.bs = kv->g.block_size;
     a.scale_log2 = p->scale * 1.4426950408889634f;
-    k.fn<<<(unsigned)n_items, k.threads, k.smem, c->stream>>>(a);
+    a.n_parts = parts;
+    a.bm = k.bm;
+    a.part_o = part;
+    a.part_ml = (float2 *)(part ? part + n_po : NULL);
+    k.fn<<<(unsigned)(n_items * parts), k.threads, k.smem, c->stream>>>(a);
     OKV_LAUNCHED("prefill attention kernel");
+    if (parts > 1) {
+        k.merge<<<(unsigned)n_items, 256, 0, c->stream>>>(a);
+        OKV_LAUNCHED("prefill attention merge kernel");
+    }
     return okv_cuda_ring_commit(c, c->stream);
 }
