@@ -58,13 +58,15 @@ static float *rand_vec(size_t n, float scale, bool bf16)
 static okv_backend *cpu, *gpu;
 /* CUDA backends created with OKV_PREFILL_KERNEL=1 (tiles of 64 query vectors), =128 with
  * OKV_PREFILL_WARP_ROWS=16 (8 warps of 16 vectors) and =32 (4 warps of 32), =256 (8 warps of
- * 32), the default (nothing set: the kernel, and split keys, by the call's tiles) and the
- * default kernel with its keys split in 3 (OKV_PREFILL_SPLIT=3); `gpu` is created with
- * OKV_PREFILL_KERNEL=0 (decode kernels only) */
-#define N_PF 6
+ * 32), the default (nothing set: the kernel, and split keys, by the call's tiles), the
+ * default kernel with its keys split in 3 (OKV_PREFILL_SPLIT=3) and the warpgroup-MMA kernel
+ * (OKV_PREFILL_WGMMA=1, sm_90a; on other GPUs it falls back to the default); `gpu` is created
+ * with OKV_PREFILL_KERNEL=0 (decode kernels only) */
+#define N_PF 7
 static okv_backend *gpu_pf[N_PF];
 static const char *const pf_label[N_PF] = {"OKV_PREFILL_KERNEL=1", "=128, WARP_ROWS=16", "=128, WARP_ROWS=32",
-                                           "OKV_PREFILL_KERNEL=256", "prefill default", "OKV_PREFILL_SPLIT=3"};
+                                           "OKV_PREFILL_KERNEL=256", "prefill default", "OKV_PREFILL_SPLIT=3",
+                                           "OKV_PREFILL_WGMMA=1"};
 
 static okv_bmem *up(okv_backend *be, const float *h, size_t n)
 {
@@ -1483,26 +1485,28 @@ int main(void)
     struct okv_backend_params bp = {.n_threads = 4};
     /* OKV_PREFILL_KERNEL is read when a CUDA backend is created: `gpu` with it 0 (the
      * decode kernels only), gpu_pf[] with it on (the caller's value is restored afterwards) */
-    static const char *const pf_var[3] = {"OKV_PREFILL_KERNEL", "OKV_PREFILL_WARP_ROWS", "OKV_PREFILL_SPLIT"};
-    char *pf_saved[3];
-    for (int v = 0; v < 3; v++) {
+    static const char *const pf_var[4] = {"OKV_PREFILL_KERNEL", "OKV_PREFILL_WARP_ROWS", "OKV_PREFILL_SPLIT",
+                                          "OKV_PREFILL_WGMMA"};
+    char *pf_saved[4];
+    for (int v = 0; v < 4; v++) {
         const char *e = getenv(pf_var[v]);
         pf_saved[v] = e ? strdup(e) : NULL;
         unsetenv(pf_var[v]);
     }
     setenv("OKV_PREFILL_KERNEL", "0", 1);
     bool ok = okv_backend_cpu_create(&bp, &cpu) == OKV_OK && okv_backend_create("cuda", &bp, &gpu) == OKV_OK;
-    const char *pf_env[N_PF][3] = {{"1", "16", NULL}, {"128", "16", NULL}, {"128", "32", NULL},
-                                   {"256", "32", NULL}, {NULL, NULL, NULL}, {NULL, NULL, "3"}};
+    const char *pf_env[N_PF][4] = {{"1", "16", NULL, NULL}, {"128", "16", NULL, NULL}, {"128", "32", NULL, NULL},
+                                   {"256", "32", NULL, NULL}, {NULL, NULL, NULL, NULL}, {NULL, NULL, "3", NULL},
+                                   {NULL, NULL, NULL, "1"}};
     for (int i = 0; i < N_PF; i++) {
-        for (int v = 0; v < 3; v++)
+        for (int v = 0; v < 4; v++)
             if (pf_env[i][v])
                 setenv(pf_var[v], pf_env[i][v], 1);
             else
                 unsetenv(pf_var[v]);
         ok = ok && okv_backend_create("cuda", &bp, &gpu_pf[i]) == OKV_OK;
     }
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         if (pf_saved[v])
             setenv(pf_var[v], pf_saved[v], 1);
         else

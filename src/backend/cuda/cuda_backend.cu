@@ -1064,6 +1064,11 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         c->prefill_auto = !(pk && *pk) && !(pw && *pw);
         const char *ps = getenv("OKV_PREFILL_SPLIT");
         c->prefill_split = ps && *ps && atoi(ps) > 0 ? atoi(ps) : 0;
+        /* the warpgroup-MMA kernel (cuda_prefill_wg.cu) takes the default's tiles of 128 on a
+         * 9.0 device (the sm_90a machine code): OKV_PREFILL_WGMMA=0 keeps mma.sync, =1 asks
+         * for it beside the other switches */
+        const char *pg = getenv("OKV_PREFILL_WGMMA");
+        c->prefill_wgmma = (pg && *pg ? atoi(pg) == 1 : c->prefill_auto) && prop.major == 9 && prop.minor == 0;
     }
     {
         /* a step's final sync waits for the compute stream only (default), so the fetches

@@ -42,36 +42,12 @@
  * call go to the decode kernel. */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_mma.cuh"
+#include "backend/cuda/cuda_prefill.cuh"
 
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PF_KC 64          /* keys per chunk */
-#define PF_MIN_VECS 64    /* prefill-shaped: max rows of a sequence * group reaches this */
-
-/* a CTA's work: a tile of a list and, when the call splits the keys, which part of the
- * list's chunks (the parts of a tile are consecutive items) */
-struct pf_item { int list, tile, part; };
-
-struct pf_args {
-    const float *q;
-    float *out;
-    const okv_bf16 *dev;                 /* device tier base */
-    long long layer_off, stage_off, unit_elems;
-    const int32_t *blk_start, *blk_unit, *blk_index;
-    const struct pf_item *items;         /* [gridDim.x] */
-    const int32_t *seq_row_off, *seq_rows, *tok_pos, *seq_kv_len;
-    int n_heads, nkv, group, bs;
-    float scale_log2;                    /* scale * log2(e) */
-    /* split keys (n_parts > 1): part j of a tile reads chunks [j nch / n_parts, (j+1) nch /
-     * n_parts) of its list and writes its vectors' O / l to part_o and (m, l) to part_ml at
-     * ((item / n_parts) * BM + vector of the tile) * n_parts + j; pf_merge_k combines them */
-    int n_parts, bm;
-    float *part_o;
-    float2 *part_ml;
-};
 
 template <int HD, int NW, int WM>
 struct pf_cfg {
@@ -92,13 +68,6 @@ struct pf_cfg {
     static_assert(HD % 16 == 0 && PF_KC == 64 && PF_KC % NW == 0 && RPW <= 32 && (RPW * P) % 32 == 0 && (WM == 1 || WM == 2),
                   "shape");
 };
-
-/* (x0, x1) rounded to bf16, x0 in the low half (the lower column of a fragment) */
-static __device__ __forceinline__ uint32_t pf_pack(float x0, float x1)
-{
-    __nv_bfloat162 v = __floats2bfloat162_rn(x0, x1);
-    return *(uint32_t *)&v;
-}
 
 /* Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16): lane = 4g + t. A (16 x 16,
  * row-major): a0 = (row g, cols 2t, 2t+1), a1 = (row g+8, same), a2 = (row g, cols
@@ -466,13 +435,6 @@ static __global__ void __launch_bounds__(256) pf_merge_k(const struct pf_args a)
 
 /* ---- host ---- */
 
-typedef void (*pf_fn)(const struct pf_args);
-struct pf_kern {
-    pf_fn fn, merge;
-    int threads, bm;
-    size_t smem;
-};
-
 template <int HD, int NW, int WM>
 static void pf_info(struct pf_kern *k)
 {
@@ -562,6 +524,11 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     struct pf_kern k;
     if (!pf_pick(hd, c, &k) || k.smem > c->smem_optin)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda prefill attention: head_dim %d not supported", hd);
+    if (c->prefill_wgmma && k.bm == 128) {   /* the same tiles on the warpgroup MMA (cuda_prefill_wg.cu) */
+        struct pf_kern w = k;
+        if (okv_pf_wg_pick(hd, &w) && w.smem <= c->smem_optin)
+            k = w;
+    }
     const int32_t *roff = c->step.h_row_off;
     long long n_items = pf_count(roff, n_lists, nkv, group, p->min_rows, k.bm);
     if (n_items == 0)
@@ -594,7 +561,7 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
      * most one tile an SM, 8 warps of 16 hide more latency than 4 of 32 (8B shape, a 512-row
      * chunk: 15.1K against 14.3K prefill tokens/s); more tiles than SMs, 4 warps of 32 (two
      * CTAs an SM: 313 against 239 TFLOPS) */
-    if (parts == 1 && c->prefill_auto && k.bm == 128) {
+    if (parts == 1 && c->prefill_auto && k.bm == 128 && k.threads == 128) {
         if (2 * n_items <= c->n_sms) {
             if (hd == 64)
                 pf_info<64, 4, 1>(&k);

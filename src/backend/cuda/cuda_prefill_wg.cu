@@ -1,0 +1,387 @@
+/* Prefill attention on Hopper's warpgroup MMA (wgmma): the tiles of cuda_prefill.cu's
+ * kernels (128 query vectors of one list, chunks of 64 keys double-buffered by cp.async, the
+ * same masks, online softmax, split keys and merge), with S = Q K^T and O += P V issued as
+ * wgmma.mma_async by two warpgroups of 64 vectors each instead of mma.sync by warps.
+ *
+ * Shared memory holds Q (the tile's vectors, scaled by scale*log2(e), bf16), and each
+ * chunk's K and V, in the canonical 128-byte-swizzled layout wgmma reads: rows of 64 bf16
+ * (128 bytes) by 64-dim halves, [half][row][128 B], the 16-byte piece c of row r stored at
+ * piece c ^ (r % 8) (the swizzle works on address bits, so each region starts on 1024 bytes).
+ *  - S (64 vectors x 64 keys, per warpgroup) = Q K^T: A = Q and B = K both K-major by
+ *    descriptor (stride between 8-row groups 1024 bytes), one m64n64k16 per 16 dims; a step
+ *    of 16 dims moves the start address 32 bytes within the 128-byte row, a 64-dim half
+ *    moves to the next region.
+ *  - O (64 x HD) += P V: A = P from registers (the accumulator fragments of S, rounded to
+ *    bf16, are the A fragments of a 16-key step, as with mma.sync), B = V read N-major
+ *    (imm-trans-b): stride between 8-key groups 1024 bytes, between 64-dim halves one
+ *    region; one m64nHDk16 per 16 keys.
+ * The accumulator fragments of m64nN are those of mma.m16n8k16 for each warp's 16 rows,
+ * n-tile by n-tile, so the softmax and the output are the mma.sync kernel's. The copies land
+ * through the generic proxy and wgmma reads through the async proxy: fence.proxy.async
+ * between them.
+ *
+ * The default's tiles of 128 on a 9.0 device (OKV_PREFILL_WGMMA=0 keeps cuda_prefill.cu's
+ * mma.sync kernel); sm_90a machine code only. Two CTAs an SM (128 registers), so one CTA's
+ * softmax overlaps the other's products. */
+#include "backend/cuda/cuda_mma.cuh"
+#include "backend/cuda/cuda_prefill.cuh"
+
+#include <limits.h>
+#include <math.h>
+
+#define WG_THREADS 256   /* two warpgroups */
+#define WG_BM 128        /* query vectors a tile: 64 a warpgroup, 16 a warp */
+
+template <int HD>
+struct wg_cfg {
+    static constexpr int KC = PF_KC;
+    static constexpr int HALVES = HD / 64;
+    static constexpr int REGION = KC * 128 * HALVES;        /* bytes of one chunk's K (or V) */
+    static constexpr int STAGE = 2 * REGION;                /* K then V */
+    static constexpr int QBYTES = WG_BM * 128 * HALVES;     /* the tile's queries */
+    static constexpr int RPW = KC / 8;                      /* chunk rows each warp copies */
+    static constexpr int P = HD / 8;                        /* 16-byte pieces a row */
+    static constexpr int ITERS = RPW * P / 32;
+    static constexpr size_t SMEM = 1024 + QBYTES + 2 * (size_t)STAGE + 2 * KC * sizeof(int);
+    static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+    static_assert((RPW * P) % 32 == 0, "copy steps");
+};
+
+/* wgmma is an sm_90a instruction: the portable compute_90 PTX gets none of it (and the host
+ * enables this kernel only on a 9.0 device, which runs the sm_90a machine code) */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* byte offset of (row, 16-byte piece c of the HD dims) in a swizzled region of `rows` rows */
+static __device__ __forceinline__ int wg_off(int row, int c, int rows)
+{
+    return (c >> 3) * rows * 128 + row * 128 + (((c & 7) ^ (row & 7)) << 4);
+}
+
+/* wgmma shared-memory descriptor: start address, leading and stride byte offsets, 128-byte swizzle */
+static __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+
+static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+static __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* D (64 x 64 fp32) += A (64 x 16 bf16) B (16 x 64 bf16), both K-major in shared memory by descriptor */
+static __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t desc_a, uint64_t desc_b)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1, 0, 0;\n"
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(desc_a), "l"(desc_b));
+}
+
+/* D (64 x 64 fp32: the warpgroup's accumulator fragments) += A (64 x 16 bf16, registers, the
+ * mma.m16n8k16 A fragment of each warp's 16 rows) B (16 x 64 bf16, shared memory by descriptor,
+ * read N-major: imm-trans-b) */
+static __device__ __forceinline__ void wgmma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n"
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+/* D (64 x 128 fp32: the warpgroup's accumulator fragments) += A (64 x 16 bf16, registers, the
+ * mma.m16n8k16 A fragment of each warp's 16 rows) B (16 x 128 bf16, shared memory by descriptor,
+ * read N-major: imm-trans-b) */
+static __device__ __forceinline__ void wgmma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b)
+{
+    asm volatile("{\n"
+                 ".reg .pred p;\n"
+                 "setp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"
+                 "}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+
+#endif
+
+template <int HD>
+static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_args a)
+{
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();
+#else
+    typedef wg_cfg<HD> C;
+    constexpr int KC = C::KC, P = C::P, RPW = C::RPW, NT = KC / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    /* 1024-byte aligned base: Q, then two stages of K and V, then the key positions */
+    const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    unsigned char *smem = smem_raw + (((raw + 1023u) & ~1023u) - raw);
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+    unsigned char *sq = smem;
+    unsigned char *skv = smem + C::QBYTES;
+    int *skp = (int *)(smem + C::QBYTES + 2 * C::STAGE);
+    __shared__ int s_lim;
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wgi = warp >> 2;
+    const int g = lane >> 2, t = lane & 3;
+    const struct pf_item item = a.items[blockIdx.x];
+    const int s = item.list / a.nkv, h = item.list % a.nkv;
+    const int r0 = a.seq_row_off[s], nv = (a.seq_row_off[s + 1] - r0) * a.group;
+    const int kv_len = a.seq_kv_len[s];
+    const int bs = a.bs;
+    const int base = a.blk_start[item.list];
+    const int nkeys = (a.blk_start[item.list + 1] - base) * bs;
+    const int nch_all = (nkeys + KC - 1) / KC;
+    const int c0 = (int)((long long)nch_all * item.part / a.n_parts);
+    const int nch = (int)((long long)nch_all * (item.part + 1) / a.n_parts);   /* chunks [c0, nch) */
+
+    int mu = 0, mi = -1, moff = 0;
+    auto load_meta = [&](int ch) {
+        mi = -1;
+        const int kj = ch * KC + warp * RPW + lane;
+        if (lane < RPW && ch < nch && kj < nkeys) {
+            const int b = kj / bs;
+            moff = kj - b * bs;
+            mu = __ldg(a.blk_unit + base + b);
+            mi = __ldg(a.blk_index + base + b);
+        }
+    };
+    load_meta(c0);
+
+    /* this thread's vectors: rows g and g + 8 of its warp's 16 (the tile's 16 warp + ...) */
+    const int w0 = warp * 16, v0 = item.tile * WG_BM + w0 + g;
+    int glim[2];
+    bool vok[2];
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int v = v0 + 8 * half, tr = w0 + g + 8 * half;   /* tr: row in the tile */
+        vok[half] = v < nv;
+        glim[half] = 0;
+        const float *qp = NULL;
+        if (vok[half]) {
+            const int row = a.seq_rows[r0 + v / a.group], qh = h * a.group + v % a.group;
+            glim[half] = min(kv_len, a.tok_pos[row] + 1);
+            qp = a.q + ((size_t)row * a.n_heads + qh) * HD;
+        }
+        const float sc = a.scale_log2;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            uint32_t lo = 0u, hi = 0u;
+            if (qp) {
+                const float2 x0 = *(const float2 *)(qp + kk * 16 + 2 * t);
+                const float2 x1 = *(const float2 *)(qp + kk * 16 + 2 * t + 8);
+                lo = pf_pack(x0.x * sc, x0.y * sc);
+                hi = pf_pack(x1.x * sc, x1.y * sc);
+            }
+            /* dims kk*16 + 2t (piece 2kk) and kk*16 + 8 + 2t (piece 2kk + 1), 4 bytes at 4t within the piece */
+            *(uint32_t *)(sq + wg_off(tr, 2 * kk, WG_BM) + 4 * t) = lo;
+            *(uint32_t *)(sq + wg_off(tr, 2 * kk + 1, WG_BM) + 4 * t) = hi;
+        }
+    }
+    int wmax = max(glim[0], glim[1]);
+    int wmin = min(vok[0] ? glim[0] : INT_MAX, vok[1] ? glim[1] : INT_MAX);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        wmax = max(wmax, __shfl_xor_sync(0xffffffffu, wmax, o));
+        wmin = min(wmin, __shfl_xor_sync(0xffffffffu, wmin, o));
+    }
+    /* the warpgroup's limits: its wgmma covers all four warps' rows */
+    __shared__ int s_gmax[2], s_gmin[2];
+    if (threadIdx.x == 0) {
+        s_lim = 0;
+        s_gmax[0] = s_gmax[1] = 0;
+        s_gmin[0] = s_gmin[1] = INT_MAX;
+    }
+    fence_proxy_async();   /* the queries, written by this thread, for wgmma's reads */
+    __syncthreads();
+    if (lane == 0) {
+        atomicMax(&s_lim, wmax);
+        atomicMax(&s_gmax[wgi], wmax);
+        atomicMin(&s_gmin[wgi], wmin);
+    }
+    __syncthreads();
+    const int lim = s_lim;
+    const int gmax = s_gmax[wgi], gmin = s_gmin[wgi];
+
+    auto issue = [&](int ch) {
+        unsigned char *kb = skv + (size_t)(ch & 1) * C::STAGE, *vb = kb + C::REGION;
+        int kp = INT_MAX;
+        long long koff = 0;
+        if (mi >= 0) {
+            kp = mi * bs + moff;
+            koff = okv_cuda_unit_global(mu, a.layer_off, a.stage_off) * a.unit_elems + (long long)moff * HD;
+        }
+        if (lane < RPW)
+            skp[(ch & 1) * KC + warp * RPW + lane] = kp;
+        const unsigned vm = __ballot_sync(0xffffffffu, kp < lim);
+        load_meta(ch + 1);
+#pragma unroll
+        for (int it = 0; it < C::ITERS; it++) {
+            const int i = it * 32 + lane, r = i / P, c = i % P;
+            const long long ro = __shfl_sync(0xffffffffu, koff, r);
+            const bool rv = (vm >> r) & 1u;
+            const okv_bf16 *src = a.dev + (rv ? ro + c * 8 : 0);
+            const int dr = warp * RPW + r, off = wg_off(dr, c, KC);
+            cp_async16(kb + off, src, rv ? 16 : 0);
+            cp_async16(vb + off, rv ? src + (size_t)bs * HD : src, rv ? 16 : 0);
+        }
+    };
+
+    float o[HD / 2];   /* O: 64 x HD a warpgroup, n-tile n in o[4n .. 4n+3] */
+#pragma unroll
+    for (int n = 0; n < HD / 2; n++)
+        o[n] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+    const uint32_t q_addr = sbase + (uint32_t)(wgi * 64 * 128);   /* the warpgroup's 64 rows */
+
+    if (c0 < nch)
+        issue(c0);
+    cp_async_commit();
+    for (int ch = c0; ch < nch; ch++) {
+        if (ch + 1 < nch)
+            issue(ch + 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+        fence_proxy_async();   /* this thread's copies of chunk ch, for wgmma's reads */
+        __syncthreads();
+        const int *kpb = skp + (ch & 1) * KC;
+        const int ka = kpb[lane], kc = kpb[lane + 32];
+        /* the warpgroup decides together (a wgmma is one instruction of its four warps): every
+         * warp holds the same positions and the group's limits, so each warp's vote agrees */
+        const bool need = ka < gmax || kc < gmax;
+        const bool full = ka < gmin && kc < gmin;
+        if (__any_sync(0xffffffffu, need)) {
+            const bool nomask = __all_sync(0xffffffffu, full);
+            const uint32_t k_addr = sbase + (uint32_t)(C::QBYTES + (ch & 1) * C::STAGE);
+            const uint32_t v_addr = k_addr + C::REGION;
+            float sc[KC / 2];
+#pragma unroll
+            for (int i = 0; i < KC / 2; i++)
+                sc[i] = 0.f;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                const uint32_t qa = q_addr + (uint32_t)((kk >> 2) * WG_BM * 128 + (kk & 3) * 32);
+                const uint32_t kb = k_addr + (uint32_t)((kk >> 2) * KC * 128 + (kk & 3) * 32);
+                wgmma_ss_n64(sc, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024));
+            }
+            wg_commit();
+            wg_wait0();
+            if (!nomask) {
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    const int2 kp2 = *(const int2 *)(kpb + n * 8 + 2 * t);
+                    sc[4 * n + 0] = kp2.x < glim[0] ? sc[4 * n + 0] : -INFINITY;
+                    sc[4 * n + 1] = kp2.y < glim[0] ? sc[4 * n + 1] : -INFINITY;
+                    sc[4 * n + 2] = kp2.x < glim[1] ? sc[4 * n + 2] : -INFINITY;
+                    sc[4 * n + 3] = kp2.y < glim[1] ? sc[4 * n + 3] : -INFINITY;
+                }
+            }
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                mx0 = fmaxf(mx0, fmaxf(sc[4 * n], sc[4 * n + 1]));
+                mx1 = fmaxf(mx1, fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
+            }
+#pragma unroll
+            for (int x = 1; x <= 2; x <<= 1) {
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+            }
+            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            const float al0 = m0 == -INFINITY ? 0.f : ex2(m0 - mn0);
+            const float al1 = m1 == -INFINITY ? 0.f : ex2(m1 - mn1);
+            const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
+            float ls0 = 0.f, ls1 = 0.f;
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                sc[4 * n + 0] = ex2(sc[4 * n + 0] - ms0);
+                sc[4 * n + 1] = ex2(sc[4 * n + 1] - ms0);
+                sc[4 * n + 2] = ex2(sc[4 * n + 2] - ms1);
+                sc[4 * n + 3] = ex2(sc[4 * n + 3] - ms1);
+                ls0 += sc[4 * n + 0] + sc[4 * n + 1];
+                ls1 += sc[4 * n + 2] + sc[4 * n + 3];
+            }
+            l0 = l0 * al0 + ls0;
+            l1 = l1 * al1 + ls1;
+            m0 = mn0;
+            m1 = mn1;
+#pragma unroll
+            for (int n = 0; n < HD / 8; n++) {
+                o[4 * n + 0] *= al0;
+                o[4 * n + 1] *= al0;
+                o[4 * n + 2] *= al1;
+                o[4 * n + 3] *= al1;
+            }
+            wg_fence();
+#pragma unroll
+            for (int k16 = 0; k16 < KC / 16; k16++) {
+                uint32_t pa[4];
+                pa[0] = pf_pack(sc[8 * k16 + 0], sc[8 * k16 + 1]);
+                pa[1] = pf_pack(sc[8 * k16 + 2], sc[8 * k16 + 3]);
+                pa[2] = pf_pack(sc[8 * k16 + 4], sc[8 * k16 + 5]);
+                pa[3] = pf_pack(sc[8 * k16 + 6], sc[8 * k16 + 7]);
+                const uint64_t dv = wg_desc(v_addr + (uint32_t)(k16 * 16 * 128), (uint32_t)(KC * 128), 1024);
+                if constexpr (HD == 128)
+                    wgmma_rs_n128(o, pa, dv);
+                else
+                    wgmma_rs_n64(o, pa, dv);
+            }
+            wg_commit();
+            wg_wait0();
+        }
+        __syncthreads();
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int x = 1; x <= 2; x <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, x);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, x);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        if (!vok[half])
+            continue;
+        const int v = v0 + 8 * half;
+        const float l = half ? l1 : l0;
+        const float il = l > 0.f ? 1.f / l : 0.f;
+        float *op;
+        if (a.n_parts == 1) {
+            const int row = a.seq_rows[r0 + v / a.group], qh = h * a.group + v % a.group;
+            op = a.out + ((size_t)row * a.n_heads + qh) * HD;
+        } else {
+            const size_t pi = ((size_t)(blockIdx.x / a.n_parts) * WG_BM + (v - item.tile * WG_BM)) * a.n_parts + item.part;
+            op = a.part_o + pi * HD;
+            if (t == 0)
+                a.part_ml[pi] = make_float2(half ? m1 : m0, l);
+        }
+        op += 2 * t;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++)
+            *(float2 *)(op + n * 8) = make_float2(o[4 * n + 2 * half] * il, o[4 * n + 2 * half + 1] * il);
+    }
+#endif
+}
+
+bool okv_pf_wg_pick(int hd, struct pf_kern *k)
+{
+    k->threads = WG_THREADS;
+    k->bm = WG_BM;
+    switch (hd) {
+    case 64: k->fn = pf_wg_k<64>; k->smem = wg_cfg<64>::SMEM; return true;
+    case 128: k->fn = pf_wg_k<128>; k->smem = wg_cfg<128>::SMEM; return true;
+    default: return false;
+    }
+}
