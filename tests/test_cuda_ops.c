@@ -59,14 +59,17 @@ static okv_backend *cpu, *gpu;
 /* CUDA backends created with OKV_PREFILL_KERNEL=1 (tiles of 64 query vectors), =128 with
  * OKV_PREFILL_WARP_ROWS=16 (8 warps of 16 vectors) and =32 (4 warps of 32), =256 (8 warps of
  * 32), the default (nothing set: the kernel, and split keys, by the call's tiles), the
- * default kernel with its keys split in 3 (OKV_PREFILL_SPLIT=3) and the warpgroup-MMA kernel
- * (OKV_PREFILL_WGMMA=1, sm_90a; on other GPUs it falls back to the default); `gpu` is created
- * with OKV_PREFILL_KERNEL=0 (decode kernels only) */
-#define N_PF 7
+ * default kernel with its keys split in 3 (OKV_PREFILL_SPLIT=3), the warpgroup-MMA kernel
+ * (OKV_PREFILL_WGMMA=1, sm_90a; on other GPUs it falls back to the default), and with the
+ * warpgroup MMA off (OKV_PREFILL_WGMMA=0: the mma.sync default with its own split keys and
+ * fallbacks by tile count), that with 3 parts forced, and tiles of 256 in 3 parts; `gpu` is
+ * created with OKV_PREFILL_KERNEL=0 (decode kernels only) */
+#define N_PF 10
 static okv_backend *gpu_pf[N_PF];
 static const char *const pf_label[N_PF] = {"OKV_PREFILL_KERNEL=1", "=128, WARP_ROWS=16", "=128, WARP_ROWS=32",
                                            "OKV_PREFILL_KERNEL=256", "prefill default", "OKV_PREFILL_SPLIT=3",
-                                           "OKV_PREFILL_WGMMA=1"};
+                                           "OKV_PREFILL_WGMMA=1", "OKV_PREFILL_WGMMA=0", "WGMMA=0, SPLIT=3",
+                                           "=256, SPLIT=3"};
 
 static okv_bmem *up(okv_backend *be, const float *h, size_t n)
 {
@@ -1497,7 +1500,8 @@ int main(void)
     bool ok = okv_backend_cpu_create(&bp, &cpu) == OKV_OK && okv_backend_create("cuda", &bp, &gpu) == OKV_OK;
     const char *pf_env[N_PF][4] = {{"1", "16", NULL, NULL}, {"128", "16", NULL, NULL}, {"128", "32", NULL, NULL},
                                    {"256", "32", NULL, NULL}, {NULL, NULL, NULL, NULL}, {NULL, NULL, "3", NULL},
-                                   {NULL, NULL, NULL, "1"}};
+                                   {NULL, NULL, NULL, "1"}, {NULL, NULL, NULL, "0"}, {NULL, NULL, "3", "0"},
+                                   {"256", "32", "3", NULL}};
     for (int i = 0; i < N_PF; i++) {
         for (int v = 0; v < 4; v++)
             if (pf_env[i][v])

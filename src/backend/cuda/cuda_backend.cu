@@ -9,6 +9,7 @@
  * Vector weights (norm weights, biases: one row) are kept in fp32 as well, so the
  * norms and biases add no bf16 rounding; they are a negligible share of memory. */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_prefill.cuh"
 
 #include <cuda.h>
 #include "backend/cuda/cuda_kernels.cuh"
@@ -1049,8 +1050,9 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
     c->smem_optin = prop.sharedMemPerBlockOptin;
     {
         /* prefill attention kernel (cuda_prefill.cu), on by default with tiles of 128 query
-         * vectors and warps of 32 (H200, 8B shape: kernel 312 TFLOPS at 32K against 239 with
-         * warps of 16; whole prefill 15.8K -> 17.7K tok/s, bench/RESULTS.md section 18);
+         * vectors: on the warpgroup MMA on 9.0 devices (cuda_prefill_wg.cu, below), else
+         * mma.sync in warps of 32 (H200, 8B shape at 32K: 421 / 323 TFLOPS against 239 with
+         * warps of 16; bench/RESULTS.md section 18);
          * OKV_PREFILL_KERNEL=0 turns it off (the decode kernels take prefill too), 1 or 64
          * picks tiles of 64 (warps of 16), 256 tiles of 256 (warps of 32);
          * OKV_PREFILL_WARP_ROWS=16 warps of 16 vectors in tiles of 128. With neither set, a
@@ -1068,7 +1070,8 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
          * 9.0 device (the sm_90a machine code): OKV_PREFILL_WGMMA=0 keeps mma.sync, =1 asks
          * for it beside the other switches */
         const char *pg = getenv("OKV_PREFILL_WGMMA");
-        c->prefill_wgmma = (pg && *pg ? atoi(pg) == 1 : c->prefill_auto) && prop.major == 9 && prop.minor == 0;
+        c->prefill_wgmma = (pg && *pg ? atoi(pg) == 1 : c->prefill_auto) && prop.major == 9 && prop.minor == 0 &&
+                           okv_pf_wg_probe();
     }
     {
         /* a step's final sync waits for the compute stream only (default), so the fetches

@@ -217,7 +217,7 @@ struct cuda_ctx {
     int prefill_split;       /* OKV_PREFILL_SPLIT: key parts a tile forced (0: by the call's tiles) */
     bool prefill_wgmma;      /* OKV_PREFILL_WGMMA=1: tiles of 128 on the warpgroup MMA (cuda_prefill_wg.cu) */
     bool sync_compute_only;   /* sync() leaves the copy stream running (default; OKV_STEP_SYNC=both: not) */
-    const void *pf_seen[8];
+    const void *pf_seen[16];
     int pf_n_seen;
     size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
     int fetch_ctas_override;

@@ -440,6 +440,8 @@ static void pf_info(struct pf_kern *k)
 {
     k->fn = pf_attn_k<HD, NW, WM>;
     k->merge = pf_merge_k<HD>;
+    k->wg = false;
+    k->wide = NW == 4 && WM == 2;
     k->threads = NW * 32;
     k->bm = pf_cfg<HD, NW, WM>::BM;
     k->smem = pf_cfg<HD, NW, WM>::SMEM;
@@ -449,7 +451,7 @@ static void pf_info(struct pf_kern *k)
  * rows (c->prefill_wrows: 16 or 32 vectors a warp): 64 = 4 warps of 16; 128 = 8 warps of
  * 16 or 4 of 32; 256 = 8 warps of 32 */
 template <int HD>
-static void pf_pick_hd(int bm, int wrows, struct pf_kern *k)
+static void pf_pick_hd(int bm, int wrows, size_t smem_max, struct pf_kern *k)
 {
     if (bm == 64)
         pf_info<HD, 4, 1>(k);
@@ -459,13 +461,19 @@ static void pf_pick_hd(int bm, int wrows, struct pf_kern *k)
         pf_info<HD, 4, 2>(k);
     else
         pf_info<HD, 8, 1>(k);
+    /* a GPU with less shared memory a block (e.g. 99 KB): the queries of warps of 32 at
+     * head_dim 128 do not fit; 8 warps of 16, then 4, keep theirs in registers */
+    if (k->smem > smem_max)
+        pf_info<HD, 8, 1>(k);
+    if (k->smem > smem_max)
+        pf_info<HD, 4, 1>(k);
 }
 
 static bool pf_pick(int hd, const struct cuda_ctx *c, struct pf_kern *k)
 {
     switch (hd) {
-    case 64: pf_pick_hd<64>(c->prefill_kernel, c->prefill_wrows, k); return true;
-    case 128: pf_pick_hd<128>(c->prefill_kernel, c->prefill_wrows, k); return true;
+    case 64: pf_pick_hd<64>(c->prefill_kernel, c->prefill_wrows, c->smem_optin, k); return true;
+    case 128: pf_pick_hd<128>(c->prefill_kernel, c->prefill_wrows, c->smem_optin, k); return true;
     default: return false;
     }
 }
@@ -561,7 +569,7 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
      * most one tile an SM, 8 warps of 16 hide more latency than 4 of 32 (8B shape, a 512-row
      * chunk: 15.1K against 14.3K prefill tokens/s); more tiles than SMs, 4 warps of 32 (two
      * CTAs an SM: 313 against 239 TFLOPS) */
-    if (parts == 1 && c->prefill_auto && k.bm == 128 && k.threads == 128) {
+    if (parts == 1 && c->prefill_auto && k.wide) {
         if (2 * n_items <= c->n_sms) {
             if (hd == 64)
                 pf_info<64, 4, 1>(&k);

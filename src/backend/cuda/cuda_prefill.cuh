@@ -46,10 +46,15 @@ struct pf_kern {
     pf_fn fn, merge;
     int threads, bm;
     size_t smem;
+    bool wg;     /* the warpgroup-MMA kernel (cuda_prefill_wg.cu) */
+    bool wide;   /* the mma.sync kernel's default: tiles of 128 in 4 warps of 32 */
 };
 
-/* the warpgroup-MMA kernel for head_dim hd (64 or 128) into k (fn, threads, bm, smem; not
- * merge); false when hd is not supported (cuda_prefill_wg.cu) */
+/* the warpgroup-MMA kernel for head_dim hd (64 or 128) into k (fn, threads, bm, smem, wg;
+ * not merge); false when hd is not supported (cuda_prefill_wg.cu) */
 bool okv_pf_wg_pick(int hd, struct pf_kern *k);
+/* whether this process runs the kernel's sm_90a machine code on the current device (a
+ * one-thread probe: under a JIT of the compute_90 PTX the kernel is absent) */
+bool okv_pf_wg_probe(void);
 
 #endif

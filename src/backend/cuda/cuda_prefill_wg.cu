@@ -65,6 +65,15 @@ static __device__ __forceinline__ uint64_t wg_desc(uint32_t addr, uint32_t lbo, 
 static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* keep the compiler from moving register reads or writes of x across a wgmma fence or wait
+ * (the asm statements order memory, not registers) */
+template <int N>
+static __device__ __forceinline__ void wg_pin(float (&x)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+f"(x[i])::"memory");
+}
 static __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 /* D (64 x 64 fp32) += A (64 x 16 bf16) B (16 x 64 bf16), both K-major in shared memory by descriptor */
@@ -269,6 +278,7 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
 #pragma unroll
             for (int i = 0; i < KC / 2; i++)
                 sc[i] = 0.f;
+            wg_pin(sc);
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < HD / 16; kk++) {
@@ -278,6 +288,7 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
             }
             wg_commit();
             wg_wait0();
+            wg_pin(sc);
             if (!nomask) {
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
@@ -324,6 +335,7 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
                 o[4 * n + 2] *= al1;
                 o[4 * n + 3] *= al1;
             }
+            wg_pin(o);
             wg_fence();
 #pragma unroll
             for (int k16 = 0; k16 < KC / 16; k16++) {
@@ -340,6 +352,7 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
             }
             wg_commit();
             wg_wait0();
+            wg_pin(o);
         }
         __syncthreads();
     }
@@ -375,10 +388,35 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
 #endif
 }
 
+static __global__ void pf_wg_probe_k(int *out)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    *out = 1;
+#else
+    *out = 0;
+#endif
+}
+
+bool okv_pf_wg_probe(void)
+{
+    int *d = NULL, h = 0;
+    if (cudaMalloc((void **)&d, sizeof(int)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    pf_wg_probe_k<<<1, 1>>>(d);
+    const bool ok = cudaGetLastError() == cudaSuccess && cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(d);
+    (void)cudaGetLastError();
+    return ok && h == 1;
+}
+
 bool okv_pf_wg_pick(int hd, struct pf_kern *k)
 {
     k->threads = WG_THREADS;
     k->bm = WG_BM;
+    k->wg = true;
+    k->wide = false;
     switch (hd) {
     case 64: k->fn = pf_wg_k<64>; k->smem = wg_cfg<64>::SMEM; return true;
     case 128: k->fn = pf_wg_k<128>; k->smem = wg_cfg<128>::SMEM; return true;

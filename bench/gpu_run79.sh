@@ -1,0 +1,16 @@
+#!/bin/bash
+# GPU session of 2026-11-30 (13), one H200: after the review of the prefill kernels (registers
+# pinned around the wgmma fences, a probe for the sm_90a code, shared-memory fallbacks,
+# test_cuda_ops with ten prefill variants incl. the mma.sync split keys and fallbacks): the
+# CUDA tests, and the kernel's speed again.
+#   bash bench/gpu_run79.sh      (carry build-gc; results under $OUT)
+. bench/gpu_env.sh build-gc
+for t in ops engine graph; do
+  timeout 200 build-gc/tests/test_cuda_$t > $OUT/$t.txt 2>&1; echo "$t exit $? $(grep -E 'checks' $OUT/$t.txt | tail -1)"
+done
+grep -E "FAIL" $OUT/ops.txt | head -5
+grep -cE "WGMMA=0|SPLIT=3" $OUT/ops.txt
+for r in 512 2048; do
+  timeout 60 build-gc/bench/cuda_attention --prefill $r --ctx 8192,32768 2>&1 | grep "prefill kernel"
+done
+echo "prefill 8B 2x32K chunk 512: $(timeout 90 build-gc/oasiskv bench throughput -m bench/configs/llama3-8b --load-format dummy --device cuda --num-prompts 2 --input-len 32768 --output-len 1 --kv-pool-gb 20 2>&1 | grep -E 'Throughput|rror' | head -2)"
