@@ -3,12 +3,22 @@
  * requests cannot all finish; a forward then fails with OKV_ERR_NO_KV_SPACE and the
  * scheduler preempts (frees the youngest request and recomputes it later) instead
  * of failing. Every request must finish with the greedy tokens it gets alone, the
- * preemption counter must move, and every block must be free at the end. */
+ * preemption counter must move, and every block must be free at the end.
+ *
+ * Log-probabilities (the OpenAI API's logprobs and echo): okv_token_logprob on known
+ * rows (ties, clamping); a request's generated tokens with logprobs against the
+ * engine's own logits of the same prompt; and its prompt + generated tokens
+ * resubmitted with prompt logprobs over several prefill chunks: each prompt entry k
+ * must equal log softmax of row k-1 of one forward over the whole prompt, and the
+ * entries of the resubmitted generated tokens their logprobs when generated. */
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/sched.h"
 #include "synth_model.h"
 #include "testutil.h"
+
+#include <math.h>
+#include <string.h>
 
 #define NREQ 4
 #define PROMPT 50
@@ -35,6 +45,139 @@ static void on_finish(void *user, const struct okv_sched_result *r)
     o->done = true;
     o->reason = r->reason;
     o->preempt = r->n_preemptions;
+}
+
+/* ---- log-probabilities ---- */
+
+#define LP_GEN 6
+#define LP_MAX (PROMPT + LP_GEN + 8)
+struct lp_out {
+    struct okv_token_logprob v[LP_MAX];
+    int n;
+    int32_t toks[LP_GEN + 2];
+    int n_toks;
+    bool done;
+};
+
+static void lp_on_token(void *user, int32_t token, const char *text, size_t len)
+{
+    struct lp_out *o = user;
+    (void)text;
+    (void)len;
+    if (token >= 0 && o->n_toks < LP_GEN + 2)
+        o->toks[o->n_toks++] = token;
+}
+
+static void lp_on_logprob(void *user, const struct okv_token_logprob *lp)
+{
+    struct lp_out *o = user;
+    if (o->n < LP_MAX)
+        o->v[o->n++] = *lp;
+}
+
+static void lp_on_finish(void *user, const struct okv_sched_result *r)
+{
+    (void)r;
+    ((struct lp_out *)user)->done = true;
+}
+
+static void lp_run(okv_engine *e, const int32_t *prompt, int n_prompt, int max_tokens, bool gen, bool prompt_lp, int chunk,
+                   struct lp_out *o)
+{
+    struct okv_sched_params sp = {.max_num_seqs = 2, .max_num_batched_tokens = chunk};
+    okv_sched *s = NULL;
+    CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
+    if (!s)
+        return;
+    struct okv_sched_request rq = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens, .ignore_eos = true,
+                                   .on_token = lp_on_token, .on_finish = lp_on_finish, .user = o, .logprobs = gen,
+                                   .prompt_logprobs = prompt_lp, .top_logprobs = 3, .on_logprob = lp_on_logprob};
+    uint64_t id;
+    CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
+    rq.top_logprobs = OKV_MAX_TOP_LOGPROBS + 1;
+    CHECK(okv_sched_submit(s, &rq, &id) == OKV_ERR_INVALID_ARG, "top_logprobs past %d is refused", OKV_MAX_TOP_LOGPROBS);
+    bool busy = true;
+    for (int step = 0; busy && step < 5000; step++)
+        CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
+    okv_sched_free(s);
+}
+
+static bool near(float a, float b, float tol) { return fabsf(a - b) <= tol * (1.0f + fabsf(b)); }
+
+static int32_t lp_all[PROMPT + LP_GEN];
+static struct lp_out lp_dense;   /* the prompt entries on the dense engine */
+
+static void test_logprobs(okv_engine *e, const struct okv_model_config *c, const int32_t *prompt)
+{
+    /* okv_token_logprob on a known row: ties keep the lower id first, n_top is clamped */
+    const float row[6] = {1.0f, 3.0f, 3.0f, -2.0f, 0.5f, 3.0f};
+    struct okv_token_logprob lp;
+    okv_token_logprob(row, 6, 4, 4, &lp);
+    double z = 0;
+    for (int i = 0; i < 6; i++)
+        z += exp(row[i]);
+    CHECK(lp.n_top == 4 && lp.top_id[0] == 1 && lp.top_id[1] == 2 && lp.top_id[2] == 5 && lp.top_id[3] == 0,
+          "top ids by value, lower id first on ties: %d %d %d %d", lp.top_id[0], lp.top_id[1], lp.top_id[2], lp.top_id[3]);
+    CHECK(near(lp.logprob, (float)(0.5 - log(z)), 1e-6f) && near(lp.top_logprob[0], (float)(3.0 - log(z)), 1e-6f),
+          "logprob %g and top %g against log softmax", lp.logprob, lp.top_logprob[0]);
+    okv_token_logprob(row, 6, 0, 99, &lp);
+    CHECK(lp.n_top == 6 && lp.top_id[5] == 3, "n_top clamped to the vocabulary: %d", lp.n_top);
+
+    /* the engine's own logits over the whole prompt + generated tokens, one forward */
+    static struct lp_out a, b;
+    lp_run(e, prompt, PROMPT, LP_GEN, true, false, 64, &a);
+    CHECK(a.done && a.n_toks == LP_GEN && a.n == LP_GEN, "generated logprobs: %d tokens, %d entries", a.n_toks, a.n);
+    int32_t *all = lp_all;
+    memcpy(all, prompt, sizeof(int32_t) * PROMPT);
+    memcpy(all + PROMPT, a.toks, sizeof(int32_t) * LP_GEN);
+    const int n_all = PROMPT + LP_GEN;
+    static float logits[(PROMPT + LP_GEN) * 256];
+    CHECK(c->vocab_size <= 256, "test model vocabulary %d", c->vocab_size);
+    int seq = -1;
+    CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "%s", okv_last_error());
+    int32_t seqs[PROMPT + LP_GEN];
+    uint8_t want[PROMPT + LP_GEN];
+    for (int t = 0; t < n_all; t++) {
+        seqs[t] = seq;
+        want[t] = 1;
+    }
+    struct okv_batch bt = {.n_tokens = n_all, .tokens = all, .seq = seqs, .want_logits = want};
+    CHECK(okv_engine_forward(e, &bt, logits) == OKV_OK, "reference forward: %s", okv_last_error());
+    okv_engine_seq_free(e, seq);
+    float worst = 0;
+    for (int i = 0; i < a.n && i < LP_GEN; i++) {
+        const struct okv_token_logprob *v = &a.v[i];
+        struct okv_token_logprob r;
+        okv_token_logprob(logits + (size_t)(PROMPT - 1 + i) * c->vocab_size, c->vocab_size, a.toks[i], 3, &r);
+        CHECK(!v->prompt && v->token == a.toks[i] && v->n_top == 3, "generated entry %d: token %d (%d)", i, v->token,
+              a.toks[i]);
+        CHECK(v->top_id[0] == a.toks[i] && v->logprob == v->top_logprob[0] && v->logprob <= 0,
+              "entry %d: greedy, so the chosen token is the top one", i);
+        worst = fmaxf(worst, fabsf(v->logprob - r.logprob));
+        CHECK(near(v->logprob, r.logprob, 1e-3f) && v->top_id[1] == r.top_id[1], "entry %d: logprob %g, reference %g", i,
+              v->logprob, r.logprob);
+    }
+    /* prompt + generated resubmitted with prompt logprobs, in chunks of 16 rows */
+    lp_run(e, all, n_all, 1, true, true, 16, &b);
+    CHECK(b.done && b.n == n_all + 1, "prompt logprobs: %d entries for %d prompt tokens + 1", b.n, n_all);
+    CHECK(b.v[0].prompt && isnan(b.v[0].logprob) && b.v[0].token == all[0] && b.v[0].n_top == 0,
+          "the first prompt entry has no log-probability");
+    for (int k = 1; k < n_all && k < b.n; k++) {
+        struct okv_token_logprob r;
+        okv_token_logprob(logits + (size_t)(k - 1) * c->vocab_size, c->vocab_size, all[k], 3, &r);
+        worst = fmaxf(worst, fabsf(b.v[k].logprob - r.logprob));
+        if (!(b.v[k].prompt && b.v[k].token == all[k] && near(b.v[k].logprob, r.logprob, 1e-3f) &&
+              b.v[k].top_id[0] == r.top_id[0]))
+            CHECK(false, "prompt entry %d: token %d logprob %g, reference %d %g", k, b.v[k].token, b.v[k].logprob, all[k],
+                  r.logprob);
+        if (k >= PROMPT)
+            CHECK(near(b.v[k].logprob, a.v[k - PROMPT].logprob, 1e-3f), "prompt entry %d = generated entry %d: %g vs %g", k,
+                  k - PROMPT, b.v[k].logprob, a.v[k - PROMPT].logprob);
+    }
+    CHECK(b.n == n_all + 1 && !b.v[n_all].prompt, "the generated token's entry comes last");
+    lp_dense = b;
+    printf("  logprobs: %d generated and %d prompt entries, largest difference from one forward %.2e\n", a.n, n_all,
+           (double)worst);
 }
 
 static void run(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int count, struct out *outs)
@@ -80,7 +223,24 @@ int main(void)
     CHECK(okv_engine_create(&sm.m, be, &big, &e) == OKV_OK, "%s", okv_last_error());
     for (int i = 0; i < NREQ; i++)
         run(e, prompts, i, 1, alone);
+    test_logprobs(e, &sm.m.cfg, prompts[0]);
     okv_engine_free(e);
+    {
+        /* sparse (a budget of 24 of 56 tokens): the prefill reads every block, so the
+         * prompt's entries equal the dense engine's */
+        struct okv_engine_params sparse = big;
+        sparse.kv_budget = 24;
+        CHECK(okv_engine_create(&sm.m, be, &sparse, &e) == OKV_OK, "%s", okv_last_error());
+        static struct lp_out sp;
+        lp_run(e, lp_all, PROMPT + LP_GEN, 4, true, true, 16, &sp);
+        float worst = 0;
+        for (int k = 1; k < PROMPT + LP_GEN && k < sp.n; k++)
+            worst = fmaxf(worst, fabsf(sp.v[k].logprob - lp_dense.v[k].logprob));
+        CHECK(sp.done && sp.n == PROMPT + LP_GEN + sp.n_toks && sp.n_toks == 4 && worst <= 1e-3f,
+              "sparse: %d entries, %d tokens, prompt entries within %.2e of the dense engine's", sp.n, sp.n_toks, (double)worst);
+        printf("  sparse (budget 24): prompt entries within %.2e of dense\n", (double)worst);
+        okv_engine_free(e);
+    }
 
     /* the same four at once, with a host tier of 60 blocks: each request needs 28 */
     struct okv_engine_params tight = big;

@@ -155,7 +155,9 @@ struct okv_batch {
     int n_tokens;
     const int32_t *tokens;       /* [n_tokens] */
     const int32_t *seq;          /* [n_tokens] sequence of each row */
-    const uint8_t *want_logits;  /* [n_tokens] 1: return this row's logits */
+    const uint8_t *want_logits;  /* [n_tokens] 1: return this row's logits; 2: the same, but the row
+                                  * is inside a prompt (prompt logprobs): it never ends the
+                                  * prefill, and okv_engine_forward_sample refuses it */
     const uint8_t *is_draft;     /* [n_tokens] 1: a drafted lookahead token; NULL: none */
 };
 

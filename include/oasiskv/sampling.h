@@ -43,6 +43,22 @@ int32_t okv_sample_u(const float *logits, int n, const struct okv_sampling *p, d
 /* Draw one token (u from rng; no number is drawn when greedy). scratch needs n floats. */
 int32_t okv_sample(const float *logits, int n, const struct okv_sampling *p, struct okv_rng *rng, float *scratch);
 
+/* Log-probabilities for the OpenAI API's logprobs: of one token under the model's
+ * distribution (log softmax of the raw logits: temperature, top-k and top-p are not
+ * applied, as vLLM reports them), and the n_top most likely ids. */
+#define OKV_MAX_TOP_LOGPROBS 20
+struct okv_token_logprob {
+    bool prompt;          /* a prompt token (echo) rather than a generated one */
+    int32_t token;
+    float logprob;        /* NAN for the first prompt token: nothing predicts it */
+    int n_top;            /* entries of top_id / top_logprob */
+    int32_t top_id[OKV_MAX_TOP_LOGPROBS];       /* by decreasing log-probability, lower id first on ties */
+    float top_logprob[OKV_MAX_TOP_LOGPROBS];
+};
+/* lp->token = token, its log-probability under log softmax(logits[n]) and the n_top
+ * (clamped to 0..OKV_MAX_TOP_LOGPROBS) most likely ids; lp->prompt is left false. */
+void okv_token_logprob(const float *logits, int n, int32_t token, int n_top, struct okv_token_logprob *lp);
+
 /* Validate parameters: a message names the bad field. */
 enum okv_status okv_sampling_check(const struct okv_sampling *p);
 

@@ -69,6 +69,10 @@ struct okv_sched_result {
 typedef void (*okv_sched_token_fn)(void *user, int32_t token, const char *text, size_t len);
 /* Called exactly once per submitted request; the scheduler does not touch user after it. */
 typedef void (*okv_sched_finish_fn)(void *user, const struct okv_sched_result *r);
+/* A token's log-probability (struct okv_token_logprob, sampling.h): the prompt's tokens in
+ * order first (with prompt_logprobs; the first one with logprob NAN), then each generated
+ * token's just before its on_token call (with logprobs). lp is valid during the call only. */
+typedef void (*okv_sched_logprob_fn)(void *user, const struct okv_token_logprob *lp);
 
 struct okv_sched_request {
     const int32_t *prompt;        /* [n_prompt], copied */
@@ -81,6 +85,14 @@ struct okv_sched_request {
     okv_sched_token_fn on_token;  /* may be NULL */
     okv_sched_finish_fn on_finish;/* may be NULL */
     void *user;
+    /* Log-probabilities (the OpenAI API's logprobs / echo): of each generated token with
+     * logprobs, of each prompt token with prompt_logprobs, with the top_logprobs
+     * (0..OKV_MAX_TOP_LOGPROBS) most likely alternatives, through on_logprob. A step that
+     * serves such a request brings its logits to the host and samples there (the same
+     * draws as on the backend). */
+    bool logprobs, prompt_logprobs;
+    int top_logprobs;
+    okv_sched_logprob_fn on_logprob;
 };
 
 /* Histogram with fixed upper bounds (Prometheus "le"); counts are per bucket, not

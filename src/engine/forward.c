@@ -86,7 +86,7 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
         struct eseq *es = &e->seqs[bs->id];
         bs->nb = (bs->len + bsz - 1) / bsz;
         e->bseq_len[j] = bs->len;
-        bs->ends_prefill = !es->decode && b->want_logits && b->want_logits[bs->r1 - 1];
+        bs->ends_prefill = !es->decode && b->want_logits && b->want_logits[bs->r1 - 1] == 1;
         if (e->streaming) {
             bs->sel = es->cand_end > sink;
             bs->cand_end = es->cand_end;
@@ -338,5 +338,8 @@ enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch 
 {
     if (!params || !u || !tokens)
         return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample: params, u and tokens are required");
+    for (int t = 0; b->want_logits && t < b->n_tokens; t++)
+        if (b->want_logits[t] > 1)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample: row %d wants logits only (2): use okv_engine_forward", t);
     return forward(e, b, logits, params, u, tokens);
 }

@@ -52,6 +52,38 @@ void okv_log_softmax(const float *x, int n, float *out)
         out[i] = x[i] - ls;
 }
 
+void okv_token_logprob(const float *logits, int n, int32_t token, int n_top, struct okv_token_logprob *lp)
+{
+    n_top = n_top < 0 ? 0 : n_top > OKV_MAX_TOP_LOGPROBS ? OKV_MAX_TOP_LOGPROBS : n_top;
+    n_top = n_top > n ? n : n_top;
+    float mx = logits[0];
+    for (int i = 1; i < n; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += exp((double)(logits[i] - mx));
+    const float ls = (float)log(s) + mx;   /* the same steps as okv_log_softmax */
+    /* the n_top largest, kept sorted (a later id replaces only a strictly larger value's slot) */
+    int k = 0;
+    for (int i = 0; i < n && n_top > 0; i++) {
+        const float v = logits[i];
+        if (k == n_top && !(v > logits[lp->top_id[k - 1]]))
+            continue;
+        int at = k < n_top ? k++ : k - 1;
+        while (at > 0 && v > logits[lp->top_id[at - 1]]) {
+            lp->top_id[at] = lp->top_id[at - 1];
+            at--;
+        }
+        lp->top_id[at] = i;
+    }
+    for (int i = 0; i < k; i++)
+        lp->top_logprob[i] = logits[lp->top_id[i]] - ls;
+    lp->prompt = false;
+    lp->token = token;
+    lp->logprob = token >= 0 && token < n ? logits[token] - ls : -INFINITY;
+    lp->n_top = k;
+}
+
 int32_t okv_argmax(const float *logits, int n)
 {
     int32_t best = 0;

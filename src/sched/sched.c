@@ -9,6 +9,7 @@
 #include "oasiskv/spec.h"
 #include "engine/stopstr.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -56,6 +57,13 @@ struct req {
     okv_sched_token_fn on_token;
     okv_sched_finish_fn on_finish;
     void *user;
+
+    /* log-probabilities: of generated tokens (lp_gen), of the prompt's (lp_prompt: the
+     * rows of positions < n_prompt - 1 want logits only; plp_next is the next such
+     * position not reported yet, a preempted request's recompute resumes there) */
+    bool lp_gen, lp_prompt;
+    int lp_top, plp_next;
+    okv_sched_logprob_fn on_logprob;
 };
 
 struct okv_sched {
@@ -92,6 +100,8 @@ struct okv_sched {
     int spec_k;
     uint8_t *b_draft;        /* [max_batch] is_draft of each row */
     int *b_first;            /* [max_seqs] first logit row of each logit request */
+    int *b_row1;             /* [max_seqs] batch row of each logit request's first logit row */
+    int *b_lidx;             /* [max_batch] logit row of each batch row that wants logits */
     float *v_logits;         /* [max_batch][vocab] logits of a step with drafts (host verification) */
     float *v_scratch;        /* [2 * vocab] */
     int v_rows_cap;
@@ -182,9 +192,11 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->b_rng = okv_calloc(ns, sizeof *s->b_rng, OKV_TAG_SERVER);
     s->b_draft = okv_calloc(nb, 1, OKV_TAG_SERVER);
     s->b_first = okv_calloc(ns, sizeof *s->b_first, OKV_TAG_SERVER);
+    s->b_row1 = okv_calloc(ns, sizeof *s->b_row1, OKV_TAG_SERVER);
+    s->b_lidx = okv_calloc(nb, sizeof *s->b_lidx, OKV_TAG_SERVER);
     s->v_scratch = okv_malloc(sizeof(float) * 2 * (size_t)s->vocab, OKV_TAG_SERVER);
     if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
-        !s->b_u || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->v_scratch) {
+        !s->b_u || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx || !s->v_scratch) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -402,9 +414,11 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 continue;
             int take = pending < s->max_batch - n ? pending : s->max_batch - n;
             for (int k = 0; k < take; k++) {
-                s->b_tok[n + k] = r->toks[r->n_computed + k];
+                const int pos = r->n_computed + k;
+                s->b_tok[n + k] = r->toks[pos];
                 s->b_seq[n + k] = r->seq;
-                s->b_want[n + k] = 0;
+                /* prompt logprobs: row pos predicts prompt token pos + 1 */
+                s->b_want[n + k] = r->lp_prompt && pos >= r->plp_next && pos < r->n_prompt - 1 ? 2 : 0;
                 s->b_draft[n + k] = 0;
             }
             n += take;
@@ -432,6 +446,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             s->b_all[nr++] = r;
             if (r->n_computed + take == r->n_toks + r->n_drafts) {
                 s->b_want[n - 1 - r->n_drafts] = 1;
+                s->b_row1[nl] = n - 1 - r->n_drafts;
                 s->b_req[nl++] = r;
             }
         }
@@ -440,14 +455,26 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
     return n;
 }
 
-/* One sampled token of request r: stream it, and finish r when it is done. */
-static void on_sampled(struct okv_sched *s, struct req *r, int32_t id)
+/* A token's log-probability from its logits row, to the request's owner. */
+static void report_logprob(struct okv_sched *s, struct req *r, const float *lg, int32_t token, bool prompt)
+{
+    struct okv_token_logprob lp;
+    okv_token_logprob(lg, s->vocab, token, r->lp_top, &lp);
+    lp.prompt = prompt;
+    r->on_logprob(r->user, &lp);
+}
+
+/* One sampled token of request r: stream it, and finish r when it is done. lg: the
+ * logits row it was drawn from when the step brought logits to the host (NULL: none). */
+static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const float *lg)
 {
     double now = okv_now();
     if (s->tok && !r->ignore_eos && okv_tokenizer_is_eog(s->tok, id)) {
         finish(s, r, OKV_FINISH_STOP, NULL);
         return;
     }
+    if (r->lp_gen && lg)
+        report_logprob(s, r, lg, id, false);
     r->toks[r->n_toks++] = id;
     r->n_gen++;
     pthread_mutex_lock(&s->mu);
@@ -503,16 +530,23 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             break;
         struct okv_batch b = {.n_tokens = n, .tokens = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want,
                               .is_draft = s->b_draft};
-        /* logit rows in order; a request with drafts has 1 + n_drafts of them */
+        /* logit rows in row order (a request with drafts has 1 + n_drafts of them, rows of
+         * prompt logprobs come before their request's last one) */
         int rows = 0;
-        bool any_draft = false;
-        for (int i = 0; i < nl; i++) {
-            s->b_first[i] = rows;
-            rows += 1 + s->b_req[i]->n_drafts;
-            any_draft |= s->b_req[i]->n_drafts > 0;
+        bool any_draft = false, host = false;
+        for (int t = 0; t < n; t++) {
+            s->b_lidx[t] = rows;
+            rows += s->b_want[t] != 0;
+            host |= s->b_want[t] == 2;
         }
-        if (any_draft) {
-            /* verification needs the distributions on the host */
+        for (int i = 0; i < nl; i++) {
+            s->b_first[i] = s->b_lidx[s->b_row1[i]];
+            any_draft |= s->b_req[i]->n_drafts > 0;
+            host |= s->b_req[i]->lp_gen;
+        }
+        host |= any_draft;
+        if (host) {
+            /* verification and log-probabilities need the distributions on the host */
             if (rows > s->v_rows_cap) {
                 float *v = okv_realloc(s->v_logits, sizeof(float) * (size_t)rows * (size_t)s->vocab, OKV_TAG_SERVER);
                 if (!v) {
@@ -535,7 +569,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         }
         if (st == OKV_OK)
             break;
-        if (any_draft)
+        if (host)
             goto retry;
         for (int i = 0; i < nl; i++)   /* the step did not happen: undraw */
             s->b_req[i]->rng = s->b_rng[i];
@@ -555,20 +589,42 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         break;
     }
     if (n > 0) {
+        bool host = false;
+        for (int t = 0; t < n; t++)
+            host |= s->b_want[t] == 2;
+        for (int i = 0; i < nl; i++)
+            host |= s->b_req[i]->n_drafts > 0 || s->b_req[i]->lp_gen;
+        /* the prompt's log-probabilities first (rows in order, request by request) */
+        for (int i = 0, row = 0; i < nr; row += s->b_take[i], i++) {
+            struct req *r = s->b_all[i];
+            for (int k = 0; k < s->b_take[i]; k++) {
+                if (s->b_want[row + k] != 2)
+                    continue;
+                const int pos = r->n_computed + k;
+                if (r->plp_next == 0) {   /* the first token: nothing predicts it */
+                    struct okv_token_logprob lp = {.prompt = true, .token = r->toks[0], .logprob = NAN};
+                    r->on_logprob(r->user, &lp);
+                }
+                report_logprob(s, r, s->v_logits + (size_t)s->b_lidx[row + k] * (size_t)s->vocab, r->toks[pos + 1], true);
+                r->plp_next = pos + 1;
+            }
+        }
         for (int i = 0; i < nr; i++)
             s->b_all[i]->n_computed += s->b_take[i];
-        bool any_draft = false;
-        for (int i = 0; i < nl; i++)
-            any_draft |= s->b_req[i]->n_drafts > 0;
         for (int i = 0; i < nl; i++) {
             struct req *r = s->b_req[i];
-            if (!any_draft) {
-                on_sampled(s, r, s->b_ids[i]);
+            if (r->lp_prompt && r->plp_next == 0) {   /* a one-token prompt: its entry before the first generated one */
+                struct okv_token_logprob lp = {.prompt = true, .token = r->toks[0], .logprob = NAN};
+                r->plp_next = 1;
+                r->on_logprob(r->user, &lp);
+            }
+            if (!host) {
+                on_sampled(s, r, s->b_ids[i], NULL);
                 continue;
             }
             const float *lg = s->v_logits + (size_t)s->b_first[i] * (size_t)s->vocab;
             if (r->n_drafts == 0) {
-                on_sampled(s, r, okv_sample(lg, s->vocab, &r->sampling, &r->rng, s->v_scratch));
+                on_sampled(s, r, okv_sample(lg, s->vocab, &r->sampling, &r->rng, s->v_scratch), lg);
                 continue;
             }
             /* verify: keep the accepted drafts' KV, drop the rest */
@@ -594,7 +650,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                     running |= s->running[k] == r;
                 if (!running)
                     break;
-                on_sampled(s, r, toks[d]);
+                on_sampled(s, r, toks[d], lg + (size_t)d * (size_t)s->vocab);
             }
         }
         pthread_mutex_lock(&s->mu);
@@ -685,6 +741,8 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->b_want);
     okv_free(s->b_draft);
     okv_free(s->b_first);
+    okv_free(s->b_row1);
+    okv_free(s->b_lidx);
     okv_free(s->v_logits);
     okv_free(s->v_scratch);
     okv_free(s->b_params);
@@ -704,6 +762,9 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         return okv_set_error(OKV_ERR_INVALID_ARG, "request: max_tokens %d must be positive", rq->max_tokens);
     if ((st = okv_sampling_check(&rq->sampling)) != OKV_OK)
         return st;
+    if (rq->top_logprobs < 0 || rq->top_logprobs > OKV_MAX_TOP_LOGPROBS)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "request: top_logprobs %d is outside 0..%d", rq->top_logprobs,
+                             OKV_MAX_TOP_LOGPROBS);
     for (int i = 0; i < rq->n_prompt; i++)
         if (rq->prompt[i] < 0 || rq->prompt[i] >= s->vocab)
             return okv_set_error(OKV_ERR_INVALID_ARG, "request: prompt token %d is out of the vocabulary (size %d)",
@@ -744,6 +805,10 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
     r->on_token = rq->on_token;
     r->on_finish = rq->on_finish;
     r->user = rq->user;
+    r->on_logprob = rq->on_logprob;
+    r->lp_gen = rq->logprobs && rq->on_logprob;
+    r->lp_prompt = rq->prompt_logprobs && rq->on_logprob;
+    r->lp_top = rq->top_logprobs;
     r->t_arrival = okv_now();
     atomic_init(&r->cancelled, 0);
 

@@ -36,11 +36,18 @@ struct job {
     char id[64];
     long created;
     int prompt_tokens;
+    bool lp;                      /* the reply carries logprobs (lp_top alternatives each) */
+    int lp_top;
+    char *echo;                   /* completions with echo: the prompt's text, before the completion */
 
     /* under mu: text pieces not yet taken, and the result */
     struct srv_buf text;          /* pieces back to back */
     size_t *ends;                 /* [n_pieces] end offset of each piece in text */
+    int *lp_ends;                 /* [n_pieces] log-probability entries up to each piece (with lp) */
     int n_pieces, cap_pieces;
+    struct okv_token_logprob *lps;   /* entries not taken yet: the prompt's (echo), then the generated */
+    int n_lps, cap_lps;
+    bool lp_oom;
     bool finished;
     enum okv_finish reason;
     int completion_tokens;
@@ -50,6 +57,7 @@ struct job {
     struct srv_buf out;
     size_t out_pos;
     bool sent_role, done;
+    long lp_offset;               /* characters of the text streamed so far (text_offset) */
 };
 
 static void job_unref(struct job *j)
@@ -60,6 +68,9 @@ static void job_unref(struct job *j)
     pthread_cond_destroy(&j->cv);
     okv_free(j->text.s);
     okv_free(j->ends);
+    okv_free(j->lp_ends);
+    okv_free(j->lps);
+    okv_free(j->echo);
     okv_free(j->out.s);
     okv_free(j);
 }
@@ -82,17 +93,41 @@ static void job_on_token(void *user, int32_t token, const char *text, size_t len
     if (j->stream && j->n_pieces == j->cap_pieces) {
         int cap = j->cap_pieces ? j->cap_pieces * 2 : 64;
         size_t *e = okv_realloc(j->ends, sizeof *e * (size_t)cap, OKV_TAG_SERVER);
-        if (!e) {
+        if (e)
+            j->ends = e;
+        int *le = e ? okv_realloc(j->lp_ends, sizeof *le * (size_t)cap, OKV_TAG_SERVER) : NULL;
+        if (!e || !le) {
             j->text.oom = true;
         } else {
-            j->ends = e;
+            j->lp_ends = le;
             j->cap_pieces = cap;
         }
     }
     srv_buf_put(&j->text, text, len);
-    if (j->stream && !j->text.oom)
+    if (j->stream && !j->text.oom) {
+        j->lp_ends[j->n_pieces] = j->n_lps;   /* a piece carries the entries of the tokens before it */
         j->ends[j->n_pieces++] = j->text.len;
+    }
     pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void job_on_logprob(void *user, const struct okv_token_logprob *lp)
+{
+    struct job *j = user;
+    pthread_mutex_lock(&j->mu);
+    if (j->n_lps == j->cap_lps) {
+        int cap = j->cap_lps ? j->cap_lps * 2 : 64;
+        struct okv_token_logprob *v = okv_realloc(j->lps, sizeof *v * (size_t)cap, OKV_TAG_SERVER);
+        if (!v) {
+            j->lp_oom = true;
+            pthread_mutex_unlock(&j->mu);
+            return;
+        }
+        j->lps = v;
+        j->cap_lps = cap;
+    }
+    j->lps[j->n_lps++] = *lp;
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -177,8 +212,12 @@ static cJSON *base_obj(const struct job *j, const char *object)
     return o;
 }
 
-/* One stream chunk: text (NULL for none) and finish reason (NULL while running). */
-static cJSON *chunk_obj(const struct job *j, const char *text, size_t len, const char *finish, bool role)
+static void add_logprobs(const struct job *j, cJSON *choice, const struct okv_token_logprob *v, int n, long *offset);
+
+/* One stream chunk: text (NULL for none) and finish reason (NULL while running); with
+ * logprobs, the entries v[0..nv) (*offset: the text's characters before them). */
+static cJSON *chunk_obj(const struct job *j, const char *text, size_t len, const char *finish, bool role,
+                        const struct okv_token_logprob *v, int nv, long *offset)
 {
     cJSON *o = base_obj(j, j->chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
@@ -202,13 +241,166 @@ static cJSON *chunk_obj(const struct job *j, const char *text, size_t len, const
         cJSON_AddStringToObject(c, "text", t ? t : "");
     }
     okv_free(t);
-    cJSON_AddNullToObject(c, "logprobs");
+    if (nv > 0)
+        add_logprobs(j, c, v, nv, offset);
+    else
+        cJSON_AddNullToObject(c, "logprobs");
     if (finish)
         cJSON_AddStringToObject(c, "finish_reason", finish);
     else
         cJSON_AddNullToObject(c, "finish_reason");
     cJSON_AddItemToArray(choices, c);
     return o;
+}
+
+/* ---- log-probabilities ---- */
+
+/* whether p[0..n) is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF) */
+static bool utf8_ok(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        const unsigned c = p[i];
+        int k = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
+        if (k < 0 || i + (size_t)k >= n)
+            return false;
+        unsigned cp = k == 0 ? c : k == 1 ? c & 0x1F : k == 2 ? c & 0x0F : c & 0x07;
+        for (int m = 1; m <= k; m++) {
+            if ((p[i + (size_t)m] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i + (size_t)m] & 0x3F);
+        }
+        if ((k == 1 && cp < 0x80) || (k == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return false;
+        i += (size_t)k + 1;
+    }
+    return true;
+}
+
+/* A token's bytes (*raw, okv_free) and its text for JSON (okv_free): the bytes when they
+ * are whole UTF-8 characters, else "bytes:\xNN..." (the spelling of OpenAI and vLLM for a
+ * token that holds part of a character). NULL when out of memory. */
+static char *token_text(const okv_tokenizer *tok, int32_t id, char **raw, size_t *raw_len)
+{
+    *raw = NULL;
+    *raw_len = 0;
+    if (okv_tokenizer_decode(tok, &id, 1, false, raw, raw_len) != OKV_OK) {
+        *raw = NULL;
+        *raw_len = 0;
+    }
+    if (*raw && utf8_ok((const unsigned char *)*raw, *raw_len))
+        return okv_strdup(*raw, OKV_TAG_SERVER);
+    char *t = okv_malloc(6 + 4 * *raw_len + 1, OKV_TAG_SERVER);
+    if (!t)
+        return NULL;
+    size_t at = (size_t)sprintf(t, "bytes:");
+    for (size_t i = 0; i < *raw_len; i++)
+        at += (size_t)sprintf(t + at, "\\x%02x", (unsigned char)(*raw)[i]);
+    return t;
+}
+
+/* characters of UTF-8 bytes (the bytes that do not continue one) */
+static long utf8_chars(const char *p, size_t n)
+{
+    long c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)p[i] & 0xC0) != 0x80;
+    return c;
+}
+
+static void add_number_or_null(cJSON *arr, float v)
+{
+    if (isnan(v))
+        cJSON_AddItemToArray(arr, cJSON_CreateNull());
+    else
+        cJSON_AddItemToArray(arr, cJSON_CreateNumber(isinf(v) ? -9999.0 : (double)v));
+}
+
+/* Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"} of entries
+ * v[0..n); *offset: the characters of the reply's text before v[0] (advanced). The top
+ * dict holds the chosen token and the lp_top most likely (OpenAI: up to logprobs + 1). */
+static cJSON *lp_completion(const struct job *j, const struct okv_token_logprob *v, int n, long *offset)
+{
+    const okv_tokenizer *tok = j->sv->tok;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *toks = cJSON_AddArrayToObject(o, "tokens"), *tlp = cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs"), *off = cJSON_AddArrayToObject(o, "text_offset");
+    for (int i = 0; i < n; i++) {
+        char *raw;
+        size_t raw_len;
+        char *t = token_text(tok, v[i].token, &raw, &raw_len);
+        cJSON_AddItemToArray(toks, cJSON_CreateString(t ? t : ""));
+        add_number_or_null(tlp, v[i].logprob);
+        if (isnan(v[i].logprob)) {
+            cJSON_AddItemToArray(top, cJSON_CreateNull());
+        } else {
+            cJSON *d = cJSON_CreateObject();
+            for (int k = -1; k < v[i].n_top; k++) {
+                char *r2;
+                size_t l2;
+                char *t2 = k < 0 ? NULL : token_text(tok, v[i].top_id[k], &r2, &l2);
+                const char *key = k < 0 ? (t ? t : "") : t2 ? t2 : "";
+                if (!cJSON_GetObjectItemCaseSensitive(d, key))
+                    cJSON_AddNumberToObject(d, key, k < 0 ? (isinf(v[i].logprob) ? -9999.0 : v[i].logprob)
+                                                          : v[i].top_logprob[k]);
+                if (k >= 0) {
+                    okv_free(t2);
+                    okv_free(r2);
+                }
+            }
+            cJSON_AddItemToArray(top, d);
+        }
+        cJSON_AddItemToArray(off, cJSON_CreateNumber((double)*offset));
+        *offset += utf8_chars(raw ? raw : "", raw_len);
+        okv_free(t);
+        okv_free(raw);
+    }
+    return o;
+}
+
+/* one {"token", "logprob", "bytes"} of chat */
+static cJSON *lp_chat_item(const okv_tokenizer *tok, int32_t id, float lp)
+{
+    char *raw;
+    size_t raw_len;
+    char *t = token_text(tok, id, &raw, &raw_len);
+    cJSON *it = cJSON_CreateObject();
+    cJSON_AddStringToObject(it, "token", t ? t : "");
+    cJSON_AddNumberToObject(it, "logprob", isinf(lp) ? -9999.0 : (double)lp);
+    cJSON *b = cJSON_AddArrayToObject(it, "bytes");
+    for (size_t i = 0; i < raw_len; i++)
+        cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)raw[i]));
+    okv_free(t);
+    okv_free(raw);
+    return it;
+}
+
+/* Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}, ...]} */
+static cJSON *lp_chat(const struct job *j, const struct okv_token_logprob *v, int n)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *content = cJSON_AddArrayToObject(o, "content");
+    for (int i = 0; i < n; i++) {
+        if (v[i].prompt)
+            continue;
+        cJSON *it = lp_chat_item(j->sv->tok, v[i].token, v[i].logprob);
+        cJSON *top = cJSON_AddArrayToObject(it, "top_logprobs");
+        for (int k = 0; k < v[i].n_top; k++)
+            cJSON_AddItemToArray(top, lp_chat_item(j->sv->tok, v[i].top_id[k], v[i].top_logprob[k]));
+        cJSON_AddItemToArray(content, it);
+    }
+    return o;
+}
+
+/* the logprobs member of a choice: null, or the entries v[0..n) */
+static void add_logprobs(const struct job *j, cJSON *choice, const struct okv_token_logprob *v, int n, long *offset)
+{
+    if (!j->lp)
+        cJSON_AddNullToObject(choice, "logprobs");
+    else if (j->chat)
+        cJSON_AddItemToObject(choice, "logprobs", lp_chat(j, v, n));
+    else
+        cJSON_AddItemToObject(choice, "logprobs", lp_completion(j, v, n, offset));
 }
 
 static void put_event(struct srv_buf *b, cJSON *o)
@@ -245,7 +437,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (j->chat && !j->sent_role) {
             j->sent_role = true;
-            put_event(&j->out, chunk_obj(j, NULL, 0, NULL, true));
+            put_event(&j->out, chunk_obj(j, NULL, 0, NULL, true, NULL, 0, NULL));
             continue;
         }
         pthread_mutex_lock(&j->mu);
@@ -253,10 +445,27 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;   /* the client is gone; cancelled */
         struct srv_buf text = j->text;
         size_t *ends = j->ends;
+        int *lp_ends = j->lp_ends;
         int n_pieces = j->n_pieces;
         j->text = (struct srv_buf){0};
         j->ends = NULL;
+        j->lp_ends = NULL;
         j->n_pieces = j->cap_pieces = 0;
+        /* log-probability entries: those of the pieces taken, and all of them at the end;
+         * entries of tokens whose text is still held back stay for a later piece */
+        int n_lp = j->finished ? j->n_lps : n_pieces > 0 ? lp_ends[n_pieces - 1] : 0;
+        struct okv_token_logprob *lps = NULL;
+        if (n_lp > 0) {
+            lps = okv_malloc(sizeof *lps * (size_t)n_lp, OKV_TAG_SERVER);
+            if (lps) {
+                memcpy(lps, j->lps, sizeof *lps * (size_t)n_lp);
+                memmove(j->lps, j->lps + n_lp, sizeof *lps * (size_t)(j->n_lps - n_lp));
+                j->n_lps -= n_lp;
+            } else {
+                text.oom = true;
+            }
+        }
+        text.oom |= j->lp_oom;
         bool finished = j->finished, oom = text.oom;
         enum okv_finish reason = j->reason;
         int completion = j->completion_tokens;
@@ -265,19 +474,25 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         pthread_mutex_unlock(&j->mu);
 
         size_t at = 0;
-        for (int i = 0; i < n_pieces; i++) {
-            put_event(&j->out, chunk_obj(j, text.s + at, ends[i] - at, NULL, false));
+        int lp_at = 0;
+        for (int i = 0; i < n_pieces && !oom; i++) {
+            const int lp_end = lps ? lp_ends[i] : 0;
+            put_event(&j->out, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL, lp_end - lp_at,
+                                         &j->lp_offset));
             at = ends[i];
+            lp_at = lp_end;
         }
         okv_free(text.s);
         okv_free(ends);
+        okv_free(lp_ends);
         if (oom)
             j->out.oom = true;
         if (finished) {
             if (reason == OKV_FINISH_ERROR) {
                 put_event(&j->out, srv_error_obj(err[0] ? err : "generation failed", "server_error", NULL, NULL));
             } else {
-                put_event(&j->out, chunk_obj(j, j->chat ? NULL : "", 0, finish_name(reason), false));
+                put_event(&j->out, chunk_obj(j, j->chat ? NULL : "", 0, finish_name(reason), false, lps ? lps + lp_at : NULL,
+                                             lps ? n_lp - lp_at : 0, &j->lp_offset));
                 if (j->include_usage) {
                     cJSON *o = base_obj(j, j->chat ? "chat.completion.chunk" : "text_completion");
                     cJSON_AddArrayToObject(o, "choices");
@@ -288,6 +503,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             srv_buf_put(&j->out, "data: [DONE]\n\n", 14);
             j->done = true;
         }
+        okv_free(lps);
     }
 }
 
@@ -375,6 +591,8 @@ struct params {
     struct okv_sampling samp;
     long max_tokens;
     bool max_given, stream, include_usage, ignore_eos;
+    bool lp, echo;      /* logprobs (lp_top alternatives), echo (completions) */
+    int lp_top;
     const char *stop[MAX_STOP];   /* borrowed from the JSON tree */
     int n_stop;
 };
@@ -462,13 +680,32 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
         if (!get_bool(so, "include_usage", &p->include_usage, e))
             return false;
     }
-    /* features that would change the reply's shape: refuse rather than ignore */
-    const cJSON *lp = field(root, "logprobs");
-    if (lp && !(cJSON_IsFalse(lp) || (cJSON_IsNumber(lp) && lp->valuedouble == 0)))
-        return fail(e, 400, "logprobs", NULL, "logprobs are not supported");
-    const cJSON *echo = field(root, "echo");
-    if (echo && !cJSON_IsFalse(echo))
-        return fail(e, 400, "echo", NULL, "echo is not supported");
+    /* log-probabilities: chat takes logprobs (bool) and top_logprobs (int); completions
+     * logprobs (int: the alternatives; null or false: none) and echo */
+    long top = 0;
+    bool top_given = false;
+    if (chat) {
+        if (!get_bool(root, "logprobs", &p->lp, e) ||
+            !get_int(root, "top_logprobs", 0, OKV_MAX_TOP_LOGPROBS, &top, &top_given, e))
+            return false;
+        if (top_given && top > 0 && !p->lp)
+            return fail(e, 400, "top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
+        const cJSON *echo = field(root, "echo");
+        if (echo && !cJSON_IsFalse(echo))
+            return fail(e, 400, "echo", NULL, "echo is not supported for chat completions");
+    } else {
+        const cJSON *lp = field(root, "logprobs");
+        if (lp && !cJSON_IsFalse(lp)) {
+            if (!get_int(root, "logprobs", 0, OKV_MAX_TOP_LOGPROBS, &top, NULL, e))
+                return false;
+            p->lp = true;
+        }
+        if (!get_bool(root, "echo", &p->echo, e))
+            return false;
+        if (p->echo && p->stream)
+            return fail(e, 400, "echo", NULL, "echo is not supported with stream");
+    }
+    p->lp_top = (int)top;
     return true;
 }
 
@@ -613,7 +850,7 @@ static enum MHD_Result reply_final(struct job *j, struct MHD_Connection *c)
     if (j->reason == OKV_FINISH_ABORT)
         return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
                                "The request was cancelled: the server is shutting down.");
-    if (j->text.oom)
+    if (j->text.oom || j->lp_oom)
         return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
     cJSON *o = base_obj(j, j->chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
@@ -624,10 +861,24 @@ static enum MHD_Result reply_final(struct job *j, struct MHD_Connection *c)
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
         cJSON_AddStringToObject(msg, "content", text);
+    } else if (j->echo) {   /* the prompt's text, then the completion */
+        struct srv_buf t = {0};
+        srv_buf_put(&t, j->echo, strlen(j->echo));
+        srv_buf_put(&t, text, strlen(text));
+        srv_buf_put(&t, "", 1);
+        if (t.oom) {
+            okv_free(t.s);
+            cJSON_Delete(o);
+            cJSON_Delete(ch);
+            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+        }
+        cJSON_AddStringToObject(ch, "text", t.s);
+        okv_free(t.s);
     } else {
         cJSON_AddStringToObject(ch, "text", text);
     }
-    cJSON_AddNullToObject(ch, "logprobs");
+    long offset = 0;
+    add_logprobs(j, ch, j->lps, j->n_lps, &offset);
     cJSON_AddStringToObject(ch, "finish_reason", finish_name(j->reason));
     cJSON_AddItemToArray(choices, ch);
     cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, j->completion_tokens));
@@ -684,6 +935,25 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
     j->include_usage = p.include_usage;
     j->created = (long)time(NULL);
     j->prompt_tokens = (int)n_ids;
+    j->lp = p.lp;
+    j->lp_top = p.lp_top;
+    if (p.echo) {   /* the prompt's text: as given, or its token ids decoded */
+        const cJSON *pr = field(root, "prompt");
+        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1 && cJSON_IsString(pr->child))
+            pr = pr->child;
+        size_t el = 0;
+        if (cJSON_IsString(pr))
+            j->echo = okv_strdup(pr->valuestring, OKV_TAG_SERVER);
+        else if (okv_tokenizer_decode(sv->tok, ids, n_ids, false, &j->echo, &el) != OKV_OK)
+            j->echo = NULL;
+        if (!j->echo) {
+            pthread_mutex_destroy(&j->mu);
+            pthread_cond_destroy(&j->cv);
+            okv_free(j);
+            fail(&e, 500, NULL, NULL, "out of memory");
+            goto bad;
+        }
+    }
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
     snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
@@ -694,6 +964,7 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
         .prompt = ids, .n_prompt = (int)n_ids, .max_tokens = (int)p.max_tokens, .sampling = p.samp,
         .stop = p.stop, .n_stop = p.n_stop, .ignore_eos = p.ignore_eos,
         .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
+        .logprobs = p.lp, .prompt_logprobs = p.lp && p.echo, .top_logprobs = p.lp_top, .on_logprob = job_on_logprob,
     };
     enum okv_status st = okv_sched_submit(sv->sched, &rq, &j->sched_id);
     okv_free(ids);

@@ -1,6 +1,8 @@
 """Speculative decoding in the server: `oasiskv serve --draft ngram` must return,
-for concurrent greedy requests, exactly the text of a server without drafts, and
-count drafts and accepted tokens in /metrics. Standard library only.
+for concurrent greedy requests, exactly the text of a server without drafts (and,
+asked for logprobs, the same tokens with the same log-probabilities: accepted drafts
+take theirs from their verification rows), and count drafts and accepted tokens in
+/metrics. Standard library only.
 Usage: check_server_spec.py CLI MODEL"""
 import json
 import os
@@ -45,10 +47,14 @@ def start(extra):
     raise SystemExit("server did not start")
 
 
-def complete(port, prompt):
-    body = json.dumps({"prompt": prompt, "max_tokens": 40, "temperature": 0, "ignore_eos": True}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body, {"Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(req, timeout=300))["choices"][0]["text"]
+def complete(port, prompt, logprobs=None):
+    rq = {"prompt": prompt, "max_tokens": 40, "temperature": 0, "ignore_eos": True}
+    if logprobs is not None:
+        rq["logprobs"] = logprobs
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", json.dumps(rq).encode(),
+                                 {"Content-Type": "application/json"})
+    ch = json.load(urllib.request.urlopen(req, timeout=300))["choices"][0]
+    return ch["text"] if logprobs is None else (ch["text"], ch["logprobs"])
 
 
 def metric(port, name):
@@ -69,10 +75,18 @@ try:
     with ThreadPoolExecutor(len(PROMPTS)) as ex:
         want = list(ex.map(lambda pr: complete(p0, pr), PROMPTS))
         got = list(ex.map(lambda pr: complete(p1, pr), PROMPTS))
+        want_lp = list(ex.map(lambda pr: complete(p0, pr, 2), PROMPTS[:3]))
+        got_lp = list(ex.map(lambda pr: complete(p1, pr, 2), PROMPTS[:3]))
     for pr, w, g in zip(PROMPTS, want, got):
         if w != g:
             fails += 1
             print(f"FAIL {pr[:30]!r}: with drafts {g!r}, without {w!r}")
+    for pr, (wt, wl), (gt, gl) in zip(PROMPTS, want_lp, got_lp):
+        same = wt == gt and wl["tokens"] == gl["tokens"] and all(
+            abs(a - b) <= 2e-3 for a, b in zip(wl["token_logprobs"], gl["token_logprobs"]))
+        if not same:
+            fails += 1
+            print(f"FAIL {pr[:30]!r}: logprobs with drafts differ from those without")
     drafts = metric(p1, "vllm:spec_decode_num_drafts_total")
     acc = metric(p1, "vllm:spec_decode_num_accepted_tokens_total")
     dt = metric(p1, "vllm:spec_decode_num_draft_tokens_total")
@@ -84,5 +98,5 @@ finally:
     for p in procs:
         p.terminate()
         p.wait(timeout=30)
-print(f"{len(PROMPTS) + 1 - fails} passed, {fails} failed")
+print(f"{len(PROMPTS) + 4 - fails} passed, {fails} failed")
 sys.exit(1 if fails else 0)

@@ -2,7 +2,8 @@
 
 Starts real servers on 127.0.0.1 (any free port) with the SmolLM2-135M GGUF and
 checks, as clients see them: completions and chat completions, streamed and not,
-usage counts (against the Hugging Face tokenizer), stop strings, the official
+usage counts (against the Hugging Face tokenizer), stop strings, logprobs (completions,
+echo of the prompt's, chat's top_logprobs; streamed and not), the official
 `openai` client, 64 concurrent streams whose greedy outputs equal the same
 requests run alone, cancellation by disconnect returning the KV and running
 metrics to zero, every class of bad input answered by an OpenAI error object with
@@ -294,6 +295,65 @@ def main():
                                    extra_body={"ignore_eos": True})
     check(r1.choices[0].text == r2.choices[0].text, "seeded sampling repeats")
 
+    # ---- log-probabilities: completions (logprobs, echo), chat (logprobs, top_logprobs) ----
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "logprobs": 3})
+    lp = js["choices"][0]["logprobs"] if st == 200 else None
+    ok = st == 200 and js["choices"][0]["text"] == ref_text and lp is not None
+    check(ok and len(lp["tokens"]) == 8 and len(lp["token_logprobs"]) == 8 and len(lp["top_logprobs"]) == 8
+          and len(lp["text_offset"]) == 8 and "".join(lp["tokens"]) == ref_text,
+          "completion logprobs: one entry per generated token; the tokens spell the text")
+    greedy = ok and all(v <= 0 and 1 <= len(d) <= 4 and max(d.values()) == v and d[t] == v
+                        for t, v, d in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]))
+    check(greedy, "completion logprobs: greedy tokens are their top alternatives (<= 3 + the chosen one)")
+    check(ok and lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] == 0,
+          "completion logprobs: text offsets rise from 0")
+    gen_lp = lp["token_logprobs"] if ok else []
+    # echo with logprobs and max_tokens 1 (what lm-evaluation-harness sends for loglikelihood):
+    # the prompt + the 8 tokens above as ids; their prompt entries equal their logprobs above
+    ids_full = HF_TOK.encode(prompt).ids + HF_TOK.encode(ref_text).ids if ok else []
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": ids_full, "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": True})
+    ok2 = st == 200 and ok
+    lp2 = js["choices"][0]["logprobs"] if ok2 else {}
+    n_full = len(ids_full)
+    check(ok2 and len(lp2["tokens"]) == n_full + 1 and lp2["token_logprobs"][0] is None and lp2["top_logprobs"][0] is None
+          and js["choices"][0]["text"].startswith(prompt + ref_text),
+          f"echo: the prompt's {n_full} tokens (the first without a log-probability), then the generated one")
+    same = ok2 and len(lp2["tokens"]) == n_full + 1 and all(
+        abs(a - b) <= 2e-3 for a, b in zip(lp2["token_logprobs"][n_full - 8:n_full], gen_lp))
+    check(same and HF_TOK.encode(prompt).ids == ids_full[:n_prompt],
+          "echo: the prompt entries of the resubmitted tokens equal their logprobs when generated")
+    chat_lp = {"messages": msgs, "max_tokens": 6, "temperature": 0, "ignore_eos": True, "logprobs": True,
+               "top_logprobs": 2}
+    st, js, _ = request(port, "POST", "/v1/chat/completions", chat_lp)
+    content = js["choices"][0]["logprobs"]["content"] if st == 200 else []
+    check(st == 200 and js["choices"][0]["message"]["content"] == chat_text and len(content) == 6
+          and "".join(c["token"] for c in content) == chat_text
+          and all(len(c["top_logprobs"]) == 2 and c["top_logprobs"][0]["logprob"] == c["logprob"]
+                  and bytes(c["bytes"]).decode("utf-8", "replace") == c["token"] for c in content),
+          "chat logprobs: token, logprob, bytes and 2 top alternatives per generated token")
+    st, evs, done = stream(port, "/v1/chat/completions", dict(chat_lp, stream=True))
+    s_content = [c for e in evs if e.get("choices") and e["choices"][0].get("logprobs")
+                 for c in e["choices"][0]["logprobs"]["content"]]
+    check(st == 200 and done and [c["token"] for c in s_content] == [c["token"] for c in content]
+          and all(abs(a["logprob"] - b["logprob"]) < 1e-6 for a, b in zip(s_content, content)),
+          "streamed chat logprobs equal the unstreamed ones")
+    st, evs, done = stream(port, "/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0,
+                                                      "ignore_eos": True, "logprobs": 3, "stream": True})
+    s_lp = [e["choices"][0]["logprobs"] for e in evs if e.get("choices") and e["choices"][0].get("logprobs")]
+    check(st == 200 and done and sum((x["tokens"] for x in s_lp), []) == (lp["tokens"] if ok else None)
+          and sum((x["text_offset"] for x in s_lp), []) == (lp["text_offset"] if ok else None),
+          "streamed completion logprobs equal the unstreamed ones (offsets included)")
+    r = client.completions.create(model="smol", prompt=prompt, max_tokens=4, temperature=0, logprobs=2,
+                                  extra_body={"ignore_eos": True})
+    check(len(r.choices[0].logprobs.tokens) == 4 and len(r.choices[0].logprobs.top_logprobs[0]) >= 2,
+          "openai client: completions with logprobs")
+    r = client.chat.completions.create(model="smol", messages=msgs, max_tokens=4, temperature=0, logprobs=True,
+                                       top_logprobs=3, extra_body={"ignore_eos": True})
+    check(len(r.choices[0].logprobs.content) == 4 and len(r.choices[0].logprobs.content[0].top_logprobs) == 3,
+          "openai client: chat with logprobs and top_logprobs")
+
     # ---- 64 concurrent streams equal to the same requests alone ----
     subjects = ["The sea", "My cat", "A tall tree", "The city at night", "Old books", "Winter", "A small robot",
                 "The river", "Coffee", "Mountains", "The moon", "A good friend", "Rain", "The library",
@@ -401,6 +461,14 @@ def main():
         ("stop of wrong type", "/v1/completions", {"prompt": "x", "stop": 3}, None, 400),
         ("stream of wrong type", "/v1/completions", {"prompt": "x", "stream": "yes"}, None, 400),
         ("n > 1", "/v1/completions", {"prompt": "x", "n": 2}, None, 400),
+        ("logprobs past 20", "/v1/completions", {"prompt": "x", "logprobs": 21}, None, 400),
+        ("logprobs of wrong type", "/v1/completions", {"prompt": "x", "logprobs": "all"}, None, 400),
+        ("echo with stream", "/v1/completions", {"prompt": "x", "echo": True, "stream": True}, None, 400),
+        ("chat top_logprobs without logprobs", "/v1/chat/completions",
+         {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, None, 400),
+        ("chat logprobs not a boolean", "/v1/chat/completions",
+         {"messages": [{"role": "user", "content": "x"}], "logprobs": 2}, None, 400),
+        ("chat echo", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "echo": True}, None, 400),
         ("two prompts", "/v1/completions", {"prompt": ["a", "b"]}, None, 400),
         ("unknown model", "/v1/completions", {"model": "gpt-17", "prompt": "x"}, None, 404),
         ("model of wrong type", "/v1/completions", {"model": 3, "prompt": "x"}, None, 400),
