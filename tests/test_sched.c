@@ -84,7 +84,8 @@ static void lp_on_finish(void *user, const struct okv_sched_result *r)
 static void lp_run(okv_engine *e, const int32_t *prompt, int n_prompt, int max_tokens, bool gen, bool prompt_lp, int chunk,
                    struct lp_out *o)
 {
-    struct okv_sched_params sp = {.max_num_seqs = 2, .max_num_batched_tokens = chunk};
+    /* prompt logprobs: 7 rows of logits a step at most, so that chunks of 16 rows split */
+    struct okv_sched_params sp = {.max_num_seqs = 2, .max_num_batched_tokens = chunk, .max_prompt_logit_rows = 7};
     okv_sched *s = NULL;
     CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
     if (!s)

@@ -70,6 +70,7 @@ struct okv_sched {
     okv_engine *e;
     const okv_tokenizer *tok;
     int max_seqs, max_batch, vocab, max_ctx;
+    int max_lp_rows;         /* prompt rows a step brings logits of (okv_sched_params.max_prompt_logit_rows) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -170,6 +171,7 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->tok = tok;
     s->max_seqs = prm.max_num_seqs;
     s->max_batch = prm.max_num_batched_tokens;
+    s->max_lp_rows = prm.max_prompt_logit_rows > 0 ? prm.max_prompt_logit_rows : 256;
     s->vocab = okv_engine_model_config(e)->vocab_size;
     s->max_ctx = okv_engine_max_ctx(e);
     s->next_id = 1;
@@ -405,6 +407,7 @@ static void admit(struct okv_sched *s)
 static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
 {
     int n = 0, nl = 0, nr = 0;
+    int lp_rows = s->max_lp_rows;   /* rows of prompt logprobs left this step */
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < s->n_running && n < s->max_batch; i++) {
             struct req *r = s->running[i];
@@ -413,12 +416,23 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             if (pending <= 0 || decode != (pass == 0))
                 continue;
             int take = pending < s->max_batch - n ? pending : s->max_batch - n;
+            if (r->lp_prompt && !decode && r->n_computed < r->n_prompt - 1) {
+                /* each of these rows brings vocab logits to the host: a bounded number a step */
+                const int lp_end = r->n_prompt - 1, lp_from = r->n_computed > r->plp_next ? r->n_computed : r->plp_next;
+                const int want = r->n_computed + take < lp_end ? r->n_computed + take - lp_from : lp_end - lp_from;
+                if (want > lp_rows) {
+                    if (lp_rows == 0)
+                        continue;
+                    take = lp_from + lp_rows - r->n_computed;
+                }
+            }
             for (int k = 0; k < take; k++) {
                 const int pos = r->n_computed + k;
                 s->b_tok[n + k] = r->toks[pos];
                 s->b_seq[n + k] = r->seq;
                 /* prompt logprobs: row pos predicts prompt token pos + 1 */
                 s->b_want[n + k] = r->lp_prompt && pos >= r->plp_next && pos < r->n_prompt - 1 ? 2 : 0;
+                lp_rows -= s->b_want[n + k] == 2;
                 s->b_draft[n + k] = 0;
             }
             n += take;
@@ -469,12 +483,12 @@ static void report_logprob(struct okv_sched *s, struct req *r, const float *lg, 
 static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const float *lg)
 {
     double now = okv_now();
+    if (r->lp_gen && lg)   /* an end-of-generation token too (as vLLM: scoring relies on it) */
+        report_logprob(s, r, lg, id, false);
     if (s->tok && !r->ignore_eos && okv_tokenizer_is_eog(s->tok, id)) {
         finish(s, r, OKV_FINISH_STOP, NULL);
         return;
     }
-    if (r->lp_gen && lg)
-        report_logprob(s, r, lg, id, false);
     r->toks[r->n_toks++] = id;
     r->n_gen++;
     pthread_mutex_lock(&s->mu);

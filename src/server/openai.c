@@ -39,6 +39,7 @@ struct job {
     bool lp;                      /* the reply carries logprobs (lp_top alternatives each) */
     int lp_top;
     char *echo;                   /* completions with echo: the prompt's text, before the completion */
+    bool echo_only;               /* max_tokens 0 with echo: the prompt alone (one token is generated, not shown) */
 
     /* under mu: text pieces not yet taken, and the result */
     struct srv_buf text;          /* pieces back to back */
@@ -275,6 +276,32 @@ static bool utf8_ok(const unsigned char *p, size_t n)
         i += (size_t)k + 1;
     }
     return true;
+}
+
+/* p[0..n) with every byte that starts no well-formed character replaced by U+FFFD
+ * (okv_free; NULL when out of memory): prompts are echoed as given, and token ids or a
+ * client's string may cut or break characters */
+static char *utf8_repair(const char *p, size_t n)
+{
+    char *o = okv_malloc(3 * n + 1, OKV_TAG_SERVER);
+    if (!o)
+        return NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < n;) {
+        const unsigned c = (unsigned char)p[i];
+        const size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+        if (i + k <= n && utf8_ok((const unsigned char *)p + i, k)) {
+            memcpy(o + at, p + i, k);
+            at += k;
+            i += k;
+        } else {
+            memcpy(o + at, "\xEF\xBF\xBD", 3);
+            at += 3;
+            i++;
+        }
+    }
+    o[at] = 0;
+    return o;
 }
 
 /* A token's bytes (*raw, okv_free) and its text for JSON (okv_free): the bytes when they
@@ -625,7 +652,7 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
             return false;
     }
     if (!given) {
-        if (!get_int(root, "max_tokens", 1, INT32_MAX, &p->max_tokens, &given, e))
+        if (!get_int(root, "max_tokens", chat ? 1 : 0, INT32_MAX, &p->max_tokens, &given, e))
             return false;
     }
     p->max_given = given;
@@ -695,7 +722,10 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
             return fail(e, 400, "echo", NULL, "echo is not supported for chat completions");
     } else {
         const cJSON *lp = field(root, "logprobs");
-        if (lp && !cJSON_IsFalse(lp)) {
+        if (lp && cJSON_IsTrue(lp)) {   /* as vLLM's validation coerces it */
+            top = 1;
+            p->lp = true;
+        } else if (lp && !cJSON_IsFalse(lp)) {
             if (!get_int(root, "logprobs", 0, OKV_MAX_TOP_LOGPROBS, &top, NULL, e))
                 return false;
             p->lp = true;
@@ -704,6 +734,8 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
             return false;
         if (p->echo && p->stream)
             return fail(e, 400, "echo", NULL, "echo is not supported with stream");
+        if (p->max_given && p->max_tokens == 0 && !p->echo)   /* 0: score the prompt alone (legacy API) */
+            return fail(e, 400, "max_tokens", NULL, "'max_tokens' = 0 needs 'echo': true");
     }
     p->lp_top = (int)top;
     return true;
@@ -861,10 +893,11 @@ static enum MHD_Result reply_final(struct job *j, struct MHD_Connection *c)
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
         cJSON_AddStringToObject(msg, "content", text);
-    } else if (j->echo) {   /* the prompt's text, then the completion */
+    } else if (j->echo) {   /* the prompt's text, then the completion (none with max_tokens 0) */
         struct srv_buf t = {0};
         srv_buf_put(&t, j->echo, strlen(j->echo));
-        srv_buf_put(&t, text, strlen(text));
+        if (!j->echo_only)
+            srv_buf_put(&t, text, strlen(text));
         srv_buf_put(&t, "", 1);
         if (t.oom) {
             okv_free(t.s);
@@ -878,10 +911,13 @@ static enum MHD_Result reply_final(struct job *j, struct MHD_Connection *c)
         cJSON_AddStringToObject(ch, "text", text);
     }
     long offset = 0;
-    add_logprobs(j, ch, j->lps, j->n_lps, &offset);
-    cJSON_AddStringToObject(ch, "finish_reason", finish_name(j->reason));
+    int n_lps = j->n_lps;
+    while (j->echo_only && n_lps > 0 && !j->lps[n_lps - 1].prompt)   /* the prompt's entries alone */
+        n_lps--;
+    add_logprobs(j, ch, j->lps, n_lps, &offset);
+    cJSON_AddStringToObject(ch, "finish_reason", j->echo_only ? "length" : finish_name(j->reason));
     cJSON_AddItemToArray(choices, ch);
-    cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, j->completion_tokens));
+    cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, j->echo_only ? 0 : j->completion_tokens));
     return srv_reply_json(c, MHD_HTTP_OK, o);
 }
 
@@ -920,6 +956,9 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
     }
     if (!p.max_given)   /* OpenAI's defaults: 16 for completions, the rest of the context for chat */
         p.max_tokens = chat ? sv->max_ctx - (long)n_ids : 16;
+    const bool echo_only = p.max_tokens == 0;   /* only with echo (parse_common) */
+    if (echo_only)
+        p.max_tokens = 1;
 
     struct job *j = okv_calloc(1, sizeof *j, OKV_TAG_SERVER);
     if (!j) {
@@ -937,15 +976,18 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
     j->prompt_tokens = (int)n_ids;
     j->lp = p.lp;
     j->lp_top = p.lp_top;
+    j->echo_only = echo_only;
     if (p.echo) {   /* the prompt's text: as given, or its token ids decoded */
         const cJSON *pr = field(root, "prompt");
         if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1 && cJSON_IsString(pr->child))
             pr = pr->child;
         size_t el = 0;
+        char *dec = NULL;
         if (cJSON_IsString(pr))
-            j->echo = okv_strdup(pr->valuestring, OKV_TAG_SERVER);
-        else if (okv_tokenizer_decode(sv->tok, ids, n_ids, false, &j->echo, &el) != OKV_OK)
-            j->echo = NULL;
+            j->echo = utf8_repair(pr->valuestring, strlen(pr->valuestring));
+        else if (okv_tokenizer_decode(sv->tok, ids, n_ids, false, &dec, &el) == OKV_OK)
+            j->echo = utf8_repair(dec, el);
+        okv_free(dec);
         if (!j->echo) {
             pthread_mutex_destroy(&j->mu);
             pthread_cond_destroy(&j->cv);

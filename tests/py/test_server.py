@@ -324,6 +324,33 @@ def main():
         abs(a - b) <= 2e-3 for a, b in zip(lp2["token_logprobs"][n_full - 8:n_full], gen_lp))
     check(same and HF_TOK.encode(prompt).ids == ids_full[:n_prompt],
           "echo: the prompt entries of the resubmitted tokens equal their logprobs when generated")
+    # max_tokens 0 with echo (the legacy API's way to score a prompt alone): the prompt's entries only
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": ids_full, "max_tokens": 0, "temperature": 0, "logprobs": True, "echo": True})
+    lp0 = js["choices"][0]["logprobs"] if st == 200 else {}
+    check(st == 200 and len(lp0.get("tokens", [])) == n_full and js["usage"]["completion_tokens"] == 0
+          and lp0["token_logprobs"][1:] == lp2["token_logprobs"][1:n_full] and all(len(d) <= 2 for d in lp0["top_logprobs"][1:])
+          and js["choices"][0]["text"] == HF_TOK.decode(ids_full, skip_special_tokens=False),
+          "echo with max_tokens 0 (and logprobs: true = 1): the prompt's entries alone")
+    # an end-of-generation token gets its entry too (scoring sums the continuation's entries up to the last)
+    eos_prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello! How can I help you today?"
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": eos_prompt, "max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": True})
+    n_eos = len(HF_TOK.encode(eos_prompt).ids)
+    lpe = js["choices"][0]["logprobs"] if st == 200 else {}
+    check(st == 200 and js["choices"][0]["finish_reason"] == "stop" and js["usage"]["completion_tokens"] == 0
+          and len(lpe["tokens"]) == n_eos + 1 and lpe["tokens"][-1] == "<|im_end|>" and lpe["token_logprobs"][-1] < 0,
+          "echo: an end-of-generation token (finish_reason stop) has its entry after the prompt's")
+    # a prompt of token ids that cuts a character: the echoed text is valid UTF-8 (U+FFFD for the cut)
+    cut = HF_TOK.encode("Emoji \U0001F600 time").ids[:3]
+    st, _, raw = request(port, "POST", "/v1/completions",
+                         {"prompt": cut, "max_tokens": 1, "temperature": 0, "echo": True, "ignore_eos": True})
+    try:
+        txt = json.loads(raw.decode("utf-8"))["choices"][0]["text"]
+    except Exception:  # noqa: BLE001
+        txt = None
+    check(st == 200 and txt is not None and txt.startswith("Emoji ") and "\ufffd" in txt,
+          f"echo of ids that cut a character: valid UTF-8 with U+FFFD ({txt!r})")
     chat_lp = {"messages": msgs, "max_tokens": 6, "temperature": 0, "ignore_eos": True, "logprobs": True,
                "top_logprobs": 2}
     st, js, _ = request(port, "POST", "/v1/chat/completions", chat_lp)
@@ -464,6 +491,7 @@ def main():
         ("logprobs past 20", "/v1/completions", {"prompt": "x", "logprobs": 21}, None, 400),
         ("logprobs of wrong type", "/v1/completions", {"prompt": "x", "logprobs": "all"}, None, 400),
         ("echo with stream", "/v1/completions", {"prompt": "x", "echo": True, "stream": True}, None, 400),
+        ("max_tokens 0 without echo", "/v1/completions", {"prompt": "x", "max_tokens": 0}, None, 400),
         ("chat top_logprobs without logprobs", "/v1/chat/completions",
          {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, None, 400),
         ("chat logprobs not a boolean", "/v1/chat/completions",
