@@ -285,38 +285,11 @@ static __global__ void __launch_bounds__(NW * 32, pf_cfg<HD, NW, WM>::MINB) pf_a
                     }
                 }
             }
-            /* online softmax, base 2; the quad 4g..4g+3 holds rows g and g+8 of each m-tile */
+            /* online softmax, base 2, each m-tile's rows; the outputs so far scaled */
 #pragma unroll
             for (int m = 0; m < WM; m++) {
-                float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-                for (int n = 0; n < NT; n++) {
-                    mx0 = fmaxf(mx0, fmaxf(sc[m][n][0], sc[m][n][1]));
-                    mx1 = fmaxf(mx1, fmaxf(sc[m][n][2], sc[m][n][3]));
-                }
-#pragma unroll
-                for (int x = 1; x <= 2; x <<= 1) {
-                    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-                    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-                }
-                const float mn0 = fmaxf(mrun[2 * m], mx0), mn1 = fmaxf(mrun[2 * m + 1], mx1);
-                const float al0 = mrun[2 * m] == -INFINITY ? 0.f : ex2(mrun[2 * m] - mn0);
-                const float al1 = mrun[2 * m + 1] == -INFINITY ? 0.f : ex2(mrun[2 * m + 1] - mn1);
-                const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
-                float ls0 = 0.f, ls1 = 0.f;
-#pragma unroll
-                for (int n = 0; n < NT; n++) {
-                    sc[m][n][0] = ex2(sc[m][n][0] - ms0);
-                    sc[m][n][1] = ex2(sc[m][n][1] - ms0);
-                    sc[m][n][2] = ex2(sc[m][n][2] - ms1);
-                    sc[m][n][3] = ex2(sc[m][n][3] - ms1);
-                    ls0 += sc[m][n][0] + sc[m][n][1];
-                    ls1 += sc[m][n][2] + sc[m][n][3];
-                }
-                lrun[2 * m] = lrun[2 * m] * al0 + ls0;
-                lrun[2 * m + 1] = lrun[2 * m + 1] * al1 + ls1;
-                mrun[2 * m] = mn0;
-                mrun[2 * m + 1] = mn1;
+                float al0, al1;
+                pf_softmax<NT>(&sc[m][0][0], mrun[2 * m], mrun[2 * m + 1], lrun[2 * m], lrun[2 * m + 1], al0, al1);
 #pragma unroll
                 for (int n = 0; n < HD / 8; n++) {
                     o[m][n][0] *= al0;

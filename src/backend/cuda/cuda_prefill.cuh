@@ -5,8 +5,10 @@
 #define OKV_CUDA_PREFILL_CUH
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_mma.cuh"
 
 #include <cuda_bf16.h>
+#include <math.h>
 #include <stdint.h>
 
 #define PF_KC 64          /* keys per chunk */
@@ -39,6 +41,90 @@ static __device__ __forceinline__ uint32_t pf_pack(float x0, float x1)
 {
     __nv_bfloat162 v = __floats2bfloat162_rn(x0, x1);
     return *(uint32_t *)&v;
+}
+
+/* A CTA's list (sequence s, KV head h), its vectors, and its chunks [c0, nch) of PF_KC keys
+ * (the part of them its item reads when the keys are split). The wgmma kernel takes it and
+ * pf_meta; the mma.sync kernel spells the same steps inline, since at 255 registers this
+ * form costs it ~110 bytes of spills (ptxas, warps of 32 at head_dim 128). */
+struct pf_span {
+    struct pf_item item;
+    int s, h, r0, nv, kv_len, base, nkeys, c0, nch;
+};
+
+static __device__ __forceinline__ struct pf_span pf_span_of(const struct pf_args &a)
+{
+    struct pf_span p;
+    p.item = a.items[blockIdx.x];
+    p.s = p.item.list / a.nkv;
+    p.h = p.item.list % a.nkv;
+    p.r0 = a.seq_row_off[p.s];
+    p.nv = (a.seq_row_off[p.s + 1] - p.r0) * a.group;
+    p.kv_len = a.seq_kv_len[p.s];
+    p.base = a.blk_start[p.item.list];
+    p.nkeys = (a.blk_start[p.item.list + 1] - p.base) * a.bs;
+    const int nch_all = (p.nkeys + PF_KC - 1) / PF_KC;
+    p.c0 = (int)((long long)nch_all * p.item.part / a.n_parts);
+    p.nch = (int)((long long)nch_all * (p.item.part + 1) / a.n_parts);
+    return p;
+}
+
+/* The block of a warp's copy row `lane` of chunk ch (rpw rows a warp), loaded one chunk
+ * ahead of its copy: unit mu, logical block mi (-1: no key), offset moff in the block. */
+struct pf_meta {
+    int mu = 0, mi = -1, moff = 0;
+    __device__ __forceinline__ void load(const struct pf_args &a, int base, int nkeys, int nch, int ch, int warp, int rpw,
+                                         int lane)
+    {
+        mi = -1;
+        const int kj = ch * PF_KC + warp * rpw + lane;
+        if (lane < rpw && ch < nch && kj < nkeys) {
+            const int b = kj / a.bs;
+            moff = kj - b * a.bs;
+            mu = __ldg(a.blk_unit + base + b);
+            mi = __ldg(a.blk_index + base + b);
+        }
+    }
+};
+
+/* Online softmax, base 2, over one m-tile's scores of a chunk: sc[NT * 4], n-tile n holding
+ * rows g (sc[4n], sc[4n+1]) and g + 8 (sc[4n+2], sc[4n+3]) of the mma fragments, the quad
+ * 4g..4g+3 sharing the rows. Takes the row maxima, turns sc into 2^(s - max), updates the
+ * running max (m0, m1) and partial sums (l0, l1), and returns in al0, al1 the factor of
+ * the output accumulated so far. */
+template <int NT>
+static __device__ __forceinline__ void pf_softmax(float *sc, float &m0, float &m1, float &l0, float &l1, float &al0,
+                                                  float &al1)
+{
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        mx0 = fmaxf(mx0, fmaxf(sc[4 * n], sc[4 * n + 1]));
+        mx1 = fmaxf(mx1, fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
+    }
+#pragma unroll
+    for (int x = 1; x <= 2; x <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    al0 = m0 == -INFINITY ? 0.f : ex2(m0 - mn0);
+    al1 = m1 == -INFINITY ? 0.f : ex2(m1 - mn1);
+    const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
+    float ls0 = 0.f, ls1 = 0.f;
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        sc[4 * n + 0] = ex2(sc[4 * n + 0] - ms0);
+        sc[4 * n + 1] = ex2(sc[4 * n + 1] - ms0);
+        sc[4 * n + 2] = ex2(sc[4 * n + 2] - ms1);
+        sc[4 * n + 3] = ex2(sc[4 * n + 3] - ms1);
+        ls0 += sc[4 * n + 0] + sc[4 * n + 1];
+        ls1 += sc[4 * n + 2] + sc[4 * n + 3];
+    }
+    l0 = l0 * al0 + ls0;
+    l1 = l1 * al1 + ls1;
+    m0 = mn0;
+    m1 = mn1;
 }
 
 typedef void (*pf_fn)(const struct pf_args);

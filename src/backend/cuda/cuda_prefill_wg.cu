@@ -144,29 +144,12 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, wgi = warp >> 2;
     const int g = lane >> 2, t = lane & 3;
-    const struct pf_item item = a.items[blockIdx.x];
-    const int s = item.list / a.nkv, h = item.list % a.nkv;
-    const int r0 = a.seq_row_off[s], nv = (a.seq_row_off[s + 1] - r0) * a.group;
-    const int kv_len = a.seq_kv_len[s];
-    const int bs = a.bs;
-    const int base = a.blk_start[item.list];
-    const int nkeys = (a.blk_start[item.list + 1] - base) * bs;
-    const int nch_all = (nkeys + KC - 1) / KC;
-    const int c0 = (int)((long long)nch_all * item.part / a.n_parts);
-    const int nch = (int)((long long)nch_all * (item.part + 1) / a.n_parts);   /* chunks [c0, nch) */
-
-    int mu = 0, mi = -1, moff = 0;
-    auto load_meta = [&](int ch) {
-        mi = -1;
-        const int kj = ch * KC + warp * RPW + lane;
-        if (lane < RPW && ch < nch && kj < nkeys) {
-            const int b = kj / bs;
-            moff = kj - b * bs;
-            mu = __ldg(a.blk_unit + base + b);
-            mi = __ldg(a.blk_index + base + b);
-        }
-    };
-    load_meta(c0);
+    const struct pf_span sp = pf_span_of(a);
+    const struct pf_item item = sp.item;
+    const int h = sp.h, r0 = sp.r0, nv = sp.nv, kv_len = sp.kv_len, bs = a.bs, c0 = sp.c0, nch = sp.nch;
+    const int base = sp.base, nkeys = sp.nkeys;
+    struct pf_meta meta;
+    meta.load(a, base, nkeys, nch, c0, warp, RPW, lane);   /* early: the latency overlaps the query loads */
 
     /* this thread's vectors: rows g and g + 8 of its warp's 16 (the tile's 16 warp + ...) */
     const int w0 = warp * 16, v0 = item.tile * WG_BM + w0 + g;
@@ -227,14 +210,14 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
         unsigned char *kb = skv + (size_t)(ch & 1) * C::STAGE, *vb = kb + C::REGION;
         int kp = INT_MAX;
         long long koff = 0;
-        if (mi >= 0) {
-            kp = mi * bs + moff;
-            koff = okv_cuda_unit_global(mu, a.layer_off, a.stage_off) * a.unit_elems + (long long)moff * HD;
+        if (meta.mi >= 0) {
+            kp = meta.mi * bs + meta.moff;
+            koff = okv_cuda_unit_global(meta.mu, a.layer_off, a.stage_off) * a.unit_elems + (long long)meta.moff * HD;
         }
         if (lane < RPW)
             skp[(ch & 1) * KC + warp * RPW + lane] = kp;
         const unsigned vm = __ballot_sync(0xffffffffu, kp < lim);
-        load_meta(ch + 1);
+        meta.load(a, base, nkeys, nch, ch + 1, warp, RPW, lane);
 #pragma unroll
         for (int it = 0; it < C::ITERS; it++) {
             const int i = it * 32 + lane, r = i / P, c = i % P;
@@ -299,35 +282,8 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
                     sc[4 * n + 3] = kp2.y < glim[1] ? sc[4 * n + 3] : -INFINITY;
                 }
             }
-            float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-            for (int n = 0; n < NT; n++) {
-                mx0 = fmaxf(mx0, fmaxf(sc[4 * n], sc[4 * n + 1]));
-                mx1 = fmaxf(mx1, fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
-            }
-#pragma unroll
-            for (int x = 1; x <= 2; x <<= 1) {
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, x));
-            }
-            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            const float al0 = m0 == -INFINITY ? 0.f : ex2(m0 - mn0);
-            const float al1 = m1 == -INFINITY ? 0.f : ex2(m1 - mn1);
-            const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
-            float ls0 = 0.f, ls1 = 0.f;
-#pragma unroll
-            for (int n = 0; n < NT; n++) {
-                sc[4 * n + 0] = ex2(sc[4 * n + 0] - ms0);
-                sc[4 * n + 1] = ex2(sc[4 * n + 1] - ms0);
-                sc[4 * n + 2] = ex2(sc[4 * n + 2] - ms1);
-                sc[4 * n + 3] = ex2(sc[4 * n + 3] - ms1);
-                ls0 += sc[4 * n + 0] + sc[4 * n + 1];
-                ls1 += sc[4 * n + 2] + sc[4 * n + 3];
-            }
-            l0 = l0 * al0 + ls0;
-            l1 = l1 * al1 + ls1;
-            m0 = mn0;
-            m1 = mn1;
+            float al0, al1;
+            pf_softmax<NT>(sc, m0, m1, l0, l1, al0, al1);
 #pragma unroll
             for (int n = 0; n < HD / 8; n++) {
                 o[4 * n + 0] *= al0;
