@@ -7,6 +7,10 @@
  * engine thread only appends text pieces and the final result under the job's
  * mutex and signals; the connection thread waits with a timeout so that it can
  * notice a client that went away (the socket's read side hung up) and cancel.
+ * A request of several choices (a list of completions prompts, n > 1; not streamed)
+ * has one job a choice, all queued at once, the reply built when the last finishes.
+ * Log-probabilities (logprobs, echo, top_logprobs) reach a job as entries beside its
+ * text; a streamed piece carries the entries of the tokens before it.
  *
  * Wire format of a stream (server-sent events): "data: {chunk}\n\n" per text
  * piece, a last chunk with finish_reason, with stream_options.include_usage a
@@ -635,11 +639,6 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
             return fail(e, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves '%.200s'.",
                         model->valuestring, sv->model_name);
     }
-    long n = 1;
-    if (!get_int(root, "n", 1, 1 << 20, &n, NULL, e))
-        return false;
-    if (n != 1)
-        return fail(e, 400, "n", NULL, "only n = 1 is supported (got %ld)", n);
     long best_of = 1;
     if (!get_int(root, "best_of", 1, 1 << 20, &best_of, NULL, e))
         return false;
@@ -741,41 +740,64 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
     return true;
 }
 
-/* Completions prompt: a string, [string], [int, ...] or [[int, ...]]. */
-static bool completion_prompt(okv_server *sv, const cJSON *root, int32_t **ids, size_t *n, struct perr *e)
+/* One prompt of a request: its ids, and (completions) the JSON item it came from, for echo. */
+struct prompt {
+    int32_t *ids;
+    size_t n;
+    const cJSON *src;
+};
+
+/* ids of one completions prompt item: a string or an array of token ids */
+static bool prompt_ids(okv_server *sv, const cJSON *pr, struct prompt *out, struct perr *e)
 {
+    out->src = pr;
+    if (cJSON_IsString(pr)) {
+        const char *t = pr->valuestring;
+        if (okv_tokenizer_encode(sv->tok, t, strlen(t), okv_tokenizer_add_bos(sv->tok), true, &out->ids, &out->n) != OKV_OK)
+            return fail(e, 400, "prompt", NULL, "cannot tokenize the prompt: %s", okv_last_error());
+        return true;
+    }
+    if (!cJSON_IsArray(pr) || cJSON_GetArraySize(pr) == 0)
+        return fail(e, 400, "prompt", NULL, "'prompt' must be a string, an array of token ids, or an array of either");
+    int cnt = cJSON_GetArraySize(pr);
+    int32_t *v = okv_malloc(sizeof *v * (size_t)cnt, OKV_TAG_SERVER);
+    if (!v)
+        return fail(e, 500, NULL, NULL, "out of memory");
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, pr) {
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+            x->valuedouble >= okv_tokenizer_n_vocab(sv->tok)) {
+            okv_free(v);
+            return fail(e, 400, "prompt", NULL, "'prompt' token ids must be integers in [0, %d)", okv_tokenizer_n_vocab(sv->tok));
+        }
+        v[i++] = (int32_t)x->valuedouble;
+    }
+    out->ids = v;
+    out->n = (size_t)cnt;
+    return true;
+}
+
+/* Completions prompts: a string, [int, ...], or an array of strings or of arrays of ids (one
+ * choice each, at most max); *n_out set. The caller frees the ids (okv_free) on any return. */
+static bool completion_prompts(okv_server *sv, const cJSON *root, struct prompt *out, int max, int *n_out, struct perr *e)
+{
+    *n_out = 0;
     const cJSON *pr = field(root, "prompt");
     if (!pr)
         return fail(e, 400, "prompt", NULL, "'prompt' is required");
-    if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1 &&
-        (cJSON_IsString(pr->child) || cJSON_IsArray(pr->child)))
-        pr = pr->child;
-    if (cJSON_IsString(pr)) {
-        const char *t = pr->valuestring;
-        if (okv_tokenizer_encode(sv->tok, t, strlen(t), okv_tokenizer_add_bos(sv->tok), true, ids, n) != OKV_OK)
-            return fail(e, 400, "prompt", NULL, "cannot tokenize the prompt: %s", okv_last_error());
-    } else if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) > 0) {
-        int cnt = cJSON_GetArraySize(pr);
-        int32_t *v = okv_malloc(sizeof *v * (size_t)cnt, OKV_TAG_SERVER);
-        if (!v)
-            return fail(e, 500, NULL, NULL, "out of memory");
-        int i = 0;
-        const cJSON *x;
-        cJSON_ArrayForEach(x, pr) {
-            if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
-                x->valuedouble >= okv_tokenizer_n_vocab(sv->tok)) {
-                okv_free(v);
-                if (cJSON_IsString(x))
-                    return fail(e, 400, "prompt", NULL, "only one prompt per request is supported");
-                return fail(e, 400, "prompt", NULL, "'prompt' token ids must be integers in [0, %d)",
-                            okv_tokenizer_n_vocab(sv->tok));
-            }
-            v[i++] = (int32_t)x->valuedouble;
-        }
-        *ids = v;
-        *n = (size_t)cnt;
-    } else {
-        return fail(e, 400, "prompt", NULL, "'prompt' must be a string, or an array of token ids");
+    const bool list = cJSON_IsArray(pr) && pr->child && (cJSON_IsString(pr->child) || cJSON_IsArray(pr->child));
+    if (!list)
+        return prompt_ids(sv, pr, &out[(*n_out)++], e);
+    if (cJSON_GetArraySize(pr) > max)
+        return fail(e, 400, "prompt", NULL, "at most %d prompts (times n) per request", max);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, pr) {
+        if (!cJSON_IsString(x) && !cJSON_IsArray(x))
+            return fail(e, 400, "prompt", NULL, "a list of prompts holds strings or arrays of token ids");
+        if (!prompt_ids(sv, x, &out[*n_out], e))
+            return false;
+        (*n_out)++;
     }
     return true;
 }
@@ -874,20 +896,11 @@ static enum MHD_Result reply_perr(struct MHD_Connection *c, const struct perr *e
                                                       e->param, e->code));
 }
 
-static enum MHD_Result reply_final(struct job *j, struct MHD_Connection *c)
+/* The choice of a finished job (index i), or NULL when out of memory. */
+static cJSON *choice_obj(const struct job *j, int i)
 {
-    if (j->reason == OKV_FINISH_ERROR)
-        return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "%s",
-                               j->error[0] ? j->error : "generation failed");
-    if (j->reason == OKV_FINISH_ABORT)
-        return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
-                               "The request was cancelled: the server is shutting down.");
-    if (j->text.oom || j->lp_oom)
-        return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
-    cJSON *o = base_obj(j, j->chat ? "chat.completion" : "text_completion");
-    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *ch = cJSON_CreateObject();
-    cJSON_AddNumberToObject(ch, "index", 0);
+    cJSON_AddNumberToObject(ch, "index", i);
     const char *text = j->text.s ? j->text.s : "";
     if (j->chat) {
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
@@ -901,9 +914,8 @@ static enum MHD_Result reply_final(struct job *j, struct MHD_Connection *c)
         srv_buf_put(&t, "", 1);
         if (t.oom) {
             okv_free(t.s);
-            cJSON_Delete(o);
             cJSON_Delete(ch);
-            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+            return NULL;
         }
         cJSON_AddStringToObject(ch, "text", t.s);
         okv_free(t.s);
@@ -916,9 +928,81 @@ static enum MHD_Result reply_final(struct job *j, struct MHD_Connection *c)
         n_lps--;
     add_logprobs(j, ch, j->lps, n_lps, &offset);
     cJSON_AddStringToObject(ch, "finish_reason", j->echo_only ? "length" : finish_name(j->reason));
-    cJSON_AddItemToArray(choices, ch);
-    cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, j->echo_only ? 0 : j->completion_tokens));
+    return ch;
+}
+
+/* The reply to a finished request of nj choices (jobs in choice order; the prompt tokens
+ * of each prompt counted once: n_per_prompt jobs share one). */
+static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, struct MHD_Connection *c)
+{
+    for (int i = 0; i < nj; i++) {
+        const struct job *j = jobs[i];
+        if (j->reason == OKV_FINISH_ERROR)
+            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "%s",
+                                   j->error[0] ? j->error : "generation failed");
+        if (j->reason == OKV_FINISH_ABORT)
+            return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
+                                   "The request was cancelled: the server is shutting down.");
+        if (j->text.oom || j->lp_oom)
+            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+    }
+    cJSON *o = base_obj(jobs[0], jobs[0]->chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(o, "choices");
+    int prompt = 0, completion = 0;
+    for (int i = 0; i < nj; i++) {
+        cJSON *ch = choice_obj(jobs[i], i);
+        if (!ch) {
+            cJSON_Delete(o);
+            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+        }
+        cJSON_AddItemToArray(choices, ch);
+        if (i % n_per_prompt == 0)
+            prompt += jobs[i]->prompt_tokens;
+        completion += jobs[i]->echo_only ? 0 : jobs[i]->completion_tokens;
+    }
+    cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion));
     return srv_reply_json(c, MHD_HTTP_OK, o);
+}
+
+#define MAX_CHOICES 64   /* prompts x n of one request */
+
+/* A job for one choice: prompt pr, its echo text when asked (NULL: out of memory). */
+static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, const struct params *p,
+                           const struct prompt *pr, bool echo_only, const char *id)
+{
+    struct job *j = okv_calloc(1, sizeof *j, OKV_TAG_SERVER);
+    if (!j)
+        return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    atomic_init(&j->refs, 2);   /* the connection and the scheduler */
+    j->sv = sv;
+    j->chat = chat;
+    j->stream = p->stream;
+    j->include_usage = p->include_usage;
+    j->created = (long)time(NULL);
+    j->prompt_tokens = (int)pr->n;
+    j->lp = p->lp;
+    j->lp_top = p->lp_top;
+    j->echo_only = echo_only;
+    snprintf(j->id, sizeof j->id, "%s", id);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    if (p->echo) {   /* the prompt's text: as given, or its token ids decoded */
+        size_t el = 0;
+        char *dec = NULL;
+        if (pr->src && cJSON_IsString(pr->src))
+            j->echo = utf8_repair(pr->src->valuestring, strlen(pr->src->valuestring));
+        else if (okv_tokenizer_decode(sv->tok, pr->ids, pr->n, false, &dec, &el) == OKV_OK)
+            j->echo = utf8_repair(dec, el);
+        okv_free(dec);
+        if (!j->echo) {
+            atomic_store(&j->refs, 1);
+            job_unref(j);
+            return NULL;
+        }
+    }
+    return j;
 }
 
 enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
@@ -926,8 +1010,11 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
 {
     struct perr e = {0};
     struct params p = {.max_tokens = 0};
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    struct prompt prompts[MAX_CHOICES];
+    struct job *jobs[MAX_CHOICES];
+    int n_prompts = 0, nj = 0;
+    long n_choices = 1;
+    memset(prompts, 0, sizeof prompts);
     enum MHD_Result ret;
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!root) {
@@ -938,94 +1025,95 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
         fail(&e, 400, NULL, NULL, "the body must be a JSON object");
         goto bad;
     }
-    if (!parse_common(sv, root, chat, &p, &e))
+    if (!parse_common(sv, root, chat, &p, &e) || !get_int(root, "n", 1, MAX_CHOICES, &n_choices, NULL, &e))
         goto bad;
-    if (!(chat ? chat_prompt(sv, root, &ids, &n_ids, &e) : completion_prompt(sv, root, &ids, &n_ids, &e)))
-        goto bad;
-    if (n_ids == 0) {
-        fail(&e, 400, chat ? "messages" : "prompt", NULL, "the prompt is empty");
-        goto bad;
-    }
-    if ((long)n_ids >= sv->max_ctx || (p.max_given && (long)n_ids + p.max_tokens > sv->max_ctx)) {
-        fail(&e, 400, chat ? "messages" : "prompt", "context_length_exceeded",
-             "This model's maximum context length is %d tokens. However, you requested %ld tokens (%zu in the %s, "
-             "%ld in the completion). Please reduce the length of the %s or completion.",
-             sv->max_ctx, (long)n_ids + (p.max_given ? p.max_tokens : 1), n_ids, chat ? "messages" : "prompt",
-             p.max_given ? p.max_tokens : 1L, chat ? "messages" : "prompt");
+    if (chat) {
+        n_prompts = 1;   /* (freed at bad:, NULL until chat_prompt succeeds) */
+        if (!chat_prompt(sv, root, &prompts[0].ids, &prompts[0].n, &e))
+            goto bad;
+    } else if (!completion_prompts(sv, root, prompts, (int)(MAX_CHOICES / n_choices), &n_prompts, &e)) {
         goto bad;
     }
-    if (!p.max_given)   /* OpenAI's defaults: 16 for completions, the rest of the context for chat */
-        p.max_tokens = chat ? sv->max_ctx - (long)n_ids : 16;
-    const bool echo_only = p.max_tokens == 0;   /* only with echo (parse_common) */
-    if (echo_only)
-        p.max_tokens = 1;
-
-    struct job *j = okv_calloc(1, sizeof *j, OKV_TAG_SERVER);
-    if (!j) {
-        fail(&e, 500, NULL, NULL, "out of memory");
+    if (n_prompts * n_choices > MAX_CHOICES) {
+        fail(&e, 400, "n", NULL, "at most %d choices (prompts x n) per request", MAX_CHOICES);
         goto bad;
     }
-    pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
-    atomic_init(&j->refs, 2);   /* this thread and the scheduler */
-    j->sv = sv;
-    j->chat = chat;
-    j->stream = p.stream;
-    j->include_usage = p.include_usage;
-    j->created = (long)time(NULL);
-    j->prompt_tokens = (int)n_ids;
-    j->lp = p.lp;
-    j->lp_top = p.lp_top;
-    j->echo_only = echo_only;
-    if (p.echo) {   /* the prompt's text: as given, or its token ids decoded */
-        const cJSON *pr = field(root, "prompt");
-        if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1 && cJSON_IsString(pr->child))
-            pr = pr->child;
-        size_t el = 0;
-        char *dec = NULL;
-        if (cJSON_IsString(pr))
-            j->echo = utf8_repair(pr->valuestring, strlen(pr->valuestring));
-        else if (okv_tokenizer_decode(sv->tok, ids, n_ids, false, &dec, &el) == OKV_OK)
-            j->echo = utf8_repair(dec, el);
-        okv_free(dec);
-        if (!j->echo) {
-            pthread_mutex_destroy(&j->mu);
-            pthread_cond_destroy(&j->cv);
-            okv_free(j);
-            fail(&e, 500, NULL, NULL, "out of memory");
+    if (p.stream && n_prompts * n_choices > 1) {
+        fail(&e, 400, n_choices > 1 ? "n" : "prompt", NULL, "a streamed request has one choice (one prompt, n = 1)");
+        goto bad;
+    }
+    for (int i = 0; i < n_prompts; i++) {
+        const size_t n_ids = prompts[i].n;
+        if (n_ids == 0) {
+            fail(&e, 400, chat ? "messages" : "prompt", NULL, "the prompt is empty");
+            goto bad;
+        }
+        if ((long)n_ids >= sv->max_ctx || (p.max_given && (long)n_ids + p.max_tokens > sv->max_ctx)) {
+            fail(&e, 400, chat ? "messages" : "prompt", "context_length_exceeded",
+                 "This model's maximum context length is %d tokens. However, you requested %ld tokens (%zu in the %s, "
+                 "%ld in the completion). Please reduce the length of the %s or completion.",
+                 sv->max_ctx, (long)n_ids + (p.max_given ? p.max_tokens : 1), n_ids, chat ? "messages" : "prompt",
+                 p.max_given ? p.max_tokens : 1L, chat ? "messages" : "prompt");
             goto bad;
         }
     }
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    j->fd = ci ? ci->connect_fd : -1;
-    snprintf(j->id, sizeof j->id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
+    const bool echo_only = p.max_given && p.max_tokens == 0;   /* only with echo (parse_common) */
+    char id[64];
+    snprintf(id, sizeof id, "%s-%016llx%08llx", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)p.samp.seed ^ (unsigned long long)okv_now(),
              (unsigned long long)atomic_fetch_add(&sv->n_ids, 1));
 
-    struct okv_sched_request rq = {
-        .prompt = ids, .n_prompt = (int)n_ids, .max_tokens = (int)p.max_tokens, .sampling = p.samp,
-        .stop = p.stop, .n_stop = p.n_stop, .ignore_eos = p.ignore_eos,
-        .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
-        .logprobs = p.lp, .prompt_logprobs = p.lp && p.echo, .top_logprobs = p.lp_top, .on_logprob = job_on_logprob,
-    };
-    enum okv_status st = okv_sched_submit(sv->sched, &rq, &j->sched_id);
-    okv_free(ids);
-    ids = NULL;
+    enum okv_status st = OKV_OK;
+    for (int i = 0; i < n_prompts && st == OKV_OK; i++)
+        for (int k = 0; k < n_choices && st == OKV_OK; k++) {
+            struct job *j = job_new(sv, c, chat, &p, &prompts[i], echo_only, id);
+            if (!j) {
+                st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
+                break;
+            }
+            long max_tokens = p.max_given ? p.max_tokens : chat ? sv->max_ctx - (long)prompts[i].n : 16;
+            if (echo_only)
+                max_tokens = 1;   /* one token is generated and not shown */
+            struct okv_sampling samp = p.samp;
+            samp.seed ^= (uint64_t)k * 0x9E3779B97F4A7C15ull;   /* the n choices of a prompt draw apart */
+            struct okv_sched_request rq = {
+                .prompt = prompts[i].ids, .n_prompt = (int)prompts[i].n, .max_tokens = (int)max_tokens,
+                .sampling = samp, .stop = p.stop, .n_stop = p.n_stop, .ignore_eos = p.ignore_eos,
+                .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
+                .logprobs = p.lp, .prompt_logprobs = p.lp && p.echo, .top_logprobs = p.lp_top,
+                .on_logprob = job_on_logprob,
+            };
+            st = okv_sched_submit(sv->sched, &rq, &j->sched_id);
+            if (st != OKV_OK) {
+                atomic_store(&j->refs, 1);
+                job_unref(j);
+                break;
+            }
+            atomic_fetch_add(&sv->n_active, 1);
+            jobs[nj++] = j;
+        }
+    for (int i = 0; i < n_prompts; i++)
+        okv_free(prompts[i].ids);
+    n_prompts = 0;
     cJSON_Delete(root);   /* the scheduler copied the stop strings */
     root = NULL;
     if (st != OKV_OK) {
-        atomic_store(&j->refs, 1);
-        job_unref(j);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", okv_last_error());
+        for (int i = 0; i < nj; i++) {   /* the choices already queued are cancelled */
+            okv_sched_cancel(sv->sched, jobs[i]->sched_id);
+            http_release(jobs[i]);
+        }
         if (atomic_load(&sv->stopping))
             return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
                                    "The server is shutting down.");
-        fail(&e, 400, NULL, st == OKV_ERR_NO_KV_SPACE || st == OKV_ERR_CONTEXT ? "context_length_exceeded" : NULL,
-             "%s", okv_last_error());
+        fail(&e, st == OKV_ERR_NO_MEMORY ? 500 : 400, NULL,
+             st == OKV_ERR_NO_KV_SPACE || st == OKV_ERR_CONTEXT ? "context_length_exceeded" : NULL, "%s", msg);
         goto bad;
     }
 
-    atomic_fetch_add(&sv->n_active, 1);
     if (p.stream) {
+        struct job *j = jobs[0];
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, j, stream_free);
         if (!r) {
             okv_sched_cancel(sv->sched, j->sched_id);
@@ -1039,19 +1127,28 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
         return ret;
     }
 
-    pthread_mutex_lock(&j->mu);
-    while (!j->finished) {
-        if (!job_wait(j)) {   /* client gone: cancelled; the scheduler lets go of j */
-            http_release(j);
-            return MHD_NO;
+    for (int i = 0; i < nj; i++) {
+        struct job *j = jobs[i];
+        pthread_mutex_lock(&j->mu);
+        while (!j->finished) {
+            if (!job_wait(j)) {   /* client gone: this choice is cancelled, the others too */
+                for (int k = 0; k < nj; k++) {
+                    if (k != i)
+                        okv_sched_cancel(sv->sched, jobs[k]->sched_id);
+                    http_release(jobs[k]);
+                }
+                return MHD_NO;
+            }
         }
+        pthread_mutex_unlock(&j->mu);
     }
-    pthread_mutex_unlock(&j->mu);
-    ret = reply_final(j, c);
-    http_release(j);
+    ret = reply_final(jobs, nj, (int)n_choices, c);
+    for (int i = 0; i < nj; i++)
+        http_release(jobs[i]);
     return ret;
 bad:
     cJSON_Delete(root);
-    okv_free(ids);
+    for (int i = 0; i < n_prompts; i++)
+        okv_free(prompts[i].ids);
     return reply_perr(c, &e);
 }

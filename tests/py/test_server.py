@@ -2,7 +2,8 @@
 
 Starts real servers on 127.0.0.1 (any free port) with the SmolLM2-135M GGUF and
 checks, as clients see them: completions and chat completions, streamed and not,
-usage counts (against the Hugging Face tokenizer), stop strings, logprobs (completions,
+usage counts (against the Hugging Face tokenizer), stop strings, several choices (a list
+of prompts, n > 1), logprobs (completions,
 echo of the prompt's, chat's top_logprobs; streamed and not), the official
 `openai` client, 64 concurrent streams whose greedy outputs equal the same
 requests run alone, cancellation by disconnect returning the KV and running
@@ -295,6 +296,28 @@ def main():
                                    extra_body={"ignore_eos": True})
     check(r1.choices[0].text == r2.choices[0].text, "seeded sampling repeats")
 
+    # ---- several choices: a list of prompts (as lm-evaluation-harness batches them), n > 1 ----
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": [prompt, ids, "Once upon a time"], "max_tokens": 8, "temperature": 0,
+                         "ignore_eos": True})
+    chs = js["choices"] if st == 200 else []
+    n_once = len(HF_TOK.encode("Once upon a time").ids)
+    check(st == 200 and [c["index"] for c in chs] == [0, 1, 2] and chs[0]["text"] == ref_text
+          and chs[1]["text"] == ref_text and js["usage"]["prompt_tokens"] == 2 * n_prompt + n_once
+          and js["usage"]["completion_tokens"] == 24,
+          "a list of 3 prompts (text, ids, text): 3 choices in order, each equal to its request alone; usage summed")
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.9, "seed": 11, "n": 3,
+                         "ignore_eos": True})
+    texts = [c["text"] for c in js["choices"]] if st == 200 else []
+    check(st == 200 and len(texts) == 3 and len(set(texts)) > 1 and js["usage"]["prompt_tokens"] == n_once
+          and js["usage"]["completion_tokens"] == 24,
+          "n = 3 with sampling: 3 different choices, the prompt counted once")
+    st, js, _ = request(port, "POST", "/v1/chat/completions",
+                        {"messages": msgs, "max_tokens": 6, "temperature": 0, "n": 2, "ignore_eos": True})
+    check(st == 200 and [c["message"]["content"] for c in js["choices"]] == [chat_text, chat_text],
+          "chat with n = 2 (greedy): two equal choices")
+
     # ---- log-probabilities: completions (logprobs, echo), chat (logprobs, top_logprobs) ----
     st, js, _ = request(port, "POST", "/v1/completions",
                         {"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "logprobs": 3})
@@ -487,7 +510,10 @@ def main():
         ("top_p out of range", "/v1/completions", {"prompt": "x", "top_p": 1.5}, None, 400),
         ("stop of wrong type", "/v1/completions", {"prompt": "x", "stop": 3}, None, 400),
         ("stream of wrong type", "/v1/completions", {"prompt": "x", "stream": "yes"}, None, 400),
-        ("n > 1", "/v1/completions", {"prompt": "x", "n": 2}, None, 400),
+        ("n past 64", "/v1/completions", {"prompt": "x", "n": 65}, None, 400),
+        ("n > 1 streamed", "/v1/completions", {"prompt": "x", "n": 2, "stream": True}, None, 400),
+        ("65 prompts", "/v1/completions", {"prompt": ["a"] * 65}, None, 400),
+        ("a list of prompts with a number", "/v1/completions", {"prompt": ["a", 3]}, None, 400),
         ("logprobs past 20", "/v1/completions", {"prompt": "x", "logprobs": 21}, None, 400),
         ("logprobs of wrong type", "/v1/completions", {"prompt": "x", "logprobs": "all"}, None, 400),
         ("echo with stream", "/v1/completions", {"prompt": "x", "echo": True, "stream": True}, None, 400),
@@ -497,7 +523,6 @@ def main():
         ("chat logprobs not a boolean", "/v1/chat/completions",
          {"messages": [{"role": "user", "content": "x"}], "logprobs": 2}, None, 400),
         ("chat echo", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "echo": True}, None, 400),
-        ("two prompts", "/v1/completions", {"prompt": ["a", "b"]}, None, 400),
         ("unknown model", "/v1/completions", {"model": "gpt-17", "prompt": "x"}, None, 404),
         ("model of wrong type", "/v1/completions", {"model": 3, "prompt": "x"}, None, 400),
         ("body over 4 MiB", "/v1/completions", None, b'{"prompt": "' + b"a" * (4 * 1024 * 1024 + 10) + b'"}', 413),
