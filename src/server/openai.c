@@ -639,11 +639,11 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
             return fail(e, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves '%.200s'.",
                         model->valuestring, sv->model_name);
     }
-    long best_of = 1;
-    if (!get_int(root, "best_of", 1, 1 << 20, &best_of, NULL, e))
+    long best_of = 1, n = 1;
+    if (!get_int(root, "best_of", 1, 1 << 20, &best_of, NULL, e) || !get_int(root, "n", 1, 1 << 20, &n, NULL, e))
         return false;
-    if (best_of != 1)
-        return fail(e, 400, "best_of", NULL, "only best_of = 1 is supported");
+    if (best_of != 1 && best_of != n)   /* best_of = n returns every candidate: n choices */
+        return fail(e, 400, "best_of", NULL, "only best_of = 1 or = n is supported");
 
     bool given = false;
     if (chat) {
@@ -1034,25 +1034,24 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
     } else if (!completion_prompts(sv, root, prompts, (int)(MAX_CHOICES / n_choices), &n_prompts, &e)) {
         goto bad;
     }
-    if (n_prompts * n_choices > MAX_CHOICES) {
-        fail(&e, 400, "n", NULL, "at most %d choices (prompts x n) per request", MAX_CHOICES);
-        goto bad;
-    }
     if (p.stream && n_prompts * n_choices > 1) {
         fail(&e, 400, n_choices > 1 ? "n" : "prompt", NULL, "a streamed request has one choice (one prompt, n = 1)");
         goto bad;
     }
     for (int i = 0; i < n_prompts; i++) {
         const size_t n_ids = prompts[i].n;
+        char which[32] = "";   /* in a list of prompts, which one */
+        if (n_prompts > 1)
+            snprintf(which, sizeof which, " (prompt %d)", i);
         if (n_ids == 0) {
-            fail(&e, 400, chat ? "messages" : "prompt", NULL, "the prompt is empty");
+            fail(&e, 400, chat ? "messages" : "prompt", NULL, "the prompt is empty%s", which);
             goto bad;
         }
         if ((long)n_ids >= sv->max_ctx || (p.max_given && (long)n_ids + p.max_tokens > sv->max_ctx)) {
             fail(&e, 400, chat ? "messages" : "prompt", "context_length_exceeded",
-                 "This model's maximum context length is %d tokens. However, you requested %ld tokens (%zu in the %s, "
+                 "This model's maximum context length is %d tokens. However, you requested %ld tokens (%zu in the %s%s, "
                  "%ld in the completion). Please reduce the length of the %s or completion.",
-                 sv->max_ctx, (long)n_ids + (p.max_given ? p.max_tokens : 1), n_ids, chat ? "messages" : "prompt",
+                 sv->max_ctx, (long)n_ids + (p.max_given ? p.max_tokens : 1), n_ids, chat ? "messages" : "prompt", which,
                  p.max_given ? p.max_tokens : 1L, chat ? "messages" : "prompt");
             goto bad;
         }
@@ -1087,6 +1086,11 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
             if (st != OKV_OK) {
                 atomic_store(&j->refs, 1);
                 job_unref(j);
+                if (n_prompts > 1) {   /* name the prompt the scheduler refused */
+                    char msg[200];
+                    snprintf(msg, sizeof msg, "%s", okv_last_error());
+                    okv_set_error(st, "prompt %d: %s", i, msg);
+                }
                 break;
             }
             atomic_fetch_add(&sv->n_active, 1);
@@ -1097,6 +1101,8 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
     n_prompts = 0;
     cJSON_Delete(root);   /* the scheduler copied the stop strings */
     root = NULL;
+    if (st == OKV_OK && nj > 1 && atomic_load(&sv->stopping))   /* a shutdown began while choices were queued */
+        st = okv_set_error(OKV_ERR_INVALID_ARG, "the server is shutting down");
     if (st != OKV_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", okv_last_error());
@@ -1129,6 +1135,9 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
 
     for (int i = 0; i < nj; i++) {
         struct job *j = jobs[i];
+        if (atomic_load(&sv->stopping))   /* shutting down: every choice left is cancelled at once */
+            for (int k = i; k < nj; k++)
+                okv_sched_cancel(sv->sched, jobs[k]->sched_id);
         pthread_mutex_lock(&j->mu);
         while (!j->finished) {
             if (!job_wait(j)) {   /* client gone: this choice is cancelled, the others too */
