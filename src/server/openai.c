@@ -1005,8 +1005,22 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
     return j;
 }
 
+static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
+                                         bool chat);
+
+/* The handler counts as active while it runs (a shutdown waits for it: a request still
+ * being tokenized gets its reply, 503 when cancelled, instead of a dropped connection). */
 enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
                                       bool chat)
+{
+    atomic_fetch_add(&sv->n_active, 1);
+    const enum MHD_Result r = handle_completion(sv, c, body, len, chat);
+    atomic_fetch_sub(&sv->n_active, 1);
+    return r;
+}
+
+static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
+                                         bool chat)
 {
     struct perr e = {0};
     struct params p = {.max_tokens = 0};

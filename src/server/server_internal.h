@@ -21,7 +21,7 @@ struct okv_server {
     atomic_bool stopping;
     bool shut;
     atomic_uint_fast64_t n_ids;   /* request ids */
-    atomic_int n_active;          /* completions whose reply is not out yet */
+    atomic_int n_active;          /* completion handlers running, and jobs whose reply is not out yet */
     MHD_socket listen_fd;
 };
 
