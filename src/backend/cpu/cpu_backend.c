@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_internal.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <math.h>
 #include <string.h>
@@ -90,6 +91,21 @@ static enum okv_status cpu_weight_load(okv_backend *be, const struct okv_tensor_
         okv_free(w);
         return okv_set_error(OKV_ERR_FORMAT, "cpu backend: cannot convert weight %s", t->name);
     }
+    /* matrices in a compact format keep it too, for decode-shaped projections (cpu_qgemv.c) */
+    const size_t qbytes = okv_dtype_nbytes(t->dtype, n);
+    if (CTX(be)->qgemv && okv_cpu_qgemv_type(t->dtype) && w->rows > 1 && w->row_len % 32 == 0 &&
+        (!t->nbytes || t->nbytes >= qbytes)) {
+        w->q = okv_malloc(qbytes, OKV_TAG_BACKEND);
+        if (!w->q) {
+            okv_free(w->data);
+            okv_free(w);
+            return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: cannot allocate weight %s (%zu bytes as stored)", t->name,
+                                 qbytes);
+        }
+        memcpy(w->q, t->data, qbytes);
+        w->qtype = t->dtype;
+        w->q_row_bytes = okv_dtype_nbytes(t->dtype, w->row_len);
+    }
     *out = w;
     return OKV_OK;
 }
@@ -99,10 +115,14 @@ static void cpu_weight_free(okv_backend *be, okv_bweight *w)
     if (!w)
         return;
     okv_free(w->data);
+    okv_free(w->q);
     okv_free(w);
 }
 
-static size_t cpu_weight_bytes(const okv_bweight *w) { return (size_t)(w->rows * w->row_len) * sizeof(float); }
+static size_t cpu_weight_bytes(const okv_bweight *w)
+{
+    return (size_t)(w->rows * w->row_len) * sizeof(float) + (w->q ? w->q_row_bytes * (size_t)w->rows : 0);
+}
 
 static enum okv_status cpu_step_begin(okv_backend *be, const struct okv_step_meta *meta)
 {
@@ -156,6 +176,7 @@ struct mm_job {
     float *out;
     const float *x, *w, *bias;
     int n, k, m, chunk;
+    const okv_bweight *qw;   /* decode-shaped: read the stored format (cpu_qgemv.c) */
 };
 
 static void mm_item(void *vctx, int64_t i)
@@ -164,7 +185,9 @@ static void mm_item(void *vctx, int64_t i)
     int r0 = (int)i * j->chunk, r1 = r0 + j->chunk;
     if (r1 > j->m)
         r1 = j->m;
-    if (j->n == 1) {
+    if (j->qw) {
+        okv_cpu_qgemv(j->qw, j->x, j->n, j->m, r0, r1, j->out);
+    } else if (j->n == 1) {
         cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, j->k, 1.0f, j->w + (size_t)r0 * j->k, j->k,
                     j->x, 1, 0.0f, j->out + r0, 1);
     } else {
@@ -190,7 +213,8 @@ static enum okv_status cpu_matmul(okv_backend *be, okv_bmem *out, const okv_bmem
     chunk = (chunk + 15) & ~15;
     if (chunk < 16)
         chunk = 16;
-    struct mm_job j = {out->data, x->data, w->data, bias ? bias->data : NULL, n, k, m, chunk};
+    struct mm_job j = {out->data, x->data, w->data, bias ? bias->data : NULL, n, k, m, chunk,
+                       w->q && n <= OKV_CPU_QGEMV_ROWS ? w : NULL};
     okv_parallel_for(c->pool, (m + chunk - 1) / chunk, mm_item, &j);
     return OKV_OK;
 }
@@ -333,6 +357,12 @@ enum okv_status okv_backend_cpu_create(const struct okv_backend_params *p, okv_b
     /* The pool splits work; each OpenBLAS call runs on one thread. */
     openblas_set_num_threads(1);
     c->n_threads = n;
+    {
+        /* decode-shaped projections from the stored format (cpu_qgemv.c; SmolLM2 Q4_1 on 2
+         * cores: bench/RESULTS.md section 1); OKV_CPU_QGEMV=0 keeps fp32 alone */
+        const char *q = getenv("OKV_CPU_QGEMV");
+        c->qgemv = !(q && *q && atoi(q) == 0);
+    }
     be->ops = &cpu_ops;
     be->ctx = c;
     *out = be;

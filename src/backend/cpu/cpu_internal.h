@@ -16,7 +16,18 @@ struct okv_bweight {
     float *data;       /* fp32 copy, row-major [rows][row_len] */
     int64_t rows;
     int64_t row_len;
+    /* the stored format too (cpu_qgemv.c: decode-shaped projections read it), or NULL */
+    uint8_t *q;
+    enum okv_dtype qtype;
+    size_t q_row_bytes;
 };
+
+/* Projections of 1..OKV_CPU_QGEMV_ROWS rows from a weight's stored format (cpu_qgemv.c):
+ * whether a dtype is kept for them, and out[t * m + r] = x[t] . row r of w for r in
+ * [r0, r1), t < n. */
+#define OKV_CPU_QGEMV_ROWS 4
+bool okv_cpu_qgemv_type(enum okv_dtype t);
+void okv_cpu_qgemv(const okv_bweight *w, const float *x, int n, int m, int r0, int r1, float *out);
 
 struct cpu_fetcher;
 
@@ -40,6 +51,7 @@ struct okv_bkv {
 struct cpu_ctx {
     okv_threadpool *pool;
     int n_threads;
+    bool qgemv;                  /* weights keep their stored format for decode rows (OKV_CPU_QGEMV=0: not) */
     struct okv_step_meta meta;   /* borrowed host arrays of the current step */
 };
 
