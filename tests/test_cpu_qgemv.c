@@ -3,7 +3,8 @@
  * for Q8_0, Q4_0, Q4_1, F16 and BF16 weights of random content, 1 to 5 rows, with and
  * without a bias, the CPU backend's matmul must equal a double-precision dot product
  * with the weight's dequantised values (okv_tensor_to_f32) within 2e-6 of the row's scale,
- * on the quantised path (1-4 rows) and the fp32 path (5 rows, and OKV_CPU_QGEMV=0). */
+ * on the stored-format path (1-4 rows in one pass, 5 in two) and the fp32 path
+ * (OKV_CPU_QGEMV=0). */
 #include "backend/cpu/cpu_internal.h"
 #include "oasiskv/backend.h"
 #include "oasiskv/tensor.h"

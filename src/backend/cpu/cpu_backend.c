@@ -185,8 +185,10 @@ static void mm_item(void *vctx, int64_t i)
     int r0 = (int)i * j->chunk, r1 = r0 + j->chunk;
     if (r1 > j->m)
         r1 = j->m;
-    if (j->qw) {
-        okv_cpu_qgemv(j->qw, j->x, j->n, j->m, r0, r1, j->out);
+    if (j->qw) {   /* input rows four at a time: each pass reads the rows' weights once */
+        for (int t0 = 0; t0 < j->n; t0 += OKV_CPU_QGEMV_ROWS)
+            okv_cpu_qgemv(j->qw, j->x + (size_t)t0 * j->k, j->n - t0 < OKV_CPU_QGEMV_ROWS ? j->n - t0 : OKV_CPU_QGEMV_ROWS,
+                          j->m, r0, r1, j->out + (size_t)t0 * j->m);
     } else if (j->n == 1) {
         cblas_sgemv(CblasRowMajor, CblasNoTrans, r1 - r0, j->k, 1.0f, j->w + (size_t)r0 * j->k, j->k,
                     j->x, 1, 0.0f, j->out + r0, 1);
@@ -214,7 +216,7 @@ static enum okv_status cpu_matmul(okv_backend *be, okv_bmem *out, const okv_bmem
     if (chunk < 16)
         chunk = 16;
     struct mm_job j = {out->data, x->data, w->data, bias ? bias->data : NULL, n, k, m, chunk,
-                       w->q && n <= OKV_CPU_QGEMV_ROWS ? w : NULL};
+                       w->q && n <= OKV_CPU_QGEMV_MAX_ROWS ? w : NULL};
     okv_parallel_for(c->pool, (m + chunk - 1) / chunk, mm_item, &j);
     return OKV_OK;
 }

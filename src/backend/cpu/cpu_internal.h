@@ -26,6 +26,9 @@ struct okv_bweight {
  * whether a dtype is kept for them, and out[t * m + r] = x[t] . row r of w for r in
  * [r0, r1), t < n. */
 #define OKV_CPU_QGEMV_ROWS 4
+/* matmuls of up to this many rows take it (groups of OKV_CPU_QGEMV_ROWS, each a pass over
+ * the weights; SmolLM2 Q4_1: batch 8 and 16 steps faster than sgemm over fp32) */
+#define OKV_CPU_QGEMV_MAX_ROWS 16
 bool okv_cpu_qgemv_type(enum okv_dtype t);
 void okv_cpu_qgemv(const okv_bweight *w, const float *x, int n, int m, int r0, int r1, float *out);
 

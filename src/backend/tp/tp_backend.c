@@ -627,7 +627,9 @@ static enum okv_status tp_weight_load(okv_backend *be, const struct okv_tensor_v
                                    (long long)dim_len, is_in(tv->shard) ? "columns" : "rows", r, hi);
                 break;
             }
-            if (is_in(tv->shard) || !slice_rows(tv, lo, hi, &v))
+            if (lo == 0 && hi == dim_len)
+                v = *tv;   /* the whole weight (one rank): as stored, as the plain backend loads it */
+            else if (is_in(tv->shard) || !slice_rows(tv, lo, hi, &v))
                 st = slice_cols(tv, lo, hi, &v, &buf);
         }
         if (st == OKV_OK && (st = bind(t, r)) == OKV_OK)
