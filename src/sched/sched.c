@@ -478,6 +478,14 @@ static void report_logprob(struct okv_sched *s, struct req *r, const float *lg, 
     r->on_logprob(r->user, &lp);
 }
 
+/* The prompt's first token, which nothing predicts: an entry without a log-probability. */
+static void report_first_prompt(struct req *r)
+{
+    struct okv_token_logprob lp = {.prompt = true, .token = r->toks[0], .logprob = NAN};
+    r->plp_next = 1;
+    r->on_logprob(r->user, &lp);
+}
+
 /* One sampled token of request r: stream it, and finish r when it is done. lg: the
  * logits row it was drawn from when the step brought logits to the host (NULL: none). */
 static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const float *lg)
@@ -538,6 +546,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
     admit(s);
     enum okv_status st = OKV_OK;
     int nl = 0, nr = 0, n = 0;
+    bool host = false;   /* the step's logits come to the host (drafts, log-probabilities) */
     for (;;) {
         n = build_batch(s, &nl, &nr);
         if (n == 0)
@@ -547,7 +556,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         /* logit rows in row order (a request with drafts has 1 + n_drafts of them, rows of
          * prompt logprobs come before their request's last one) */
         int rows = 0;
-        bool any_draft = false, host = false;
+        host = false;
         for (int t = 0; t < n; t++) {
             s->b_lidx[t] = rows;
             rows += s->b_want[t] != 0;
@@ -555,10 +564,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         }
         for (int i = 0; i < nl; i++) {
             s->b_first[i] = s->b_lidx[s->b_row1[i]];
-            any_draft |= s->b_req[i]->n_drafts > 0;
-            host |= s->b_req[i]->lp_gen;
+            host |= s->b_req[i]->n_drafts > 0 || s->b_req[i]->lp_gen;
         }
-        host |= any_draft;
         if (host) {
             /* verification and log-probabilities need the distributions on the host */
             if (rows > s->v_rows_cap) {
@@ -603,11 +610,6 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         break;
     }
     if (n > 0) {
-        bool host = false;
-        for (int t = 0; t < n; t++)
-            host |= s->b_want[t] == 2;
-        for (int i = 0; i < nl; i++)
-            host |= s->b_req[i]->n_drafts > 0 || s->b_req[i]->lp_gen;
         /* the prompt's log-probabilities first (rows in order, request by request) */
         for (int i = 0, row = 0; i < nr; row += s->b_take[i], i++) {
             struct req *r = s->b_all[i];
@@ -615,10 +617,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 if (s->b_want[row + k] != 2)
                     continue;
                 const int pos = r->n_computed + k;
-                if (r->plp_next == 0) {   /* the first token: nothing predicts it */
-                    struct okv_token_logprob lp = {.prompt = true, .token = r->toks[0], .logprob = NAN};
-                    r->on_logprob(r->user, &lp);
-                }
+                if (r->plp_next == 0)
+                    report_first_prompt(r);
                 report_logprob(s, r, s->v_logits + (size_t)s->b_lidx[row + k] * (size_t)s->vocab, r->toks[pos + 1], true);
                 r->plp_next = pos + 1;
             }
@@ -627,11 +627,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             s->b_all[i]->n_computed += s->b_take[i];
         for (int i = 0; i < nl; i++) {
             struct req *r = s->b_req[i];
-            if (r->lp_prompt && r->plp_next == 0) {   /* a one-token prompt: its entry before the first generated one */
-                struct okv_token_logprob lp = {.prompt = true, .token = r->toks[0], .logprob = NAN};
-                r->plp_next = 1;
-                r->on_logprob(r->user, &lp);
-            }
+            if (r->lp_prompt && r->plp_next == 0)   /* a one-token prompt: its entry before the first generated one */
+                report_first_prompt(r);
             if (!host) {
                 on_sampled(s, r, s->b_ids[i], NULL);
                 continue;

@@ -20,81 +20,6 @@ bool okv_cpu_qgemv_type(enum okv_dtype t)
     return t == OKV_DTYPE_Q8_0 || t == OKV_DTYPE_Q4_0 || t == OKV_DTYPE_Q4_1 || t == OKV_DTYPE_F16 || t == OKV_DTYPE_BF16;
 }
 
-static inline float f16_to_f32(const uint8_t *p)
-{
-    uint16_t h;
-    memcpy(&h, p, 2);
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-    uint32_t u;
-    if (exp == 0) {
-        if (man == 0) {
-            u = sign;
-        } else {   /* subnormal: renormalise */
-            int e = -1;
-            uint32_t mm = man;
-            do {
-                e++;
-                mm <<= 1;
-            } while (!(mm & 0x400u));
-            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((mm & 0x3FFu) << 13);
-        }
-    } else if (exp == 31) {
-        u = sign | 0x7F800000u | (man << 13);
-    } else {
-        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* weights [32 * blk, 32 * blk + 32) of a row as floats (the scalar path) */
-static void block_f32(enum okv_dtype t, const uint8_t *row, int64_t blk, float w[32])
-{
-    switch (t) {
-    case OKV_DTYPE_Q8_0: {
-        const uint8_t *b = row + blk * 34;
-        const float d = f16_to_f32(b);
-        for (int j = 0; j < 32; j++)
-            w[j] = (float)((const int8_t *)(b + 2))[j] * d;
-        break;
-    }
-    case OKV_DTYPE_Q4_0: {
-        const uint8_t *b = row + blk * 18;
-        const float d = f16_to_f32(b);
-        for (int j = 0; j < 16; j++) {
-            w[j] = (float)((int)(b[2 + j] & 15) - 8) * d;
-            w[j + 16] = (float)((int)(b[2 + j] >> 4) - 8) * d;
-        }
-        break;
-    }
-    case OKV_DTYPE_Q4_1: {
-        const uint8_t *b = row + blk * 20;
-        const float d = f16_to_f32(b), m = f16_to_f32(b + 2);
-        for (int j = 0; j < 16; j++) {
-            w[j] = (float)(b[4 + j] & 15) * d + m;
-            w[j + 16] = (float)(b[4 + j] >> 4) * d + m;
-        }
-        break;
-    }
-    case OKV_DTYPE_F16:
-        for (int j = 0; j < 32; j++)
-            w[j] = f16_to_f32(row + (blk * 32 + j) * 2);
-        break;
-    case OKV_DTYPE_BF16:
-        for (int j = 0; j < 32; j++) {
-            uint16_t h;
-            memcpy(&h, row + (blk * 32 + j) * 2, 2);
-            const uint32_t u = (uint32_t)h << 16;
-            memcpy(&w[j], &u, 4);
-        }
-        break;
-    default:
-        memset(w, 0, sizeof(float) * 32);
-        break;
-    }
-}
-
 #ifdef __AVX2__
 static inline float h2f_c(const uint8_t *p)
 {
@@ -253,23 +178,21 @@ void okv_cpu_qgemv(const okv_bweight *w, const float *x, int n, int m, int r0, i
     default: QG_ROWS(OKV_DTYPE_BF16)
     }
 #undef QG_ROWS
-    (void)block_f32;
 #else
-    const int64_t k = w->row_len, nblk = k / 32;
-    for (int r = r0; r < r1; r++) {
-        const uint8_t *row = w->q + (size_t)r * w->q_row_bytes;
-        float acc[OKV_CPU_QGEMV_ROWS] = {0};
-        for (int64_t b = 0; b < nblk; b++) {
-            float wb[32];
-            block_f32(w->qtype, row, b, wb);
-            for (int t = 0; t < n; t++) {
-                const float *xb = x + (size_t)t * k + b * 32;
-                for (int j = 0; j < 32; j++)
-                    acc[t] += wb[j] * xb[j];
-            }
+    /* without AVX2: each row dequantised by the loader's own conversion, then plain dots */
+    const int64_t k = w->row_len;
+    float *wr = okv_malloc(sizeof(float) * (size_t)k, OKV_TAG_BACKEND);
+    for (int r = r0; r < r1 && wr; r++) {
+        const struct okv_tensor_view v = {.dtype = w->qtype, .n_dims = 1, .ne = {k, 1, 1, 1},
+                                          .data = w->q + (size_t)r * w->q_row_bytes, .nbytes = w->q_row_bytes};
+        okv_tensor_to_f32(&v, 0, k, wr);
+        for (int t = 0; t < n; t++) {
+            float acc = 0;
+            for (int64_t i = 0; i < k; i++)
+                acc += wr[i] * x[(size_t)t * k + i];
+            out[(size_t)t * m + r] = acc;
         }
-        for (int t = 0; t < n; t++)
-            out[(size_t)t * m + r] = acc[t];
     }
+    okv_free(wr);
 #endif
 }
