@@ -4,7 +4,8 @@
  *
  *   bench_step --config DIR|-m MODEL [--device cuda] [--batch 1,16,64,128]
  *              [--ctx 8192,32768] [--kv-budget dense,2048] [--steps 20] [--warmup 3]
- *              [--predict lookahead] [--cache-factor 1] [--sticky 0] [--hbm-gbps 4800] [--tp N] [--json FILE]
+ *              [--predict lookahead] [--cache-factor 1] [--sticky 0] [--kv-host-dtype auto|fp8]
+ *              [--hbm-gbps 4800] [--tp N] [--json FILE]
  *
  * Each sequence is filled with ctx random KV positions (okv_engine_seq_fill_random:
  * no prefill is run), then `steps` decode steps of one token per sequence are
@@ -42,6 +43,7 @@ int main(int argc, char **argv)
     const char *batch_s = "1,16,64,128", *ctx_s = "8192,32768", *budget_s = "dense,2048", *pred_s = "lookahead";
     int steps = 20, warmup = 3, threads = 0, tp = 1;
     float cache_factor = 1.0f, sticky = 0.0f;
+    bool host_fp8 = false;
     double hbm_gbps = 4800;
     for (int i = 1; i + 1 < argc + 1; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -59,6 +61,13 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--steps")) steps = atoi(v);
         else if (!strcmp(a, "--cache-factor")) cache_factor = (float)atof(v);
         else if (!strcmp(a, "--sticky")) sticky = (float)atof(v);
+        else if (!strcmp(a, "--kv-host-dtype")) {
+            if (strcmp(v, "auto") && strcmp(v, "fp8")) {
+                fprintf(stderr, "bench_step: --kv-host-dtype %s: auto or fp8\n", v);
+                return 1;
+            }
+            host_fp8 = !strcmp(v, "fp8");
+        }
         else if (!strcmp(a, "--warmup")) warmup = atoi(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--tp")) tp = atoi(v);
@@ -101,10 +110,11 @@ int main(int argc, char **argv)
                 int B = batches[bi], ctx = ctxs[ci], budget = budgets[ki];
                 struct okv_engine_params ep = {.max_ctx = ctx + steps + warmup + 16, .max_seqs = B,
                                                .max_batch_tokens = B < 256 ? 256 : B, .kv_budget = budget,
-                                               .predict = pred, .cache_factor = cache_factor, .sticky = sticky};
+                                               .predict = pred, .cache_factor = cache_factor, .sticky = sticky,
+                                               .host_fp8 = host_fp8};
                 okv_engine *e = NULL;
                 char kvname[32];
-                snprintf(kvname, sizeof kvname, budget ? "%d" : "dense", budget);
+                snprintf(kvname, sizeof kvname, budget ? (host_fp8 ? "%d fp8" : "%d") : "dense", budget);
                 if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK) {
                     printf("| %d | %d | %s | does not fit: %s |||||||||||\n", B, ctx, kvname, okv_last_error());
                     fflush(stdout);

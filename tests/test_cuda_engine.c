@@ -260,6 +260,14 @@ static void run_model(const char *name, const char *model_path, const char *ref_
         {"sparse budget 32 bs4 chunk16 codes2",
          {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32, .dense_layers = 0, .key_code_bits = 2},
          16, false},
+        /* an FP8 E4M3 host tier: both backends store the same bytes and decode them the same way */
+        {"sparse budget 32 bs4 chunk16 fp8",
+         {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32, .dense_layers = 0, .host_fp8 = true},
+         16, false},
+        {"sparse budget 32 bs4 chunk16 fp8 codes2",
+         {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32, .dense_layers = 0, .key_code_bits = 2,
+          .host_fp8 = true},
+         16, false},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         okv_engine *ec = NULL, *eg = NULL;
@@ -284,9 +292,10 @@ static void run_model(const char *name, const char *model_path, const char *ref_
      * budget: the same selection kernels on the same data choose the same blocks and the
      * attention reads them in the same order, so the logits are equal (only the units
      * holding the blocks could differ) */
-    for (int bits = 0; bits <= 2; bits += 2) {   /* Quest's bound, then 2-bit key codes */
+    for (int v = 0; v < 3; v++) {   /* Quest's bound, 2-bit key codes, the bound with an fp8 host tier */
+        const int bits = v == 1 ? 2 : 0;
         struct okv_engine_params dp = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32,
-                                       .dense_layers = 0, .key_code_bits = bits};
+                                       .dense_layers = 0, .key_code_bits = bits, .host_fp8 = v == 2};
         struct okv_engine_params hp = dp;
         hp.host_residency = true;
         okv_engine *eh = NULL, *ed = NULL;
@@ -303,7 +312,7 @@ static void run_model(const char *name, const char *model_path, const char *ref_
             okv_engine_stats_get(eh, &sh);
             okv_engine_stats_get(ed, &sd);
             printf("  %-36s %-30s %3d steps: logit err %.2e, tokens %d/%d; units fetched %lld (host residency %lld)\n", name,
-                   bits ? "sparse 32 codes2: device vs host" : "sparse 32: device vs host maps", c.steps, c.max_err,
+                   v == 1 ? "sparse 32 codes2: device vs host" : v == 2 ? "sparse 32 fp8: device vs host" : "sparse 32: device vs host maps", c.steps, c.max_err,
                    c.tokens_checked - c.tokens_differ, c.tokens_checked, (long long)sd.units_fetched, (long long)sh.units_fetched);
             CHECK(sd.device_residency && !sh.device_residency, "%s: residency placement not as asked", name);
             CHECK(c.max_err <= 1e-6, "%s: device residency changes the logits by %.3g", name, c.max_err);

@@ -496,12 +496,16 @@ struct kvpair { okv_bkv *c, *g; struct okv_kv_geometry geo; };
 /* key codes of the KV pairs kv_make allocates (0: none): test_attention keeps them on
  * half its configurations, so that its selection compares the code scores */
 static int kv_code_bits;
+/* an FP8 E4M3 host tier on the KV pairs kv_make allocates (test_kv's second pass, half of test_attention's
+ * configurations): both backends store the same bytes, so every comparison stays exact */
+static bool kv_host_fp8;
 
 static void kv_make(struct kvpair *p, int layers, int slots, int sparse, int host_blocks, int stage, int bs, int nkv, int hd)
 {
     struct okv_kv_geometry g = {.n_layers = layers, .n_group_slots = slots, .n_sparse_units = sparse,
                                 .n_host_blocks = host_blocks, .n_stage_units = stage, .block_size = bs,
-                                .n_kv_heads = nkv, .head_dim = hd, .key_code_bits = host_blocks ? kv_code_bits : 0};
+                                .n_kv_heads = nkv, .head_dim = hd, .key_code_bits = host_blocks ? kv_code_bits : 0,
+                                .host_fp8 = host_blocks && kv_host_fp8};
     p->geo = g;
     CHECK(cpu->ops->kv_alloc(cpu, &g, &p->c) == OKV_OK, "%s", okv_last_error());
     CHECK(gpu->ops->kv_alloc(gpu, &g, &p->g) == OKV_OK, "%s", okv_last_error());
@@ -581,8 +585,34 @@ static int kv_fill(struct kvpair *p, int32_t *written)
     return nb;
 }
 
-static void test_kv(void)
+/* the device's e4m3 conversions against the CPU's (themselves checked against ml_dtypes, test_fp8) */
+static void test_e4m3(void)
 {
+    uint8_t *enc = malloc(65536);
+    uint16_t dec[256];
+    CHECK(okv_cuda_e4m3_tables(enc, dec) == OKV_OK, "%s", okv_last_error());
+    int bad = 0;
+    for (uint32_t b = 0; b < 65536; b++) {
+        const uint8_t want = okv_bf16_to_e4m3((uint16_t)b);
+        const bool nan = (b & 0x7fff) > 0x7f80;
+        if (nan ? (enc[b] & 0x7f) != 0x7f : enc[b] != want)
+            bad++;
+    }
+    CHECK(bad == 0, "e4m3 encode: %d of 65536 bf16 patterns differ from okv_bf16_to_e4m3", bad);
+    int bad_dec = 0;
+    for (int c = 0; c < 256; c++) {
+        const float want = okv_e4m3_to_f32((uint8_t)c), got = okv_bf16_to_f32(dec[c]);
+        if (isnan(want) ? !isnan(got) : (got != want || signbit(got) != signbit(want)))
+            bad_dec++;
+    }
+    CHECK(bad_dec == 0, "e4m3 decode: %d of 256 codes differ from okv_e4m3_to_f32", bad_dec);
+    printf("  e4m3 conversions: encode %d / 65536 differ, decode %d / 256 differ\n", bad, bad_dec);
+    free(enc);
+}
+
+static void test_kv(bool fp8)
+{
+    kv_host_fp8 = fp8;
     for (int iter = 0; iter < 3; iter++) {
         const int bss[] = {8, 16, 32}, hds[] = {8, 64, 128};
         const int bs = bss[iter], hd = hds[rint_in(0, 2)], nkv = rint_in(1, 4), layers = rint_in(1, 3);
@@ -592,6 +622,9 @@ static void test_kv(void)
         if (!p.c || !p.g)
             return;
         CHECK(gpu->ops->kv_unit_bytes(p.g) == (size_t)2 * bs * hd * 2, "kv_unit_bytes");
+        CHECK(okv_backend_host_unit_bytes(gpu, p.g) == (size_t)2 * bs * hd * (fp8 ? 1 : 2) &&
+                  okv_backend_host_unit_bytes(cpu, p.c) == (size_t)2 * bs * hd * (fp8 ? 1 : 4),
+              "host unit bytes (fp8 %d)", fp8);
         int32_t written[64];
         const int nw = kv_fill(&p, written);
         /* then a decode-shaped write: a few tokens, each in another written host block (one
@@ -648,8 +681,8 @@ static void test_kv(void)
         }
         CHECK(e_unit == 0 && e_host == 0 && e_sum == 0, "kv_write (bf16-exact data): unit %.3g host %.3g summary %.3g", e_unit,
               e_host, e_sum);
-        printf("  kv_write bs %d hd %d kv heads %d layers %d: unit err %.1e, host tier %.1e, summaries %.1e\n", bs, hd, nkv,
-               layers, e_unit, e_host, e_sum);
+        printf("  kv_write bs %d hd %d kv heads %d layers %d%s: unit err %.1e, host tier %.1e, summaries %.1e\n", bs, hd, nkv,
+               layers, fp8 ? " (fp8 host tier)" : "", e_unit, e_host, e_sum);
 
         /* summary rebuild from a prefix */
         int b = written[rint_in(0, nw - 1)], nv = rint_in(0, bs - 1);
@@ -713,6 +746,7 @@ static void test_kv(void)
         free(v2);
         kv_drop(&p);
     }
+    kv_host_fp8 = false;
 }
 
 /* Bring host units into the sparse region and the staging buffer of `layer`: units
@@ -865,9 +899,11 @@ static void test_attention(void)
          * 64-token blocks of 4-bit codes from HBM (not staged) */
         static const int code_bits_of[] = {0, 1, 0, 2, 2, 4, 2, 1, 0, 2, 4, 4};
         kv_code_bits = code_bits_of[ci % (sizeof code_bits_of / sizeof code_bits_of[0])];
+        kv_host_fp8 = ci % 2 == 1;   /* with and without key codes */
         const int slots = attn_kv(&p, cf.max_len, bs, nkv, hd, written, &nw);
         const int code_bits = kv_code_bits;
         kv_code_bits = 0;
+        kv_host_fp8 = false;
         if (!slots)
             return;
         /* codes come from kv_write (the block's last token, above) and from a summary rebuild of a
@@ -1531,7 +1567,9 @@ int main(void)
     RUN("rows", test_rows());
     RUN("matmul", test_matmul());
     RUN("fused", test_fused());
-    RUN("kv", test_kv());
+    RUN("e4m3", test_e4m3());
+    RUN("kv", test_kv(false));
+    RUN("kv", test_kv(true));
     RUN("attention", test_attention());
     RUN("prefill", test_prefill());
     RUN("select_batched", test_select_batched(0));

@@ -241,6 +241,93 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             okv_engine_free(ke[f]);
     }
 
+    /* an FP8 E4M3 host tier: the host tier holds the prompt's layer-0 K and V (which no attention
+     * precedes) as dense wrote them rounded through e4m3 (okv_f32_to_e4m3), the summaries are the
+     * min / max of the stored keys, a fetch moves one byte an element and is counted so, the host
+     * tier takes a quarter of the float tier's bytes, and a real budget runs. (How far the rounding
+     * moves a real model's answers: tests/sh/test_eval_cli.sh on SmolLM2, bench/ACCURACY.md; this
+     * random model's logits are too sensitive to say.) */
+    {
+        const int hd = sm.m.cfg.head_dim, nkv = sm.m.cfg.n_kv_heads, bsz = 4;
+        size_t host_peak[2] = {0, 0};
+        for (int f = 0; f < 2; f++) {
+            struct okv_engine_params ep = {.block_size = bsz, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                           .dense_layers = sm.m.cfg.n_layers, .predict = OKV_PREDICT_CURRENT,
+                                           .host_fp8 = f == 1};
+            okv_engine *fe = NULL;
+            CHECK(okv_engine_create(&sm.m, be, &ep, &fe) == OKV_OK, "fp8 host tier: %s", okv_last_error());
+            if (!fe)
+                continue;
+            int fseq;
+            run(fe, 32, sparse_logits, sparse_tok, &fseq);
+            struct okv_engine_stats fs;
+            okv_engine_stats_get(fe, &fs);
+            host_peak[f] = fs.host_bytes_peak;
+            const size_t hub = okv_backend_host_unit_bytes(be, okv_kv_storage(okv_engine_kv(fe)));
+            CHECK(hub == (size_t)2 * bsz * hd * (f ? 1 : sizeof(float)), "arch %d: host unit of %zu bytes (fp8 %d)", arch, hub, f);
+            CHECK(fs.units_fetched > 0 && fs.fetch_bytes == fs.units_fetched * (int64_t)hub,
+                  "arch %d: fetch bytes %lld for %lld units of %zu bytes", arch, (long long)fs.fetch_bytes,
+                  (long long)fs.units_fetched, hub);
+            if (f == 0) {
+                okv_engine_seq_free(fe, fseq);
+                okv_engine_free(fe);
+                continue;
+            }
+            okv_kv_cache *dk = okv_engine_kv(dense), *fk = okv_engine_kv(fe);
+            int nb, nb2;
+            const int32_t *dgroup = okv_kv_seq_blocks(dk, dseq, &nb);
+            const int32_t *fhost = okv_kv_seq_host_blocks(fk, fseq, &nb2);
+            const int len = okv_engine_seq_len(fe, fseq);
+            float k1[64 * 4], v1[64 * 4], k2[64 * 4], v2[64 * 4], mn[64], mx[64];
+            int bad = 0, bad_summ = 0, changed = 0, compared = 0;
+            for (int l = 0; l < sm.m.cfg.n_layers && nb == nb2 && hd <= 64; l++)
+                for (int blk = 0; blk < nb; blk++)
+                    for (int h = 0; h < nkv; h++) {
+                        be->ops->kv_unit_read(be, okv_kv_storage(dk), l, dgroup[blk] * nkv + h, k1, v1);
+                        be->ops->kv_host_read(be, okv_kv_storage(fk), l, fhost[blk], h, k2, v2);
+                        be->ops->kv_summary_read(be, okv_kv_storage(fk), l, fhost[blk], h, mn, mx);
+                        const int valid = len - blk * bsz < bsz ? len - blk * bsz : bsz;
+                        const int prompt_rows = PROMPT - blk * bsz < 0 ? 0 : PROMPT - blk * bsz < bsz ? PROMPT - blk * bsz : bsz;
+                        for (int i = 0; l == 0 && i < prompt_rows * hd; i++) {
+                            bad += k2[i] != okv_e4m3_to_f32(okv_f32_to_e4m3(k1[i])) ||
+                                   v2[i] != okv_e4m3_to_f32(okv_f32_to_e4m3(v1[i]));
+                            changed += k2[i] != k1[i];
+                            compared++;
+                        }
+                        for (int d = 0; d < hd; d++) {
+                            float lo = k2[d], hi = k2[d];
+                            for (int i = 1; i < valid; i++) {
+                                lo = fminf(lo, k2[i * hd + d]);
+                                hi = fmaxf(hi, k2[i * hd + d]);
+                            }
+                            bad_summ += lo != mn[d] || hi != mx[d];
+                        }
+                    }
+            CHECK(nb == nb2 && hd <= 64, "arch %d: fp8: %d vs %d blocks (hd %d)", arch, nb, nb2, hd);
+            CHECK(bad == 0 && changed > 0, "arch %d: fp8 host tier: %d of %d elements not the e4m3 rounding of the written KV "
+                  "(%d rounded)", arch, bad, compared, changed);
+            CHECK(bad_summ == 0, "arch %d: fp8 host tier: %d summary entries not the stored keys' min / max", arch, bad_summ);
+            printf("  arch %d: fp8 host tier: %d of %d prompt elements of layer 0 rounded, summaries from the stored keys\n",
+                   arch, changed, compared);
+            okv_engine_seq_free(fe, fseq);
+            okv_engine_free(fe);
+        }
+        CHECK(host_peak[1] * 4 == host_peak[0] && host_peak[1] > 0, "arch %d: host tier bytes fp8 %zu vs float %zu", arch,
+              host_peak[1], host_peak[0]);
+        /* a real budget with the fp8 tier: selects, fetches, and decodes */
+        struct okv_engine_params ep = {.block_size = bsz, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                       .predict = OKV_PREDICT_LOOKAHEAD, .host_fp8 = true, .key_code_bits = 2};
+        okv_engine *fe = NULL;
+        CHECK(okv_engine_create(&sm.m, be, &ep, &fe) == OKV_OK, "fp8 host tier, budget 40: %s", okv_last_error());
+        if (fe) {
+            run(fe, 32, sparse_logits, sparse_tok, NULL);
+            struct okv_engine_stats fs;
+            okv_engine_stats_get(fe, &fs);
+            CHECK(fs.units_fetched > 0, "arch %d: fp8 host tier with a budget fetched nothing", arch);
+            okv_engine_free(fe);
+        }
+    }
+
     /* tight device (servers): selection from the first block past the window; a
      * budget covering the context selects every block, exactly as dense */
     {

@@ -43,6 +43,16 @@ int cli_int(const char *flag, const char *s, long lo, long hi)
     return (int)v;
 }
 
+bool cli_host_fp8(const char *flag, const char *s)
+{
+    if (!strcmp(s, "auto"))
+        return false;
+    if (!strcmp(s, "fp8") || !strcmp(s, "fp8_e4m3"))
+        return true;
+    cli_die("%s: '%s' is not a host KV type (auto or fp8)", flag, s);
+    return false;
+}
+
 double cli_double(const char *flag, const char *s, double lo, double hi)
 {
     char *end;

@@ -15,6 +15,8 @@ void cli_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)
 const char *cli_value(int argc, char **argv, int *i);
 int cli_int(const char *flag, const char *s, long lo, long hi);
 double cli_double(const char *flag, const char *s, double lo, double hi);
+/* --kv-host-dtype: "auto" (the device tier's precision) -> false, "fp8" or "fp8_e4m3" -> true; else exits */
+bool cli_host_fp8(const char *flag, const char *s);
 uint64_t cli_u64(const char *flag, const char *s);
 /* Comma-separated token ids; *n set; dies on a bad list. Caller frees (okv_free). */
 int32_t *cli_token_list(const char *flag, const char *s, size_t *n);

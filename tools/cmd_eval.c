@@ -29,6 +29,7 @@ static const char *help =
     "  --dense-layers N       keep the first N layers dense (default 0)\n"
     "  --kv-cache-factor F    device units per selected block (default 1; accuracy is the same, fetches fewer)\n"
     "  --kv-sticky F          sticky selection (0 to 0.5, default 0): F*k more blocks per prediction, resident first\n"
+    "  --kv-host-dtype T      host KV tier storage: auto (the device tier's precision, default) or fp8 (E4M3)\n"
     "  --kv-key-codes B       per-token key codes of B bits a channel (1, 2, 4; default 0: none): blocks are\n"
     "                         scored by half their keys' max product as the codes see them, half Quest's bound\n"
     "  --draft D              speculative decoding in every configuration: ngram, self or model:PATH\n"
@@ -198,12 +199,12 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
                 cli_json_str(f, c->cfg.draft, strlen(c->cfg.draft));
             else
                 fprintf(f, "null");
-            fprintf(f, ", \"dense_layers\": %d, \"cache_factor\": %g, \"sticky\": %g, \"key_code_bits\": %d, \"n\": %d, \"correct\": %d, "
+            fprintf(f, ", \"dense_layers\": %d, \"cache_factor\": %g, \"sticky\": %g, \"key_code_bits\": %d, \"host_kv\": \"%s\", \"n\": %d, \"correct\": %d, "
                        "\"accuracy\": %.5f, \"ci95\": [%.5f, %.5f], "
                        "\"partial\": %.5f, \"same_as_dense\": %d, \"copied_from_dense\": %s, \"gen_tokens\": %lld, "
                        "\"seconds\": %.2f, \"fetch_bytes\": %lld, \"resident_in_time\": %.5f, \"spec_acceptance\": %.4f}",
                     c->cfg.dense_layers, c->cfg.cache_factor > 0 ? (double)c->cfg.cache_factor : 1.0, (double)c->cfg.sticky,
-                    c->cfg.key_code_bits, c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
+                    c->cfg.key_code_bits, c->cfg.host_fp8 ? "fp8" : "auto", c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
                     c->partial, c->same_as_dense, c->copied_from_dense ? "true" : "false", (long long)c->gen_tokens,
                     c->seconds, (long long)c->fetch_bytes, c->resident_in_time, c->accept_rate);
         }
@@ -395,6 +396,7 @@ int cmd_eval(int argc, char **argv)
     int threads = 0, dense_layers = 0, spec_tokens = 0, max_tokens = 0;
     double cache_factor = 1, sticky = 0;
     int key_code_bits = 0;
+    bool host_fp8 = false;
     bool sweep = false, reuse = true, recall = false, print_samples = false, dump_text = false;
     const char *dump_path = NULL, *text_dir = NULL;
     for (int i = 1; i < argc; i++) {
@@ -429,6 +431,8 @@ int cmd_eval(int argc, char **argv)
             split(a, cli_value(argc, argv, &i), &budgets);
         } else if (!strcmp(a, "--predict")) {
             split(a, cli_value(argc, argv, &i), &modes);
+        } else if (!strcmp(a, "--kv-host-dtype")) {
+            host_fp8 = cli_host_fp8(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-key-codes")) {
             key_code_bits = cli_int(a, cli_value(argc, argv, &i), 0, 4);
         } else if (!strcmp(a, "--kv-sticky")) {
@@ -546,7 +550,7 @@ int cmd_eval(int argc, char **argv)
                 cli_die("eval: too many configurations");
             cfgs[n_cfgs++] = (struct okv_eval_config){budget, budget ? pm[k] : OKV_PREDICT_CURRENT, dense_layers,
                                                       draft, spec_tokens, (float)cache_factor, budget && pfp[k],
-                                                      (float)sticky, budget ? key_code_bits : 0};
+                                                      (float)sticky, budget ? key_code_bits : 0, budget && host_fp8};
         }
     }
     if (!o.model_path)

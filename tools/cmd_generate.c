@@ -36,6 +36,7 @@ static const char *help =
     "  --dense-layers N       keep the first N layers dense (default 0)\n"
     "  --kv-cache-factor F    device units per selected block (default 1; 2 keeps twice the selection, LRU)\n"
     "  --kv-sticky F          sticky selection (0 to 0.5, default 0): F*k more blocks per prediction, resident first\n"
+    "  --kv-host-dtype T      host KV tier storage: auto (the device tier's precision, default) or fp8 (E4M3)\n"
     "  --kv-key-codes B       per-token key codes of B bits a channel (1, 2, 4; default 0: none): blocks are\n"
     "                         scored by half their keys' max product as the codes see them, half Quest's bound\n"
     "  --kv-device-mb M       byte budget of the device KV tier in MiB (default: sized for the request)\n"
@@ -70,6 +71,7 @@ int cmd_generate(int argc, char **argv)
     int kv_budget = 2048, dense_layers = 0;
     double kv_device_mb = 0, cache_factor = 1, sticky = 0;
     int key_code_bits = 0;
+    bool host_fp8 = false;
     bool recall = false, dummy = false;
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     const char *draft = NULL;   /* speculative decoding */
@@ -138,6 +140,8 @@ int cmd_generate(int argc, char **argv)
                 predict = OKV_PREDICT_ORACLE;
             else
                 cli_die("--predict: '%s' is not one of current, lookahead, oracle", v);
+        } else if (!strcmp(a, "--kv-host-dtype")) {
+            host_fp8 = cli_host_fp8(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-key-codes")) {
             key_code_bits = cli_int(a, cli_value(argc, argv, &i), 0, 4);
         } else if (!strcmp(a, "--kv-sticky")) {
@@ -225,7 +229,7 @@ int cmd_generate(int argc, char **argv)
                                    .kv_budget = kv_budget, .dense_layers = dense_layers, .predict = predict,
                                    .track_recall = recall, .device_bytes_limit = (size_t)(kv_device_mb * 1048576.0),
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
-                                   .key_code_bits = key_code_bits};
+                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8};
     if (kv_budget == 0 && kv_device_mb == 0)
         ep.kv_slots = (need + block - 1) / block + 1;
     else if (kv_budget > 0)

@@ -29,6 +29,9 @@ static const char *help =
     "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
     "  --kv-host-gb G               host KV tier (sparse mode; default: max-num-seqs full contexts)\n"
+    "  --kv-host-dtype T            host KV tier storage: auto (the device tier's precision, default) or fp8\n"
+    "                               (E4M3: half the host memory and half the PCIe bytes a fetch moves; the device\n"
+    "                               tier keeps its precision; bench/ACCURACY.md)\n"
     "  --kv-cache-factor F          device units per selected block (default 2: the selection and as many recently\n"
     "                               selected blocks, so that one leaving and coming back is not fetched again; 1: the\n"
     "                               selection alone, more sequences in the pool; bench/RESULTS.md section 11)\n"
@@ -97,6 +100,7 @@ int cmd_serve(int argc, char **argv)
     bool cache_factor_set = false;
     double sticky = 0.25;
     int key_code_bits = 0;
+    bool host_fp8 = false;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -140,6 +144,8 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--kv-cache-factor")) {
             cache_factor = cli_double(a, cli_value(argc, argv, &i), 1, 64);
             cache_factor_set = true;
+        } else if (!strcmp(a, "--kv-host-dtype")) {
+            host_fp8 = cli_host_fp8(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-key-codes")) {
             key_code_bits = cli_int(a, cli_value(argc, argv, &i), 0, 4);
         } else if (!strcmp(a, "--kv-sticky")) {
@@ -221,20 +227,27 @@ int cmd_serve(int argc, char **argv)
             slots = cap > ctx_blocks ? cap : ctx_blocks;
     }
     int host_blocks = 0;
+    enum okv_status st;
+    okv_backend *be = cli_backend(device, threads, tp, cfg);
+    /* a host block (every layer and KV head) in the host tier's storage */
+    size_t host_block_bytes = 0;
+    if (kv_budget > 0) {
+        const size_t hub = okv_engine_host_unit_bytes(be, cfg, block, host_fp8);
+        if (!hub)
+            cli_die("cannot size the host KV tier: %s", okv_last_error());
+        host_block_bytes = hub * (size_t)cfg->n_kv_heads * (size_t)cfg->n_layers;
+    }
     if (kv_budget > 0 && host_gb > 0) {
-        /* host tier in the backend's precision: probe it with the pool's slot size */
-        host_blocks = (int)(host_gb * (double)(1ull << 30) / ((double)slot_bytes / (strcmp(device, "cpu") ? 2.0 : 1.0)));
+        host_blocks = (int)(host_gb * (double)(1ull << 30) / (double)host_block_bytes);
         if (host_blocks < ctx_blocks)
             cli_die("--kv-host-gb %g holds %d blocks: not even one full context (%d blocks)", host_gb, host_blocks, ctx_blocks);
     }
 
-    enum okv_status st;
-    okv_backend *be = cli_backend(device, threads, tp, cfg);
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
-                                   .key_code_bits = key_code_bits,
+                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
         /* sparse: as many sequences as the device pool holds (each needs its budget,
@@ -242,7 +255,6 @@ int cmd_serve(int argc, char **argv)
         size_t ub = okv_engine_unit_bytes(be, cfg, block);
         if (!ub)
             cli_die("cannot size the KV tiers: %s", okv_last_error());
-        size_t host_block_bytes = ub * (size_t)cfg->n_kv_heads * (size_t)cfg->n_layers;
         double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
         double host_cap = ram / 2 / (double)host_block_bytes;
         bool host_auto = !host_blocks;

@@ -59,6 +59,10 @@ struct okv_kv_geometry {
     int n_kv_heads;
     int head_dim;
     int key_code_bits;    /* 0: none; 1, 2 or 4: per-token key codes beside the summaries (see below) */
+    bool host_fp8;        /* the host tier stores K and V as FP8 E4M3 (okv_bf16_to_e4m3 of their bfloat16
+                             values: 1 byte an element, half of bf16 over PCIe and in host memory); fetched
+                             units are decoded into the device tier's precision. The summaries and key codes
+                             are built from the stored (decoded) keys, so they bound what attention reads. */
 };
 
 /* Per-token key codes (key_code_bits B > 0): for every full host block, layer and KV head, each
@@ -172,6 +176,8 @@ struct okv_backend_ops {
     size_t (*kv_unit_bytes)(const okv_bkv *kv);        /* K+V of one unit (one head's block, one layer) */
     size_t (*kv_device_bytes)(const okv_bkv *kv);      /* device tier incl. summaries */
     size_t (*kv_host_bytes)(const okv_bkv *kv);        /* host tier */
+    size_t (*kv_host_unit_bytes)(const okv_bkv *kv);   /* one unit in the host tier: what a fetch moves
+                                                           (NULL: kv_unit_bytes) */
     /* Read one device unit / one host block's head (K and V [block_size][head_dim],
      * float32): for tests and the host tier's checks. */
     enum okv_status (*kv_unit_read)(okv_backend *be, const okv_bkv *kv, int layer, int32_t unit, float *k, float *v);
@@ -312,6 +318,8 @@ void okv_backend_free(okv_backend *be);   /* NULL is fine */
 const char *okv_backend_default_name(void);
 /* Ranks the backend shards the model over (1 unless tensor-parallel). */
 int okv_backend_shards(const okv_backend *be);
+/* bytes of one unit in the host tier (kv_host_unit_bytes, else kv_unit_bytes) */
+size_t okv_backend_host_unit_bytes(const okv_backend *be, const okv_bkv *kv);
 /* KV heads each device holds of a model with n_kv_heads: n_kv_heads / ranks, or 1
  * when KV heads are replicated (fewer KV heads than ranks). Device-memory sizing
  * counts these. */

@@ -78,6 +78,13 @@ float okv_fp16_to_f32(uint16_t h);
 uint16_t okv_f32_to_fp16(float f);
 float okv_bf16_to_f32(uint16_t h);
 uint16_t okv_f32_to_bf16(float f);
+/* FP8 E4M3 (OCP "fn": bias 7, largest finite 448, no infinities, NaN 0x7f/0xff), round to
+ * nearest even, saturating: finite values and infinities past 448 become +-448, NaN stays
+ * NaN. A float goes through bfloat16 first (okv_f32_to_e4m3), so that the CPU and CUDA
+ * backends, which hold KV in float and bfloat16, store the same bytes in an fp8 host tier. */
+uint8_t okv_bf16_to_e4m3(uint16_t b);
+uint8_t okv_f32_to_e4m3(float f);
+float okv_e4m3_to_f32(uint8_t x);
 
 /* Monotonic clock in seconds. */
 double okv_now(void);

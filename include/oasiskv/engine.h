@@ -71,6 +71,9 @@ struct okv_engine_params {
                               (2 bits: as many bytes again as the summaries, 1/16 of the KV) and scores blocks by
                               half their keys' max product as the codes see them and half Quest's bound
                               (backend.h; both backends) */
+    bool host_fp8;         /* sparse mode: the host tier holds K and V as FP8 E4M3 (backend.h's host_fp8): half
+                              the host memory and half the PCIe bytes a fetch moves; the device tier keeps its
+                              precision (bench/ACCURACY.md measures what the rounding costs) */
     size_t device_bytes_limit;   /* the device tier's byte budget (--kv-device-mb, --kv-pool-gb); 0: none.
                                     Dense: sizes the group slots; sparse: an error if the tier needs more */
     /* streaming (StreamingLLM-style bounded KV, for drafters): with kv_budget > 0,
@@ -145,6 +148,9 @@ enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64
  * backend (0 on failure), and the device tier an engine with these parameters
  * would allocate (an estimate within a few percent). */
 size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size);
+/* Bytes of one unit in the host tier (fp8: one a K or V element; else the device unit's); 0 on
+ * error (message set), e.g. a backend without an fp8 host tier. */
+size_t okv_engine_host_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size, bool fp8);
 size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t unit_bytes, const struct okv_engine_params *p);
 
 void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out);

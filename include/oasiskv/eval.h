@@ -145,6 +145,7 @@ struct okv_eval_config {
     bool predict_from_prompt; /* okv_engine_params.predict_from_prompt */
     float sticky;             /* okv_engine_params.sticky */
     int key_code_bits;        /* okv_engine_params.key_code_bits */
+    bool host_fp8;            /* okv_engine_params.host_fp8 */
 };
 
 /* "current", "lookahead", "oracle", "current-from-prompt" or "lookahead-from-prompt". */

@@ -43,6 +43,11 @@ void okv_backend_free(okv_backend *be)
 
 int okv_backend_shards(const okv_backend *be) { return be && be->ops->shards ? be->ops->shards(be) : 1; }
 
+size_t okv_backend_host_unit_bytes(const okv_backend *be, const okv_bkv *kv)
+{
+    return be->ops->kv_host_unit_bytes ? be->ops->kv_host_unit_bytes(kv) : be->ops->kv_unit_bytes(kv);
+}
+
 float okv_key_code_blend(void)
 {
     const char *e = getenv("OKV_CODES_BLEND");

@@ -185,6 +185,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     struct okv_kv_geometry g = {.n_layers = c->n_layers, .block_size = bsz, .n_kv_heads = nkv, .head_dim = c->head_dim};
     if (sparse) {
         g.key_code_bits = prm.streaming ? 0 : prm.key_code_bits;
+        g.host_fp8 = prm.host_fp8;
         if (prm.dense_layers < 0 || prm.dense_layers > c->n_layers) {
             st = okv_set_error(OKV_ERR_INVALID_ARG, "dense layers %d: the model has %d layers", prm.dense_layers, c->n_layers);
             goto fail;
@@ -464,7 +465,7 @@ void okv_engine_update_mem_stats(okv_engine *e)
         size_t used_host = (size_t)okv_kv_used_host_blocks(e->kv);
         /* summaries (kmin, kmax in the KV's type) and key codes */
         dev += used_host * g->n_layers * dev_heads * (ub / (size_t)g->block_size + okv_key_code_bytes(g));
-        host = used_host * g->n_layers * host_heads * ub;
+        host = used_host * g->n_layers * host_heads * okv_backend_host_unit_bytes(e->be, kvs);
     }
     e->stats.device_bytes = dev;
     if (dev > e->stats.device_bytes_peak)
@@ -627,6 +628,19 @@ size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, 
     if (be->ops->kv_alloc(be, &pg, &probe) != OKV_OK)
         return 0;
     size_t b = be->ops->kv_unit_bytes(probe);
+    be->ops->kv_free(be, probe);
+    return b;
+}
+
+size_t okv_engine_host_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size, bool fp8)
+{
+    struct okv_kv_geometry pg = {.n_layers = 1, .n_group_slots = 1, .n_host_blocks = 1,
+                                 .block_size = block_size > 0 ? block_size : 16, .n_kv_heads = c->n_kv_heads,
+                                 .head_dim = c->head_dim, .host_fp8 = fp8};
+    okv_bkv *probe = NULL;
+    if (be->ops->kv_alloc(be, &pg, &probe) != OKV_OK)
+        return 0;
+    size_t b = okv_backend_host_unit_bytes(be, probe);
     be->ops->kv_free(be, probe);
     return b;
 }

@@ -297,7 +297,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         int64_t units = 0;
         CK(o->resid_take_stats(be, kvs, &units));
         e->stats.units_fetched += units;
-        e->stats.fetch_bytes += units * (int64_t)o->kv_unit_bytes(kvs);
+        e->stats.fetch_bytes += units * (int64_t)okv_backend_host_unit_bytes(e->be, kvs);
     }
     finish_step(e, n_seqs);
     okv_free(stage_base);

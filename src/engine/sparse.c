@@ -88,7 +88,7 @@ enum okv_status okv_sparse_stage_fetch(okv_engine *e, int n_seqs, const int32_t 
     if (!n)
         return OKV_OK;
     e->stats.units_fetched += n;
-    e->stats.fetch_bytes += (int64_t)n * (int64_t)e->be->ops->kv_unit_bytes(okv_kv_storage(e->kv));
+    e->stats.fetch_bytes += (int64_t)n * (int64_t)okv_backend_host_unit_bytes(e->be, okv_kv_storage(e->kv));
     return e->be->ops->kv_fetch(e->be, okv_kv_storage(e->kv), layer, n, e->f_src, e->f_unit);
 }
 
@@ -370,7 +370,7 @@ static enum okv_status install_many(okv_engine *e, int layer, const struct sel_i
     if (n == 0)
         return OKV_OK;
     e->stats.units_fetched += n;
-    e->stats.fetch_bytes += (int64_t)n * (int64_t)e->be->ops->kv_unit_bytes(okv_kv_storage(e->kv));
+    e->stats.fetch_bytes += (int64_t)n * (int64_t)okv_backend_host_unit_bytes(e->be, okv_kv_storage(e->kv));
     return e->be->ops->kv_fetch(e->be, okv_kv_storage(e->kv), layer, n, e->f_src, e->f_unit);
 }
 

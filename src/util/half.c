@@ -1,6 +1,7 @@
 /* IEEE binary16 and bfloat16 conversions, round to nearest even. */
 #include "oasiskv/common.h"
 
+#include <math.h>
 #include <string.h>
 
 static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -62,4 +63,43 @@ uint16_t okv_f32_to_bf16(float f)
         return (uint16_t)((u >> 16) | 0x40);
     u += 0x7fff + ((u >> 16) & 1);
     return (uint16_t)(u >> 16);
+}
+
+/* FP8 E4M3 (OCP 8-bit floating point, the "fn" variant: bias 7, no infinities, one NaN
+ * code per sign 0x7f/0xff, largest finite 448, subnormals m * 2^-9). */
+uint8_t okv_bf16_to_e4m3(uint16_t b)
+{
+    const uint8_t sign = (uint8_t)((b >> 8) & 0x80);
+    if ((b & 0x7fff) > 0x7f80)
+        return (uint8_t)(sign | 0x7f);   /* NaN */
+    const float a = fabsf(okv_bf16_to_f32(b));
+    if (a >= 448.0f)
+        return (uint8_t)(sign | 0x7e);   /* saturate (infinities too) */
+    if (a < 0.015625f) {                 /* below 2^-6: subnormal steps of 2^-9; 8 steps is 2^-6, code 0x08 */
+        return (uint8_t)(sign | (uint8_t)rintf(a * 512.0f));
+    }
+    int ex;
+    (void)frexpf(a, &ex);                /* a = fr * 2^ex, fr in [0.5, 1) */
+    int e = ex - 1;                      /* a in [2^e, 2^(e+1)), e in -6..8 */
+    int m = (int)rintf((ldexpf(a, -e) - 1.0f) * 8.0f);   /* exact product (a has 8 significant bits); ties to even */
+    if (m == 8) {
+        m = 0;
+        e++;
+    }
+    return (uint8_t)(sign | (uint8_t)((e + 7) << 3) | (uint8_t)m);
+}
+
+uint8_t okv_f32_to_e4m3(float f) { return okv_bf16_to_e4m3(okv_f32_to_bf16(f)); }
+
+float okv_e4m3_to_f32(uint8_t x)
+{
+    const int e = (x >> 3) & 15, m = x & 7;
+    float v;
+    if (e == 15 && m == 7)
+        v = NAN;
+    else if (e == 0)
+        v = (float)m * (1.0f / 512.0f);
+    else
+        v = ldexpf(1.0f + (float)m * 0.125f, e - 7);
+    return (x & 0x80) ? -v : v;
 }

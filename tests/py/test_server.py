@@ -540,8 +540,8 @@ def main():
                         {"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True})
     check(st == 200 and js["choices"][0]["text"] == ref_text, "after the bad inputs the server still serves")
 
-    # ---- API key (a second server) ----
-    srv2 = Server("--api-key", "sekret")
+    # ---- API key (a second server: sparse, with an FP8 E4M3 host tier) ----
+    srv2 = Server("--api-key", "sekret", "--kv-budget", "256", "--kv-host-dtype", "fp8")
     p2 = srv2.port
     body = {"prompt": prompt, "max_tokens": 2}
     st, js, _ = request(p2, "POST", "/v1/completions", body)
@@ -562,6 +562,13 @@ def main():
     r = openai.OpenAI(base_url=f"http://127.0.0.1:{p2}/v1", api_key="sekret", max_retries=0).completions.create(
         model="smol", prompt=prompt, max_tokens=2)
     check(r.usage.completion_tokens >= 1, "openai client with the right key works")
+    long_prompt = " ".join(f"item {i} is {i * 7 % 13}." for i in range(120))   # past the budget: selection and fetches
+    st, js, _ = request(p2, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0},
+                        headers={"Authorization": "Bearer sekret"})
+    check(st == 200 and js["usage"]["prompt_tokens"] > 256, "sparse server with an fp8 host tier answers a long prompt")
+    st, _, raw = request(p2, "GET", "/metrics", headers={"Authorization": "Bearer sekret"})
+    fetched = re.search(r"^oasiskv:fetch_bytes_total(?:\{[^}]*\})? ([0-9.e+]+)$", raw.decode(), re.M)
+    check(st == 200 and fetched is not None and float(fetched.group(1)) > 0, "fp8 host tier: fetches counted in /metrics")
     rc = srv2.stop()
     check(rc == 0, f"second server: SIGTERM -> exit {rc}")
 

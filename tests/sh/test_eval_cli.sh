@@ -69,6 +69,19 @@ l = json.load(open('$tmp/la_lookahead.json'))['rows'][0]['correct']
 assert c == 2 and l == 2, (c, l)
 "; then ok; else bad "lookahead with drafts loses the needle that current finds"; fi
 
+# an FP8 E4M3 host tier (--kv-host-dtype fp8): the same needles found as with the float tier, in a
+# quarter of its fetched bytes (the CPU backend's host tier is float32)
+timeout 300 "$cli" eval -m "$model" --task niah_single_filler --context-len 768 --num-samples 2 --kv-budget 512 \
+  --predict current --draft ngram --kv-host-dtype fp8 --json "$tmp/la_fp8.json" > /dev/null 2>&1 || bad "niah run with an fp8 host tier"
+if py "
+import json
+c = json.load(open('$tmp/la_current.json'))['rows'][0]
+f = json.load(open('$tmp/la_fp8.json'))['rows'][0]
+assert f['host_kv'] == 'fp8' and c['host_kv'] == 'auto', (f, c)
+assert f['correct'] == c['correct'] == 2, (f, c)
+assert f['fetch_bytes'] > 0 and abs(f['fetch_bytes'] * 4 - c['fetch_bytes']) <= 0.25 * c['fetch_bytes'], (f, c)
+"; then ok; else bad "fp8 host tier: $(cat "$tmp/la_fp8.json")"; fi
+
 # bad input: one message, exit code 1
 expect_error() {
   local what="$1" pat="$2"; shift 2
@@ -84,6 +97,7 @@ expect_error "lists need --sweep" "sweep" "$cli" eval -m "$model" --task vt --kv
 expect_error "bad predict" "predict" "$cli" eval -m "$model" --task vt --predict sideways
 expect_error "context too long" "context length" "$cli" eval -m "$model" --task vt --context-len 100000
 expect_error "key codes of 3 bits" "1, 2 or 4" "$cli" eval -m "$model" --task vt --context-len 512 --num-samples 1 --kv-budget 256 --kv-key-codes 3
+expect_error "bad host KV type" "not a host KV type" "$cli" eval -m "$model" --task vt --kv-host-dtype fp4
 expect_error "context too short" "needs more than" "$cli" eval -m "$model" --task cwe --context-len 64 --kv-budget dense
 # (the whole help first: grep -q leaving early would break the pipe under pipefail)
 help_out=$("$cli" eval --help)

@@ -45,6 +45,9 @@ struct okv_bkv {
     float *sk, *sv;        /* staging [2 * n_stage_units][block_size][head_dim] */
     float *hk;             /* host tier [n_layers][n_host_blocks][n_kv_heads][block_size][head_dim] */
     float *hv;
+    uint8_t *hk8, *hv8;    /* the same in FP8 E4M3 when g.host_fp8 (hk, hv NULL) */
+    float dec8[256];       /* e4m3 code -> float */
+    float *scratch;        /* a unit of decoded keys (the driving thread's: summaries, codes), or NULL */
     float *summ;           /* [n_layers][n_host_blocks][n_kv_heads][2][head_dim]: kmin, kmax */
     uint8_t *codes;        /* [n_layers][n_host_blocks][n_kv_heads][okv_key_code_bytes]: per-token key codes, or NULL */
     struct cpu_fetcher *fetch;   /* background copy worker (host tier -> device units) */
@@ -74,6 +77,16 @@ static inline bool cpu_kv_unit_valid(const struct okv_bkv *kv, int layer, int64_
 }
 
 /* host tier: unit of (host block, head) */
+/* a host tier exists (float or fp8) */
+static inline bool cpu_kv_has_host(const struct okv_bkv *kv) { return kv->hk || kv->hk8; }
+
+/* K or V of a host unit stored in fp8 */
+static inline uint8_t *cpu_kv_host8(const struct okv_bkv *kv, uint8_t *base, int layer, int64_t host_block, int head)
+{
+    return base + (((size_t)layer * (size_t)kv->g.n_host_blocks + (size_t)host_block) * (size_t)kv->g.n_kv_heads + (size_t)head) *
+                      kv->unit_floats;
+}
+
 static inline float *cpu_kv_host(const struct okv_bkv *kv, float *base, int layer, int64_t host_block, int head)
 {
     return base + (((size_t)layer * (size_t)kv->g.n_host_blocks + (size_t)host_block) * (size_t)kv->g.n_kv_heads + (size_t)head) *

@@ -31,9 +31,22 @@ struct cpu_fetcher {
     okv_bkv *kv;
 };
 
+static void decode8(const okv_bkv *kv, float *dst, const uint8_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = kv->dec8[src[i]];
+}
+
 static void copy_unit(okv_bkv *kv, int layer, int32_t src_host, int32_t dst_unit)
 {
     const int nkv = kv->g.n_kv_heads;
+    if (kv->hk8) {
+        decode8(kv, cpu_kv_unit(kv, false, layer, dst_unit), cpu_kv_host8(kv, kv->hk8, layer, src_host / nkv, src_host % nkv),
+                kv->unit_floats);
+        decode8(kv, cpu_kv_unit(kv, true, layer, dst_unit), cpu_kv_host8(kv, kv->hv8, layer, src_host / nkv, src_host % nkv),
+                kv->unit_floats);
+        return;
+    }
     memcpy(cpu_kv_unit(kv, false, layer, dst_unit), cpu_kv_host(kv, kv->hk, layer, src_host / nkv, src_host % nkv),
            kv->unit_floats * sizeof(float));
     memcpy(cpu_kv_unit(kv, true, layer, dst_unit), cpu_kv_host(kv, kv->hv, layer, src_host / nkv, src_host % nkv),
@@ -162,11 +175,22 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
     kv->sk = okv_malloc((stage ? stage : 1) * sizeof(float), OKV_TAG_KV);
     kv->sv = okv_malloc((stage ? stage : 1) * sizeof(float), OKV_TAG_KV);
     bool ok = kv->k && kv->v && kv->sk && kv->sv;
+    const size_t host_es = g->host_fp8 ? 1 : sizeof(float);
+    for (int c = 0; c < 256; c++)
+        kv->dec8[c] = okv_e4m3_to_f32((uint8_t)c);
     if (ok && host) {
-        kv->hk = okv_malloc(host * sizeof(float), OKV_TAG_KV);
-        kv->hv = okv_malloc(host * sizeof(float), OKV_TAG_KV);
+        if (g->host_fp8) {
+            kv->hk8 = okv_malloc(host, OKV_TAG_KV);
+            kv->hv8 = okv_malloc(host, OKV_TAG_KV);
+            kv->scratch = okv_malloc(kv->unit_floats * sizeof(float), OKV_TAG_KV);
+            ok = kv->hk8 && kv->hv8 && kv->scratch;
+        } else {
+            kv->hk = okv_malloc(host * sizeof(float), OKV_TAG_KV);
+            kv->hv = okv_malloc(host * sizeof(float), OKV_TAG_KV);
+            ok = kv->hk && kv->hv;
+        }
         kv->summ = okv_malloc(summ * sizeof(float), OKV_TAG_KV);
-        ok = kv->hk && kv->hv && kv->summ;
+        ok = ok && kv->summ;
         if (ok && g->key_code_bits) {
             kv->codes = okv_calloc((size_t)g->n_layers * g->n_host_blocks * g->n_kv_heads, okv_key_code_bytes(g), OKV_TAG_KV);
             ok = kv->codes != NULL;
@@ -194,7 +218,7 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
     if (!ok) {
         okv_cpu_kv_free(be, kv);
         return okv_set_error(OKV_ERR_NO_MEMORY, "cpu backend: cannot allocate the KV tiers (device %zu MiB, host %zu MiB)",
-                             2 * dev * sizeof(float) >> 20, 2 * host * sizeof(float) >> 20);
+                             2 * dev * sizeof(float) >> 20, 2 * host * host_es >> 20);
     }
     *out = kv;
     return OKV_OK;
@@ -225,6 +249,9 @@ void okv_cpu_kv_free(okv_backend *be, okv_bkv *kv)
     okv_free(kv->sv);
     okv_free(kv->hk);
     okv_free(kv->hv);
+    okv_free(kv->hk8);
+    okv_free(kv->hv8);
+    okv_free(kv->scratch);
     okv_free(kv->summ);
     okv_free(kv->codes);
     okv_free(kv->layer_units);
@@ -241,9 +268,20 @@ static size_t cpu_kv_device_bytes(const okv_bkv *kv)
                (2 * kv->g.head_dim * sizeof(float) + (kv->codes ? okv_key_code_bytes(&kv->g) : 0));
 }
 
+static size_t cpu_kv_host_unit_bytes(const okv_bkv *kv) { return 2 * kv->unit_floats * (kv->g.host_fp8 ? 1 : sizeof(float)); }
+
 static size_t cpu_kv_host_bytes(const okv_bkv *kv)
 {
-    return (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * 2 * kv->unit_floats * sizeof(float);
+    return (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * cpu_kv_host_unit_bytes(kv);
+}
+
+/* the keys of a host unit as floats: the tier itself, or decoded into the scratch unit (fp8) */
+static const float *host_keys(okv_bkv *kv, int layer, int64_t hb, int h)
+{
+    if (!kv->hk8)
+        return cpu_kv_host(kv, kv->hk, layer, hb, h);
+    decode8(kv, kv->scratch, cpu_kv_host8(kv, kv->hk8, layer, hb, h), kv->unit_floats);
+    return kv->scratch;
 }
 
 static enum okv_status cpu_kv_unit_read(okv_backend *be, const okv_bkv *kv, int layer, int32_t unit, float *k, float *v)
@@ -259,6 +297,13 @@ static enum okv_status cpu_kv_host_read(okv_backend *be, const okv_bkv *kv, int 
 {
     if (layer < 0 || layer >= kv->g.n_layers || hb < 0 || hb >= kv->g.n_host_blocks || head < 0 || head >= kv->g.n_kv_heads)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: host block (%d, %d, %d) out of range", layer, hb, head);
+    if (!cpu_kv_has_host(kv))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: no host tier");
+    if (kv->hk8) {
+        decode8(kv, k, cpu_kv_host8(kv, kv->hk8, layer, hb, head), kv->unit_floats);
+        decode8(kv, v, cpu_kv_host8(kv, kv->hv8, layer, hb, head), kv->unit_floats);
+        return OKV_OK;
+    }
     memcpy(k, cpu_kv_host(kv, kv->hk, layer, hb, head), kv->unit_floats * sizeof(float));
     memcpy(v, cpu_kv_host(kv, kv->hv, layer, hb, head), kv->unit_floats * sizeof(float));
     return OKV_OK;
@@ -284,11 +329,11 @@ static void summary_widen(float *s, const float *key, int hd, bool first)
     }
 }
 
-/* the key codes of a full host block at one layer and head, from its keys and summary */
+/* the key codes of a full host block at one layer and head, from its (stored) keys and summary */
 static void codes_build(okv_bkv *kv, int layer, int hb, int h)
 {
     const int hd = kv->g.head_dim, bs = kv->g.block_size, bits = kv->g.key_code_bits, top = (1 << bits) - 1;
-    const float *k = cpu_kv_host(kv, kv->hk, layer, hb, h), *mn = cpu_kv_summary(kv, layer, hb, h), *mx = mn + hd;
+    const float *k = host_keys(kv, layer, hb, h), *mn = cpu_kv_summary(kv, layer, hb, h), *mx = mn + hd;
     uint8_t *c = cpu_kv_codes(kv, layer, hb, h);
     memset(c, 0, okv_key_code_bytes(&kv->g));
     for (int t = 0; t < bs; t++)
@@ -307,7 +352,7 @@ static enum okv_status cpu_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int 
     for (int l = 0; l < kv->g.n_layers; l++)
         for (int h = 0; h < kv->g.n_kv_heads; h++) {
             float *s = cpu_kv_summary(kv, l, hb, h);
-            const float *k = cpu_kv_host(kv, kv->hk, l, hb, h);
+            const float *k = host_keys(kv, l, hb, h);
             if (n_valid == 0) {
                 for (int d = 0; d < hd; d++) {
                     s[d] = INFINITY;
@@ -332,7 +377,7 @@ static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, con
         if (meta->tok_slot[t] < 0 || slot >= kv->g.n_group_slots)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_write: slot %d out of range", meta->tok_slot[t]);
         int hb = -1, hoff = 0;
-        if (meta->tok_host && kv->hk) {
+        if (meta->tok_host && cpu_kv_has_host(kv)) {
             hb = meta->tok_host[t] / bs;
             hoff = meta->tok_host[t] % bs;
             if (meta->tok_host[t] < 0 || hb >= kv->g.n_host_blocks)
@@ -343,7 +388,20 @@ static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, con
             int64_t unit = (int64_t)slot * nkv + h;
             memcpy(cpu_kv_unit(kv, false, layer, unit) + (size_t)off * hd, ks, row);
             memcpy(cpu_kv_unit(kv, true, layer, unit) + (size_t)off * hd, vs, row);
-            if (hb >= 0) {
+            if (hb >= 0 && kv->hk8) {
+                /* fp8: the summary widens by the key as stored (what a fetch brings back) */
+                uint8_t *k8 = cpu_kv_host8(kv, kv->hk8, layer, hb, h) + (size_t)hoff * hd;
+                uint8_t *v8 = cpu_kv_host8(kv, kv->hv8, layer, hb, h) + (size_t)hoff * hd;
+                float kq[512];
+                for (int d = 0; d < hd; d++) {
+                    k8[d] = okv_f32_to_e4m3(ks[d]);
+                    v8[d] = okv_f32_to_e4m3(vs[d]);
+                    kq[d] = kv->dec8[k8[d]];
+                }
+                summary_widen(cpu_kv_summary(kv, layer, hb, h), kq, hd, hoff == 0);
+                if (kv->codes && hoff == bs - 1)
+                    codes_build(kv, layer, hb, h);
+            } else if (hb >= 0) {
                 memcpy(cpu_kv_host(kv, kv->hk, layer, hb, h) + (size_t)hoff * hd, ks, row);
                 memcpy(cpu_kv_host(kv, kv->hv, layer, hb, h) + (size_t)hoff * hd, vs, row);
                 summary_widen(cpu_kv_summary(kv, layer, hb, h), ks, hd, hoff == 0);
@@ -357,18 +415,24 @@ static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, con
 
 static enum okv_status cpu_kv_host_randomize(okv_backend *be, okv_bkv *kv, int hb, uint64_t seed, float scale)
 {
-    if (!kv->hk || hb < 0 || hb >= kv->g.n_host_blocks)
+    if (!cpu_kv_has_host(kv) || hb < 0 || hb >= kv->g.n_host_blocks)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu backend: host block %d out of range", hb);
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + (uint64_t)hb * 0xbf58476d1ce4e5b9ull + 1;
     for (int l = 0; l < kv->g.n_layers; l++)
         for (int h = 0; h < kv->g.n_kv_heads; h++) {
-            float *k = cpu_kv_host(kv, kv->hk, l, hb, h), *v = cpu_kv_host(kv, kv->hv, l, hb, h);
             for (size_t i = 0; i < kv->unit_floats; i++) {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                k[i] = scale * ((float)(x >> 40) * (2.0f / 16777216.0f) - 1.0f);
-                v[i] = scale * ((float)((x >> 16) & 0xffffff) * (2.0f / 16777216.0f) - 1.0f);
+                const float kx = scale * ((float)(x >> 40) * (2.0f / 16777216.0f) - 1.0f);
+                const float vx = scale * ((float)((x >> 16) & 0xffffff) * (2.0f / 16777216.0f) - 1.0f);
+                if (kv->hk8) {
+                    cpu_kv_host8(kv, kv->hk8, l, hb, h)[i] = okv_f32_to_e4m3(kx);
+                    cpu_kv_host8(kv, kv->hv8, l, hb, h)[i] = okv_f32_to_e4m3(vx);
+                } else {
+                    cpu_kv_host(kv, kv->hk, l, hb, h)[i] = kx;
+                    cpu_kv_host(kv, kv->hv, l, hb, h)[i] = vx;
+                }
             }
         }
     return cpu_kv_summary_rebuild(be, kv, hb, kv->g.block_size);
@@ -382,6 +446,7 @@ void okv_cpu_fill_kv_ops(struct okv_backend_ops *o)
     o->kv_unit_bytes = cpu_kv_unit_bytes;
     o->kv_device_bytes = cpu_kv_device_bytes;
     o->kv_host_bytes = cpu_kv_host_bytes;
+    o->kv_host_unit_bytes = cpu_kv_host_unit_bytes;
     o->kv_unit_read = cpu_kv_unit_read;
     o->kv_host_read = cpu_kv_host_read;
     o->kv_summary_read = cpu_kv_summary_read;

@@ -36,7 +36,7 @@ static enum okv_status cpu_resid_init(okv_backend *be, okv_bkv *kv, const struct
     (void)be;
     okv_cpu_resid_free(kv);
     const int L = kv->g.n_layers, nkv = kv->g.n_kv_heads;
-    if (!kv->hk || g->max_seqs <= 0 || g->max_blocks <= 0 || !g->quota)
+    if (!cpu_kv_has_host(kv) || g->max_seqs <= 0 || g->max_blocks <= 0 || !g->quota)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu residency: no host tier or bad geometry");
     for (int l = 0; l < L; l++)
         if (g->quota[l] % nkv || (size_t)g->base_unit + (size_t)g->max_seqs * g->quota[l] > kv->layer_units[l])

@@ -64,13 +64,15 @@ static float host_score(const okv_bkv *kv, int layer, int hb, int h, const float
                         const float *kmin, const float *kmax)
 {
     const int hd = kv->g.head_dim;
-    const float *k = cpu_kv_host(kv, kv->hk, layer, hb, h);
+    const float *k = kv->hk ? cpu_kv_host(kv, kv->hk, layer, hb, h) : NULL;
+    const uint8_t *k8 = kv->hk8 ? cpu_kv_host8(kv, kv->hk8, layer, hb, h) : NULL;
     const int top = (1 << bits) - 1;
     float best = -INFINITY, sum = 0;
-    for (int t = 0; t < kv->g.block_size; t++, k += hd) {
+    for (int t = 0; t < kv->g.block_size; t++) {
         float s = 0;
         for (int d = 0; d < hd; d++) {
-            float kd = k[d];
+            const size_t at = (size_t)t * hd + d;
+            float kd = k8 ? kv->dec8[k8[at]] : k[at];
             if (bits > 0) {
                 const float span = kmax[d] - kmin[d];
                 kd = kmin[d] + (float)cpu_key_quantize(kd, kmin[d], span, top) / (float)top * span;

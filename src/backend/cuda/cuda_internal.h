@@ -64,6 +64,28 @@ struct okv_cuda_pinned {
 enum okv_status okv_cuda_host_pin_alloc(size_t bytes, struct okv_cuda_pinned *out);
 void okv_cuda_host_pin_free(struct okv_cuda_pinned *p);
 
+#ifdef __CUDACC__
+#include <cuda_fp8.h>
+/* FP8 E4M3 of an fp8 host tier (backend.h host_fp8): round to nearest even, saturating at +-448,
+ * the bytes of okv_bf16_to_e4m3 (test_cuda_ops compares every bf16 pattern) */
+static __device__ __forceinline__ uint8_t e4m3_enc(okv_bf16 x)
+{
+    return (uint8_t)__nv_cvt_bfloat16raw_to_fp8((__nv_bfloat16_raw)x, __NV_SATFINITE, __NV_E4M3);
+}
+
+static __device__ __forceinline__ okv_bf16 e4m3_dec(uint8_t b)
+{
+    return __float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3))));
+}
+
+/* two codes (low byte first) to two bf16: one e4m3x2 -> f16x2 conversion (exact), then via f32 */
+static __device__ __forceinline__ __nv_bfloat162 e4m3x2_dec(unsigned short b2)
+{
+    const __half2 h = __half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)b2, __NV_E4M3));
+    return __float22bfloat162_rn(__half22float2(h));
+}
+#endif
+
 #define OKV_CUDA_FETCH_EVENTS 8
 
 struct okv_bkv {
@@ -73,8 +95,10 @@ struct okv_bkv {
     size_t *layer_off;       /* [n_layers] first unit of the layer */
     size_t total_units;      /* of all layers; the 2 * n_stage_units staging units follow them */
     okv_bf16 *dev;           /* device tier [total_units + 2*n_stage_units][2][block_size][head_dim] */
-    okv_bf16 *host;          /* host tier, pinned + mapped: [n_layers][n_host_blocks][n_kv_heads][2][bs][hd] */
-    okv_bf16 *host_d;        /* device alias of host */
+    uint8_t *host;           /* host tier, pinned + mapped: [n_layers][n_host_blocks][n_kv_heads][2][bs][hd] of bf16,
+                                or of FP8 E4M3 bytes when g.host_fp8 */
+    uint8_t *host_d;         /* device alias of host */
+    size_t host_unit_bytes;  /* unit_elems * (2 bf16, 1 fp8) */
     struct okv_cuda_pinned host_mem;   /* its allocation (cuda_pin.cu) */
     okv_bf16 *summ;          /* HBM: [n_layers][n_host_blocks][n_kv_heads][2][hd] kmin, kmax (bf16: the keys are) */
     uint8_t *codes;          /* HBM: [n_layers][n_host_blocks][n_kv_heads][okv_key_code_bytes] per-token key codes

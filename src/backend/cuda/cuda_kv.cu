@@ -3,7 +3,9 @@
  * Device tier: HBM, per layer an array of units, a unit being one KV head's block,
  * K [block_size][head_dim] then V, bf16 (unit_elems = 2*bs*hd). Host tier: pinned,
  * mapped host memory laid out [layer][host block][KV head][unit], so one (block, head)
- * is one contiguous unit in both tiers. Summaries (kmin, kmax per host block and head,
+ * is one contiguous unit in both tiers; bf16 like the device tier, or FP8 E4M3 (g.host_fp8:
+ * encoded as rows are written, decoded by the gather into bf16 units; summaries and key
+ * codes are built from the keys as stored). Summaries (kmin, kmax per host block and head,
  * bf16 like the keys) live in HBM, and with key_code_bits the per-token key codes of each
  * full host block and head (backend.h) beside them, built as a block's last token is written.
  *
@@ -15,6 +17,7 @@
  * (cudaStreamWaitEvent) and never blocks the host; it reports, one round late, how
  * long the compute stream actually waited there (timing events) and for how many
  * units. */
+#include "backend/cuda/cuda_bench.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_kernels.cuh"
 
@@ -58,6 +61,53 @@ static __device__ __forceinline__ void atomic_max_bf(okv_bf16 *a, okv_bf16 v)
     }
 }
 
+/* ---- FP8 E4M3 host tier (backend.h host_fp8; e4m3_enc / e4m3_dec in cuda_internal.h) ---- */
+
+/* a key as the host tier stores it */
+static __device__ __forceinline__ okv_bf16 e4m3_round(okv_bf16 x, bool f8) { return f8 ? e4m3_dec(e4m3_enc(x)) : x; }
+
+/* element i of a host layer (bytes) */
+static __device__ __forceinline__ okv_bf16 host_get(const uint8_t *h, size_t i, bool f8)
+{
+    return f8 ? e4m3_dec(h[i]) : ((const okv_bf16 *)h)[i];
+}
+
+static __device__ __forceinline__ void host_put(uint8_t *h, size_t i, okv_bf16 x, bool f8)
+{
+    if (f8)
+        h[i] = e4m3_enc(x);
+    else
+        ((okv_bf16 *)h)[i] = x;
+}
+
+/* test_cuda_ops: the device encoder over every bf16 bit pattern, and the decoder over every code */
+static __global__ void e4m3_table_k(uint8_t *enc, okv_bf16 *dec)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < 65536)
+        enc[i] = e4m3_enc(__ushort_as_bfloat16((unsigned short)i));
+    if (i < 256)
+        dec[i] = e4m3_dec((uint8_t)i);
+}
+
+extern "C" enum okv_status okv_cuda_e4m3_tables(uint8_t *enc, uint16_t *dec)
+{
+    uint8_t *de = NULL;
+    okv_bf16 *dd = NULL;
+    if (cudaMalloc((void **)&de, 65536) != cudaSuccess || cudaMalloc((void **)&dd, 512) != cudaSuccess) {
+        cudaFree(de);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda: e4m3 tables");
+    }
+    e4m3_table_k<<<256, 256>>>(de, dd);
+    cudaError_t e = cudaMemcpy(enc, de, 65536, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dec, dd, 512, cudaMemcpyDeviceToHost);
+    cudaFree(de);
+    cudaFree(dd);
+    OKV_CU(e, "e4m3 tables");
+    return OKV_OK;
+}
+
 struct kvw_args {
     const float *k, *v;           /* [n][nkv][hd] */
     okv_bf16 *layer;              /* device units of the layer */
@@ -65,6 +115,7 @@ struct kvw_args {
     const int32_t *tok_slot, *tok_host;
     int nkv, hd, bs;
     size_t unit_elems;
+    bool f8;                      /* fp8 host tier: summaries widen by the keys as stored */
 };
 
 /* tokens that start a host block reset its summary to their key */
@@ -77,7 +128,7 @@ static __global__ void kv_summary_reset_k(struct kvw_args a)
     const int hb = th / a.bs;
     for (int i = threadIdx.x; i < a.nkv * a.hd; i += blockDim.x) {
         const int h = i / a.hd, d = i % a.hd;
-        const okv_bf16 key = __float2bfloat16_rn(a.k[(size_t)t * a.nkv * a.hd + i]);
+        const okv_bf16 key = e4m3_round(__float2bfloat16_rn(a.k[(size_t)t * a.nkv * a.hd + i]), a.f8);
         okv_bf16 *s = a.summ + ((size_t)hb * a.nkv + h) * 2 * a.hd;
         s[d] = key;
         s[a.hd + d] = key;
@@ -90,7 +141,7 @@ static __global__ void kv_summary_reset_k(struct kvw_args a)
  * kv_summary_reset_k before) and write the row through to the mapped host tier (instead of
  * kv_write_through_k on the copy stream; a warp stores 64 contiguous bytes at a time). */
 template <bool FUSED>
-static __global__ void kv_write_k(struct kvw_args a, okv_bf16 *host_layer)
+static __global__ void kv_write_k(struct kvw_args a, uint8_t *host_layer)
 {
     const int t = blockIdx.x;
     const int slot = a.tok_slot[t] / a.bs, off = a.tok_slot[t] % a.bs;
@@ -106,24 +157,26 @@ static __global__ void kv_write_k(struct kvw_args a, okv_bf16 *host_layer)
             continue;
         const int hb = th / a.bs, hoff = th % a.bs;
         okv_bf16 *s = a.summ + ((size_t)hb * a.nkv + h) * 2 * a.hd;
+        const okv_bf16 ks = e4m3_round(kb, a.f8);
         if (FUSED && hoff == 0) {
-            s[d] = kb;
-            s[a.hd + d] = kb;
+            s[d] = ks;
+            s[a.hd + d] = ks;
         } else {
-            atomic_min_bf(s + d, kb);
-            atomic_max_bf(s + a.hd + d, kb);
+            atomic_min_bf(s + d, ks);
+            atomic_max_bf(s + a.hd + d, ks);
         }
         if (FUSED) {
-            okv_bf16 *hu = host_layer + ((size_t)hb * a.nkv + h) * a.unit_elems + (size_t)hoff * a.hd + d;
-            hu[0] = kb;
-            hu[(size_t)a.bs * a.hd] = vb;
+            const size_t hi = ((size_t)hb * a.nkv + h) * a.unit_elems + (size_t)hoff * a.hd + d;
+            host_put(host_layer, hi, kb, a.f8);
+            host_put(host_layer, hi + (size_t)a.bs * a.hd, vb, a.f8);
         }
     }
 }
 
-/* copy stream: each written row (K and V of every head) from its group slot to the host tier */
-static __global__ void kv_write_through_k(const okv_bf16 *layer, okv_bf16 *host_layer, const int32_t *tok_slot,
-                                          const int32_t *tok_host, int nkv, int hd, int bs, size_t unit_elems)
+/* copy stream: each written row (K and V of every head) from its group slot to the host tier
+ * (16-byte pieces of 8 bf16; an fp8 tier takes them as 8 bytes) */
+static __global__ void kv_write_through_k(const okv_bf16 *layer, uint8_t *host_layer, const int32_t *tok_slot,
+                                          const int32_t *tok_host, int nkv, int hd, int bs, size_t unit_elems, bool f8)
 {
     const int t = blockIdx.x;
     const int th = tok_host[t];
@@ -135,15 +188,27 @@ static __global__ void kv_write_through_k(const okv_bf16 *layer, okv_bf16 *host_
         const int h = i / (2 * pieces), r = i % (2 * pieces), kv = r / pieces, p = r % pieces;
         const uint4 *src = (const uint4 *)(layer + ((size_t)slot * nkv + h) * unit_elems + (size_t)kv * bs * hd +
                                            (size_t)off * hd) + p;
-        uint4 *dst = (uint4 *)(host_layer + ((size_t)hb * nkv + h) * unit_elems + (size_t)kv * bs * hd + (size_t)hoff * hd) + p;
-        *dst = *src;
+        const size_t di = ((size_t)hb * nkv + h) * unit_elems + (size_t)kv * bs * hd + (size_t)hoff * hd + (size_t)p * 8;
+        if (f8) {
+            const uint4 w = *src;
+            const okv_bf16 *x = (const okv_bf16 *)&w;
+            uint2 o;
+            uint8_t *ob = (uint8_t *)&o;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                ob[j] = e4m3_enc(x[j]);
+            *(uint2 *)(host_layer + di) = o;
+        } else {
+            *(uint4 *)((okv_bf16 *)host_layer + di) = *src;
+        }
     }
 }
 
-/* gather of units from the mapped host tier: flat 16-byte pieces, 4 loads in flight per
- * thread. A list written on the device (d_n: its length, then a count of CTAs done
- * reading it) is reset by the last CTA to read its length, for the next install. */
-template <int U>
+/* gather of units from the mapped host tier: flat 16-byte pieces (ppu a unit), U loads in
+ * flight per thread; an fp8 tier's piece (16 codes) becomes two bf16 pieces. A list written on
+ * the device (d_n: its length, then a count of CTAs done reading it) is reset by the last CTA
+ * to read its length, for the next install. */
+template <int U, bool F8>
 static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
                                                           const int32_t *dst_unit, long long total, int ppu,
                                                           long long layer_off, long long stage_off, int *d_n)
@@ -172,39 +237,61 @@ static __global__ void __launch_bounds__(256) kv_gather_k(uint4 *dst_dev, const 
             if (i < total) {
                 const int unit = (int)(i / ppu), p = (int)(i % ppu);
                 v[u] = src_layer[(long long)src_unit[unit] * ppu + p];
-                didx[u] = okv_cuda_unit_global(dst_unit[unit], layer_off, stage_off) * ppu + p;
+                didx[u] = (okv_cuda_unit_global(dst_unit[unit], layer_off, stage_off) * ppu + p) * (F8 ? 2 : 1);
             }
         }
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (didx[u] >= 0)
-                dst_dev[didx[u]] = v[u];
+            if (didx[u] >= 0) {
+                if (F8) {
+                    const unsigned short *b2 = (const unsigned short *)&v[u];
+                    uint4 o[2];
+                    __nv_bfloat162 *x = (__nv_bfloat162 *)o;
+#pragma unroll
+                    for (int j = 0; j < 8; j++)
+                        x[j] = e4m3x2_dec(b2[j]);
+                    dst_dev[didx[u]] = o[0];
+                    dst_dev[didx[u] + 1] = o[1];
+                } else {
+                    dst_dev[didx[u]] = v[u];
+                }
+            }
     }
 }
 
-/* loads in flight per thread: OKV_GATHER_UNROLL (1, 2, 4 or 8; default 2) */
-static void gather_launch(const struct cuda_ctx *c, int ctas, uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
-                          const int32_t *dst_unit, long long total, int ppu, long long layer_off, long long stage_off, int *d_n)
+/* loads in flight per thread: OKV_GATHER_UNROLL (1, 2, 4 or 8; default 2); ppu: 16-byte pieces of a host unit */
+template <bool F8>
+static void gather_launch_t(const struct cuda_ctx *c, int ctas, uint4 *dst_dev, const uint4 *src_layer, const int32_t *src_unit,
+                            const int32_t *dst_unit, long long total, int ppu, long long layer_off, long long stage_off, int *d_n)
 {
     switch (c->gather_unroll) {
-    case 1: kv_gather_k<1><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
-    case 2: kv_gather_k<2><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
-    case 8: kv_gather_k<8><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
-    default: kv_gather_k<4><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
+    case 1: kv_gather_k<1, F8><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
+    case 2: kv_gather_k<2, F8><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
+    case 8: kv_gather_k<8, F8><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
+    default: kv_gather_k<4, F8><<<ctas, 256, 0, c->copy>>>(dst_dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n); break;
     }
+}
+
+static void gather_launch(const struct cuda_ctx *c, const okv_bkv *kv, int ctas, const uint4 *src_layer, const int32_t *src_unit,
+                          const int32_t *dst_unit, long long total, int ppu, long long layer_off, long long stage_off, int *d_n)
+{
+    if (kv->g.host_fp8)
+        gather_launch_t<true>(c, ctas, (uint4 *)kv->dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n);
+    else
+        gather_launch_t<false>(c, ctas, (uint4 *)kv->dev, src_layer, src_unit, dst_unit, total, ppu, layer_off, stage_off, d_n);
 }
 
 /* summaries of one host block, all layers and heads, from its first n_valid tokens in the host tier */
-static __global__ void kv_summary_rebuild_k(okv_bf16 *summ, const okv_bf16 *host, int n_host_blocks, int nkv, int hd, int bs,
-                                            size_t unit_elems, int hb, int n_valid)
+static __global__ void kv_summary_rebuild_k(okv_bf16 *summ, const uint8_t *host, int n_host_blocks, int nkv, int hd, int bs,
+                                            size_t unit_elems, int hb, int n_valid, bool f8)
 {
     const int l = blockIdx.x / nkv, h = blockIdx.x % nkv;
-    const okv_bf16 *k = host + (((size_t)l * n_host_blocks + hb) * nkv + h) * unit_elems;
+    const size_t k0 = (((size_t)l * n_host_blocks + hb) * nkv + h) * unit_elems;
     okv_bf16 *s = summ + (((size_t)l * n_host_blocks + hb) * nkv + h) * 2 * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float mn = INFINITY, mx = -INFINITY;
         for (int i = 0; i < n_valid; i++) {
-            float x = __bfloat162float(k[(size_t)i * hd + d]);
+            float x = __bfloat162float(host_get(host, k0 + (size_t)i * hd + d, f8));
             mn = fminf(mn, x);
             mx = fmaxf(mx, x);
         }
@@ -217,14 +304,17 @@ static __global__ void kv_summary_rebuild_k(okv_bf16 *summ, const okv_bf16 *host
  * Byte j of a (block, head)'s codes packs elements j*8/B ... of its keys [bs][hd] (element
  * t*hd + d), each rounded to one of 2^B - 1 steps of the summary's [kmin_d, kmax_d], as the
  * CPU backend does (cpu_key_quantize). */
-static __device__ __forceinline__ unsigned code_byte(const okv_bf16 *k, const okv_bf16 *s, int hd, int bits, int j)
+/* k: the unit's keys, bf16 (kb, rounded through fp8 when f8) or fp8 codes (k8) */
+static __device__ __forceinline__ unsigned code_byte(const okv_bf16 *kb, const uint8_t *k8, bool f8, const okv_bf16 *s, int hd,
+                                                     int bits, int j)
 {
     const int per = 8 / bits, top = (1 << bits) - 1;
     unsigned byte = 0;
     for (int e = 0; e < per; e++) {
         const int x = j * per + e, d = x % hd;
         const float lo = __bfloat162float(s[d]), span = __bfloat162float(s[hd + d]) - lo;
-        int c = span > 0.f ? (int)rintf((__bfloat162float(k[x]) - lo) / span * (float)top) : 0;
+        const okv_bf16 kx = k8 ? e4m3_dec(k8[x]) : e4m3_round(kb[x], f8);
+        int c = span > 0.f ? (int)rintf((__bfloat162float(kx) - lo) / span * (float)top) : 0;
         c = c < 0 ? 0 : c > top ? top : c;
         byte |= (unsigned)c << (e * bits);
     }
@@ -238,7 +328,7 @@ static __device__ __forceinline__ unsigned code_byte(const okv_bf16 *k, const ok
  * window (the CPU backend reads the host tier, which holds the same keys). */
 static __global__ void kv_codes_write_k(const okv_bf16 *layer, const okv_bf16 *summ, uint8_t *codes, const int32_t *tok_slot,
                                         const int32_t *tok_host, int nkv, int hd, int bs, size_t unit_elems, int bits,
-                                        int code_bytes)
+                                        int code_bytes, bool f8)
 {
     const int t = blockIdx.x, th = tok_host[t];
     if (th < 0 || th % bs != bs - 1)
@@ -247,18 +337,21 @@ static __global__ void kv_codes_write_k(const okv_bf16 *layer, const okv_bf16 *s
     for (int i = threadIdx.x; i < nkv * code_bytes; i += blockDim.x) {
         const int h = i / code_bytes, j = i % code_bytes;
         codes[((size_t)hb * nkv + h) * code_bytes + j] =
-            (uint8_t)code_byte(layer + ((size_t)slot * nkv + h) * unit_elems, summ + ((size_t)hb * nkv + h) * 2 * hd, hd, bits, j);
+            (uint8_t)code_byte(layer + ((size_t)slot * nkv + h) * unit_elems, NULL, f8, summ + ((size_t)hb * nkv + h) * 2 * hd, hd,
+                               bits, j);
     }
 }
 
 /* the codes of one full host block, all layers and heads, from the host tier (after a
  * summary rebuild, or random benchmark KV); one CTA per (layer, head) */
-static __global__ void kv_codes_host_k(const okv_bf16 *host, const okv_bf16 *summ, uint8_t *codes, int n_host_blocks, int nkv,
-                                       int hd, size_t unit_elems, int hb, int bits, int code_bytes)
+static __global__ void kv_codes_host_k(const uint8_t *host, const okv_bf16 *summ, uint8_t *codes, int n_host_blocks, int nkv,
+                                       int hd, size_t unit_elems, int hb, int bits, int code_bytes, bool f8)
 {
     const size_t u = ((size_t)(blockIdx.x / nkv) * n_host_blocks + hb) * nkv + blockIdx.x % nkv;
     for (int j = threadIdx.x; j < code_bytes; j += blockDim.x)
-        codes[u * code_bytes + j] = (uint8_t)code_byte(host + u * unit_elems, summ + u * 2 * hd, hd, bits, j);
+        codes[u * code_bytes + j] = (uint8_t)(f8 ? code_byte(NULL, host + u * unit_elems, true, summ + u * 2 * hd, hd, bits, j)
+                                                 : code_byte((const okv_bf16 *)host + u * unit_elems, NULL, false,
+                                                             summ + u * 2 * hd, hd, bits, j));
 }
 
 static __global__ void summary_init_k(okv_bf16 *summ, size_t n_vec, int hd)
@@ -340,6 +433,7 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
     kv->g.layer_sparse_units = NULL;
     const int L = g->n_layers;
     kv->unit_elems = (size_t)2 * g->block_size * g->head_dim;
+    kv->host_unit_bytes = kv->unit_elems * (g->host_fp8 ? 1 : sizeof(okv_bf16));
     kv->layer_units = (size_t *)okv_calloc((size_t)L, sizeof(size_t), OKV_TAG_KV);
     kv->layer_off = (size_t *)okv_calloc((size_t)L, sizeof(size_t), OKV_TAG_KV);
     kv->fetch_ev = (cudaEvent_t *)okv_calloc((size_t)2 * L * OKV_CUDA_FETCH_EVENTS, sizeof(cudaEvent_t), OKV_TAG_KV);
@@ -379,7 +473,7 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
             KV_FAIL(okv_cuda_err(e, "KV write-through events", __FILE__, __LINE__));
     const size_t dev_bytes = (kv->total_units + 2 * (size_t)g->n_stage_units) * kv->unit_elems * sizeof(okv_bf16);
     const size_t n_vec = (size_t)L * g->n_host_blocks * g->n_kv_heads;
-    const size_t host_bytes = n_vec * kv->unit_elems * sizeof(okv_bf16);
+    const size_t host_bytes = n_vec * kv->host_unit_bytes;
     if ((e = cudaMalloc((void **)&kv->dev, dev_bytes ? dev_bytes : 16)) != cudaSuccess) {
         kv->dev = NULL;
         KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the device KV tier (%zu MiB of HBM): %s",
@@ -389,8 +483,8 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
         enum okv_status pst = okv_cuda_host_pin_alloc(host_bytes, &kv->host_mem);
         if (pst != OKV_OK)
             KV_FAIL(pst);
-        kv->host = (okv_bf16 *)kv->host_mem.h;
-        kv->host_d = (okv_bf16 *)kv->host_mem.d;
+        kv->host = (uint8_t *)kv->host_mem.h;
+        kv->host_d = (uint8_t *)kv->host_mem.d;
         if (host_bytes >= ((size_t)1 << 30))
             OKV_LOG_INFO("cuda device %d: host KV tier of %zu MiB pinned in %.1f s (%s)", c->device, host_bytes >> 20,
                          kv->host_mem.seconds, kv->host_mem.registered ? "populated in parallel, registered" : "cudaHostAlloc");
@@ -428,9 +522,17 @@ static size_t cuda_kv_device_bytes(const okv_bkv *kv)
                (2 * kv->g.head_dim * sizeof(okv_bf16) + (kv->codes ? okv_key_code_bytes(&kv->g) : 0));
 }
 
+static size_t cuda_kv_host_unit_bytes(const okv_bkv *kv) { return kv->host_unit_bytes; }
+
 static size_t cuda_kv_host_bytes(const okv_bkv *kv)
 {
-    return (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems * sizeof(okv_bf16);
+    return (size_t)kv->g.n_layers * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->host_unit_bytes;
+}
+
+/* a host layer's first byte (device alias) */
+static uint8_t *host_layer_d(const okv_bkv *kv, int layer)
+{
+    return kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->host_unit_bytes;
 }
 
 static okv_bf16 *layer_units(const okv_bkv *kv, int layer) { return kv->dev + kv->layer_off[layer] * kv->unit_elems; }
@@ -481,8 +583,16 @@ static enum okv_status cuda_kv_host_read(okv_backend *be, const okv_bkv *kv, int
     enum okv_status st = okv_cuda_sync_all(CTX(be));
     if (st != OKV_OK)
         return st;
-    const okv_bf16 *u = kv->host + host_unit_index(kv, layer, hb, head) * kv->unit_elems;
     const size_t half = kv->unit_elems / 2;
+    if (kv->g.host_fp8) {
+        const uint8_t *u = kv->host + host_unit_index(kv, layer, hb, head) * kv->host_unit_bytes;
+        for (size_t i = 0; i < half; i++) {
+            k[i] = okv_e4m3_to_f32(u[i]);
+            v[i] = okv_e4m3_to_f32(u[half + i]);
+        }
+        return OKV_OK;
+    }
+    const okv_bf16 *u = (const okv_bf16 *)kv->host + host_unit_index(kv, layer, hb, head) * kv->unit_elems;
     bf16_to_f32(k, u, half);
     bf16_to_f32(v, u + half, half);
     return OKV_OK;
@@ -543,7 +653,7 @@ static enum okv_status codes_from_host(struct cuda_ctx *c, okv_bkv *kv, int hb)
     const int cb = (int)okv_key_code_bytes(&kv->g);
     kv_codes_host_k<<<kv->g.n_layers * kv->g.n_kv_heads, cb >= 256 ? 256 : ((cb + 31) / 32) * 32, 0, c->copy>>>(
         kv->host_d, kv->summ, kv->codes, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->g.head_dim, kv->unit_elems, hb,
-        kv->g.key_code_bits, cb);
+        kv->g.key_code_bits, cb, kv->g.host_fp8);
     OKV_LAUNCHED("key codes kernel (host tier)");
     return OKV_OK;
 }
@@ -558,7 +668,7 @@ static enum okv_status cuda_kv_summary_rebuild(okv_backend *be, okv_bkv *kv, int
         return st;
     kv_summary_rebuild_k<<<kv->g.n_layers * kv->g.n_kv_heads, 128, 0, c->copy>>>(
         kv->summ, kv->host_d, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, hb,
-        n_valid);
+        n_valid, kv->g.host_fp8);
     OKV_LAUNCHED("summary rebuild kernel");
     if (kv->codes && n_valid == kv->g.block_size && (st = codes_from_host(c, kv, hb)) != OKV_OK)
         return st;
@@ -575,7 +685,7 @@ static enum okv_status codes_after_write(struct cuda_ctx *c, okv_bkv *kv, int la
     const int cb = (int)okv_key_code_bytes(&kv->g), work = kv->g.n_kv_heads * cb;
     kv_codes_write_k<<<n, work >= 256 ? 256 : ((work + 31) / 32) * 32, 0, c->stream>>>(
         a->layer, a->summ, kv->codes + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * cb, a->tok_slot, a->tok_host,
-        kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, kv->g.key_code_bits, cb);
+        kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, kv->g.key_code_bits, cb, a->f8);
     OKV_LAUNCHED("key codes kernel");
     return OKV_OK;
 }
@@ -612,6 +722,7 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     a.hd = hd;
     a.bs = bs;
     a.unit_elems = kv->unit_elems;
+    a.f8 = kv->g.host_fp8;
     const int threads = nkv * hd >= 256 ? 256 : ((nkv * hd + 31) / 32) * 32;
     /* decode-shaped (few tokens, no two in one host block, so that no block's summary
      * reset races with its widening): one kernel, no copy-stream round trip (a decode
@@ -620,7 +731,7 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     for (int t = 1; fused && t < n; t++)
         fused = meta->tok_host[t] / bs != meta->tok_host[t - 1] / bs;
     if (fused) {
-        kv_write_k<true><<<n, threads, 0, c->stream>>>(a, kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems);
+        kv_write_k<true><<<n, threads, 0, c->stream>>>(a, host_layer_d(kv, layer));
         OKV_LAUNCHED("kv_write kernel (with summary and write-through)");
         return codes_after_write(c, kv, layer, n, &a);
     }
@@ -635,10 +746,9 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     enum okv_status st = codes_after_write(c, kv, layer, n, &a);
     if (st != OKV_OK || (st = copy_after_compute(c)) != OKV_OK)
         return st;
-    okv_bf16 *host_layer = kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * kv->unit_elems;
     const int pieces = nkv * 2 * (hd / 8);
     kv_write_through_k<<<n, pieces >= 256 ? 256 : ((pieces + 31) / 32) * 32, 0, c->copy>>>(
-        units, host_layer, c->step.tok_slot, c->step.tok_host, nkv, hd, bs, kv->unit_elems);
+        units, host_layer_d(kv, layer), c->step.tok_slot, c->step.tok_host, nkv, hd, bs, kv->unit_elems, kv->g.host_fp8);
     OKV_LAUNCHED("write-through kernel");
     OKV_CU(cudaEventRecord(kv->wt_ev[layer], c->copy), "event record");
     OKV_CU(cudaEventRecord(c->ev_wt_last, c->copy), "event record");
@@ -712,12 +822,11 @@ static enum okv_status cuda_kv_fetch(okv_backend *be, okv_bkv *kv, int layer, in
         return st;
     }
     OKV_CU(cudaMemcpyAsync(d, h, sizeof(int32_t) * 2 * (size_t)n, cudaMemcpyHostToDevice, c->copy), "kv_fetch index upload");
-    const int ppu = (int)(kv->unit_elems * sizeof(okv_bf16) / 16);
+    const int ppu = (int)(kv->host_unit_bytes / 16);
     const long long total = (long long)n * ppu;
     const int ctas = fetch_ctas(c, (size_t)total * 16);
     c->fetch_ctas_last = ctas;
-    const uint4 *src = (const uint4 *)(kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems);
-    gather_launch(c, ctas, (uint4 *)kv->dev, src, (const int32_t *)d, (const int32_t *)d + n, total, ppu,
+    gather_launch(c, kv, ctas, (const uint4 *)host_layer_d(kv, layer), (const int32_t *)d, (const int32_t *)d + n, total, ppu,
                   (long long)kv->layer_off[layer], (long long)kv->total_units, NULL);
     OKV_LAUNCHED("kv_fetch gather kernel");
     if ((st = okv_cuda_ring_commit(c, c->copy)) != OKV_OK)
@@ -754,11 +863,10 @@ enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int la
     } else if ((st = copy_after_compute(c)) != OKV_OK) {
         return st;
     }
-    const int ppu = (int)(kv->unit_elems * sizeof(okv_bf16) / 16);
+    const int ppu = (int)(kv->host_unit_bytes / 16);
     const int ctas = fetch_ctas(c, (size_t)n_bound * ppu * 16);
     c->fetch_ctas_last = ctas;
-    const uint4 *src = (const uint4 *)(kv->host_d + (size_t)layer * kv->g.n_host_blocks * kv->g.n_kv_heads * kv->unit_elems);
-    gather_launch(c, ctas, (uint4 *)kv->dev, src, d_src, d_dst, 0, ppu, (long long)kv->layer_off[layer],
+    gather_launch(c, kv, ctas, (const uint4 *)host_layer_d(kv, layer), d_src, d_dst, 0, ppu, (long long)kv->layer_off[layer],
                   (long long)kv->total_units, d_count);
     OKV_LAUNCHED("kv_fetch gather kernel (device list)");
     return fetch_record(c, kv, layer, n_bound);
@@ -814,11 +922,11 @@ static enum okv_status cuda_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int laye
 
 /* benchmarks: random K and V for one host block (all layers and heads), written
  * through the mapped alias of the pinned host tier */
-static __global__ void host_randomize_k(okv_bf16 *host, int n_host_blocks, int nkv, size_t unit_elems, int hb,
-                                        unsigned long long seed, float scale)
+static __global__ void host_randomize_k(uint8_t *host, int n_host_blocks, int nkv, size_t unit_elems, int hb,
+                                        unsigned long long seed, float scale, bool f8)
 {
     const int l = blockIdx.x / nkv, h = blockIdx.x % nkv;
-    okv_bf16 *u = host + (((size_t)l * n_host_blocks + hb) * nkv + h) * unit_elems;
+    const size_t u0 = (((size_t)l * n_host_blocks + hb) * nkv + h) * unit_elems;
     for (size_t i = threadIdx.x; i < unit_elems; i += blockDim.x) {
         unsigned long long x = seed ^ ((unsigned long long)blockIdx.x << 32) ^ (i * 0x9e3779b97f4a7c15ull);
         x ^= x >> 33;
@@ -827,7 +935,7 @@ static __global__ void host_randomize_k(okv_bf16 *host, int n_host_blocks, int n
         x *= 0xc4ceb9fe1a85ec53ull;
         x ^= x >> 33;
         float r = (float)(x >> 40) * (2.0f / 16777216.0f) - 1.0f;
-        u[i] = __float2bfloat16(scale * r);
+        host_put(host, u0 + i, __float2bfloat16(scale * r), f8);
     }
 }
 
@@ -841,11 +949,11 @@ static enum okv_status cuda_kv_host_randomize(okv_backend *be, okv_bkv *kv, int 
         return st;
     host_randomize_k<<<kv->g.n_layers * kv->g.n_kv_heads, 256, 0, c->copy>>>(
         kv->host_d, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->unit_elems, hb,
-        (unsigned long long)seed * 0x9e3779b97f4a7c15ull + (unsigned long long)hb, scale);
+        (unsigned long long)seed * 0x9e3779b97f4a7c15ull + (unsigned long long)hb, scale, kv->g.host_fp8);
     OKV_LAUNCHED("host randomize kernel");
     kv_summary_rebuild_k<<<kv->g.n_layers * kv->g.n_kv_heads, 128, 0, c->copy>>>(
         kv->summ, kv->host_d, kv->g.n_host_blocks, kv->g.n_kv_heads, kv->g.head_dim, kv->g.block_size, kv->unit_elems, hb,
-        kv->g.block_size);
+        kv->g.block_size, kv->g.host_fp8);
     OKV_LAUNCHED("summary rebuild kernel");
     if (kv->codes && (st = codes_from_host(c, kv, hb)) != OKV_OK)
         return st;
@@ -860,6 +968,7 @@ void okv_cuda_fill_kv_ops(struct okv_backend_ops *o)
     o->kv_unit_bytes = cuda_kv_unit_bytes;
     o->kv_device_bytes = cuda_kv_device_bytes;
     o->kv_host_bytes = cuda_kv_host_bytes;
+    o->kv_host_unit_bytes = cuda_kv_host_unit_bytes;
     o->kv_unit_read = cuda_kv_unit_read;
     o->kv_host_read = cuda_kv_host_read;
     o->kv_summary_read = cuda_kv_summary_read;

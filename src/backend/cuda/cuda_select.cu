@@ -618,7 +618,8 @@ codes_mma_k(const float *q, const okv_bf16 *summ, const uint8_t *codes, const in
  * it by the exact max of q.k over them, or with each channel first rounded to one of 2^bits
  * levels of the summary's [kmin, kmax]. Slow (PCIe reads of every candidate): for accuracy
  * studies, never for serving. */
-static __global__ void diag_score_k(const float *q, const okv_bf16 *summ, const okv_bf16 *hostk, const int32_t *meta,
+static __global__ void diag_score_k(const float *q, const okv_bf16 *summ, const okv_bf16 *hostk, const uint8_t *hostk8,
+                                    const int32_t *meta,
                                     int n_reqs, const int32_t *rows, const int32_t *cand, int total_cand, int n_heads,
                                     int nkv, int hd, int bs, int bits, float *scores)
 {
@@ -631,7 +632,7 @@ static __global__ void diag_score_k(const float *q, const okv_bf16 *summ, const 
         r++;
     const int32_t *m = meta + r * SEL_META;
     const int blk = __ldg(cand + __ldg(m + M_CAND_SRC) + (gc - __ldg(m + M_CAND_OFF)));
-    const okv_bf16 *k = hostk + ((size_t)blk * nkv + h) * 2 * (size_t)bs * hd;
+    const size_t k0 = ((size_t)blk * nkv + h) * 2 * (size_t)bs * hd;   /* the unit's keys (bf16 or fp8 host tier) */
     const okv_bf16 *kmin = summ + ((size_t)blk * nkv + h) * 2 * hd, *kmax = kmin + hd;
     const float levels = (float)((1 << bits) - 1);
     const int n_rows = __ldg(m + M_N_ROWS), group = n_heads / nkv;
@@ -643,7 +644,8 @@ static __global__ void diag_score_k(const float *q, const okv_bf16 *summ, const 
             for (int t = 0; t < bs; t++) {
                 float sum = 0.f;
                 for (int d = lane; d < hd; d += 32) {
-                    float kd = __bfloat162float(k[(size_t)t * hd + d]);
+                    const size_t ki = k0 + (size_t)t * hd + d;
+                    float kd = __bfloat162float(hostk8 ? e4m3_dec(hostk8[ki]) : hostk[ki]);
                     if (bits > 0) {
                         const float lo = __bfloat162float(kmin[d]), span = __bfloat162float(kmax[d]) - lo;
                         const float code = span > 0.f ? rintf((kd - lo) / span * levels) : 0.f;
@@ -1022,8 +1024,11 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
     const int dbits = diag_bits();
     if (dbits >= 0 && kv->host_d) {
         const int bs = kv->g.block_size;
-        const okv_bf16 *hostk = kv->host_d + (size_t)layer * kv->g.n_host_blocks * nkv * 2 * (size_t)bs * hd;
-        diag_score_k<<<(unsigned)((t_cand * nkv + 3) / 4), 128, 0, c->sel_stream>>>(q->d, summ, hostk, d_meta, n_reqs, d_rows,
+        const size_t lo = (size_t)layer * kv->g.n_host_blocks * nkv * 2 * (size_t)bs * hd;   /* elements */
+        const bool f8 = kv->g.host_fp8;
+        const okv_bf16 *hostk = f8 ? NULL : (const okv_bf16 *)kv->host_d + lo;
+        const uint8_t *hostk8 = f8 ? kv->host_d + lo : NULL;
+        diag_score_k<<<(unsigned)((t_cand * nkv + 3) / 4), 128, 0, c->sel_stream>>>(q->d, summ, hostk, hostk8, d_meta, n_reqs, d_rows,
                                                                                  d_cand, (int)t_cand, n_heads, nkv, hd, bs,
                                                                                  dbits, d_sc);
     } else if (kv->codes) {

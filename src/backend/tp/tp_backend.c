@@ -715,6 +715,7 @@ static enum okv_status tp_kv_alloc(okv_backend *be, const struct okv_kv_geometry
 }
 
 static size_t tp_kv_unit_bytes(const okv_bkv *kv) { return kv->t->rank[0]->ops->kv_unit_bytes(kv->kv[0]); }
+static size_t tp_kv_host_unit_bytes(const okv_bkv *kv) { return okv_backend_host_unit_bytes(kv->t->rank[0], kv->kv[0]); }
 
 /* the device tier of one GPU: the largest rank's (they are equal) */
 static size_t tp_kv_device_bytes(const okv_bkv *kv)
@@ -1317,6 +1318,7 @@ static const struct okv_backend_ops tp_ops = {
     .kv_alloc = tp_kv_alloc,
     .kv_free = tp_kv_free,
     .kv_unit_bytes = tp_kv_unit_bytes,
+    .kv_host_unit_bytes = tp_kv_host_unit_bytes,
     .kv_device_bytes = tp_kv_device_bytes,
     .kv_host_bytes = tp_kv_host_bytes,
     .kv_unit_read = tp_kv_unit_read,
