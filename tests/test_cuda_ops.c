@@ -589,8 +589,8 @@ static int kv_fill(struct kvpair *p, int32_t *written)
 static void test_e4m3(void)
 {
     uint8_t *enc = malloc(65536);
-    uint16_t dec[256];
-    CHECK(okv_cuda_e4m3_tables(enc, dec) == OKV_OK, "%s", okv_last_error());
+    uint16_t dec[256], *dec2 = malloc(4 * 65536);
+    CHECK(okv_cuda_e4m3_tables(enc, dec, dec2) == OKV_OK, "%s", okv_last_error());
     int bad = 0;
     for (uint32_t b = 0; b < 65536; b++) {
         const uint8_t want = okv_bf16_to_e4m3((uint16_t)b);
@@ -606,8 +606,17 @@ static void test_e4m3(void)
             bad_dec++;
     }
     CHECK(bad_dec == 0, "e4m3 decode: %d of 256 codes differ from okv_e4m3_to_f32", bad_dec);
-    printf("  e4m3 conversions: encode %d / 65536 differ, decode %d / 256 differ\n", bad, bad_dec);
+    /* the gather's two-code decoder, every pair (low byte first) */
+    int bad2 = 0;
+    for (uint32_t p = 0; p < 65536; p++)
+        for (int j = 0; j < 2; j++) {
+            const float want = okv_e4m3_to_f32((uint8_t)(p >> (8 * j))), got = okv_bf16_to_f32(dec2[2 * p + j]);
+            bad2 += isnan(want) ? !isnan(got) : (got != want || signbit(got) != signbit(want));
+        }
+    CHECK(bad2 == 0, "e4m3 pair decode: %d of 131072 values differ from okv_e4m3_to_f32", bad2);
+    printf("  e4m3 conversions: encode %d / 65536 differ, decode %d / 256, pair decode %d / 131072\n", bad, bad_dec, bad2);
     free(enc);
+    free(dec2);
 }
 
 static void test_kv(bool fp8)
@@ -619,8 +628,10 @@ static void test_kv(bool fp8)
         const int slots = rint_in(4, 12), sparse = rint_in(4, 30), hb = rint_in(slots, 2 * slots), stage = rint_in(1, 6);
         struct kvpair p;
         kv_make(&p, layers, slots, sparse, hb, stage, bs, nkv, hd);
-        if (!p.c || !p.g)
+        if (!p.c || !p.g) {
+            kv_host_fp8 = false;
             return;
+        }
         CHECK(gpu->ops->kv_unit_bytes(p.g) == (size_t)2 * bs * hd * 2, "kv_unit_bytes");
         CHECK(okv_backend_host_unit_bytes(gpu, p.g) == (size_t)2 * bs * hd * (fp8 ? 1 : 2) &&
                   okv_backend_host_unit_bytes(cpu, p.c) == (size_t)2 * bs * hd * (fp8 ? 1 : 4),
@@ -899,7 +910,7 @@ static void test_attention(void)
          * 64-token blocks of 4-bit codes from HBM (not staged) */
         static const int code_bits_of[] = {0, 1, 0, 2, 2, 4, 2, 1, 0, 2, 4, 4};
         kv_code_bits = code_bits_of[ci % (sizeof code_bits_of / sizeof code_bits_of[0])];
-        kv_host_fp8 = ci % 2 == 1;   /* with and without key codes */
+        kv_host_fp8 = (ci / 2) % 2 == 1;   /* configurations 2, 3, 6, 7, 10, 11: with and without key codes */
         const int slots = attn_kv(&p, cf.max_len, bs, nkv, hd, written, &nw);
         const int code_bits = kv_code_bits;
         kv_code_bits = 0;

@@ -219,6 +219,9 @@ int cmd_generate(int argc, char **argv)
         cli_die("the prompt has %zu tokens; the context length is %d (it must leave room for at least one generated token)",
                 n_ids, max_ctx);
 
+    if (host_fp8 && kv_budget == 0)
+        fprintf(stderr, "oasiskv generate: note: --kv-host-dtype fp8 applies to the host tier of sparse mode (--kv-budget N); dense "
+                        "generation has none\n");
     okv_backend *be = cli_backend(device, threads, tp, &m->cfg);
     int need = (int)n_ids + gp.max_tokens;
     if (need > max_ctx)

@@ -75,14 +75,17 @@ static char *base_name(const char *path)
  * pool (a host tier sized with them when host_auto: its summaries live on the device);
  * sets ep->max_seqs (and host_blocks) and returns the estimate, above limit when not even
  * one fits. */
+/* The most sequences (up to max_seqs) whose device need fits limit. The host tier follows the
+ * count: running sequences never hold more than max_seqs full contexts of host blocks
+ * (preemption recomputes), and every host block costs its summaries on the device, so host
+ * blocks past that would only take device memory from sequences. host_cap: the blocks the host
+ * may take (half the RAM when sized automatically, --kv-host-gb's when given). */
 static size_t fit_pool(struct okv_engine_params *ep, const struct okv_model_config *dev_cfg, size_t unit_bytes,
-                       size_t limit, int max_seqs, bool host_auto, int ctx_blocks, double host_cap)
+                       size_t limit, int max_seqs, int ctx_blocks, double host_cap)
 {
     for (ep->max_seqs = max_seqs;; ep->max_seqs--) {
-        if (host_auto) {
-            const double want = (double)ep->max_seqs * ctx_blocks;
-            ep->host_blocks = (int)(want < host_cap ? want : host_cap);
-        }
+        const double want = (double)ep->max_seqs * ctx_blocks;
+        ep->host_blocks = (int)(want < host_cap ? want : host_cap);
         const size_t need = okv_engine_estimate_device_bytes(dev_cfg, unit_bytes, ep);
         if (need <= limit || ep->max_seqs == 1)
             return need;
@@ -237,6 +240,9 @@ int cmd_serve(int argc, char **argv)
             cli_die("cannot size the host KV tier: %s", okv_last_error());
         host_block_bytes = hub * (size_t)cfg->n_kv_heads * (size_t)cfg->n_layers;
     }
+    if (host_fp8 && kv_budget == 0)
+        fprintf(stderr, "oasiskv serve: note: --kv-host-dtype fp8 applies to the host tier of sparse mode (--kv-budget N); dense "
+                        "serving has none\n");
     if (kv_budget > 0 && host_gb > 0) {
         host_blocks = (int)(host_gb * (double)(1ull << 30) / (double)host_block_bytes);
         if (host_blocks < ctx_blocks)
@@ -258,7 +264,10 @@ int cmd_serve(int argc, char **argv)
         double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
         double host_cap = ram / 2 / (double)host_block_bytes;
         bool host_auto = !host_blocks;
-        if (host_auto) {
+        const int host_given = host_blocks;
+        if (!host_auto)
+            host_cap = host_blocks;
+        {
             double want = (double)max_seqs * ctx_blocks;
             host_blocks = (int)(want < host_cap ? want : host_cap);
             if (host_blocks < ctx_blocks)
@@ -270,12 +279,12 @@ int cmd_serve(int argc, char **argv)
             /* the pool is per device: with tensor parallelism a device holds some KV heads */
             struct okv_model_config dev_cfg = *cfg;
             dev_cfg.n_kv_heads = okv_backend_kv_heads_per_device(be, cfg->n_kv_heads);
-            size_t need = fit_pool(&ep, &dev_cfg, ub, limit, max_seqs, host_auto, ctx_blocks, host_cap);
+            size_t need = fit_pool(&ep, &dev_cfg, ub, limit, max_seqs, ctx_blocks, host_cap);
             if (need > limit && !cache_factor_set && ep.cache_factor > 1.0f) {
                 /* the default cache factor is a speed choice: a pool too small for one
                  * sequence with it takes the selection alone */
                 ep.cache_factor = 1.0f;
-                need = fit_pool(&ep, &dev_cfg, ub, limit, max_seqs, host_auto, ctx_blocks, host_cap);
+                need = fit_pool(&ep, &dev_cfg, ub, limit, max_seqs, ctx_blocks, host_cap);
                 if (need <= limit)
                     fprintf(stderr, "oasiskv serve: the %g GiB device pool is too small for the default --kv-cache-factor %g; "
                                     "using 1\n", pool_gb, cache_factor);
@@ -295,6 +304,10 @@ int cmd_serve(int argc, char **argv)
                         ep.max_seqs, kv_budget);
             max_seqs = ep.max_seqs;
         }
+        if (!host_auto && ep.host_blocks < host_given)
+            fprintf(stderr, "oasiskv serve: --kv-host-gb %g: %d sequences of %d blocks use %.1f GiB of it; the host tier takes "
+                            "that (each host block's summaries live on the device)\n", host_gb, max_seqs, ctx_blocks,
+                    (double)ep.host_blocks * (double)host_block_bytes / (double)(1ull << 30));
         /* pinning a large host tier takes a while (H200 host: 85 GiB in ~60 s): say so */
         double gib = (double)ep.host_blocks * (double)host_block_bytes / (double)(1ull << 30);
         if (gib >= 1.0)

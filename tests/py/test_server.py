@@ -568,7 +568,11 @@ def main():
     check(st == 200 and js["usage"]["prompt_tokens"] > 256, "sparse server with an fp8 host tier answers a long prompt")
     st, _, raw = request(p2, "GET", "/metrics", headers={"Authorization": "Bearer sekret"})
     fetched = re.search(r"^oasiskv:fetch_bytes_total(?:\{[^}]*\})? ([0-9.e+]+)$", raw.decode(), re.M)
-    check(st == 200 and fetched is not None and float(fetched.group(1)) > 0, "fp8 host tier: fetches counted in /metrics")
+    blocks = re.search(r"^oasiskv:blocks_fetched_total(?:\{[^}]*\})? ([0-9.e+]+)$", raw.decode(), re.M)
+    # a fetched unit is one KV head's block of K and V: 16 tokens x head_dim 64 x 2, one byte each in fp8
+    # (the CPU backend's float tier would move 8192)
+    per = float(fetched.group(1)) / float(blocks.group(1)) if fetched and blocks and float(blocks.group(1)) > 0 else 0
+    check(st == 200 and per == 2048, f"fp8 host tier: {per:.0f} bytes a fetched unit in /metrics (2048 expected)")
     rc = srv2.stop()
     check(rc == 0, f"second server: SIGTERM -> exit {rc}")
 

@@ -53,7 +53,13 @@ expect_error "budget too small" "budget" $cli generate -m "$gguf" --prompt-token
 expect_error "device tier too small" "device tier" $cli generate -m "$gguf" --prompt-tokens 1,2 --kv-budget 128 --kv-device-mb 0.01
 # a pool too small for one sparse sequence names what takes the room (the host tier's summaries)
 expect_error "serve: pool too small" "cannot hold one sparse sequence.*summaries.*--kv-host-gb" \
-  $cli serve -m "$gguf" --kv-budget 64 --kv-pool-gb 0.001 --kv-host-gb 0.5 --port 1
+  $cli serve -m "$gguf" --ctx 100000 --kv-budget 64 --kv-pool-gb 0.001 --kv-host-gb 0.5 --port 1
+# a host tier larger than the sequences the pool holds can use is cut to what they use (its
+# summaries would take device memory from sequences), and the server says so
+err="$(timeout 5 $cli serve -m "$gguf" --kv-budget 128 --kv-pool-gb 0.001 --kv-host-gb 0.5 --kv-host-dtype fp8 --port 0 2>&1 >/dev/null)"
+if grep -q "holds 3 sparse sequences" <<<"$err" && grep -q -- "--kv-host-gb 0.5: 3 sequences of 16 blocks use .* the host tier takes that" <<<"$err"; then ok
+else bad "serve: host tier cut to what the sequences use: $err"; fi
+expect_error "serve: bad host KV type" "not a host KV type" $cli serve -m "$gguf" --kv-budget 128 --kv-host-dtype int4 --port 0
 # the default cache factor (2) falls back to 1 where only that fits one sequence; asked for, it is an error
 err="$(timeout 5 $cli serve -m "$gguf" --ctx 8192 --kv-budget 2048 --kv-pool-gb 0.0068 --kv-host-gb 0.006 --port 0 2>&1 >/dev/null)"
 if grep -q "too small for the default --kv-cache-factor 2; using 1" <<<"$err" && grep -q "holds 1 sparse sequences" <<<"$err"; then ok

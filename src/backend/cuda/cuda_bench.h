@@ -50,9 +50,10 @@ bool okv_cuda_codes_mma_fits(const struct okv_kv_geometry *g);
 double okv_cuda_kv_host_pin_seconds(const okv_bkv *kv, bool *registered);
 
 /* The device's FP8 E4M3 conversions of an fp8 host tier (cuda_kv.cu): enc[65536], the code of
- * every bf16 bit pattern; dec[256], the bf16 bits of every code (test_cuda_ops compares them
- * with okv_bf16_to_e4m3 and okv_e4m3_to_f32). Runs on the current device. */
-enum okv_status okv_cuda_e4m3_tables(uint8_t *enc, uint16_t *dec);
+ * every bf16 bit pattern; dec[256], the bf16 bits of every code; dec2[65536][2], the gather's
+ * two-code decoder on every pair (low byte first). test_cuda_ops compares them with
+ * okv_bf16_to_e4m3 and okv_e4m3_to_f32. Runs on the current device. */
+enum okv_status okv_cuda_e4m3_tables(uint8_t *enc, uint16_t *dec, uint16_t *dec2);
 
 #ifdef __cplusplus
 }

@@ -81,29 +81,37 @@ static __device__ __forceinline__ void host_put(uint8_t *h, size_t i, okv_bf16 x
 }
 
 /* test_cuda_ops: the device encoder over every bf16 bit pattern, and the decoder over every code */
-static __global__ void e4m3_table_k(uint8_t *enc, okv_bf16 *dec)
+static __global__ void e4m3_table_k(uint8_t *enc, okv_bf16 *dec, __nv_bfloat162 *dec2)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < 65536)
+    if (i < 65536) {
         enc[i] = e4m3_enc(__ushort_as_bfloat16((unsigned short)i));
+        dec2[i] = e4m3x2_dec((unsigned short)i);
+    }
     if (i < 256)
         dec[i] = e4m3_dec((uint8_t)i);
 }
 
-extern "C" enum okv_status okv_cuda_e4m3_tables(uint8_t *enc, uint16_t *dec)
+extern "C" enum okv_status okv_cuda_e4m3_tables(uint8_t *enc, uint16_t *dec, uint16_t *dec2)
 {
     uint8_t *de = NULL;
     okv_bf16 *dd = NULL;
-    if (cudaMalloc((void **)&de, 65536) != cudaSuccess || cudaMalloc((void **)&dd, 512) != cudaSuccess) {
+    __nv_bfloat162 *dd2 = NULL;
+    if (cudaMalloc((void **)&de, 65536) != cudaSuccess || cudaMalloc((void **)&dd, 512) != cudaSuccess ||
+        cudaMalloc((void **)&dd2, 4 * 65536) != cudaSuccess) {
         cudaFree(de);
+        cudaFree(dd);
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda: e4m3 tables");
     }
-    e4m3_table_k<<<256, 256>>>(de, dd);
+    e4m3_table_k<<<256, 256>>>(de, dd, dd2);
     cudaError_t e = cudaMemcpy(enc, de, 65536, cudaMemcpyDeviceToHost);
     if (e == cudaSuccess)
         e = cudaMemcpy(dec, dd, 512, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dec2, dd2, 4 * 65536, cudaMemcpyDeviceToHost);
     cudaFree(de);
     cudaFree(dd);
+    cudaFree(dd2);
     OKV_CU(e, "e4m3 tables");
     return OKV_OK;
 }
