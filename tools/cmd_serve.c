@@ -23,6 +23,9 @@ static const char *help =
     "  --max-num-seqs N             requests running at once (default 32)\n"
     "  --max-num-batched-tokens N   rows of one step: prefill chunks + decode rows (default 512)\n"
     "  --kv-budget N|dense          sparse KV: tokens kept on the device per (sequence, layer, KV head); dense: all (default)\n"
+    "  --enable-prefix-caching, --no-enable-prefix-caching\n"
+    "                               dense serving: requests that start with the same tokens share those full KV blocks\n"
+    "                               instead of computing them again (default: on; sparse serving computes every prompt)\n"
     "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
     "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
     "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
@@ -104,6 +107,7 @@ int cmd_serve(int argc, char **argv)
     double sticky = 0.25;
     int key_code_bits = 0;
     bool host_fp8 = false;
+    bool prefix_caching = true;
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -133,6 +137,10 @@ int cmd_serve(int argc, char **argv)
             kv_budget = !strcmp(v, "dense") ? 0 : cli_int(a, v, 1, 1 << 24);
         } else if (!strcmp(a, "--kv-pool-gb")) {
             pool_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 4096);
+        } else if (!strcmp(a, "--enable-prefix-caching")) {
+            prefix_caching = true;
+        } else if (!strcmp(a, "--no-enable-prefix-caching")) {
+            prefix_caching = false;
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
             if (strcmp(draft, "ngram"))
@@ -254,6 +262,7 @@ int cmd_serve(int argc, char **argv)
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .key_code_bits = key_code_bits, .host_fp8 = host_fp8,
+                                   .prefix_caching = prefix_caching && kv_budget == 0,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
         /* sparse: as many sequences as the device pool holds (each needs its budget,
@@ -347,7 +356,8 @@ int cmd_serve(int argc, char **argv)
     fprintf(stderr, "oasiskv serve: model %s (%s), context %d, device KV tier %.0f MiB (%d group blocks of %d tokens), "
                     "max %d running, %s%s\n",
             srv.model_name, model_path, okv_engine_max_ctx(e), (double)es.device_bytes_capacity / (1 << 20),
-            okv_engine_blocks_total(e), block, max_seqs, okv_engine_sparse(e) ? "sparse KV (OasisKV)" : "dense KV",
+            okv_engine_blocks_total(e), block, max_seqs,
+            okv_engine_sparse(e) ? "sparse KV (OasisKV)" : okv_engine_prefix_caching(e) ? "dense KV, prefix caching" : "dense KV",
             drafter ? ", ngram drafts" : "");
     fprintf(stderr, "oasiskv serve: listening on http://%s:%d\n", host, okv_server_port(sv));
     fflush(stderr);

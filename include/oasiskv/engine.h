@@ -71,6 +71,10 @@ struct okv_engine_params {
                               (2 bits: as many bytes again as the summaries, 1/16 of the KV) and scores blocks by
                               half their keys' max product as the codes see them and half Quest's bound
                               (backend.h; both backends) */
+    bool prefix_caching;   /* dense mode (no host tier): full blocks are cached by a hash of their tokens and
+                              of the blocks before them, and a sequence starting with cached blocks attaches
+                              them (okv_engine_prefix_attach) instead of computing them; see include/oasiskv/kv.h.
+                              Ignored in sparse and streaming modes */
     bool host_fp8;         /* sparse mode: the host tier holds K and V as FP8 E4M3 (backend.h's host_fp8): half
                               the host memory and half the PCIe bytes a fetch moves; the device tier keeps its
                               precision (bench/ACCURACY.md measures what the rounding costs) */
@@ -85,6 +89,8 @@ struct okv_engine_params {
 /* Counters since creation (or the last reset). */
 struct okv_engine_stats {
     int64_t steps;
+    int64_t prefix_query_tokens; /* prompt tokens looked up in the prefix cache */
+    int64_t prefix_hit_tokens;   /* of which found cached (attached, not computed) */
     int64_t units_fetched;       /* (block, KV head, layer) units copied host -> device */
     int64_t fetch_bytes;
     int64_t units_selected;      /* selected units read by attention */
@@ -131,6 +137,15 @@ int okv_engine_blocks_total(const okv_engine *e);
 int okv_engine_block_size(const okv_engine *e);
 
 enum okv_status okv_engine_seq_create(okv_engine *e, int *seq);
+/* Prefix caching (okv_engine_params.prefix_caching, dense mode). okv_engine_prefix_attach: give a new,
+ * empty sequence the cached blocks that begin tokens[0..n) (whole blocks, never the last token, whose
+ * logits must be computed); returns the tokens attached (0 when caching is off), which the caller
+ * then does not forward. okv_engine_prefix_register: cache the sequence's full blocks among its first
+ * n tokens (tokens[0..n), committed) not cached yet; call it as the sequence grows. A sequence cannot
+ * be truncated into its attached or registered blocks. */
+bool okv_engine_prefix_caching(const okv_engine *e);
+int okv_engine_prefix_attach(okv_engine *e, int seq, const int32_t *tokens, int n);
+void okv_engine_prefix_register(okv_engine *e, int seq, const int32_t *tokens, int n);
 void okv_engine_seq_free(okv_engine *e, int seq);
 int okv_engine_seq_len(const okv_engine *e, int seq);
 /* Drop tokens past len (speculative rejection, or regenerating). In sparse mode the

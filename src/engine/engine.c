@@ -254,6 +254,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         }
         if ((st = okv_kv_cache_create(be, &g, &e->kv)) != OKV_OK)
             goto fail;
+        if (prm.prefix_caching && (st = okv_kv_prefix_enable(e->kv)) != OKV_OK)
+            goto fail;
     }
     if (prm.device_bytes_limit > 0 && be->ops->kv_device_bytes(okv_kv_storage(e->kv)) > prm.device_bytes_limit) {
         st = okv_set_error(OKV_ERR_NO_KV_SPACE,
@@ -495,6 +497,71 @@ void okv_engine_seq_free(okv_engine *e, int seq)
 
 int okv_engine_seq_len(const okv_engine *e, int seq) { return okv_kv_seq_len(e->kv, seq); }
 
+/* ---- prefix caching ---- */
+
+#define PC_SEED 0xcbf29ce484222325ull
+
+/* a block's hash: FNV-1a over its tokens from its parent's hash, then a final mix */
+static uint64_t block_hash(uint64_t parent, const int32_t *tokens, int n)
+{
+    uint64_t h = parent;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)tokens[i];
+        h *= 0x100000001b3ull;
+    }
+    h ^= h >> 31;
+    h *= 0x7fb5d329728ea185ull;
+    h ^= h >> 27;
+    return h;
+}
+
+bool okv_engine_prefix_caching(const okv_engine *e) { return okv_kv_prefix_enabled(e->kv); }
+
+int okv_engine_prefix_attach(okv_engine *e, int seq, const int32_t *tokens, int n)
+{
+    if (!okv_kv_prefix_enabled(e->kv) || !okv_kv_seq_valid(e->kv, seq) || okv_kv_seq_len(e->kv, seq) != 0 || n <= 0)
+        return 0;
+    const int bsz = okv_kv_geometry(e->kv)->block_size;
+    struct eseq *es = &e->seqs[seq];
+    uint64_t parent = PC_SEED;
+    int got = 0;
+    /* whole blocks, leaving at least the last token to compute (its logits start generation) */
+    while ((got + 1) * bsz <= n - 1) {
+        const uint64_t h = block_hash(parent, tokens + (size_t)got * bsz, bsz);
+        const int32_t slot = okv_kv_prefix_lookup(e->kv, parent, h, tokens + (size_t)got * bsz);
+        if (slot < 0 || okv_kv_seq_attach_block(e->kv, seq, slot) != OKV_OK)
+            break;
+        parent = h;
+        got++;
+    }
+    es->pc_n = got;
+    es->pc_hash = parent;
+    e->stats.prefix_query_tokens += n;
+    e->stats.prefix_hit_tokens += (int64_t)got * bsz;
+    if (got > 0)
+        okv_engine_update_mem_stats(e);
+    return got * bsz;
+}
+
+void okv_engine_prefix_register(okv_engine *e, int seq, const int32_t *tokens, int n)
+{
+    if (!okv_kv_prefix_enabled(e->kv) || !okv_kv_seq_valid(e->kv, seq))
+        return;
+    const int bsz = okv_kv_geometry(e->kv)->block_size;
+    struct eseq *es = &e->seqs[seq];
+    if (n > okv_kv_seq_len(e->kv, seq))
+        n = okv_kv_seq_len(e->kv, seq);
+    if (es->pc_n == 0 && es->pc_hash == 0)
+        es->pc_hash = PC_SEED;
+    while ((es->pc_n + 1) * bsz <= n) {
+        const int32_t *t = tokens + (size_t)es->pc_n * bsz;
+        const uint64_t h = block_hash(es->pc_hash, t, bsz);
+        okv_kv_prefix_register(e->kv, seq, es->pc_n, es->pc_hash, h, t);
+        es->pc_hash = h;
+        es->pc_n++;
+    }
+}
+
 enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len)
 {
     if (!okv_kv_seq_valid(e->kv, seq))
@@ -509,6 +576,9 @@ enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len)
     if ((e->resid || e->streaming) && es->cand_end > 0 && len < es->cand_end * bsz)
         return okv_set_error(OKV_ERR_INVALID_ARG, "truncate: sequence %d to %d tokens cuts into blocks that left the local window",
                              seq, len);
+    if (len < es->pc_n * bsz)   /* attached or registered blocks are shared: never written again */
+        return okv_set_error(OKV_ERR_INVALID_ARG, "truncate: sequence %d to %d tokens cuts into its %d prefix-cached blocks",
+                             seq, len, es->pc_n);
     okv_kv_seq_truncate(e->kv, seq, len);
     if (e->resid && len % bsz) {
         /* the last block's summary was widened by the dropped keys: rebuild it */

@@ -16,6 +16,8 @@ struct eseq {
     bool decode;       /* its prefill has finished */
     bool sparse;       /* a selection for the coming step exists (cand_end valid) */
     int cand_end;      /* blocks [sink, cand_end) are reached through selection only */
+    int pc_n;          /* prefix caching: leading blocks attached from the cache or registered in it */
+    uint64_t pc_hash;  /* the hash of block pc_n - 1 (the seed before the first) */
 };
 
 /* Per batch-local sequence of the current step. */

@@ -5,7 +5,14 @@
  * sequence when the host tier exists). Free ids sit on stacks (LIFO reuse keeps
  * recently freed, cache-warm blocks in use). A sequence's table maps logical block
  * i to its group slot (-1 once released to the host tier alone) and host block.
- * Reservation is all or nothing, so a failed step leaves every table as it was. */
+ * Reservation is all or nothing, so a failed step leaves every table as it was.
+ *
+ * Prefix caching (okv_kv_prefix_enable; device tier only, no host tier): a full block
+ * can be registered under a hash of its tokens and of the blocks before it, and other
+ * sequences then attach the same group slot instead of computing it again. Group slots
+ * carry a count of the sequences holding them; a registered slot that no sequence holds
+ * stays cached (least recently freed first out) and counts as free: reserve takes it when
+ * the free stack is empty, forgetting its hash. */
 #include "oasiskv/kv.h"
 
 #include <string.h>
@@ -20,10 +27,24 @@ struct kv_seq {
     int n_group;        /* blocks holding a group slot */
 };
 
+/* prefix cache state of the group slots (okv_kv_prefix_enable) */
+struct kv_prefix {
+    int32_t *ref;          /* [n_group_slots] sequences holding the slot */
+    uint8_t *cached;       /* [n_group_slots] registered under hash[] */
+    uint64_t *hash, *parent;
+    int32_t *tokens;       /* [n_group_slots][block_size] the tokens the slot's KV was computed from */
+    int32_t *lru_prev, *lru_next;   /* cached slots that no sequence holds, oldest first */
+    int32_t lru_head, lru_tail;
+    int n_lru;
+    int32_t *table;        /* open addressing by hash: slot, -1 empty, -2 deleted */
+    uint32_t table_mask;
+};
+
 struct okv_kv_cache {
     okv_backend *be;
     okv_bkv *storage;
     struct okv_kv_geometry g;
+    struct kv_prefix *px;  /* NULL: prefix caching off */
     int32_t *free_group;   /* [n_group_slots] */
     int n_free_group;
     int32_t *free_host;    /* [n_host_blocks] */
@@ -72,6 +93,7 @@ void okv_kv_cache_free(okv_kv_cache *c)
         okv_free(c->seqs[i].host);
     }
     okv_free(c->seqs);
+    okv_kv_prefix_free(c);
     okv_free(c->free_group);
     okv_free(c->free_host);
     if (c->storage)
@@ -79,10 +101,231 @@ void okv_kv_cache_free(okv_kv_cache *c)
     okv_free(c);
 }
 
+/* ---- prefix cache ---- */
+
+static void lru_unlink(struct kv_prefix *p, int32_t s)
+{
+    const int32_t a = p->lru_prev[s], b = p->lru_next[s];
+    if (a >= 0)
+        p->lru_next[a] = b;
+    else
+        p->lru_head = b;
+    if (b >= 0)
+        p->lru_prev[b] = a;
+    else
+        p->lru_tail = a;
+    p->lru_prev[s] = p->lru_next[s] = -1;
+    p->n_lru--;
+}
+
+static void lru_push(struct kv_prefix *p, int32_t s)
+{
+    p->lru_prev[s] = p->lru_tail;
+    p->lru_next[s] = -1;
+    if (p->lru_tail >= 0)
+        p->lru_next[p->lru_tail] = s;
+    else
+        p->lru_head = s;
+    p->lru_tail = s;
+    p->n_lru++;
+}
+
+static uint32_t table_pos(const struct kv_prefix *p, uint64_t h) { return (uint32_t)(h ^ (h >> 29)) & p->table_mask; }
+
+static void table_remove(struct kv_prefix *p, int32_t slot)
+{
+    for (uint32_t i = table_pos(p, p->hash[slot]);; i = (i + 1) & p->table_mask) {
+        if (p->table[i] == -1)
+            return;
+        if (p->table[i] == slot) {
+            p->table[i] = -2;
+            return;
+        }
+    }
+}
+
+/* a slot leaves the cache (reused for another block) */
+static void uncache(struct kv_prefix *p, int32_t slot)
+{
+    if (!p->cached[slot])
+        return;
+    table_remove(p, slot);
+    p->cached[slot] = 0;
+}
+
+/* a group slot for a new block: the free stack, else the least recently freed cached slot */
+static int32_t take_group(okv_kv_cache *c)
+{
+    struct kv_prefix *p = c->px;
+    int32_t s;
+    if (c->n_free_group > 0) {
+        s = c->free_group[--c->n_free_group];
+    } else {
+        OKV_ASSERT(p && p->n_lru > 0);
+        s = p->lru_head;
+        lru_unlink(p, s);
+        uncache(p, s);
+    }
+    if (p)
+        p->ref[s] = 1;
+    return s;
+}
+
+/* a sequence lets a group slot go */
+static void put_group(okv_kv_cache *c, int32_t s)
+{
+    struct kv_prefix *p = c->px;
+    if (p && --p->ref[s] > 0)
+        return;
+    if (p && p->cached[s])
+        lru_push(p, s);
+    else
+        c->free_group[c->n_free_group++] = s;
+}
+
+enum okv_status okv_kv_prefix_enable(okv_kv_cache *c)
+{
+    if (c->px)
+        return OKV_OK;
+    if (c->g.n_host_blocks > 0)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "kv cache: prefix caching needs a cache without host tier (dense)");
+    if (c->n_free_group != c->g.n_group_slots)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: prefix caching is enabled before any block is used");
+    const size_t n = (size_t)c->g.n_group_slots + 1;
+    uint32_t tsize = 16;
+    while (tsize < 2 * n)
+        tsize *= 2;
+    struct kv_prefix *p = okv_calloc(1, sizeof *p, OKV_TAG_KV);
+    if (p) {
+        p->ref = okv_calloc(n, sizeof *p->ref, OKV_TAG_KV);
+        p->cached = okv_calloc(n, 1, OKV_TAG_KV);
+        p->hash = okv_calloc(n, sizeof *p->hash, OKV_TAG_KV);
+        p->parent = okv_calloc(n, sizeof *p->parent, OKV_TAG_KV);
+        p->tokens = okv_calloc(n * (size_t)c->g.block_size, sizeof *p->tokens, OKV_TAG_KV);
+        p->lru_prev = okv_malloc(n * sizeof *p->lru_prev, OKV_TAG_KV);
+        p->lru_next = okv_malloc(n * sizeof *p->lru_next, OKV_TAG_KV);
+        p->table = okv_malloc(tsize * sizeof *p->table, OKV_TAG_KV);
+    }
+    if (!p || !p->ref || !p->cached || !p->hash || !p->parent || !p->tokens || !p->lru_prev || !p->lru_next || !p->table) {
+        c->px = p;
+        okv_kv_prefix_free(c);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "kv cache: out of memory (prefix cache)");
+    }
+    for (size_t i = 0; i < n; i++)
+        p->lru_prev[i] = p->lru_next[i] = -1;
+    for (uint32_t i = 0; i < tsize; i++)
+        p->table[i] = -1;
+    p->table_mask = tsize - 1;
+    p->lru_head = p->lru_tail = -1;
+    c->px = p;
+    return OKV_OK;
+}
+
+void okv_kv_prefix_free(okv_kv_cache *c)
+{
+    struct kv_prefix *p = c->px;
+    if (!p)
+        return;
+    okv_free(p->ref);
+    okv_free(p->cached);
+    okv_free(p->hash);
+    okv_free(p->parent);
+    okv_free(p->tokens);
+    okv_free(p->lru_prev);
+    okv_free(p->lru_next);
+    okv_free(p->table);
+    okv_free(p);
+    c->px = NULL;
+}
+
+bool okv_kv_prefix_enabled(const okv_kv_cache *c) { return c->px != NULL; }
+
+int okv_kv_prefix_cached_blocks(const okv_kv_cache *c)
+{
+    const struct kv_prefix *p = c->px;
+    if (!p)
+        return 0;
+    int n = 0;
+    for (int i = 0; i < c->g.n_group_slots; i++)
+        n += p->cached[i];
+    return n;
+}
+
+int32_t okv_kv_prefix_lookup(const okv_kv_cache *c, uint64_t parent, uint64_t hash, const int32_t *tokens)
+{
+    const struct kv_prefix *p = c->px;
+    if (!p)
+        return -1;
+    const int bs = c->g.block_size;
+    for (uint32_t i = table_pos(p, hash);; i = (i + 1) & p->table_mask) {
+        const int32_t s = p->table[i];
+        if (s == -1)
+            return -1;
+        /* the hash names a block; its parent and tokens are compared too, so that a hash
+         * collision can never hand a sequence another prompt's KV */
+        if (s >= 0 && p->hash[s] == hash && p->parent[s] == parent &&
+            !memcmp(p->tokens + (size_t)s * bs, tokens, sizeof(int32_t) * (size_t)bs))
+            return s;
+    }
+}
+
+enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t slot)
+{
+    struct kv_prefix *p = c->px;
+    if (!p || !okv_kv_seq_valid(c, seq) || slot < 0 || slot >= c->g.n_group_slots || !p->cached[slot])
+        return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: cannot attach group slot %d to sequence %d", slot, seq);
+    struct kv_seq *s = &c->seqs[seq];
+    if (s->len != s->n_blocks * c->g.block_size)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: sequence %d is not block-aligned (%d tokens)", seq, s->len);
+    if (s->n_blocks + 1 > s->cap) {
+        const int cap = s->cap ? 2 * s->cap : 16;
+        int32_t *g = okv_realloc(s->group, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
+        if (g)
+            s->group = g;
+        int32_t *h = okv_realloc(s->host, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
+        if (h)
+            s->host = h;
+        if (!g || !h)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "kv cache: out of memory");
+        s->cap = cap;
+    }
+    if (p->ref[slot]++ == 0)
+        lru_unlink(p, slot);
+    s->group[s->n_blocks] = slot;
+    s->host[s->n_blocks] = -1;
+    s->n_blocks++;
+    s->n_group++;
+    s->len += c->g.block_size;
+    return OKV_OK;
+}
+
+void okv_kv_prefix_register(okv_kv_cache *c, int seq, int block, uint64_t parent, uint64_t hash, const int32_t *tokens)
+{
+    struct kv_prefix *p = c->px;
+    if (!p || !okv_kv_seq_valid(c, seq))
+        return;
+    const struct kv_seq *s = &c->seqs[seq];
+    if (block < 0 || block >= s->n_blocks || (block + 1) * c->g.block_size > s->len)
+        return;   /* only full, committed blocks */
+    const int32_t slot = s->group[block];
+    if (slot < 0 || p->cached[slot] || okv_kv_prefix_lookup(c, parent, hash, tokens) >= 0)
+        return;   /* already cached, here or in another slot */
+    const int bs = c->g.block_size;
+    uint32_t i = table_pos(p, hash);
+    while (p->table[i] >= 0)
+        i = (i + 1) & p->table_mask;
+    p->table[i] = slot;
+    p->cached[slot] = 1;
+    p->hash[slot] = hash;
+    p->parent[slot] = parent;
+    memcpy(p->tokens + (size_t)slot * bs, tokens, sizeof(int32_t) * (size_t)bs);
+}
+
 const struct okv_kv_geometry *okv_kv_geometry(const okv_kv_cache *c) { return &c->g; }
 okv_bkv *okv_kv_storage(okv_kv_cache *c) { return c->storage; }
-int okv_kv_free_slots(const okv_kv_cache *c) { return c->n_free_group; }
-int okv_kv_used_slots(const okv_kv_cache *c) { return c->g.n_group_slots - c->n_free_group; }
+/* cached slots that no sequence holds are free: reserve takes them */
+int okv_kv_free_slots(const okv_kv_cache *c) { return c->n_free_group + (c->px ? c->px->n_lru : 0); }
+int okv_kv_used_slots(const okv_kv_cache *c) { return c->g.n_group_slots - okv_kv_free_slots(c); }
 int okv_kv_free_host_blocks(const okv_kv_cache *c) { return c->n_free_host; }
 int okv_kv_used_host_blocks(const okv_kv_cache *c) { return c->g.n_host_blocks - c->n_free_host; }
 int okv_kv_n_seqs(const okv_kv_cache *c) { return c->n_seqs; }
@@ -125,7 +368,7 @@ static void drop_blocks_from(okv_kv_cache *c, struct kv_seq *s, int keep)
     while (s->n_blocks > keep) {
         s->n_blocks--;
         if (s->group[s->n_blocks] >= 0) {
-            c->free_group[c->n_free_group++] = s->group[s->n_blocks];
+            put_group(c, s->group[s->n_blocks]);
             s->n_group--;
         }
         if (s->host[s->n_blocks] >= 0)
@@ -155,9 +398,9 @@ enum okv_status okv_kv_seq_reserve(okv_kv_cache *c, int seq, int n)
     int extra = need - s->n_blocks;
     if (extra <= 0)
         return OKV_OK;
-    if (extra > c->n_free_group)
+    if (extra > okv_kv_free_slots(c))
         return okv_set_error(OKV_ERR_NO_KV_SPACE, "kv cache: sequence %d needs %d more device blocks, %d free of %d",
-                             seq, extra, c->n_free_group, c->g.n_group_slots);
+                             seq, extra, okv_kv_free_slots(c), c->g.n_group_slots);
     bool host = c->g.n_host_blocks > 0;
     if (host && extra > c->n_free_host)
         return okv_set_error(OKV_ERR_NO_KV_SPACE, "kv cache: sequence %d needs %d more host blocks, %d free of %d",
@@ -177,7 +420,7 @@ enum okv_status okv_kv_seq_reserve(okv_kv_cache *c, int seq, int n)
         s->cap = cap;
     }
     while (s->n_blocks < need) {
-        s->group[s->n_blocks] = c->free_group[--c->n_free_group];
+        s->group[s->n_blocks] = take_group(c);
         s->host[s->n_blocks] = host ? c->free_host[--c->n_free_host] : -1;
         s->n_blocks++;
         s->n_group++;
@@ -242,7 +485,7 @@ void okv_kv_seq_release_group(okv_kv_cache *c, int seq, int block)
     OKV_ASSERT(block >= 0 && block < s->n_blocks && s->host[block] >= 0);
     if (s->group[block] < 0)
         return;
-    c->free_group[c->n_free_group++] = s->group[block];
+    put_group(c, s->group[block]);
     s->group[block] = -1;
     s->n_group--;
 }
@@ -253,7 +496,7 @@ void okv_kv_seq_drop_group(okv_kv_cache *c, int seq, int block)
     OKV_ASSERT(block >= 0 && block < s->n_blocks);
     if (s->group[block] < 0)
         return;
-    c->free_group[c->n_free_group++] = s->group[block];
+    put_group(c, s->group[block]);
     s->group[block] = -1;
     s->n_group--;
 }

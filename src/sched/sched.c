@@ -389,7 +389,9 @@ static void admit(struct okv_sched *s)
         }
         wait_unlink(s, r);
         r->seq = seq;
-        r->n_computed = 0;
+        /* prefix caching (dense engines): the blocks cached for the same leading tokens are
+         * attached, not computed; not for prompt log-probabilities, whose rows need logits */
+        r->n_computed = r->lp_prompt ? 0 : okv_engine_prefix_attach(s->e, seq, r->toks, r->n_toks);
         s->running[s->n_running++] = r;
         s->need_running += r->need;
         s->admit_hold = false;
@@ -623,8 +625,12 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 r->plp_next = pos + 1;
             }
         }
-        for (int i = 0; i < nr; i++)
-            s->b_all[i]->n_computed += s->b_take[i];
+        for (int i = 0; i < nr; i++) {
+            struct req *r = s->b_all[i];
+            r->n_computed += s->b_take[i];
+            /* full blocks of accepted tokens join the prefix cache (drafts past n_toks wait for verification) */
+            okv_engine_prefix_register(s->e, r->seq, r->toks, r->n_computed < r->n_toks ? r->n_computed : r->n_toks);
+        }
         for (int i = 0; i < nl; i++) {
             struct req *r = s->b_req[i];
             if (r->lp_prompt && r->plp_next == 0)   /* a one-token prompt: its entry before the first generated one */

@@ -161,6 +161,10 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
            (double)m.generation_tokens_total);
     metric(&b, "vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.", label,
            (double)m.num_preemptions_total);
+    metric(&b, "vllm:prefix_cache_queries_total", "counter",
+           "Prefix cache queries, in terms of number of queried tokens.", label, (double)m.engine.prefix_query_tokens);
+    metric(&b, "vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+           label, (double)m.engine.prefix_hit_tokens);
     srv_buf_printf(&b, "# HELP vllm:request_success_total Count of successfully processed requests.\n"
                   "# TYPE vllm:request_success_total counter\n");
     for (int f = OKV_FINISH_STOP; f <= OKV_FINISH_ABORT; f++)

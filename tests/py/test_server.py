@@ -540,6 +540,23 @@ def main():
                         {"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True})
     check(st == 200 and js["choices"][0]["text"] == ref_text, "after the bad inputs the server still serves")
 
+    # ---- prefix caching (dense serving, on by default): a repeated long prompt attaches its blocks ----
+    def prefix_counts():
+        m = metrics(port)
+        return m.get("vllm:prefix_cache_queries_total"), m.get("vllm:prefix_cache_hits_total")
+    story = " ".join(f"Line {i}: the harbour keeps {i * 3 % 17} boats." for i in range(40))
+    q0, h0 = prefix_counts()
+    outs = []
+    for _ in range(2):
+        st, js, _ = request(port, "POST", "/v1/completions", {"prompt": story, "max_tokens": 12, "temperature": 0})
+        outs.append((st, js))
+    q1, h1 = prefix_counts()
+    n_story = outs[0][1]["usage"]["prompt_tokens"] if outs[0][0] == 200 else 0
+    check(q0 is not None and q1 - q0 == 2 * n_story and h1 - h0 >= n_story - 16,
+          f"prefix cache: the repeated {n_story}-token prompt hit {h1 - h0 if h0 is not None else '?'} of its tokens")
+    check(all(st == 200 for st, _ in outs) and outs[0][1]["choices"][0]["text"] == outs[1][1]["choices"][0]["text"],
+          "prefix cache: the repeated prompt gives the same greedy text")
+
     # ---- API key (a second server: sparse, with an FP8 E4M3 host tier) ----
     srv2 = Server("--api-key", "sekret", "--kv-budget", "256", "--kv-host-dtype", "fp8")
     p2 = srv2.port
