@@ -4,8 +4,9 @@
  * The cache: registered full blocks are found by hash, parent and tokens (a wrong token or
  * parent finds nothing); a freed registered block stays cached and counts as free; a block
  * two sequences hold stays held until both let go; reserve takes free slots before cached
- * ones and then evicts the least recently freed; attaching needs a block-aligned sequence;
- * a cache with a host tier refuses.
+ * ones and then evicts the least recently freed;
+ * attaching needs a block-aligned sequence; thousands of blocks cached and evicted through a
+ * few slots leave lookups answering; a cache with a host tier refuses.
  * The engine: a prompt computed once, then attached by a second sequence that forwards only
  * the tail, gives the same last-row logits (within float rounding) as computing it whole;
  * truncating into attached blocks is refused; the statistics count the queried and hit
@@ -84,6 +85,32 @@ static void test_cache(okv_backend *be)
     okv_kv_seq_free(c, d);
     okv_kv_seq_free(c, cq);
     CHECK(okv_kv_free_slots(c) == 8 && okv_kv_prefix_cached_blocks(c) == 2, "all free, blocks 0 and 1 cached");
+    /* eviction order: least recently freed first (b let block 1 go before d let block 0 go); a sequence
+     * taking the 6 free slots and then one more evicts block 1 and keeps block 0 */
+    int e1;
+    CHECK(okv_kv_seq_create(c, &e1) == OKV_OK && okv_kv_seq_reserve(c, e1, 6 * bs) == OKV_OK, "e takes the free slots");
+    CHECK(okv_kv_prefix_cached_blocks(c) == 2, "free slots first: %d cached", okv_kv_prefix_cached_blocks(c));
+    okv_kv_seq_commit(c, e1, 6 * bs);
+    CHECK(okv_kv_seq_reserve(c, e1, 1) == OKV_OK && okv_kv_prefix_lookup(c, parent[1], h[1], toks[1]) == -1 &&
+              okv_kv_prefix_lookup(c, parent[0], h[0], toks[0]) == slot[0],
+          "the least recently freed block goes first");
+    okv_kv_seq_free(c, e1);
+    /* churn: thousands of blocks registered and evicted through 8 slots; lookups that miss still end
+     * (a table that only marked deletions would run out of empty entries and loop) */
+    int churn_ok = 1;
+    for (int it = 0; it < 3000 && churn_ok; it++) {
+        int q;
+        churn_ok &= okv_kv_seq_create(c, &q) == OKV_OK && okv_kv_seq_reserve(c, q, 2 * bs) == OKV_OK;
+        okv_kv_seq_commit(c, q, 2 * bs);
+        int32_t t[4] = {it, it + 1, it + 2, it + 3};
+        okv_kv_prefix_register(c, q, 0, 5, 0x9e3779b97f4a7c15ull * (uint64_t)(it + 1), t);
+        okv_kv_prefix_register(c, q, 1, 6, 0xbf58476d1ce4e5b9ull * (uint64_t)(it + 7), t);
+        okv_kv_seq_free(c, q);
+        churn_ok &= okv_kv_prefix_lookup(c, 1, 0x1234567ull + (uint64_t)it, t) == -1;
+        churn_ok &= okv_kv_prefix_lookup(c, 5, 0x9e3779b97f4a7c15ull * (uint64_t)(it + 1), t) >= 0;
+    }
+    CHECK(churn_ok && okv_kv_prefix_cached_blocks(c) <= 8 && okv_kv_free_slots(c) == 8,
+          "6000 blocks cached and evicted through 8 slots: lookups answer, %d cached", okv_kv_prefix_cached_blocks(c));
     okv_kv_cache_free(c);
 
     struct okv_kv_geometry gh = g;

@@ -36,7 +36,8 @@ struct kv_prefix {
     int32_t *lru_prev, *lru_next;   /* cached slots that no sequence holds, oldest first */
     int32_t lru_head, lru_tail;
     int n_lru;
-    int32_t *table;        /* open addressing by hash: slot, -1 empty, -2 deleted */
+    int32_t *table;        /* open addressing by hash, linear probing: slot, or -1 empty (at least half empty);
+                              deletion shifts the probe run back, so there are no tombstones */
     uint32_t table_mask;
 };
 
@@ -134,13 +135,20 @@ static uint32_t table_pos(const struct kv_prefix *p, uint64_t h) { return (uint3
 
 static void table_remove(struct kv_prefix *p, int32_t slot)
 {
-    for (uint32_t i = table_pos(p, p->hash[slot]);; i = (i + 1) & p->table_mask) {
-        if (p->table[i] == -1)
-            return;
-        if (p->table[i] == slot) {
-            p->table[i] = -2;
-            return;
-        }
+    uint32_t i = table_pos(p, p->hash[slot]);
+    for (uint32_t n = 0; p->table[i] != slot; i = (i + 1) & p->table_mask)
+        if (p->table[i] == -1 || ++n > p->table_mask)
+            return;   /* not there */
+    /* backward shift: entries after the hole whose home lies cyclically outside (hole, j] move into it */
+    p->table[i] = -1;
+    for (uint32_t j = (i + 1) & p->table_mask; p->table[j] != -1; j = (j + 1) & p->table_mask) {
+        const uint32_t k = table_pos(p, p->hash[p->table[j]]);
+        const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (stays)
+            continue;
+        p->table[i] = p->table[j];
+        p->table[j] = -1;
+        i = j;
     }
 }
 
@@ -257,16 +265,19 @@ int32_t okv_kv_prefix_lookup(const okv_kv_cache *c, uint64_t parent, uint64_t ha
     if (!p)
         return -1;
     const int bs = c->g.block_size;
-    for (uint32_t i = table_pos(p, hash);; i = (i + 1) & p->table_mask) {
+    uint32_t i = table_pos(p, hash);
+    for (uint32_t n = 0; n <= p->table_mask; n++, i = (i + 1) & p->table_mask) {
         const int32_t s = p->table[i];
         if (s == -1)
             return -1;
-        /* the hash names a block; its parent and tokens are compared too, so that a hash
-         * collision can never hand a sequence another prompt's KV */
-        if (s >= 0 && p->hash[s] == hash && p->parent[s] == parent &&
+        /* the hash names a block; the parent's hash and the block's own tokens are compared
+         * too, so a wrong hit needs two prefixes whose 64-bit chain hashes collide and then
+         * the same block of tokens */
+        if (p->hash[s] == hash && p->parent[s] == parent &&
             !memcmp(p->tokens + (size_t)s * bs, tokens, sizeof(int32_t) * (size_t)bs))
             return s;
     }
+    return -1;
 }
 
 enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t slot)
@@ -312,7 +323,7 @@ void okv_kv_prefix_register(okv_kv_cache *c, int seq, int block, uint64_t parent
         return;   /* already cached, here or in another slot */
     const int bs = c->g.block_size;
     uint32_t i = table_pos(p, hash);
-    while (p->table[i] >= 0)
+    while (p->table[i] != -1)   /* at most n_group_slots entries in a table of twice that: an empty one exists */
         i = (i + 1) & p->table_mask;
     p->table[i] = slot;
     p->cached[slot] = 1;
