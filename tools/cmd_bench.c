@@ -32,6 +32,11 @@ static const char *serve_help =
     "  --random-output-len O     max_tokens of each request (default 128)\n"
     "  --dataset FILE            prompts from a file: JSON lines with a \"prompt\" field, or a ShareGPT\n"
     "                            JSON array (first human turn); cycled to num-prompts\n"
+    "  --dataset-name NAME       random (default; or the file of --dataset) or prefix_repetition: num-prompts\n"
+    "                            prompts made of one of --prefix-repetition-num-prefixes K (default 10)\n"
+    "                            shared prefixes of --prefix-repetition-prefix-len P words (default 256) and\n"
+    "                            --prefix-repetition-suffix-len S words of their own (default 256), shuffled;\n"
+    "                            --prefix-repetition-output-len O sets max_tokens (default 128)\n"
     "  --no-ignore-eos           let requests stop at end-of-generation (default: ignore_eos true)\n"
     "  --seed S                  random seed (default 0)\n"
     "  --json FILE               also write the results as JSON\n"
@@ -435,6 +440,8 @@ static int bench_serve(int argc, char **argv)
     const char *base = "http://127.0.0.1:8000", *endpoint = "/v1/completions", *model = NULL, *dataset = NULL;
     const char *json_path = NULL;
     int n = 100, conc = 0, in_len = 128, out_len = 128;
+    int px_len = 256, px_suffix = 256, px_num = 10;
+    bool prefix_rep = false;
     double rate = INFINITY;
     uint64_t seed = 0;
     bool ignore_eos = true;
@@ -462,6 +469,22 @@ static int bench_serve(int argc, char **argv)
             out_len = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
         } else if (!strcmp(a, "--dataset") || !strcmp(a, "--dataset-path")) {
             dataset = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--dataset-name")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (!strcmp(v, "prefix_repetition"))
+                prefix_rep = true;
+            else if (!strcmp(v, "random") || !strcmp(v, "custom") || !strcmp(v, "sharegpt"))
+                prefix_rep = false;
+            else
+                cli_die("--dataset-name: '%s' is not supported (random, prefix_repetition; a file: --dataset)", v);
+        } else if (!strcmp(a, "--prefix-repetition-prefix-len")) {
+            px_len = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 20);
+        } else if (!strcmp(a, "--prefix-repetition-suffix-len")) {
+            px_suffix = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 20);
+        } else if (!strcmp(a, "--prefix-repetition-num-prefixes")) {
+            px_num = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
+        } else if (!strcmp(a, "--prefix-repetition-output-len")) {
+            out_len = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 20);
         } else if (!strcmp(a, "--json") || !strcmp(a, "--result-filename")) {
             json_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--seed")) {
@@ -476,6 +499,10 @@ static int bench_serve(int argc, char **argv)
     }
     if (conc <= 0 || conc > n)
         conc = n;
+    if (prefix_rep && dataset)
+        cli_die("--dataset-name prefix_repetition makes its own prompts: leave out --dataset");
+    if (prefix_rep && px_len + px_suffix == 0)
+        cli_die("--dataset-name prefix_repetition: prefix and suffix lengths are both 0");
     const char *api_key = getenv("OPENAI_API_KEY");
     if (api_key && !*api_key)
         api_key = NULL;
@@ -512,8 +539,35 @@ static int bench_serve(int argc, char **argv)
     okv_rng_seed(&rng, seed);
     char **ds = NULL;
     int n_ds = dataset ? load_dataset(dataset, &ds) : 0;
-    for (int i = 0; i < n; i++)
-        b.prompts[i] = ds ? strdup(ds[i % n_ds]) : random_prompt(&rng, in_len);
+    if (prefix_rep) {
+        /* as vLLM's prefix_repetition: num-prompts / K suffixes for each of K prefixes, shuffled */
+        char **px = calloc((size_t)px_num, sizeof *px);
+        if (!px)
+            cli_die("out of memory");
+        for (int k = 0; k < px_num; k++)
+            px[k] = random_prompt(&rng, px_len);
+        for (int i = 0; i < n; i++) {
+            char *sfx = random_prompt(&rng, px_suffix);
+            const size_t len = strlen(px[i % px_num]) + strlen(sfx) + 2;
+            b.prompts[i] = malloc(len);
+            if (!b.prompts[i])
+                cli_die("out of memory");
+            snprintf(b.prompts[i], len, "%s%s%s", px[i % px_num], *px[i % px_num] && *sfx ? " " : "", sfx);
+            free(sfx);
+        }
+        for (int i = n - 1; i > 0; i--) {
+            const int j = (int)(okv_rng_next(&rng) % (uint64_t)(i + 1));
+            char *t = b.prompts[i];
+            b.prompts[i] = b.prompts[j];
+            b.prompts[j] = t;
+        }
+        for (int k = 0; k < px_num; k++)
+            free(px[k]);
+        free(px);
+    } else {
+        for (int i = 0; i < n; i++)
+            b.prompts[i] = ds ? strdup(ds[i % n_ds]) : random_prompt(&rng, in_len);
+    }
     double t = 0;
     for (int i = 0; i < n; i++) {
         b.arrival[i] = isinf(rate) ? 0 : t;
@@ -598,6 +652,15 @@ static int bench_serve(int argc, char **argv)
         accepted = prom_value(m1, "vllm:spec_decode_num_accepted_tokens_total") -
                    prom_value(m0, "vllm:spec_decode_num_accepted_tokens_total");
     }
+    double pc_q = 0, pc_h = 0;
+    if (m0 && m1) {
+        pc_q = prom_value(m1, "vllm:prefix_cache_queries_total") - prom_value(m0, "vllm:prefix_cache_queries_total");
+        pc_h = prom_value(m1, "vllm:prefix_cache_hits_total") - prom_value(m0, "vllm:prefix_cache_hits_total");
+    }
+    if (pc_q > 0) {
+        printf("%s\n", "------------------Prefix Caching------------------");
+        printf("%-40s %-10.2f\n", "Prefix cache hit rate (%):", pc_h / pc_q * 100);
+    }
     if (drafts > 0) {
         printf("%s\n", "---------------Speculative Decoding---------------");
         printf("%-40s %-10.2f\n", "Acceptance rate (%):", draft_toks > 0 ? accepted / draft_toks * 100 : 0);
@@ -627,6 +690,8 @@ static int bench_serve(int argc, char **argv)
                 st_itl.p99 * 1e3);
         if (!isinf(rate))
             fprintf(f, ", \"request_rate_value\": %.6f", rate);
+        if (pc_q > 0)
+            fprintf(f, ", \"prefix_cache_hit_rate\": %.4f", pc_h / pc_q * 100);
         if (drafts > 0)
             fprintf(f, ", \"spec_decode_acceptance_rate\": %.4f, \"spec_decode_acceptance_length\": %.4f, "
                        "\"spec_decode_num_drafts\": %.0f, \"spec_decode_draft_tokens\": %.0f, "

@@ -556,6 +556,22 @@ def main():
           f"prefix cache: the repeated {n_story}-token prompt hit {h1 - h0 if h0 is not None else '?'} of its tokens")
     check(all(st == 200 for st, _ in outs) and outs[0][1]["choices"][0]["text"] == outs[1][1]["choices"][0]["text"],
           "prefix cache: the repeated prompt gives the same greedy text")
+    # vLLM's prefix_repetition dataset in `oasiskv bench serve`: 12 prompts over 2 shared 150-word prefixes
+    jpath = f"/tmp/okv_test_bench_px_{os.getpid()}.json"
+    r = subprocess.run([CLI, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--dataset-name",
+                        "prefix_repetition", "--prefix-repetition-prefix-len", "150", "--prefix-repetition-suffix-len",
+                        "10", "--prefix-repetition-num-prefixes", "2", "--prefix-repetition-output-len", "4",
+                        "--num-prompts", "12", "--max-concurrency", "2", "--json", jpath],
+                       capture_output=True, text=True, timeout=300)
+    try:
+        res = json.load(open(jpath))
+        os.unlink(jpath)
+    except (OSError, ValueError):
+        res = {}
+    check(r.returncode == 0 and res.get("completed") == 12 and res.get("prefix_cache_hit_rate", 0) > 50
+          and "Prefix cache hit rate" in r.stdout,
+          f"bench serve --dataset-name prefix_repetition: {res.get('completed')} done, hit rate "
+          f"{res.get('prefix_cache_hit_rate')} %")
 
     # ---- API key (a second server: sparse, with an FP8 E4M3 host tier) ----
     srv2 = Server("--api-key", "sekret", "--kv-budget", "256", "--kv-host-dtype", "fp8")

@@ -67,6 +67,9 @@ else bad "serve: default cache factor fallback: $err"; fi
 expect_error "serve: pool too small for the cache factor asked" "cannot hold one sparse sequence.*--kv-cache-factor" \
   $cli serve -m "$gguf" --ctx 8192 --kv-budget 2048 --kv-pool-gb 0.0068 --kv-host-gb 0.006 --kv-cache-factor 2 --port 0
 expect_error "bad --predict" "predict" $cli generate -m "$gguf" --prompt-tokens 1,2 --predict psychic
+expect_error "bench serve: unknown dataset name" "not supported" $cli bench serve --dataset-name sonnet
+expect_error "bench serve: prefix_repetition with a file" "leave out --dataset" \
+  $cli bench serve --dataset-name prefix_repetition --dataset /dev/null
 expect_error "bad device" "device|cuda" $cli generate -m "$gguf" --prompt-tokens 1,2 --device tpu
 expect_error "no prompt" "prompt" $cli generate -m "$gguf"
 expect_error "no tokenizer" "tokenizer" $cli generate -m "$hf" -p "hello"
