@@ -102,6 +102,26 @@ void okv_kv_cache_free(okv_kv_cache *c)
     okv_free(c);
 }
 
+/* room for need logical blocks in a sequence's tables */
+static enum okv_status seq_grow(struct kv_seq *s, int need)
+{
+    if (need <= s->cap)
+        return OKV_OK;
+    int cap = s->cap ? s->cap : 16;
+    while (cap < need)
+        cap *= 2;
+    int32_t *g = okv_realloc(s->group, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
+    if (g)
+        s->group = g;
+    int32_t *h = okv_realloc(s->host, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
+    if (h)
+        s->host = h;
+    if (!g || !h)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "kv cache: out of memory");
+    s->cap = cap;
+    return OKV_OK;
+}
+
 /* ---- prefix cache ---- */
 
 static void lru_unlink(struct kv_prefix *p, int32_t s)
@@ -288,18 +308,9 @@ enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t slot)
     struct kv_seq *s = &c->seqs[seq];
     if (s->len != s->n_blocks * c->g.block_size)
         return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: sequence %d is not block-aligned (%d tokens)", seq, s->len);
-    if (s->n_blocks + 1 > s->cap) {
-        const int cap = s->cap ? 2 * s->cap : 16;
-        int32_t *g = okv_realloc(s->group, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
-        if (g)
-            s->group = g;
-        int32_t *h = okv_realloc(s->host, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
-        if (h)
-            s->host = h;
-        if (!g || !h)
-            return okv_set_error(OKV_ERR_NO_MEMORY, "kv cache: out of memory");
-        s->cap = cap;
-    }
+    enum okv_status st = seq_grow(s, s->n_blocks + 1);
+    if (st != OKV_OK)
+        return st;
     if (p->ref[slot]++ == 0)
         lru_unlink(p, slot);
     s->group[s->n_blocks] = slot;
@@ -416,20 +427,9 @@ enum okv_status okv_kv_seq_reserve(okv_kv_cache *c, int seq, int n)
     if (host && extra > c->n_free_host)
         return okv_set_error(OKV_ERR_NO_KV_SPACE, "kv cache: sequence %d needs %d more host blocks, %d free of %d",
                              seq, extra, c->n_free_host, c->g.n_host_blocks);
-    if (need > s->cap) {
-        int cap = s->cap ? s->cap : 16;
-        while (cap < need)
-            cap *= 2;
-        int32_t *g = okv_realloc(s->group, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
-        if (g)
-            s->group = g;
-        int32_t *h = okv_realloc(s->host, sizeof(int32_t) * (size_t)cap, OKV_TAG_KV);
-        if (h)
-            s->host = h;
-        if (!g || !h)
-            return okv_set_error(OKV_ERR_NO_MEMORY, "kv cache: out of memory");
-        s->cap = cap;
-    }
+    enum okv_status st = seq_grow(s, need);
+    if (st != OKV_OK)
+        return st;
     while (s->n_blocks < need) {
         s->group[s->n_blocks] = take_group(c);
         s->host[s->n_blocks] = host ? c->free_host[--c->n_free_host] : -1;
