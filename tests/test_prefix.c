@@ -6,7 +6,8 @@
  * two sequences hold stays held until both let go; reserve takes free slots before cached
  * ones and then evicts the least recently freed;
  * attaching needs a block-aligned sequence; thousands of blocks cached and evicted through a
- * few slots leave lookups answering; a cache with a host tier refuses.
+ * few slots leave lookups answering; with a host tier the host blocks are what is cached,
+ * and an attached block gets a group slot only when asked.
  * The engine: a prompt computed once, then attached by a second sequence that forwards only
  * the tail, gives the same last-row logits (within float rounding) as computing it whole;
  * truncating into attached blocks is refused; the statistics count the queried and hit
@@ -62,8 +63,8 @@ static void test_cache(okv_backend *be)
           okv_kv_free_slots(c));
     /* b and d attach blocks 0 and 1; b grows by a block from the free stack, not block 2's slot */
     CHECK(okv_kv_seq_create(c, &bq) == OKV_OK && okv_kv_seq_create(c, &d) == OKV_OK, "seqs b, d");
-    CHECK(okv_kv_seq_attach_block(c, bq, slot[0]) == OKV_OK && okv_kv_seq_attach_block(c, bq, slot[1]) == OKV_OK &&
-              okv_kv_seq_attach_block(c, d, slot[0]) == OKV_OK,
+    CHECK(okv_kv_seq_attach_block(c, bq, slot[0], false) == OKV_OK && okv_kv_seq_attach_block(c, bq, slot[1], false) == OKV_OK &&
+              okv_kv_seq_attach_block(c, d, slot[0], false) == OKV_OK,
           "attach: %s", okv_last_error());
     CHECK(okv_kv_seq_len(c, bq) == 8 && okv_kv_seq_len(c, d) == 4, "attached lengths %d %d", okv_kv_seq_len(c, bq),
           okv_kv_seq_len(c, d));
@@ -72,7 +73,7 @@ static void test_cache(okv_backend *be)
     const int32_t *gb = okv_kv_seq_blocks(c, bq, &nb);
     CHECK(nb == 3 && gb[0] == slot[0] && gb[1] == slot[1] && gb[2] != slot[2], "b's table: %d %d %d", gb[0], gb[1], gb[2]);
     CHECK(okv_kv_prefix_lookup(c, parent[2], h[2], toks[2]) == slot[2], "block 2 still cached");
-    CHECK(okv_kv_seq_attach_block(c, bq, slot[2]) == OKV_ERR_INVALID_ARG, "attach to a sequence that is not block-aligned");
+    CHECK(okv_kv_seq_attach_block(c, bq, slot[2], false) == OKV_ERR_INVALID_ARG, "attach to a sequence that is not block-aligned");
     CHECK(okv_kv_free_slots(c) == 5, "b holds 3, d shares one of them: 5 free, got %d", okv_kv_free_slots(c));
     /* c takes the 4 free slots, then evicts block 2 (the only cached slot no one holds) */
     CHECK(okv_kv_seq_create(c, &cq) == OKV_OK && okv_kv_seq_reserve(c, cq, 20) == OKV_OK, "c evicts: %s", okv_last_error());
@@ -113,11 +114,37 @@ static void test_cache(okv_backend *be)
           "6000 blocks cached and evicted through 8 slots: lookups answer, %d cached", okv_kv_prefix_cached_blocks(c));
     okv_kv_cache_free(c);
 
+    /* with a host tier the cached blocks are host blocks; an attached block gets a group slot only when asked */
     struct okv_kv_geometry gh = g;
-    gh.n_host_blocks = 4;
+    gh.n_host_blocks = 6;
     CHECK(okv_kv_cache_create(be, &gh, &c) == OKV_OK, "%s", okv_last_error());
     if (c) {
-        CHECK(okv_kv_prefix_enable(c) == OKV_ERR_UNSUPPORTED, "a cache with a host tier refuses prefix caching");
+        CHECK(okv_kv_prefix_enable(c) == OKV_OK, "enable with a host tier: %s", okv_last_error());
+        CHECK(okv_kv_seq_create(c, &a) == OKV_OK && okv_kv_seq_reserve(c, a, 8) == OKV_OK, "seq a");
+        okv_kv_seq_commit(c, a, 8);
+        const int32_t *ha = okv_kv_seq_host_blocks(c, a, &nb);
+        const int32_t h0 = ha[0], h1 = ha[1];
+        okv_kv_prefix_register(c, a, 0, parent[0], h[0], toks[0]);
+        okv_kv_prefix_register(c, a, 1, parent[1], h[1], toks[1]);
+        CHECK(okv_kv_prefix_lookup(c, parent[1], h[1], toks[1]) == h1, "the cached block is the host block");
+        okv_kv_seq_free(c, a);
+        CHECK(okv_kv_free_host_blocks(c) == 6 && okv_kv_free_slots(c) == 8, "freed: 6 host blocks and 8 slots free");
+        CHECK(okv_kv_seq_create(c, &bq) == OKV_OK && okv_kv_seq_attach_block(c, bq, h0, true) == OKV_OK &&
+                  okv_kv_seq_attach_block(c, bq, h1, false) == OKV_OK,
+              "attach host blocks: %s", okv_last_error());
+        const int32_t *gbq = okv_kv_seq_blocks(c, bq, &nb);
+        const int32_t *hbq = okv_kv_seq_host_blocks(c, bq, &nb);
+        CHECK(nb == 2 && gbq[0] >= 0 && gbq[1] == -1 && hbq[0] == h0 && hbq[1] == h1 && okv_kv_seq_group_blocks(c, bq) == 1,
+              "tables after attach: group %d %d, host %d %d", gbq[0], gbq[1], hbq[0], hbq[1]);
+        CHECK(okv_kv_free_slots(c) == 7 && okv_kv_free_host_blocks(c) == 4, "one slot and two host blocks held: %d / %d",
+              okv_kv_free_slots(c), okv_kv_free_host_blocks(c));
+        /* the remaining 4 free host blocks go first, then the cached ones are not taken while held */
+        CHECK(okv_kv_seq_create(c, &cq) == OKV_OK && okv_kv_seq_reserve(c, cq, 16) == OKV_OK, "c takes 4 host blocks");
+        CHECK(okv_kv_seq_reserve(c, cq, 20) == OKV_ERR_NO_KV_SPACE, "held host blocks are not taken");
+        okv_kv_seq_free(c, bq);
+        CHECK(okv_kv_seq_reserve(c, cq, 20) == OKV_OK && okv_kv_prefix_cached_blocks(c) == 1,
+              "a cached host block no one holds is reused (%d still cached)", okv_kv_prefix_cached_blocks(c));
+        okv_kv_seq_free(c, cq);
         okv_kv_cache_free(c);
     }
 }
@@ -125,6 +152,7 @@ static void test_cache(okv_backend *be)
 #define V 256
 #define P 70
 
+/* n rows of one sequence; the last row's logits into last (NULL: no logits, the prefill goes on) */
 static void forward_rows(okv_engine *e, int seq, const int32_t *toks, int n, float *last)
 {
     static float logits[P * V];
@@ -132,11 +160,12 @@ static void forward_rows(okv_engine *e, int seq, const int32_t *toks, int n, flo
     uint8_t want[P];
     for (int i = 0; i < n; i++) {
         seqs[i] = seq;
-        want[i] = i == n - 1;
+        want[i] = last && i == n - 1;
     }
     struct okv_batch b = {.n_tokens = n, .tokens = toks, .seq = seqs, .want_logits = want};
     CHECK(okv_engine_forward(e, &b, logits) == OKV_OK, "forward: %s", okv_last_error());
-    memcpy(last, logits, sizeof(float) * V);
+    if (last)
+        memcpy(last, logits, sizeof(float) * V);
 }
 
 static void test_engine(okv_backend *be, struct synth_model *sm, const int32_t *prompt, bool gpu)
@@ -193,14 +222,84 @@ static void test_engine(okv_backend *be, struct synth_model *sm, const int32_t *
     okv_engine_free(e);
     okv_engine_free(plain);
 
-    /* sparse: ignored */
-    struct okv_engine_params sp = {.block_size = 4, .max_ctx = 256, .max_seqs = 2, .max_batch_tokens = 64, .kv_budget = 40,
-                                   .prefix_caching = true};
-    CHECK(okv_engine_create(&sm->m, be, &sp, &e) == OKV_OK, "%s", okv_last_error());
-    if (e) {
-        CHECK(!okv_engine_prefix_caching(e), "a sparse engine has no prefix cache");
-        okv_engine_free(e);
+}
+
+/* Sparse (OasisKV, tight device as `serve`): a 200-token prompt computed in chunks of 64, then
+ * attached by a second sequence (12 blocks: the sink and the 4-block window get group slots
+ * filled from the shared host blocks, the rest are reached through selection) that computes the
+ * last 8 tokens as the first did in its last chunk. Its last-row logits and 6 decode steps'
+ * logits (selection included) equal the first sequence's (CPU: bit for bit). */
+#define SP 200
+#define SD 6
+static void decode_steps(okv_engine *e, int seq, const float *first, float *out /* [SD][V] */)
+{
+    int32_t tok = okv_argmax(first, V);
+    uint8_t want = 1;
+    for (int s = 0; s < SD; s++) {
+        struct okv_batch b = {.n_tokens = 1, .tokens = &tok, .seq = &seq, .want_logits = &want};
+        CHECK(okv_engine_forward(e, &b, out + (size_t)s * V) == OKV_OK, "decode: %s", okv_last_error());
+        tok = okv_argmax(out + (size_t)s * V, V);
     }
+}
+
+static void test_sparse_engine(okv_backend *be, struct synth_model *sm, bool gpu)
+{
+    struct okv_engine_params ep = {.block_size = 16, .max_ctx = 512, .max_seqs = 4, .max_batch_tokens = 64, .kv_budget = 112,
+                                   .tight_device = true, .predict = OKV_PREDICT_CURRENT, .prefix_caching = true};
+    okv_engine *e = NULL;
+    CHECK(okv_engine_create(&sm->m, be, &ep, &e) == OKV_OK, "sparse: %s", okv_last_error());
+    if (!e)
+        return;
+    CHECK(okv_engine_prefix_caching(e), "a sparse engine with prefix caching");
+    int32_t prompt[SP];
+    struct okv_rng rng;
+    okv_rng_seed(&rng, 17);
+    for (int i = 0; i < SP; i++)
+        prompt[i] = (int32_t)(okv_rng_next(&rng) % 200);
+    static float l1[V], l2[V], d1[SD * V], d2[SD * V];
+    int s1, s2;
+    CHECK(okv_engine_seq_create(e, &s1) == OKV_OK, "seq");
+    for (int at = 0; at < SP; at += 64)   /* logits at the end only: the prefill lasts until then */
+        forward_rows(e, s1, prompt + at, SP - at < 64 ? SP - at : 64, at + 64 >= SP ? l1 : NULL);
+    okv_engine_prefix_register(e, s1, prompt, SP);
+    decode_steps(e, s1, l1, d1);
+    CHECK(okv_engine_seq_create(e, &s2) == OKV_OK, "seq");
+    const int got = okv_engine_prefix_attach(e, s2, prompt, SP);
+    CHECK(got == 192, "sparse: attached %d tokens (192 expected)", got);
+    int nb1, nb2;
+    const int32_t *g2 = okv_kv_seq_blocks(okv_engine_kv(e), s2, &nb2);
+    const int32_t *h1 = okv_kv_seq_host_blocks(okv_engine_kv(e), s1, &nb1);
+    const int32_t *h2 = okv_kv_seq_host_blocks(okv_engine_kv(e), s2, &nb2);
+    int on_dev = 0, shared = 0;
+    for (int i = 0; i < nb2 && i < nb1; i++) {
+        on_dev += g2[i] >= 0;
+        shared += h1[i] == h2[i];
+    }
+    CHECK(nb2 == 12 && on_dev == 5 && g2[0] >= 0 && g2[7] < 0 && g2[8] >= 0 && shared == 12,
+          "sparse attach: %d blocks, %d on the device (sink + window), %d host blocks shared", nb2, on_dev, shared);
+    forward_rows(e, s2, prompt + got, SP - got, l2);
+    decode_steps(e, s2, l2, d2);
+    double worst = 0;
+    for (int i = 0; i < V; i++)
+        worst = fmax(worst, fabs(l1[i] - l2[i]) / (1.0 + fabs(l1[i])));
+    for (int i = 0; i < SD * V; i++)
+        worst = fmax(worst, fabs(d1[i] - d2[i]) / (1.0 + fabs(d1[i])));
+    int same = 0;
+    for (int s = 0; s < SD; s++)
+        same += okv_argmax(d1 + (size_t)s * V, V) == okv_argmax(d2 + (size_t)s * V, V);
+    CHECK(worst <= (gpu ? 2e-2 : 0) && same == SD, "sparse: attached prompt's logits differ by %.3g, %d of %d decode tokens equal",
+          worst, same, SD);
+    struct okv_engine_stats st;
+    okv_engine_stats_get(e, &st);
+    CHECK(st.units_fetched > 0, "sparse: the decode steps selected and fetched");
+    printf("  sparse engine: 192 of %d prompt tokens attached (5 of 12 blocks copied to the device), prefill tail + %d decode "
+           "steps within %.2e of the first sequence\n", SP, SD, worst);
+    okv_engine_seq_free(e, s1);
+    CHECK(okv_kv_used_host_blocks(okv_engine_kv(e)) >= 12, "the second sequence still holds the shared host blocks");
+    okv_engine_seq_free(e, s2);
+    CHECK(okv_kv_used_host_blocks(okv_engine_kv(e)) == 0 && okv_kv_used_slots(okv_engine_kv(e)) == 0,
+          "every block free (cached ones count as free)");
+    okv_engine_free(e);
 }
 
 struct out {
@@ -245,7 +344,7 @@ static void serve3(okv_engine *e, const int32_t *const prompts[3], struct out ou
     okv_sched_free(s);
 }
 
-static void test_sched(okv_backend *be, struct synth_model *sm, const int32_t *prompt, bool gpu)
+static void test_sched(okv_backend *be, struct synth_model *sm, const int32_t *prompt, bool gpu, bool sparse)
 {
     int32_t other[P];
     memcpy(other, prompt, sizeof other);
@@ -257,6 +356,10 @@ static void test_sched(okv_backend *be, struct synth_model *sm, const int32_t *p
     for (int pc = 0; pc < 2; pc++) {
         struct okv_engine_params ep = {.block_size = 16, .max_ctx = 256, .max_seqs = 4, .max_batch_tokens = 32,
                                        .prefix_caching = pc == 1};
+        if (sparse) {   /* as `serve --kv-budget 96`: one selected block past the sink and window */
+            ep.kv_budget = 96;
+            ep.tight_device = true;
+        }
         okv_engine *e = NULL;
         CHECK(okv_engine_create(&sm->m, be, &ep, &e) == OKV_OK, "%s", okv_last_error());
         if (!e)
@@ -270,7 +373,7 @@ static void test_sched(okv_backend *be, struct synth_model *sm, const int32_t *p
                   (long long)st.prefix_hit_tokens, (long long)st.prefix_query_tokens);
             CHECK(okv_kv_prefix_cached_blocks(okv_engine_kv(e)) >= (P + 30) / 16, "generated blocks cached too: %d",
                   okv_kv_prefix_cached_blocks(okv_engine_kv(e)));
-            printf("  scheduler: %lld of %lld prompt tokens from the cache, %d blocks cached\n",
+            printf("  scheduler%s: %lld of %lld prompt tokens from the cache, %d blocks cached\n", sparse ? " (sparse)" : "",
                    (long long)st.prefix_hit_tokens, (long long)st.prefix_query_tokens,
                    okv_kv_prefix_cached_blocks(okv_engine_kv(e)));
         }
@@ -285,7 +388,7 @@ static void test_sched(okv_backend *be, struct synth_model *sm, const int32_t *p
     CHECK(gpu ? same >= 80 : same == 90, "%d of 90 greedy tokens equal with and without prefix caching", same);
     if (!gpu)
         CHECK(!memcmp(on[0].toks, on[1].toks, sizeof on[0].toks), "the repeated prompt gives the same tokens");
-    printf("  scheduler: %d of 90 greedy tokens equal with and without prefix caching\n", same);
+    printf("  scheduler%s: %d of 90 greedy tokens equal with and without prefix caching\n", sparse ? " (sparse)" : "", same);
 }
 
 int main(void)
@@ -304,12 +407,16 @@ int main(void)
     for (int i = 0; i < P; i++)
         prompt[i] = (int32_t)(okv_rng_next(&rng) % 200);
     test_engine(be, &sm, prompt, false);
-    test_sched(be, &sm, prompt, false);
+    test_sparse_engine(be, &sm, false);
+    test_sched(be, &sm, prompt, false, false);
+    test_sched(be, &sm, prompt, false, true);
     okv_backend *gpu = NULL;
     if (okv_backend_create("cuda", &bp, &gpu) == OKV_OK) {
         printf("cuda backend:\n");
         test_engine(gpu, &sm, prompt, true);
-        test_sched(gpu, &sm, prompt, true);
+        test_sparse_engine(gpu, &sm, true);
+        test_sched(gpu, &sm, prompt, true, false);
+        test_sched(gpu, &sm, prompt, true, true);
         okv_backend_free(gpu);
     } else {
         printf("  cuda backend: skipped (%s)\n", okv_last_error());

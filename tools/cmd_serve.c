@@ -24,8 +24,10 @@ static const char *help =
     "  --max-num-batched-tokens N   rows of one step: prefill chunks + decode rows (default 512)\n"
     "  --kv-budget N|dense          sparse KV: tokens kept on the device per (sequence, layer, KV head); dense: all (default)\n"
     "  --enable-prefix-caching, --no-enable-prefix-caching\n"
-    "                               dense serving: requests that start with the same tokens share those full KV blocks\n"
-    "                               instead of computing them again (default: on; sparse serving computes every prompt)\n"
+    "                               requests that start with the same tokens share those full KV blocks instead of\n"
+    "                               computing them again (default: on for dense serving, off for sparse, where\n"
+    "                               --enable-prefix-caching turns it on: shared host blocks, the sink and window\n"
+    "                               copied to the device; bench/RESULTS.md section 20)\n"
     "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
     "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
     "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
@@ -107,7 +109,7 @@ int cmd_serve(int argc, char **argv)
     double sticky = 0.25;
     int key_code_bits = 0;
     bool host_fp8 = false;
-    bool prefix_caching = true;
+    int prefix_caching = -1;   /* -1: the mode's default (dense on, sparse off) */
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -138,9 +140,9 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--kv-pool-gb")) {
             pool_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 4096);
         } else if (!strcmp(a, "--enable-prefix-caching")) {
-            prefix_caching = true;
+            prefix_caching = 1;
         } else if (!strcmp(a, "--no-enable-prefix-caching")) {
-            prefix_caching = false;
+            prefix_caching = 0;
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
             if (strcmp(draft, "ngram"))
@@ -262,7 +264,7 @@ int cmd_serve(int argc, char **argv)
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .key_code_bits = key_code_bits, .host_fp8 = host_fp8,
-                                   .prefix_caching = prefix_caching && kv_budget == 0,
+                                   .prefix_caching = prefix_caching < 0 ? kv_budget == 0 : prefix_caching == 1,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
         /* sparse: as many sequences as the device pool holds (each needs its budget,
@@ -357,7 +359,8 @@ int cmd_serve(int argc, char **argv)
                     "max %d running, %s%s\n",
             srv.model_name, model_path, okv_engine_max_ctx(e), (double)es.device_bytes_capacity / (1 << 20),
             okv_engine_blocks_total(e), block, max_seqs,
-            okv_engine_sparse(e) ? "sparse KV (OasisKV)" : okv_engine_prefix_caching(e) ? "dense KV, prefix caching" : "dense KV",
+            okv_engine_sparse(e) ? (okv_engine_prefix_caching(e) ? "sparse KV (OasisKV), prefix caching" : "sparse KV (OasisKV)")
+                                 : okv_engine_prefix_caching(e) ? "dense KV, prefix caching" : "dense KV",
             drafter ? ", ngram drafts" : "");
     fprintf(stderr, "oasiskv serve: listening on http://%s:%d\n", host, okv_server_port(sv));
     fflush(stderr);

@@ -71,10 +71,12 @@ struct okv_engine_params {
                               (2 bits: as many bytes again as the summaries, 1/16 of the KV) and scores blocks by
                               half their keys' max product as the codes see them and half Quest's bound
                               (backend.h; both backends) */
-    bool prefix_caching;   /* dense mode (no host tier): full blocks are cached by a hash of their tokens and
-                              of the blocks before them, and a sequence starting with cached blocks attaches
-                              them (okv_engine_prefix_attach) instead of computing them; see include/oasiskv/kv.h.
-                              Ignored in sparse and streaming modes */
+    bool prefix_caching;   /* full blocks are cached by a hash of their tokens and of the blocks before them,
+                              and a sequence starting with cached blocks attaches them (okv_engine_prefix_attach)
+                              instead of computing them; see include/oasiskv/kv.h. Dense: the group slots are
+                              shared. Sparse: the host blocks are (with their summaries and key codes); the
+                              attaching sequence gets its own group slots for the sinks and the local window,
+                              copied from the host tier. Ignored in streaming mode */
     bool host_fp8;         /* sparse mode: the host tier holds K and V as FP8 E4M3 (backend.h's host_fp8): half
                               the host memory and half the PCIe bytes a fetch moves; the device tier keeps its
                               precision (bench/ACCURACY.md measures what the rounding costs) */
@@ -137,10 +139,11 @@ int okv_engine_blocks_total(const okv_engine *e);
 int okv_engine_block_size(const okv_engine *e);
 
 enum okv_status okv_engine_seq_create(okv_engine *e, int *seq);
-/* Prefix caching (okv_engine_params.prefix_caching, dense mode). okv_engine_prefix_attach: give a new,
- * empty sequence the cached blocks that begin tokens[0..n) (whole blocks, never the last token, whose
- * logits must be computed); returns the tokens attached (0 when caching is off), which the caller
- * then does not forward. okv_engine_prefix_register: cache the sequence's full blocks among its first
+/* Prefix caching (okv_engine_params.prefix_caching). okv_engine_prefix_attach: give a new, empty
+ * sequence the cached blocks that begin tokens[0..n) (whole blocks, never the last token, whose
+ * logits must be computed); returns the tokens attached (0 when caching is off, or when a sparse
+ * engine has no device block free for the sinks and window), which the caller then does not
+ * forward. okv_engine_prefix_register: cache the sequence's full blocks among its first
  * n tokens (tokens[0..n), committed) not cached yet; call it as the sequence grows. A sequence cannot
  * be truncated into its attached or registered blocks. */
 bool okv_engine_prefix_caching(const okv_engine *e);

@@ -63,19 +63,21 @@ void okv_kv_seq_release_group(okv_kv_cache *c, int seq, int block);
  * read again). */
 void okv_kv_seq_drop_group(okv_kv_cache *c, int seq, int block);
 
-/* Prefix caching of the device tier (a cache without host tier, before any block is used):
- * full blocks registered under a hash of their tokens and of the blocks before them are
- * shared by the sequences that start with the same tokens. A registered block that no
- * sequence holds stays cached until reserve needs its slot (least recently freed first);
- * such slots count as free in okv_kv_free_slots. */
+/* Prefix caching (enabled before any block is used): full blocks registered under a hash of
+ * their tokens and of the blocks before them are shared by the sequences that start with the
+ * same tokens. The cached blocks are host blocks when the cache has a host tier, else group
+ * slots. A registered block that no sequence holds stays cached until reserve needs it (least
+ * recently freed first); such blocks count as free (okv_kv_free_slots / okv_kv_free_host_blocks). */
 enum okv_status okv_kv_prefix_enable(okv_kv_cache *c);
 void okv_kv_prefix_free(okv_kv_cache *c);   /* (okv_kv_cache_free calls it) */
 bool okv_kv_prefix_enabled(const okv_kv_cache *c);
 int okv_kv_prefix_cached_blocks(const okv_kv_cache *c);
-/* The cached group slot of the block with this hash, parent hash and block_size tokens, or -1. */
+/* The cached block (host block or group slot) with this hash, parent hash and block_size tokens, or -1. */
 int32_t okv_kv_prefix_lookup(const okv_kv_cache *c, uint64_t parent, uint64_t hash, const int32_t *tokens);
-/* Append a cached block to a block-aligned sequence (its length grows by block_size). */
-enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t slot);
+/* Append a cached block to a block-aligned sequence (its length grows by block_size). With a host
+ * tier, with_group also gives it a new group slot (OKV_ERR_NO_KV_SPACE when none is free), whose
+ * contents the caller fills (kv_fetch from the host block); without, the block is the group slot. */
+enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t id, bool with_group);
 /* Register the sequence's full, committed block `block` (no-op when prefix caching is off, the
  * block is partial, or an equal block is cached already). */
 void okv_kv_prefix_register(okv_kv_cache *c, int seq, int block, uint64_t parent, uint64_t hash, const int32_t *tokens);

@@ -233,6 +233,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
                 st = OKV_OK;   /* shapes the backend cannot hold: residency stays on the host */
         }
         okv_free(quota);
+        if (st == OKV_OK && prm.prefix_caching)
+            st = okv_kv_prefix_enable(e->kv);
         if (st != OKV_OK)
             goto fail;
     } else if (prm.streaming) {
@@ -352,6 +354,8 @@ void okv_engine_free(okv_engine *e)
     okv_free(e->sel_logical);
     okv_free(e->cand);
     okv_free(e->host_to_logical);
+    okv_free(e->pc_ids);
+    okv_free(e->pc_units);
     okv_free(e->f_block);
     okv_free(e->f_head);
     okv_free(e->f_unit);
@@ -523,24 +527,77 @@ int okv_engine_prefix_attach(okv_engine *e, int seq, const int32_t *tokens, int 
         return 0;
     const int bsz = okv_kv_geometry(e->kv)->block_size;
     struct eseq *es = &e->seqs[seq];
-    uint64_t parent = PC_SEED;
-    int got = 0;
-    /* whole blocks, leaving at least the last token to compute (its logits start generation) */
-    while ((got + 1) * bsz <= n - 1) {
-        const uint64_t h = block_hash(parent, tokens + (size_t)got * bsz, bsz);
-        const int32_t slot = okv_kv_prefix_lookup(e->kv, parent, h, tokens + (size_t)got * bsz);
-        if (slot < 0 || okv_kv_seq_attach_block(e->kv, seq, slot) != OKV_OK)
-            break;
-        parent = h;
-        got++;
-    }
-    es->pc_n = got;
-    es->pc_hash = parent;
     e->stats.prefix_query_tokens += n;
-    e->stats.prefix_hit_tokens += (int64_t)got * bsz;
-    if (got > 0)
-        okv_engine_update_mem_stats(e);
-    return got * bsz;
+    es->pc_n = 0;
+    es->pc_hash = PC_SEED;
+    /* whole blocks, leaving at least the last token to compute (its logits start generation) */
+    const int max_k = (n - 1) / bsz;
+    if (max_k < 1 || okv_engine_grow_i32(&e->pc_ids, &e->pc_ids_cap, max_k) != OKV_OK)
+        return 0;
+    uint64_t parent = PC_SEED;
+    int k = 0;
+    while (k < max_k) {
+        const uint64_t h = block_hash(parent, tokens + (size_t)k * bsz, bsz);
+        const int32_t id = okv_kv_prefix_lookup(e->kv, parent, h, tokens + (size_t)k * bsz);
+        if (id < 0)
+            break;
+        e->pc_ids[k++] = id;
+        parent = h;
+    }
+    if (k == 0)
+        return 0;
+    /* sparse: the blocks a sequence of k blocks keeps on the device (all of them within the dense
+     * fast path, else the sinks and the local window) get group slots of their own, filled from
+     * the shared host blocks; the rest are reached through selection, as after a prefill */
+    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks;
+    const bool sparse = e->resid != NULL, all_dev = !sparse || k * bsz <= e->dense_upto;
+#define ON_DEVICE(i) (all_dev || (i) < sink || (i) >= k - win)
+    if (sparse) {
+        int need = 0;
+        for (int i = 0; i < k; i++)
+            need += ON_DEVICE(i);
+        if (need > okv_kv_free_slots(e->kv))
+            return 0;
+    }
+    for (int i = 0; i < k; i++)
+        if (okv_kv_seq_attach_block(e->kv, seq, e->pc_ids[i], ON_DEVICE(i)) != OKV_OK) {
+            okv_kv_seq_truncate(e->kv, seq, 0);
+            return 0;
+        }
+    if (sparse) {
+        const int nkv = e->cfg.n_kv_heads;
+        int nb, nd = 0;
+        const int32_t *group = okv_kv_seq_blocks(e->kv, seq, &nb);
+        const int32_t *host = okv_kv_seq_host_blocks(e->kv, seq, &nb);
+        /* [0, k*nkv): host units to read; [k*nkv, 2*k*nkv): device units to write */
+        enum okv_status st = okv_engine_grow_i32(&e->pc_units, &e->pc_units_cap, 2 * k * nkv);
+        int32_t *src = e->pc_units, *dst = e->pc_units + (size_t)k * nkv;
+        for (int i = 0; i < k && st == OKV_OK; i++)
+            if (ON_DEVICE(i))
+                for (int h = 0; h < nkv; h++, nd++) {
+                    src[nd] = host[i] * nkv + h;
+                    dst[nd] = group[i] * nkv + h;
+                }
+        okv_bkv *kvs = okv_kv_storage(e->kv);
+        for (int l = 0; l < e->cfg.n_layers && st == OKV_OK; l++) {
+            int pending;
+            double stall;
+            st = e->be->ops->kv_fetch(e->be, kvs, l, nd, src, dst);
+            if (st == OKV_OK)   /* the layer's next attention waits for the copy */
+                st = e->be->ops->kv_fetch_wait(e->be, kvs, l, &pending, &stall);
+        }
+        if (st != OKV_OK) {
+            okv_kv_seq_truncate(e->kv, seq, 0);
+            return 0;
+        }
+        es->cand_end = all_dev || k - win <= sink ? 0 : k - win;
+    }
+#undef ON_DEVICE
+    es->pc_n = k;
+    es->pc_hash = parent;
+    e->stats.prefix_hit_tokens += (int64_t)k * bsz;
+    okv_engine_update_mem_stats(e);
+    return k * bsz;
 }
 
 void okv_engine_prefix_register(okv_engine *e, int seq, const int32_t *tokens, int n)

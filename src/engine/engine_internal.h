@@ -78,6 +78,8 @@ struct okv_engine {
     int32_t *sel_host, *sel_logical, *cand, *host_to_logical, *pred_rows;
     int32_t *f_block, *f_head, *f_unit, *f_src;
     int scr_cap, h2l_cap;
+    int32_t *pc_ids, *pc_units;   /* prefix caching: the blocks found, the units an attach fetches */
+    int pc_ids_cap, pc_units_cap;
 
     /* an asynchronous selection in flight (predict_after -> predict_complete) */
     void *pend_items;

@@ -7,12 +7,14 @@
  * i to its group slot (-1 once released to the host tier alone) and host block.
  * Reservation is all or nothing, so a failed step leaves every table as it was.
  *
- * Prefix caching (okv_kv_prefix_enable; device tier only, no host tier): a full block
- * can be registered under a hash of its tokens and of the blocks before it, and other
- * sequences then attach the same group slot instead of computing it again. Group slots
- * carry a count of the sequences holding them; a registered slot that no sequence holds
- * stays cached (least recently freed first out) and counts as free: reserve takes it when
- * the free stack is empty, forgetting its hash. */
+ * Prefix caching (okv_kv_prefix_enable): a full block can be registered under a hash of
+ * its tokens and of the blocks before it, and other sequences then attach the same block
+ * instead of computing it again. The cached tier is the host tier when there is one (its
+ * blocks hold a sequence's whole KV; an attaching sequence gets group slots of its own for
+ * the blocks it needs on the device), else the group slots. Its blocks carry a count of the
+ * sequences holding them; a registered block that no sequence holds stays cached (least
+ * recently freed first out) and counts as free: reserve takes it when the free stack is
+ * empty, forgetting its hash. */
 #include "oasiskv/kv.h"
 
 #include <string.h>
@@ -181,13 +183,18 @@ static void uncache(struct kv_prefix *p, int32_t slot)
     p->cached[slot] = 0;
 }
 
-/* a group slot for a new block: the free stack, else the least recently freed cached slot */
-static int32_t take_group(okv_kv_cache *c)
+/* The tier whose blocks the prefix cache keeps: the host tier when there is one (sparse: a
+ * sequence's KV lives there whole; sinks and window are copied back to the device), else the
+ * device's group slots (dense). */
+static bool px_host(const okv_kv_cache *c) { return c->g.n_host_blocks > 0; }
+
+/* a block id for a new block: the free stack, else (cached tier) the least recently freed cached one */
+static int32_t take_from(okv_kv_cache *c, int32_t *stack, int *n_free, bool cached_tier)
 {
-    struct kv_prefix *p = c->px;
+    struct kv_prefix *p = cached_tier ? c->px : NULL;
     int32_t s;
-    if (c->n_free_group > 0) {
-        s = c->free_group[--c->n_free_group];
+    if (*n_free > 0) {
+        s = stack[--*n_free];
     } else {
         OKV_ASSERT(p && p->n_lru > 0);
         s = p->lru_head;
@@ -199,27 +206,30 @@ static int32_t take_group(okv_kv_cache *c)
     return s;
 }
 
-/* a sequence lets a group slot go */
-static void put_group(okv_kv_cache *c, int32_t s)
+/* a sequence lets a block id go */
+static void put_to(okv_kv_cache *c, int32_t s, int32_t *stack, int *n_free, bool cached_tier)
 {
-    struct kv_prefix *p = c->px;
+    struct kv_prefix *p = cached_tier ? c->px : NULL;
     if (p && --p->ref[s] > 0)
         return;
     if (p && p->cached[s])
         lru_push(p, s);
     else
-        c->free_group[c->n_free_group++] = s;
+        stack[(*n_free)++] = s;
 }
+
+static int32_t take_group(okv_kv_cache *c) { return take_from(c, c->free_group, &c->n_free_group, c->px && !px_host(c)); }
+static void put_group(okv_kv_cache *c, int32_t s) { put_to(c, s, c->free_group, &c->n_free_group, c->px && !px_host(c)); }
+static int32_t take_host(okv_kv_cache *c) { return take_from(c, c->free_host, &c->n_free_host, c->px && px_host(c)); }
+static void put_host(okv_kv_cache *c, int32_t s) { put_to(c, s, c->free_host, &c->n_free_host, c->px && px_host(c)); }
 
 enum okv_status okv_kv_prefix_enable(okv_kv_cache *c)
 {
     if (c->px)
         return OKV_OK;
-    if (c->g.n_host_blocks > 0)
-        return okv_set_error(OKV_ERR_UNSUPPORTED, "kv cache: prefix caching needs a cache without host tier (dense)");
-    if (c->n_free_group != c->g.n_group_slots)
+    if (c->n_free_group != c->g.n_group_slots || c->n_free_host != c->g.n_host_blocks)
         return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: prefix caching is enabled before any block is used");
-    const size_t n = (size_t)c->g.n_group_slots + 1;
+    const size_t n = (size_t)(px_host(c) ? c->g.n_host_blocks : c->g.n_group_slots) + 1;
     uint32_t tsize = 16;
     while (tsize < 2 * n)
         tsize *= 2;
@@ -274,7 +284,7 @@ int okv_kv_prefix_cached_blocks(const okv_kv_cache *c)
     if (!p)
         return 0;
     int n = 0;
-    for (int i = 0; i < c->g.n_group_slots; i++)
+    for (int i = 0, e = px_host(c) ? c->g.n_host_blocks : c->g.n_group_slots; i < e; i++)
         n += p->cached[i];
     return n;
 }
@@ -300,23 +310,28 @@ int32_t okv_kv_prefix_lookup(const okv_kv_cache *c, uint64_t parent, uint64_t ha
     return -1;
 }
 
-enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t slot)
+enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t id, bool with_group)
 {
     struct kv_prefix *p = c->px;
-    if (!p || !okv_kv_seq_valid(c, seq) || slot < 0 || slot >= c->g.n_group_slots || !p->cached[slot])
-        return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: cannot attach group slot %d to sequence %d", slot, seq);
+    const bool host = px_host(c);
+    if (!p || !okv_kv_seq_valid(c, seq) || id < 0 || id >= (host ? c->g.n_host_blocks : c->g.n_group_slots) ||
+        !p->cached[id])
+        return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: cannot attach cached block %d to sequence %d", id, seq);
     struct kv_seq *s = &c->seqs[seq];
     if (s->len != s->n_blocks * c->g.block_size)
         return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: sequence %d is not block-aligned (%d tokens)", seq, s->len);
+    with_group = with_group || !host;
+    if (host && with_group && okv_kv_free_slots(c) < 1)
+        return okv_set_error(OKV_ERR_NO_KV_SPACE, "kv cache: no device block free for an attached block");
     enum okv_status st = seq_grow(s, s->n_blocks + 1);
     if (st != OKV_OK)
         return st;
-    if (p->ref[slot]++ == 0)
-        lru_unlink(p, slot);
-    s->group[s->n_blocks] = slot;
-    s->host[s->n_blocks] = -1;
+    if (p->ref[id]++ == 0)
+        lru_unlink(p, id);
+    s->group[s->n_blocks] = host ? (with_group ? take_group(c) : -1) : id;
+    s->host[s->n_blocks] = host ? id : -1;
     s->n_blocks++;
-    s->n_group++;
+    s->n_group += with_group;
     s->len += c->g.block_size;
     return OKV_OK;
 }
@@ -329,9 +344,9 @@ void okv_kv_prefix_register(okv_kv_cache *c, int seq, int block, uint64_t parent
     const struct kv_seq *s = &c->seqs[seq];
     if (block < 0 || block >= s->n_blocks || (block + 1) * c->g.block_size > s->len)
         return;   /* only full, committed blocks */
-    const int32_t slot = s->group[block];
+    const int32_t slot = px_host(c) ? s->host[block] : s->group[block];
     if (slot < 0 || p->cached[slot] || okv_kv_prefix_lookup(c, parent, hash, tokens) >= 0)
-        return;   /* already cached, here or in another slot */
+        return;   /* already cached, here or in another block */
     const int bs = c->g.block_size;
     uint32_t i = table_pos(p, hash);
     while (p->table[i] != -1)   /* at most n_group_slots entries in a table of twice that: an empty one exists */
@@ -345,11 +360,11 @@ void okv_kv_prefix_register(okv_kv_cache *c, int seq, int block, uint64_t parent
 
 const struct okv_kv_geometry *okv_kv_geometry(const okv_kv_cache *c) { return &c->g; }
 okv_bkv *okv_kv_storage(okv_kv_cache *c) { return c->storage; }
-/* cached slots that no sequence holds are free: reserve takes them */
-int okv_kv_free_slots(const okv_kv_cache *c) { return c->n_free_group + (c->px ? c->px->n_lru : 0); }
+/* cached blocks that no sequence holds are free: reserve takes them */
+int okv_kv_free_slots(const okv_kv_cache *c) { return c->n_free_group + (c->px && !px_host(c) ? c->px->n_lru : 0); }
 int okv_kv_used_slots(const okv_kv_cache *c) { return c->g.n_group_slots - okv_kv_free_slots(c); }
-int okv_kv_free_host_blocks(const okv_kv_cache *c) { return c->n_free_host; }
-int okv_kv_used_host_blocks(const okv_kv_cache *c) { return c->g.n_host_blocks - c->n_free_host; }
+int okv_kv_free_host_blocks(const okv_kv_cache *c) { return c->n_free_host + (c->px && px_host(c) ? c->px->n_lru : 0); }
+int okv_kv_used_host_blocks(const okv_kv_cache *c) { return c->g.n_host_blocks - okv_kv_free_host_blocks(c); }
 int okv_kv_n_seqs(const okv_kv_cache *c) { return c->n_seqs; }
 
 enum okv_status okv_kv_seq_create(okv_kv_cache *c, int *seq)
@@ -394,7 +409,7 @@ static void drop_blocks_from(okv_kv_cache *c, struct kv_seq *s, int keep)
             s->n_group--;
         }
         if (s->host[s->n_blocks] >= 0)
-            c->free_host[c->n_free_host++] = s->host[s->n_blocks];
+            put_host(c, s->host[s->n_blocks]);
     }
 }
 
@@ -424,15 +439,15 @@ enum okv_status okv_kv_seq_reserve(okv_kv_cache *c, int seq, int n)
         return okv_set_error(OKV_ERR_NO_KV_SPACE, "kv cache: sequence %d needs %d more device blocks, %d free of %d",
                              seq, extra, okv_kv_free_slots(c), c->g.n_group_slots);
     bool host = c->g.n_host_blocks > 0;
-    if (host && extra > c->n_free_host)
+    if (host && extra > okv_kv_free_host_blocks(c))
         return okv_set_error(OKV_ERR_NO_KV_SPACE, "kv cache: sequence %d needs %d more host blocks, %d free of %d",
-                             seq, extra, c->n_free_host, c->g.n_host_blocks);
+                             seq, extra, okv_kv_free_host_blocks(c), c->g.n_host_blocks);
     enum okv_status st = seq_grow(s, need);
     if (st != OKV_OK)
         return st;
     while (s->n_blocks < need) {
         s->group[s->n_blocks] = take_group(c);
-        s->host[s->n_blocks] = host ? c->free_host[--c->n_free_host] : -1;
+        s->host[s->n_blocks] = host ? take_host(c) : -1;
         s->n_blocks++;
         s->n_group++;
     }

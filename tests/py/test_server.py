@@ -574,7 +574,7 @@ def main():
           f"{res.get('prefix_cache_hit_rate')} %")
 
     # ---- API key (a second server: sparse, with an FP8 E4M3 host tier) ----
-    srv2 = Server("--api-key", "sekret", "--kv-budget", "256", "--kv-host-dtype", "fp8")
+    srv2 = Server("--api-key", "sekret", "--kv-budget", "256", "--kv-host-dtype", "fp8", "--enable-prefix-caching")
     p2 = srv2.port
     body = {"prompt": prompt, "max_tokens": 2}
     st, js, _ = request(p2, "POST", "/v1/completions", body)
@@ -599,6 +599,13 @@ def main():
     st, js, _ = request(p2, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0},
                         headers={"Authorization": "Bearer sekret"})
     check(st == 200 and js["usage"]["prompt_tokens"] > 256, "sparse server with an fp8 host tier answers a long prompt")
+    st2, js2, _ = request(p2, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0},
+                          headers={"Authorization": "Bearer sekret"})
+    _, _, raw2 = request(p2, "GET", "/metrics", headers={"Authorization": "Bearer sekret"})
+    hits = re.search(r"^vllm:prefix_cache_hits_total(?:\{[^}]*\})? ([0-9.e+]+)$", raw2.decode(), re.M)
+    n_long = js["usage"]["prompt_tokens"] if st == 200 else 0
+    check(st2 == 200 and hits is not None and float(hits.group(1)) >= n_long - 16 and js2["choices"][0]["text"],
+          f"sparse prefix caching: the repeated {n_long}-token prompt attached {hits.group(1) if hits else '?'} tokens")
     st, _, raw = request(p2, "GET", "/metrics", headers={"Authorization": "Bearer sekret"})
     fetched = re.search(r"^oasiskv:fetch_bytes_total(?:\{[^}]*\})? ([0-9.e+]+)$", raw.decode(), re.M)
     blocks = re.search(r"^oasiskv:blocks_fetched_total(?:\{[^}]*\})? ([0-9.e+]+)$", raw.decode(), re.M)
