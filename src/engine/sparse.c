@@ -308,7 +308,9 @@ static enum okv_status select_launch(okv_engine *e, int layer, struct sel_item *
         int n_cand = items[i].cand_end - sink;
         for (int c = 0; c < n_cand; c++) {
             e->cand[at + c] = host[sink + c];
-            e->host_to_logical[host[sink + c]] = sink + c;   /* host blocks belong to one sequence */
+            /* a host block belongs to one sequence, or (a shared prefix, okv_engine_prefix_attach) to
+             * several at the same logical block: the map holds one value either way */
+            e->host_to_logical[host[sink + c]] = sink + c;
         }
         reqs[i] = (struct okv_select_req){e->pred_rows + items[i].rows_at, items[i].n_rows, e->cand + at, n_cand, items[i].k};
         at += n_cand;

@@ -118,7 +118,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
         const int K = rq->k, k1 = own ? own[i].k : 0, sink = items[i].sink;
         const int k = items[i].keep > 0 ? items[i].keep : K;   /* what is installed */
         for (int c = 0; c < rq->n_cand; c++)
-            s->h2l[rq->cand_host[c]] = sink + c;   /* select_blocks checked the candidates */
+            s->h2l[rq->cand_host[c]] = sink + c;   /* checked by select_blocks; a shared host block has one logical block */
         for (int h = 0; h < nkv; h++) {
             int32_t *out = sel + (size_t)h * k;
             for (int x = 0; x < K; x++)
