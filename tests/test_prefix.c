@@ -11,9 +11,11 @@
  * The engine: a prompt computed once, then attached by a second sequence that forwards only
  * the tail, gives the same last-row logits (within float rounding) as computing it whole;
  * truncating into attached blocks is refused; the statistics count the queried and hit
- * tokens; a sparse engine attaches nothing.
+ * tokens. Sparse: the shared host blocks, the sink and window copied to the device, and the
+ * tail and decode steps equal to the sequence that computed the prompt.
  * The scheduler: the same prompt served twice, and one sharing its first blocks, give the
- * greedy tokens they get without prefix caching, and the second one hits the cache.
+ * greedy tokens they get without prefix caching, and the second one hits the cache (dense and
+ * sparse); a burst of sparse requests attached to a long prefix runs without preemption.
  * With a CUDA build on a GPU machine the engine and scheduler parts run on the CUDA backend
  * too (bf16: logits within 2e-2 and the same greedy choice; tokens equal to the run without
  * caching up to near-ties); without a GPU that part says it is skipped. */
@@ -306,6 +308,7 @@ struct out {
     int32_t toks[40];
     int n;
     bool done;
+    int preempt;
 };
 
 static void on_token(void *user, int32_t token, const char *text, size_t len)
@@ -319,8 +322,8 @@ static void on_token(void *user, int32_t token, const char *text, size_t len)
 
 static void on_finish(void *user, const struct okv_sched_result *r)
 {
-    (void)r;
     ((struct out *)user)->done = true;
+    ((struct out *)user)->preempt = r->n_preemptions;
 }
 
 /* three requests one after the other: the prompt, the prompt again, and one sharing its first two blocks */
@@ -391,6 +394,70 @@ static void test_sched(okv_backend *be, struct synth_model *sm, const int32_t *p
     printf("  scheduler%s: %d of 90 greedy tokens equal with and without prefix caching\n", sparse ? " (sparse)" : "", same);
 }
 
+/* Sparse, a burst: one request computes a 200-token prompt, then 6 requests that share its first
+ * 192 tokens arrive together. Each attached one starts its prefill reading 7 blocks through the
+ * staging buffer (32 blocks a step): the scheduler spreads their tails over steps instead of
+ * failing the step and preempting. Their greedy tokens equal those without prefix caching. */
+#define NB 6
+static void test_sched_sparse_burst(okv_backend *be, struct synth_model *sm, bool gpu)
+{
+    static int32_t prompts[NB + 1][SP];
+    struct okv_rng rng;
+    okv_rng_seed(&rng, 23);
+    for (int i = 0; i < SP; i++)
+        prompts[0][i] = (int32_t)(okv_rng_next(&rng) % 200);
+    for (int r = 1; r <= NB; r++) {
+        memcpy(prompts[r], prompts[0], sizeof prompts[0]);
+        for (int i = 192; i < SP; i++)
+            prompts[r][i] = (int32_t)(okv_rng_next(&rng) % 200);
+    }
+    static struct out res[2][NB + 1];
+    memset(res, 0, sizeof res);
+    int64_t hits = 0;
+    for (int pc = 0; pc < 2; pc++) {
+        struct okv_engine_params ep = {.block_size = 16, .max_ctx = 512, .max_seqs = 8, .max_batch_tokens = 256,
+                                       .kv_budget = 112, .tight_device = true, .prefix_caching = pc == 1};
+        okv_engine *e = NULL;
+        CHECK(okv_engine_create(&sm->m, be, &ep, &e) == OKV_OK, "%s", okv_last_error());
+        if (!e)
+            return;
+        struct okv_sched_params sp = {.max_num_seqs = 8, .max_num_batched_tokens = 256};
+        okv_sched *s = NULL;
+        CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
+        for (int r = 0; s && r <= NB; r++) {
+            struct okv_sched_request rq = {.prompt = prompts[r], .n_prompt = SP, .max_tokens = 10, .ignore_eos = true,
+                                           .on_token = on_token, .on_finish = on_finish, .user = &res[pc][r]};
+            uint64_t id;
+            CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
+            bool busy = true;
+            for (int step = 0; r == 0 && busy && step < 2000; step++)   /* the first one alone, then the burst */
+                CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
+        }
+        bool busy = true;
+        for (int step = 0; s && busy && step < 4000; step++)
+            CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
+        okv_sched_free(s);
+        struct okv_engine_stats st;
+        okv_engine_stats_get(e, &st);
+        if (pc)
+            hits = st.prefix_hit_tokens;
+        okv_engine_free(e);
+    }
+    int same = 0, preempt = 0, done = 0;
+    for (int r = 0; r <= NB; r++) {
+        done += res[0][r].done && res[1][r].done && res[1][r].n == 10;
+        preempt += res[1][r].preempt;
+        for (int t = 0; t < 10; t++)
+            same += res[0][r].toks[t] == res[1][r].toks[t];
+    }
+    CHECK(done == NB + 1 && hits == (int64_t)NB * 192 && preempt == 0,
+          "sparse burst: %d of %d done, %lld tokens attached, %d preemptions", done, NB + 1, (long long)hits, preempt);
+    CHECK(gpu ? same >= 60 : same == 10 * (NB + 1), "sparse burst: %d of %d greedy tokens equal with and without the cache",
+          same, 10 * (NB + 1));
+    printf("  scheduler (sparse burst): %d requests attached 192 tokens each, %d preemptions, %d of %d greedy tokens equal\n",
+           NB, preempt, same, 10 * (NB + 1));
+}
+
 int main(void)
 {
     okv_backend *be = NULL;
@@ -410,6 +477,7 @@ int main(void)
     test_sparse_engine(be, &sm, false);
     test_sched(be, &sm, prompt, false, false);
     test_sched(be, &sm, prompt, false, true);
+    test_sched_sparse_burst(be, &sm, false);
     okv_backend *gpu = NULL;
     if (okv_backend_create("cuda", &bp, &gpu) == OKV_OK) {
         printf("cuda backend:\n");
@@ -417,6 +485,7 @@ int main(void)
         test_sparse_engine(gpu, &sm, true);
         test_sched(gpu, &sm, prompt, true, false);
         test_sched(gpu, &sm, prompt, true, true);
+        test_sched_sparse_burst(gpu, &sm, true);
         okv_backend_free(gpu);
     } else {
         printf("  cuda backend: skipped (%s)\n", okv_last_error());

@@ -147,6 +147,12 @@ enum okv_status okv_engine_seq_create(okv_engine *e, int *seq);
  * n tokens (tokens[0..n), committed) not cached yet; call it as the sequence grows. A sequence cannot
  * be truncated into its attached or registered blocks. */
 bool okv_engine_prefix_caching(const okv_engine *e);
+/* Sparse engines: the staging units a prefill chunk of seq needs (its blocks that left the device,
+ * read layer by layer through the staging buffer; 0 for decode rows and dense engines), and the
+ * units a step has. A scheduler keeps a step's prefill chunks within the capacity (several
+ * sequences attached to a long cached prefix each start with such a need). */
+int okv_engine_stage_need(const okv_engine *e, int seq);
+int okv_engine_stage_capacity(const okv_engine *e);
 int okv_engine_prefix_attach(okv_engine *e, int seq, const int32_t *tokens, int n);
 void okv_engine_prefix_register(okv_engine *e, int seq, const int32_t *tokens, int n);
 void okv_engine_seq_free(okv_engine *e, int seq);

@@ -233,6 +233,11 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
                 st = OKV_OK;   /* shapes the backend cannot hold: residency stays on the host */
         }
         okv_free(quota);
+        if (st == OKV_OK && prm.prefix_caching && prm.host_fp8)
+            /* an attached sequence copies its sink and window back from the host tier: from fp8 they
+             * would come back rounded where its own prefill keeps them exact */
+            st = okv_set_error(OKV_ERR_UNSUPPORTED, "prefix caching in sparse mode needs the host tier in the device's "
+                               "precision (--kv-host-dtype auto), not fp8");
         if (st == OKV_OK && prm.prefix_caching)
             st = okv_kv_prefix_enable(e->kv);
         if (st != OKV_OK)
@@ -520,6 +525,18 @@ static uint64_t block_hash(uint64_t parent, const int32_t *tokens, int n)
 }
 
 bool okv_engine_prefix_caching(const okv_engine *e) { return okv_kv_prefix_enabled(e->kv); }
+
+int okv_engine_stage_need(const okv_engine *e, int seq)
+{
+    if (!e->resid || !okv_kv_seq_valid(e->kv, seq))
+        return 0;
+    const struct eseq *es = &e->seqs[seq];
+    const int sink = e->prm.sink_blocks;
+    /* as okv_sparse_stage_plan: a prefill (no selection) whose blocks [sink, cand_end) left the device */
+    return !es->decode && es->cand_end > sink ? (es->cand_end - sink) * e->cfg.n_kv_heads : 0;
+}
+
+int okv_engine_stage_capacity(const okv_engine *e) { return e->resid ? okv_kv_geometry(e->kv)->n_stage_units : 0; }
 
 int okv_engine_prefix_attach(okv_engine *e, int seq, const int32_t *tokens, int n)
 {

@@ -31,10 +31,11 @@ struct kv_seq {
 
 /* prefix cache state of the group slots (okv_kv_prefix_enable) */
 struct kv_prefix {
-    int32_t *ref;          /* [n_group_slots] sequences holding the slot */
-    uint8_t *cached;       /* [n_group_slots] registered under hash[] */
+    /* per block of the cached tier (host blocks with a host tier, else group slots): */
+    int32_t *ref;          /* sequences holding the block */
+    uint8_t *cached;       /* registered under hash[] */
     uint64_t *hash, *parent;
-    int32_t *tokens;       /* [n_group_slots][block_size] the tokens the slot's KV was computed from */
+    int32_t *tokens;       /* [][block_size] the tokens the block's KV was computed from */
     int32_t *lru_prev, *lru_next;   /* cached slots that no sequence holds, oldest first */
     int32_t lru_head, lru_tail;
     int n_lru;
@@ -349,7 +350,7 @@ void okv_kv_prefix_register(okv_kv_cache *c, int seq, int block, uint64_t parent
         return;   /* already cached, here or in another block */
     const int bs = c->g.block_size;
     uint32_t i = table_pos(p, hash);
-    while (p->table[i] != -1)   /* at most n_group_slots entries in a table of twice that: an empty one exists */
+    while (p->table[i] != -1)   /* at most one entry a block, in a table of twice that: an empty one exists */
         i = (i + 1) & p->table_mask;
     p->table[i] = slot;
     p->cached[slot] = 1;

@@ -410,6 +410,10 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
 {
     int n = 0, nl = 0, nr = 0;
     int lp_rows = s->max_lp_rows;   /* rows of prompt logprobs left this step */
+    /* sparse prefills whose older blocks left the device read them through the staging buffer:
+     * chunks past its capacity wait for a later step (sequences attached to a long cached prefix
+     * each start that way) */
+    int stage_left = okv_engine_stage_capacity(s->e);
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < s->n_running && n < s->max_batch; i++) {
             struct req *r = s->running[i];
@@ -417,6 +421,10 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             bool decode = pending == 1 && r->n_computed > 0;
             if (pending <= 0 || decode != (pass == 0))
                 continue;
+            const int stage = okv_engine_stage_need(s->e, r->seq);
+            if (stage > stage_left)
+                continue;
+            stage_left -= stage;
             int take = pending < s->max_batch - n ? pending : s->max_batch - n;
             if (r->lp_prompt && !decode && r->n_computed < r->n_prompt - 1) {
                 /* each of these rows brings vocab logits to the host: a bounded number a step */

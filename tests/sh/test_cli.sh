@@ -60,6 +60,8 @@ err="$(timeout 5 $cli serve -m "$gguf" --kv-budget 128 --kv-pool-gb 0.001 --kv-h
 if grep -q "holds 3 sparse sequences" <<<"$err" && grep -q -- "--kv-host-gb 0.5: 3 sequences of 16 blocks use .* the host tier takes that" <<<"$err"; then ok
 else bad "serve: host tier cut to what the sequences use: $err"; fi
 expect_error "serve: bad host KV type" "not a host KV type" $cli serve -m "$gguf" --kv-budget 128 --kv-host-dtype int4 --port 0
+expect_error "serve: sparse prefix caching with an fp8 host tier" "prefix caching in sparse mode needs" \
+  $cli serve -m "$gguf" --kv-budget 128 --kv-host-dtype fp8 --enable-prefix-caching --port 0
 # the default cache factor (2) falls back to 1 where only that fits one sequence; asked for, it is an error
 err="$(timeout 5 $cli serve -m "$gguf" --ctx 8192 --kv-budget 2048 --kv-pool-gb 0.0068 --kv-host-gb 0.006 --port 0 2>&1 >/dev/null)"
 if grep -q "too small for the default --kv-cache-factor 2; using 1" <<<"$err" && grep -q "holds 1 sparse sequences" <<<"$err"; then ok

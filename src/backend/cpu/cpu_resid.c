@@ -217,8 +217,9 @@ enum okv_status okv_cpu_resid_fill(const okv_bkv *kv, int layer, const struct ok
     if (!s)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu attention: selection placeholders without residency state");
     int kmax = 0;
-    for (int li = 0; li < n_lists; li++)
-        kmax = b->sel_fill[3 * li + 2] > kmax ? b->sel_fill[3 * li + 2] : kmax;
+    for (int li = 0; li < n_lists; li++)   /* lists without placeholders (pos < 0) carry nothing else */
+        if (b->sel_fill[3 * li] >= 0 && b->sel_fill[3 * li + 2] > kmax)
+            kmax = b->sel_fill[3 * li + 2];
     int32_t *tmp = okv_malloc(sizeof(int32_t) * (4 * (size_t)kmax * nkv + 1), OKV_TAG_KV);
     if (!tmp)
         return okv_set_error(OKV_ERR_NO_MEMORY, "cpu attention: out of memory");

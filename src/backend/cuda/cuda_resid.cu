@@ -136,8 +136,9 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
     const size_t cq = (size_t)it.chunk * L.quota;
     int16_t *mp = L.map + ((size_t)it.chunk * nkv + h) * L.max_blocks;
     const int32_t *cand = cand_all + it.cand_off;
-    /* 0: logical block of each candidate (host blocks belong to one sequence: the CTAs of
-     * other sequences write other entries, those of this one the same values) */
+    /* 0: logical block of each candidate (a host block belongs to one sequence, or to several
+     * at the same logical block when they share a cached prefix: every CTA writing an entry
+     * writes the same value) */
     for (int c = tid; c < it.n_cand; c += RS_THREADS)
         h2l[cand[c]] = it.sink + c;
     __syncthreads();
