@@ -172,8 +172,8 @@ enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64
  * backend (0 on failure), and the device tier an engine with these parameters
  * would allocate (an estimate within a few percent). */
 size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size);
-/* Bytes of one unit in the host tier (fp8: one a K or V element; else the device unit's); 0 on
- * error (message set), e.g. a backend without an fp8 host tier. */
+/* Bytes of one unit in the host tier (fp8: one a K or V element; else the device unit's); 0 when
+ * the backend cannot allocate a probe of the tier (message set). */
 size_t okv_engine_host_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size, bool fp8);
 size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t unit_bytes, const struct okv_engine_params *p);
 
