@@ -764,29 +764,28 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
            resid;
 }
 
-size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)
+/* a one-block KV probe of the backend: the bytes of a device unit, or (host) of a host-tier unit */
+static size_t probe_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size, bool host, bool fp8)
 {
-    struct okv_kv_geometry pg = {.n_layers = 1, .n_group_slots = 1, .block_size = block_size > 0 ? block_size : 16,
-                                 .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim};
+    struct okv_kv_geometry pg = {.n_layers = 1, .n_group_slots = 1, .n_host_blocks = host ? 1 : 0,
+                                 .block_size = block_size > 0 ? block_size : 16, .n_kv_heads = c->n_kv_heads,
+                                 .head_dim = c->head_dim, .host_fp8 = host && fp8};
     okv_bkv *probe = NULL;
     if (be->ops->kv_alloc(be, &pg, &probe) != OKV_OK)
         return 0;
-    size_t b = be->ops->kv_unit_bytes(probe);
+    size_t b = host ? okv_backend_host_unit_bytes(be, probe) : be->ops->kv_unit_bytes(probe);
     be->ops->kv_free(be, probe);
     return b;
 }
 
+size_t okv_engine_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size)
+{
+    return probe_unit_bytes(be, c, block_size, false, false);
+}
+
 size_t okv_engine_host_unit_bytes(okv_backend *be, const struct okv_model_config *c, int block_size, bool fp8)
 {
-    struct okv_kv_geometry pg = {.n_layers = 1, .n_group_slots = 1, .n_host_blocks = 1,
-                                 .block_size = block_size > 0 ? block_size : 16, .n_kv_heads = c->n_kv_heads,
-                                 .head_dim = c->head_dim, .host_fp8 = fp8};
-    okv_bkv *probe = NULL;
-    if (be->ops->kv_alloc(be, &pg, &probe) != OKV_OK)
-        return 0;
-    size_t b = okv_backend_host_unit_bytes(be, probe);
-    be->ops->kv_free(be, probe);
-    return b;
+    return probe_unit_bytes(be, c, block_size, true, fp8);
 }
 
 enum okv_status okv_engine_prefill(okv_engine *e, int seq, const int32_t *tokens, int n, int chunk, float *logits)
