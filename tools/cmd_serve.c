@@ -76,15 +76,13 @@ static char *base_name(const char *path)
     return s;
 }
 
-/* The most sequences, up to max_seqs, whose sparse engine fits limit bytes of device
- * pool (a host tier sized with them when host_auto: its summaries live on the device);
- * sets ep->max_seqs (and host_blocks) and returns the estimate, above limit when not even
- * one fits. */
-/* The most sequences (up to max_seqs) whose device need fits limit. The host tier follows the
- * count: running sequences never hold more than max_seqs full contexts of host blocks
- * (preemption recomputes), and every host block costs its summaries on the device, so host
- * blocks past that would only take device memory from sequences. host_cap: the blocks the host
- * may take (half the RAM when sized automatically, --kv-host-gb's when given). */
+/* The most sequences, up to max_seqs, whose sparse engine fits limit bytes of device pool;
+ * sets ep->max_seqs and ep->host_blocks and returns the estimate, above limit when not even
+ * one fits. The host tier follows the count: running sequences never hold more than max_seqs
+ * full contexts of host blocks (preemption recomputes), and every host block costs its
+ * summaries on the device, so host blocks past that would only take device memory from
+ * sequences. host_cap: the blocks the host may take (half the RAM when sized automatically,
+ * --kv-host-gb's when given). */
 static size_t fit_pool(struct okv_engine_params *ep, const struct okv_model_config *dev_cfg, size_t unit_bytes,
                        size_t limit, int max_seqs, int ctx_blocks, double host_cap)
 {
