@@ -14,9 +14,10 @@
  * per step, the share of selected blocks resident in time, the stall, and the host's
  * time per step (okv_engine_stats): issuing the step up to its final sync, of which
  * the sparse bookkeeping (selection launches and waits, residency, fetch issue) and
- * the attention lists, and the final sync's wait. On a GPU a step whose issue time
- * nears its step time is bound by the host. A point whose tiers do not fit is
- * reported as such. */
+ * the attention lists, of which blocked waiting for the device inside the step (the
+ * sampled tokens' copy, staging buffers), and the final sync's wait. On a GPU a step
+ * whose issue time less its blocked time nears its step time is bound by the host. A
+ * point whose tiers do not fit is reported as such. */
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/model.h"
@@ -102,8 +103,8 @@ int main(int argc, char **argv)
         fprintf(jf, "{\"device\": \"%s\", \"model\": \"%s\", \"points\": [", device, config ? config : model_path);
     int first = 1;
     printf("| batch | ctx | kv | step ms | tok/s | roofline ms | of roofline | fetched MiB/step | in time | stall ms/step "
-           "| host issue ms | of which sparse | of which lists | sync wait ms |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "| host issue ms | of which sparse | of which lists | of which blocked | sync wait ms |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int ci = 0; ci < nctx; ci++)
         for (int bi = 0; bi < nbatch; bi++)
             for (int ki = 0; ki < nbud; ki++) {
@@ -116,7 +117,7 @@ int main(int argc, char **argv)
                 char kvname[32];
                 snprintf(kvname, sizeof kvname, budget ? (host_fp8 ? "%d fp8" : "%d") : "dense", budget);
                 if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK) {
-                    printf("| %d | %d | %s | does not fit: %s |||||||||||\n", B, ctx, kvname, okv_last_error());
+                    printf("| %d | %d | %s | does not fit: %s ||||||||||||\n", B, ctx, kvname, okv_last_error());
                     fflush(stdout);
                     continue;
                 }
@@ -145,7 +146,7 @@ int main(int argc, char **argv)
                     memcpy(toks, next, sizeof(int32_t) * (size_t)B);
                 }
                 if (!ok) {
-                    printf("| %d | %d | %s | does not fit: %s |||||||||||\n", B, ctx, kvname, okv_last_error());
+                    printf("| %d | %d | %s | does not fit: %s ||||||||||||\n", B, ctx, kvname, okv_last_error());
                 } else {
                     t_step = (okv_now() - t_step) / steps;
                     okv_engine_stats_get(e, &stt);
@@ -156,20 +157,21 @@ int main(int argc, char **argv)
                                      (!strcmp(device, "cpu") ? 4.0 : 2.0);
                     double roof = (wbytes + kvbytes) / (hbm_gbps * 1e9);
                     double in_time = stt.units_selected ? (double)stt.units_in_time / (double)stt.units_selected : 1.0;
-                    printf("| %d | %d | %s | %.3f | %.0f | %.3f | %.0f%% | %.2f | %.4f | %.4f | %.3f | %.3f | %.3f | %.3f |\n", B,
+                    printf("| %d | %d | %s | %.3f | %.0f | %.3f | %.0f%% | %.2f | %.4f | %.4f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", B,
                            ctx, kvname, t_step * 1e3, B / t_step, roof * 1e3, 100.0 * roof / t_step,
                            stt.fetch_bytes / 1048576.0 / steps, in_time, stt.stall_s * 1e3 / steps,
                            stt.host_issue_s * 1e3 / steps, stt.host_sparse_s * 1e3 / steps, stt.host_lists_s * 1e3 / steps,
-                           stt.sync_wait_s * 1e3 / steps);
+                           stt.host_blocked_s * 1e3 / steps, stt.sync_wait_s * 1e3 / steps);
                     if (jf)
                         fprintf(jf, "%s{\"batch\": %d, \"ctx\": %d, \"kv_budget\": %d, \"step_ms\": %.4f, \"tokens_per_s\": %.1f, "
                                     "\"roofline_ms\": %.4f, \"fetch_bytes_per_step\": %.0f, \"resident_in_time\": %.5f, "
                                     "\"stall_ms_per_step\": %.5f, \"device_bytes_peak\": %zu, \"host_issue_ms\": %.4f, "
-                                    "\"host_sparse_ms\": %.4f, \"host_lists_ms\": %.4f, \"sync_wait_ms\": %.4f}",
+                                    "\"host_sparse_ms\": %.4f, \"host_lists_ms\": %.4f, \"host_blocked_ms\": %.4f, "
+                                    "\"sync_wait_ms\": %.4f}",
                                 first ? "" : ", ", B, ctx, budget, t_step * 1e3, B / t_step, roof * 1e3,
                                 (double)stt.fetch_bytes / steps, in_time, stt.stall_s * 1e3 / steps, stt.device_bytes_peak,
                                 stt.host_issue_s * 1e3 / steps, stt.host_sparse_s * 1e3 / steps, stt.host_lists_s * 1e3 / steps,
-                                stt.sync_wait_s * 1e3 / steps);
+                                stt.host_blocked_s * 1e3 / steps, stt.sync_wait_s * 1e3 / steps);
                     first = 0;
                 }
                 fflush(stdout);

@@ -25,9 +25,9 @@ static const char *help =
     "  --kv-budget N|dense          sparse KV: tokens kept on the device per (sequence, layer, KV head); dense: all (default)\n"
     "  --enable-prefix-caching, --no-enable-prefix-caching\n"
     "                               requests that start with the same tokens share those full KV blocks instead of\n"
-    "                               computing them again (default: on for dense serving, off for sparse, where\n"
-    "                               --enable-prefix-caching turns it on: shared host blocks, the sink and window\n"
-    "                               copied to the device; bench/RESULTS.md section 20)\n"
+    "                               computing them again (default: on, except with --kv-host-dtype fp8; sparse\n"
+    "                               serving shares host blocks and copies the sink and window to the device;\n"
+    "                               bench/RESULTS.md section 20)\n"
     "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
     "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
     "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
@@ -107,7 +107,7 @@ int cmd_serve(int argc, char **argv)
     double sticky = 0.25;
     int key_code_bits = 0;
     bool host_fp8 = false;
-    int prefix_caching = -1;   /* -1: the mode's default (dense on, sparse off) */
+    int prefix_caching = -1;   /* -1: the default (on, except over an fp8 host tier) */
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -262,7 +262,7 @@ int cmd_serve(int argc, char **argv)
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .key_code_bits = key_code_bits, .host_fp8 = host_fp8,
-                                   .prefix_caching = prefix_caching < 0 ? kv_budget == 0 : prefix_caching == 1,
+                                   .prefix_caching = prefix_caching < 0 ? !(kv_budget > 0 && host_fp8) : prefix_caching == 1,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
         /* sparse: as many sequences as the device pool holds (each needs its budget,

@@ -288,6 +288,11 @@ struct okv_backend_ops {
                                  const struct okv_attn_blocks *blocks, int n_heads, float scale);
     /* Wait for all queued work (no-op on the CPU). */
     enum okv_status (*sync)(okv_backend *be);
+    /* Seconds the host has spent blocked waiting for the device (stream and event
+     * synchronizes inside ops, sync included), cumulative since creation; NULL when
+     * the backend never waits (the CPU). With it, a step's host time splits into the
+     * host's own work and its waits. */
+    double (*host_blocked_s)(const okv_backend *be);
 
     /* Make this backend current for the calling thread (a GPU backend selects its
      * device). NULL when there is nothing to do. One thread that drives several

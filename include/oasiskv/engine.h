@@ -101,6 +101,8 @@ struct okv_engine_stats {
     /* host time of the steps (where a GPU step goes: with asynchronous kernels the host
      * issuing them is the bound when issue time nears the step time) */
     double host_issue_s;         /* from a step's start to its final device sync */
+    double host_blocked_s;       /* of which blocked waiting for the device (the sampled tokens'
+                                    copy, staging buffers' reuse): issue - blocked is host work */
     double host_sparse_s;        /* of which the sparse bookkeeping: selection launches and waits,
                                     residency, fetch issue, prediction merging */
     double host_lists_s;         /* of which building the attention block lists */

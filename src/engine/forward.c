@@ -190,6 +190,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     const struct okv_model_config *c = &e->cfg;
     const int dim = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd;
     const double t_start = okv_now();
+    const double blocked0 = o->host_blocked_s ? o->host_blocked_s(be) : 0;
     double t_mark;
 /* host time of one engine call into a stats accumulator */
 #define TIMED(acc, call)                    \
@@ -291,6 +292,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     }
     t_mark = okv_now();
     e->stats.host_issue_s += t_mark - t_start;
+    if (o->host_blocked_s)
+        e->stats.host_blocked_s += o->host_blocked_s(be) - blocked0;
     CK(o->sync(be));
     e->stats.sync_wait_s += okv_now() - t_mark;
     if (e->dev_resid) {   /* what the device installs gathered */

@@ -201,6 +201,8 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
            "Host time issuing steps up to their final device sync (includes waits inside a step).", label, es->host_issue_s);
     metric(&b, "oasiskv:step_host_sparse_seconds_total", "counter",
            "Of the issue time, the sparse selection, residency and fetch bookkeeping.", label, es->host_sparse_s);
+    metric(&b, "oasiskv:step_host_blocked_seconds_total", "counter",
+           "Of the issue time, blocked waiting for the device (sampled tokens, staging buffers).", label, es->host_blocked_s);
     metric(&b, "oasiskv:step_sync_wait_seconds_total", "counter", "Time waiting for the device at the end of steps.", label,
            es->sync_wait_s);
     metric(&b, "oasiskv:kv_residency_on_device", "gauge",

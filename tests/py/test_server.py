@@ -200,7 +200,8 @@ def main():
              "oasiskv:blocks_fetched_total", "oasiskv:fetch_bytes_total", "oasiskv:resident_in_time_ratio",
              "oasiskv:prediction_recall", "oasiskv:stall_seconds_total", "oasiskv:engine_steps_total",
              "oasiskv:step_host_issue_seconds_total", "oasiskv:step_host_sparse_seconds_total",
-             "oasiskv:step_sync_wait_seconds_total", "oasiskv:kv_residency_on_device"]
+             "oasiskv:step_host_blocked_seconds_total", "oasiskv:step_sync_wait_seconds_total",
+             "oasiskv:kv_residency_on_device"]
     missing = [n for n in names if n not in mt]
     check(not missing, f"GET /metrics exports the vLLM and oasiskv names (missing: {missing})")
 
@@ -606,11 +607,14 @@ def main():
     # (the CPU backend's float tier would move 8192)
     per = float(fetched.group(1)) / float(blocks.group(1)) if fetched and blocks and float(blocks.group(1)) > 0 else 0
     check(st == 200 and per == 2048, f"fp8 host tier: {per:.0f} bytes a fetched unit in /metrics (2048 expected)")
+    pq = re.search(r"^vllm:prefix_cache_queries_total(?:\{[^}]*\})? ([0-9.e+]+)$", raw.decode(), re.M)
+    check(pq is not None and float(pq.group(1)) == 0,
+          "sparse server with an fp8 host tier: prefix caching off by default (no cache queries)")
     rc = srv2.stop()
     check(rc == 0, f"second server: SIGTERM -> exit {rc}")
 
-    # ---- sparse serving with prefix caching (a third server): a repeated long prompt attaches its blocks ----
-    srv3 = Server("--kv-budget", "256", "--enable-prefix-caching")
+    # ---- sparse serving with prefix caching (a third server, on by default): a repeated long prompt attaches ----
+    srv3 = Server("--kv-budget", "256")
     p3 = srv3.port
     outs3 = [request(p3, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0})
              for _ in range(2)]

@@ -763,7 +763,7 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
     const size_t bytes = off_cnt + (size_t)n_merge * sizeof(int) + 16;
     if (!ac->stage_ev)
         OKV_CU(cudaEventCreateWithFlags(&ac->stage_ev, cudaEventDisableTiming), "attention plan event");
-    OKV_CU(cudaEventSynchronize(ac->stage_ev), "attention plan staging wait");
+    OKV_CU_WAIT(c, cudaEventSynchronize(ac->stage_ev), "attention plan staging wait");
     if (bytes > ac->h_stage_cap) {
         if (ac->h_stage)
             cudaFreeHost(ac->h_stage);

@@ -110,7 +110,7 @@ enum okv_status okv_cuda_ring_alloc(struct cuda_ctx *c, size_t n, void **h, void
         if (!hit && r->m_count < OKV_CUDA_RING_MARKS)
             break;
         struct cuda_ring_mark *old = &r->marks[r->m_first];
-        OKV_CU(cudaEventSynchronize(old->ev), "staging ring wait");
+        OKV_CU_WAIT(c, cudaEventSynchronize(old->ev), "staging ring wait");
         r->m_first = (r->m_first + 1) % OKV_CUDA_RING_MARKS;
         r->m_count--;
     }
@@ -153,9 +153,9 @@ enum okv_status okv_cuda_upload(struct cuda_ctx *c, cudaStream_t s, const void *
 enum okv_status okv_cuda_sync_all(struct cuda_ctx *c)
 {
     if (c->side)
-        OKV_CU(cudaStreamSynchronize(c->side), "selection stream synchronize");
-    OKV_CU(cudaStreamSynchronize(c->copy), "copy stream synchronize");
-    OKV_CU(cudaStreamSynchronize(c->stream), "stream synchronize");
+        OKV_CU_WAIT(c, cudaStreamSynchronize(c->side), "selection stream synchronize");
+    OKV_CU_WAIT(c, cudaStreamSynchronize(c->copy), "copy stream synchronize");
+    OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "stream synchronize");
     return OKV_OK;
 }
 
@@ -231,7 +231,7 @@ static enum okv_status cuda_mem_read(okv_backend *be, const okv_bmem *m, size_t 
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda backend: read past buffer end (%zu + %zu > %zu)", off, n, m->n);
     struct cuda_ctx *c = CTX(be);
     OKV_CU(cudaMemcpyAsync(dst, m->d + off, n * sizeof(float), cudaMemcpyDeviceToHost, c->stream), "mem_read");
-    OKV_CU(cudaStreamSynchronize(c->stream), "mem_read synchronize");
+    OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "mem_read synchronize");
     return OKV_OK;
 }
 
@@ -386,7 +386,7 @@ static enum okv_status cuda_step_begin(okv_backend *be, const struct okv_step_me
         OKV_CU(cudaMalloc((void **)&c->step_d, cap), "step metadata (device)");
         c->step_cap = cap;
     }
-    OKV_CU(cudaEventSynchronize(c->step_ev), "step metadata staging wait");
+    OKV_CU_WAIT(c, cudaEventSynchronize(c->step_ev), "step metadata staging wait");
     int32_t *h = (int32_t *)c->step_h;
     memcpy(h, meta->tok_seq, sizeof(int32_t) * (size_t)n);
     memcpy(h + n, meta->tok_pos, sizeof(int32_t) * (size_t)n);
@@ -552,7 +552,7 @@ static enum okv_status cuda_rope(okv_backend *be, okv_bmem *x, int n, int heads,
         /* queued ahead of the pending run (cuda_graph.cu): none of its ops reads the
          * table but this step's ropes, which all follow the upload */
         const size_t bytes = sizeof(float) * (size_t)n * hd;
-        OKV_CU(cudaEventSynchronize(c->rope_ev), "rope table staging wait");
+        OKV_CU_WAIT(c, cudaEventSynchronize(c->rope_ev), "rope table staging wait");
         if (bytes > c->rope_cap) {
             enum okv_status st = okv_cuda_graph_invalidate(c);
             if (st != OKV_OK)
@@ -807,11 +807,13 @@ static enum okv_status cuda_sync(okv_backend *be)
 {
     struct cuda_ctx *c = CTX(be);
     if (c->sync_compute_only) {   /* the copy stream orders itself (okv_cuda_kv_before_step, fetch events) */
-        OKV_CU(cudaStreamSynchronize(c->stream), "stream synchronize");
+        OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "stream synchronize");
         return OKV_OK;
     }
     return okv_cuda_sync_all(c);
 }
+
+static double cuda_host_blocked_s(const okv_backend *be) { return ((const struct cuda_ctx *)be->ctx)->blocked_s; }
 
 static void green_destroy(struct cuda_ctx *c);
 
@@ -909,6 +911,7 @@ static void fill_ops(void)
     o->select_wait = okv_cuda_select_wait;
     o->sample = okv_cuda_sample;
     o->sync = cuda_sync;
+    o->host_blocked_s = cuda_host_blocked_s;
     o->bind = cuda_bind;
     okv_cuda_fill_kv_ops(o);
     okv_cuda_fill_resid_ops(o);

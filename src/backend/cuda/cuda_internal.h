@@ -35,6 +35,17 @@ enum okv_status okv_cublas_err(cublasStatus_t e, const char *what, const char *f
         if (okv_e_ != cudaSuccess)                                                          \
             return okv_cuda_err(okv_e_, (what), __FILE__, __LINE__);                        \
     } while (0)
+/* A call that blocks the host until the device reaches some point (a stream or event
+ * synchronize): its time goes to c->blocked_s, so that a step's host time splits into
+ * the host's own work and its waits for the device (okv_backend_ops.host_blocked_s). */
+#define OKV_CU_WAIT(c, call, what)                                                          \
+    do {                                                                                    \
+        const double okv_w0_ = okv_now();                                                   \
+        cudaError_t okv_e_ = (call);                                                        \
+        (c)->blocked_s += okv_now() - okv_w0_;                                              \
+        if (okv_e_ != cudaSuccess)                                                          \
+            return okv_cuda_err(okv_e_, (what), __FILE__, __LINE__);                        \
+    } while (0)
 /* After a kernel launch: the launch's own error. */
 #define OKV_LAUNCHED(what) OKV_CU(cudaGetLastError(), (what))
 
@@ -184,6 +195,7 @@ struct cuda_ctx {
      * sel_stream is where select work goes (stream, or side during an install) */
     cudaStream_t side;
     cudaStream_t sel_stream;
+    double blocked_s;              /* host seconds blocked in OKV_CU_WAIT calls, cumulative */
     cudaEvent_t ev_side_mark;      /* side position, for the copy stream to wait on */
     float *side_sc;                /* selection scores on the side stream (the generic scratch is compute's) */
     size_t side_sc_cap;            /* floats */

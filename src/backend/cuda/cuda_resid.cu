@@ -723,7 +723,7 @@ static enum okv_status cuda_resid_take_stats(okv_backend *be, okv_bkv *kv, int64
         OKV_CU(cudaStreamWaitEvent(c->stream, r->side_last, 0), "statistics after the selection stream");
     OKV_CU(cudaMemcpyAsync(&v, r->stat, sizeof v, cudaMemcpyDeviceToHost, c->stream), "residency statistics");
     OKV_CU(cudaMemsetAsync(r->stat, 0, sizeof v, c->stream), "residency statistics reset");
-    OKV_CU(cudaStreamSynchronize(c->stream), "residency statistics");
+    OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "residency statistics");
     *units = (int64_t)v;
     return OKV_OK;
 }

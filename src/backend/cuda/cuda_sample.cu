@@ -513,7 +513,7 @@ extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logi
     OKV_CU(cudaMemcpyAsync(h_ids, d_ids, sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost, c->stream), "sample ids copy");
     if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
         return st;
-    OKV_CU(cudaStreamSynchronize(c->stream), "sample synchronize");
+    OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "sample synchronize");
     memcpy(out, h_ids, sizeof(int32_t) * (size_t)n_rows);
     return OKV_OK;
 }

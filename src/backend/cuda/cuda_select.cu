@@ -920,7 +920,7 @@ extern "C" enum okv_status okv_cuda_select_wait(okv_backend *be)
     if (!c->sel_pending)
         return OKV_OK;
     c->sel_pending = false;
-    OKV_CU(cudaEventSynchronize(c->sel_ev), "wait for the selected ids");
+    OKV_CU_WAIT(c, cudaEventSynchronize(c->sel_ev), "wait for the selected ids");
     memcpy(c->sel_out, c->sel_h, sizeof(int32_t) * c->sel_n);
     return OKV_OK;
 }
