@@ -1,5 +1,8 @@
 /* label: unit */
-/* The scheduler under memory pressure: the host tier is sized so that the running
+/* (With a CUDA build on a GPU machine the overlapped-decoding part runs on the CUDA backend
+ * too; elsewhere it says so and skips it.)
+ *
+ * The scheduler under memory pressure: the host tier is sized so that the running
  * requests cannot all finish; a forward then fails with OKV_ERR_NO_KV_SPACE and the
  * scheduler preempts (frees the youngest request and recomputes it later) instead
  * of failing. Every request must finish with the greedy tokens it gets alone, the
@@ -24,8 +27,9 @@
 #define PROMPT 50
 #define GEN 60
 
+#define OUT_CAP 160
 struct out {
-    int32_t toks[GEN + 8];
+    int32_t toks[OUT_CAP];
     int n;
     bool done;
     enum okv_finish reason;
@@ -35,7 +39,7 @@ struct out {
 static void on_token(void *user, int32_t token, const char *text, size_t len)
 {
     struct out *o = user;
-    if (token >= 0 && o->n < GEN + 8)
+    if (token >= 0 && o->n < OUT_CAP)
         o->toks[o->n++] = token;
 }
 
@@ -201,6 +205,118 @@ static void run(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int cou
     okv_sched_free(s);
 }
 
+/* ---- overlapped decoding (okv_sched_params.sync_steps false, the default) ---- */
+
+#define OV_N 6
+#define OV_CANCEL 2
+
+/* OV_N requests of different prompt lengths, max_tokens and sampling (odd ones at
+ * temperature 0.8, seeded) through `slots` slots (3: requests finish at different steps
+ * and others are admitted); request OV_CANCEL is cancelled at step cancel_at (< 0: never). */
+static long long ov_run(okv_engine *e, int32_t prompts[][PROMPT], bool sync, int cancel_at, int extra, int slots,
+                        struct out *o)
+{
+    struct okv_sched_params sp = {.max_num_seqs = slots, .max_num_batched_tokens = 32, .sync_steps = sync};
+    okv_sched *s = NULL;
+    CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
+    if (!s)
+        return -1;
+    memset(o, 0, sizeof(struct out) * OV_N);
+    uint64_t ids[OV_N];
+    for (int i = 0; i < OV_N; i++) {
+        struct okv_sched_request rq = {.prompt = prompts[i % NREQ], .n_prompt = PROMPT - 3 * i, .max_tokens = 8 + 9 * i + extra,
+                                       .ignore_eos = true, .on_token = on_token, .on_finish = on_finish, .user = &o[i]};
+        if (i & 1) {
+            rq.sampling.temperature = 0.8f;
+            rq.sampling.seed = 100 + (uint64_t)i;
+        }
+        CHECK(okv_sched_submit(s, &rq, &ids[i]) == OKV_OK, "submit %d: %s", i, okv_last_error());
+    }
+    bool busy = true;
+    for (int step = 0; busy && step < 5000; step++) {
+        if (step == cancel_at)
+            okv_sched_cancel(s, ids[OV_CANCEL]);
+        CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
+    }
+    struct okv_sched_metrics m;
+    okv_sched_metrics(s, &m);
+    okv_sched_free(s);
+    CHECK(okv_engine_queued(e) == 0, "a step is still queued after the scheduler stopped");
+    CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0 && okv_kv_used_host_blocks(okv_engine_kv(e)) == 0,
+          "%s: blocks left in use", sync ? "synchronous" : "overlapped");
+    return (long long)m.steps_overlapped_total;
+}
+
+/* Overlapped against synchronous steps on one engine: the same tokens. With admissions
+ * (slots < OV_N) the two modes batch differently (an overlapped step is queued before the
+ * finished request's slot frees), which a GPU's GEMMs may round differently: there the
+ * test gives every request a slot from the start, so that both modes run the same batches. */
+static void test_overlap(okv_backend *be, const struct okv_model *m, int32_t prompts[][PROMPT], int block, int budget,
+                         int slots)
+{
+    const int extra = block > 4 ? 60 : 0;   /* blocks of 16: long enough to pass the budget */
+    struct okv_engine_params prm = {.block_size = block, .max_ctx = 256, .max_seqs = slots, .max_batch_tokens = 64,
+                                    .kv_budget = budget};
+    okv_engine *e = NULL;
+    CHECK(okv_engine_create(m, be, &prm, &e) == OKV_OK, "%s", okv_last_error());
+    if (!e)
+        return;
+    CHECK(okv_engine_can_queue(e), "the CPU backend queues steps");
+    static struct out sync_o[OV_N], ovl_o[OV_N];
+    for (int pass = 0; pass < 2; pass++) {
+        const int cancel_at = pass ? 12 : -1;
+        long long n_sync = ov_run(e, prompts, true, cancel_at, extra, slots, sync_o);
+        long long n_ovl = ov_run(e, prompts, false, cancel_at, extra, slots, ovl_o);
+        CHECK(n_sync == 0 && n_ovl > 20, "budget %d: %lld steps overlapped (synchronous: %lld)", budget, n_ovl, n_sync);
+        int same = 0;
+        for (int i = 0; i < OV_N; i++) {
+            if (pass && i == OV_CANCEL) {
+                CHECK(sync_o[i].done && ovl_o[i].done && sync_o[i].reason == OKV_FINISH_ABORT &&
+                      ovl_o[i].reason == OKV_FINISH_ABORT, "budget %d: the cancelled request finished %d / %d", budget,
+                      sync_o[i].reason, ovl_o[i].reason);
+                continue;
+            }
+            const int want = 8 + 9 * i + extra;
+            same += ovl_o[i].done && ovl_o[i].reason == OKV_FINISH_LENGTH && ovl_o[i].n == want && sync_o[i].n == want &&
+                    !memcmp(ovl_o[i].toks, sync_o[i].toks, sizeof(int32_t) * (size_t)want);
+        }
+        CHECK(same == OV_N - pass, "budget %d%s: %d of %d requests give the same tokens overlapped and synchronous", budget,
+              pass ? ", one cancelled" : "", same, OV_N - pass);
+        printf("  overlapped decoding (%s), budget %d, %d slots%s: %lld of the steps overlapped, %d requests equal to "
+               "synchronous steps\n", be->ops->name, budget, slots, pass ? ", a request cancelled mid-run" : "", n_ovl, same);
+    }
+    /* the engine's own rules: a third queued step, a row taking a sampled row that does not exist */
+    int seq;
+    CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "%s", okv_last_error());
+    int32_t tok = 5, prev = 0, ids[4], n_ids = 0;
+    uint8_t want = 1;
+    struct okv_sampling greedy = {0};
+    double u = 0;
+    struct okv_batch b = {1, &tok, &seq, &want, NULL};
+    CHECK(okv_engine_collect(e, ids, &n_ids) == OKV_ERR_INVALID_ARG, "collect with nothing queued is refused");
+    CHECK(okv_engine_forward_queue(e, &b, NULL, &greedy, &u) == OKV_OK, "%s", okv_last_error());
+    prev = 1;
+    CHECK(okv_engine_forward_queue(e, &b, &prev, &greedy, &u) == OKV_ERR_INVALID_ARG,
+          "a row taking sampled row 1 of a one-row step is refused");
+    prev = 0;
+    CHECK(okv_engine_forward_queue(e, &b, &prev, &greedy, &u) == OKV_OK, "%s", okv_last_error());
+    CHECK(okv_engine_forward_queue(e, &b, &prev, &greedy, &u) == OKV_ERR_INVALID_ARG, "a third queued step is refused");
+    int32_t first = -1;
+    CHECK(okv_engine_collect(e, &first, &n_ids) == OKV_OK && n_ids == 1, "%s", okv_last_error());
+    CHECK(okv_engine_collect(e, ids, &n_ids) == OKV_OK && n_ids == 1 && okv_engine_queued(e) == 0, "%s", okv_last_error());
+    /* the second step's row took the first's sample on the backend: the same as feeding it */
+    okv_engine_seq_free(e, seq);
+    CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "%s", okv_last_error());
+    int32_t a = -1, c2 = -1;
+    CHECK(okv_engine_forward_sample(e, &b, &greedy, &u, &a, NULL) == OKV_OK, "%s", okv_last_error());
+    CHECK(a == first, "the queued step sampled %d, the synchronous one %d", first, a);
+    struct okv_batch b2 = {1, &a, &seq, &want, NULL};
+    CHECK(okv_engine_forward_sample(e, &b2, &greedy, &u, &c2, NULL) == OKV_OK && c2 == ids[0],
+          "a row fed the sampled token gives %d; the row that took it on the backend %d", c2, ids[0]);
+    okv_engine_seq_free(e, seq);
+    okv_engine_free(e);
+}
+
 int main(void)
 {
     okv_backend *be = NULL;
@@ -241,6 +357,19 @@ int main(void)
               "sparse: %d entries, %d tokens, prompt entries within %.2e of the dense engine's", sp.n, sp.n_toks, (double)worst);
         printf("  sparse (budget 24): prompt entries within %.2e of dense\n", (double)worst);
         okv_engine_free(e);
+    }
+
+    test_overlap(be, &sm.m, prompts, 4, 0, 3);
+    test_overlap(be, &sm.m, prompts, 4, 24, 3);
+    test_overlap(be, &sm.m, prompts, 16, 96, 3);
+    test_overlap(be, &sm.m, prompts, 16, 96, OV_N);
+    okv_backend *gpu = NULL;
+    if (okv_backend_create("cuda", &bp, &gpu) == OKV_OK) {   /* on a GPU machine: the CUDA backend's queue */
+        test_overlap(gpu, &sm.m, prompts, 16, 0, OV_N);
+        test_overlap(gpu, &sm.m, prompts, 16, 96, OV_N);
+        okv_backend_free(gpu);
+    } else {
+        printf("  overlapped decoding on the CUDA backend: skipped (%s)\n", okv_last_error());
     }
 
     /* the same four at once, with a host tier of 60 blocks: each request needs 28 */

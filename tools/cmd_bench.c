@@ -740,6 +740,7 @@ static const char *tput_help =
     "  --threads N                  CPU threads (default: all cores)\n"
     "  --device NAME                cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
+    "  --no-async-scheduling        run each step to its end before the next (default: overlapped decoding)\n"
     "  --seed S                     random seed (default 0)\n";
 
 struct tput_ctx {
@@ -761,6 +762,7 @@ static int bench_throughput(int argc, char **argv)
     int n = 64, in_len = 128, out_len = 128, max_seqs = 0, max_batched = 512, threads = 0, kv_budget = 0;
     double pool_gb = 0;
     uint64_t seed = 0;
+    bool sync_steps = false;
     bool dummy = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -794,6 +796,10 @@ static int bench_throughput(int argc, char **argv)
             device = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--seed")) {
             seed = cli_u64(a, cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--no-async-scheduling")) {
+            sync_steps = true;
+        } else if (!strcmp(a, "--async-scheduling")) {
+            sync_steps = false;
         } else {
             cli_die("bench throughput: unknown option '%s' (see oasiskv bench throughput --help)", a);
         }
@@ -828,7 +834,7 @@ static int bench_throughput(int argc, char **argv)
     okv_engine *e = NULL;
     if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK)
         cli_die("cannot build the engine: %s", okv_last_error());
-    struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched};
+    struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched, .sync_steps = sync_steps};
     okv_sched *s = NULL;
     if ((st = okv_sched_create(e, tok, &sp, &s)) != OKV_OK)
         cli_die("cannot build the scheduler: %s", okv_last_error());

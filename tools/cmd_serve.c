@@ -29,6 +29,10 @@ static const char *help =
     "                               serving shares host blocks and copies the sink and window to the device;\n"
     "                               bench/RESULTS.md section 20)\n"
     "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
+    "  --async-scheduling, --no-async-scheduling\n"
+    "                               queue each decode step before the host has the tokens of the one before (the\n"
+    "                               device samples them and the next step reads them there), so that the host's\n"
+    "                               work of a step overlaps the device's (default: on; off with --draft)\n"
     "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
     "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
     "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
@@ -107,6 +111,7 @@ int cmd_serve(int argc, char **argv)
     double sticky = 0.25;
     int key_code_bits = 0;
     bool host_fp8 = false;
+    bool async_sched = true;
     int prefix_caching = -1;   /* -1: the default (on, except over an fp8 host tier) */
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
@@ -141,6 +146,10 @@ int cmd_serve(int argc, char **argv)
             prefix_caching = 1;
         } else if (!strcmp(a, "--no-enable-prefix-caching")) {
             prefix_caching = 0;
+        } else if (!strcmp(a, "--async-scheduling")) {
+            async_sched = true;
+        } else if (!strcmp(a, "--no-async-scheduling")) {
+            async_sched = false;
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
             if (strcmp(draft, "ngram"))
@@ -339,7 +348,7 @@ int cmd_serve(int argc, char **argv)
     if (draft && (st = okv_drafter_ngram_create(NULL, &drafter)) != OKV_OK)
         cli_die("--draft: %s", okv_last_error());
     struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched, .drafter = drafter,
-                                  .spec_tokens = spec_k};
+                                  .spec_tokens = spec_k, .sync_steps = !async_sched};
     okv_sched *s = NULL;
     if ((st = okv_sched_create(e, tok, &sp, &s)) != OKV_OK || (st = okv_sched_start(s)) != OKV_OK)
         cli_die("cannot start the scheduler: %s", okv_last_error());
@@ -354,12 +363,12 @@ int cmd_serve(int argc, char **argv)
     struct okv_engine_stats es;
     okv_engine_stats_get(e, &es);
     fprintf(stderr, "oasiskv serve: model %s (%s), context %d, device KV tier %.0f MiB (%d group blocks of %d tokens), "
-                    "max %d running, %s%s\n",
+                    "max %d running, %s%s%s\n",
             srv.model_name, model_path, okv_engine_max_ctx(e), (double)es.device_bytes_capacity / (1 << 20),
             okv_engine_blocks_total(e), block, max_seqs,
             okv_engine_sparse(e) ? (okv_engine_prefix_caching(e) ? "sparse KV (OasisKV), prefix caching" : "sparse KV (OasisKV)")
                                  : okv_engine_prefix_caching(e) ? "dense KV, prefix caching" : "dense KV",
-            drafter ? ", ngram drafts" : "");
+            drafter ? ", ngram drafts" : "", async_sched && !drafter && okv_engine_can_queue(e) ? ", async scheduling" : "");
     fprintf(stderr, "oasiskv serve: listening on http://%s:%d\n", host, okv_server_port(sv));
     fflush(stderr);
 

@@ -283,6 +283,18 @@ struct okv_backend_ops {
      * the same tokens on every backend (up to float rounding at ties). out: host. */
     enum okv_status (*sample)(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
                               const struct okv_sampling *params, const double *u, int32_t *out);
+    /* Overlapped decoding (all three, or none: NULL when the backend cannot; the engine
+     * then runs each step to its end). sample_queue samples like sample, but keeps the
+     * ids in the backend's id buffer `slot` (0 or 1) and returns without waiting for
+     * them; sample_collect waits for the step that queued `slot` and copies its n_rows
+     * ids out (host). embed_prev embeds like embed, except that a row t with prev[t] >= 0
+     * takes the id prev[t] of buffer `slot` (so a step can be queued before the tokens of
+     * the step before it reach the host); ids[t] is then ignored. */
+    enum okv_status (*sample_queue)(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                    const struct okv_sampling *params, const double *u, int slot);
+    enum okv_status (*sample_collect)(okv_backend *be, int slot, int32_t *out, int n_rows);
+    enum okv_status (*embed_prev)(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
+                                  const int32_t *prev, int slot, int n, int dim);
     /* out[n][n_heads][hd] = softmax(q k^T * scale) v over the given blocks, causal by position. */
     enum okv_status (*attention)(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
                                  const struct okv_attn_blocks *blocks, int n_heads, float scale);

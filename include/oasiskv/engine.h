@@ -212,6 +212,22 @@ enum okv_status okv_engine_prefill(okv_engine *e, int seq, const int32_t *tokens
 enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch *b, const struct okv_sampling *params,
                                           const double *u, int32_t *tokens, float *logits);
 
+/* Overlapped decoding: okv_engine_forward_queue runs a step as okv_engine_forward_sample
+ * does, but returns once the step is queued on the backend, so that the host prepares
+ * the next step while the device computes this one. A row t with prev[t] >= 0 (prev may
+ * be NULL) takes as its token the id sampled for logit row prev[t] of the step queued
+ * just before, which need not have reached the host (b->tokens[t] is ignored). At most
+ * two steps are queued and not collected: okv_engine_collect waits for the older one and
+ * gives its ids (*n_ids of them, in logit-row order). The engine's lengths advance when a
+ * step is queued; a failed queue leaves the state as it was. okv_engine_can_queue: whether
+ * the backend overlaps steps (otherwise okv_engine_forward_queue is refused). */
+bool okv_engine_can_queue(const okv_engine *e);
+enum okv_status okv_engine_forward_queue(okv_engine *e, const struct okv_batch *b, const int32_t *prev,
+                                         const struct okv_sampling *params, const double *u);
+enum okv_status okv_engine_collect(okv_engine *e, int32_t *ids, int *n_ids);
+/* steps queued and not collected yet (0, 1 or 2) */
+int okv_engine_queued(const okv_engine *e);
+
 #ifdef __cplusplus
 }
 #endif

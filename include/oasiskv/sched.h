@@ -45,6 +45,12 @@ struct okv_sched_params {
      * (each is vocab floats; default 256: 128 MB of a 128K vocabulary); a longer prompt
      * spreads over several steps. */
     int max_prompt_logit_rows;
+    /* true: each step runs to its end before the next is prepared. Otherwise (when the
+     * engine can, and without a drafter) decode steps overlap: the next step is queued,
+     * its rows taking the tokens the device just sampled, before the host collects and
+     * streams those tokens (okv_engine_forward_queue); a request that stops is seen one
+     * step late, and that step's row of it is dropped. */
+    bool sync_steps;
 };
 
 enum okv_finish {
@@ -118,6 +124,7 @@ struct okv_sched_metrics {
     uint64_t generation_tokens_total;
     uint64_t num_preemptions_total;
     uint64_t steps_total;
+    uint64_t steps_overlapped_total;     /* of which queued behind the step before (overlapped decoding) */
     uint64_t requests_finished[OKV_FINISH_COUNT];
     struct okv_hist ttft, itl, e2e;      /* seconds */
     uint64_t spec_drafts_total;          /* verify steps with >= 1 draft (vLLM's num_drafts) */

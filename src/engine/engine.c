@@ -124,6 +124,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
     e->cfg = *c;
     e->be = be;
+    e->q_last_slot = -1;
     e->max_ctx = prm.max_ctx;
     e->max_batch = prm.max_batch_tokens;
 

@@ -35,7 +35,7 @@ static void rollback(okv_engine *e, int n_seqs)
 
 /* Validate the batch, reserve KV space for every sequence in it (all or nothing),
  * decide each sequence's attention mode and fill the step's host metadata. */
-static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *n_seqs_out)
+static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const int32_t *prev, int *n_seqs_out)
 {
     const int n = b->n_tokens;
     int n_seqs = 0;
@@ -58,7 +58,7 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, int *
         bs->r1 = t + 1;
         e->tok_seq[t] = n_seqs - 1;
         e->tok_pos[t] = bs->len++;
-        if (b->tokens[t] < 0 || b->tokens[t] >= e->cfg.vocab_size)
+        if ((!prev || prev[t] < 0) && (b->tokens[t] < 0 || b->tokens[t] >= e->cfg.vocab_size))
             return okv_set_error(OKV_ERR_INVALID_ARG, "batch: token id %d out of range [0, %d)", b->tokens[t], e->cfg.vocab_size);
     }
     for (int j = 0; j < n_seqs; j++)
@@ -169,15 +169,17 @@ static void finish_step(okv_engine *e, int n_seqs)
 
 #define CK(call) do { if ((st = (call)) != OKV_OK) goto fail; } while (0)
 
+/* q_slot >= 0: overlapped decoding (okv_engine_forward_queue): sampled into that backend
+ * slot, no final sync; prev as there */
 static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *logits, const struct okv_sampling *params,
-                               const double *u, int32_t *tokens)
+                               const double *u, int32_t *tokens, const int32_t *prev, int q_slot)
 {
     enum okv_status st;
     const int n = b->n_tokens;
     if (n <= 0 || n > e->max_batch)
         return okv_set_error(OKV_ERR_INVALID_ARG, "batch: %d rows (1 to %d allowed)", n, e->max_batch);
     int n_seqs = 0;
-    if ((st = plan_step(e, b, &n_seqs)) != OKV_OK)
+    if ((st = plan_step(e, b, prev, &n_seqs)) != OKV_OK)
         return st;
     int32_t *stage_base = okv_malloc(sizeof(int32_t) * (size_t)n_seqs, OKV_TAG_ENGINE);
     if (!stage_base) {
@@ -227,7 +229,10 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     CK(o->step_begin(be, &meta));
     if (staged)
         TIMED(e->stats.host_sparse_s, okv_sparse_stage_fetch(e, n_seqs, stage_base, 0));
-    CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
+    if (prev)
+        CK(o->embed_prev(be, e->x, e->tok_embd, b->tokens, prev, e->q_last_slot, n, dim));
+    else
+        CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_w *w = &e->layers[l];
         CK(o->rmsnorm(be, e->h, e->x, w->attn_norm, n, dim, c->rms_eps));
@@ -287,6 +292,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->matmul(be, e->logits, e->rows, e->output, NULL, n_rows, dim, c->vocab_size));
         if (tokens)
             CK(o->sample(be, e->logits, n_rows, c->vocab_size, params, u, tokens));
+        if (q_slot >= 0)
+            CK(o->sample_queue(be, e->logits, n_rows, c->vocab_size, params, u, q_slot));
         if (logits)
             CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
     }
@@ -294,6 +301,11 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     e->stats.host_issue_s += t_mark - t_start;
     if (o->host_blocked_s)
         e->stats.host_blocked_s += o->host_blocked_s(be) - blocked0;
+    if (q_slot >= 0) {   /* queued: okv_engine_collect waits for it */
+        finish_step(e, n_seqs);
+        okv_free(stage_base);
+        return OKV_OK;
+    }
     CK(o->sync(be));
     e->stats.sync_wait_s += okv_now() - t_mark;
     if (e->dev_resid) {   /* what the device installs gathered */
@@ -333,7 +345,7 @@ fail:
 
 enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits)
 {
-    return forward(e, b, logits, NULL, NULL, NULL);
+    return forward(e, b, logits, NULL, NULL, NULL, NULL, -1);
 }
 
 enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch *b, const struct okv_sampling *params,
@@ -344,5 +356,72 @@ enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch 
     for (int t = 0; b->want_logits && t < b->n_tokens; t++)
         if (b->want_logits[t] > 1)
             return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample: row %d wants logits only (2): use okv_engine_forward", t);
-    return forward(e, b, logits, params, u, tokens);
+    return forward(e, b, logits, params, u, tokens, NULL, -1);
+}
+
+bool okv_engine_can_queue(const okv_engine *e)
+{
+    const struct okv_backend_ops *o = e->be->ops;
+    return o->sample_queue && o->sample_collect && o->embed_prev;
+}
+
+int okv_engine_queued(const okv_engine *e) { return e->q_count; }
+
+enum okv_status okv_engine_forward_queue(okv_engine *e, const struct okv_batch *b, const int32_t *prev,
+                                         const struct okv_sampling *params, const double *u)
+{
+    if (!okv_engine_can_queue(e))
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "forward_queue: the %s backend does not overlap steps", e->be->ops->name);
+    if (!params || !u)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "forward_queue: params and u are required");
+    if (e->q_count >= 2)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "forward_queue: two steps are queued already; collect one first");
+    int n_rows = 0;
+    for (int t = 0; t < b->n_tokens; t++) {
+        if (b->want_logits && b->want_logits[t] > 1)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "forward_queue: row %d wants logits only (2): use okv_engine_forward", t);
+        n_rows += b->want_logits && b->want_logits[t];
+    }
+    bool any_prev = false;
+    for (int t = 0; prev && t < b->n_tokens; t++) {
+        if (prev[t] < 0)
+            continue;
+        if (e->q_last_slot < 0 || prev[t] >= e->q_rows[e->q_last_slot])
+            return okv_set_error(OKV_ERR_INVALID_ARG, "forward_queue: row %d takes sampled row %d of a step with %d", t,
+                                 prev[t], e->q_last_slot < 0 ? 0 : e->q_rows[e->q_last_slot]);
+        any_prev = true;
+    }
+    const int slot = e->q_last_slot < 0 ? 0 : e->q_last_slot ^ 1;
+    enum okv_status st = forward(e, b, NULL, params, u, NULL, any_prev ? prev : NULL, slot);
+    if (st != OKV_OK)
+        return st;
+    e->q_rows[slot] = n_rows;
+    e->q_last_slot = slot;
+    e->q_count++;
+    return OKV_OK;
+}
+
+enum okv_status okv_engine_collect(okv_engine *e, int32_t *ids, int *n_ids)
+{
+    *n_ids = 0;
+    if (e->q_count <= 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "collect: no step is queued");
+    const int slot = e->q_count == 2 ? e->q_last_slot ^ 1 : e->q_last_slot;
+    const double t0 = okv_now();
+    enum okv_status st = e->be->ops->sample_collect(e->be, slot, ids, e->q_rows[slot]);
+    e->stats.sync_wait_s += okv_now() - t0;
+    e->q_count--;
+    if (st != OKV_OK)
+        return st;
+    *n_ids = e->q_rows[slot];
+    /* the device's gather counts: read when nothing is queued (reading them waits for the
+     * compute stream), or every 256 steps */
+    if (e->dev_resid && (e->q_count == 0 || ++e->q_collects % 256 == 0)) {
+        int64_t units = 0;
+        if ((st = e->be->ops->resid_take_stats(e->be, okv_kv_storage(e->kv), &units)) != OKV_OK)
+            return st;
+        e->stats.units_fetched += units;
+        e->stats.fetch_bytes += units * (int64_t)okv_backend_host_unit_bytes(e->be, okv_kv_storage(e->kv));
+    }
+    return OKV_OK;
 }

@@ -64,6 +64,8 @@ struct req {
     bool lp_gen, lp_prompt;
     int lp_top, plp_next;
     okv_sched_logprob_fn on_logprob;
+
+    bool pending;           /* its newest token is the queued step's sample, not in toks yet */
 };
 
 struct okv_sched {
@@ -110,6 +112,14 @@ struct okv_sched {
     double *b_u;             /* [max_seqs] its uniform number */
     int32_t *b_ids;          /* [max_seqs] its sampled token (on the backend) */
     struct okv_rng *b_rng;   /* [max_seqs] generator states before the draw (restored on retry) */
+
+    /* overlapped decoding (okv_engine_forward_queue; okv_sched_params.sync_steps) */
+    bool ovl;                /* decode steps may be queued */
+    bool inflight;           /* a queued step's ids are not collected yet */
+    int q_n;                 /* its logit rows */
+    struct req **q_req;      /* [max_batch] the request of each (NULL: finished since) */
+    struct req **q_req2;     /* [max_batch] the next step's, while it is queued */
+    int32_t *q_prev;         /* [max_batch] the queued step's logit row each row takes its token from */
 };
 
 const char *okv_finish_str(enum okv_finish f)
@@ -191,14 +201,19 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->b_params = okv_calloc(nb, sizeof *s->b_params, OKV_TAG_SERVER);
     s->b_u = okv_calloc(nb, sizeof *s->b_u, OKV_TAG_SERVER);
     s->b_ids = okv_calloc(nb, sizeof *s->b_ids, OKV_TAG_SERVER);
-    s->b_rng = okv_calloc(ns, sizeof *s->b_rng, OKV_TAG_SERVER);
+    s->b_rng = okv_calloc(ns > nb ? ns : nb, sizeof *s->b_rng, OKV_TAG_SERVER);
     s->b_draft = okv_calloc(nb, 1, OKV_TAG_SERVER);
     s->b_first = okv_calloc(ns, sizeof *s->b_first, OKV_TAG_SERVER);
     s->b_row1 = okv_calloc(ns, sizeof *s->b_row1, OKV_TAG_SERVER);
     s->b_lidx = okv_calloc(nb, sizeof *s->b_lidx, OKV_TAG_SERVER);
     s->v_scratch = okv_malloc(sizeof(float) * 2 * (size_t)s->vocab, OKV_TAG_SERVER);
+    s->q_req = okv_calloc(nb, sizeof *s->q_req, OKV_TAG_SERVER);
+    s->q_req2 = okv_calloc(nb, sizeof *s->q_req2, OKV_TAG_SERVER);
+    s->q_prev = okv_calloc(nb, sizeof *s->q_prev, OKV_TAG_SERVER);
+    s->ovl = !prm.sync_steps && !prm.drafter && okv_engine_can_queue(e);
     if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
-        !s->b_u || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx || !s->v_scratch) {
+        !s->b_u || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx || !s->v_scratch ||
+        !s->q_req || !s->q_req2 || !s->q_prev) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -234,6 +249,11 @@ static bool text_append(struct req *r, const char *p, size_t n)
  * out of the waiting queue; it may still be in the running set (removed here). */
 static void finish(struct okv_sched *s, struct req *r, enum okv_finish reason, const char *err)
 {
+    /* a queued step's row of it is dropped when collected; its sequence may go now: the
+     * device runs that step before any later step that reuses the sequence's blocks */
+    for (int i = 0; i < s->q_n; i++)
+        if (s->q_req[i] == r)
+            s->q_req[i] = NULL;
     if (r->seq >= 0) {
         okv_engine_seq_free(s->e, r->seq);
         r->seq = -1;
@@ -550,9 +570,147 @@ static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const flo
         finish(s, r, OKV_FINISH_LENGTH, NULL);
 }
 
+/* ---- overlapped decoding ---- */
+
+/* The tokens of a collected step: each request of its logit rows gets its own, as after a
+ * step run to its end (a request gone since, NULL, is skipped). */
+static void take_ids(struct okv_sched *s, struct req **list, int n, const int32_t *ids)
+{
+    for (int i = 0; i < n; i++) {
+        struct req *r = list[i];
+        if (!r)
+            continue;
+        r->pending = false;
+        on_sampled(s, r, ids[i], NULL);   /* may finish (and free) r */
+    }
+}
+
+/* Collect the queued step and hand its tokens out. */
+static void drain(struct okv_sched *s)
+{
+    if (!s->inflight)
+        return;
+    int n = 0;
+    enum okv_status st = okv_engine_collect(s->e, s->b_ids, &n);
+    s->inflight = false;
+    const int qn = s->q_n;
+    if (st == OKV_OK && n != qn)
+        st = okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step gave %d ids for %d rows", n, qn);
+    if (st != OKV_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "engine: %s", okv_last_error());
+        OKV_LOG_ERROR("scheduler: a queued step failed: %s", msg);
+        for (int i = 0; i < qn; i++)
+            if (s->q_req[i]) {
+                s->q_req[i]->pending = false;
+                finish(s, s->q_req[i], OKV_FINISH_ERROR, msg);
+            }
+        s->q_n = 0;
+        return;
+    }
+    take_ids(s, s->q_req, qn, s->b_ids);
+    s->q_n = 0;
+}
+
+/* A request waiting that admit() would take now. */
+static bool can_admit(const struct okv_sched *s)
+{
+    const struct req *r = s->wait_head;
+    if (!r || s->n_running >= s->max_seqs || (s->admit_hold && s->n_running > 0))
+        return false;
+    return s->n_running == 0 || s->need_running + r->need <= okv_engine_blocks_total(s->e);
+}
+
+/* With a step queued whose every running request waits for its token: queue the next
+ * step on those tokens (rows take them on the device), then collect the older step. The
+ * host's work of a step (building it, then streaming the tokens) so overlaps the device's.
+ * False when the next step needs the host's view (new admissions, prefill, a request not
+ * in the queued step) or cannot be queued: the caller drains and goes the usual way. */
+static bool try_pipeline(struct okv_sched *s)
+{
+    if (!s->inflight || s->n_running == 0 || can_admit(s))
+        return false;
+    for (int i = 0; i < s->n_running; i++)
+        if (!s->running[i]->pending)
+            return false;
+    int n = 0;
+    for (int i = 0; i < s->q_n; i++) {
+        struct req *r = s->q_req[i];
+        /* a request whose queued token is its last sits this step out (it finishes when collected) */
+        if (!r || r->n_gen + 1 >= r->max_tokens || r->n_toks + 1 >= s->max_ctx)
+            continue;
+        if (n >= s->max_batch)
+            break;
+        s->b_tok[n] = 0;
+        s->b_seq[n] = r->seq;
+        s->b_want[n] = 1;
+        s->b_draft[n] = 0;
+        s->q_prev[n] = i;
+        s->b_rng[n] = r->rng;
+        s->b_params[n] = r->sampling;
+        s->b_u[n] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
+        s->q_req2[n++] = r;
+    }
+    if (n == 0)
+        return false;
+    struct okv_batch b = {.n_tokens = n, .tokens = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want,
+                          .is_draft = s->b_draft};
+    if (okv_engine_forward_queue(s->e, &b, s->q_prev, s->b_params, s->b_u) != OKV_OK) {
+        for (int k = 0; k < n; k++)   /* not queued: undraw; the usual path preempts or reports */
+            s->q_req2[k]->rng = s->b_rng[k];
+        return false;
+    }
+    /* the new step is queued: it holds these requests' next rows; collect the older one */
+    struct req **older = s->q_req;
+    const int older_n = s->q_n;
+    s->q_req = s->q_req2;
+    s->q_req2 = older;
+    s->q_n = n;
+    for (int k = 0; k < n; k++)
+        s->q_req[k]->n_computed++;
+    int got = 0;
+    enum okv_status st = okv_engine_collect(s->e, s->b_ids, &got);
+    if (st == OKV_OK && got != older_n)
+        st = okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step gave %d ids for %d rows", got, older_n);
+    if (st != OKV_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "engine: %s", okv_last_error());
+        OKV_LOG_ERROR("scheduler: a queued step failed: %s", msg);
+        for (int i = 0; i < older_n; i++)
+            if (older[i]) {
+                older[i]->pending = false;
+                finish(s, older[i], OKV_FINISH_ERROR, msg);
+            }
+    } else {
+        take_ids(s, older, older_n, s->b_ids);
+    }
+    /* the requests still running wait for the new step's tokens; their computed blocks join
+     * the prefix cache */
+    for (int k = 0; k < n; k++) {
+        struct req *r = s->q_req[k];
+        if (!r)
+            continue;
+        r->pending = true;
+        okv_engine_prefix_register(s->e, r->seq, r->toks, r->n_computed < r->n_toks ? r->n_computed : r->n_toks);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->m.steps_total++;
+    s->m.steps_overlapped_total++;
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
 static enum okv_status step(struct okv_sched *s, bool *busy)
 {
     take_queue(s);
+    if (s->inflight) {
+        if (try_pipeline(s)) {
+            update_snapshot(s);
+            *busy = true;
+            return OKV_OK;
+        }
+        drain(s);
+    }
     admit(s);
     enum okv_status st = OKV_OK;
     int nl = 0, nr = 0, n = 0;
@@ -596,7 +754,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 s->b_params[i] = r->sampling;
                 s->b_u[i] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
             }
-            st = okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
+            st = s->ovl ? okv_engine_forward_queue(s->e, &b, NULL, s->b_params, s->b_u)
+                        : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
         }
         if (st == OKV_OK)
             break;
@@ -643,6 +802,11 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             struct req *r = s->b_req[i];
             if (r->lp_prompt && r->plp_next == 0)   /* a one-token prompt: its entry before the first generated one */
                 report_first_prompt(r);
+            if (!host && s->ovl) {   /* queued: its token comes when the step is collected */
+                r->pending = true;
+                s->q_req[i] = r;
+                continue;
+            }
             if (!host) {
                 on_sampled(s, r, s->b_ids[i], NULL);
                 continue;
@@ -678,12 +842,16 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 on_sampled(s, r, toks[d], lg + (size_t)d * (size_t)s->vocab);
             }
         }
+        if (!host && s->ovl) {
+            s->q_n = nl;
+            s->inflight = true;
+        }
         pthread_mutex_lock(&s->mu);
         s->m.steps_total++;
         pthread_mutex_unlock(&s->mu);
     }
     update_snapshot(s);
-    *busy = s->n_running > 0 || s->n_waiting > 0;
+    *busy = s->n_running > 0 || s->n_waiting > 0 || s->inflight;
     return OKV_OK;
 }
 
@@ -725,6 +893,7 @@ enum okv_status okv_sched_start(okv_sched *s)
 /* Finish everything left with ABORT (driving thread, or after it stopped). */
 static void abort_all(struct okv_sched *s)
 {
+    drain(s);
     take_queue(s);
     while (s->n_running > 0)
         finish(s, s->running[s->n_running - 1], OKV_FINISH_ABORT, NULL);
@@ -774,6 +943,9 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->b_u);
     okv_free(s->b_ids);
     okv_free(s->b_rng);
+    okv_free(s->q_req);
+    okv_free(s->q_req2);
+    okv_free(s->q_prev);
     okv_free(s);
 }
 

@@ -201,6 +201,7 @@ def main():
              "oasiskv:prediction_recall", "oasiskv:stall_seconds_total", "oasiskv:engine_steps_total",
              "oasiskv:step_host_issue_seconds_total", "oasiskv:step_host_sparse_seconds_total",
              "oasiskv:step_host_blocked_seconds_total", "oasiskv:step_sync_wait_seconds_total",
+             "oasiskv:steps_overlapped_total",
              "oasiskv:kv_residency_on_device"]
     missing = [n for n in names if n not in mt]
     check(not missing, f"GET /metrics exports the vLLM and oasiskv names (missing: {missing})")
@@ -448,6 +449,9 @@ def main():
           "64 concurrent streams: completion_tokens == max_tokens")
     idle, m = wait_idle(port)
     check(idle, "after the burst: nothing running or waiting, KV usage 0")
+    n_ovl, n_steps = m.get("oasiskv:steps_overlapped_total", 0), m.get("oasiskv:engine_steps_total", 0)
+    check(0 < n_ovl < n_steps, f"overlapped decoding (the default): {n_ovl:.0f} of {n_steps:.0f} steps queued "
+                               "behind the step before")
 
     # ---- cancellation by disconnect ----
     seen = {}

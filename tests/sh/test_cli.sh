@@ -59,6 +59,11 @@ expect_error "serve: pool too small" "cannot hold one sparse sequence.*summaries
 err="$(timeout 5 $cli serve -m "$gguf" --kv-budget 128 --kv-pool-gb 0.001 --kv-host-gb 0.5 --kv-host-dtype fp8 --port 0 2>&1 >/dev/null)"
 if grep -q "holds 3 sparse sequences" <<<"$err" && grep -q -- "--kv-host-gb 0.5: 3 sequences of 16 blocks use .* the host tier takes that" <<<"$err"; then ok
 else bad "serve: host tier cut to what the sequences use: $err"; fi
+# overlapped decoding is the default, and --no-async-scheduling turns it off (the startup line says which)
+on="$(timeout 2 $cli serve -m "$gguf" --port 0 2>&1 >/dev/null | grep "oasiskv serve: model")"
+off="$(timeout 2 $cli serve -m "$gguf" --port 0 --no-async-scheduling 2>&1 >/dev/null | grep "oasiskv serve: model")"
+if grep -q ", async scheduling" <<<"$on" && [ -n "$off" ] && ! grep -q "async scheduling" <<<"$off"; then ok
+else bad "serve: async scheduling on by default, off with --no-async-scheduling: '$on' / '$off'"; fi
 expect_error "serve: bad host KV type" "not a host KV type" $cli serve -m "$gguf" --kv-budget 128 --kv-host-dtype int4 --port 0
 expect_error "serve: sparse prefix caching with an fp8 host tier" "prefix caching in sparse mode needs" \
   $cli serve -m "$gguf" --kv-budget 128 --kv-host-dtype fp8 --enable-prefix-caching --port 0

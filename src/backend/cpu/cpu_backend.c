@@ -292,12 +292,67 @@ static enum okv_status cpu_sample(okv_backend *be, const okv_bmem *logits, int n
     return OKV_OK;
 }
 
+/* overlapped decoding: the CPU computes as it goes, so the queue is only a buffer */
+static enum okv_status cpu_sample_queue(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                        const struct okv_sampling *params, const double *u, int slot)
+{
+    struct cpu_ctx *c = CTX(be);
+    if (slot < 0 || slot > 1 || n_rows < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_queue: slot %d, %d rows", slot, n_rows);
+    if (n_rows > c->qids_cap[slot]) {
+        int32_t *q = okv_realloc(c->qids[slot], sizeof(int32_t) * (size_t)n_rows, OKV_TAG_BACKEND);
+        if (!q)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "cpu sample_queue: out of memory");
+        c->qids[slot] = q;
+        c->qids_cap[slot] = n_rows;
+    }
+    c->qids_n[slot] = 0;
+    enum okv_status st = cpu_sample(be, logits, n_rows, vocab, params, u, c->qids[slot]);
+    if (st == OKV_OK)
+        c->qids_n[slot] = n_rows;
+    return st;
+}
+
+static enum okv_status cpu_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows)
+{
+    struct cpu_ctx *c = CTX(be);
+    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot])
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_collect: slot %d holds %d ids, not %d", slot,
+                             slot < 0 || slot > 1 ? 0 : c->qids_n[slot], n_rows);
+    memcpy(out, c->qids[slot], sizeof(int32_t) * (size_t)n_rows);
+    return OKV_OK;
+}
+
+static enum okv_status cpu_embed_prev(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
+                                      const int32_t *prev, int slot, int n, int dim)
+{
+    struct cpu_ctx *c = CTX(be);
+    if (slot < 0 || slot > 1 || n < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed_prev: slot %d, %d rows", slot, n);
+    for (int i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (prev[i] >= 0) {
+            if (prev[i] >= c->qids_n[slot])
+                return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed_prev: row %d takes id %d of %d queued", i, prev[i],
+                                     c->qids_n[slot]);
+            id = c->qids[slot][prev[i]];
+        }
+        if (id < 0 || id >= table->rows || out->n < (size_t)n * dim || table->row_len != dim)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed_prev: token id %d out of range [0, %lld)", id,
+                                 (long long)table->rows);
+        memcpy(out->data + (size_t)i * dim, table->data + (size_t)id * dim, sizeof(float) * (size_t)dim);
+    }
+    return OKV_OK;
+}
+
 static enum okv_status cpu_sync(okv_backend *be) { return OKV_OK; }
 
 static void cpu_destroy(okv_backend *be)
 {
     struct cpu_ctx *c = CTX(be);
     okv_threadpool_free(c->pool);
+    okv_free(c->qids[0]);
+    okv_free(c->qids[1]);
     okv_free(c);
     okv_free(be);
 }
@@ -331,6 +386,9 @@ static struct okv_backend_ops cpu_ops = {
     .gather_rows = cpu_gather_rows,
     .attention = okv_cpu_attention,
     .sample = cpu_sample,
+    .sample_queue = cpu_sample_queue,
+    .sample_collect = cpu_sample_collect,
+    .embed_prev = cpu_embed_prev,
     .sync = cpu_sync,
 };
 

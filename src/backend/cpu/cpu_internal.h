@@ -59,6 +59,8 @@ struct cpu_ctx {
     int n_threads;
     bool qgemv;                  /* weights keep their stored format for decode rows (OKV_CPU_QGEMV=0: not) */
     struct okv_step_meta meta;   /* borrowed host arrays of the current step */
+    int32_t *qids[2];            /* sample_queue's id buffers */
+    int qids_cap[2], qids_n[2];
 };
 
 /* K (is_v false) or V of a device unit, staging units included. */

@@ -458,6 +458,36 @@ static enum okv_status cuda_embed(okv_backend *be, okv_bmem *out, const okv_bwei
     return okv_cuda_ring_commit(c, c->stream);
 }
 
+/* overlapped decoding: rows with prev[t] >= 0 take id prev[t] of sample_queue's slot, on the
+ * device (a sampled id is always below the vocabulary, which the table covers) */
+static enum okv_status cuda_embed_prev(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
+                                       const int32_t *prev, int slot, int n, int dim)
+{
+    struct cuda_ctx *c = CTX(be);
+    if (n < 0 || out->n < (size_t)n * dim || table->row_len != dim || slot < 0 || slot > 1)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed_prev: bad shapes (%d rows of %d; table row %lld; slot %d)", n,
+                             dim, (long long)table->row_len, slot);
+    if (n == 0)
+        return OKV_OK;
+    for (int i = 0; i < n; i++) {
+        if (prev[i] >= c->qids_n[slot])
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed_prev: row %d takes id %d of %d queued", i, prev[i],
+                                 c->qids_n[slot]);
+        if (prev[i] < 0 && (ids[i] < 0 || ids[i] >= table->rows))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", ids[i], (long long)table->rows);
+    }
+    void *h = NULL, *d = NULL;
+    enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * 2 * (size_t)n, &h, &d);
+    if (st != OKV_OK)
+        return st;
+    memcpy(h, ids, sizeof(int32_t) * (size_t)n);
+    memcpy((int32_t *)h + n, prev, sizeof(int32_t) * (size_t)n);
+    OKV_CU(cudaMemcpyAsync(d, h, sizeof(int32_t) * 2 * (size_t)n, cudaMemcpyHostToDevice, c->stream), "embed_prev upload");
+    OKV_CU(okv_cuda_embed_prev(c->stream, out->d, table->d, (const int32_t *)d, (const int32_t *)d + n, c->qids_d[slot], n,
+                               dim), "embed_prev kernel");
+    return okv_cuda_ring_commit(c, c->stream);
+}
+
 static const float *vec_weight(const okv_bweight *w) { return w->f; }
 
 /* The pure ops below check their arguments, prepare what their launch reads (the bf16
@@ -828,6 +858,7 @@ static void cuda_destroy(okv_backend *be)
     if (c->side)
         cudaStreamSynchronize(c->side);
     okv_cuda_graph_free(c);
+    okv_cuda_sample_free(c);
     okv_cuda_attn_cache_free(c);
     wstage_free(c);
     ring_free(&c->ring);
@@ -910,6 +941,9 @@ static void fill_ops(void)
     o->select_blocks_async = okv_cuda_select_blocks_async;
     o->select_wait = okv_cuda_select_wait;
     o->sample = okv_cuda_sample;
+    o->sample_queue = okv_cuda_sample_queue;
+    o->sample_collect = okv_cuda_sample_collect;
+    o->embed_prev = cuda_embed_prev;
     o->sync = cuda_sync;
     o->host_blocked_s = cuda_host_blocked_s;
     o->bind = cuda_bind;

@@ -416,6 +416,23 @@ static enum okv_status f_sample(okv_backend *be, const okv_bmem *logits, int n_r
     FLUSH_OR_RETURN(be);
     return inner.sample(be, logits, n_rows, vocab, params, u, out);
 }
+static enum okv_status f_sample_queue(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                      const struct okv_sampling *params, const double *u, int slot)
+{
+    FLUSH_OR_RETURN(be);
+    return inner.sample_queue(be, logits, n_rows, vocab, params, u, slot);
+}
+static enum okv_status f_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows)
+{
+    FLUSH_OR_RETURN(be);
+    return inner.sample_collect(be, slot, out, n_rows);
+}
+static enum okv_status f_embed_prev(okv_backend *be, okv_bmem *out, const okv_bweight *t, const int32_t *ids,
+                                    const int32_t *prev, int slot, int n, int dim)
+{
+    FLUSH_OR_RETURN(be);
+    return inner.embed_prev(be, out, t, ids, prev, slot, n, dim);
+}
 static enum okv_status f_attention(okv_backend *be, okv_bmem *out, const okv_bmem *q, const okv_bkv *kv, int layer,
                                    const struct okv_attn_blocks *b, int n_heads, float scale)
 {
@@ -463,6 +480,9 @@ extern "C" void okv_cuda_graph_wrap(struct okv_backend_ops *o)
     W(resid_take_stats, f_resid_take_stats)
     W(resid_read, f_resid_read)
     W(sample, f_sample)
+    W(sample_queue, f_sample_queue)
+    W(sample_collect, f_sample_collect)
+    W(embed_prev, f_embed_prev)
     W(attention, f_attention)
     W(sync, f_sync)
 #undef W

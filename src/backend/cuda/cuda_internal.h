@@ -218,6 +218,11 @@ struct cuda_ctx {
     size_t rope_cap;         /* bytes */
     cudaEvent_t rope_ev;
     struct okv_step_meta meta;   /* borrowed host arrays */
+    /* overlapped decoding (sample_queue): per slot the sampled ids on the device, their
+     * pinned copy, the event behind that copy, the ids held and the capacity */
+    int32_t *qids_d[2], *qids_h[2];
+    cudaEvent_t qids_ev[2];
+    int qids_n[2], qids_cap[2];
     /* scratch */
     okv_bf16 *act_bf16;      /* activations converted for GEMM */
     size_t act_cap;          /* elements */
@@ -420,6 +425,10 @@ enum okv_status okv_cuda_resid_fill(struct cuda_ctx *c, const okv_bkv *kv, int l
 enum okv_status okv_cuda_kv_fetch_order(struct cuda_ctx *c, okv_bkv *kv, int layer);
 enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int layer, const int32_t *d_src,
                                          const int32_t *d_dst, int *d_count, int n_bound);
+enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                      const struct okv_sampling *params, const double *u, int slot);
+enum okv_status okv_cuda_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows);
+void okv_cuda_sample_free(struct cuda_ctx *c);
 enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
                                 const struct okv_sampling *params, const double *u, int32_t *out);
 

@@ -35,6 +35,22 @@ cudaError_t okv_cuda_embed(cudaStream_t s, float *out, const okv_bf16 *table, co
     return cudaGetLastError();
 }
 
+static __global__ void embed_prev_k(float *out, const okv_bf16 *table, const int32_t *ids, const int32_t *prev,
+                                    const int32_t *qids, int dim)
+{
+    const int t = blockIdx.x, p = prev[t];
+    const okv_bf16 *row = table + (size_t)(p >= 0 ? qids[p] : ids[t]) * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        out[(size_t)t * dim + i] = __bfloat162float(row[i]);
+}
+
+cudaError_t okv_cuda_embed_prev(cudaStream_t s, float *out, const okv_bf16 *table, const int32_t *ids, const int32_t *prev,
+                                const int32_t *qids, int n, int dim)
+{
+    embed_prev_k<<<n, 256, 0, s>>>(out, table, ids, prev, qids, dim);
+    return cudaGetLastError();
+}
+
 /* ---- RMSNorm: one CTA per row ---- */
 static __global__ void rmsnorm_k(float *out, const float *x, const float *w, int dim, float eps)
 {

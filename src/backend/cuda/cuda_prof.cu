@@ -240,6 +240,10 @@ void okv_cuda_prof_wrap(struct okv_backend_ops *o)
     o->select_blocks_async = w_select_async;
     o->select_install = w_select_install;
     o->sample = w_sample;
+    /* a profile is read at each step's sync: profiled steps run to their end, none overlaps */
+    o->sample_queue = NULL;
+    o->sample_collect = NULL;
+    o->embed_prev = NULL;
     o->sync = w_sync;
     o->destroy = w_destroy;
 }

@@ -482,17 +482,24 @@ sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *o
     out[blockIdx.x] = last;   /* rounding: the chunk's last candidate */
 }
 
-extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
-                                           const struct okv_sampling *params, const double *u, int32_t *out)
+static enum okv_status sample_check(const okv_bmem *logits, int n_rows, int vocab, const struct okv_sampling *params,
+                                    const double *u)
 {
-    struct cuda_ctx *c = OKV_CUDA_CTX(be);
-    if (n_rows < 0 || vocab <= 0 || (size_t)n_rows * vocab > logits->n || (n_rows > 0 && (!params || !u || !out)))
+    if (n_rows < 0 || vocab <= 0 || (size_t)n_rows * vocab > logits->n || (n_rows > 0 && (!params || !u)))
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample: %d rows of %d logits do not fit the buffer (%zu)", n_rows,
                              vocab, logits->n);
     if (vocab >= (1 << 30))
         return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda sample: vocabulary of %d", vocab);
-    if (n_rows == 0)
-        return OKV_OK;
+    return OKV_OK;
+}
+
+/* Queue the sampling of n_rows > 0 rows on the compute stream: the rows' parameters go up
+ * through the staging ring (with room for n_rows ids after them, *h_ids / *d_ids), the
+ * kernel writes the ids to d_out (NULL: that room). The ring region is committed. */
+static enum okv_status sample_launch(struct cuda_ctx *c, const okv_bmem *logits, int n_rows, int vocab,
+                                     const struct okv_sampling *params, const double *u, int32_t *d_out,
+                                     int32_t **h_ids, int32_t **d_ids)
+{
     const size_t up = sizeof(struct samp_row) * (size_t)n_rows;
     void *hv = NULL, *dv = NULL;
     enum okv_status st = okv_cuda_ring_alloc(c, up + sizeof(int32_t) * (size_t)n_rows, &hv, &dv);
@@ -506,14 +513,97 @@ extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logi
         hr[i].pad = 0;
         hr[i].u = u[i];
     }
-    int32_t *h_ids = (int32_t *)((char *)hv + up), *d_ids = (int32_t *)((char *)dv + up);
+    *h_ids = (int32_t *)((char *)hv + up);
+    *d_ids = (int32_t *)((char *)dv + up);
     OKV_CU(cudaMemcpyAsync(dv, hv, up, cudaMemcpyHostToDevice, c->stream), "sample parameters upload");
-    sample_k<<<(unsigned)n_rows, SAMP_THREADS, 0, c->stream>>>(logits->d, vocab, (const struct samp_row *)dv, d_ids);
+    sample_k<<<(unsigned)n_rows, SAMP_THREADS, 0, c->stream>>>(logits->d, vocab, (const struct samp_row *)dv,
+                                                                d_out ? d_out : *d_ids);
     OKV_LAUNCHED("sample kernel");
-    OKV_CU(cudaMemcpyAsync(h_ids, d_ids, sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost, c->stream), "sample ids copy");
-    if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
+    if (!d_out)
+        OKV_CU(cudaMemcpyAsync(*h_ids, *d_ids, sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost, c->stream),
+               "sample ids copy");
+    return okv_cuda_ring_commit(c, c->stream);
+}
+
+extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                           const struct okv_sampling *params, const double *u, int32_t *out)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    enum okv_status st = sample_check(logits, n_rows, vocab, params, u);
+    if (st != OKV_OK)
+        return st;
+    if (n_rows > 0 && !out)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample: no output");
+    if (n_rows == 0)
+        return OKV_OK;
+    int32_t *h_ids = NULL, *d_ids = NULL;
+    if ((st = sample_launch(c, logits, n_rows, vocab, params, u, NULL, &h_ids, &d_ids)) != OKV_OK)
         return st;
     OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "sample synchronize");
     memcpy(out, h_ids, sizeof(int32_t) * (size_t)n_rows);
     return OKV_OK;
+}
+
+/* Overlapped decoding: the ids stay in the slot's device buffer (embed_prev of the next
+ * step reads them there) and are copied to its pinned buffer behind an event. The
+ * engine collects a slot before it queues into it again (okv_engine_forward_queue), and
+ * stream order keeps the step that reads the slot's ids ahead of the next write. */
+extern "C" enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
+                                                 const struct okv_sampling *params, const double *u, int slot)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    enum okv_status st = sample_check(logits, n_rows, vocab, params, u);
+    if (st != OKV_OK)
+        return st;
+    if (slot < 0 || slot > 1)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample_queue: slot %d", slot);
+    c->qids_n[slot] = 0;
+    if (!c->qids_ev[slot])
+        OKV_CU(cudaEventCreateWithFlags(&c->qids_ev[slot], cudaEventDisableTiming), "sample_queue event");
+    if (n_rows > c->qids_cap[slot]) {
+        OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "sample_queue grow");
+        cudaFree(c->qids_d[slot]);
+        cudaFreeHost(c->qids_h[slot]);
+        c->qids_d[slot] = c->qids_h[slot] = NULL;
+        c->qids_cap[slot] = 0;
+        const int cap = n_rows < 256 ? 256 : n_rows + n_rows / 2;
+        OKV_CU(cudaMalloc((void **)&c->qids_d[slot], sizeof(int32_t) * (size_t)cap), "sample_queue ids (device)");
+        OKV_CU(cudaHostAlloc((void **)&c->qids_h[slot], sizeof(int32_t) * (size_t)cap, cudaHostAllocDefault),
+               "sample_queue ids (pinned)");
+        c->qids_cap[slot] = cap;
+    }
+    if (n_rows > 0) {
+        int32_t *h_ids = NULL, *d_ids = NULL;
+        if ((st = sample_launch(c, logits, n_rows, vocab, params, u, c->qids_d[slot], &h_ids, &d_ids)) != OKV_OK)
+            return st;
+        OKV_CU(cudaMemcpyAsync(c->qids_h[slot], c->qids_d[slot], sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost,
+                               c->stream), "sample_queue ids copy");
+    }
+    OKV_CU(cudaEventRecord(c->qids_ev[slot], c->stream), "sample_queue event");
+    c->qids_n[slot] = n_rows;
+    return OKV_OK;
+}
+
+extern "C" enum okv_status okv_cuda_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows)
+{
+    struct cuda_ctx *c = OKV_CUDA_CTX(be);
+    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot] || !c->qids_ev[slot])
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample_collect: slot %d holds %d ids, not %d", slot,
+                             slot < 0 || slot > 1 ? 0 : c->qids_n[slot], n_rows);
+    OKV_CU_WAIT(c, cudaEventSynchronize(c->qids_ev[slot]), "sample_collect wait");
+    memcpy(out, c->qids_h[slot], sizeof(int32_t) * (size_t)n_rows);
+    return OKV_OK;
+}
+
+extern "C" void okv_cuda_sample_free(struct cuda_ctx *c)
+{
+    for (int i = 0; i < 2; i++) {
+        cudaFree(c->qids_d[i]);
+        cudaFreeHost(c->qids_h[i]);
+        if (c->qids_ev[i])
+            cudaEventDestroy(c->qids_ev[i]);
+        c->qids_d[i] = c->qids_h[i] = NULL;
+        c->qids_ev[i] = NULL;
+        c->qids_n[i] = c->qids_cap[i] = 0;
+    }
 }
