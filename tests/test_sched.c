@@ -304,6 +304,20 @@ static void test_overlap(okv_backend *be, const struct okv_model *m, int32_t pro
     int32_t first = -1;
     CHECK(okv_engine_collect(e, &first, &n_ids) == OKV_OK && n_ids == 1, "%s", okv_last_error());
     CHECK(okv_engine_collect(e, ids, &n_ids) == OKV_OK && n_ids == 1 && okv_engine_queued(e) == 0, "%s", okv_last_error());
+    {   /* a queued step without logit rows (a prefill chunk) is collected too, with no ids */
+        int sq;
+        int32_t pre[3] = {7, 8, 9};
+        int32_t sqs[3];
+        uint8_t none[3] = {0, 0, 0};
+        CHECK(okv_engine_seq_create(e, &sq) == OKV_OK, "%s", okv_last_error());
+        sqs[0] = sqs[1] = sqs[2] = sq;
+        struct okv_batch bp = {3, pre, sqs, none, NULL};
+        CHECK(okv_engine_forward_queue(e, &bp, NULL, &greedy, &u) == OKV_OK, "prefill-only queue: %s", okv_last_error());
+        n_ids = -1;
+        CHECK(okv_engine_collect(e, ids, &n_ids) == OKV_OK && n_ids == 0 && okv_engine_queued(e) == 0,
+              "a queued step without logit rows collects with no ids (%d): %s", n_ids, okv_last_error());
+        okv_engine_seq_free(e, sq);
+    }
     /* the second step's row took the first's sample on the backend: the same as feeding it */
     okv_engine_seq_free(e, seq);
     CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "%s", okv_last_error());

@@ -740,7 +740,8 @@ static const char *tput_help =
     "  --threads N                  CPU threads (default: all cores)\n"
     "  --device NAME                cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
-    "  --no-async-scheduling        run each step to its end before the next (default: overlapped decoding)\n"
+    "  --async-scheduling, --no-async-scheduling\n"
+    "                               overlap decode steps (the default) or run each to its end before the next\n"
     "  --seed S                     random seed (default 0)\n";
 
 struct tput_ctx {

@@ -216,7 +216,9 @@ enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch 
  * does, but returns once the step is queued on the backend, so that the host prepares
  * the next step while the device computes this one. A row t with prev[t] >= 0 (prev may
  * be NULL) takes as its token the id sampled for logit row prev[t] of the step queued
- * just before, which need not have reached the host (b->tokens[t] is ignored). At most
+ * last (okv_engine_forward calls in between do not count), which need not have reached
+ * the host (b->tokens[t] is ignored). A step without logit rows is queued and collected
+ * like any other (with no ids). At most
  * two steps are queued and not collected: okv_engine_collect waits for the older one and
  * gives its ids (*n_ids of them, in logit-row order). The engine's lengths advance when a
  * step is queued; a failed queue leaves the state as it was. okv_engine_can_queue: whether

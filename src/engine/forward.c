@@ -296,6 +296,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
             CK(o->sample_queue(be, e->logits, n_rows, c->vocab_size, params, u, q_slot));
         if (logits)
             CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
+    } else if (q_slot >= 0) {   /* a queued step without logit rows (prefill chunks): still one to collect */
+        CK(o->sample_queue(be, NULL, 0, c->vocab_size, NULL, NULL, q_slot));
     }
     t_mark = okv_now();
     e->stats.host_issue_s += t_mark - t_start;
@@ -415,8 +417,8 @@ enum okv_status okv_engine_collect(okv_engine *e, int32_t *ids, int *n_ids)
         return st;
     *n_ids = e->q_rows[slot];
     /* the device's gather counts: read when nothing is queued (reading them waits for the
-     * compute stream), or every 256 steps */
-    if (e->dev_resid && (e->q_count == 0 || ++e->q_collects % 256 == 0)) {
+     * compute stream); overlapped runs read them whenever the scheduler drains */
+    if (e->dev_resid && e->q_count == 0) {
         int64_t units = 0;
         if ((st = e->be->ops->resid_take_stats(e->be, okv_kv_storage(e->kv), &units)) != OKV_OK)
             return st;

@@ -585,30 +585,37 @@ static void take_ids(struct okv_sched *s, struct req **list, int n, const int32_
     }
 }
 
+/* Collect the oldest queued step, whose logit rows belong to list[0..n): hand each
+ * request its token, or finish them all with the engine's error. */
+static void collect_step(struct okv_sched *s, struct req **list, int n)
+{
+    int got = 0;
+    enum okv_status st = okv_engine_collect(s->e, s->b_ids, &got);
+    if (st == OKV_OK && got != n)
+        st = okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step gave %d ids for %d rows", got, n);
+    if (st == OKV_OK) {
+        take_ids(s, list, n, s->b_ids);
+        return;
+    }
+    char msg[256];
+    snprintf(msg, sizeof msg, "engine: %s", okv_last_error());
+    OKV_LOG_ERROR("scheduler: a queued step failed: %s", msg);
+    for (int i = 0; i < n; i++) {
+        struct req *r = list[i];
+        if (r) {
+            r->pending = false;
+            finish(s, r, OKV_FINISH_ERROR, msg);
+        }
+    }
+}
+
 /* Collect the queued step and hand its tokens out. */
 static void drain(struct okv_sched *s)
 {
     if (!s->inflight)
         return;
-    int n = 0;
-    enum okv_status st = okv_engine_collect(s->e, s->b_ids, &n);
     s->inflight = false;
-    const int qn = s->q_n;
-    if (st == OKV_OK && n != qn)
-        st = okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step gave %d ids for %d rows", n, qn);
-    if (st != OKV_OK) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "engine: %s", okv_last_error());
-        OKV_LOG_ERROR("scheduler: a queued step failed: %s", msg);
-        for (int i = 0; i < qn; i++)
-            if (s->q_req[i]) {
-                s->q_req[i]->pending = false;
-                finish(s, s->q_req[i], OKV_FINISH_ERROR, msg);
-            }
-        s->q_n = 0;
-        return;
-    }
-    take_ids(s, s->q_req, qn, s->b_ids);
+    collect_step(s, s->q_req, s->q_n);
     s->q_n = 0;
 }
 
@@ -668,22 +675,7 @@ static bool try_pipeline(struct okv_sched *s)
     s->q_n = n;
     for (int k = 0; k < n; k++)
         s->q_req[k]->n_computed++;
-    int got = 0;
-    enum okv_status st = okv_engine_collect(s->e, s->b_ids, &got);
-    if (st == OKV_OK && got != older_n)
-        st = okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step gave %d ids for %d rows", got, older_n);
-    if (st != OKV_OK) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "engine: %s", okv_last_error());
-        OKV_LOG_ERROR("scheduler: a queued step failed: %s", msg);
-        for (int i = 0; i < older_n; i++)
-            if (older[i]) {
-                older[i]->pending = false;
-                finish(s, older[i], OKV_FINISH_ERROR, msg);
-            }
-    } else {
-        take_ids(s, older, older_n, s->b_ids);
-    }
+    collect_step(s, older, older_n);
     /* the requests still running wait for the new step's tokens; their computed blocks join
      * the prefix cache */
     for (int k = 0; k < n; k++) {

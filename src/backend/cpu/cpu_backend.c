@@ -307,7 +307,7 @@ static enum okv_status cpu_sample_queue(okv_backend *be, const okv_bmem *logits,
         c->qids_cap[slot] = n_rows;
     }
     c->qids_n[slot] = 0;
-    enum okv_status st = cpu_sample(be, logits, n_rows, vocab, params, u, c->qids[slot]);
+    enum okv_status st = n_rows ? cpu_sample(be, logits, n_rows, vocab, params, u, c->qids[slot]) : OKV_OK;
     if (st == OKV_OK)
         c->qids_n[slot] = n_rows;
     return st;
@@ -338,8 +338,8 @@ static enum okv_status cpu_embed_prev(okv_backend *be, okv_bmem *out, const okv_
             id = c->qids[slot][prev[i]];
         }
         if (id < 0 || id >= table->rows || out->n < (size_t)n * dim || table->row_len != dim)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed_prev: token id %d out of range [0, %lld)", id,
-                                 (long long)table->rows);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed_prev: bad shapes, or token id %d out of range [0, %lld)",
+                                 id, (long long)table->rows);
         memcpy(out->data + (size_t)i * dim, table->data + (size_t)id * dim, sizeof(float) * (size_t)dim);
     }
     return OKV_OK;

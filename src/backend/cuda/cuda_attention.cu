@@ -624,10 +624,6 @@ void okv_cuda_attn_cache_free(struct cuda_ctx *c)
     okv_free(ac->h_index);
     if (ac->d_plan)
         cudaFree(ac->d_plan);
-    if (ac->h_stage)
-        cudaFreeHost(ac->h_stage);
-    if (ac->stage_ev)
-        cudaEventDestroy(ac->stage_ev);
     memset(ac, 0, sizeof *ac);
 }
 
@@ -761,17 +757,15 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
     const size_t off_merge = off_work + (((size_t)n_work * sizeof(struct att_work) + 15) & ~(size_t)15);
     const size_t off_cnt = off_merge + (((size_t)n_merge * sizeof(struct att_merge) + 15) & ~(size_t)15);
     const size_t bytes = off_cnt + (size_t)n_merge * sizeof(int) + 16;
-    if (!ac->stage_ev)
-        OKV_CU(cudaEventCreateWithFlags(&ac->stage_ev, cudaEventDisableTiming), "attention plan event");
-    OKV_CU_WAIT(c, cudaEventSynchronize(ac->stage_ev), "attention plan staging wait");
-    if (bytes > ac->h_stage_cap) {
-        if (ac->h_stage)
-            cudaFreeHost(ac->h_stage);
-        ac->h_stage = NULL;
-        ac->h_stage_cap = 0;
-        OKV_CU(cudaHostAlloc((void **)&ac->h_stage, bytes + bytes / 2, cudaHostAllocDefault), "attention plan staging (pinned)");
-        ac->h_stage_cap = bytes + bytes / 2;
-    }
+    /* staged through the ring, which holds several plans in flight (a step rebuilds one per
+     * layer when the lists change layer by layer): the host need not wait for the last
+     * plan's copy, and may run a step ahead of the device (overlapped decoding) */
+    enum okv_status st = okv_cuda_ring_reserve(c, 4 * bytes);
+    if (st != OKV_OK)
+        return st;
+    void *hv = NULL, *dv = NULL;
+    if ((st = okv_cuda_ring_alloc(c, bytes, &hv, &dv)) != OKV_OK)
+        return st;
     if (bytes > ac->d_cap) {
         OKV_CU(cudaStreamSynchronize(c->stream), "attention plan grow");
         if (ac->d_plan)
@@ -781,7 +775,7 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
         OKV_CU(cudaMalloc((void **)&ac->d_plan, bytes + bytes / 2), "attention plan (device)");
         ac->d_cap = bytes + bytes / 2;
     }
-    char *h = ac->h_stage;
+    char *h = (char *)hv;
     memcpy(h + off_start, b->blk_start, sizeof(int32_t) * (size_t)(n_lists + 1));
     memcpy(h + off_unit, b->blk_unit, sizeof(int32_t) * (size_t)n_blocks);
     memcpy(h + off_index, b->blk_index, sizeof(int32_t) * (size_t)n_blocks);
@@ -817,9 +811,9 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
         }
     }
     OKV_CU(cudaMemcpyAsync(ac->d_plan, h, bytes, cudaMemcpyHostToDevice, c->stream), "attention plan upload");
-    OKV_CU(cudaEventRecord(ac->stage_ev, c->stream), "attention plan event");
+    if ((st = okv_cuda_ring_commit(c, c->stream)) != OKV_OK)
+        return st;
     /* remember the inputs */
-    enum okv_status st;
     ac->valid = false;
     if ((st = ensure_host(&ac->h_start, &ac->h_start_cap, (size_t)n_lists + 1)) != OKV_OK ||
         (st = ensure_host(&ac->h_unit, &ac->h_cap, (size_t)n_blocks)) != OKV_OK)

@@ -86,6 +86,12 @@ static enum okv_status ring_grow(struct cuda_ctx *c, size_t need)
 
 static bool overlaps(size_t a0, size_t a1, size_t b0, size_t b1) { return a0 < b1 && b0 < a1; }
 
+enum okv_status okv_cuda_ring_reserve(struct cuda_ctx *c, size_t cap)
+{
+    /* not while regions reserved by the caller are open: growing replaces the buffers */
+    return cap > c->ring.cap && c->ring.n_open == 0 ? ring_grow(c, cap) : OKV_OK;
+}
+
 enum okv_status okv_cuda_ring_alloc(struct cuda_ctx *c, size_t n, void **h, void **d)
 {
     struct cuda_ring *r = &c->ring;
@@ -474,7 +480,8 @@ static enum okv_status cuda_embed_prev(okv_backend *be, okv_bmem *out, const okv
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed_prev: row %d takes id %d of %d queued", i, prev[i],
                                  c->qids_n[slot]);
         if (prev[i] < 0 && (ids[i] < 0 || ids[i] >= table->rows))
-            return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", ids[i], (long long)table->rows);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed_prev: token id %d out of range [0, %lld)", ids[i],
+                                 (long long)table->rows);
     }
     void *h = NULL, *d = NULL;
     enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * 2 * (size_t)n, &h, &d);

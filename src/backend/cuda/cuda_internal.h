@@ -174,9 +174,6 @@ struct cuda_attn_cache {
     /* device plan */
     char *d_plan;
     size_t d_cap;
-    char *h_stage;                            /* pinned */
-    size_t h_stage_cap;
-    cudaEvent_t stage_ev;
     int n_work, n_merge, n_parts;
     int slots;                                /* resident CTAs the plan was made for (0: SIMT kernel policy) */
     int pf_min_rows;                          /* sequences of this many rows went to the prefill kernel (INT_MAX: none) */
@@ -305,6 +302,9 @@ extern "C" {
 /* ring staging: reserve n bytes, returns host and device pointers of one region. After
  * enqueuing the copy and its consumers on stream s, call okv_cuda_ring_commit(s). */
 enum okv_status okv_cuda_ring_alloc(struct cuda_ctx *c, size_t n, void **h, void **d);
+/* grow the ring to at least cap bytes (waits for all queued work when it grows; does
+ * nothing while regions reserved since the last commit are open) */
+enum okv_status okv_cuda_ring_reserve(struct cuda_ctx *c, size_t cap);
 enum okv_status okv_cuda_ring_commit(struct cuda_ctx *c, cudaStream_t s);
 /* Upload n bytes of host data through the ring on stream s; *d receives the device copy
  * (valid for ops enqueued on s before the next commit wraps around; the caller commits). */

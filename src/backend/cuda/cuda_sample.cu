@@ -482,14 +482,16 @@ sample_k(const float *logits, int vocab, const struct samp_row *rows, int32_t *o
     out[blockIdx.x] = last;   /* rounding: the chunk's last candidate */
 }
 
-static enum okv_status sample_check(const okv_bmem *logits, int n_rows, int vocab, const struct okv_sampling *params,
-                                    const double *u)
+static enum okv_status sample_check(const char *op, const okv_bmem *logits, int n_rows, int vocab,
+                                    const struct okv_sampling *params, const double *u)
 {
-    if (n_rows < 0 || vocab <= 0 || (size_t)n_rows * vocab > logits->n || (n_rows > 0 && (!params || !u)))
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample: %d rows of %d logits do not fit the buffer (%zu)", n_rows,
-                             vocab, logits->n);
+    if (n_rows == 0)
+        return OKV_OK;
+    if (n_rows < 0 || vocab <= 0 || !logits || (size_t)n_rows * vocab > logits->n || !params || !u)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda %s: %d rows of %d logits do not fit the buffer (%zu)", op, n_rows,
+                             vocab, logits ? logits->n : 0);
     if (vocab >= (1 << 30))
-        return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda sample: vocabulary of %d", vocab);
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda %s: vocabulary of %d", op, vocab);
     return OKV_OK;
 }
 
@@ -529,7 +531,7 @@ extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logi
                                            const struct okv_sampling *params, const double *u, int32_t *out)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
-    enum okv_status st = sample_check(logits, n_rows, vocab, params, u);
+    enum okv_status st = sample_check("sample", logits, n_rows, vocab, params, u);
     if (st != OKV_OK)
         return st;
     if (n_rows > 0 && !out)
@@ -552,7 +554,7 @@ extern "C" enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem
                                                  const struct okv_sampling *params, const double *u, int slot)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
-    enum okv_status st = sample_check(logits, n_rows, vocab, params, u);
+    enum okv_status st = sample_check("sample_queue", logits, n_rows, vocab, params, u);
     if (st != OKV_OK)
         return st;
     if (slot < 0 || slot > 1)
