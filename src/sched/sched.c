@@ -66,6 +66,7 @@ struct req {
     okv_sched_logprob_fn on_logprob;
 
     bool pending;           /* its newest token is the queued step's sample, not in toks yet */
+    int q_idx;              /* its logit row in that step, while pending */
 };
 
 struct okv_sched {
@@ -437,9 +438,14 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < s->n_running && n < s->max_batch; i++) {
             struct req *r = s->running[i];
-            int pending = r->n_toks - r->n_computed;
+            /* a pending request's next row is the token the queued step samples: a row that
+             * takes it on the device (overlapped decoding), unless that token is its last */
+            const int avail = r->n_toks + (r->pending ? 1 : 0);
+            int pending = avail - r->n_computed;
             bool decode = pending == 1 && r->n_computed > 0;
             if (pending <= 0 || decode != (pass == 0))
+                continue;
+            if (r->pending && (r->n_gen + 1 >= r->max_tokens || r->n_toks + 1 >= s->max_ctx))
                 continue;
             const int stage = okv_engine_stage_need(s->e, r->seq);
             if (stage > stage_left)
@@ -458,7 +464,9 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             }
             for (int k = 0; k < take; k++) {
                 const int pos = r->n_computed + k;
-                s->b_tok[n + k] = r->toks[pos];
+                const bool queued = r->pending && pos == r->n_toks;
+                s->b_tok[n + k] = queued ? 0 : r->toks[pos];
+                s->q_prev[n + k] = queued ? r->q_idx : -1;
                 s->b_seq[n + k] = r->seq;
                 /* prompt logprobs: row pos predicts prompt token pos + 1 */
                 s->b_want[n + k] = r->lp_prompt && pos >= r->plp_next && pos < r->n_prompt - 1 ? 2 : 0;
@@ -488,7 +496,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             }
             s->b_take[nr] = take;
             s->b_all[nr++] = r;
-            if (r->n_computed + take == r->n_toks + r->n_drafts) {
+            if (r->n_computed + take == avail + r->n_drafts) {
                 s->b_want[n - 1 - r->n_drafts] = 1;
                 s->b_row1[nl] = n - 1 - r->n_drafts;
                 s->b_req[nl++] = r;
@@ -619,90 +627,15 @@ static void drain(struct okv_sched *s)
     s->q_n = 0;
 }
 
-/* A request waiting that admit() would take now. */
-static bool can_admit(const struct okv_sched *s)
-{
-    const struct req *r = s->wait_head;
-    if (!r || s->n_running >= s->max_seqs || (s->admit_hold && s->n_running > 0))
-        return false;
-    return s->n_running == 0 || s->need_running + r->need <= okv_engine_blocks_total(s->e);
-}
-
-/* With a step queued whose every running request waits for its token: queue the next
- * step on those tokens (rows take them on the device), then collect the older step. The
- * host's work of a step (building it, then streaming the tokens) so overlaps the device's.
- * False when the next step needs the host's view (new admissions, prefill, a request not
- * in the queued step) or cannot be queued: the caller drains and goes the usual way. */
-static bool try_pipeline(struct okv_sched *s)
-{
-    if (!s->inflight || s->n_running == 0 || can_admit(s))
-        return false;
-    for (int i = 0; i < s->n_running; i++)
-        if (!s->running[i]->pending)
-            return false;
-    int n = 0;
-    for (int i = 0; i < s->q_n; i++) {
-        struct req *r = s->q_req[i];
-        /* a request whose queued token is its last sits this step out (it finishes when collected) */
-        if (!r || r->n_gen + 1 >= r->max_tokens || r->n_toks + 1 >= s->max_ctx)
-            continue;
-        if (n >= s->max_batch)
-            break;
-        s->b_tok[n] = 0;
-        s->b_seq[n] = r->seq;
-        s->b_want[n] = 1;
-        s->b_draft[n] = 0;
-        s->q_prev[n] = i;
-        s->b_rng[n] = r->rng;
-        s->b_params[n] = r->sampling;
-        s->b_u[n] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
-        s->q_req2[n++] = r;
-    }
-    if (n == 0)
-        return false;
-    struct okv_batch b = {.n_tokens = n, .tokens = s->b_tok, .seq = s->b_seq, .want_logits = s->b_want,
-                          .is_draft = s->b_draft};
-    if (okv_engine_forward_queue(s->e, &b, s->q_prev, s->b_params, s->b_u) != OKV_OK) {
-        for (int k = 0; k < n; k++)   /* not queued: undraw; the usual path preempts or reports */
-            s->q_req2[k]->rng = s->b_rng[k];
-        return false;
-    }
-    /* the new step is queued: it holds these requests' next rows; collect the older one */
-    struct req **older = s->q_req;
-    const int older_n = s->q_n;
-    s->q_req = s->q_req2;
-    s->q_req2 = older;
-    s->q_n = n;
-    for (int k = 0; k < n; k++)
-        s->q_req[k]->n_computed++;
-    collect_step(s, older, older_n);
-    /* the requests still running wait for the new step's tokens; their computed blocks join
-     * the prefix cache */
-    for (int k = 0; k < n; k++) {
-        struct req *r = s->q_req[k];
-        if (!r)
-            continue;
-        r->pending = true;
-        okv_engine_prefix_register(s->e, r->seq, r->toks, r->n_computed < r->n_toks ? r->n_computed : r->n_toks);
-    }
-    pthread_mutex_lock(&s->mu);
-    s->m.steps_total++;
-    s->m.steps_overlapped_total++;
-    pthread_mutex_unlock(&s->mu);
-    return true;
-}
-
+/* One step. With overlapped decoding the step is queued while the one before still runs
+ * (its rows take that step's samples on the device: build_batch), and only then is the
+ * one before collected and its tokens handed out, so that the host's work of a step (the
+ * batch, the engine's lists and launches, streaming the tokens) overlaps the device's. A
+ * step that needs logits on the host, or that cannot be queued, first lets the queued
+ * one land. */
 static enum okv_status step(struct okv_sched *s, bool *busy)
 {
     take_queue(s);
-    if (s->inflight) {
-        if (try_pipeline(s)) {
-            update_snapshot(s);
-            *busy = true;
-            return OKV_OK;
-        }
-        drain(s);
-    }
     admit(s);
     enum okv_status st = OKV_OK;
     int nl = 0, nr = 0, n = 0;
@@ -726,6 +659,10 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             s->b_first[i] = s->b_lidx[s->b_row1[i]];
             host |= s->b_req[i]->n_drafts > 0 || s->b_req[i]->lp_gen;
         }
+        if ((host || !s->ovl) && s->inflight) {   /* the queued step's tokens first, then build again */
+            drain(s);
+            continue;
+        }
         if (host) {
             /* verification and log-probabilities need the distributions on the host */
             if (rows > s->v_rows_cap) {
@@ -746,7 +683,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 s->b_params[i] = r->sampling;
                 s->b_u[i] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
             }
-            st = s->ovl ? okv_engine_forward_queue(s->e, &b, NULL, s->b_params, s->b_u)
+            st = s->ovl ? okv_engine_forward_queue(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u)
                         : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
         }
         if (st == OKV_OK)
@@ -755,6 +692,10 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             goto retry;
         for (int i = 0; i < nl; i++)   /* the step did not happen: undraw */
             s->b_req[i]->rng = s->b_rng[i];
+        if (s->inflight) {   /* the queued step may finish requests and free room: land it, build again */
+            drain(s);
+            continue;
+        }
     retry:
         if (st == OKV_ERR_NO_KV_SPACE && s->n_running > 1) {
             preempt_youngest(s);
@@ -795,8 +736,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             if (r->lp_prompt && r->plp_next == 0)   /* a one-token prompt: its entry before the first generated one */
                 report_first_prompt(r);
             if (!host && s->ovl) {   /* queued: its token comes when the step is collected */
-                r->pending = true;
-                s->q_req[i] = r;
+                s->q_req2[i] = r;
                 continue;
             }
             if (!host) {
@@ -834,13 +774,35 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 on_sampled(s, r, toks[d], lg + (size_t)d * (size_t)s->vocab);
             }
         }
+        const bool overlapped = !host && s->ovl && s->inflight;
         if (!host && s->ovl) {
+            /* this step is queued: collect the one before it (its requests' tokens, some of them
+             * finishing: finish() drops their rows from this step's list), then this step's
+             * requests wait for its tokens */
+            struct req **older = s->q_req;
+            const int older_n = s->q_n;
+            const bool had = s->inflight;
+            s->q_req = s->q_req2;
+            s->q_req2 = older;
             s->q_n = nl;
             s->inflight = true;
+            if (had)
+                collect_step(s, older, older_n);
+            for (int i = 0; i < s->q_n; i++) {
+                struct req *r = s->q_req[i];
+                if (!r)
+                    continue;
+                r->pending = true;
+                r->q_idx = i;
+                okv_engine_prefix_register(s->e, r->seq, r->toks, r->n_computed < r->n_toks ? r->n_computed : r->n_toks);
+            }
         }
         pthread_mutex_lock(&s->mu);
         s->m.steps_total++;
+        s->m.steps_overlapped_total += overlapped;
         pthread_mutex_unlock(&s->mu);
+    } else {
+        drain(s);   /* nothing new to run: let the queued step land */
     }
     update_snapshot(s);
     *busy = s->n_running > 0 || s->n_waiting > 0 || s->inflight;
