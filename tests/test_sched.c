@@ -17,6 +17,8 @@
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/sched.h"
+#include "oasiskv/tokenizer.h"
+#include "oasiskv/model.h"
 #include "synth_model.h"
 #include "testutil.h"
 
@@ -214,7 +216,7 @@ static void run(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int cou
  * temperature 0.8, seeded) through `slots` slots (3: requests finish at different steps
  * and others are admitted); request OV_CANCEL is cancelled at step cancel_at (< 0: never). */
 static long long ov_run(okv_engine *e, int32_t prompts[][PROMPT], bool sync, int cancel_at, int extra, int slots,
-                        struct out *o)
+                        struct out *o, long long *steps)
 {
     struct okv_sched_params sp = {.max_num_seqs = slots, .max_num_batched_tokens = 32, .sync_steps = sync};
     okv_sched *s = NULL;
@@ -240,6 +242,7 @@ static long long ov_run(okv_engine *e, int32_t prompts[][PROMPT], bool sync, int
     }
     struct okv_sched_metrics m;
     okv_sched_metrics(s, &m);
+    *steps = (long long)m.steps_total;
     okv_sched_free(s);
     CHECK(okv_engine_queued(e) == 0, "a step is still queued after the scheduler stopped");
     CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0 && okv_kv_used_host_blocks(okv_engine_kv(e)) == 0,
@@ -265,9 +268,12 @@ static void test_overlap(okv_backend *be, const struct okv_model *m, int32_t pro
     static struct out sync_o[OV_N], ovl_o[OV_N];
     for (int pass = 0; pass < 2; pass++) {
         const int cancel_at = pass ? 12 : -1;
-        long long n_sync = ov_run(e, prompts, true, cancel_at, extra, slots, sync_o);
-        long long n_ovl = ov_run(e, prompts, false, cancel_at, extra, slots, ovl_o);
-        CHECK(n_sync == 0 && n_ovl > 20, "budget %d: %lld steps overlapped (synchronous: %lld)", budget, n_ovl, n_sync);
+        long long steps_sync = 0, steps_ovl = 0;
+        long long n_sync = ov_run(e, prompts, true, cancel_at, extra, slots, sync_o, &steps_sync);
+        long long n_ovl = ov_run(e, prompts, false, cancel_at, extra, slots, ovl_o, &steps_ovl);
+        /* every step but the first follows a queued one */
+        CHECK(n_sync == 0 && n_ovl == steps_ovl - 1, "budget %d: %lld of %lld steps overlapped (synchronous: %lld)", budget,
+              n_ovl, steps_ovl, n_sync);
         int same = 0;
         for (int i = 0; i < OV_N; i++) {
             if (pass && i == OV_CANCEL) {
@@ -331,6 +337,148 @@ static void test_overlap(okv_backend *be, const struct okv_model *m, int32_t pro
     okv_engine_free(e);
 }
 
+/* ---- overlapped decoding on text: stop strings, end of generation, prefix caching, and a
+ * request with logprobs (whose steps need logits on the host) among them ---- */
+
+#define TX_N 8
+struct tout {
+    int32_t toks[OUT_CAP];
+    int n;
+    char text[2048];
+    size_t len;
+    bool done;
+    enum okv_finish reason;
+    int n_lp;
+};
+
+static void tx_on_token(void *user, int32_t token, const char *text, size_t len)
+{
+    struct tout *o = user;
+    if (token >= 0 && o->n < OUT_CAP)
+        o->toks[o->n++] = token;
+    if (o->len + len < sizeof o->text) {
+        memcpy(o->text + o->len, text, len);
+        o->len += len;
+        o->text[o->len] = 0;
+    }
+}
+
+static void tx_on_finish(void *user, const struct okv_sched_result *r)
+{
+    struct tout *o = user;
+    o->done = true;
+    o->reason = r->reason;
+}
+
+static void tx_on_logprob(void *user, const struct okv_token_logprob *lp)
+{
+    (void)lp;
+    ((struct tout *)user)->n_lp++;
+}
+
+/* TX_N requests through 3 slots (admissions while a step is queued), sharing a prompt prefix
+ * (prefix caching attaches it), request 5 with logprobs; stops[i] non-empty: its stop string */
+static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompts[], const size_t *np,
+                        char stops[][64], bool sync, struct tout *o)
+{
+    struct okv_sched_params sp = {.max_num_seqs = 3, .max_num_batched_tokens = 32, .sync_steps = sync};
+    okv_sched *s = NULL;
+    CHECK(okv_sched_create(e, tok, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
+    if (!s)
+        return -1;
+    memset(o, 0, sizeof(struct tout) * TX_N);
+    for (int i = 0; i < TX_N; i++) {
+        const char *sv[1] = {stops[i]};
+        struct okv_sched_request rq = {.prompt = prompts[i], .n_prompt = (int)np[i], .max_tokens = 30 + 9 * i,
+                                       .on_token = tx_on_token, .on_finish = tx_on_finish, .user = &o[i]};
+        if (stops[i][0]) {
+            rq.stop = sv;
+            rq.n_stop = 1;
+        }
+        if (i == 5) {
+            rq.logprobs = true;
+            rq.top_logprobs = 2;
+            rq.on_logprob = tx_on_logprob;
+        }
+        if (i & 1) {
+            rq.sampling.temperature = 0.9f;
+            rq.sampling.seed = 7 + (uint64_t)i;
+        }
+        uint64_t id;
+        CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit %d: %s", i, okv_last_error());
+    }
+    bool busy = true;
+    for (int step = 0; busy && step < 5000; step++)
+        CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
+    struct okv_sched_metrics m;
+    okv_sched_metrics(s, &m);
+    okv_sched_free(s);
+    CHECK(okv_engine_queued(e) == 0 && okv_kv_used_slots(okv_engine_kv(e)) == 0, "%s: a step queued or blocks in use",
+          sync ? "synchronous" : "overlapped");
+    return (long long)m.steps_overlapped_total;
+}
+
+static void test_overlap_text(okv_backend *be)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/models/llama_gqa.Q8_0.gguf", tu_src_dir());
+    struct okv_model *m = NULL;
+    okv_tokenizer *tok = NULL;
+    okv_engine *e = NULL;
+    int32_t *prompts[TX_N] = {0};
+    size_t np[TX_N] = {0};
+    if (okv_model_load(path, &m) != OKV_OK || okv_tokenizer_from_gguf(m->gguf, &tok) != OKV_OK) {
+        CHECK(0, "load %s: %s", path, okv_last_error());
+        goto done;
+    }
+    struct okv_engine_params prm = {.block_size = 16, .max_ctx = 256, .max_seqs = 3, .max_batch_tokens = 64,
+                                    .prefix_caching = true};
+    CHECK(okv_engine_create(m, be, &prm, &e) == OKV_OK, "%s", okv_last_error());
+    if (!e)
+        goto done;
+    for (int i = 0; i < TX_N; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "A long shared preface about rivers, mountains, towns and the roads between "
+                 "them, told twice: rivers, mountains, towns and roads. Question %d: what comes next?", i);
+        CHECK(okv_tokenizer_encode(tok, text, strlen(text), true, false, &prompts[i], &np[i]) == OKV_OK, "encode");
+    }
+    static struct tout base[TX_N], a[TX_N], b[TX_N];
+    static char stops[TX_N][64];
+    memset(stops, 0, sizeof stops);
+    tx_run(e, tok, prompts, np, stops, true, base);
+    /* stop strings from the middle of what came out (stops, then, mid-generation) */
+    int with_stop = 0;
+    for (int i = 0; i < TX_N; i += 2)
+        if (base[i].len >= 12) {
+            memcpy(stops[i], base[i].text + base[i].len / 2, 3);
+            with_stop++;
+        }
+    long long n_sync = tx_run(e, tok, prompts, np, stops, true, a);
+    long long n_ovl = tx_run(e, tok, prompts, np, stops, false, b);
+    int same = 0, stopped = 0;
+    for (int i = 0; i < TX_N; i++) {
+        same += a[i].done && b[i].done && a[i].reason == b[i].reason && a[i].n == b[i].n && a[i].len == b[i].len &&
+                !memcmp(a[i].toks, b[i].toks, sizeof(int32_t) * (size_t)a[i].n) && !strcmp(a[i].text, b[i].text) &&
+                a[i].n_lp == b[i].n_lp;
+        stopped += b[i].reason == OKV_FINISH_STOP;
+    }
+    CHECK(same == TX_N && n_sync == 0 && n_ovl > 0 && with_stop > 0 && stopped >= with_stop && b[5].n_lp == b[5].n,
+          "text: %d of %d requests equal overlapped and synchronous (%d stopped, %d with a stop string; %lld steps "
+          "overlapped; request 5: %d logprobs of %d tokens)", same, TX_N, stopped, with_stop, n_ovl, b[5].n_lp, b[5].n);
+    struct okv_engine_stats es;
+    okv_engine_stats_get(e, &es);
+    CHECK(es.prefix_hit_tokens > 0, "text: the shared prompt prefix was never attached");
+    printf("  overlapped decoding on text: %d of %d requests equal to synchronous steps (%d stopped by a stop string or "
+           "the end of generation), %lld steps overlapped, %lld prompt tokens from the prefix cache\n", same, TX_N,
+           stopped, n_ovl, (long long)es.prefix_hit_tokens);
+done:
+    for (int i = 0; i < TX_N; i++)
+        okv_free(prompts[i]);
+    okv_engine_free(e);
+    okv_tokenizer_free(tok);
+    okv_model_free(m);
+}
+
 int main(void)
 {
     okv_backend *be = NULL;
@@ -377,6 +525,7 @@ int main(void)
     test_overlap(be, &sm.m, prompts, 4, 24, 3);
     test_overlap(be, &sm.m, prompts, 16, 96, 3);
     test_overlap(be, &sm.m, prompts, 16, 96, OV_N);
+    test_overlap_text(be);
     okv_backend *gpu = NULL;
     if (okv_backend_create("cuda", &bp, &gpu) == OKV_OK) {   /* on a GPU machine: the CUDA backend's queue */
         test_overlap(gpu, &sm.m, prompts, 16, 0, OV_N);

@@ -328,6 +328,12 @@ static void wait_push_front(struct okv_sched *s, struct req *r)
 static void preempt_youngest(struct okv_sched *s)
 {
     struct req *r = s->running[--s->n_running];
+    /* step() lands a queued step before it preempts; were one queued, its token of r would
+     * be dropped here and r recomputed without it */
+    for (int i = 0; i < s->q_n; i++)
+        if (s->q_req[i] == r)
+            s->q_req[i] = NULL;
+    r->pending = false;
     s->need_running -= r->need;
     okv_engine_seq_free(s->e, r->seq);
     r->seq = -1;
@@ -450,7 +456,6 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             const int stage = okv_engine_stage_need(s->e, r->seq);
             if (stage > stage_left)
                 continue;
-            stage_left -= stage;
             int take = pending < s->max_batch - n ? pending : s->max_batch - n;
             if (r->lp_prompt && !decode && r->n_computed < r->n_prompt - 1) {
                 /* each of these rows brings vocab logits to the host: a bounded number a step */
@@ -462,6 +467,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                     take = lp_from + lp_rows - r->n_computed;
                 }
             }
+            stage_left -= stage;
             for (int k = 0; k < take; k++) {
                 const int pos = r->n_computed + k;
                 const bool queued = r->pending && pos == r->n_toks;
@@ -693,6 +699,9 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         for (int i = 0; i < nl; i++)   /* the step did not happen: undraw */
             s->b_req[i]->rng = s->b_rng[i];
         if (s->inflight) {   /* the queued step may finish requests and free room: land it, build again */
+            if (st != OKV_ERR_NO_KV_SPACE)
+                OKV_LOG_WARN("scheduler: queueing a step failed (%s: %s); it runs again after the queued one",
+                             okv_status_str(st), okv_last_error());
             drain(s);
             continue;
         }
