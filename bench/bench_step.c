@@ -5,7 +5,7 @@
  *   bench_step --config DIR|-m MODEL [--device cuda] [--batch 1,16,64,128]
  *              [--ctx 8192,32768] [--kv-budget dense,2048] [--steps 20] [--warmup 3]
  *              [--predict lookahead] [--cache-factor 1] [--sticky 0] [--kv-host-dtype auto|fp8]
- *              [--hbm-gbps 4800] [--tp N] [--json FILE]
+ *              [--hbm-gbps 4800] [--tp N] [--overlap 0|1] [--json FILE]
  *
  * Each sequence is filled with ctx random KV positions (okv_engine_seq_fill_random:
  * no prefill is run), then `steps` decode steps of one token per sequence are
@@ -17,7 +17,10 @@
  * the attention lists, of which blocked waiting for the device inside the step (the
  * sampled tokens' copy, staging buffers), and the final sync's wait. On a GPU a step
  * whose issue time less its blocked time nears its step time is bound by the host. A
- * point whose tiers do not fit is reported as such. */
+ * point whose tiers do not fit is reported as such. --overlap 1: each step is queued
+ * before the one before is collected, its rows taking that step's samples on the device
+ * (okv_engine_forward_queue, as `serve` runs decode steps); the kv column then says
+ * "ovl". */
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/model.h"
@@ -42,7 +45,7 @@ int main(int argc, char **argv)
 {
     const char *config = NULL, *model_path = NULL, *device = "cpu", *json_path = NULL;
     const char *batch_s = "1,16,64,128", *ctx_s = "8192,32768", *budget_s = "dense,2048", *pred_s = "lookahead";
-    int steps = 20, warmup = 3, threads = 0, tp = 1;
+    int steps = 20, warmup = 3, threads = 0, tp = 1, overlap = 0;
     float cache_factor = 1.0f, sticky = 0.0f;
     bool host_fp8 = false;
     double hbm_gbps = 4800;
@@ -73,6 +76,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--tp")) tp = atoi(v);
         else if (!strcmp(a, "--hbm-gbps")) hbm_gbps = atof(v);
+        else if (!strcmp(a, "--overlap")) overlap = atoi(v);
         else if (!strcmp(a, "--json")) json_path = v;
         else {
             fprintf(stderr, "bench_step: unknown option %s\n", a);
@@ -116,6 +120,8 @@ int main(int argc, char **argv)
                 okv_engine *e = NULL;
                 char kvname[32];
                 snprintf(kvname, sizeof kvname, budget ? (host_fp8 ? "%d fp8" : "%d") : "dense", budget);
+                if (overlap)
+                    strcat(kvname, " ovl");
                 if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK) {
                     printf("| %d | %d | %s | does not fit: %s ||||||||||||\n", B, ctx, kvname, okv_last_error());
                     fflush(stdout);
@@ -135,16 +141,40 @@ int main(int argc, char **argv)
                 }
                 double t_step = 0;
                 struct okv_engine_stats stt = {0};
+                int32_t *prev = malloc(sizeof(int32_t) * (size_t)B);
+                for (int s = 0; s < B; s++)
+                    prev[s] = s;   /* row s takes sample s of the step before */
+                if (overlap && !okv_engine_can_queue(e)) {
+                    ok = 0;
+                    okv_set_error(OKV_ERR_UNSUPPORTED, "--overlap: this backend does not queue steps");
+                }
+                bool queued = false;
                 for (int it = 0; ok && it < warmup + steps; it++) {
+                    int32_t *next = (int32_t *)logits;   /* greedy, sampled on the backend */
                     if (it == warmup) {
+                        if (queued) {   /* the warm-up's last step lands (and its fetch counts) before the reset */
+                            int got = 0;
+                            ok = okv_engine_collect(e, next, &got) == OKV_OK;
+                            memcpy(toks, next, sizeof(int32_t) * (size_t)B);
+                            queued = false;
+                        }
                         okv_engine_stats_reset(e);
                         t_step = okv_now();
                     }
                     struct okv_batch b = {B, toks, seqs, want, NULL};
-                    int32_t *next = (int32_t *)logits;   /* greedy, sampled on the backend */
-                    ok = okv_engine_forward_sample(e, &b, params, us, next, NULL) == OKV_OK;
-                    memcpy(toks, next, sizeof(int32_t) * (size_t)B);
+                    if (overlap) {   /* queue this step, then collect the one before it */
+                        int got = 0;
+                        ok = ok && okv_engine_forward_queue(e, &b, queued ? prev : NULL, params, us) == OKV_OK &&
+                             (!queued || okv_engine_collect(e, next, &got) == OKV_OK);
+                        queued = ok;
+                        if (ok && it + 1 == warmup + steps)
+                            ok = okv_engine_collect(e, next, &got) == OKV_OK;
+                    } else {
+                        ok = okv_engine_forward_sample(e, &b, params, us, next, NULL) == OKV_OK;
+                        memcpy(toks, next, sizeof(int32_t) * (size_t)B);
+                    }
                 }
+                free(prev);
                 if (!ok) {
                     printf("| %d | %d | %s | does not fit: %s ||||||||||||\n", B, ctx, kvname, okv_last_error());
                 } else {

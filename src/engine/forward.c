@@ -417,8 +417,9 @@ enum okv_status okv_engine_collect(okv_engine *e, int32_t *ids, int *n_ids)
         return st;
     *n_ids = e->q_rows[slot];
     /* the device's gather counts: read when nothing is queued (reading them waits for the
-     * compute stream); overlapped runs read them whenever the scheduler drains */
-    if (e->dev_resid && e->q_count == 0) {
+     * compute stream), and every 256 steps of a long overlapped run, so that the metrics
+     * stay current (a pause in the overlap of 1 step in 256) */
+    if (e->dev_resid && (e->q_count == 0 || ++e->q_collects % 256 == 0)) {
         int64_t units = 0;
         if ((st = e->be->ops->resid_take_stats(e->be, okv_kv_storage(e->kv), &units)) != OKV_OK)
             return st;

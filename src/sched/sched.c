@@ -447,16 +447,16 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             /* a pending request's next row is the token the queued step samples: a row that
              * takes it on the device (overlapped decoding), unless that token is its last */
             const int avail = r->n_toks + (r->pending ? 1 : 0);
-            int pending = avail - r->n_computed;
-            bool decode = pending == 1 && r->n_computed > 0;
-            if (pending <= 0 || decode != (pass == 0))
+            const int todo = avail - r->n_computed;   /* rows not computed yet */
+            bool decode = todo == 1 && r->n_computed > 0;
+            if (todo <= 0 || decode != (pass == 0))
                 continue;
             if (r->pending && (r->n_gen + 1 >= r->max_tokens || r->n_toks + 1 >= s->max_ctx))
                 continue;
             const int stage = okv_engine_stage_need(s->e, r->seq);
             if (stage > stage_left)
                 continue;
-            int take = pending < s->max_batch - n ? pending : s->max_batch - n;
+            int take = todo < s->max_batch - n ? todo : s->max_batch - n;
             if (r->lp_prompt && !decode && r->n_computed < r->n_prompt - 1) {
                 /* each of these rows brings vocab logits to the host: a bounded number a step */
                 const int lp_end = r->n_prompt - 1, lp_from = r->n_computed > r->plp_next ? r->n_computed : r->plp_next;
