@@ -368,7 +368,7 @@ int cmd_serve(int argc, char **argv)
             okv_engine_blocks_total(e), block, max_seqs,
             okv_engine_sparse(e) ? (okv_engine_prefix_caching(e) ? "sparse KV (OasisKV), prefix caching" : "sparse KV (OasisKV)")
                                  : okv_engine_prefix_caching(e) ? "dense KV, prefix caching" : "dense KV",
-            drafter ? ", ngram drafts" : "", async_sched && !drafter && okv_engine_can_queue(e) ? ", async scheduling" : "");
+            drafter ? ", ngram drafts" : "", okv_sched_overlaps(s) ? ", async scheduling" : "");
     fprintf(stderr, "oasiskv serve: listening on http://%s:%d\n", host, okv_server_port(sv));
     fflush(stderr);
 

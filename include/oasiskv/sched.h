@@ -142,6 +142,10 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
  * OKV_FINISH_ABORT, free. NULL is fine. */
 void okv_sched_free(okv_sched *s);
 
+/* Whether decode steps overlap (okv_sched_params.sync_steps off, no drafter, and an engine
+ * that can queue steps). */
+bool okv_sched_overlaps(const okv_sched *s);
+
 /* Start the engine thread that runs steps while there is work. */
 enum okv_status okv_sched_start(okv_sched *s);
 /* Stop and join the engine thread; requests left are finished with OKV_FINISH_ABORT. */

@@ -167,6 +167,17 @@ static void finish_step(okv_engine *e, int n_seqs)
     e->stats.steps++;
 }
 
+/* The units the device's installs gathered since the last call, into the stats. */
+static enum okv_status take_fetch_stats(okv_engine *e)
+{
+    int64_t units = 0;
+    okv_bkv *kvs = okv_kv_storage(e->kv);
+    enum okv_status st = e->be->ops->resid_take_stats(e->be, kvs, &units);
+    e->stats.units_fetched += units;
+    e->stats.fetch_bytes += units * (int64_t)okv_backend_host_unit_bytes(e->be, kvs);
+    return st;
+}
+
 #define CK(call) do { if ((st = (call)) != OKV_OK) goto fail; } while (0)
 
 /* q_slot >= 0: overlapped decoding (okv_engine_forward_queue): sampled into that backend
@@ -310,12 +321,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     }
     CK(o->sync(be));
     e->stats.sync_wait_s += okv_now() - t_mark;
-    if (e->dev_resid) {   /* what the device installs gathered */
-        int64_t units = 0;
-        CK(o->resid_take_stats(be, kvs, &units));
-        e->stats.units_fetched += units;
-        e->stats.fetch_bytes += units * (int64_t)okv_backend_host_unit_bytes(e->be, kvs);
-    }
+    if (e->dev_resid)   /* what the device installs gathered */
+        CK(take_fetch_stats(e));
     finish_step(e, n_seqs);
     okv_free(stage_base);
     return OKV_OK;
@@ -419,12 +426,7 @@ enum okv_status okv_engine_collect(okv_engine *e, int32_t *ids, int *n_ids)
     /* the device's gather counts: read when nothing is queued (reading them waits for the
      * compute stream), and every 256 steps of a long overlapped run, so that the metrics
      * stay current (a pause in the overlap of 1 step in 256) */
-    if (e->dev_resid && (e->q_count == 0 || ++e->q_collects % 256 == 0)) {
-        int64_t units = 0;
-        if ((st = e->be->ops->resid_take_stats(e->be, okv_kv_storage(e->kv), &units)) != OKV_OK)
-            return st;
-        e->stats.units_fetched += units;
-        e->stats.fetch_bytes += units * (int64_t)okv_backend_host_unit_bytes(e->be, okv_kv_storage(e->kv));
-    }
+    if (e->dev_resid && (e->q_count == 0 || ++e->q_collects % 256 == 0))
+        return take_fetch_stats(e);
     return OKV_OK;
 }

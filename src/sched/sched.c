@@ -842,6 +842,8 @@ static void *engine_thread(void *arg)
     return NULL;
 }
 
+bool okv_sched_overlaps(const okv_sched *s) { return s->ovl; }
+
 enum okv_status okv_sched_start(okv_sched *s)
 {
     if (s->thread_running)

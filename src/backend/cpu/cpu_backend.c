@@ -132,16 +132,32 @@ static enum okv_status cpu_step_begin(okv_backend *be, const struct okv_step_met
 
 /* ---- ops ---- */
 
-static enum okv_status cpu_embed(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim)
+/* embed; prev (NULL: none) as embed_prev: rows with prev[t] >= 0 take id prev[t] of
+ * sample_queue's buffer `slot` */
+static enum okv_status embed_rows(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
+                                  const int32_t *prev, int slot, int n, int dim)
 {
-    if (out->n < (size_t)n * dim || table->row_len != dim)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed: bad shapes");
+    const struct cpu_ctx *c = CTX(be);
+    if (n < 0 || out->n < (size_t)n * dim || table->row_len != dim || (prev && (slot < 0 || slot > 1)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed: bad shapes (%d rows, slot %d)", n, slot);
     for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= table->rows)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", ids[i], (long long)table->rows);
-        memcpy(out->data + (size_t)i * dim, table->data + (size_t)ids[i] * dim, sizeof(float) * (size_t)dim);
+        int32_t id = ids[i];
+        if (prev && prev[i] >= 0) {
+            if (prev[i] >= c->qids_n[slot])
+                return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed: row %d takes id %d of %d queued", i, prev[i],
+                                     c->qids_n[slot]);
+            id = c->qids[slot][prev[i]];
+        }
+        if (id < 0 || id >= table->rows)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", id, (long long)table->rows);
+        memcpy(out->data + (size_t)i * dim, table->data + (size_t)id * dim, sizeof(float) * (size_t)dim);
     }
     return OKV_OK;
+}
+
+static enum okv_status cpu_embed(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim)
+{
+    return embed_rows(be, out, table, ids, NULL, 0, n, dim);
 }
 
 static void rmsnorm_row(float *o, const float *x, const float *w, int dim, float eps)
@@ -326,23 +342,7 @@ static enum okv_status cpu_sample_collect(okv_backend *be, int slot, int32_t *ou
 static enum okv_status cpu_embed_prev(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
                                       const int32_t *prev, int slot, int n, int dim)
 {
-    struct cpu_ctx *c = CTX(be);
-    if (slot < 0 || slot > 1 || n < 0)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed_prev: slot %d, %d rows", slot, n);
-    for (int i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        if (prev[i] >= 0) {
-            if (prev[i] >= c->qids_n[slot])
-                return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed_prev: row %d takes id %d of %d queued", i, prev[i],
-                                     c->qids_n[slot]);
-            id = c->qids[slot][prev[i]];
-        }
-        if (id < 0 || id >= table->rows || out->n < (size_t)n * dim || table->row_len != dim)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu embed_prev: bad shapes, or token id %d out of range [0, %lld)",
-                                 id, (long long)table->rows);
-        memcpy(out->data + (size_t)i * dim, table->data + (size_t)id * dim, sizeof(float) * (size_t)dim);
-    }
-    return OKV_OK;
+    return embed_rows(be, out, table, ids, prev, slot, n, dim);
 }
 
 static enum okv_status cpu_sync(okv_backend *be) { return OKV_OK; }

@@ -445,54 +445,47 @@ static enum okv_status cuda_step_begin(okv_backend *be, const struct okv_step_me
 
 /* ---- ops ---- */
 
-static enum okv_status cuda_embed(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim)
+/* embed; prev (NULL: none) as embed_prev: rows with prev[t] >= 0 take id prev[t] of
+ * sample_queue's slot, on the device (a sampled id is always below the vocabulary, which
+ * the table covers) */
+static enum okv_status embed_rows(struct cuda_ctx *c, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
+                                  const int32_t *prev, int slot, int n, int dim)
 {
-    struct cuda_ctx *c = CTX(be);
-    if (n < 0 || out->n < (size_t)n * dim || table->row_len != dim)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed: bad shapes (%d rows of %d; table row %lld)", n, dim,
-                             (long long)table->row_len);
-    if (n == 0)
-        return OKV_OK;
-    for (int i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= table->rows)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", ids[i], (long long)table->rows);
-    void *d = NULL;
-    enum okv_status st = okv_cuda_upload(c, c->stream, ids, sizeof(int32_t) * (size_t)n, &d);
-    if (st != OKV_OK)
-        return st;
-    OKV_CU(okv_cuda_embed(c->stream, out->d, table->d, (const int32_t *)d, n, dim), "embed kernel");
-    return okv_cuda_ring_commit(c, c->stream);
-}
-
-/* overlapped decoding: rows with prev[t] >= 0 take id prev[t] of sample_queue's slot, on the
- * device (a sampled id is always below the vocabulary, which the table covers) */
-static enum okv_status cuda_embed_prev(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
-                                       const int32_t *prev, int slot, int n, int dim)
-{
-    struct cuda_ctx *c = CTX(be);
-    if (n < 0 || out->n < (size_t)n * dim || table->row_len != dim || slot < 0 || slot > 1)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed_prev: bad shapes (%d rows of %d; table row %lld; slot %d)", n,
-                             dim, (long long)table->row_len, slot);
+    if (n < 0 || out->n < (size_t)n * dim || table->row_len != dim || (prev && (slot < 0 || slot > 1)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed: bad shapes (%d rows of %d; table row %lld; slot %d)", n, dim,
+                             (long long)table->row_len, slot);
     if (n == 0)
         return OKV_OK;
     for (int i = 0; i < n; i++) {
-        if (prev[i] >= c->qids_n[slot])
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed_prev: row %d takes id %d of %d queued", i, prev[i],
+        if (prev && prev[i] >= c->qids_n[slot])
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed: row %d takes id %d of %d queued", i, prev[i],
                                  c->qids_n[slot]);
-        if (prev[i] < 0 && (ids[i] < 0 || ids[i] >= table->rows))
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda embed_prev: token id %d out of range [0, %lld)", ids[i],
-                                 (long long)table->rows);
+        if ((!prev || prev[i] < 0) && (ids[i] < 0 || ids[i] >= table->rows))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "token id %d out of range [0, %lld)", ids[i], (long long)table->rows);
     }
+    const size_t bytes = sizeof(int32_t) * (size_t)n;
     void *h = NULL, *d = NULL;
-    enum okv_status st = okv_cuda_ring_alloc(c, sizeof(int32_t) * 2 * (size_t)n, &h, &d);
+    enum okv_status st = okv_cuda_ring_alloc(c, prev ? 2 * bytes : bytes, &h, &d);
     if (st != OKV_OK)
         return st;
-    memcpy(h, ids, sizeof(int32_t) * (size_t)n);
-    memcpy((int32_t *)h + n, prev, sizeof(int32_t) * (size_t)n);
-    OKV_CU(cudaMemcpyAsync(d, h, sizeof(int32_t) * 2 * (size_t)n, cudaMemcpyHostToDevice, c->stream), "embed_prev upload");
-    OKV_CU(okv_cuda_embed_prev(c->stream, out->d, table->d, (const int32_t *)d, (const int32_t *)d + n, c->qids_d[slot], n,
-                               dim), "embed_prev kernel");
+    memcpy(h, ids, bytes);
+    if (prev)
+        memcpy((int32_t *)h + n, prev, bytes);
+    OKV_CU(cudaMemcpyAsync(d, h, prev ? 2 * bytes : bytes, cudaMemcpyHostToDevice, c->stream), "embed ids upload");
+    OKV_CU(okv_cuda_embed(c->stream, out->d, table->d, (const int32_t *)d, prev ? (const int32_t *)d + n : NULL,
+                          prev ? c->qids_d[slot] : NULL, n, dim), "embed kernel");
     return okv_cuda_ring_commit(c, c->stream);
+}
+
+static enum okv_status cuda_embed(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim)
+{
+    return embed_rows(CTX(be), out, table, ids, NULL, 0, n, dim);
+}
+
+static enum okv_status cuda_embed_prev(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
+                                       const int32_t *prev, int slot, int n, int dim)
+{
+    return embed_rows(CTX(be), out, table, ids, prev, slot, n, dim);
 }
 
 static const float *vec_weight(const okv_bweight *w) { return w->f; }

@@ -21,33 +21,20 @@ static unsigned grid_for(size_t count, int threads)
 }
 
 /* ---- embedding ---- */
-static __global__ void embed_k(float *out, const okv_bf16 *table, const int32_t *ids, int dim)
+/* row t: the table row of ids[t], or, where prev[t] >= 0 (overlapped decoding), of qids[prev[t]] */
+static __global__ void embed_k(float *out, const okv_bf16 *table, const int32_t *ids, const int32_t *prev,
+                               const int32_t *qids, int dim)
 {
-    const int t = blockIdx.x;
-    const okv_bf16 *row = table + (size_t)ids[t] * dim;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        out[(size_t)t * dim + i] = __bfloat162float(row[i]);
-}
-
-cudaError_t okv_cuda_embed(cudaStream_t s, float *out, const okv_bf16 *table, const int32_t *ids, int n, int dim)
-{
-    embed_k<<<n, 256, 0, s>>>(out, table, ids, dim);
-    return cudaGetLastError();
-}
-
-static __global__ void embed_prev_k(float *out, const okv_bf16 *table, const int32_t *ids, const int32_t *prev,
-                                    const int32_t *qids, int dim)
-{
-    const int t = blockIdx.x, p = prev[t];
+    const int t = blockIdx.x, p = prev ? prev[t] : -1;
     const okv_bf16 *row = table + (size_t)(p >= 0 ? qids[p] : ids[t]) * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x)
         out[(size_t)t * dim + i] = __bfloat162float(row[i]);
 }
 
-cudaError_t okv_cuda_embed_prev(cudaStream_t s, float *out, const okv_bf16 *table, const int32_t *ids, const int32_t *prev,
-                                const int32_t *qids, int n, int dim)
+cudaError_t okv_cuda_embed(cudaStream_t s, float *out, const okv_bf16 *table, const int32_t *ids, const int32_t *prev,
+                           const int32_t *qids, int n, int dim)
 {
-    embed_prev_k<<<n, 256, 0, s>>>(out, table, ids, prev, qids, dim);
+    embed_k<<<n, 256, 0, s>>>(out, table, ids, prev, qids, dim);
     return cudaGetLastError();
 }
 

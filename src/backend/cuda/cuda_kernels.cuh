@@ -7,10 +7,10 @@
 #include "backend/cuda/cuda_internal.h"
 
 /* out[n][dim] = float(table[ids[i]]) (table bf16 [rows][dim]) */
-cudaError_t okv_cuda_embed(cudaStream_t s, float *out, const okv_bf16 *table, const int32_t *ids, int n, int dim);
-/* embed, row t's token being qids[prev[t]] where prev[t] >= 0 (overlapped decoding) */
-cudaError_t okv_cuda_embed_prev(cudaStream_t s, float *out, const okv_bf16 *table, const int32_t *ids, const int32_t *prev,
-                                const int32_t *qids, int n, int dim);
+/* embedding rows of ids; where prev (NULL: none) has prev[t] >= 0, of qids[prev[t]] instead
+ * (overlapped decoding: a token sampled on the device) */
+cudaError_t okv_cuda_embed(cudaStream_t s, float *out, const okv_bf16 *table, const int32_t *ids, const int32_t *prev,
+                           const int32_t *qids, int n, int dim);
 /* out[n][dim] = x / rms(x) * w (w fp32 [dim]); out may equal x */
 cudaError_t okv_cuda_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int n, int dim, float eps);
 /* in place over rows of hd: x[n*heads][hd] */

@@ -496,15 +496,15 @@ static enum okv_status sample_check(const char *op, const okv_bmem *logits, int 
 }
 
 /* Queue the sampling of n_rows > 0 rows on the compute stream: the rows' parameters go up
- * through the staging ring (with room for n_rows ids after them, *h_ids / *d_ids), the
- * kernel writes the ids to d_out (NULL: that room). The ring region is committed. */
+ * through the staging ring; the kernel writes the ids to d_out, or (d_out NULL) to room
+ * after the parameters, copied back to its host side *h_ids. The ring region is committed. */
 static enum okv_status sample_launch(struct cuda_ctx *c, const okv_bmem *logits, int n_rows, int vocab,
                                      const struct okv_sampling *params, const double *u, int32_t *d_out,
-                                     int32_t **h_ids, int32_t **d_ids)
+                                     int32_t **h_ids)
 {
     const size_t up = sizeof(struct samp_row) * (size_t)n_rows;
     void *hv = NULL, *dv = NULL;
-    enum okv_status st = okv_cuda_ring_alloc(c, up + sizeof(int32_t) * (size_t)n_rows, &hv, &dv);
+    enum okv_status st = okv_cuda_ring_alloc(c, up + (d_out ? 0 : sizeof(int32_t) * (size_t)n_rows), &hv, &dv);
     if (st != OKV_OK)
         return st;
     struct samp_row *hr = (struct samp_row *)hv;
@@ -515,14 +515,13 @@ static enum okv_status sample_launch(struct cuda_ctx *c, const okv_bmem *logits,
         hr[i].pad = 0;
         hr[i].u = u[i];
     }
+    int32_t *d_ids = d_out ? d_out : (int32_t *)((char *)dv + up);
     *h_ids = (int32_t *)((char *)hv + up);
-    *d_ids = (int32_t *)((char *)dv + up);
     OKV_CU(cudaMemcpyAsync(dv, hv, up, cudaMemcpyHostToDevice, c->stream), "sample parameters upload");
-    sample_k<<<(unsigned)n_rows, SAMP_THREADS, 0, c->stream>>>(logits->d, vocab, (const struct samp_row *)dv,
-                                                                d_out ? d_out : *d_ids);
+    sample_k<<<(unsigned)n_rows, SAMP_THREADS, 0, c->stream>>>(logits->d, vocab, (const struct samp_row *)dv, d_ids);
     OKV_LAUNCHED("sample kernel");
     if (!d_out)
-        OKV_CU(cudaMemcpyAsync(*h_ids, *d_ids, sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost, c->stream),
+        OKV_CU(cudaMemcpyAsync(*h_ids, d_ids, sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost, c->stream),
                "sample ids copy");
     return okv_cuda_ring_commit(c, c->stream);
 }
@@ -538,8 +537,8 @@ extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logi
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample: no output");
     if (n_rows == 0)
         return OKV_OK;
-    int32_t *h_ids = NULL, *d_ids = NULL;
-    if ((st = sample_launch(c, logits, n_rows, vocab, params, u, NULL, &h_ids, &d_ids)) != OKV_OK)
+    int32_t *h_ids = NULL;
+    if ((st = sample_launch(c, logits, n_rows, vocab, params, u, NULL, &h_ids)) != OKV_OK)
         return st;
     OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "sample synchronize");
     memcpy(out, h_ids, sizeof(int32_t) * (size_t)n_rows);
@@ -575,8 +574,8 @@ extern "C" enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem
         c->qids_cap[slot] = cap;
     }
     if (n_rows > 0) {
-        int32_t *h_ids = NULL, *d_ids = NULL;
-        if ((st = sample_launch(c, logits, n_rows, vocab, params, u, c->qids_d[slot], &h_ids, &d_ids)) != OKV_OK)
+        int32_t *h_ids = NULL;
+        if ((st = sample_launch(c, logits, n_rows, vocab, params, u, c->qids_d[slot], &h_ids)) != OKV_OK)
             return st;
         OKV_CU(cudaMemcpyAsync(c->qids_h[slot], c->qids_d[slot], sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost,
                                c->stream), "sample_queue ids copy");
