@@ -9,7 +9,7 @@ set -eu
 SRC=${1:-build-gpu}; DST=${2:-build-gc}
 rm -rf "$DST"; mkdir -p "$DST/tests" "$DST/bench" "$DST/lib"
 cp "$SRC/oasiskv" "$DST/"
-for t in "$SRC"/tests/test_cuda_* "$SRC"/tests/test_prefix "$SRC"/tests/test_sched; do [ -x "$t" ] && cp "$t" "$DST/tests/"; done
+for t in "$SRC"/tests/test_cuda_* "$SRC"/tests/test_prefix "$SRC"/tests/test_sched "$SRC"/tests/test_dense_room; do [ -x "$t" ] && cp "$t" "$DST/tests/"; done
 for b in "$SRC"/bench/cuda_* "$SRC"/bench/bench_step; do [ -x "$b" ] && cp "$b" "$DST/bench/"; done
 strip "$DST/oasiskv" "$DST"/tests/* "$DST"/bench/*
 # libraries of the oasiskv command that the GPU machine's image lacks (seen there:

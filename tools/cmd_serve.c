@@ -29,6 +29,11 @@ static const char *help =
     "                               serving shares host blocks and copies the sink and window to the device;\n"
     "                               bench/RESULTS.md section 20)\n"
     "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
+    "  --dense-while-room, --no-dense-while-room\n"
+    "                               sparse mode: a request reads its whole context (dense attention, nothing fetched)\n"
+    "                               while the device pool has room for it, and turns sparse when the pool runs short\n"
+    "                               (the requests holding the most blocks first). Default: on; off: sparse from the\n"
+    "                               start, so a request's output does not depend on the load\n"
     "  --async-scheduling, --no-async-scheduling\n"
     "                               queue each decode step before the host has the tokens of the one before (the\n"
     "                               device samples them and the next step reads them there), so that the host's\n"
@@ -112,6 +117,7 @@ int cmd_serve(int argc, char **argv)
     int key_code_bits = 0;
     bool host_fp8 = false;
     bool async_sched = true;
+    bool dense_while_room = true;
     int prefix_caching = -1;   /* -1: the default (on, except over an fp8 host tier) */
     bool verbose = false;
     for (int i = 1; i < argc; i++) {
@@ -146,6 +152,10 @@ int cmd_serve(int argc, char **argv)
             prefix_caching = 1;
         } else if (!strcmp(a, "--no-enable-prefix-caching")) {
             prefix_caching = 0;
+        } else if (!strcmp(a, "--dense-while-room")) {
+            dense_while_room = true;
+        } else if (!strcmp(a, "--no-dense-while-room")) {
+            dense_while_room = false;
         } else if (!strcmp(a, "--async-scheduling")) {
             async_sched = true;
         } else if (!strcmp(a, "--no-async-scheduling")) {
@@ -270,7 +280,7 @@ int cmd_serve(int argc, char **argv)
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
                                    .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
-                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8,
+                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .dense_while_room = dense_while_room,
                                    .prefix_caching = prefix_caching < 0 ? !(kv_budget > 0 && host_fp8) : prefix_caching == 1,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {
@@ -363,12 +373,13 @@ int cmd_serve(int argc, char **argv)
     struct okv_engine_stats es;
     okv_engine_stats_get(e, &es);
     fprintf(stderr, "oasiskv serve: model %s (%s), context %d, device KV tier %.0f MiB (%d group blocks of %d tokens), "
-                    "max %d running, %s%s%s\n",
+                    "max %d running, %s%s%s%s\n",
             srv.model_name, model_path, okv_engine_max_ctx(e), (double)es.device_bytes_capacity / (1 << 20),
             okv_engine_blocks_total(e), block, max_seqs,
             okv_engine_sparse(e) ? (okv_engine_prefix_caching(e) ? "sparse KV (OasisKV), prefix caching" : "sparse KV (OasisKV)")
                                  : okv_engine_prefix_caching(e) ? "dense KV, prefix caching" : "dense KV",
-            drafter ? ", ngram drafts" : "", okv_sched_overlaps(s) ? ", async scheduling" : "");
+            okv_engine_dense_while_room(e) ? ", dense while room" : "", drafter ? ", ngram drafts" : "",
+            okv_sched_overlaps(s) ? ", async scheduling" : "");
     fprintf(stderr, "oasiskv serve: listening on http://%s:%d\n", host, okv_server_port(sv));
     fflush(stderr);
 

@@ -207,6 +207,13 @@ struct okv_backend_ops {
      * stream waited there, and for how many units), so totals over many steps count
      * what the device did. */
     enum okv_status (*kv_fetch_wait)(okv_backend *be, okv_bkv *kv, int layer, int *pending, double *stall_s);
+    /* Copy group slot src[i] to group slot dst[i], i < n (every layer and KV head: K and V), ordered
+     * with the ops before and after it as a kernel of the step would be. Slots are counted over the
+     * group slots and then the sparse units (a slot id past n_group_slots names the units
+     * (id*n_kv_heads + h) - n_group_slots*n_kv_heads of the sparse region, in a layout whose layers
+     * all have at least that many). Sparse engines move blocks out of a selection chunk they claim
+     * (kv.h: lending). NULL: not supported. */
+    enum okv_status (*kv_move)(okv_backend *be, okv_bkv *kv, int n, const int32_t *src_slot, const int32_t *dst_slot);
 
     /* step */
     enum okv_status (*step_begin)(okv_backend *be, const struct okv_step_meta *meta);

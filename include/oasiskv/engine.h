@@ -80,6 +80,14 @@ struct okv_engine_params {
     bool host_fp8;         /* sparse mode: the host tier holds K and V as FP8 E4M3 (backend.h's host_fp8): half
                               the host memory and half the PCIe bytes a fetch moves; the device tier keeps its
                               precision (bench/ACCURACY.md measures what the rounding costs) */
+    bool dense_while_room; /* sparse mode: a sequence keeps every block on the device and reads them all (dense
+                              attention, nothing selected or fetched) until the device tier runs short; then the
+                              sequences holding the most blocks turn sparse, one at a time, giving back all but
+                              their sinks and window (the host tier has every block). The device units of the
+                              selection quotas that no sparse sequence holds serve as those blocks' slots
+                              (kv.h: lending), so the room is the pool sparse serving sizes anyway. Needs a
+                              backend with kv_move and the same quota in every layer (no dense_layers);
+                              otherwise ignored. Off by default (eval and benchmarks of the sparse step) */
     size_t device_bytes_limit;   /* the device tier's byte budget (--kv-device-mb, --kv-pool-gb); 0: none.
                                     Dense: sizes the group slots; sparse: an error if the tier needs more */
     /* streaming (StreamingLLM-style bounded KV, for drafters): with kv_budget > 0,
@@ -98,6 +106,9 @@ struct okv_engine_stats {
     int64_t units_selected;      /* selected units read by attention */
     int64_t units_in_time;       /* of those, resident when the attention started */
     double stall_s;              /* time attention waited for fetches */
+    int64_t demotions;           /* dense while room: sequences turned sparse */
+    int64_t blocks_moved;        /* ... and blocks moved out of the quota chunks they claimed */
+    int dense_phase_seqs;        /* ... sequences in their dense phase now (okv_engine_stats_get fills it) */
     /* host time of the steps (where a GPU step goes: with asynchronous kernels the host
      * issuing them is the bound when issue time nears the step time) */
     double host_issue_s;         /* from a step's start to its final device sync */
@@ -158,6 +169,13 @@ int okv_engine_stage_capacity(const okv_engine *e);
 int okv_engine_prefix_attach(okv_engine *e, int seq, const int32_t *tokens, int n);
 void okv_engine_prefix_register(okv_engine *e, int seq, const int32_t *tokens, int n);
 void okv_engine_seq_free(okv_engine *e, int seq);
+/* Dense while room (okv_engine_params.dense_while_room): turn a dense-phase sequence sparse now
+ * (what the engine does by itself when the device tier runs short; no-op otherwise), whether it
+ * is in its dense phase, and how many are. */
+enum okv_status okv_engine_seq_demote(okv_engine *e, int seq);
+bool okv_engine_seq_dense_phase(const okv_engine *e, int seq);
+int okv_engine_dense_phase_seqs(const okv_engine *e);
+bool okv_engine_dense_while_room(const okv_engine *e);   /* in effect (params asked, backend and layout allow) */
 int okv_engine_seq_len(const okv_engine *e, int seq);
 /* Drop tokens past len (speculative rejection, or regenerating). In sparse mode the
  * cut must stay inside the local window: OKV_ERR_INVALID_ARG otherwise. */

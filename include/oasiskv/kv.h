@@ -82,6 +82,27 @@ enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t id, bo
  * block is partial, or an equal block is cached already). */
 void okv_kv_prefix_register(okv_kv_cache *c, int seq, int block, uint64_t parent, uint64_t hash, const int32_t *tokens);
 
+/* Lending (sparse engines that keep sequences dense while the device pool has room): the
+ * selection quota chunks (units past the group slots, n_chunks runs of chunk_slots slots'
+ * worth in every layer) become extra group slot ids [n_group_slots + i*chunk_slots, ...)
+ * while no sequence selects into them. Group slots are then handed out lowest id first, and
+ * the cache tracks which sequence block holds each. */
+enum okv_status okv_kv_lend_chunks(okv_kv_cache *c, int chunk_slots, int n_chunks);
+int okv_kv_lent_chunks(const okv_kv_cache *c);   /* 0 without lending */
+/* Occupied slots of an unclaimed chunk (0 for a claimed one). */
+int okv_kv_chunk_used(const okv_kv_cache *c, int chunk);
+/* Take a chunk back for selection: its free slots leave the pool; the blocks still inside
+ * must be moved out (okv_kv_chunk_occupant, okv_kv_seq_move_block) before its units are used. */
+void okv_kv_chunk_claim(okv_kv_cache *c, int chunk);
+/* Lend a claimed chunk again (its sequence is gone). */
+void okv_kv_chunk_unclaim(okv_kv_cache *c, int chunk);
+/* A block still inside a chunk: true and (seq, block), or false when it is empty. */
+bool okv_kv_chunk_occupant(const okv_kv_cache *c, int chunk, int *seq, int *block);
+/* Give block `block` of seq a new group slot (the lowest free, never in a claimed chunk) and
+ * let its old one go: *from -> *to, whose contents the caller copies (kv_move).
+ * OKV_ERR_NO_KV_SPACE when no slot is free. */
+enum okv_status okv_kv_seq_move_block(okv_kv_cache *c, int seq, int block, int32_t *from, int32_t *to);
+
 #ifdef __cplusplus
 }
 #endif

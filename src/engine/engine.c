@@ -213,8 +213,13 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
             st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
             goto fail;
         }
-        for (int l = 0; l < c->n_layers; l++)
+        /* lending needs every layer's chunk to be the same run of whole slots */
+        int lend_slots = quota[0] % nkv ? 0 : quota[0] / nkv;
+        for (int l = 0; l < c->n_layers; l++) {
             units[l] = quota[l] * prm.max_seqs;
+            if (quota[l] != quota[0])
+                lend_slots = 0;
+        }
         g.layer_sparse_units = units;
         st = okv_kv_cache_create(be, &g, &e->kv);
         okv_free(units);
@@ -241,6 +246,11 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
                                "precision (--kv-host-dtype auto), not fp8");
         if (st == OKV_OK && prm.prefix_caching)
             st = okv_kv_prefix_enable(e->kv);
+        if (st == OKV_OK && prm.dense_while_room && be->ops->kv_move && lend_slots > 0) {
+            /* the quota chunks no sparse sequence holds serve as group slots (kv.h: lending) */
+            st = okv_kv_lend_chunks(e->kv, lend_slots, prm.max_seqs);
+            e->lend = st == OKV_OK;
+        }
         if (st != OKV_OK)
             goto fail;
     } else if (prm.streaming) {
@@ -432,6 +442,15 @@ enum okv_status okv_engine_seq_create(okv_engine *e, int *seq)
         e->seqs_cap = cap;
     }
     memset(&e->seqs[*seq], 0, sizeof e->seqs[*seq]);
+    if (e->lend) {
+        /* dense while room: the quota chunk is claimed when the sequence turns sparse */
+        if (okv_kv_n_seqs(e->kv) > e->prm.max_seqs) {
+            okv_kv_seq_free(e->kv, *seq);
+            return okv_set_error(OKV_ERR_NO_KV_SPACE, "residency: all %d sparse quotas are in use", e->prm.max_seqs);
+        }
+        e->seqs[*seq].dense_phase = true;
+        return OKV_OK;
+    }
     if (e->resid && (st = okv_resid_attach(e->resid, *seq)) != OKV_OK) {
         okv_kv_seq_free(e->kv, *seq);
         return st;
@@ -499,10 +518,135 @@ void okv_engine_seq_free(okv_engine *e, int seq)
             double stall;
             e->be->ops->kv_fetch_wait(e->be, okv_kv_storage(e->kv), l, &pending, &stall);
         }
+        const int chunk = okv_resid_chunk(e->resid, seq);
         okv_resid_detach(e->resid, seq);
+        if (e->lend && chunk >= 0)
+            okv_kv_chunk_unclaim(e->kv, chunk);   /* its units are group slots again */
     }
     okv_kv_seq_free(e->kv, seq);
     okv_engine_update_mem_stats(e);
+}
+
+/* ---- dense while room ---- */
+
+static enum okv_status demote(okv_engine *e, int seq);
+
+/* the dense-phase sequence holding the most device blocks (other than skip), or -1 */
+static int demote_victim(const okv_engine *e, int skip)
+{
+    int best = -1, most = -1;
+    for (int i = 0; i < e->seqs_cap; i++)
+        if (i != skip && okv_kv_seq_valid(e->kv, i) && e->seqs[i].dense_phase && okv_kv_seq_group_blocks(e->kv, i) > most) {
+            most = okv_kv_seq_group_blocks(e->kv, i);
+            best = i;
+        }
+    return best;
+}
+
+/* Turn dense-phase sequence seq sparse: its blocks between the sinks and the local window
+ * give their device slots back (the host tier holds them), and it claims a quota chunk, the
+ * least occupied; the blocks inside move out (demoting other dense-phase sequences when no
+ * slot is free for them). Its next decode step selects with its own queries. */
+static enum okv_status demote(okv_engine *e, int seq)
+{
+    struct eseq *es = &e->seqs[seq];
+    if (!es->dense_phase)
+        return OKV_OK;
+    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks, bsz = okv_kv_geometry(e->kv)->block_size;
+    es->dense_phase = false;
+    const int nb = (okv_kv_seq_len(e->kv, seq) + bsz - 1) / bsz;
+    if (okv_kv_seq_len(e->kv, seq) > e->dense_upto && nb - win > sink) {
+        for (int blk = sink; blk < nb - win; blk++)
+            okv_kv_seq_release_group(e->kv, seq, blk);
+        if (nb - win > es->cand_end)
+            es->cand_end = nb - win;
+    }
+    int chunk = -1, least = 0x7fffffff;
+    for (int i = okv_kv_lent_chunks(e->kv) - 1; i >= 0; i--)   /* the highest ids fill last */
+        if (okv_resid_chunk_free(e->resid, i) && okv_kv_chunk_used(e->kv, i) < least) {
+            least = okv_kv_chunk_used(e->kv, i);
+            chunk = i;
+        }
+    enum okv_status st = chunk < 0 ? okv_set_error(OKV_ERR_NO_KV_SPACE, "residency: all %d sparse quotas are in use",
+                                                   e->prm.max_seqs)
+                                   : okv_resid_attach_chunk(e->resid, seq, chunk);
+    if (st != OKV_OK)
+        return st;
+    okv_kv_chunk_claim(e->kv, chunk);
+    int32_t *from = NULL, *to = NULL;
+    int n = 0, cap = 0, oseq, oblk;
+    while (st == OKV_OK && okv_kv_chunk_occupant(e->kv, chunk, &oseq, &oblk)) {
+        if (okv_kv_free_slots(e->kv) == 0) {
+            const int v = demote_victim(e, -1);
+            st = v < 0 ? okv_set_error(OKV_ERR_NO_KV_SPACE, "dense while room: no device block free to move a block to")
+                       : demote(e, v);
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            int32_t *f = okv_realloc(from, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
+            if (f)
+                from = f;
+            int32_t *t = okv_realloc(to, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
+            if (t)
+                to = t;
+            if (!f || !t) {
+                st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+                break;
+            }
+        }
+        st = okv_kv_seq_move_block(e->kv, oseq, oblk, &from[n], &to[n]);
+        n += st == OKV_OK;
+    }
+    if (n > 0) {
+        /* the copies are enqueued before any op of the coming step; a failure now leaves the
+         * tables pointing at slots whose contents did not arrive, so it is returned as is */
+        enum okv_status mst = e->be->ops->kv_move(e->be, okv_kv_storage(e->kv), n, from, to);
+        if (st == OKV_OK)
+            st = mst;
+        e->stats.blocks_moved += n;
+    }
+    okv_free(from);
+    okv_free(to);
+    if (st == OKV_OK && e->dev_resid)   /* the chunk's maps on the device may hold an earlier sequence's */
+        st = e->be->ops->resid_reset(e->be, okv_kv_storage(e->kv), chunk);
+    e->stats.demotions++;
+    return st;
+}
+
+enum okv_status okv_engine_make_room(okv_engine *e, int need)
+{
+    while (okv_kv_free_slots(e->kv) < need) {
+        const int v = demote_victim(e, -1);
+        if (v < 0)
+            return OKV_OK;
+        enum okv_status st = demote(e, v);
+        if (st != OKV_OK)
+            return st;
+    }
+    return OKV_OK;
+}
+
+enum okv_status okv_engine_seq_demote(okv_engine *e, int seq)
+{
+    if (!okv_kv_seq_valid(e->kv, seq))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "demote: unknown sequence %d", seq);
+    return e->lend ? demote(e, seq) : OKV_OK;
+}
+
+bool okv_engine_seq_dense_phase(const okv_engine *e, int seq)
+{
+    return okv_kv_seq_valid(e->kv, seq) && e->seqs[seq].dense_phase;
+}
+
+bool okv_engine_dense_while_room(const okv_engine *e) { return e->lend; }
+
+int okv_engine_dense_phase_seqs(const okv_engine *e)
+{
+    int n = 0;
+    for (int i = 0; i < e->seqs_cap; i++)
+        n += okv_kv_seq_valid(e->kv, i) && e->seqs[i].dense_phase;
+    return n;
 }
 
 int okv_engine_seq_len(const okv_engine *e, int seq) { return okv_kv_seq_len(e->kv, seq); }
@@ -568,7 +712,13 @@ int okv_engine_prefix_attach(okv_engine *e, int seq, const int32_t *tokens, int 
      * fast path, else the sinks and the local window) get group slots of their own, filled from
      * the shared host blocks; the rest are reached through selection, as after a prefill */
     const int sink = e->prm.sink_blocks, win = e->prm.window_blocks;
-    const bool sparse = e->resid != NULL, all_dev = !sparse || k * bsz <= e->dense_upto;
+    if (e->lend && e->seqs[seq].dense_phase && k > okv_kv_free_slots(e->kv)) {
+        /* no room for every block on the device: the sequence starts sparse */
+        if (demote(e, seq) != OKV_OK)
+            return 0;
+    }
+    const bool sparse = e->resid != NULL,
+               all_dev = !sparse || k * bsz <= okv_engine_seq_dense_upto(e, &e->seqs[seq]);
 #define ON_DEVICE(i) (all_dev || (i) < sink || (i) >= k - win)
     if (sparse) {
         int need = 0;
@@ -670,6 +820,7 @@ void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out)
 {
     *out = e->stats;
     out->device_residency = e->dev_resid;
+    out->dense_phase_seqs = e->lend ? okv_engine_dense_phase_seqs(e) : 0;
 }
 
 void okv_engine_stats_reset(okv_engine *e)
@@ -710,7 +861,7 @@ enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64
         len += step;
         n -= step;
         int nb = (len + bsz - 1) / bsz;
-        if ((e->resid || e->streaming) && len > e->dense_upto && nb - win > sink) {
+        if ((e->resid || e->streaming) && len > okv_engine_seq_dense_upto(e, es) && nb - win > sink) {
             for (int blk = es->cand_end > sink ? es->cand_end : sink; blk < nb - win; blk++) {
                 if (e->resid)
                     okv_kv_seq_release_group(e->kv, seq, blk);

@@ -18,6 +18,8 @@ struct eseq {
     int cand_end;      /* blocks [sink, cand_end) are reached through selection only */
     int pc_n;          /* prefix caching: leading blocks attached from the cache or registered in it */
     uint64_t pc_hash;  /* the hash of block pc_n - 1 (the seed before the first) */
+    bool dense_phase;  /* dense while room (okv_engine_params.dense_while_room): every block stays on the
+                          device and nothing is selected; no quota chunk yet */
 };
 
 /* Per batch-local sequence of the current step. */
@@ -59,6 +61,7 @@ struct okv_engine {
     float own_share;            /* lookahead: the real token's share of a merged selection (0.5; OKV_LOOKAHEAD_OWN) */
     float sticky;               /* okv_engine_params.sticky, or OKV_STICKY (0: off) */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
+    bool lend;                  /* dense while room: unclaimed quota chunks are lent as group slots (kv.h) */
 
     okv_bweight *tok_embd, *output_norm, *output;   /* output may alias tok_embd */
     struct layer_w *layers;
@@ -96,6 +99,16 @@ struct okv_engine {
 };
 
 enum okv_status okv_engine_grow_i32(int32_t **p, int *cap, int need);
+
+/* Contexts up to this many tokens keep every block on the device (sparse engines). */
+static inline int okv_engine_seq_dense_upto(const okv_engine *e, const struct eseq *es)
+{
+    return es->dense_phase ? 0x7fffffff : e->dense_upto;
+}
+/* Dense while room: make free device blocks for need more, demoting dense-phase sequences to
+ * sparse (largest first) while there are too few; OKV_ERR_NO_KV_SPACE is left to the caller's
+ * reservation. */
+enum okv_status okv_engine_make_room(okv_engine *e, int need);
 
 /* The selection around the forward pass (sparse.c), in the order forward.c calls them. */
 /* Staging units for the step's prefill chunks whose older blocks left the device;

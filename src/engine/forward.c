@@ -65,6 +65,22 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
         if (e->bs[j].len > e->max_ctx)
             return okv_set_error(OKV_ERR_CONTEXT, "sequence %d: %d tokens exceed the context length %d", e->bs[j].id,
                                  e->bs[j].len, e->max_ctx);
+    if (e->lend) {
+        /* dense while room: the new blocks of the step, made free by demotions if need be */
+        const int bsz0 = okv_kv_geometry(e->kv)->block_size;
+        int need = 0;
+        for (int j = 0; j < n_seqs; j++) {
+            int nb;
+            okv_kv_seq_blocks(e->kv, e->bs[j].id, &nb);
+            const int want = (e->bs[j].len + bsz0 - 1) / bsz0;
+            need += want > nb ? want - nb : 0;
+        }
+        enum okv_status st = okv_engine_make_room(e, need);
+        if (st != OKV_OK) {
+            rollback(e, n_seqs);
+            return st;
+        }
+    }
     for (int j = 0; j < n_seqs; j++) {
         enum okv_status st = okv_kv_seq_reserve(e->kv, e->bs[j].id, e->bs[j].len - e->bs[j].len0);
         if (st != OKV_OK) {
@@ -80,10 +96,11 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
     }
 
     const int bsz = okv_kv_geometry(e->kv)->block_size;
-    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks, budget = e->dense_upto;
+    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks;
     for (int j = 0; j < n_seqs; j++) {
         struct bseq *bs = &e->bs[j];
         struct eseq *es = &e->seqs[bs->id];
+        const int budget = okv_engine_seq_dense_upto(e, es);
         bs->nb = (bs->len + bsz - 1) / bsz;
         e->bseq_len[j] = bs->len;
         bs->ends_prefill = !es->decode && b->want_logits && b->want_logits[bs->r1 - 1] == 1;
@@ -155,7 +172,7 @@ static void finish_step(okv_engine *e, int n_seqs)
             es->sparse = true;
             es->cand_end = bs->pred_cand_end;
         }
-        if (bs->len > e->dense_upto && bs->nb - win > sink) {
+        if (bs->len > okv_engine_seq_dense_upto(e, es) && bs->nb - win > sink) {
             int rel_end = bs->nb - win;
             for (int blk = sink; blk < rel_end; blk++)
                 okv_kv_seq_release_group(e->kv, bs->id, blk);

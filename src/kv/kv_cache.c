@@ -14,7 +14,14 @@
  * the blocks it needs on the device), else the group slots. Its blocks carry a count of the
  * sequences holding them; a registered block that no sequence holds stays cached (least
  * recently freed first out) and counts as free: reserve takes it when the free stack is
- * empty, forgetting its hash. */
+ * empty, forgetting its hash.
+ *
+ * Lending (okv_kv_lend_chunks, sparse engines): the device units of the selection quota
+ * chunks that no sparse sequence holds serve as extra group slots, so that sequences can
+ * keep every block on the device while the pool has room. A chunk is claimed when a
+ * sequence starts selecting into it; the blocks then inside it must move elsewhere
+ * (okv_kv_seq_move_block) before its units are used. Group slots are handed out lowest
+ * id first, so the chunks (above the group slots) fill last. */
 #include "oasiskv/kv.h"
 
 #include <string.h>
@@ -49,8 +56,14 @@ struct okv_kv_cache {
     okv_bkv *storage;
     struct okv_kv_geometry g;
     struct kv_prefix *px;  /* NULL: prefix caching off */
-    int32_t *free_group;   /* [n_group_slots] */
+    uint64_t *gfree;       /* bit i: group slot id i is free */
+    int n_ids;             /* group slot ids: the group slots, then the lent chunks' slots */
+    int gfree_lo;          /* no free bit in the words below this one */
     int n_free_group;
+    /* lending (okv_kv_lend_chunks): chunk i is ids [lend_base + i*lend_slots, + lend_slots) */
+    int lend_base, lend_slots, n_lend, n_claimed;
+    uint8_t *claimed;      /* [n_lend] */
+    int32_t *owner_seq, *owner_blk;   /* [n_ids] with lending: the sequence block in each slot, or -1 */
     int32_t *free_host;    /* [n_host_blocks] */
     int n_free_host;
     struct kv_seq *seqs;
@@ -72,14 +85,15 @@ enum okv_status okv_kv_cache_create(okv_backend *be, const struct okv_kv_geometr
         okv_free(c);
         return st;
     }
-    c->free_group = okv_malloc(sizeof(int32_t) * (size_t)(g->n_group_slots + 1), OKV_TAG_KV);
+    c->n_ids = g->n_group_slots;
+    c->gfree = okv_calloc((size_t)c->n_ids / 64 + 1, sizeof(uint64_t), OKV_TAG_KV);
     c->free_host = okv_malloc(sizeof(int32_t) * (size_t)(g->n_host_blocks + 1), OKV_TAG_KV);
-    if (!c->free_group || !c->free_host) {
+    if (!c->gfree || !c->free_host) {
         okv_kv_cache_free(c);
         return okv_set_error(OKV_ERR_NO_MEMORY, "kv cache: out of memory");
     }
     for (int i = 0; i < g->n_group_slots; i++)
-        c->free_group[i] = g->n_group_slots - 1 - i;   /* slot 0 on top */
+        c->gfree[i / 64] |= 1ull << (i % 64);
     c->n_free_group = g->n_group_slots;
     for (int i = 0; i < g->n_host_blocks; i++)
         c->free_host[i] = g->n_host_blocks - 1 - i;
@@ -98,7 +112,10 @@ void okv_kv_cache_free(okv_kv_cache *c)
     }
     okv_free(c->seqs);
     okv_kv_prefix_free(c);
-    okv_free(c->free_group);
+    okv_free(c->gfree);
+    okv_free(c->claimed);
+    okv_free(c->owner_seq);
+    okv_free(c->owner_blk);
     okv_free(c->free_host);
     if (c->storage)
         c->be->ops->kv_free(c->be, c->storage);
@@ -219,8 +236,67 @@ static void put_to(okv_kv_cache *c, int32_t s, int32_t *stack, int *n_free, bool
         stack[(*n_free)++] = s;
 }
 
-static int32_t take_group(okv_kv_cache *c) { return take_from(c, c->free_group, &c->n_free_group, c->px && !px_host(c)); }
-static void put_group(okv_kv_cache *c, int32_t s) { put_to(c, s, c->free_group, &c->n_free_group, c->px && !px_host(c)); }
+static bool gbit(const okv_kv_cache *c, int32_t s) { return c->gfree[s / 64] >> (s % 64) & 1; }
+static void gset(okv_kv_cache *c, int32_t s)
+{
+    c->gfree[s / 64] |= 1ull << (s % 64);
+    if (s / 64 < c->gfree_lo)
+        c->gfree_lo = s / 64;
+    c->n_free_group++;
+}
+static void gclear(okv_kv_cache *c, int32_t s)
+{
+    c->gfree[s / 64] &= ~(1ull << (s % 64));
+    c->n_free_group--;
+}
+static int lend_chunk_of(const okv_kv_cache *c, int32_t s)
+{
+    return c->n_lend && s >= c->lend_base ? (s - c->lend_base) / c->lend_slots : -1;
+}
+
+/* a group slot for block blk of sequence seq: the lowest free id, else (group-tier prefix
+ * cache) the least recently freed cached one */
+static int32_t take_group(okv_kv_cache *c, int seq, int blk)
+{
+    struct kv_prefix *p = c->px && !px_host(c) ? c->px : NULL;
+    int32_t s;
+    if (c->n_free_group > 0) {
+        int w = c->gfree_lo;
+        while (!c->gfree[w])
+            w++;
+        c->gfree_lo = w;
+        s = w * 64 + __builtin_ctzll(c->gfree[w]);
+        gclear(c, s);
+    } else {
+        OKV_ASSERT(p && p->n_lru > 0);
+        s = p->lru_head;
+        lru_unlink(p, s);
+        uncache(p, s);
+    }
+    if (p)
+        p->ref[s] = 1;
+    if (c->owner_seq) {
+        c->owner_seq[s] = seq;
+        c->owner_blk[s] = blk;
+    }
+    return s;
+}
+
+static void put_group(okv_kv_cache *c, int32_t s)
+{
+    struct kv_prefix *p = c->px && !px_host(c) ? c->px : NULL;
+    if (p && --p->ref[s] > 0)
+        return;
+    if (c->owner_seq)
+        c->owner_seq[s] = -1;
+    const int ch = lend_chunk_of(c, s);
+    if (ch >= 0 && c->claimed[ch])
+        return;   /* inside a claimed chunk: its units belong to the selection now */
+    if (p && p->cached[s])
+        lru_push(p, s);
+    else
+        gset(c, s);
+}
 static int32_t take_host(okv_kv_cache *c) { return take_from(c, c->free_host, &c->n_free_host, c->px && px_host(c)); }
 static void put_host(okv_kv_cache *c, int32_t s) { put_to(c, s, c->free_host, &c->n_free_host, c->px && px_host(c)); }
 
@@ -228,7 +304,7 @@ enum okv_status okv_kv_prefix_enable(okv_kv_cache *c)
 {
     if (c->px)
         return OKV_OK;
-    if (c->n_free_group != c->g.n_group_slots || c->n_free_host != c->g.n_host_blocks)
+    if (okv_kv_used_slots(c) != 0 || c->n_free_host != c->g.n_host_blocks)
         return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: prefix caching is enabled before any block is used");
     const size_t n = (size_t)(px_host(c) ? c->g.n_host_blocks : c->g.n_group_slots) + 1;
     uint32_t tsize = 16;
@@ -329,7 +405,7 @@ enum okv_status okv_kv_seq_attach_block(okv_kv_cache *c, int seq, int32_t id, bo
         return st;
     if (p->ref[id]++ == 0)
         lru_unlink(p, id);
-    s->group[s->n_blocks] = host ? (with_group ? take_group(c) : -1) : id;
+    s->group[s->n_blocks] = host ? (with_group ? take_group(c, seq, s->n_blocks) : -1) : id;
     s->host[s->n_blocks] = host ? id : -1;
     s->n_blocks++;
     s->n_group += with_group;
@@ -363,7 +439,11 @@ const struct okv_kv_geometry *okv_kv_geometry(const okv_kv_cache *c) { return &c
 okv_bkv *okv_kv_storage(okv_kv_cache *c) { return c->storage; }
 /* cached blocks that no sequence holds are free: reserve takes them */
 int okv_kv_free_slots(const okv_kv_cache *c) { return c->n_free_group + (c->px && !px_host(c) ? c->px->n_lru : 0); }
-int okv_kv_used_slots(const okv_kv_cache *c) { return c->g.n_group_slots - okv_kv_free_slots(c); }
+/* occupied: the group slots and unclaimed lent chunks less what is free */
+int okv_kv_used_slots(const okv_kv_cache *c)
+{
+    return c->g.n_group_slots + (c->n_lend - c->n_claimed) * c->lend_slots - okv_kv_free_slots(c);
+}
 int okv_kv_free_host_blocks(const okv_kv_cache *c) { return c->n_free_host + (c->px && px_host(c) ? c->px->n_lru : 0); }
 int okv_kv_used_host_blocks(const okv_kv_cache *c) { return c->g.n_host_blocks - okv_kv_free_host_blocks(c); }
 int okv_kv_n_seqs(const okv_kv_cache *c) { return c->n_seqs; }
@@ -447,7 +527,7 @@ enum okv_status okv_kv_seq_reserve(okv_kv_cache *c, int seq, int n)
     if (st != OKV_OK)
         return st;
     while (s->n_blocks < need) {
-        s->group[s->n_blocks] = take_group(c);
+        s->group[s->n_blocks] = take_group(c, seq, s->n_blocks);
         s->host[s->n_blocks] = host ? take_host(c) : -1;
         s->n_blocks++;
         s->n_group++;
@@ -526,4 +606,109 @@ void okv_kv_seq_drop_group(okv_kv_cache *c, int seq, int block)
     put_group(c, s->group[block]);
     s->group[block] = -1;
     s->n_group--;
+}
+
+/* ---- lending the selection chunks as group slots ---- */
+
+enum okv_status okv_kv_lend_chunks(okv_kv_cache *c, int chunk_slots, int n_chunks)
+{
+    if (c->n_lend || chunk_slots <= 0 || n_chunks <= 0 || (c->px && !px_host(c)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: cannot lend %d chunks of %d slots", n_chunks, chunk_slots);
+    const int64_t n_ids = (int64_t)c->g.n_group_slots + (int64_t)chunk_slots * n_chunks;
+    if (n_ids > INT32_MAX / c->g.block_size)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: %lld group slot ids are too many", (long long)n_ids);
+    uint64_t *bits = okv_calloc((size_t)n_ids / 64 + 1, sizeof(uint64_t), OKV_TAG_KV);
+    uint8_t *claimed = okv_calloc((size_t)n_chunks, 1, OKV_TAG_KV);
+    int32_t *os = okv_malloc(sizeof(int32_t) * (size_t)n_ids, OKV_TAG_KV);
+    int32_t *ob = okv_malloc(sizeof(int32_t) * (size_t)n_ids, OKV_TAG_KV);
+    if (!bits || !claimed || !os || !ob) {
+        okv_free(bits);
+        okv_free(claimed);
+        okv_free(os);
+        okv_free(ob);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "kv cache: out of memory");
+    }
+    memcpy(bits, c->gfree, sizeof(uint64_t) * ((size_t)c->n_ids / 64 + 1));
+    for (int64_t i = 0; i < n_ids; i++)
+        os[i] = ob[i] = -1;
+    for (int i = 0; i < c->n_seqs_cap; i++)   /* blocks taken before lending began */
+        for (int b = 0; c->seqs[i].used && b < c->seqs[i].n_blocks; b++)
+            if (c->seqs[i].group[b] >= 0) {
+                os[c->seqs[i].group[b]] = i;
+                ob[c->seqs[i].group[b]] = b;
+            }
+    okv_free(c->gfree);
+    c->gfree = bits;
+    c->claimed = claimed;
+    c->owner_seq = os;
+    c->owner_blk = ob;
+    c->lend_base = c->g.n_group_slots;
+    c->lend_slots = chunk_slots;
+    c->n_lend = n_chunks;
+    c->n_ids = (int)n_ids;
+    for (int32_t s = c->lend_base; s < c->n_ids; s++)
+        gset(c, s);
+    return OKV_OK;
+}
+
+int okv_kv_lent_chunks(const okv_kv_cache *c) { return c->n_lend; }
+
+int okv_kv_chunk_used(const okv_kv_cache *c, int chunk)
+{
+    if (chunk < 0 || chunk >= c->n_lend || c->claimed[chunk])
+        return 0;
+    int n = 0;
+    for (int32_t s = c->lend_base + chunk * c->lend_slots, e = s + c->lend_slots; s < e; s++)
+        n += !gbit(c, s);
+    return n;
+}
+
+void okv_kv_chunk_claim(okv_kv_cache *c, int chunk)
+{
+    OKV_ASSERT(chunk >= 0 && chunk < c->n_lend && !c->claimed[chunk]);
+    for (int32_t s = c->lend_base + chunk * c->lend_slots, e = s + c->lend_slots; s < e; s++)
+        if (gbit(c, s))
+            gclear(c, s);
+    c->claimed[chunk] = 1;
+    c->n_claimed++;
+}
+
+void okv_kv_chunk_unclaim(okv_kv_cache *c, int chunk)
+{
+    OKV_ASSERT(chunk >= 0 && chunk < c->n_lend && c->claimed[chunk]);
+    c->claimed[chunk] = 0;
+    c->n_claimed--;
+    for (int32_t s = c->lend_base + chunk * c->lend_slots, e = s + c->lend_slots; s < e; s++) {
+        OKV_ASSERT(c->owner_seq[s] < 0);
+        gset(c, s);
+    }
+}
+
+bool okv_kv_chunk_occupant(const okv_kv_cache *c, int chunk, int *seq, int *block)
+{
+    if (chunk < 0 || chunk >= c->n_lend)
+        return false;
+    for (int32_t s = c->lend_base + chunk * c->lend_slots, e = s + c->lend_slots; s < e; s++)
+        if (c->owner_seq[s] >= 0) {
+            *seq = c->owner_seq[s];
+            *block = c->owner_blk[s];
+            return true;
+        }
+    return false;
+}
+
+enum okv_status okv_kv_seq_move_block(okv_kv_cache *c, int seq, int block, int32_t *from, int32_t *to)
+{
+    if (!c->owner_seq || !okv_kv_seq_valid(c, seq) || block < 0 || block >= c->seqs[seq].n_blocks ||
+        c->seqs[seq].group[block] < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "kv cache: cannot move block %d of sequence %d", block, seq);
+    if (c->n_free_group == 0)
+        return okv_set_error(OKV_ERR_NO_KV_SPACE, "kv cache: no free device block to move block %d of sequence %d into",
+                             block, seq);
+    struct kv_seq *s = &c->seqs[seq];
+    *from = s->group[block];
+    *to = take_group(c, seq, block);
+    s->group[block] = *to;
+    put_group(c, *from);
+    return OKV_OK;
 }

@@ -105,7 +105,14 @@ int okv_resid_free_chunks(const okv_resid *r)
 
 int okv_resid_k(const okv_resid *r, int layer) { return r->quota[layer] / r->p.n_kv_heads; }
 
-enum okv_status okv_resid_attach(okv_resid *r, int seq)
+bool okv_resid_chunk_free(const okv_resid *r, int chunk)
+{
+    return chunk >= 0 && chunk < r->p.max_seqs && !r->chunk_used[chunk];
+}
+
+enum okv_status okv_resid_attach(okv_resid *r, int seq) { return okv_resid_attach_chunk(r, seq, -1); }
+
+enum okv_status okv_resid_attach_chunk(okv_resid *r, int seq, int want)
 {
     if (seq < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "residency: bad sequence %d", seq);
@@ -127,11 +134,14 @@ enum okv_status okv_resid_attach(okv_resid *r, int seq)
     if (s->chunk >= 0)
         return OKV_OK;
     int chunk = -1;
-    for (int i = 0; i < r->p.max_seqs; i++)
-        if (!r->chunk_used[i]) {
+    if (want >= 0) {
+        if (!okv_resid_chunk_free(r, want))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "residency: quota chunk %d is not free", want);
+        chunk = want;
+    }
+    for (int i = 0; i < r->p.max_seqs && chunk < 0; i++)
+        if (!r->chunk_used[i])
             chunk = i;
-            break;
-        }
     if (chunk < 0)
         return okv_set_error(OKV_ERR_NO_KV_SPACE, "residency: all %d sparse quotas are in use", r->p.max_seqs);
     s->layers = okv_calloc((size_t)r->p.n_layers, sizeof *s->layers, OKV_TAG_KV);

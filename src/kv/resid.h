@@ -31,6 +31,9 @@ void okv_resid_free(okv_resid *r);   /* NULL is fine */
 
 /* Give engine sequence seq a quota chunk; OKV_ERR_NO_KV_SPACE when none is free. */
 enum okv_status okv_resid_attach(okv_resid *r, int seq);
+/* The same with a given free chunk (chunk < 0: any). */
+enum okv_status okv_resid_attach_chunk(okv_resid *r, int seq, int chunk);
+bool okv_resid_chunk_free(const okv_resid *r, int chunk);
 void okv_resid_detach(okv_resid *r, int seq);   /* unknown ids are ignored */
 bool okv_resid_attached(const okv_resid *r, int seq);
 int okv_resid_free_chunks(const okv_resid *r);

@@ -357,7 +357,8 @@ static void update_snapshot(struct okv_sched *s)
     s->m.num_running = s->n_running;
     s->m.num_waiting = s->n_waiting + s->n_incoming;
     s->m.kv_blocks_used = used;
-    s->m.kv_usage = s->m.kv_blocks_total > 0 ? (double)used / s->m.kv_blocks_total : 0;
+    /* dense while room borrows the idle selection quotas too: the group slots are full then */
+    s->m.kv_usage = s->m.kv_blocks_total > 0 ? (used < s->m.kv_blocks_total ? (double)used / s->m.kv_blocks_total : 1.0) : 0;
     pthread_mutex_unlock(&s->mu);
 }
 

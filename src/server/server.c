@@ -196,6 +196,12 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
            es->recall_total > 0 ? (double)es->recall_hits / (double)es->recall_total : 0.0);
     metric(&b, "oasiskv:stall_seconds_total", "counter", "Time attention waited for KV fetches.", label, es->stall_s);
     /* where the engine's steps go (the host issues a step up to its final device sync) */
+    metric(&b, "oasiskv:dense_phase_sequences", "gauge",
+           "Sparse serving, dense while room: sequences reading every block of their context now.", label,
+           (double)es->dense_phase_seqs);
+    metric(&b, "oasiskv:sparse_demotions_total", "counter",
+           "Sparse serving, dense while room: sequences turned sparse when the device pool ran short.", label,
+           (double)es->demotions);
     metric(&b, "oasiskv:engine_steps_total", "counter", "Engine steps (forward passes) run.", label, (double)es->steps);
     metric(&b, "oasiskv:steps_overlapped_total", "counter",
            "Decode steps queued while the step before ran (overlapped decoding).", label, (double)m.steps_overlapped_total);

@@ -579,7 +579,8 @@ def main():
           f"{res.get('prefix_cache_hit_rate')} %")
 
     # ---- API key (a second server: sparse, with an FP8 E4M3 host tier) ----
-    srv2 = Server("--api-key", "sekret", "--kv-budget", "256", "--kv-host-dtype", "fp8")
+    # sparse from the start (--no-dense-while-room), so that a long prompt selects and fetches
+    srv2 = Server("--api-key", "sekret", "--kv-budget", "256", "--kv-host-dtype", "fp8", "--no-dense-while-room")
     p2 = srv2.port
     body = {"prompt": prompt, "max_tokens": 2}
     st, js, _ = request(p2, "POST", "/v1/completions", body)
@@ -629,6 +630,12 @@ def main():
           f"sparse prefix caching: the repeated {n_long}-token prompt attached {hit3:.0f} tokens")
     check(all(o[0] == 200 for o in outs3) and outs3[0][1]["choices"][0]["text"] == outs3[1][1]["choices"][0]["text"],
           "sparse prefix caching: the repeated prompt gives the same greedy text")
+    # dense while room (the default): the long prompt ran dense, as on the dense server
+    st_d, js_d, _ = request(port, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0})
+    check(st_d == 200 and outs3[0][0] == 200 and js_d["choices"][0]["text"] == outs3[0][1]["choices"][0]["text"]
+          and m3.get("oasiskv:blocks_fetched_total", -1) == 0 and m3.get("oasiskv:sparse_demotions_total", -1) == 0
+          and "oasiskv:dense_phase_sequences" in m3,
+          "sparse server, dense while room: the dense server's greedy text, nothing fetched, no demotion")
     rc = srv3.stop()
     check(rc == 0, f"third server: SIGTERM -> exit {rc}")
 

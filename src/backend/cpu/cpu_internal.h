@@ -63,6 +63,16 @@ struct cpu_ctx {
     int qids_cap[2], qids_n[2];
 };
 
+/* Group slot ids a kv_write or kv_move may name: the group slots, then whole slots of the
+ * sparse region that every layer has. */
+static inline int cpu_kv_slot_ids(const struct okv_bkv *kv)
+{
+    size_t m = kv->layer_units[0];
+    for (int l = 1; l < kv->g.n_layers; l++)
+        m = kv->layer_units[l] < m ? kv->layer_units[l] : m;
+    return (int)(m / (size_t)kv->g.n_kv_heads);
+}
+
 /* K (is_v false) or V of a device unit, staging units included. */
 static inline float *cpu_kv_unit(const struct okv_bkv *kv, bool is_v, int layer, int64_t unit)
 {

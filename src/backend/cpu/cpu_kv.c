@@ -133,6 +133,22 @@ static enum okv_status cpu_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int layer
     return OKV_OK;
 }
 
+static enum okv_status cpu_kv_move(okv_backend *be, okv_bkv *kv, int n, const int32_t *src, const int32_t *dst)
+{
+    (void)be;
+    const int nkv = kv->g.n_kv_heads, ids = cpu_kv_slot_ids(kv);
+    for (int i = 0; i < n; i++)
+        if (src[i] < 0 || src[i] >= ids || dst[i] < 0 || dst[i] >= ids)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_move: slot %d -> %d out of range (%d)", src[i], dst[i], ids);
+    const size_t bytes = sizeof(float) * kv->unit_floats * (size_t)nkv;   /* a slot's heads are consecutive units */
+    for (int l = 0; l < kv->g.n_layers; l++)
+        for (int i = 0; i < n; i++) {
+            memmove(cpu_kv_unit(kv, false, l, (int64_t)dst[i] * nkv), cpu_kv_unit(kv, false, l, (int64_t)src[i] * nkv), bytes);
+            memmove(cpu_kv_unit(kv, true, l, (int64_t)dst[i] * nkv), cpu_kv_unit(kv, true, l, (int64_t)src[i] * nkv), bytes);
+        }
+    return OKV_OK;
+}
+
 enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *g, okv_bkv **out)
 {
     *out = NULL;
@@ -372,9 +388,10 @@ static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, con
     const struct okv_step_meta *meta = &((struct cpu_ctx *)be->ctx)->meta;
     const int hd = kv->g.head_dim, bs = kv->g.block_size, nkv = kv->g.n_kv_heads;
     const size_t row = sizeof(float) * (size_t)hd;
+    const int ids = cpu_kv_slot_ids(kv);
     for (int t = 0; t < meta->n_tokens; t++) {
         int slot = meta->tok_slot[t] / bs, off = meta->tok_slot[t] % bs;
-        if (meta->tok_slot[t] < 0 || slot >= kv->g.n_group_slots)
+        if (meta->tok_slot[t] < 0 || slot >= ids)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_write: slot %d out of range", meta->tok_slot[t]);
         int hb = -1, hoff = 0;
         if (meta->tok_host && cpu_kv_has_host(kv)) {
@@ -453,6 +470,7 @@ void okv_cpu_fill_kv_ops(struct okv_backend_ops *o)
     o->kv_summary_rebuild = cpu_kv_summary_rebuild;
     o->kv_fetch = cpu_kv_fetch;
     o->kv_fetch_wait = cpu_kv_fetch_wait;
+    o->kv_move = cpu_kv_move;
     o->kv_write = cpu_kv_write;
     o->select_blocks = okv_cpu_select_blocks;
 }

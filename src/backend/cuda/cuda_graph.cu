@@ -361,6 +361,11 @@ static enum okv_status f_gather_rows(okv_backend *be, okv_bmem *out, const okv_b
     FLUSH_OR_RETURN(be);
     return inner.gather_rows(be, out, x, rows, n_rows, width);
 }
+static enum okv_status f_kv_move(okv_backend *be, okv_bkv *kv, int n, const int32_t *src, const int32_t *dst)
+{
+    FLUSH_OR_RETURN(be);
+    return inner.kv_move(be, kv, n, src, dst);
+}
 static enum okv_status f_kv_write(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v)
 {
     FLUSH_OR_RETURN(be);
@@ -471,6 +476,7 @@ extern "C" void okv_cuda_graph_wrap(struct okv_backend_ops *o)
     W(embed, f_embed)
     W(gather_rows, f_gather_rows)
     W(kv_write, f_kv_write)
+    W(kv_move, f_kv_move)
     W(select_blocks, f_select_blocks)
     W(select_blocks_async, f_select_async)
     W(select_wait, f_select_wait)

@@ -698,6 +698,55 @@ static enum okv_status codes_after_write(struct cuda_ctx *c, okv_bkv *kv, int la
     return OKV_OK;
 }
 
+/* kv_move: block (pair i, layer l) copies group slot src -> dst of layer l, 16 bytes a thread
+ * (a slot's heads are consecutive units: n_kv_heads * unit_elems bf16) */
+__global__ void kv_move_k(okv_bf16 *dev, const size_t *layer_off, const int32_t *pairs, int n, int nkv, size_t unit_elems)
+{
+    const int i = blockIdx.x, l = blockIdx.y;
+    const size_t slot_elems = (size_t)nkv * unit_elems;
+    const uint4 *src = (const uint4 *)(dev + (layer_off[l] + (size_t)pairs[i] * nkv) * unit_elems);
+    uint4 *dst = (uint4 *)(dev + (layer_off[l] + (size_t)pairs[n + i] * nkv) * unit_elems);
+    for (size_t j = threadIdx.x; j < slot_elems / 8; j += blockDim.x)
+        dst[j] = src[j];
+}
+
+static enum okv_status cuda_kv_move(okv_backend *be, okv_bkv *kv, int n, const int32_t *src, const int32_t *dst)
+{
+    struct cuda_ctx *c = CTX(be);
+    const int nkv = kv->g.n_kv_heads, L = kv->g.n_layers;
+    size_t m = kv->layer_units[0];
+    for (int l = 1; l < L; l++)
+        m = kv->layer_units[l] < m ? kv->layer_units[l] : m;
+    const int ids = (int)(m / (size_t)nkv);
+    for (int i = 0; i < n; i++)
+        if (src[i] < 0 || src[i] >= ids || dst[i] < 0 || dst[i] >= ids || src[i] == dst[i])
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_move: slot %d -> %d out of range (%d)", src[i], dst[i], ids);
+    if (n == 0)
+        return OKV_OK;
+    for (int l = 0; l < L; l++)
+        if (kv->wt_pending[l]) {   /* a write-through may still read a slot about to be overwritten */
+            OKV_CU(cudaStreamWaitEvent(c->stream, kv->wt_ev[l], 0), "wait for the write-through");
+            kv->wt_pending[l] = false;
+        }
+    /* [src[n]][dst[n]], then the layers' first units, through the staging ring */
+    const size_t pbytes = ((sizeof(int32_t) * 2 * (size_t)n + 15) & ~(size_t)15), bytes = pbytes + sizeof(size_t) * L;
+    char *h = (char *)okv_malloc(bytes, OKV_TAG_BACKEND);
+    if (!h)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda kv_move: out of memory");
+    memcpy(h, src, sizeof(int32_t) * (size_t)n);
+    memcpy(h + sizeof(int32_t) * (size_t)n, dst, sizeof(int32_t) * (size_t)n);
+    memcpy(h + pbytes, kv->layer_off, sizeof(size_t) * L);
+    void *d = NULL;
+    enum okv_status st = okv_cuda_upload(c, c->stream, h, bytes, &d);
+    okv_free(h);
+    if (st != OKV_OK)
+        return st;
+    kv_move_k<<<dim3((unsigned)n, (unsigned)L), 256, 0, c->stream>>>(kv->dev, (const size_t *)((char *)d + pbytes),
+                                                                  (const int32_t *)d, n, nkv, kv->unit_elems);
+    OKV_LAUNCHED("kv_move kernel");
+    return okv_cuda_ring_commit(c, c->stream);
+}
+
 static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *k, const okv_bmem *v)
 {
     struct cuda_ctx *c = CTX(be);
@@ -706,8 +755,12 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     if (layer < 0 || layer >= kv->g.n_layers || k->n < (size_t)n * nkv * hd || v->n < (size_t)n * nkv * hd)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: bad layer %d or shapes", layer);
     const bool host = meta->tok_host && kv->host;
+    size_t min_units = kv->layer_units[0];
+    for (int l = 1; l < kv->g.n_layers; l++)
+        min_units = kv->layer_units[l] < min_units ? kv->layer_units[l] : min_units;
+    const int ids = (int)(min_units / (size_t)nkv);   /* group slots, then whole slots of the sparse region */
     for (int t = 0; t < n; t++) {
-        if (meta->tok_slot[t] < 0 || meta->tok_slot[t] / bs >= kv->g.n_group_slots)
+        if (meta->tok_slot[t] < 0 || meta->tok_slot[t] / bs >= ids)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: slot %d out of range", meta->tok_slot[t]);
         if (host && (meta->tok_host[t] < 0 || meta->tok_host[t] / bs >= kv->g.n_host_blocks))
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: host slot %d out of range", meta->tok_host[t]);
@@ -984,4 +1037,5 @@ void okv_cuda_fill_kv_ops(struct okv_backend_ops *o)
     o->kv_fetch = cuda_kv_fetch;
     o->kv_fetch_wait = cuda_kv_fetch_wait;
     o->kv_write = cuda_kv_write;
+    o->kv_move = cuda_kv_move;
 }
