@@ -5,7 +5,7 @@
  *   bench_step --config DIR|-m MODEL [--device cuda] [--batch 1,16,64,128]
  *              [--ctx 8192,32768] [--kv-budget dense,2048] [--steps 20] [--warmup 3]
  *              [--predict lookahead] [--cache-factor 1] [--sticky 0] [--kv-host-dtype auto|fp8]
- *              [--hbm-gbps 4800] [--tp N] [--overlap 0|1] [--json FILE]
+ *              [--hbm-gbps 4800] [--tp N] [--overlap 0|1] [--dense-while-room 0|1] [--json FILE]
  *
  * Each sequence is filled with ctx random KV positions (okv_engine_seq_fill_random:
  * no prefill is run), then `steps` decode steps of one token per sequence are
@@ -20,7 +20,9 @@
  * point whose tiers do not fit is reported as such. --overlap 1: each step is queued
  * before the one before is collected, its rows taking that step's samples on the device
  * (okv_engine_forward_queue, as `serve` runs decode steps); the kv column then says
- * "ovl". */
+ * "ovl". --dense-while-room 1: sparse engines keep every sequence dense (all its blocks on the
+ * device, nothing selected: the dense phase of `serve`'s default), to time that phase against
+ * the dense engine's step; the kv column says "room". */
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/model.h"
@@ -45,7 +47,7 @@ int main(int argc, char **argv)
 {
     const char *config = NULL, *model_path = NULL, *device = "cpu", *json_path = NULL;
     const char *batch_s = "1,16,64,128", *ctx_s = "8192,32768", *budget_s = "dense,2048", *pred_s = "lookahead";
-    int steps = 20, warmup = 3, threads = 0, tp = 1, overlap = 0;
+    int steps = 20, warmup = 3, threads = 0, tp = 1, overlap = 0, room = 0;
     float cache_factor = 1.0f, sticky = 0.0f;
     bool host_fp8 = false;
     double hbm_gbps = 4800;
@@ -77,6 +79,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--tp")) tp = atoi(v);
         else if (!strcmp(a, "--hbm-gbps")) hbm_gbps = atof(v);
         else if (!strcmp(a, "--overlap")) overlap = atoi(v);
+        else if (!strcmp(a, "--dense-while-room")) room = atoi(v);
         else if (!strcmp(a, "--json")) json_path = v;
         else {
             fprintf(stderr, "bench_step: unknown option %s\n", a);
@@ -116,10 +119,14 @@ int main(int argc, char **argv)
                 struct okv_engine_params ep = {.max_ctx = ctx + steps + warmup + 16, .max_seqs = B,
                                                .max_batch_tokens = B < 256 ? 256 : B, .kv_budget = budget,
                                                .predict = pred, .cache_factor = cache_factor, .sticky = sticky,
-                                               .host_fp8 = host_fp8};
+                                               .host_fp8 = host_fp8, .dense_while_room = room && budget > 0};
+                if (ep.dense_while_room)   /* group slots for every block: the sequences stay dense */
+                    ep.kv_slots = B * ((ep.max_ctx + 15) / 16 + 2) + ep.max_batch_tokens / 16 + 1;
                 okv_engine *e = NULL;
                 char kvname[32];
                 snprintf(kvname, sizeof kvname, budget ? (host_fp8 ? "%d fp8" : "%d") : "dense", budget);
+                if (ep.dense_while_room)
+                    strcat(kvname, " room");
                 if (overlap)
                     strcat(kvname, " ovl");
                 if ((st = okv_engine_create(m, be, &ep, &e)) != OKV_OK) {

@@ -13,7 +13,9 @@
  * window blocks had to move out of the chunk it claimed and another sequence's blocks moved
  * too; sequences that grow past the pool are demoted by the engine itself (largest first),
  * each continuing as when demoted by hand at that step, and every slot and chunk is free
- * afterwards. The scheduler: six requests that outgrow the pool together all finish, without
+ * afterwards; a demotion that must first demote another to find room for the blocks it moves
+ * (a review found the inner moves landing before the outer ones, which then overwrote them)
+ * leaves the other's KV intact. The scheduler: six requests that outgrow the pool together all finish, without
  * preemption, some of them demoted on the way. With a CUDA build on a GPU machine the move and engine parts run on the CUDA
  * backend too (bf16: logits within 2e-2 and the same greedy choice between placements). */
 #include "oasiskv/backend.h"
@@ -331,6 +333,82 @@ static void test_engine(okv_backend *be, struct synth_model *sm, bool gpu)
     okv_engine_free(h);
 }
 
+/* Nested demotion (after a review's repro): two group slots only, four sequences whose blocks
+ * fill the lent chunks, a hole freed in one; turning the smallest sparse has to move blocks with
+ * fewer free slots than blocks, so it first turns the largest (V) sparse. V then continues as V
+ * turned sparse alone at the same point. */
+static void test_nested(okv_backend *be, struct synth_model *sm, bool gpu)
+{
+    struct okv_engine_params ep = {.block_size = 16, .max_ctx = 1024, .max_seqs = 4, .max_batch_tokens = 64,
+                                   .kv_budget = 112, .tight_device = true, .cache_factor = 4.0f, .kv_slots = 2,
+                                   .predict = OKV_PREDICT_LOOKAHEAD, .dense_while_room = true};
+    okv_engine *e = NULL, *r = NULL;
+    CHECK(okv_engine_create(&sm->m, be, &ep, &e) == OKV_OK, "engine: %s", okv_last_error());
+    ep.kv_slots = 0;
+    CHECK(okv_engine_create(&sm->m, be, &ep, &r) == OKV_OK, "engine: %s", okv_last_error());
+    if (!e || !r)
+        return;
+    static int32_t pv[256], ph[64], pb[16], pd[176];
+    struct okv_rng rng;
+    okv_rng_seed(&rng, 5);
+    for (int i = 0; i < 256; i++)
+        pv[i] = (int32_t)(okv_rng_next(&rng) % V);
+    for (int i = 0; i < 64; i++)
+        ph[i] = (int32_t)(okv_rng_next(&rng) % V);
+    for (int i = 0; i < 16; i++)
+        pb[i] = (int32_t)(okv_rng_next(&rng) % V);
+    for (int i = 0; i < 176; i++)
+        pd[i] = (int32_t)(okv_rng_next(&rng) % V);
+    static float first[V], first_ref[V];
+    static struct run out, ref;
+    int sv, sh, sb, sd, rv;
+    CHECK(okv_engine_seq_create(e, &sv) == OKV_OK && okv_engine_seq_create(e, &sh) == OKV_OK &&
+              okv_engine_seq_create(e, &sb) == OKV_OK && okv_engine_seq_create(e, &sd) == OKV_OK,
+          "seqs");
+    prefill(e, sv, pv, 48, first);
+    prefill(e, sh, ph, 64, first);
+    /* V's next 208 tokens, then B and D */
+    static float lg[V];
+    for (int at = 48; at < 256; at += 64) {
+        const int m = 256 - at < 64 ? 256 - at : 64;
+        int32_t seqs[64];
+        uint8_t want[64];
+        for (int i = 0; i < m; i++) {
+            seqs[i] = sv;
+            want[i] = at + i == 255;
+        }
+        struct okv_batch b = {.n_tokens = m, .tokens = pv + at, .seq = seqs, .want_logits = want};
+        CHECK(okv_engine_forward(e, &b, lg) == OKV_OK, "prefill: %s", okv_last_error());
+    }
+    memcpy(first, lg, sizeof lg);
+    prefill(e, sb, pb, 16, lg);
+    prefill(e, sd, pd, 176, lg);
+    okv_engine_seq_free(e, sh);   /* a hole in the first chunk */
+    CHECK(okv_engine_seq_demote(e, sb) == OKV_OK, "demote: %s", okv_last_error());
+    struct okv_engine_stats st;
+    okv_engine_stats_get(e, &st);
+    CHECK(!okv_engine_seq_dense_phase(e, sv) && !okv_engine_seq_dense_phase(e, sb) && st.blocks_moved > 0,
+          "the smallest turned sparse turned the largest sparse first (%lld demotions, %lld blocks moved)",
+          (long long)st.demotions, (long long)st.blocks_moved);
+    decode(e, 1, &sv, (const float(*)[V])first, &out, NULL);
+    CHECK(okv_engine_seq_create(r, &rv) == OKV_OK, "seq");
+    prefill(r, rv, pv, 256, first_ref);
+    const int at0[1] = {0};
+    decode(r, 1, &rv, (const float(*)[V])first_ref, &ref, at0);
+    bool same;
+    const double w = compare(&out, &ref, &same);
+    CHECK(w <= (gpu ? 2e-2 : 1e-4) && (same || gpu), "nested demotion: the largest continues as when turned sparse alone "
+                                                      "(logits within %.3g)", w);
+    printf("  nested demotion: %lld blocks moved; the other sequence's logits within %.2e of its demotion alone\n",
+           (long long)st.blocks_moved, w);
+    okv_engine_seq_free(e, sv);
+    okv_engine_seq_free(e, sb);
+    okv_engine_seq_free(e, sd);
+    CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0, "all free");
+    okv_engine_free(e);
+    okv_engine_free(r);
+}
+
 struct sout {
     int n, preempt;
     bool done;
@@ -400,12 +478,14 @@ int main(void)
     CHECK(sm.m.cfg.vocab_size == V, "synthetic vocabulary %d", sm.m.cfg.vocab_size);
     test_engine(be, &sm, false);
     test_sched(be, &sm);
+    test_nested(be, &sm, false);
     okv_backend *gpu = NULL;
     if (okv_backend_create("cuda", &bp, &gpu) == OKV_OK) {
         printf("cuda backend:\n");
         test_lending(gpu);
         test_engine(gpu, &sm, true);
         test_sched(gpu, &sm);
+        test_nested(gpu, &sm, true);
         okv_backend_free(gpu);
     } else {
         printf("  cuda backend: skipped (%s)\n", okv_last_error());

@@ -89,6 +89,8 @@ void okv_kv_prefix_register(okv_kv_cache *c, int seq, int block, uint64_t parent
  * the cache tracks which sequence block holds each. */
 enum okv_status okv_kv_lend_chunks(okv_kv_cache *c, int chunk_slots, int n_chunks);
 int okv_kv_lent_chunks(const okv_kv_cache *c);   /* 0 without lending */
+int okv_kv_chunk_slots(const okv_kv_cache *c);   /* slots of a chunk */
+int okv_kv_chunk_of(const okv_kv_cache *c, int32_t slot);   /* the lent chunk holding a group slot id, or -1 */
 /* Occupied slots of an unclaimed chunk (0 for a claimed one). */
 int okv_kv_chunk_used(const okv_kv_cache *c, int chunk);
 /* Take a chunk back for selection: its free slots leave the pool; the blocks still inside

@@ -510,6 +510,7 @@ void okv_engine_seq_free(okv_engine *e, int seq)
 {
     if (!okv_kv_seq_valid(e->kv, seq))
         return;
+    int chunk = -1;
     if (e->resid) {
         /* fetches predicted for a step that will not come may still be copying into
          * this sequence's units from its host blocks: both are reused once freed */
@@ -518,12 +519,12 @@ void okv_engine_seq_free(okv_engine *e, int seq)
             double stall;
             e->be->ops->kv_fetch_wait(e->be, okv_kv_storage(e->kv), l, &pending, &stall);
         }
-        const int chunk = okv_resid_chunk(e->resid, seq);
+        chunk = okv_resid_chunk(e->resid, seq);
         okv_resid_detach(e->resid, seq);
-        if (e->lend && chunk >= 0)
-            okv_kv_chunk_unclaim(e->kv, chunk);   /* its units are group slots again */
     }
     okv_kv_seq_free(e->kv, seq);
+    if (e->lend && chunk >= 0)
+        okv_kv_chunk_unclaim(e->kv, chunk);   /* its units are group slots again */
     okv_engine_update_mem_stats(e);
 }
 
@@ -531,57 +532,101 @@ void okv_engine_seq_free(okv_engine *e, int seq)
 
 static enum okv_status demote(okv_engine *e, int seq);
 
-/* the dense-phase sequence holding the most device blocks (other than skip), or -1 */
-static int demote_victim(const okv_engine *e, int skip)
+/* the dense-phase sequence holding the most device blocks, or -1; not one being turned sparse,
+ * nor (while others exist) one whose prefill chunk is in the step being planned */
+static int demote_victim(const okv_engine *e)
 {
-    int best = -1, most = -1;
-    for (int i = 0; i < e->seqs_cap; i++)
-        if (i != skip && okv_kv_seq_valid(e->kv, i) && e->seqs[i].dense_phase && okv_kv_seq_group_blocks(e->kv, i) > most) {
-            most = okv_kv_seq_group_blocks(e->kv, i);
-            best = i;
+    for (int pass = 0; pass < 2; pass++) {
+        int best = -1, most = -1;
+        for (int i = 0; i < e->seqs_cap; i++) {
+            const struct eseq *es = &e->seqs[i];
+            if (okv_kv_seq_valid(e->kv, i) && es->dense_phase && !es->demoting && (pass || !es->prefilling_now) &&
+                okv_kv_seq_group_blocks(e->kv, i) > most) {
+                most = okv_kv_seq_group_blocks(e->kv, i);
+                best = i;
+            }
         }
-    return best;
+        if (best >= 0)
+            return best;
+    }
+    return -1;
 }
 
 /* Turn dense-phase sequence seq sparse: its blocks between the sinks and the local window
- * give their device slots back (the host tier holds them), and it claims a quota chunk, the
- * least occupied; the blocks inside move out (demoting other dense-phase sequences when no
- * slot is free for them). Its next decode step selects with its own queries. */
+ * give their device slots back (the host tier holds them), and it claims the free quota chunk
+ * that will hold the fewest other blocks; those move out (kv_move). First, while the slots
+ * free outside that chunk could not take them, other dense-phase sequences are turned sparse
+ * (largest first); without any, nothing changes and OKV_ERR_NO_KV_SPACE is returned. So every
+ * move has a destination, and the moves of one demotion are one batch, issued after those of
+ * the demotions it caused. Its next decode step selects with its own queries. */
 static enum okv_status demote(okv_engine *e, int seq)
 {
     struct eseq *es = &e->seqs[seq];
-    if (!es->dense_phase)
+    if (!es->dense_phase || es->demoting)
         return OKV_OK;
-    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks, bsz = okv_kv_geometry(e->kv)->block_size;
-    es->dense_phase = false;
-    const int nb = (okv_kv_seq_len(e->kv, seq) + bsz - 1) / bsz;
-    if (okv_kv_seq_len(e->kv, seq) > e->dense_upto && nb - win > sink) {
-        for (int blk = sink; blk < nb - win; blk++)
-            okv_kv_seq_release_group(e->kv, seq, blk);
-        if (nb - win > es->cand_end)
-            es->cand_end = nb - win;
-    }
-    int chunk = -1, least = 0x7fffffff;
-    for (int i = okv_kv_lent_chunks(e->kv) - 1; i >= 0; i--)   /* the highest ids fill last */
-        if (okv_resid_chunk_free(e->resid, i) && okv_kv_chunk_used(e->kv, i) < least) {
-            least = okv_kv_chunk_used(e->kv, i);
-            chunk = i;
+    okv_kv_cache *kv = e->kv;
+    const int sink = e->prm.sink_blocks, win = e->prm.window_blocks, bsz = okv_kv_geometry(kv)->block_size;
+    const int len = okv_kv_seq_len(kv, seq), nb = (len + bsz - 1) / bsz;
+    const int rel_end = len > e->dense_upto && nb - win > sink ? nb - win : sink;   /* [sink, rel_end) go */
+    const int n_chunks = okv_kv_lent_chunks(kv);
+    int *inside = okv_calloc((size_t)n_chunks + 1, sizeof(int), OKV_TAG_ENGINE);
+    if (!inside)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    enum okv_status st = OKV_OK;
+    int chunk = -1;
+    es->demoting = true;
+    for (;;) {
+        int n, rel = 0;
+        const int32_t *grp = okv_kv_seq_blocks(kv, seq, &n);
+        memset(inside, 0, sizeof(int) * (size_t)n_chunks);
+        for (int blk = sink; blk < rel_end; blk++)
+            if (grp[blk] >= 0) {
+                rel++;
+                const int ch = okv_kv_chunk_of(kv, grp[blk]);
+                if (ch >= 0)
+                    inside[ch]++;
+            }
+        int best = -1, occ = 0x7fffffff;
+        for (int i = n_chunks - 1; i >= 0; i--)   /* the highest ids fill last */
+            if (okv_resid_chunk_free(e->resid, i) && okv_kv_chunk_used(kv, i) - inside[i] < occ) {
+                occ = okv_kv_chunk_used(kv, i) - inside[i];
+                best = i;
+            }
+        if (best < 0) {
+            st = okv_set_error(OKV_ERR_NO_KV_SPACE, "residency: all %d sparse quotas are in use", e->prm.max_seqs);
+            break;
         }
-    enum okv_status st = chunk < 0 ? okv_set_error(OKV_ERR_NO_KV_SPACE, "residency: all %d sparse quotas are in use",
-                                                   e->prm.max_seqs)
-                                   : okv_resid_attach_chunk(e->resid, seq, chunk);
-    if (st != OKV_OK)
-        return st;
-    okv_kv_chunk_claim(e->kv, chunk);
+        /* free once the blocks went and the chunk left the pool (its free slots and the
+         * released ones inside it with it) */
+        const int room = okv_kv_free_slots(kv) + rel - inside[best] - (okv_kv_chunk_slots(kv) - okv_kv_chunk_used(kv, best));
+        if (room >= occ) {
+            chunk = best;
+            break;
+        }
+        const int v = demote_victim(e);
+        if (v < 0) {
+            st = okv_set_error(OKV_ERR_NO_KV_SPACE, "dense while room: no room to turn sequence %d sparse", seq);
+            break;
+        }
+        if ((st = demote(e, v)) != OKV_OK)
+            break;
+    }
+    okv_free(inside);
+    if (st == OKV_OK)
+        st = okv_resid_attach_chunk(e->resid, seq, chunk);
+    if (st != OKV_OK) {
+        es->demoting = false;
+        return st;   /* nothing of seq changed */
+    }
+    es->dense_phase = false;
+    for (int blk = sink; blk < rel_end; blk++)
+        okv_kv_seq_release_group(kv, seq, blk);
+    if (rel_end > es->cand_end && rel_end > sink)
+        es->cand_end = rel_end;
+    okv_kv_chunk_claim(kv, chunk);
     int32_t *from = NULL, *to = NULL;
     int n = 0, cap = 0, oseq, oblk;
-    while (st == OKV_OK && okv_kv_chunk_occupant(e->kv, chunk, &oseq, &oblk)) {
-        if (okv_kv_free_slots(e->kv) == 0) {
-            const int v = demote_victim(e, -1);
-            st = v < 0 ? okv_set_error(OKV_ERR_NO_KV_SPACE, "dense while room: no device block free to move a block to")
-                       : demote(e, v);
-            continue;
-        }
+    while (st == OKV_OK && okv_kv_chunk_occupant(kv, chunk, &oseq, &oblk)) {
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             int32_t *f = okv_realloc(from, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
@@ -595,13 +640,13 @@ static enum okv_status demote(okv_engine *e, int seq)
                 break;
             }
         }
-        st = okv_kv_seq_move_block(e->kv, oseq, oblk, &from[n], &to[n]);
+        st = okv_kv_seq_move_block(kv, oseq, oblk, &from[n], &to[n]);   /* room was made above */
         n += st == OKV_OK;
     }
     if (n > 0) {
-        /* the copies are enqueued before any op of the coming step; a failure now leaves the
-         * tables pointing at slots whose contents did not arrive, so it is returned as is */
-        enum okv_status mst = e->be->ops->kv_move(e->be, okv_kv_storage(e->kv), n, from, to);
+        /* enqueued before any op of the coming step; a failure leaves tables pointing at
+         * slots whose contents did not arrive (a broken device), returned as is */
+        enum okv_status mst = e->be->ops->kv_move(e->be, okv_kv_storage(kv), n, from, to);
         if (st == OKV_OK)
             st = mst;
         e->stats.blocks_moved += n;
@@ -609,15 +654,16 @@ static enum okv_status demote(okv_engine *e, int seq)
     okv_free(from);
     okv_free(to);
     if (st == OKV_OK && e->dev_resid)   /* the chunk's maps on the device may hold an earlier sequence's */
-        st = e->be->ops->resid_reset(e->be, okv_kv_storage(e->kv), chunk);
-    e->stats.demotions++;
+        st = e->be->ops->resid_reset(e->be, okv_kv_storage(kv), chunk);
+    es->demoting = false;
+    e->stats.demotions += st == OKV_OK;
     return st;
 }
 
 enum okv_status okv_engine_make_room(okv_engine *e, int need)
 {
     while (okv_kv_free_slots(e->kv) < need) {
-        const int v = demote_victim(e, -1);
+        const int v = demote_victim(e);
         if (v < 0)
             return OKV_OK;
         enum okv_status st = demote(e, v);
@@ -847,7 +893,9 @@ enum okv_status okv_engine_seq_fill_random(okv_engine *e, int seq, int n, uint64
         int step = bsz - len % bsz;
         if (step > n)
             step = n;
-        enum okv_status st = okv_kv_seq_reserve(e->kv, seq, step);
+        enum okv_status st = e->lend && len % bsz == 0 ? okv_engine_make_room(e, 1) : OKV_OK;
+        if (st == OKV_OK)
+            st = okv_kv_seq_reserve(e->kv, seq, step);
         if (st != OKV_OK)
             return st;
         if (e->resid && len % bsz == 0) {

@@ -20,6 +20,9 @@ struct eseq {
     uint64_t pc_hash;  /* the hash of block pc_n - 1 (the seed before the first) */
     bool dense_phase;  /* dense while room (okv_engine_params.dense_while_room): every block stays on the
                           device and nothing is selected; no quota chunk yet */
+    bool demoting;     /* being turned sparse (a demotion that makes room by demoting others) */
+    bool prefilling_now;   /* its prefill chunk is in the step being planned: demoted last (its staging
+                              was not planned by the scheduler) */
 };
 
 /* Per batch-local sequence of the current step. */

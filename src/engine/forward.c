@@ -75,7 +75,11 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
             const int want = (e->bs[j].len + bsz0 - 1) / bsz0;
             need += want > nb ? want - nb : 0;
         }
+        for (int j = 0; j < n_seqs; j++)
+            e->seqs[e->bs[j].id].prefilling_now = !e->seqs[e->bs[j].id].decode;
         enum okv_status st = okv_engine_make_room(e, need);
+        for (int j = 0; j < n_seqs; j++)
+            e->seqs[e->bs[j].id].prefilling_now = false;
         if (st != OKV_OK) {
             rollback(e, n_seqs);
             return st;

@@ -652,6 +652,8 @@ enum okv_status okv_kv_lend_chunks(okv_kv_cache *c, int chunk_slots, int n_chunk
 }
 
 int okv_kv_lent_chunks(const okv_kv_cache *c) { return c->n_lend; }
+int okv_kv_chunk_slots(const okv_kv_cache *c) { return c->lend_slots; }
+int okv_kv_chunk_of(const okv_kv_cache *c, int32_t slot) { return slot >= 0 && slot < c->n_ids ? lend_chunk_of(c, slot) : -1; }
 
 int okv_kv_chunk_used(const okv_kv_cache *c, int chunk)
 {

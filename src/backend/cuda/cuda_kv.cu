@@ -744,6 +744,12 @@ static enum okv_status cuda_kv_move(okv_backend *be, okv_bkv *kv, int n, const i
     kv_move_k<<<dim3((unsigned)n, (unsigned)L), 256, 0, c->stream>>>(kv->dev, (const size_t *)((char *)d + pbytes),
                                                                   (const int32_t *)d, n, nkv, kv->unit_elems);
     OKV_LAUNCHED("kv_move kernel");
+    /* a fetch into a layer's units waits for attn_ev alone: behind the move now, so that a gather
+     * into the chunk just claimed (or into a slot just written) cannot overtake it */
+    for (int l = 0; l < L; l++) {
+        OKV_CU(cudaEventRecord(kv->attn_ev[l], c->stream), "kv_move event");
+        kv->attn_rec[l] = true;
+    }
     return okv_cuda_ring_commit(c, c->stream);
 }
 
