@@ -9,7 +9,7 @@ set -u
 for t in dense_room prefix sched cuda_engine; do
   timeout 150 build-gc2/tests/test_$t > $OUT/$t.txt 2>&1; echo "$t exit $? $(tail -1 $OUT/$t.txt)"
 done
-grep -h "FAIL" $OUT/*.txt | head -8
+grep -h "FAIL" $OUT/*.txt | head -8; grep -h "^  " $OUT/dense_room.txt
 T="-m train/checkpoints/run3/target --device cuda --batch 1,16 --ctx 9216 --kv-budget dense,2048 --kv-host-dtype fp8 --cache-factor 2 --sticky 0.25 --steps 50 --warmup 5 --overlap 1"
 E="--config bench/configs/llama3-8b --device cuda --batch 1 --ctx 8192 --kv-budget dense,2048 --kv-host-dtype fp8 --cache-factor 2 --sticky 0.25 --steps 20 --warmup 3 --overlap 1"
 timeout 60 build-gc2/bench/bench_step $T --dense-while-room 1 > $OUT/step_room.txt 2>&1
