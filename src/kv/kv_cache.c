@@ -206,19 +206,21 @@ static void uncache(struct kv_prefix *p, int32_t slot)
  * device's group slots (dense). */
 static bool px_host(const okv_kv_cache *c) { return c->g.n_host_blocks > 0; }
 
+/* the least recently freed cached block, forgotten by the cache */
+static int32_t lru_take(struct kv_prefix *p)
+{
+    OKV_ASSERT(p && p->n_lru > 0);
+    const int32_t s = p->lru_head;
+    lru_unlink(p, s);
+    uncache(p, s);
+    return s;
+}
+
 /* a block id for a new block: the free stack, else (cached tier) the least recently freed cached one */
 static int32_t take_from(okv_kv_cache *c, int32_t *stack, int *n_free, bool cached_tier)
 {
     struct kv_prefix *p = cached_tier ? c->px : NULL;
-    int32_t s;
-    if (*n_free > 0) {
-        s = stack[--*n_free];
-    } else {
-        OKV_ASSERT(p && p->n_lru > 0);
-        s = p->lru_head;
-        lru_unlink(p, s);
-        uncache(p, s);
-    }
+    const int32_t s = *n_free > 0 ? stack[--*n_free] : lru_take(p);
     if (p)
         p->ref[s] = 1;
     return s;
@@ -268,10 +270,7 @@ static int32_t take_group(okv_kv_cache *c, int seq, int blk)
         s = w * 64 + __builtin_ctzll(c->gfree[w]);
         gclear(c, s);
     } else {
-        OKV_ASSERT(p && p->n_lru > 0);
-        s = p->lru_head;
-        lru_unlink(p, s);
-        uncache(p, s);
+        s = lru_take(p);
     }
     if (p)
         p->ref[s] = 1;
@@ -297,6 +296,7 @@ static void put_group(okv_kv_cache *c, int32_t s)
     else
         gset(c, s);
 }
+
 static int32_t take_host(okv_kv_cache *c) { return take_from(c, c->free_host, &c->n_free_host, c->px && px_host(c)); }
 static void put_host(okv_kv_cache *c, int32_t s) { put_to(c, s, c->free_host, &c->n_free_host, c->px && px_host(c)); }
 
