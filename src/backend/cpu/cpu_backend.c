@@ -335,7 +335,8 @@ static enum okv_status cpu_sample_collect(okv_backend *be, int slot, int32_t *ou
     if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot])
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_collect: slot %d holds %d ids, not %d", slot,
                              slot < 0 || slot > 1 ? 0 : c->qids_n[slot], n_rows);
-    memcpy(out, c->qids[slot], sizeof(int32_t) * (size_t)n_rows);
+    if (n_rows)
+        memcpy(out, c->qids[slot], sizeof(int32_t) * (size_t)n_rows);
     return OKV_OK;
 }
 
