@@ -139,22 +139,25 @@ static okv_engine *make_engine(okv_backend *be, struct synth_model *sm, int kv_b
     return e;
 }
 
-static void prefill(okv_engine *e, int seq, const int32_t *p, int n, float *last)
+/* tokens p[from, to) in chunks of 64; the last row's logits into last */
+static void prefill_from(okv_engine *e, int seq, const int32_t *p, int from, int to, float *last)
 {
     static float lg[V];
-    for (int at = 0; at < n; at += 64) {
-        const int m = n - at < 64 ? n - at : 64;
+    for (int at = from; at < to; at += 64) {
+        const int m = to - at < 64 ? to - at : 64;
         int32_t seqs[64];
         uint8_t want[64];
         for (int i = 0; i < m; i++) {
             seqs[i] = seq;
-            want[i] = at + i == n - 1;
+            want[i] = at + i == to - 1;
         }
         struct okv_batch b = {.n_tokens = m, .tokens = p + at, .seq = seqs, .want_logits = want};
         CHECK(okv_engine_forward(e, &b, lg) == OKV_OK, "prefill: %s", okv_last_error());
     }
     memcpy(last, lg, sizeof(float) * V);
 }
+
+static void prefill(okv_engine *e, int seq, const int32_t *p, int n, float *last) { prefill_from(e, seq, p, 0, n, last); }
 
 /* decode n sequences together for STEPS greedy steps from their prompts' last logits;
  * demote_step[i] >= 0: okv_engine_seq_demote(seq i) before that step */
@@ -369,18 +372,7 @@ static void test_nested(okv_backend *be, struct synth_model *sm, bool gpu)
     prefill(e, sh, ph, 64, first);
     /* V's next 208 tokens, then B and D */
     static float lg[V];
-    for (int at = 48; at < 256; at += 64) {
-        const int m = 256 - at < 64 ? 256 - at : 64;
-        int32_t seqs[64];
-        uint8_t want[64];
-        for (int i = 0; i < m; i++) {
-            seqs[i] = sv;
-            want[i] = at + i == 255;
-        }
-        struct okv_batch b = {.n_tokens = m, .tokens = pv + at, .seq = seqs, .want_logits = want};
-        CHECK(okv_engine_forward(e, &b, lg) == OKV_OK, "prefill: %s", okv_last_error());
-    }
-    memcpy(first, lg, sizeof lg);
+    prefill_from(e, sv, pv, 48, 256, first);
     prefill(e, sb, pb, 16, lg);
     prefill(e, sd, pd, 176, lg);
     okv_engine_seq_free(e, sh);   /* a hole in the first chunk */

@@ -625,21 +625,11 @@ static enum okv_status demote(okv_engine *e, int seq)
         es->cand_end = rel_end;
     okv_kv_chunk_claim(kv, chunk);
     int32_t *from = NULL, *to = NULL;
-    int n = 0, cap = 0, oseq, oblk;
+    int n = 0, cap_f = 0, cap_t = 0, oseq, oblk;
     while (st == OKV_OK && okv_kv_chunk_occupant(kv, chunk, &oseq, &oblk)) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            int32_t *f = okv_realloc(from, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
-            if (f)
-                from = f;
-            int32_t *t = okv_realloc(to, sizeof(int32_t) * (size_t)cap, OKV_TAG_ENGINE);
-            if (t)
-                to = t;
-            if (!f || !t) {
-                st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-                break;
-            }
-        }
+        if ((st = okv_engine_grow_i32(&from, &cap_f, n + 1)) != OKV_OK ||
+            (st = okv_engine_grow_i32(&to, &cap_t, n + 1)) != OKV_OK)
+            break;
         st = okv_kv_seq_move_block(kv, oseq, oblk, &from[n], &to[n]);   /* room was made above */
         n += st == OKV_OK;
     }

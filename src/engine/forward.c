@@ -65,14 +65,14 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
         if (e->bs[j].len > e->max_ctx)
             return okv_set_error(OKV_ERR_CONTEXT, "sequence %d: %d tokens exceed the context length %d", e->bs[j].id,
                                  e->bs[j].len, e->max_ctx);
+    const int bsz = okv_kv_geometry(e->kv)->block_size;
     if (e->lend) {
         /* dense while room: the new blocks of the step, made free by demotions if need be */
-        const int bsz0 = okv_kv_geometry(e->kv)->block_size;
         int need = 0;
         for (int j = 0; j < n_seqs; j++) {
             int nb;
             okv_kv_seq_blocks(e->kv, e->bs[j].id, &nb);
-            const int want = (e->bs[j].len + bsz0 - 1) / bsz0;
+            const int want = (e->bs[j].len + bsz - 1) / bsz;
             need += want > nb ? want - nb : 0;
         }
         for (int j = 0; j < n_seqs; j++)
@@ -99,7 +99,6 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
         e->tok_host[t] = host ? okv_kv_seq_host_slot(e->kv, id, e->tok_pos[t]) : -1;
     }
 
-    const int bsz = okv_kv_geometry(e->kv)->block_size;
     const int sink = e->prm.sink_blocks, win = e->prm.window_blocks;
     for (int j = 0; j < n_seqs; j++) {
         struct bseq *bs = &e->bs[j];

@@ -251,6 +251,8 @@ static void gclear(okv_kv_cache *c, int32_t s)
     c->gfree[s / 64] &= ~(1ull << (s % 64));
     c->n_free_group--;
 }
+/* the first group slot id of lent chunk ch (it has lend_slots) */
+static int32_t chunk_base(const okv_kv_cache *c, int ch) { return c->lend_base + ch * c->lend_slots; }
 static int lend_chunk_of(const okv_kv_cache *c, int32_t s)
 {
     return c->n_lend && s >= c->lend_base ? (s - c->lend_base) / c->lend_slots : -1;
@@ -660,7 +662,7 @@ int okv_kv_chunk_used(const okv_kv_cache *c, int chunk)
     if (chunk < 0 || chunk >= c->n_lend || c->claimed[chunk])
         return 0;
     int n = 0;
-    for (int32_t s = c->lend_base + chunk * c->lend_slots, e = s + c->lend_slots; s < e; s++)
+    for (int32_t s = chunk_base(c, chunk), e = s + c->lend_slots; s < e; s++)
         n += !gbit(c, s);
     return n;
 }
@@ -668,7 +670,7 @@ int okv_kv_chunk_used(const okv_kv_cache *c, int chunk)
 void okv_kv_chunk_claim(okv_kv_cache *c, int chunk)
 {
     OKV_ASSERT(chunk >= 0 && chunk < c->n_lend && !c->claimed[chunk]);
-    for (int32_t s = c->lend_base + chunk * c->lend_slots, e = s + c->lend_slots; s < e; s++)
+    for (int32_t s = chunk_base(c, chunk), e = s + c->lend_slots; s < e; s++)
         if (gbit(c, s))
             gclear(c, s);
     c->claimed[chunk] = 1;
@@ -680,7 +682,7 @@ void okv_kv_chunk_unclaim(okv_kv_cache *c, int chunk)
     OKV_ASSERT(chunk >= 0 && chunk < c->n_lend && c->claimed[chunk]);
     c->claimed[chunk] = 0;
     c->n_claimed--;
-    for (int32_t s = c->lend_base + chunk * c->lend_slots, e = s + c->lend_slots; s < e; s++) {
+    for (int32_t s = chunk_base(c, chunk), e = s + c->lend_slots; s < e; s++) {
         OKV_ASSERT(c->owner_seq[s] < 0);
         gset(c, s);
     }
@@ -690,7 +692,7 @@ bool okv_kv_chunk_occupant(const okv_kv_cache *c, int chunk, int *seq, int *bloc
 {
     if (chunk < 0 || chunk >= c->n_lend)
         return false;
-    for (int32_t s = c->lend_base + chunk * c->lend_slots, e = s + c->lend_slots; s < e; s++)
+    for (int32_t s = chunk_base(c, chunk), e = s + c->lend_slots; s < e; s++)
         if (c->owner_seq[s] >= 0) {
             *seq = c->owner_seq[s];
             *block = c->owner_blk[s];

@@ -40,6 +40,8 @@ struct okv_bkv {
     size_t *layer_units;   /* [n_layers]: n_group_slots * n_kv_heads + the layer's sparse units */
     size_t *layer_off;     /* [n_layers]: first unit of the layer in k and v */
     size_t total_units;
+    int slot_ids;          /* group slot ids kv_write and kv_move may name: the group slots, then the whole
+                              slots of the sparse region that every layer has (kv.h: lending) */
     float *k;              /* device tier: layer l's units [layer_units[l]][block_size][head_dim] at layer_off[l] */
     float *v;
     float *sk, *sv;        /* staging [2 * n_stage_units][block_size][head_dim] */
@@ -62,16 +64,6 @@ struct cpu_ctx {
     int32_t *qids[2];            /* sample_queue's id buffers */
     int qids_cap[2], qids_n[2];
 };
-
-/* Group slot ids a kv_write or kv_move may name: the group slots, then whole slots of the
- * sparse region that every layer has. */
-static inline int cpu_kv_slot_ids(const struct okv_bkv *kv)
-{
-    size_t m = kv->layer_units[0];
-    for (int l = 1; l < kv->g.n_layers; l++)
-        m = kv->layer_units[l] < m ? kv->layer_units[l] : m;
-    return (int)(m / (size_t)kv->g.n_kv_heads);
-}
 
 /* K (is_v false) or V of a device unit, staging units included. */
 static inline float *cpu_kv_unit(const struct okv_bkv *kv, bool is_v, int layer, int64_t unit)

@@ -136,7 +136,7 @@ static enum okv_status cpu_kv_fetch_wait(okv_backend *be, okv_bkv *kv, int layer
 static enum okv_status cpu_kv_move(okv_backend *be, okv_bkv *kv, int n, const int32_t *src, const int32_t *dst)
 {
     (void)be;
-    const int nkv = kv->g.n_kv_heads, ids = cpu_kv_slot_ids(kv);
+    const int nkv = kv->g.n_kv_heads, ids = kv->slot_ids;
     for (int i = 0; i < n; i++)
         if (src[i] < 0 || src[i] >= ids || dst[i] < 0 || dst[i] >= ids)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_move: slot %d -> %d out of range (%d)", src[i], dst[i], ids);
@@ -180,6 +180,8 @@ enum okv_status okv_cpu_kv_alloc(okv_backend *be, const struct okv_kv_geometry *
         kv->layer_units[l] = (size_t)g->n_group_slots * g->n_kv_heads + (size_t)sp;
         kv->layer_off[l] = kv->total_units;
         kv->total_units += kv->layer_units[l];
+        const int ids = (int)(kv->layer_units[l] / (size_t)g->n_kv_heads);
+        kv->slot_ids = l == 0 || ids < kv->slot_ids ? ids : kv->slot_ids;
     }
     kv->g.layer_sparse_units = NULL;   /* not kept: the caller's array */
     size_t dev = kv->total_units * kv->unit_floats;
@@ -388,10 +390,9 @@ static enum okv_status cpu_kv_write(okv_backend *be, okv_bkv *kv, int layer, con
     const struct okv_step_meta *meta = &((struct cpu_ctx *)be->ctx)->meta;
     const int hd = kv->g.head_dim, bs = kv->g.block_size, nkv = kv->g.n_kv_heads;
     const size_t row = sizeof(float) * (size_t)hd;
-    const int ids = cpu_kv_slot_ids(kv);
     for (int t = 0; t < meta->n_tokens; t++) {
         int slot = meta->tok_slot[t] / bs, off = meta->tok_slot[t] % bs;
-        if (meta->tok_slot[t] < 0 || slot >= ids)
+        if (meta->tok_slot[t] < 0 || slot >= kv->slot_ids)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cpu kv_write: slot %d out of range", meta->tok_slot[t]);
         int hb = -1, hoff = 0;
         if (meta->tok_host && cpu_kv_has_host(kv)) {

@@ -105,6 +105,8 @@ struct okv_bkv {
     size_t *layer_units;     /* [n_layers] */
     size_t *layer_off;       /* [n_layers] first unit of the layer */
     size_t total_units;      /* of all layers; the 2 * n_stage_units staging units follow them */
+    int slot_ids;            /* group slot ids kv_write and kv_move may name: the group slots, then the whole
+                                slots of the sparse region that every layer has (kv.h: lending) */
     okv_bf16 *dev;           /* device tier [total_units + 2*n_stage_units][2][block_size][head_dim] */
     uint8_t *host;           /* host tier, pinned + mapped: [n_layers][n_host_blocks][n_kv_heads][2][bs][hd] of bf16,
                                 or of FP8 E4M3 bytes when g.host_fp8 */

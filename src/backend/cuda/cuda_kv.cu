@@ -464,6 +464,8 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
         kv->layer_units[l] = (size_t)g->n_group_slots * g->n_kv_heads + (size_t)sp;
         kv->layer_off[l] = kv->total_units;
         kv->total_units += kv->layer_units[l];
+        const int ids = (int)(kv->layer_units[l] / (size_t)g->n_kv_heads);
+        kv->slot_ids = l == 0 || ids < kv->slot_ids ? ids : kv->slot_ids;
     }
     cudaError_t e;
     /* timing events: kv_fetch_wait measures whether the compute stream waited for them */
@@ -713,11 +715,7 @@ __global__ void kv_move_k(okv_bf16 *dev, const size_t *layer_off, const int32_t 
 static enum okv_status cuda_kv_move(okv_backend *be, okv_bkv *kv, int n, const int32_t *src, const int32_t *dst)
 {
     struct cuda_ctx *c = CTX(be);
-    const int nkv = kv->g.n_kv_heads, L = kv->g.n_layers;
-    size_t m = kv->layer_units[0];
-    for (int l = 1; l < L; l++)
-        m = kv->layer_units[l] < m ? kv->layer_units[l] : m;
-    const int ids = (int)(m / (size_t)nkv);
+    const int nkv = kv->g.n_kv_heads, L = kv->g.n_layers, ids = kv->slot_ids;
     for (int i = 0; i < n; i++)
         if (src[i] < 0 || src[i] >= ids || dst[i] < 0 || dst[i] >= ids || src[i] == dst[i])
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_move: slot %d -> %d out of range (%d)", src[i], dst[i], ids);
@@ -730,17 +728,15 @@ static enum okv_status cuda_kv_move(okv_backend *be, okv_bkv *kv, int n, const i
         }
     /* [src[n]][dst[n]], then the layers' first units, through the staging ring */
     const size_t pbytes = ((sizeof(int32_t) * 2 * (size_t)n + 15) & ~(size_t)15), bytes = pbytes + sizeof(size_t) * L;
-    char *h = (char *)okv_malloc(bytes, OKV_TAG_BACKEND);
-    if (!h)
-        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda kv_move: out of memory");
+    void *hv = NULL, *d = NULL;
+    enum okv_status st = okv_cuda_ring_alloc(c, bytes, &hv, &d);
+    if (st != OKV_OK)
+        return st;
+    char *h = (char *)hv;
     memcpy(h, src, sizeof(int32_t) * (size_t)n);
     memcpy(h + sizeof(int32_t) * (size_t)n, dst, sizeof(int32_t) * (size_t)n);
     memcpy(h + pbytes, kv->layer_off, sizeof(size_t) * L);
-    void *d = NULL;
-    enum okv_status st = okv_cuda_upload(c, c->stream, h, bytes, &d);
-    okv_free(h);
-    if (st != OKV_OK)
-        return st;
+    OKV_CU(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, c->stream), "kv_move upload");
     kv_move_k<<<dim3((unsigned)n, (unsigned)L), 256, 0, c->stream>>>(kv->dev, (const size_t *)((char *)d + pbytes),
                                                                   (const int32_t *)d, n, nkv, kv->unit_elems);
     OKV_LAUNCHED("kv_move kernel");
@@ -761,12 +757,8 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     if (layer < 0 || layer >= kv->g.n_layers || k->n < (size_t)n * nkv * hd || v->n < (size_t)n * nkv * hd)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: bad layer %d or shapes", layer);
     const bool host = meta->tok_host && kv->host;
-    size_t min_units = kv->layer_units[0];
-    for (int l = 1; l < kv->g.n_layers; l++)
-        min_units = kv->layer_units[l] < min_units ? kv->layer_units[l] : min_units;
-    const int ids = (int)(min_units / (size_t)nkv);   /* group slots, then whole slots of the sparse region */
     for (int t = 0; t < n; t++) {
-        if (meta->tok_slot[t] < 0 || meta->tok_slot[t] / bs >= ids)
+        if (meta->tok_slot[t] < 0 || meta->tok_slot[t] / bs >= kv->slot_ids)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: slot %d out of range", meta->tok_slot[t]);
         if (host && (meta->tok_host[t] < 0 || meta->tok_host[t] / bs >= kv->g.n_host_blocks))
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda kv_write: host slot %d out of range", meta->tok_host[t]);
