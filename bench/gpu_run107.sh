@@ -4,6 +4,7 @@
 # serve's defaults (dense while room), 16 GiB pool, 256 output tokens, one prompt per slot:
 #   part a (this call, ~9 min): 8K c256 with dense while room; 32K c64 dense.
 #   part b (PART=b, ~7 min):    32K c64 budget 2048.
+#   part e (PART=e):           32K c64 dense and budget 2048 (gpu_run108, after the CUDA tests).
 #   part c / d (PART=c / d):    32K c256 dense / budget 2048 (each a call of its own: 9.5M prompt
 #                               tokens, ~8 min of prefill for the sparse server; END_S bounds them).
 # At 32K the servers run at most ~3 dense / 19 sparse requests at once and queue the rest.
@@ -38,6 +39,8 @@ case ${PART:-a} in
   b) stage serve_8b_32k_c64.md 19800 2048 64 37376 32768 32k 200 ;;
   c) stage serve_8b_32k_c256.md 19900 dense 256 37376 32768 32k 300 ;;
   d) stage serve_8b_32k_c256.md 20000 2048 256 37376 32768 32k 300 ;;
+  e) stage serve_8b_32k_c64.md 19700 dense 64 37376 32768 32k 150
+     stage serve_8b_32k_c64.md 19800 2048 64 37376 32768 32k 120 ;;
 esac
 cp $L/stages.txt $OUT/ 2>/dev/null
 cat $L/*.md $L/stages.txt
