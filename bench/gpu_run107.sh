@@ -5,6 +5,7 @@
 #   part a (this call, ~9 min): 8K c256 with dense while room; 32K c64 dense.
 #   part b (PART=b, ~7 min):    32K c64 budget 2048.
 #   part e (PART=e):           32K c64 dense and budget 2048 (gpu_run108, after the CUDA tests).
+#   part f (PART=f):           32K c256 dense and budget 2048, each cut after 255 s (gpu_run109).
 #   part c / d (PART=c / d):    32K c256 dense / budget 2048 (each a call of its own: 9.5M prompt
 #                               tokens, ~8 min of prefill for the sparse server; END_S bounds them).
 # At 32K the servers run at most ~3 dense / 19 sparse requests at once and queue the rest.
@@ -39,6 +40,9 @@ case ${PART:-a} in
   b) stage serve_8b_32k_c64.md 19800 2048 64 37376 32768 32k 200 ;;
   c) stage serve_8b_32k_c256.md 19900 dense 256 37376 32768 32k 300 ;;
   d) stage serve_8b_32k_c256.md 20000 2048 256 37376 32768 32k 300 ;;
+  f) export MAX_DURATION=${MAX_DURATION:-255}   # gpu_run109: each run cut after 255 s (bench serve --max-duration)
+     stage serve_8b_32k_c256.md 19900 dense 256 37376 32768 32k 200
+     stage serve_8b_32k_c256.md 20000 2048 256 37376 32768 32k 200 ;;
   e) stage serve_8b_32k_c64.md 19700 dense 64 37376 32768 32k 150
      stage serve_8b_32k_c64.md 19800 2048 64 37376 32768 32k 120 ;;
 esac

@@ -3,7 +3,9 @@
 # for each concurrency, start `oasiskv serve` dense and with --kv-budget, run
 # `oasiskv bench serve`, and print one table row per run.
 # DATASET=FILE sends the prompts of FILE (bench serve --dataset: JSON lines with a "prompt")
-# instead of random words; TAG prefixes the names of the runs' files and rows.
+# instead of random words; TAG prefixes the names of the runs' files and rows; MAX_DURATION=S ends
+# each run after S seconds (bench serve --max-duration: the row then gives completed + cut requests and
+# the output throughput without / with the tokens of the cut ones).
 #   [PROMPTS_PER_SLOT=2] [CTX=context] [DATASET=file] [TAG=name] bench/serve_ab.sh BUILD_DIR MODEL_ARGS POOL_GB INPUT_LEN OUTPUT_LEN "CONCURRENCIES" [BUDGET] [extra serve args]
 # Example (GPU): bench/serve_ab.sh build-gpu "-m bench/configs/smollm2-135m --load-format dummy \
 #   --tokenizer tests/data/smollm2" 2 4096 256 "1 16 64 256" 2048 "--device cuda"
@@ -38,7 +40,7 @@ for c in $CONCS; do
         sleep 0.5; done ) &
     mon=$!
     $B/oasiskv bench serve --base-url http://127.0.0.1:$port --num-prompts $n --max-concurrency $c \
-      --random-input-len $IN --random-output-len $OUTL ${DATASET:+--dataset $DATASET} --json "$OUT/bench_${t}_c${c}.json" > "$OUT/bench_${t}_c${c}.txt" 2>&1
+      --random-input-len $IN --random-output-len $OUTL ${DATASET:+--dataset $DATASET} ${MAX_DURATION:+--max-duration $MAX_DURATION} --json "$OUT/bench_${t}_c${c}.json" > "$OUT/bench_${t}_c${c}.txt" 2>&1
     curl -s http://127.0.0.1:$port/metrics > "$OUT/metrics_${t}_c${c}.txt" 2>/dev/null
     kill $pid; wait $pid 2>/dev/null; kill $mon 2>/dev/null
     python3 - "$OUT/bench_${t}_c${c}.json" "$t" "$c" "$(cat $OUT/peak_${t}_c${c} 2>/dev/null || echo ?)" <<'PY'
@@ -49,7 +51,12 @@ except Exception as e:
     print(f"| {sys.argv[2]} | {sys.argv[3]} | - | failed: {e} |||||")
     sys.exit(0)
 g = lambda *k: next((d[x] for x in k if x in d), float("nan"))
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {g('completed','successful_requests')} | {g('output_throughput'):.1f} | "
+if "cut_requests" in d:   # --max-duration: completed + cut (not sent), throughput without / with the cut ones
+    done = f"{d['completed']} + {d['cut_requests']} cut ({d['not_sent_requests']} not sent) in {d['duration']:.0f} s"
+    tput = f"{d['output_throughput']:.1f} / {d['output_throughput_with_cut']:.1f}"
+else:
+    done, tput = g('completed', 'successful_requests'), f"{g('output_throughput'):.1f}"
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {done} | {tput} | "
       f"{g('total_token_throughput'):.1f} | {g('mean_ttft_ms'):.1f} | {g('mean_tpot_ms'):.2f} | {sys.argv[4]} | {g('failed','failed_requests')} |")
 PY
   done

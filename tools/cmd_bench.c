@@ -39,11 +39,23 @@ static const char *serve_help =
     "                            --prefix-repetition-output-len O sets max_tokens (default 128)\n"
     "  --no-ignore-eos           let requests stop at end-of-generation (default: ignore_eos true)\n"
     "  --seed S                  random seed (default 0)\n"
+    "  --max-duration S          end the run after S seconds: requests not sent by then are not sent, those\n"
+    "                            in flight are cut (the connection closed, which cancels them on the server);\n"
+    "                            the report counts both apart from failures and adds the output throughput with\n"
+    "                            the tokens the cut requests had received (their usage streamed in every chunk:\n"
+    "                            stream_options.continuous_usage_stats, as vLLM's)\n"
     "  --json FILE               also write the results as JSON\n"
     "  The API key, if any, comes from $OPENAI_API_KEY.\n";
 
+/* curl's timeout may end a transfer a little before the deadline: a request ended or
+ * about to start this close to it counts as cut / not sent */
+#define DEADLINE_SLACK_S 0.05
+
 struct bres {
     bool ok;
+    bool cut;          /* in flight at --max-duration */
+    bool not_sent;     /* not sent before --max-duration */
+    int n_chunks;      /* chunks with text received */
     double ttft, latency;
     double *itl;
     int n_itl, cap_itl;
@@ -64,6 +76,7 @@ struct bjob {
 struct bench {
     const char *url, *model, *api_key;
     bool chat, ignore_eos;
+    double deadline;   /* okv_now() of the end of the run (--max-duration), or INFINITY */
     int n, out_len;
     char **prompts;
     double *arrival;
@@ -111,6 +124,7 @@ static void sse_event(struct bjob *j, const char *data)
             text = t->valuestring;
     }
     if (text && *text) {
+        j->r->n_chunks++;
         double now = okv_now();
         if (!j->got_first) {
             j->got_first = true;
@@ -186,6 +200,8 @@ static void one_request(struct bench *b, CURL *h, int i)
     cJSON_AddBoolToObject(o, "ignore_eos", b->ignore_eos);
     cJSON *so = cJSON_AddObjectToObject(o, "stream_options");
     cJSON_AddBoolToObject(so, "include_usage", 1);
+    if (isfinite(b->deadline))   /* the tokens of a request cut at the deadline */
+        cJSON_AddBoolToObject(so, "continuous_usage_stats", 1);
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
 
@@ -205,7 +221,15 @@ static void one_request(struct bench *b, CURL *h, int i)
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     j.start = okv_now();
+    long left_ms = 0;   /* 0: no limit */
+    if (isfinite(b->deadline)) {
+        const double left = ceil((b->deadline - j.start) * 1e3);
+        left_ms = left < 1 ? 1 : (long)left;
+    }
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, left_ms);
     CURLcode cc = curl_easy_perform(h);
+    if (cc == CURLE_OPERATION_TIMEDOUT && isfinite(b->deadline) && okv_now() >= b->deadline - DEADLINE_SLACK_S)
+        r->cut = true;
     r->latency = okv_now() - j.start;
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -215,7 +239,7 @@ static void one_request(struct bench *b, CURL *h, int i)
         snprintf(r->err, sizeof r->err, "HTTP %ld: %.120s", status, j.buf ? j.buf : "");
     else if (!j.done && !r->err[0])
         snprintf(r->err, sizeof r->err, "the stream ended without [DONE]");
-    r->ok = !r->err[0] && j.got_first;
+    r->ok = !r->cut && !r->err[0] && j.got_first;
     if (!r->ok && !r->err[0])
         snprintf(r->err, sizeof r->err, "no text generated");
     curl_slist_free_all(hd);
@@ -234,9 +258,15 @@ static void *bench_worker(void *arg)
         if (i >= b->n)
             break;
         double wait = b->t0 + b->arrival[i] - okv_now();
-        if (wait > 0)
-            usleep((useconds_t)(wait * 1e6));
-        one_request(b, h, i);
+        if (isfinite(b->deadline) && okv_now() + (wait > 0 ? wait : 0) >= b->deadline - DEADLINE_SLACK_S) {
+            b->res[i].not_sent = true;
+            if (wait > 0 && b->deadline > okv_now())   /* the run lasts until its deadline, as with requests in flight */
+                usleep((useconds_t)((b->deadline - okv_now()) * 1e6));
+        } else {
+            if (wait > 0)
+                usleep((useconds_t)(wait * 1e6));
+            one_request(b, h, i);
+        }
         int d = atomic_fetch_add(&b->done, 1) + 1;
         pthread_mutex_lock(&b->print_mu);
         fprintf(stderr, "\r  %d/%d requests done", d, b->n);
@@ -442,7 +472,7 @@ static int bench_serve(int argc, char **argv)
     int n = 100, conc = 0, in_len = 128, out_len = 128;
     int px_len = 256, px_suffix = 256, px_num = 10;
     bool prefix_rep = false;
-    double rate = INFINITY;
+    double rate = INFINITY, max_dur = INFINITY;
     uint64_t seed = 0;
     bool ignore_eos = true;
     for (int i = 1; i < argc; i++) {
@@ -489,6 +519,8 @@ static int bench_serve(int argc, char **argv)
             json_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--seed")) {
             seed = cli_u64(a, cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--max-duration")) {
+            max_dur = cli_double(a, cli_value(argc, argv, &i), 1e-3, 1e9);
         } else if (!strcmp(a, "--no-ignore-eos")) {
             ignore_eos = false;
         } else if (!strcmp(a, "--ignore-eos")) {
@@ -528,7 +560,7 @@ static int bench_serve(int argc, char **argv)
     }
 
     struct bench b = {.url = url, .model = model, .api_key = api_key, .chat = strstr(endpoint, "chat") != NULL,
-                      .ignore_eos = ignore_eos, .n = n, .out_len = out_len};
+                      .ignore_eos = ignore_eos, .n = n, .out_len = out_len, .deadline = INFINITY};
     pthread_mutex_init(&b.print_mu, NULL);
     b.prompts = calloc((size_t)n, sizeof *b.prompts);
     b.arrival = calloc((size_t)n, sizeof *b.arrival);
@@ -580,6 +612,8 @@ static int bench_serve(int argc, char **argv)
             conc, isinf(rate) ? "inf" : "finite");
     pthread_t *th = calloc((size_t)conc, sizeof *th);
     b.t0 = okv_now();
+    if (isfinite(max_dur))
+        b.deadline = b.t0 + max_dur;
     for (int i = 0; i < conc; i++)
         if (pthread_create(&th[i], NULL, bench_worker, &b) != 0)
             cli_die("cannot start a client thread");
@@ -588,14 +622,20 @@ static int bench_serve(int argc, char **argv)
     double dur = okv_now() - b.t0;
     char *m1 = http_get(murl, api_key);
 
-    int ok = 0, failed = 0, n_itl = 0;
-    long in_tok = 0, out_tok = 0;
+    int ok = 0, failed = 0, n_itl = 0, n_cut = 0, n_unsent = 0;
+    long in_tok = 0, out_tok = 0, cut_tok = 0;
     for (int i = 0; i < n; i++)
         if (b.res[i].ok) {
             ok++;
             in_tok += b.res[i].prompt_tokens;
             out_tok += b.res[i].output_tokens;
             n_itl += b.res[i].n_itl;
+        } else if (b.res[i].cut) {
+            /* the usage streamed with each chunk; a server without it: one token a text chunk */
+            n_cut++;
+            cut_tok += b.res[i].output_tokens > 0 ? b.res[i].output_tokens : b.res[i].n_chunks;
+        } else if (b.res[i].not_sent) {
+            n_unsent++;
         } else {
             failed++;
         }
@@ -615,7 +655,7 @@ static int bench_serve(int argc, char **argv)
     struct stat3 st_ttft = stats_of(ttft, nt), st_tpot = stats_of(tpot, np), st_itl = stats_of(itl, ni);
     int shown = 0;
     for (int i = 0; i < n && shown < 3; i++)
-        if (!b.res[i].ok) {
+        if (!b.res[i].ok && !b.res[i].cut && !b.res[i].not_sent) {
             fprintf(stderr, "bench serve: request %d failed: %s\n", i, b.res[i].err);
             shown++;
         }
@@ -623,6 +663,10 @@ static int bench_serve(int argc, char **argv)
     printf("============ Serving Benchmark Result ============\n");
     printf("%-40s %-10d\n", "Successful requests:", ok);
     printf("%-40s %-10d\n", "Failed requests:", failed);
+    if (isfinite(max_dur)) {
+        printf("%-40s %-10d\n", "Requests cut at --max-duration:", n_cut);
+        printf("%-40s %-10d\n", "Requests not sent by --max-duration:", n_unsent);
+    }
     printf("%-40s %-10d\n", "Maximum request concurrency:", conc);
     if (!isinf(rate))
         printf("%-40s %-10.2f\n", "Request rate configured (RPS):", rate);
@@ -631,6 +675,10 @@ static int bench_serve(int argc, char **argv)
     printf("%-40s %-10ld\n", "Total generated tokens:", out_tok);
     printf("%-40s %-10.2f\n", "Request throughput (req/s):", ok / dur);
     printf("%-40s %-10.2f\n", "Output token throughput (tok/s):", out_tok / dur);
+    if (isfinite(max_dur)) {
+        printf("%-40s %-10ld\n", "Tokens generated for cut requests:", cut_tok);
+        printf("%-40s %-10.2f\n", "Output tok/s incl. cut requests:", (out_tok + cut_tok) / dur);
+    }
     printf("%-40s %-10.2f\n", "Total Token throughput (tok/s):", (in_tok + out_tok) / dur);
     printf("%s\n", "---------------Time to First Token----------------");
     printf("%-40s %-10.2f\n", "Mean TTFT (ms):", st_ttft.mean * 1e3);
@@ -690,6 +738,10 @@ static int bench_serve(int argc, char **argv)
                 st_itl.p99 * 1e3);
         if (!isinf(rate))
             fprintf(f, ", \"request_rate_value\": %.6f", rate);
+        if (isfinite(max_dur))
+            fprintf(f, ", \"max_duration\": %.3f, \"cut_requests\": %d, \"not_sent_requests\": %d, "
+                       "\"cut_output_tokens\": %ld, \"output_throughput_with_cut\": %.6f",
+                    max_dur, n_cut, n_unsent, cut_tok, (out_tok + cut_tok) / dur);
         if (pc_q > 0)
             fprintf(f, ", \"prefix_cache_hit_rate\": %.4f", pc_h / pc_q * 100);
         if (drafts > 0)

@@ -14,7 +14,8 @@
  *
  * Wire format of a stream (server-sent events): "data: {chunk}\n\n" per text
  * piece, a last chunk with finish_reason, with stream_options.include_usage a
- * chunk {"choices": [], "usage": {...}}, then "data: [DONE]\n\n". */
+ * chunk {"choices": [], "usage": {...}}, then "data: [DONE]\n\n"; with
+ * continuous_usage_stats too (vLLM's), every chunk carries the usage so far. */
 #define _GNU_SOURCE
 #include "server/server_internal.h"
 
@@ -37,6 +38,7 @@ struct job {
     int fd;                       /* the client's socket, to notice a hang-up */
     double next_check;            /* okv_now() of the next hang-up check */
     bool chat, stream, include_usage;
+    bool continuous_usage;        /* stream_options.continuous_usage_stats (vLLM's): usage in every chunk */
     char id[64];
     long created;
     int prompt_tokens;
@@ -49,7 +51,9 @@ struct job {
     struct srv_buf text;          /* pieces back to back */
     size_t *ends;                 /* [n_pieces] end offset of each piece in text */
     int *lp_ends;                 /* [n_pieces] log-probability entries up to each piece (with lp) */
+    int *tok_ends;                /* [n_pieces] tokens generated up to each piece */
     int n_pieces, cap_pieces;
+    int n_tokens;                 /* tokens generated so far (with text or not) */
     struct okv_token_logprob *lps;   /* entries not taken yet: the prompt's (echo), then the generated */
     int n_lps, cap_lps;
     bool lp_oom;
@@ -74,6 +78,7 @@ static void job_unref(struct job *j)
     okv_free(j->text.s);
     okv_free(j->ends);
     okv_free(j->lp_ends);
+    okv_free(j->tok_ends);
     okv_free(j->lps);
     okv_free(j->echo);
     okv_free(j->out.s);
@@ -92,25 +97,32 @@ static void http_release(struct job *j)
 static void job_on_token(void *user, int32_t token, const char *text, size_t len)
 {
     struct job *j = user;
-    if (!len)
-        return;
     pthread_mutex_lock(&j->mu);
+    j->n_tokens++;
+    if (!len) {
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
     if (j->stream && j->n_pieces == j->cap_pieces) {
         int cap = j->cap_pieces ? j->cap_pieces * 2 : 64;
         size_t *e = okv_realloc(j->ends, sizeof *e * (size_t)cap, OKV_TAG_SERVER);
         if (e)
             j->ends = e;
         int *le = e ? okv_realloc(j->lp_ends, sizeof *le * (size_t)cap, OKV_TAG_SERVER) : NULL;
-        if (!e || !le) {
+        if (le)
+            j->lp_ends = le;
+        int *te = le ? okv_realloc(j->tok_ends, sizeof *te * (size_t)cap, OKV_TAG_SERVER) : NULL;
+        if (!e || !le || !te) {
             j->text.oom = true;
         } else {
-            j->lp_ends = le;
+            j->tok_ends = te;
             j->cap_pieces = cap;
         }
     }
     srv_buf_put(&j->text, text, len);
     if (j->stream && !j->text.oom) {
         j->lp_ends[j->n_pieces] = j->n_lps;   /* a piece carries the entries of the tokens before it */
+        j->tok_ends[j->n_pieces] = j->n_tokens;
         j->ends[j->n_pieces++] = j->text.len;
     }
     pthread_cond_signal(&j->cv);
@@ -221,6 +233,15 @@ static void add_logprobs(const struct job *j, cJSON *choice, const struct okv_to
 
 /* One stream chunk: text (NULL for none) and finish reason (NULL while running); with
  * logprobs, the entries v[0..nv) (*offset: the text's characters before them). */
+/* o with the usage so far when the client asked for it in every chunk (vLLM's
+ * stream_options.continuous_usage_stats, with include_usage) */
+static cJSON *with_usage(const struct job *j, cJSON *o, int completion)
+{
+    if (o && j->continuous_usage)
+        cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, completion));
+    return o;
+}
+
 static cJSON *chunk_obj(const struct job *j, const char *text, size_t len, const char *finish, bool role,
                         const struct okv_token_logprob *v, int nv, long *offset)
 {
@@ -468,7 +489,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (j->chat && !j->sent_role) {
             j->sent_role = true;
-            put_event(&j->out, chunk_obj(j, NULL, 0, NULL, true, NULL, 0, NULL));
+            put_event(&j->out, with_usage(j, chunk_obj(j, NULL, 0, NULL, true, NULL, 0, NULL), 0));
             continue;
         }
         pthread_mutex_lock(&j->mu);
@@ -476,11 +497,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;   /* the client is gone; cancelled */
         struct srv_buf text = j->text;
         size_t *ends = j->ends;
-        int *lp_ends = j->lp_ends;
+        int *lp_ends = j->lp_ends, *tok_ends = j->tok_ends;
         int n_pieces = j->n_pieces;
         j->text = (struct srv_buf){0};
         j->ends = NULL;
         j->lp_ends = NULL;
+        j->tok_ends = NULL;
         j->n_pieces = j->cap_pieces = 0;
         /* log-probability entries: those of the pieces taken, and all of them at the end;
          * entries of tokens whose text is still held back stay for a later piece */
@@ -508,22 +530,25 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         int lp_at = 0;
         for (int i = 0; i < n_pieces && !oom; i++) {
             const int lp_end = lps ? lp_ends[i] : 0;
-            put_event(&j->out, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL, lp_end - lp_at,
-                                         &j->lp_offset));
+            put_event(&j->out, with_usage(j, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL,
+                                                       lp_end - lp_at, &j->lp_offset),
+                                          tok_ends[i]));
             at = ends[i];
             lp_at = lp_end;
         }
         okv_free(text.s);
         okv_free(ends);
         okv_free(lp_ends);
+        okv_free(tok_ends);
         if (oom)
             j->out.oom = true;
         if (finished) {
             if (reason == OKV_FINISH_ERROR) {
                 put_event(&j->out, srv_error_obj(err[0] ? err : "generation failed", "server_error", NULL, NULL));
             } else {
-                put_event(&j->out, chunk_obj(j, j->chat ? NULL : "", 0, finish_name(reason), false, lps ? lps + lp_at : NULL,
-                                             lps ? n_lp - lp_at : 0, &j->lp_offset));
+                put_event(&j->out, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish_name(reason), false,
+                                                           lps ? lps + lp_at : NULL, lps ? n_lp - lp_at : 0, &j->lp_offset),
+                                              completion));
                 if (j->include_usage) {
                     cJSON *o = base_obj(j, j->chat ? "chat.completion.chunk" : "text_completion");
                     cJSON_AddArrayToObject(o, "choices");
@@ -621,7 +646,7 @@ static bool get_bool(const cJSON *o, const char *name, bool *out, struct perr *e
 struct params {
     struct okv_sampling samp;
     long max_tokens;
-    bool max_given, stream, include_usage, ignore_eos;
+    bool max_given, stream, include_usage, continuous_usage, ignore_eos;
     bool lp, echo;      /* logprobs (lp_top alternatives), echo (completions) */
     int lp_top;
     const char *stop[MAX_STOP];   /* borrowed from the JSON tree */
@@ -703,7 +728,8 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
     if (so) {
         if (!cJSON_IsObject(so))
             return fail(e, 400, "stream_options", NULL, "'stream_options' must be an object");
-        if (!get_bool(so, "include_usage", &p->include_usage, e))
+        if (!get_bool(so, "include_usage", &p->include_usage, e) ||
+            !get_bool(so, "continuous_usage_stats", &p->continuous_usage, e))
             return false;
     }
     /* log-probabilities: chat takes logprobs (bool) and top_logprobs (int); completions
@@ -980,6 +1006,7 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
     j->chat = chat;
     j->stream = p->stream;
     j->include_usage = p->include_usage;
+    j->continuous_usage = p->include_usage && p->continuous_usage;
     j->created = (long)time(NULL);
     j->prompt_tokens = (int)pr->n;
     j->lp = p->lp;

@@ -244,6 +244,15 @@ def main():
     check(fins == ["length"] and usage == [{"prompt_tokens": n_prompt, "completion_tokens": 8,
                                              "total_tokens": n_prompt + 8}] and evs[-1]["choices"] == [],
           "stream: one finish_reason, then a usage chunk with empty choices")
+    # vLLM's stream_options.continuous_usage_stats: the usage so far in every chunk
+    st, evs, done = stream(port, "/v1/completions",
+                           {"model": "smol", "prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True,
+                            "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    counts = [e["usage"]["completion_tokens"] if e.get("usage") else None for e in evs if text_of(e)]
+    check(st == 200 and done and "".join(text_of(e) for e in evs) == ref_text and all(e.get("usage") for e in evs)
+          and counts == sorted(counts) and counts[-1] == 8 and evs[-1]["usage"]["completion_tokens"] == 8
+          and all(e["usage"]["prompt_tokens"] == n_prompt for e in evs),
+          f"stream with continuous_usage_stats: usage in every chunk, counting up ({counts})")
 
     # ---- stop strings ----
     words = ref_text.split()
@@ -577,6 +586,27 @@ def main():
           and "Prefix cache hit rate" in r.stdout,
           f"bench serve --dataset-name prefix_repetition: {res.get('completed')} done, hit rate "
           f"{res.get('prefix_cache_hit_rate')} %")
+
+    # `bench serve --max-duration`: requests in flight at the limit are cut (the server cancels them and frees
+    # their KV), the rest are not sent; the report counts the cut requests' streamed tokens apart
+    jpath = f"/tmp/okv_test_bench_dur_{os.getpid()}.json"
+    t0 = time.time()
+    r = subprocess.run([CLI, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--num-prompts", "6",
+                        "--max-concurrency", "3", "--random-input-len", "20", "--random-output-len", "900",
+                        "--max-duration", "2.5", "--json", jpath], capture_output=True, text=True, timeout=120)
+    dt = time.time() - t0
+    try:
+        res = json.load(open(jpath))
+        os.unlink(jpath)
+    except (OSError, ValueError):
+        res = {}
+    check(r.returncode == 0 and res.get("completed") == 0 and res.get("failed") == 0 and res.get("cut_requests") == 3
+          and res.get("not_sent_requests") == 3 and res.get("cut_output_tokens", 0) > 3
+          and 2.4 < res.get("duration", 0) < 4 and dt < 20 and "Requests cut at --max-duration:" in r.stdout,
+          f"bench serve --max-duration 2.5: {res.get('cut_requests')} cut with {res.get('cut_output_tokens')} tokens, "
+          f"{res.get('not_sent_requests')} not sent, {res.get('duration', 0):.2f} s, exit {r.returncode}")
+    idle, m = wait_idle(port)
+    check(idle and m.get("vllm:num_requests_running") == 0, "the cut requests are cancelled and their KV freed")
 
     # ---- API key (a second server: sparse, with an FP8 E4M3 host tier) ----
     # sparse from the start (--no-dense-while-room), so that a long prompt selects and fetches
