@@ -132,6 +132,7 @@ struct okv_bkv {
                                 own units waits for it alone, not for everything queued before the fetch */
     bool *attn_rec;          /* [n_layers] attn_ev has been recorded */
     bool *wt_pending;        /* [n_layers] wt_ev recorded and not yet waited by kv_write */
+    bool kvw_scalar;         /* OKV_KVW_SCALAR: kv_write one element a thread, never 16-byte pieces */
     struct cuda_resid *resid;   /* device-side residency (cuda_resid.cu), or NULL */
 };
 

@@ -181,6 +181,87 @@ static __global__ void kv_write_k(struct kvw_args a, uint8_t *host_layer)
     }
 }
 
+static __device__ __forceinline__ okv_bf16 bf_min(okv_bf16 a, okv_bf16 b)
+{
+    return bf_order(__bfloat16_as_ushort(b)) < bf_order(__bfloat16_as_ushort(a)) ? b : a;
+}
+
+static __device__ __forceinline__ okv_bf16 bf_max(okv_bf16 a, okv_bf16 b)
+{
+    return bf_order(__bfloat16_as_ushort(b)) > bf_order(__bfloat16_as_ushort(a)) ? b : a;
+}
+
+union bf8 {   /* 8 bf16: one 16-byte piece */
+    uint4 u;
+    okv_bf16 b[8];
+};
+
+/* kv_write_k's work 8 elements a thread, one thread per (token, 8 consecutive dims of a head),
+ * 16-byte loads and stores (head_dim a multiple of 8, aligned pointers: cuda_kv_write checks).
+ * HOST (decode-shaped writes, every token in its own host block, as FUSED): the summary is
+ * widened by plain loads and stores, no atomics (no other thread touches those elements), and
+ * the row goes to the mapped host tier 16 (bf16) or 8 (fp8) bytes a store. */
+template <bool HOST>
+static __global__ void kv_write_vec_k(struct kvw_args a, uint8_t *host_layer, int n)
+{
+    const int vecs = a.nkv * a.hd / 8;
+    const long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= (long long)n * vecs)
+        return;
+    const int t = (int)(g / vecs), i = (int)(g % vecs) * 8;
+    const int h = i / a.hd, d = i % a.hd;
+    const int slot = a.tok_slot[t] / a.bs, off = a.tok_slot[t] % a.bs;
+    const float4 *kp = (const float4 *)(a.k + (size_t)t * a.nkv * a.hd + i);
+    const float4 *vp = (const float4 *)(a.v + (size_t)t * a.nkv * a.hd + i);
+    const float4 k0 = kp[0], k1 = kp[1], v0 = vp[0], v1 = vp[1];
+    const float kf[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+    const float vf[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    union bf8 kb, vb;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        kb.b[j] = __float2bfloat16_rn(kf[j]);
+        vb.b[j] = __float2bfloat16_rn(vf[j]);
+    }
+    okv_bf16 *u = a.layer + ((size_t)slot * a.nkv + h) * a.unit_elems + (size_t)off * a.hd + d;
+    *(uint4 *)u = kb.u;
+    *(uint4 *)(u + (size_t)a.bs * a.hd) = vb.u;
+    if (!HOST)
+        return;
+    const int th = a.tok_host[t];
+    if (th < 0)
+        return;
+    const int hb = th / a.bs, hoff = th % a.bs;
+    okv_bf16 *s = a.summ + ((size_t)hb * a.nkv + h) * 2 * a.hd + d;
+    union bf8 lo, hi;
+    if (hoff != 0) {
+        lo.u = *(const uint4 *)s;
+        hi.u = *(const uint4 *)(s + a.hd);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const okv_bf16 ks = e4m3_round(kb.b[j], a.f8);
+        lo.b[j] = hoff == 0 ? ks : bf_min(lo.b[j], ks);
+        hi.b[j] = hoff == 0 ? ks : bf_max(hi.b[j], ks);
+    }
+    *(uint4 *)s = lo.u;
+    *(uint4 *)(s + a.hd) = hi.u;
+    const size_t di = ((size_t)hb * a.nkv + h) * a.unit_elems + (size_t)hoff * a.hd + d;
+    if (a.f8) {
+        uint2 ok, ov;
+        uint8_t *okb = (uint8_t *)&ok, *ovb = (uint8_t *)&ov;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            okb[j] = e4m3_enc(kb.b[j]);
+            ovb[j] = e4m3_enc(vb.b[j]);
+        }
+        *(uint2 *)(host_layer + di) = ok;
+        *(uint2 *)(host_layer + di + (size_t)a.bs * a.hd) = ov;
+    } else {
+        *(uint4 *)((okv_bf16 *)host_layer + di) = kb.u;
+        *(uint4 *)((okv_bf16 *)host_layer + di + (size_t)a.bs * a.hd) = vb.u;
+    }
+}
+
 /* copy stream: each written row (K and V of every head) from its group slot to the host tier
  * (16-byte pieces of 8 bf16; an fp8 tier takes them as 8 bytes) */
 static __global__ void kv_write_through_k(const okv_bf16 *layer, uint8_t *host_layer, const int32_t *tok_slot,
@@ -467,6 +548,8 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
         const int ids = (int)(kv->layer_units[l] / (size_t)g->n_kv_heads);
         kv->slot_ids = l == 0 || ids < kv->slot_ids ? ids : kv->slot_ids;
     }
+    const char *sc = getenv("OKV_KVW_SCALAR");   /* kv_write one element a thread (to compare, to test) */
+    kv->kvw_scalar = sc && *sc && strcmp(sc, "0") != 0;
     cudaError_t e;
     /* timing events: kv_fetch_wait measures whether the compute stream waited for them */
     for (int i = 0; i < 2 * L * OKV_CUDA_FETCH_EVENTS; i++)
@@ -789,6 +872,20 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
     bool fused = host && n <= OKV_KVW_FUSED_MAX && (size_t)n * nkv * hd * 4 <= OKV_KVW_FUSED_BYTES;
     for (int t = 1; fused && t < n; t++)
         fused = meta->tok_host[t] / bs != meta->tok_host[t - 1] / bs;
+    /* 8 elements a thread where the shapes allow (OKV_KVW_SCALAR=1: never, to compare) */
+    const bool vec = hd % 8 == 0 && !kv->kvw_scalar &&
+                     (((uintptr_t)a.k | (uintptr_t)a.v | (uintptr_t)units | (uintptr_t)(a.summ ? a.summ : units) |
+                       (uintptr_t)(host ? host_layer_d(kv, layer) : (uint8_t *)units)) & 15) == 0;
+    if (vec && (fused || !host)) {
+        const long long work = (long long)n * nkv * (hd / 8);
+        const int vt = work >= 256 ? 256 : (int)((work + 31) / 32) * 32;
+        if (fused)
+            kv_write_vec_k<true><<<(unsigned)((work + vt - 1) / vt), vt, 0, c->stream>>>(a, host_layer_d(kv, layer), n);
+        else
+            kv_write_vec_k<false><<<(unsigned)((work + vt - 1) / vt), vt, 0, c->stream>>>(a, NULL, n);
+        OKV_LAUNCHED("kv_write kernel (16-byte pieces)");
+        return fused ? codes_after_write(c, kv, layer, n, &a) : OKV_OK;
+    }
     if (fused) {
         kv_write_k<true><<<n, threads, 0, c->stream>>>(a, host_layer_d(kv, layer));
         OKV_LAUNCHED("kv_write kernel (with summary and write-through)");
