@@ -1476,7 +1476,7 @@ static void test_sample(void)
         printf("  %-44s %d greedy + %d sampled rows: %d + %d differ\n", "sample vs okv_sample_u", n_g, n_rows - n_g, bad_g,
                bad_s);
         if (V == 128256 && !getenv("OKV_TEST_QUICK")) {   /* time: 64 rows, four settings */
-            const struct okv_sampling sets[] = {{0.0f, 0, 1.0f, 0}, {0.8f, 0, 1.0f, 0}, {0.8f, 50, 0.9f, 0}, {0.8f, 0, 0.9f, 0}};
+            const struct okv_sampling sets[] = {{0.0f, 0, 1.0f, 0, 0.0f}, {0.8f, 0, 1.0f, 0, 0.0f}, {0.8f, 50, 0.9f, 0, 0.0f}, {0.8f, 0, 0.9f, 0, 0.0f}};
             for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
                 struct okv_sampling ps[64];
                 for (int i = 0; i < 64; i++)

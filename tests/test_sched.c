@@ -187,6 +187,164 @@ static void test_logprobs(okv_engine *e, const struct okv_model_config *c, const
            (double)worst);
 }
 
+/* ---- sampling extras (vLLM's penalties, logit_bias, min_tokens, min_p, stop_token_ids) ---- */
+
+#define EX_GEN 12
+
+static void ex_run(okv_engine *e, const struct okv_sched_request *proto, struct out *o)
+{
+    struct okv_sched_params sp = {.max_num_seqs = 2, .max_num_batched_tokens = 64};
+    okv_sched *s = NULL;
+    CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
+    if (!s)
+        return;
+    memset(o, 0, sizeof *o);
+    struct okv_sched_request rq = *proto;
+    rq.on_token = on_token;
+    rq.on_finish = on_finish;
+    rq.user = o;
+    uint64_t id;
+    CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
+    bool busy = true;
+    for (int step = 0; busy && step < 5000; step++)
+        CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
+    okv_sched_free(s);
+}
+
+static enum okv_status ex_submit_status(okv_engine *e, const struct okv_sched_request *rq)
+{
+    struct okv_sched_params sp = {.max_num_seqs = 2, .max_num_batched_tokens = 64};
+    okv_sched *s = NULL;
+    if (okv_sched_create(e, NULL, &sp, &s) != OKV_OK)
+        return OKV_ERR_INTERNAL;
+    uint64_t id;
+    enum okv_status st = okv_sched_submit(s, rq, &id);
+    okv_sched_free(s);
+    return st;
+}
+
+static void test_extras(okv_engine *e, const struct okv_model_config *c, const int32_t *prompt)
+{
+    /* the adjustment on a known row: bias, the min_tokens mask, repetition over prompt and
+     * output (once an id), frequency x count and presence over the output */
+    float row[5] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+    const int32_t toks[5] = {0, 3, 1, 1, 2};   /* prompt 0 3, generated 1 1 2 */
+    const int32_t bid[1] = {4}, eog[1] = {3};
+    const float bv[1] = {1.0f};
+    struct okv_logit_adjust a = {.presence_penalty = 0.25f, .frequency_penalty = 0.5f, .repetition_penalty = 2.0f,
+                                 .min_tokens = 5, .bias_id = bid, .bias = bv, .n_bias = 1};
+    int counts[5] = {0};
+    okv_logit_adjust_apply(&a, row, 5, toks, 2, 3, eog, 1, counts);
+    const float want[5] = {1.0f, -3.25f, -0.5f, -INFINITY, -1.0f};
+    bool same = true, zero = true;
+    for (int i = 0; i < 5; i++) {
+        same &= row[i] == want[i];
+        zero &= counts[i] == 0;
+    }
+    CHECK(same && zero, "logit adjust on a known row: %g %g %g %g %g (want 1 -3.25 -0.5 -inf -1), scratch left zero %d",
+          row[0], row[1], row[2], row[3], row[4], zero);
+    float row2[5] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+    okv_logit_adjust_apply(&a, row2, 5, toks, 2, 5, eog, 1, counts);   /* 5 generated: no mask */
+    CHECK(row2[3] == 1.5f, "min_tokens reached: the end-of-generation id is not masked (%g)", row2[3]);
+    CHECK(okv_logit_adjust_check(&a, 5) == OKV_OK && okv_logit_adjust_check(&a, 4) == OKV_ERR_INVALID_ARG,
+          "logit_bias ids are checked against the vocabulary");
+    struct okv_logit_adjust bad = {.repetition_penalty = 2.5f};
+    CHECK(okv_logit_adjust_check(&bad, 5) == OKV_ERR_INVALID_ARG, "repetition_penalty past 2 is refused");
+    CHECK(!okv_logit_adjust_active(&(struct okv_logit_adjust){.repetition_penalty = 1.0f}), "defaults change nothing");
+    /* min_p: relative probabilities 1, 0.5, 0.2, 0.1 at temperature 1, min_p 0.3 keeps the first two */
+    const float lg[4] = {0.0f, logf(0.5f), logf(0.2f), logf(0.1f)};
+    float pr[4];
+    struct okv_sampling mp = {.temperature = 1.0f, .top_p = 1.0f, .min_p = 0.3f};
+    okv_sampling_probs(lg, 4, &mp, pr);
+    CHECK(near(pr[0], 2.0f / 3, 1e-5f) && near(pr[1], 1.0f / 3, 1e-5f) && pr[2] == 0 && pr[3] == 0,
+          "min_p 0.3: probabilities %g %g %g %g", pr[0], pr[1], pr[2], pr[3]);
+    mp.min_p = 1.5f;
+    CHECK(okv_sampling_check(&mp) == OKV_ERR_INVALID_ARG, "min_p past 1 is refused");
+
+    /* through the scheduler: greedy with penalties and a bias equals a greedy loop that adjusts
+     * the engine's logits of the whole sequence each step */
+    const int V = c->vocab_size;
+    struct okv_sched_request base = {.prompt = prompt, .n_prompt = PROMPT, .max_tokens = EX_GEN, .ignore_eos = true};
+    static struct out plain, adj, stopped, held;
+    ex_run(e, &base, &plain);
+    const int32_t b_id[2] = {plain.toks[1], 7};
+    const float b_val[2] = {-3.0f, 1.5f};
+    struct okv_sched_request rq = base;
+    rq.adjust = (struct okv_logit_adjust){.presence_penalty = 0.3f, .frequency_penalty = 0.4f, .repetition_penalty = 1.3f,
+                                          .bias_id = b_id, .bias = b_val, .n_bias = 2};
+    ex_run(e, &rq, &adj);
+    int32_t seqtok[PROMPT + EX_GEN], seqs[PROMPT + EX_GEN], ref[EX_GEN];
+    uint8_t wantl[PROMPT + EX_GEN];
+    static float logits[256];
+    int *cnt = calloc((size_t)V, sizeof(int));
+    memcpy(seqtok, prompt, sizeof(int32_t) * PROMPT);
+    for (int g = 0; g < EX_GEN; g++) {
+        const int n = PROMPT + g;
+        int seq = -1;
+        CHECK(okv_engine_seq_create(e, &seq) == OKV_OK, "%s", okv_last_error());
+        for (int t = 0; t < n; t++) {
+            seqs[t] = seq;
+            wantl[t] = t == n - 1;
+        }
+        struct okv_batch bt = {.n_tokens = n, .tokens = seqtok, .seq = seqs, .want_logits = wantl};
+        CHECK(okv_engine_forward(e, &bt, logits) == OKV_OK, "reference forward: %s", okv_last_error());
+        okv_engine_seq_free(e, seq);
+        okv_logit_adjust_apply(&rq.adjust, logits, V, seqtok, PROMPT, g, NULL, 0, cnt);
+        ref[g] = seqtok[n] = okv_argmax(logits, V);
+    }
+    free(cnt);
+    int differ = 0;
+    for (int g = 0; g < EX_GEN; g++)
+        differ += plain.toks[g] != adj.toks[g];
+    CHECK(adj.done && adj.n == EX_GEN && !memcmp(adj.toks, ref, sizeof ref),
+          "penalties and logit_bias through the scheduler = the adjusted greedy loop (%d tokens)", adj.n);
+    CHECK(differ > 0, "the adjustments changed the greedy tokens (%d of %d differ)", differ, EX_GEN);
+
+    /* stop_token_ids end the generation at that id (not part of the output) ... (on the adjusted
+     * request: this model's plain greedy output repeats one id) */
+    int first = 2;   /* the first id, from the third on, not generated before it */
+    for (bool seen = true; seen && first < EX_GEN - 1; first += seen) {
+        seen = false;
+        for (int g = 0; g < first; g++)
+            seen |= adj.toks[g] == adj.toks[first];
+    }
+    const int32_t stop_id = adj.toks[first];
+    CHECK(first >= 2 && first < EX_GEN - 1, "a stop id generated first at step %d", first);
+    struct okv_sched_request pen = rq;
+    rq = pen;
+    rq.stop_token_ids = &stop_id;
+    rq.n_stop_token_ids = 1;
+    ex_run(e, &rq, &stopped);
+    CHECK(stopped.done && stopped.reason == OKV_FINISH_STOP && stopped.n == first &&
+              !memcmp(stopped.toks, adj.toks, sizeof(int32_t) * (size_t)first),
+          "stop_token_ids: stopped after %d tokens (want %d), reason %d", stopped.n, first, stopped.reason);
+    /* ... and min_tokens keeps them from being drawn before it */
+    rq.adjust.min_tokens = first + 4;
+    ex_run(e, &rq, &held);
+    bool early = false;
+    for (int g = 0; g < held.n && g < first + 4; g++)
+        early |= held.toks[g] == stop_id;
+    CHECK(held.done && held.n >= first + 4 && !early && !memcmp(held.toks, adj.toks, sizeof(int32_t) * (size_t)first),
+          "min_tokens %d: %d tokens, the stop id not among the first %d", first + 4, held.n, first + 4);
+
+    /* bad values are refused at submission */
+    rq = base;
+    rq.adjust.repetition_penalty = 3.0f;
+    CHECK(ex_submit_status(e, &rq) == OKV_ERR_INVALID_ARG, "submit: repetition_penalty 3 is refused");
+    rq = base;
+    const int32_t far_id = V + 5;
+    rq.stop_token_ids = &far_id;
+    rq.n_stop_token_ids = 1;
+    CHECK(ex_submit_status(e, &rq) == OKV_ERR_INVALID_ARG, "submit: a stop token id past the vocabulary is refused");
+    rq = base;
+    rq.adjust.bias_id = &far_id;
+    rq.adjust.bias = b_val;
+    rq.adjust.n_bias = 1;
+    CHECK(ex_submit_status(e, &rq) == OKV_ERR_INVALID_ARG, "submit: a logit_bias id past the vocabulary is refused");
+    printf("  sampling extras: penalties + logit_bias = the adjusted greedy loop (%d of %d tokens changed), "
+           "stop_token_ids stop after %d, min_tokens holds it to %d\n", differ, EX_GEN, stopped.n, held.n);
+}
+
 static void run(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int count, struct out *outs)
 {
     struct okv_sched_params sp = {.max_num_seqs = NREQ, .max_num_batched_tokens = 64};
@@ -503,6 +661,7 @@ int main(void)
     for (int i = 0; i < NREQ; i++)
         run(e, prompts, i, 1, alone);
     test_logprobs(e, &sm.m.cfg, prompts[0]);
+    test_extras(e, &sm.m.cfg, prompts[1]);
     okv_engine_free(e);
     {
         /* sparse (a budget of 24 of 56 tokens): the prefill reads every block, so the

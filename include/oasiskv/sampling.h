@@ -14,7 +14,36 @@ struct okv_sampling {
     int top_k;           /* <= 0: off */
     float top_p;         /* >= 1 or <= 0: off */
     uint64_t seed;
+    float min_p;         /* 0: off; else drop tokens less likely than min_p x the most likely one (after the
+                          * temperature, before top-k / top-p, as vLLM). The backends' sample ops do not
+                          * take it: the scheduler samples such requests on the host. */
 };
+
+/* Adjustments of the logits before sampling, as vLLM's sampling parameters (and the OpenAI
+ * API's): applied on the host to the logits of a request whose steps bring them there.
+ * In order: logit_bias added; end-of-generation ids masked while fewer than min_tokens
+ * tokens are generated; repetition_penalty on every id of the prompt and the generated
+ * tokens (a positive logit divided by it, a negative one multiplied); frequency_penalty x
+ * the id's count among the generated tokens and presence_penalty for each id among them
+ * subtracted. */
+struct okv_logit_adjust {
+    float presence_penalty, frequency_penalty;   /* 0: off */
+    float repetition_penalty;                    /* 1: off (0 reads as 1) */
+    int min_tokens;                              /* 0: off */
+    const int32_t *bias_id;                      /* [n_bias] logit_bias */
+    const float *bias;
+    int n_bias;
+};
+/* whether a changes any logits */
+bool okv_logit_adjust_active(const struct okv_logit_adjust *a);
+/* Validate (vLLM's ranges: penalties presence / frequency in [-2, 2], repetition in (0, 2],
+ * biases in [-100, 100], ids in the vocabulary of n, min_tokens >= 0): a message names the field. */
+enum okv_status okv_logit_adjust_check(const struct okv_logit_adjust *a, int n);
+/* Apply a to logits[n] in place. toks: the prompt's n_prompt ids, then the n_gen generated
+ * ones; eog[n_eog]: the ids masked while n_gen < min_tokens. counts: n ints of scratch, all 0
+ * on entry, left so. */
+void okv_logit_adjust_apply(const struct okv_logit_adjust *a, float *logits, int n, const int32_t *toks, int n_prompt,
+                            int n_gen, const int32_t *eog, int n_eog, int *counts);
 
 /* A small, fast generator (SplitMix64-seeded xoshiro256**). */
 struct okv_rng { uint64_t s[4]; };

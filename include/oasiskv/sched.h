@@ -92,6 +92,13 @@ struct okv_sched_request {
     const char *const *stop;      /* stop strings, copied; not part of the text */
     int n_stop;
     bool ignore_eos;
+    /* vLLM's sampling extras: penalties, min_tokens and logit_bias (copied), applied on the
+     * host (such a request's steps bring its logits there and it is not drafted for); with
+     * sampling.min_p > 0 it samples on the host too. stop_token_ids (copied) end the
+     * generation as end-of-generation does (not part of the text), ignore_eos or not. */
+    struct okv_logit_adjust adjust;
+    const int32_t *stop_token_ids;
+    int n_stop_token_ids;
     okv_sched_token_fn on_token;  /* may be NULL */
     okv_sched_finish_fn on_finish;/* may be NULL */
     void *user;

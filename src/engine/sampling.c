@@ -101,7 +101,76 @@ enum okv_status okv_sampling_check(const struct okv_sampling *p)
         return okv_set_error(OKV_ERR_INVALID_ARG, "top_p %g: must be in (0, 1]", p->top_p);
     if (p->top_k < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "top_k %d: must be >= 0 (0 = off)", p->top_k);
+    if (!(p->min_p >= 0.0f) || p->min_p > 1.0f)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "min_p %g: must be in [0, 1]", p->min_p);
     return OKV_OK;
+}
+
+bool okv_logit_adjust_active(const struct okv_logit_adjust *a)
+{
+    return a->presence_penalty != 0.0f || a->frequency_penalty != 0.0f ||
+           (a->repetition_penalty != 0.0f && a->repetition_penalty != 1.0f) || a->min_tokens > 0 || a->n_bias > 0;
+}
+
+enum okv_status okv_logit_adjust_check(const struct okv_logit_adjust *a, int n)
+{
+    if (!(a->presence_penalty >= -2.0f && a->presence_penalty <= 2.0f))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "presence_penalty %g: must be in [-2, 2]", a->presence_penalty);
+    if (!(a->frequency_penalty >= -2.0f && a->frequency_penalty <= 2.0f))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "frequency_penalty %g: must be in [-2, 2]", a->frequency_penalty);
+    if (!(a->repetition_penalty >= 0.0f && a->repetition_penalty <= 2.0f))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "repetition_penalty %g: must be in (0, 2]", a->repetition_penalty);
+    if (a->min_tokens < 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "min_tokens %d: must be >= 0", a->min_tokens);
+    for (int i = 0; i < a->n_bias; i++) {
+        if (a->bias_id[i] < 0 || a->bias_id[i] >= n)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "logit_bias: token id %d is out of the vocabulary (size %d)",
+                                 a->bias_id[i], n);
+        if (!(a->bias[i] >= -100.0f && a->bias[i] <= 100.0f))
+            return okv_set_error(OKV_ERR_INVALID_ARG, "logit_bias of token %d: %g must be in [-100, 100]", a->bias_id[i],
+                                 a->bias[i]);
+    }
+    return OKV_OK;
+}
+
+void okv_logit_adjust_apply(const struct okv_logit_adjust *a, float *logits, int n, const int32_t *toks, int n_prompt,
+                            int n_gen, const int32_t *eog, int n_eog, int *counts)
+{
+    for (int i = 0; i < a->n_bias; i++)
+        if (a->bias_id[i] >= 0 && a->bias_id[i] < n)
+            logits[a->bias_id[i]] += a->bias[i];
+    if (n_gen < a->min_tokens)
+        for (int i = 0; i < n_eog; i++)
+            if (eog[i] >= 0 && eog[i] < n)
+                logits[eog[i]] = -INFINITY;
+    const float rp = a->repetition_penalty;
+    const int n_all = n_prompt + n_gen;
+    if (rp != 0.0f && rp != 1.0f) {
+        /* once an id: counts[] marks the ids seen (-1), reset below */
+        for (int i = 0; i < n_all; i++) {
+            const int32_t t = toks[i];
+            if (t < 0 || t >= n || counts[t])
+                continue;
+            counts[t] = -1;
+            logits[t] = logits[t] > 0.0f ? logits[t] / rp : logits[t] * rp;
+        }
+        for (int i = 0; i < n_all; i++)
+            if (toks[i] >= 0 && toks[i] < n)
+                counts[toks[i]] = 0;
+    }
+    if (a->presence_penalty != 0.0f || a->frequency_penalty != 0.0f) {
+        const int32_t *gen = toks + n_prompt;
+        for (int i = 0; i < n_gen; i++)
+            if (gen[i] >= 0 && gen[i] < n)
+                counts[gen[i]]++;
+        for (int i = 0; i < n_gen; i++) {
+            const int32_t t = gen[i];
+            if (t < 0 || t >= n || counts[t] == 0)
+                continue;
+            logits[t] -= a->frequency_penalty * (float)counts[t] + a->presence_penalty;
+            counts[t] = 0;   /* each id once */
+        }
+    }
 }
 
 struct cand { float logit; int32_t id; };
@@ -124,7 +193,8 @@ void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p
     const float inv_t = 1.0f / p->temperature;
     int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
     bool use_p = p->top_p > 0.0f && p->top_p < 1.0f;
-    if (k == n && !use_p) {
+    const bool use_min_p = p->min_p > 0.0f;
+    if (k == n && !use_p && !use_min_p) {
         float mx = logits[okv_argmax(logits, n)];
         double sum = 0;
         for (int i = 0; i < n; i++) {
@@ -145,6 +215,12 @@ void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p
         c[i].id = i;
     }
     qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    if (use_min_p)   /* min_p first (vLLM's order): the candidates at least min_p x the most likely */
+        for (int i = 1; i < k; i++)
+            if (exp((double)(c[i].logit - c[0].logit) * inv_t) < (double)p->min_p) {
+                k = i;
+                break;
+            }
     double sum = 0;
     for (int i = 0; i < k; i++)
         sum += exp((double)(c[i].logit - c[0].logit) * inv_t);

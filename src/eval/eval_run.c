@@ -278,7 +278,7 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
         okv_engine_stats_reset(e);
         int agree = 0;
         double kl = 0;
-        struct okv_sampling greedy = {0, 0, 1, 0};
+        struct okv_sampling greedy = {.temperature = 0, .top_k = 0, .top_p = 1};
         struct okv_rng rng;
         okv_rng_seed(&rng, 1);
         for (int s = 0; s < steps; s++) {

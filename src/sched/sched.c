@@ -48,6 +48,13 @@ struct req {
     bool ignore_eos;
     char **stop;
     int n_stop;
+    /* sampling extras (okv_sched_request.adjust; bias arrays owned) and stop_token_ids */
+    struct okv_logit_adjust adjust;
+    int32_t *stop_ids;
+    int n_stop_ids;
+    int32_t *mask_ids;      /* masked while n_gen < min_tokens: the end-of-generation ids, then stop_ids */
+    int n_mask;
+    bool host_sample;       /* its logits come to the host and it samples there (adjust, min_p) */
 
     struct okv_detok detok;
     char *text;             /* generated text so far */
@@ -107,7 +114,10 @@ struct okv_sched {
     int *b_row1;             /* [max_seqs] batch row of each logit request's first logit row */
     int *b_lidx;             /* [max_batch] logit row of each batch row that wants logits */
     float *v_logits;         /* [max_batch][vocab] logits of a step with drafts (host verification) */
-    float *v_scratch;        /* [2 * vocab] */
+    float *v_scratch;        /* [2 * vocab]; a host-sampled request's adjusted logits in the second half */
+    int *a_counts;           /* [vocab] zeros: okv_logit_adjust_apply's scratch */
+    int32_t *eog_ids;        /* the tokenizer's end-of-generation ids (min_tokens masks them) */
+    int n_eog;
     int v_rows_cap;
     struct okv_sampling *b_params;   /* [max_seqs] sampling of each logit row */
     double *b_u;             /* [max_seqs] its uniform number */
@@ -158,6 +168,10 @@ static void req_free(struct req *r)
     for (int i = 0; i < r->n_stop; i++)
         okv_free(r->stop[i]);
     okv_free(r->stop);
+    okv_free((void *)r->adjust.bias_id);
+    okv_free((void *)r->adjust.bias);
+    okv_free(r->stop_ids);
+    okv_free(r->mask_ids);
     okv_free(r->toks);
     okv_free(r->text);
     okv_free(r);
@@ -208,13 +222,29 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->b_row1 = okv_calloc(ns, sizeof *s->b_row1, OKV_TAG_SERVER);
     s->b_lidx = okv_calloc(nb, sizeof *s->b_lidx, OKV_TAG_SERVER);
     s->v_scratch = okv_malloc(sizeof(float) * 2 * (size_t)s->vocab, OKV_TAG_SERVER);
+    s->a_counts = okv_calloc((size_t)s->vocab, sizeof *s->a_counts, OKV_TAG_SERVER);
+    if (tok) {
+        const int nv = okv_tokenizer_n_vocab(tok) < s->vocab ? okv_tokenizer_n_vocab(tok) : s->vocab;
+        for (int pass = 0; pass < 2; pass++) {   /* count, then fill */
+            int k = 0;
+            for (int id = 0; id < nv; id++)
+                if (okv_tokenizer_is_eog(tok, id)) {
+                    if (pass)
+                        s->eog_ids[k] = id;
+                    k++;
+                }
+            if (!pass && !(s->eog_ids = okv_calloc((size_t)k + 1, sizeof *s->eog_ids, OKV_TAG_SERVER)))
+                break;
+            s->n_eog = k;
+        }
+    }
     s->q_req = okv_calloc(nb, sizeof *s->q_req, OKV_TAG_SERVER);
     s->q_req2 = okv_calloc(nb, sizeof *s->q_req2, OKV_TAG_SERVER);
     s->q_prev = okv_calloc(nb, sizeof *s->q_prev, OKV_TAG_SERVER);
     s->ovl = !prm.sync_steps && !prm.drafter && okv_engine_can_queue(e);
     if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
         !s->b_u || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx || !s->v_scratch ||
-        !s->q_req || !s->q_req2 || !s->q_prev) {
+        !s->a_counts || (tok && !s->eog_ids) || !s->q_req || !s->q_req2 || !s->q_prev) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -482,7 +512,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             }
             n += take;
             r->n_drafts = 0;
-            if (decode && s->drafter) {
+            if (decode && s->drafter && !r->host_sample) {
                 /* draft what may follow, within max_tokens, the context and the batch */
                 int k = s->spec_k, room = r->max_tokens - r->n_gen - 1, ctx_room = s->max_ctx - r->n_toks - 1;
                 k = k < room ? k : room;
@@ -542,6 +572,11 @@ static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const flo
         finish(s, r, OKV_FINISH_STOP, NULL);
         return;
     }
+    for (int i = 0; i < r->n_stop_ids; i++)
+        if (id == r->stop_ids[i]) {
+            finish(s, r, OKV_FINISH_STOP, NULL);
+            return;
+        }
     r->toks[r->n_toks++] = id;
     r->n_gen++;
     pthread_mutex_lock(&s->mu);
@@ -664,7 +699,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         }
         for (int i = 0; i < nl; i++) {
             s->b_first[i] = s->b_lidx[s->b_row1[i]];
-            host |= s->b_req[i]->n_drafts > 0 || s->b_req[i]->lp_gen;
+            host |= s->b_req[i]->n_drafts > 0 || s->b_req[i]->lp_gen || s->b_req[i]->host_sample;
         }
         if ((host || !s->ovl) && s->inflight) {   /* the queued step's tokens first, then build again */
             drain(s);
@@ -755,7 +790,15 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             }
             const float *lg = s->v_logits + (size_t)s->b_first[i] * (size_t)s->vocab;
             if (r->n_drafts == 0) {
-                on_sampled(s, r, okv_sample(lg, s->vocab, &r->sampling, &r->rng, s->v_scratch), lg);
+                const float *ls = lg;
+                if (okv_logit_adjust_active(&r->adjust)) {   /* on a copy: log-probabilities stay the model's */
+                    float *adj = s->v_scratch + s->vocab;
+                    memcpy(adj, lg, sizeof(float) * (size_t)s->vocab);
+                    okv_logit_adjust_apply(&r->adjust, adj, s->vocab, r->toks, r->n_prompt, r->n_gen, r->mask_ids,
+                                           r->n_mask, s->a_counts);
+                    ls = adj;
+                }
+                on_sampled(s, r, okv_sample(ls, s->vocab, &r->sampling, &r->rng, s->v_scratch), lg);
                 continue;
             }
             /* verify: keep the accepted drafts' KV, drop the rest */
@@ -905,6 +948,8 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->b_lidx);
     okv_free(s->v_logits);
     okv_free(s->v_scratch);
+    okv_free(s->a_counts);
+    okv_free(s->eog_ids);
     okv_free(s->b_params);
     okv_free(s->b_u);
     okv_free(s->b_ids);
@@ -923,8 +968,14 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         return okv_set_error(OKV_ERR_INVALID_ARG, "request: the prompt is empty");
     if (rq->max_tokens <= 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "request: max_tokens %d must be positive", rq->max_tokens);
-    if ((st = okv_sampling_check(&rq->sampling)) != OKV_OK)
+    if ((st = okv_sampling_check(&rq->sampling)) != OKV_OK || (st = okv_logit_adjust_check(&rq->adjust, s->vocab)) != OKV_OK)
         return st;
+    if (rq->n_stop_token_ids < 0 || (rq->n_stop_token_ids > 0 && !rq->stop_token_ids))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "request: bad stop_token_ids");
+    for (int i = 0; i < rq->n_stop_token_ids; i++)
+        if (rq->stop_token_ids[i] < 0 || rq->stop_token_ids[i] >= s->vocab)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "request: stop token id %d is out of the vocabulary (size %d)",
+                                 rq->stop_token_ids[i], s->vocab);
     if (rq->top_logprobs < 0 || rq->top_logprobs > OKV_MAX_TOP_LOGPROBS)
         return okv_set_error(OKV_ERR_INVALID_ARG, "request: top_logprobs %d is outside 0..%d", rq->top_logprobs,
                              OKV_MAX_TOP_LOGPROBS);
@@ -956,6 +1007,38 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
             goto oom;
         r->n_stop = i + 1;
     }
+    r->adjust = rq->adjust;
+    r->adjust.bias_id = NULL;
+    r->adjust.bias = NULL;
+    r->adjust.n_bias = 0;
+    if (rq->adjust.n_bias > 0) {
+        int32_t *bi = okv_malloc(sizeof(int32_t) * (size_t)rq->adjust.n_bias, OKV_TAG_SERVER);
+        float *bv = okv_malloc(sizeof(float) * (size_t)rq->adjust.n_bias, OKV_TAG_SERVER);
+        r->adjust.bias_id = bi;
+        r->adjust.bias = bv;
+        if (!bi || !bv)
+            goto oom;
+        memcpy(bi, rq->adjust.bias_id, sizeof(int32_t) * (size_t)rq->adjust.n_bias);
+        memcpy(bv, rq->adjust.bias, sizeof(float) * (size_t)rq->adjust.n_bias);
+        r->adjust.n_bias = rq->adjust.n_bias;
+    }
+    if (rq->n_stop_token_ids > 0) {
+        if (!(r->stop_ids = okv_malloc(sizeof(int32_t) * (size_t)rq->n_stop_token_ids, OKV_TAG_SERVER)))
+            goto oom;
+        memcpy(r->stop_ids, rq->stop_token_ids, sizeof(int32_t) * (size_t)rq->n_stop_token_ids);
+        r->n_stop_ids = rq->n_stop_token_ids;
+    }
+    if (rq->adjust.min_tokens > 0) {   /* what min_tokens keeps from being drawn */
+        const int ne = rq->ignore_eos ? 0 : s->n_eog;
+        if (!(r->mask_ids = okv_malloc(sizeof(int32_t) * (size_t)(ne + r->n_stop_ids + 1), OKV_TAG_SERVER)))
+            goto oom;
+        if (ne)
+            memcpy(r->mask_ids, s->eog_ids, sizeof(int32_t) * (size_t)ne);
+        if (r->n_stop_ids)
+            memcpy(r->mask_ids + ne, r->stop_ids, sizeof(int32_t) * (size_t)r->n_stop_ids);
+        r->n_mask = ne + r->n_stop_ids;
+    }
+    r->host_sample = okv_logit_adjust_active(&r->adjust) || rq->sampling.min_p > 0.0f;
     memcpy(r->toks, rq->prompt, sizeof(int32_t) * (size_t)rq->n_prompt);
     r->n_toks = r->n_prompt = rq->n_prompt;
     r->max_tokens = max_new;

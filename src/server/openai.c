@@ -24,10 +24,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define MAX_STOP 16
+#define MAX_STOP_IDS 64
+#define MAX_LOGIT_BIAS 1024
 
 struct job {
     pthread_mutex_t mu;
@@ -651,7 +654,92 @@ struct params {
     int lp_top;
     const char *stop[MAX_STOP];   /* borrowed from the JSON tree */
     int n_stop;
+    struct okv_logit_adjust adj;  /* penalties, min_tokens, logit_bias (in bias_id / bias) */
+    int32_t bias_id[MAX_LOGIT_BIAS];
+    float bias[MAX_LOGIT_BIAS];
+    int32_t stop_ids[MAX_STOP_IDS];   /* stop_token_ids (vLLM's) */
+    int n_stop_ids;
 };
+
+/* vLLM's and the OpenAI API's sampling extras: presence / frequency / repetition penalties,
+ * min_p, min_tokens, logit_bias, stop_token_ids; and a clear error for the known parameters
+ * that ask for what this server does not do (structured output, tools, beam search, ...) */
+static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, struct perr *e)
+{
+    double pres = 0, freq = 0, rep = 1, min_p = 0;
+    long min_tokens = 0;
+    if (!get_num(root, "presence_penalty", -2, 2, &pres, e) || !get_num(root, "frequency_penalty", -2, 2, &freq, e) ||
+        !get_num(root, "repetition_penalty", 1e-6, 2, &rep, e) || !get_num(root, "min_p", 0, 1, &min_p, e) ||
+        !get_int(root, "min_tokens", 0, INT32_MAX, &min_tokens, NULL, e))
+        return false;
+    if (p->max_given && min_tokens > p->max_tokens)
+        return fail(e, 400, "min_tokens", NULL, "'min_tokens' = %ld is more than 'max_tokens' = %ld", min_tokens,
+                    p->max_tokens);
+    p->adj.presence_penalty = (float)pres;
+    p->adj.frequency_penalty = (float)freq;
+    p->adj.repetition_penalty = (float)rep;
+    p->adj.min_tokens = (int)min_tokens;
+    p->samp.min_p = (float)min_p;
+    const int n_vocab = okv_tokenizer_n_vocab(sv->tok);
+    const cJSON *lb = field(root, "logit_bias");
+    if (lb) {
+        if (!cJSON_IsObject(lb))
+            return fail(e, 400, "logit_bias", NULL, "'logit_bias' must be an object of token ids (as strings) to numbers");
+        const cJSON *x;
+        cJSON_ArrayForEach(x, lb) {
+            char *end = NULL;
+            const long id = strtol(x->string, &end, 10);
+            if (!*x->string || *end || id < 0 || id >= n_vocab)
+                return fail(e, 400, "logit_bias", NULL, "logit_bias: '%.40s' is not a token id in [0, %d)", x->string,
+                            n_vocab);
+            if (!cJSON_IsNumber(x) || !(x->valuedouble >= -100 && x->valuedouble <= 100))
+                return fail(e, 400, "logit_bias", NULL, "logit_bias of token %ld must be a number in [-100, 100]", id);
+            if (p->adj.n_bias == MAX_LOGIT_BIAS)
+                return fail(e, 400, "logit_bias", NULL, "at most %d logit_bias entries", MAX_LOGIT_BIAS);
+            p->bias_id[p->adj.n_bias] = (int32_t)id;
+            p->bias[p->adj.n_bias++] = (float)x->valuedouble;
+        }
+        p->adj.bias_id = p->bias_id;
+        p->adj.bias = p->bias;
+    }
+    const cJSON *sti = field(root, "stop_token_ids");
+    if (sti) {
+        if (!cJSON_IsArray(sti))
+            return fail(e, 400, "stop_token_ids", NULL, "'stop_token_ids' must be an array of token ids");
+        const cJSON *x;
+        cJSON_ArrayForEach(x, sti) {
+            if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+                x->valuedouble >= n_vocab)
+                return fail(e, 400, "stop_token_ids", NULL, "'stop_token_ids' must be token ids in [0, %d)", n_vocab);
+            if (p->n_stop_ids == MAX_STOP_IDS)
+                return fail(e, 400, "stop_token_ids", NULL, "at most %d stop_token_ids", MAX_STOP_IDS);
+            p->stop_ids[p->n_stop_ids++] = (int32_t)x->valuedouble;
+        }
+    }
+    /* known, and not done here: refused rather than ignored when they ask for something */
+    const cJSON *rf = field(root, "response_format");
+    if (rf) {
+        const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
+            return fail(e, 400, "response_format", NULL, "only response_format {\"type\": \"text\"} is supported "
+                                                         "(no structured output)");
+    }
+    static const char *const unsupported[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                                              "structured_outputs", "allowed_token_ids", "bad_words", "tools",
+                                              "functions", "logits_processors"};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
+        const cJSON *v = field(root, unsupported[i]);
+        if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0) && !(cJSON_IsObject(v) && !v->child))
+            return fail(e, 400, unsupported[i], NULL, "'%s' is not supported by this server", unsupported[i]);
+    }
+    const cJSON *tc = field(root, "tool_choice");
+    if (tc && !(cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")))
+        return fail(e, 400, "tool_choice", NULL, "'tool_choice' is not supported by this server (no tools)");
+    const cJSON *beam = field(root, "use_beam_search");
+    if (beam && !cJSON_IsFalse(beam))
+        return fail(e, 400, "use_beam_search", NULL, "beam search is not supported by this server");
+    return true;
+}
 
 static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct params *p, struct perr *e)
 {
@@ -763,7 +851,7 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
             return fail(e, 400, "max_tokens", NULL, "'max_tokens' = 0 needs 'echo': true");
     }
     p->lp_top = (int)top;
-    return true;
+    return parse_extras(sv, root, p, e);
 }
 
 /* One prompt of a request: its ids, and (completions) the JSON item it came from, for echo. */
@@ -1119,6 +1207,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
             struct okv_sched_request rq = {
                 .prompt = prompts[i].ids, .n_prompt = (int)prompts[i].n, .max_tokens = (int)max_tokens,
                 .sampling = samp, .stop = p.stop, .n_stop = p.n_stop, .ignore_eos = p.ignore_eos,
+                .adjust = p.adj, .stop_token_ids = p.stop_ids, .n_stop_token_ids = p.n_stop_ids,
                 .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
                 .logprobs = p.lp, .prompt_logprobs = p.lp && p.echo, .top_logprobs = p.lp_top,
                 .on_logprob = job_on_logprob,

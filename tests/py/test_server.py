@@ -254,6 +254,53 @@ def main():
           and all(e["usage"]["prompt_tokens"] == n_prompt for e in evs),
           f"stream with continuous_usage_stats: usage in every chunk, counting up ({counts})")
 
+    # ---- sampling extras: vLLM's penalties, logit_bias, min_p, min_tokens, stop_token_ids ----
+    cat = {"prompt": "The cat sat on the mat. The cat", "max_tokens": 24, "temperature": 0, "ignore_eos": True}
+
+    def comp(extra, port_=None):
+        st, js, _ = request(port_ or port, "POST", "/v1/completions", {**cat, **extra})
+        return st, js, (js["choices"][0]["text"] if st == 200 else None)
+
+    st0, _, base_text = comp({})
+    for name, val in (("repetition_penalty", 1.5), ("frequency_penalty", 2.0), ("presence_penalty", 2.0)):
+        st, _, t = comp({name: val})
+        check(st0 == 200 and st == 200 and t != base_text, f"{name} {val} changes the greedy text ({t[:40] if t else t!r})")
+    st, _, t = comp({"repetition_penalty": 1.0, "frequency_penalty": 0, "presence_penalty": 0, "min_p": 0})
+    check(st == 200 and t == base_text, "the penalties' defaults leave the greedy text as it was")
+    a_id = HF_TOK.token_to_id("Ġapple") or HF_TOK.encode(" apple").ids[0]
+    st, js, t = comp({"logit_bias": {str(a_id): 100}})
+    check(st == 200 and t == HF_TOK.decode([a_id] * 24) and js["usage"]["completion_tokens"] == 24,
+          f"logit_bias +100 on one id: every token is that id ({t[:30] if t else t!r})")
+    first_id = HF_TOK.encode(base_text).ids[0]
+    st, _, t = comp({"logit_bias": {str(first_id): -100}})
+    check(st == 200 and not t.startswith(HF_TOK.decode([first_id])), "logit_bias -100 on the greedy first id: not drawn")
+    st, _, t = comp({"temperature": 1.0, "min_p": 1.0, "seed": 5})
+    check(st == 200 and t == base_text, "min_p 1 at temperature 1 keeps only the most likely id: the greedy text")
+    cat_id = HF_TOK.token_to_id("Ġcat")
+    st, js, t = comp({"stop_token_ids": [cat_id], "ignore_eos": False})
+    want = base_text[:base_text.index(" cat")] if " cat" in base_text else base_text
+    check(st == 200 and t == want and js["choices"][0]["finish_reason"] == ("stop" if " cat" in base_text else "length"),
+          f"stop_token_ids [' cat']: {t!r}, finish {js['choices'][0]['finish_reason'] if st == 200 else st}")
+    st, js, t = comp({"stop_token_ids": [cat_id], "min_tokens": 20, "ignore_eos": False})
+    check(st == 200 and js["usage"]["completion_tokens"] >= 20, f"min_tokens 20 holds the stop id back "
+          f"({js['usage']['completion_tokens'] if st == 200 else st} tokens)")
+    r = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0).completions.create(
+        model="smol", prompt=cat["prompt"], max_tokens=24, temperature=0, frequency_penalty=2.0,
+        extra_body={"ignore_eos": True})
+    check(r.choices[0].text == comp({"frequency_penalty": 2.0})[2], "openai client: frequency_penalty as over HTTP")
+    for extra, what in (({"presence_penalty": 3}, "presence_penalty 3"), ({"repetition_penalty": 0}, "repetition_penalty 0"),
+                        ({"logit_bias": {"abc": 1}}, "a logit_bias key that is no id"),
+                        ({"logit_bias": {str(a_id): 101}}, "a logit_bias of 101"), ({"min_p": 1.5}, "min_p 1.5"),
+                        ({"stop_token_ids": [-1]}, "a negative stop token id"),
+                        ({"min_tokens": 30}, "min_tokens past max_tokens"),
+                        ({"response_format": {"type": "json_object"}}, "response_format json_object"),
+                        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+                        ({"guided_json": {"type": "object"}}, "guided_json"), ({"use_beam_search": True}, "beam search")):
+        st, js, _ = comp(extra)
+        check(st == 400 and is_error_obj(js), f"{what} -> 400 ({js['error']['message'][:60] if st == 400 else st})")
+    st, _, t = comp({"response_format": {"type": "text"}, "tools": [], "tool_choice": "none"})
+    check(st == 200 and t == base_text, "response_format text, empty tools and tool_choice none are accepted")
+
     # ---- stop strings ----
     words = ref_text.split()
     if len(words) >= 2:
