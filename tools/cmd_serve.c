@@ -13,9 +13,10 @@
 #include <unistd.h>
 
 static const char *help =
-    "usage: oasiskv serve [-m PATH] [options]\n"
+    "usage: oasiskv serve [-m PATH | PATH] [options]\n"
     "\n"
-    "  -m, --model PATH             .gguf file or Hugging Face folder (default: the SmolLM2-135M-Instruct model in models/)\n"
+    "  -m, --model PATH             .gguf file or Hugging Face folder (default: the SmolLM2-135M-Instruct model in models/);\n"
+    "                               also as the first argument, as in `vllm serve PATH`\n"
     "  --host ADDR                  address to bind (default 127.0.0.1)\n"
     "  --port N                     port (default 8000; 0: any free port, printed on stderr)\n"
     "  --served-model-name NAME     model name of the API (default: the model file's name)\n"
@@ -55,12 +56,16 @@ static const char *help =
     "  --kv-key-codes B             per-token key codes of B bits a channel (1, 2, 4; default 0: none): blocks are\n"
     "                               scored by half their keys' max product as the codes see them and half Quest's\n"
     "                               bound (bench/ACCURACY.md)\n"
-    "  --ctx N                      context length to serve (default: the model's)\n"
+    "  --ctx N, --max-model-len N   context length to serve (default: the model's)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
     "  --device NAME                cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
-    "  -v, --verbose                log requests and scheduler events\n";
+    "  -v, --verbose                log requests and scheduler events\n"
+    "  vLLM launch options taken as they are: --dtype auto|bfloat16 (other precisions: a note, and the\n"
+    "  backend's own: bf16 on the GPU, fp32 on the CPU), --trust-remote-code (no code is run: the\n"
+    "  architecture must be one this engine has), --enable-chunked-prefill (always on),\n"
+    "  --disable-log-requests, --disable-log-stats, --disable-uvicorn-access-log (no effect)\n";
 
 static int sig_pipe[2] = {-1, -1};
 
@@ -182,7 +187,7 @@ int cmd_serve(int argc, char **argv)
             sticky = cli_double(a, cli_value(argc, argv, &i), 0, 0.5);
         } else if (!strcmp(a, "--kv-host-gb")) {
             host_gb = cli_double(a, cli_value(argc, argv, &i), 0.001, 1 << 20);
-        } else if (!strcmp(a, "--ctx")) {
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "--max-model-len")) {
             ctx = cli_int(a, cli_value(argc, argv, &i), 16, 1 << 22);
         } else if (!strcmp(a, "--block-size")) {
             block = cli_int(a, cli_value(argc, argv, &i), 1, 256);
@@ -194,6 +199,24 @@ int cmd_serve(int argc, char **argv)
             device = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             verbose = true;
+        } else if (!strcmp(a, "--dtype")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (strcmp(v, "auto") != 0 && strcmp(v, "bfloat16") != 0 && strcmp(v, "bf16") != 0) {
+                if (strcmp(v, "float16") != 0 && strcmp(v, "half") != 0 && strcmp(v, "float32") != 0 &&
+                    strcmp(v, "float") != 0)
+                    cli_die("--dtype '%s': expected auto, bfloat16, float16, half, float32 or float", v);
+                fprintf(stderr, "oasiskv serve: note: --dtype %s: this engine computes in bfloat16 on the GPU and float32 "
+                                "on the CPU, whatever the checkpoint's precision; going on with that\n", v);
+            }
+        } else if (!strcmp(a, "--trust-remote-code") || !strcmp(a, "--enable-chunked-prefill") ||
+                   !strcmp(a, "--disable-log-requests") || !strcmp(a, "--disable-log-stats") ||
+                   !strcmp(a, "--disable-uvicorn-access-log")) {
+            /* vLLM's, nothing to do here (see --help) */
+        } else if (!strcmp(a, "--gpu-memory-utilization")) {
+            cli_die("--gpu-memory-utilization is not supported yet: size the device KV tier with --kv-pool-gb G "
+                    "(GiB; the default is small: max-num-seqs full contexts, at most 2 GiB of float KV)");
+        } else if (a[0] != '-' && i == 1 && !model_path) {
+            model_path = a;   /* `oasiskv serve PATH`, as `vllm serve PATH` */
         } else {
             cli_die("serve: unknown option '%s' (see oasiskv serve --help)", a);
         }

@@ -47,10 +47,10 @@ def check(cond, what):
 
 
 class Server:
-    def __init__(self, *extra):
+    def __init__(self, *extra, model_args=("-m", MODEL), ctx_args=("--ctx", str(CTX))):
         self.log_path = f"/tmp/okv_test_server_{os.getpid()}_{len(servers)}.log"
         self.log = open(self.log_path, "w+")
-        args = [CLI, "serve", "-m", MODEL, "--port", "0", "--threads", "2", "--ctx", str(CTX),
+        args = [CLI, "serve", *model_args, "--port", "0", "--threads", "2", *ctx_args,
                 "--kv-pool-gb", "0.25", "--served-model-name", "smol", *extra]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         servers.append(self)
@@ -715,6 +715,20 @@ def main():
           "sparse server, dense while room: the dense server's greedy text, nothing fetched, no demotion")
     rc = srv3.stop()
     check(rc == 0, f"third server: SIGTERM -> exit {rc}")
+
+    # ---- a vLLM launch line: the model as the first argument, --max-model-len, options taken as they are ----
+    srv4 = Server("--dtype", "auto", "--trust-remote-code", "--enable-chunked-prefill", "--disable-log-requests",
+                  "--disable-log-stats", model_args=(MODEL,), ctx_args=("--max-model-len", "512"))
+    st, js, _ = request(srv4.port, "GET", "/v1/models")
+    check(st == 200 and js["data"][0]["max_model_len"] == 512 and js["data"][0]["root"] == MODEL,
+          f"vLLM launch line (serve PATH --max-model-len 512 --dtype auto ...): max_model_len "
+          f"{js['data'][0]['max_model_len'] if st == 200 else st}")
+    rc = srv4.stop()
+    check(rc == 0, f"fourth server: SIGTERM -> exit {rc}")
+    for extra, what in ((["--gpu-memory-utilization", "0.9"], "--gpu-memory-utilization"),
+                        (["--dtype", "int3"], "--dtype int3")):
+        r = subprocess.run([CLI, "serve", MODEL, "--port", "0", *extra], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and extra[0] in r.stderr, f"serve {what}: exit {r.returncode}, {r.stderr.strip()[:80]!r}")
 
     # ---- SIGTERM with a stream in flight ----
     out = {}
