@@ -29,6 +29,10 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("oasiskv %s\n", OKV_VERSION_STRING);
+        return 0;
+    }
     if (!strcmp(cmd, "generate"))
         return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize"))

@@ -15,6 +15,8 @@
 extern "C" {
 #endif
 
+#define OKV_VERSION_STRING "0.1.0"   /* oasiskv --version, GET /version */
+
 enum okv_status {
     OKV_OK = 0,
     OKV_ERR_INVALID_ARG = -1,   /* a bad argument or flag value */

@@ -1291,3 +1291,88 @@ bad:
         okv_free(prompts[i].ids);
     return reply_perr(c, &e);
 }
+
+/* ---- vLLM's /tokenize and /detokenize ---- */
+
+/* POST /tokenize {"prompt": "..."} or {"messages": [...]} (the chat template applied, with the
+ * generation prompt), "add_special_tokens" (default true: the BOS the model's prompts start with)
+ * -> {"count", "max_model_len", "tokens"} */
+enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len)
+{
+    struct perr e = {0};
+    int32_t *ids = NULL;
+    size_t n = 0;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    bool ok = false, special = true;
+    if (!root || !cJSON_IsObject(root)) {
+        fail(&e, 400, NULL, NULL, "the body must be a JSON object");
+    } else if (get_bool(root, "add_special_tokens", &special, &e)) {
+        const cJSON *model = field(root, "model"), *pr = field(root, "prompt");
+        if (model && (!cJSON_IsString(model) || (strcmp(model->valuestring, sv->model_name) != 0 &&
+                                                 (!sv->model_alias || strcmp(model->valuestring, sv->model_alias) != 0))))
+            fail(&e, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves '%.200s'.",
+                 cJSON_IsString(model) ? model->valuestring : "?", sv->model_name);
+        else if (field(root, "messages"))
+            ok = chat_prompt(sv, root, &ids, &n, &e);
+        else if (!pr || !cJSON_IsString(pr))
+            fail(&e, 400, "prompt", NULL, "'prompt' (a string) or 'messages' is required");
+        else if (okv_tokenizer_encode(sv->tok, pr->valuestring, strlen(pr->valuestring),
+                                      special && okv_tokenizer_add_bos(sv->tok), true, &ids, &n) != OKV_OK)
+            fail(&e, 400, "prompt", NULL, "cannot tokenize the prompt: %s", okv_last_error());
+        else
+            ok = true;
+    }
+    cJSON_Delete(root);
+    if (!ok) {
+        okv_free(ids);
+        return reply_perr(c, &e);
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "count", (double)n);
+    cJSON_AddNumberToObject(o, "max_model_len", sv->max_ctx);
+    cJSON *t = cJSON_AddArrayToObject(o, "tokens");
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(t, cJSON_CreateNumber(ids[i]));
+    okv_free(ids);
+    return srv_reply_json(c, MHD_HTTP_OK, o);
+}
+
+/* POST /detokenize {"tokens": [...]} -> {"prompt": "..."} (special tokens rendered, as vLLM) */
+enum MHD_Result srv_handle_detokenize(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len)
+{
+    struct perr e = {0};
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    const cJSON *toks = root && cJSON_IsObject(root) ? field(root, "tokens") : NULL;
+    int32_t *ids = NULL;
+    int cnt = toks && cJSON_IsArray(toks) ? cJSON_GetArraySize(toks) : -1;
+    const int nv = okv_tokenizer_n_vocab(sv->tok);
+    if (cnt < 0) {
+        fail(&e, 400, "tokens", NULL, "'tokens' must be an array of token ids");
+    } else if (!(ids = okv_malloc(sizeof *ids * (size_t)(cnt + 1), OKV_TAG_SERVER))) {
+        fail(&e, 500, NULL, NULL, "out of memory");
+    } else {
+        int i = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, toks) {
+            if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble >= nv) {
+                fail(&e, 400, "tokens", NULL, "'tokens' must be token ids in [0, %d)", nv);
+                break;
+            }
+            ids[i++] = (int32_t)x->valuedouble;
+        }
+    }
+    cJSON_Delete(root);
+    char *text = NULL;
+    size_t tl = 0;
+    if (!e.status && okv_tokenizer_decode(sv->tok, ids, (size_t)cnt, false, &text, &tl) != OKV_OK)
+        fail(&e, 500, NULL, NULL, "cannot decode: %s", okv_last_error());
+    okv_free(ids);
+    if (e.status) {
+        okv_free(text);
+        return reply_perr(c, &e);
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "prompt", text ? text : "");
+    okv_free(text);
+    return srv_reply_json(c, MHD_HTTP_OK, o);
+}

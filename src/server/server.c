@@ -280,6 +280,7 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
     static const struct route routes[] = {
         {"/health", false}, {"/metrics", false}, {"/v1/models", false},
         {"/v1/completions", true}, {"/v1/chat/completions", true},
+        {"/tokenize", true}, {"/detokenize", true}, {"/version", false},   /* vLLM's */
     };
     int r = -1;
     for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
@@ -295,6 +296,13 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
     case 0: return reply_bytes(c, MHD_HTTP_OK, "text/plain", "", 0);
     case 1: return handle_metrics(sv, c);
     case 2: return handle_models(sv, c);
+    case 5: return srv_handle_tokenize(sv, c, hr->body ? hr->body : "", hr->len);
+    case 6: return srv_handle_detokenize(sv, c, hr->body ? hr->body : "", hr->len);
+    case 7: {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "version", OKV_VERSION_STRING);
+        return srv_reply_json(c, MHD_HTTP_OK, o);
+    }
     default:
         if (atomic_load(&sv->stopping))
             return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",

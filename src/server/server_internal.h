@@ -46,6 +46,9 @@ cJSON *srv_error_obj(const char *message, const char *type, const char *param, c
 
 /* POST /v1/completions (chat false) and /v1/chat/completions (chat true). Runs on
  * the connection's thread and may block there until the request finishes. */
+/* vLLM's /tokenize and /detokenize (openai.c) */
+enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len);
+enum MHD_Result srv_handle_detokenize(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len);
 enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
                                       bool chat);
 

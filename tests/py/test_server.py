@@ -301,6 +301,27 @@ def main():
     st, _, t = comp({"response_format": {"type": "text"}, "tools": [], "tool_choice": "none"})
     check(st == 200 and t == base_text, "response_format text, empty tools and tool_choice none are accepted")
 
+    # ---- vLLM's /tokenize, /detokenize, /version ----
+    text = "Tokenize me: naïve café, 42 apples."
+    st, js, _ = request(port, "POST", "/tokenize", {"prompt": text})
+    check(st == 200 and js["tokens"] == HF_TOK.encode(text).ids and js["count"] == len(js["tokens"])
+          and js["max_model_len"] == CTX, f"/tokenize = the Hugging Face tokenizer's ids ({js.get('count') if js else st})")
+    st2, js2, _ = request(port, "POST", "/detokenize", {"tokens": js["tokens"] if st == 200 else []})
+    check(st2 == 200 and js2["prompt"] == text, "/detokenize gives the text back")
+    chat_body = {"messages": [{"role": "user", "content": "Name a color."}]}
+    st, js, _ = request(port, "POST", "/tokenize", chat_body)
+    st2, js2, _ = request(port, "POST", "/v1/chat/completions", {**chat_body, "max_tokens": 1})
+    check(st == 200 and st2 == 200 and js["count"] == js2["usage"]["prompt_tokens"],
+          "/tokenize of messages counts the chat request's prompt tokens")
+    for path, body, what in (("/tokenize", {"prompt": 5}, "a prompt that is no string"),
+                             ("/tokenize", {"prompt": "x", "model": "nope"}, "an unknown model"),
+                             ("/detokenize", {"tokens": [10 ** 9]}, "an id past the vocabulary"),
+                             ("/detokenize", {"tokens": "abc"}, "tokens that are no array")):
+        st, js, _ = request(port, "POST", path, body)
+        check(st in (400, 404) and is_error_obj(js), f"{path} with {what} -> {st}")
+    st, js, _ = request(port, "GET", "/version")
+    check(st == 200 and isinstance(js.get("version"), str) and js["version"], f"/version: {js}")
+
     # ---- stop strings ----
     words = ref_text.split()
     if len(words) >= 2:
