@@ -244,7 +244,8 @@ static void test_extras(okv_engine *e, const struct okv_model_config *c, const i
     CHECK(same && zero, "logit adjust on a known row: %g %g %g %g %g (want 1 -3.25 -0.5 -inf -1), scratch left zero %d",
           row[0], row[1], row[2], row[3], row[4], zero);
     float row2[5] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
-    okv_logit_adjust_apply(&a, row2, 5, toks, 2, 5, eog, 1, counts);   /* 5 generated: no mask */
+    const int32_t toks7[7] = {0, 3, 1, 1, 2, 2, 2};   /* 5 generated: no mask (id 3 in the prompt only: 3 / 2) */
+    okv_logit_adjust_apply(&a, row2, 5, toks7, 2, 5, eog, 1, counts);
     CHECK(row2[3] == 1.5f, "min_tokens reached: the end-of-generation id is not masked (%g)", row2[3]);
     CHECK(okv_logit_adjust_check(&a, 5) == OKV_OK && okv_logit_adjust_check(&a, 4) == OKV_ERR_INVALID_ARG,
           "logit_bias ids are checked against the vocabulary");

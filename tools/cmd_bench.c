@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -247,6 +248,16 @@ static void one_request(struct bench *b, CURL *h, int i)
     free(j.buf);
 }
 
+/* sleep for s seconds (any length: usleep's argument is 32 bits of microseconds) */
+static void sleep_s(double s)
+{
+    if (!(s > 0))
+        return;
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - floor(s)) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 static void *bench_worker(void *arg)
 {
     struct bench *b = arg;
@@ -261,10 +272,10 @@ static void *bench_worker(void *arg)
         if (isfinite(b->deadline) && okv_now() + (wait > 0 ? wait : 0) >= b->deadline - DEADLINE_SLACK_S) {
             b->res[i].not_sent = true;
             if (wait > 0 && b->deadline > okv_now())   /* the run lasts until its deadline, as with requests in flight */
-                usleep((useconds_t)((b->deadline - okv_now()) * 1e6));
+                sleep_s(b->deadline - okv_now());
         } else {
             if (wait > 0)
-                usleep((useconds_t)(wait * 1e6));
+                sleep_s(wait);
             one_request(b, h, i);
         }
         int d = atomic_fetch_add(&b->done, 1) + 1;

@@ -122,6 +122,8 @@ enum okv_status okv_logit_adjust_check(const struct okv_logit_adjust *a, int n)
         return okv_set_error(OKV_ERR_INVALID_ARG, "repetition_penalty %g: must be in (0, 2]", a->repetition_penalty);
     if (a->min_tokens < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "min_tokens %d: must be >= 0", a->min_tokens);
+    if (a->n_bias < 0 || (a->n_bias > 0 && (!a->bias_id || !a->bias)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "logit_bias: %d entries without their arrays", a->n_bias);
     for (int i = 0; i < a->n_bias; i++) {
         if (a->bias_id[i] < 0 || a->bias_id[i] >= n)
             return okv_set_error(OKV_ERR_INVALID_ARG, "logit_bias: token id %d is out of the vocabulary (size %d)",

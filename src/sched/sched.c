@@ -599,13 +599,17 @@ static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const flo
             finish(s, r, OKV_FINISH_ERROR, "scheduler: out of memory");
             return;
         }
-        long at = okv_stop_find(r->text ? r->text : "", r->text_len, r->emitted, (const char *const *)r->stop, r->n_stop);
+        /* stop strings count once more than min_tokens tokens exist (as vLLM) */
+        const bool stop_ok = r->n_gen > r->adjust.min_tokens;
+        long at = stop_ok ? okv_stop_find(r->text ? r->text : "", r->text_len, r->emitted, (const char *const *)r->stop,
+                                          r->n_stop)
+                          : -1;
         if (at >= 0) {
             r->text_len = (size_t)at;
             r->text[r->text_len] = 0;
             upto = r->text_len;
             stop = true;
-        } else if (r->text) {
+        } else if (r->text && stop_ok) {
             upto = r->text_len - okv_stop_holdback(r->text, r->text_len, (const char *const *)r->stop, r->n_stop);
         }
     }
@@ -1028,8 +1032,8 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         memcpy(r->stop_ids, rq->stop_token_ids, sizeof(int32_t) * (size_t)rq->n_stop_token_ids);
         r->n_stop_ids = rq->n_stop_token_ids;
     }
-    if (rq->adjust.min_tokens > 0) {   /* what min_tokens keeps from being drawn */
-        const int ne = rq->ignore_eos ? 0 : s->n_eog;
+    if (rq->adjust.min_tokens > 0) {   /* what min_tokens keeps from being drawn (end of generation too with ignore_eos, as vLLM) */
+        const int ne = s->n_eog;
         if (!(r->mask_ids = okv_malloc(sizeof(int32_t) * (size_t)(ne + r->n_stop_ids + 1), OKV_TAG_SERVER)))
             goto oom;
         if (ne)

@@ -694,10 +694,15 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
                             n_vocab);
             if (!cJSON_IsNumber(x) || !(x->valuedouble >= -100 && x->valuedouble <= 100))
                 return fail(e, 400, "logit_bias", NULL, "logit_bias of token %ld must be a number in [-100, 100]", id);
-            if (p->adj.n_bias == MAX_LOGIT_BIAS)
+            int at = 0;   /* a key given twice: the last value (as a JSON object read into a dict) */
+            while (at < p->adj.n_bias && p->bias_id[at] != (int32_t)id)
+                at++;
+            if (at == MAX_LOGIT_BIAS)
                 return fail(e, 400, "logit_bias", NULL, "at most %d logit_bias entries", MAX_LOGIT_BIAS);
-            p->bias_id[p->adj.n_bias] = (int32_t)id;
-            p->bias[p->adj.n_bias++] = (float)x->valuedouble;
+            p->bias_id[at] = (int32_t)id;
+            p->bias[at] = (float)x->valuedouble;
+            if (at == p->adj.n_bias)
+                p->adj.n_bias++;
         }
         p->adj.bias_id = p->bias_id;
         p->adj.bias = p->bias;
@@ -819,6 +824,8 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
         if (!get_bool(so, "include_usage", &p->include_usage, e) ||
             !get_bool(so, "continuous_usage_stats", &p->continuous_usage, e))
             return false;
+        if (!p->stream)
+            return fail(e, 400, "stream_options", NULL, "'stream_options' is only allowed with 'stream': true");
     }
     /* log-probabilities: chat takes logprobs (bool) and top_logprobs (int); completions
      * logprobs (int: the alternatives; null or false: none) and echo */
@@ -1202,6 +1209,14 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
             long max_tokens = p.max_given ? p.max_tokens : chat ? sv->max_ctx - (long)prompts[i].n : 16;
             if (echo_only)
                 max_tokens = 1;   /* one token is generated and not shown */
+            if (p.adj.min_tokens > max_tokens) {   /* against the max_tokens in effect (given or the default) */
+                okv_set_error(OKV_ERR_INVALID_ARG, "'min_tokens' = %d is more than the max_tokens in effect (%ld)",
+                              p.adj.min_tokens, max_tokens);
+                st = OKV_ERR_INVALID_ARG;
+                atomic_store(&j->refs, 1);
+                job_unref(j);
+                break;
+            }
             struct okv_sampling samp = p.samp;
             samp.seed ^= (uint64_t)k * 0x9E3779B97F4A7C15ull;   /* the n choices of a prompt draw apart */
             struct okv_sched_request rq = {

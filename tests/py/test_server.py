@@ -298,6 +298,16 @@ def main():
                         ({"guided_json": {"type": "object"}}, "guided_json"), ({"use_beam_search": True}, "beam search")):
         st, js, _ = comp(extra)
         check(st == 400 and is_error_obj(js), f"{what} -> 400 ({js['error']['message'][:60] if st == 400 else st})")
+    st, js, t = comp({"stop": ["."], "min_tokens": 10, "ignore_eos": False})
+    check(st == 200 and js["usage"]["completion_tokens"] > 10 and js["choices"][0]["finish_reason"] == "stop"
+          and not t.endswith("."), f"a stop string counts only past min_tokens 10 ({t!r})")
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        raw=json.dumps(cat)[:-1].encode() + f', "logit_bias": {{"{a_id}": 100, "{a_id}": 0}}}}'.encode())
+    check(st == 200 and js["choices"][0]["text"] == base_text, "logit_bias with a key given twice: the last value counts")
+    st, js, _ = request(port, "POST", "/v1/completions", {"prompt": "Hi", "min_tokens": 20})
+    check(st == 400 and is_error_obj(js), "min_tokens past the default max_tokens (16) -> 400")
+    st, js, _ = request(port, "POST", "/v1/completions", {"prompt": "Hi", "stream_options": {"include_usage": True}})
+    check(st == 400 and is_error_obj(js), "stream_options without stream -> 400")
     st, _, t = comp({"response_format": {"type": "text"}, "tools": [], "tool_choice": "none"})
     check(st == 200 and t == base_text, "response_format text, empty tools and tool_choice none are accepted")
 

@@ -870,8 +870,9 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
      * reset races with its widening): one kernel, no copy-stream round trip (a decode
      * step saves six API calls per layer) */
     bool fused = host && n <= OKV_KVW_FUSED_MAX && (size_t)n * nkv * hd * 4 <= OKV_KVW_FUSED_BYTES;
-    for (int t = 1; fused && t < n; t++)
-        fused = meta->tok_host[t] / bs != meta->tok_host[t - 1] / bs;
+    for (int t = 1; fused && t < n; t++)   /* every token in a host block of its own (n <= 64: all pairs) */
+        for (int u = 0; fused && u < t; u++)
+            fused = meta->tok_host[t] / bs != meta->tok_host[u] / bs;
     /* 8 elements a thread where the shapes allow (OKV_KVW_SCALAR=1: never, to compare) */
     const bool vec = hd % 8 == 0 && !kv->kvw_scalar &&
                      (((uintptr_t)a.k | (uintptr_t)a.v | (uintptr_t)units | (uintptr_t)(a.summ ? a.summ : units) |
