@@ -30,6 +30,9 @@ static const char *help =
     "                               serving shares host blocks and copies the sink and window to the device;\n"
     "                               bench/RESULTS.md section 20)\n"
     "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
+    "  --gpu-memory-utilization U   instead of --kv-pool-gb on a GPU, as vLLM: the share of the GPU's memory this server\n"
+    "                               may use (weights, activations, KV); the device KV pool takes what the weights and\n"
+    "                               activations (estimated) leave of it\n"
     "  --dense-while-room, --no-dense-while-room\n"
     "                               sparse mode: a request reads its whole context (dense attention, nothing fetched)\n"
     "                               while the device pool has room for it, and turns sparse when the pool runs short\n"
@@ -109,6 +112,54 @@ static size_t fit_pool(struct okv_engine_params *ep, const struct okv_model_conf
     }
 }
 
+/* Bytes of the model's weights on a device that holds them in bf16 (the CUDA backend), the
+ * tied output table once; with tensor parallelism a device holds about 1/tp of them. */
+static double device_weight_bytes(const struct okv_model *m)
+{
+    double n = (double)okv_tensor_nelements(&m->tok_embd) + (double)okv_tensor_nelements(&m->output_norm);
+    if (m->output.data && m->output.data != m->tok_embd.data)
+        n += (double)okv_tensor_nelements(&m->output);
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const struct okv_tensor_view *v[] = {&m->layers[l].attn_norm, &m->layers[l].wq, &m->layers[l].wk, &m->layers[l].wv,
+                                             &m->layers[l].wo, &m->layers[l].bq, &m->layers[l].bk, &m->layers[l].bv,
+                                             &m->layers[l].q_norm, &m->layers[l].k_norm, &m->layers[l].ffn_norm,
+                                             &m->layers[l].w_gate, &m->layers[l].w_up, &m->layers[l].w_down};
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+            if (v[i]->data)
+                n += (double)okv_tensor_nelements(v[i]);
+    }
+    return 2.0 * n;
+}
+
+/* --gpu-memory-utilization U: the device KV pool in GiB, as vLLM sizes its cache: U of the
+ * device's memory, less what is used already (other processes, this context), the weights
+ * and an estimate of the activations and workspaces (the engine's step buffers in fp32, a
+ * row of logits per batched token, and 1.5 GiB for cuBLAS, staging rings and graphs). */
+static double pool_from_util(okv_backend *be, const struct okv_model *m, const struct okv_model_config *c, double util,
+                             int max_batched, int tp)
+{
+    if (!be->ops->device_mem)
+        cli_die("--gpu-memory-utilization: the %s backend has no device memory of its own to share out%s; size the KV "
+                "pool with --kv-pool-gb", be->ops->name, tp > 1 ? " (with --tensor-parallel-size, not yet)" : "");
+    size_t free_b = 0, total_b = 0;
+    if (be->ops->device_mem(be, &free_b, &total_b) != OKV_OK)
+        cli_die("--gpu-memory-utilization: %s", okv_last_error());
+    const double gib = (double)(1ull << 30), T = max_batched;
+    const double qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
+    const double act = 4.0 * T * (5.0 * c->dim + 2.0 * qd + 2.0 * kvd + 2.0 * c->ffn_dim + c->vocab_size) + 1.5 * gib;
+    const double weights = device_weight_bytes(m) / (tp > 1 ? tp : 1);
+    const double used = (double)(total_b - free_b);
+    const double pool = util * (double)total_b - used - weights - act;
+    fprintf(stderr, "oasiskv serve: --gpu-memory-utilization %g of %.1f GiB: %.1f GiB in use, weights %.1f GiB, "
+                    "activations and workspaces ~%.1f GiB: device KV pool %.2f GiB\n",
+            util, total_b / gib, used / gib, weights / gib, act / gib, pool > 0 ? pool / gib : 0.0);
+    if (pool < 0.05 * gib)
+        cli_die("--gpu-memory-utilization %g leaves no room for the KV cache (%.1f GiB of %.1f in use, weights %.1f GiB, "
+                "activations ~%.1f GiB): raise it, or give --kv-pool-gb",
+                util, used / gib, total_b / gib, weights / gib, act / gib);
+    return pool / gib;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = NULL;
@@ -116,7 +167,7 @@ int cmd_serve(int argc, char **argv)
     const char *draft = NULL, *tok_path = NULL;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
-    double pool_gb = 0, host_gb = 0, cache_factor = 2;
+    double pool_gb = 0, host_gb = 0, cache_factor = 2, gpu_util = 0;
     bool cache_factor_set = false;
     double sticky = 0.25;
     int key_code_bits = 0;
@@ -213,8 +264,7 @@ int cmd_serve(int argc, char **argv)
                    !strcmp(a, "--disable-uvicorn-access-log")) {
             /* vLLM's, nothing to do here (see --help) */
         } else if (!strcmp(a, "--gpu-memory-utilization")) {
-            cli_die("--gpu-memory-utilization is not supported yet: size the device KV tier with --kv-pool-gb G "
-                    "(GiB; the default is small: max-num-seqs full contexts, at most 2 GiB of float KV)");
+            gpu_util = cli_double(a, cli_value(argc, argv, &i), 0.01, 1.0);
         } else if (a[0] != '-' && i == 1 && !model_path) {
             model_path = a;   /* `oasiskv serve PATH`, as `vllm serve PATH` */
         } else {
@@ -282,6 +332,11 @@ int cmd_serve(int argc, char **argv)
     int host_blocks = 0;
     enum okv_status st;
     okv_backend *be = cli_backend(device, threads, tp, cfg);
+    if (gpu_util > 0) {
+        if (pool_gb > 0)
+            cli_die("--gpu-memory-utilization and --kv-pool-gb both size the device KV pool: give one");
+        pool_gb = pool_from_util(be, m, cfg, gpu_util, max_batched, tp);
+    }
     /* a host block (every layer and KV head) in the host tier's storage */
     size_t host_block_bytes = 0;
     if (kv_budget > 0) {
@@ -373,6 +428,14 @@ int cmd_serve(int argc, char **argv)
     for (int retry = 0; st == OKV_ERR_NO_KV_SPACE && kv_budget > 0 && pool_gb > 0 && ep.max_seqs > 1 && retry < 2; retry++) {
         fprintf(stderr, "oasiskv serve: %s; trying %d sequences\n", okv_last_error(), ep.max_seqs - 1);
         max_seqs = --ep.max_seqs;
+        st = okv_engine_create(m, be, &ep, &e);
+    }
+    /* the pool of --gpu-memory-utilization came from an estimate of the rest: out of device
+     * memory, a pool 15% smaller (three times at most) rather than no server */
+    for (int retry = 0; st == OKV_ERR_NO_MEMORY && gpu_util > 0 && retry < 3; retry++) {
+        ep.device_bytes_limit = ep.device_bytes_limit / 100 * 85;
+        fprintf(stderr, "oasiskv serve: %s; trying a device KV pool of %.2f GiB\n", okv_last_error(),
+                (double)ep.device_bytes_limit / (double)(1ull << 30));
         st = okv_engine_create(m, be, &ep, &e);
     }
     if (st != OKV_OK)

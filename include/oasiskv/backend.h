@@ -319,6 +319,9 @@ struct okv_backend_ops {
     enum okv_status (*bind)(okv_backend *be);
     /* Ranks the model is sharded over (tensor parallelism); NULL: 1. */
     int (*shards)(const okv_backend *be);
+    /* The device's memory now: free and total bytes (serve --gpu-memory-utilization). NULL:
+     * a backend without memory of its own to share out (the CPU's). */
+    enum okv_status (*device_mem)(okv_backend *be, size_t *free_bytes, size_t *total_bytes);
 };
 
 struct okv_backend {

@@ -756,7 +756,8 @@ def main():
           f"{js['data'][0]['max_model_len'] if st == 200 else st}")
     rc = srv4.stop()
     check(rc == 0, f"fourth server: SIGTERM -> exit {rc}")
-    for extra, what in ((["--gpu-memory-utilization", "0.9"], "--gpu-memory-utilization"),
+    for extra, what in ((["--gpu-memory-utilization", "0.9"], "--gpu-memory-utilization on the CPU backend"),
+                        (["--gpu-memory-utilization", "0.9", "--kv-pool-gb", "1"], "--gpu-memory-utilization with --kv-pool-gb"),
                         (["--dtype", "int3"], "--dtype int3")):
         r = subprocess.run([CLI, "serve", MODEL, "--port", "0", *extra], capture_output=True, text=True, timeout=60)
         check(r.returncode == 1 and extra[0] in r.stderr, f"serve {what}: exit {r.returncode}, {r.stderr.strip()[:80]!r}")

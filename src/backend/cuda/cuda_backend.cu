@@ -912,6 +912,15 @@ static enum okv_status cuda_bind(okv_backend *be)
     return e == cudaSuccess ? OKV_OK : okv_cuda_err(e, "cudaSetDevice", __FILE__, __LINE__);
 }
 
+static enum okv_status cuda_device_mem(okv_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    enum okv_status st = cuda_bind(be);
+    if (st != OKV_OK)
+        return st;
+    OKV_CU(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+    return OKV_OK;
+}
+
 static struct okv_backend_ops cuda_ops;
 static bool cuda_ops_ready;
 
@@ -947,6 +956,7 @@ static void fill_ops(void)
     o->sync = cuda_sync;
     o->host_blocked_s = cuda_host_blocked_s;
     o->bind = cuda_bind;
+    o->device_mem = cuda_device_mem;
     okv_cuda_fill_kv_ops(o);
     okv_cuda_fill_resid_ops(o);
     okv_cuda_prof_wrap(o);
