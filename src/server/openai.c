@@ -746,17 +746,24 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
     return true;
 }
 
-static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct params *p, struct perr *e)
+/* the request's "model", if given, names the served model (or the path it was loaded from) */
+static bool model_ok(okv_server *sv, const cJSON *root, struct perr *e)
 {
     const cJSON *model = field(root, "model");
-    if (model) {
-        if (!cJSON_IsString(model))
-            return fail(e, 400, "model", NULL, "'model' must be a string");
-        if (strcmp(model->valuestring, sv->model_name) != 0 &&
-            (!sv->model_alias || strcmp(model->valuestring, sv->model_alias) != 0))
-            return fail(e, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves '%.200s'.",
-                        model->valuestring, sv->model_name);
-    }
+    if (!model)
+        return true;
+    if (!cJSON_IsString(model))
+        return fail(e, 400, "model", NULL, "'model' must be a string");
+    if (strcmp(model->valuestring, sv->model_name) != 0 && (!sv->model_alias || strcmp(model->valuestring, sv->model_alias) != 0))
+        return fail(e, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves '%.200s'.",
+                    model->valuestring, sv->model_name);
+    return true;
+}
+
+static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct params *p, struct perr *e)
+{
+    if (!model_ok(sv, root, e))
+        return false;
     long best_of = 1, n = 1;
     if (!get_int(root, "best_of", 1, 1 << 20, &best_of, NULL, e) || !get_int(root, "n", 1, 1 << 20, &n, NULL, e))
         return false;
@@ -1201,20 +1208,17 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     enum okv_status st = OKV_OK;
     for (int i = 0; i < n_prompts && st == OKV_OK; i++)
         for (int k = 0; k < n_choices && st == OKV_OK; k++) {
-            struct job *j = job_new(sv, c, chat, &p, &prompts[i], echo_only, id);
-            if (!j) {
-                st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
-                break;
-            }
             long max_tokens = p.max_given ? p.max_tokens : chat ? sv->max_ctx - (long)prompts[i].n : 16;
             if (echo_only)
                 max_tokens = 1;   /* one token is generated and not shown */
             if (p.adj.min_tokens > max_tokens) {   /* against the max_tokens in effect (given or the default) */
-                okv_set_error(OKV_ERR_INVALID_ARG, "'min_tokens' = %d is more than the max_tokens in effect (%ld)",
-                              p.adj.min_tokens, max_tokens);
-                st = OKV_ERR_INVALID_ARG;
-                atomic_store(&j->refs, 1);
-                job_unref(j);
+                st = okv_set_error(OKV_ERR_INVALID_ARG, "'min_tokens' = %d is more than the max_tokens in effect (%ld)",
+                                   p.adj.min_tokens, max_tokens);
+                break;
+            }
+            struct job *j = job_new(sv, c, chat, &p, &prompts[i], echo_only, id);
+            if (!j) {
+                st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
                 break;
             }
             struct okv_sampling samp = p.samp;
@@ -1321,13 +1325,9 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
     bool ok = false, special = true;
     if (!root || !cJSON_IsObject(root)) {
         fail(&e, 400, NULL, NULL, "the body must be a JSON object");
-    } else if (get_bool(root, "add_special_tokens", &special, &e)) {
-        const cJSON *model = field(root, "model"), *pr = field(root, "prompt");
-        if (model && (!cJSON_IsString(model) || (strcmp(model->valuestring, sv->model_name) != 0 &&
-                                                 (!sv->model_alias || strcmp(model->valuestring, sv->model_alias) != 0))))
-            fail(&e, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves '%.200s'.",
-                 cJSON_IsString(model) ? model->valuestring : "?", sv->model_name);
-        else if (field(root, "messages"))
+    } else if (get_bool(root, "add_special_tokens", &special, &e) && model_ok(sv, root, &e)) {
+        const cJSON *pr = field(root, "prompt");
+        if (field(root, "messages"))
             ok = chat_prompt(sv, root, &ids, &n, &e);
         else if (!pr || !cJSON_IsString(pr))
             fail(&e, 400, "prompt", NULL, "'prompt' (a string) or 'messages' is required");
