@@ -117,7 +117,7 @@ static size_t fit_pool(struct okv_engine_params *ep, const struct okv_model_conf
 static double device_weight_bytes(const struct okv_model *m)
 {
     double n = (double)okv_tensor_nelements(&m->tok_embd) + (double)okv_tensor_nelements(&m->output_norm);
-    if (m->output.data && m->output.data != m->tok_embd.data)
+    if (m->output.data && !m->cfg.tied_embeddings)   /* (a dummy model's views share one buffer: not a test of ties) */
         n += (double)okv_tensor_nelements(&m->output);
     for (int l = 0; l < m->cfg.n_layers; l++) {
         const struct okv_tensor_view *v[] = {&m->layers[l].attn_norm, &m->layers[l].wq, &m->layers[l].wk, &m->layers[l].wv,
