@@ -1352,9 +1352,37 @@ static void test_hf(void)
     CHECK_ERR(load_cfg(dir, &h, subst(k_llama_cfg, "\"low_freq_factor\":1.0,", ""), &m), OKV_ERR_FORMAT,
               "llama3 without low_freq_factor");
     CHECK_MSG("low_freq_factor", "llama3 without low_freq_factor");
-    CHECK_ERR(load_cfg(dir, &h, subst(k_llama_cfg, "\"rope_type\":\"llama3\"", "\"rope_type\":\"yarn\""), &m),
-              OKV_ERR_UNSUPPORTED, "yarn");
-    CHECK_MSG("yarn", "yarn");
+    /* YaRN (the numbers against transformers: test_engine_ref's qwen2_yarn): the factor as given, the
+     * attention factor 0.1 ln 8 + 1, the served context original x factor when that is longer */
+    hf_write(&h, dir, subst(k_llama_cfg, "\"rope_type\":\"llama3\"", "\"rope_type\":\"yarn\""), 1);
+    st = okv_model_load(dir, &m);
+    CHECK(st == OKV_OK && m->cfg.rope_scaling == OKV_ROPE_SCALING_YARN && m->cfg.rope_factor == 8.0f &&
+              m->cfg.rope_orig_max_ctx == 8192 && m->cfg.rope_beta_fast == 32.0f && m->cfg.rope_beta_slow == 1.0f &&
+              fabsf(m->cfg.rope_attn_factor - (float)(0.1 * log(8.0) + 1.0)) < 1e-6f && m->cfg.max_ctx == 131072,
+          "yarn: %s", st == OKV_OK ? "fields" : okv_last_error());
+    okv_model_free(m);
+    m = NULL;
+    {
+        const char *qy = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":2,"
+                         "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":128,"
+                         "\"max_position_embeddings\":32768,\"tie_word_embeddings\":true,"
+                         "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":32768}}";
+        hf_write(&h, dir, qy, 1);
+        st = okv_model_load(dir, &m);
+        CHECK(st == OKV_OK && m->cfg.rope_scaling == OKV_ROPE_SCALING_YARN && m->cfg.max_ctx == 131072,
+              "yarn as Qwen2.5 documents it: context %d (131072 expected): %s", m ? m->cfg.max_ctx : -1,
+              st == OKV_OK ? "" : okv_last_error());
+        okv_model_free(m);
+        m = NULL;
+        CHECK_ERR(load_cfg(dir, &h, subst(qy, "\"factor\":4.0,", ""), &m), OKV_ERR_FORMAT, "yarn without factor");
+        CHECK_MSG("factor", "yarn without factor");
+        CHECK_ERR(load_cfg(dir, &h, subst(qy, "\"factor\":4.0,", "\"factor\":4.0,\"truncate\":false,"), &m),
+                  OKV_ERR_UNSUPPORTED, "yarn without truncation");
+        CHECK_MSG("truncate", "yarn without truncation");
+        CHECK_ERR(load_cfg(dir, &h, subst(qy, "\"type\":\"yarn\"", "\"type\":\"dynamic\""), &m), OKV_ERR_UNSUPPORTED,
+                  "dynamic rope scaling");
+        CHECK_MSG("dynamic", "dynamic rope scaling");
+    }
     CHECK_ERR(load_cfg(dir, &h, subst(k_llama_cfg, "\"model_type\":\"llama\"", "\"model_type\":\"gemma3\""), &m),
               OKV_ERR_UNSUPPORTED, "gemma3 config");
     CHECK_MSG("gemma3", "gemma3 config");

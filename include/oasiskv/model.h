@@ -37,6 +37,9 @@ enum okv_rope_scaling {
     OKV_ROPE_SCALING_NONE = 0,
     OKV_ROPE_SCALING_LINEAR,   /* positions divided by factor */
     OKV_ROPE_SCALING_LLAMA3,   /* per-frequency smooth scaling (Llama 3.1) */
+    OKV_ROPE_SCALING_YARN,     /* YaRN (Qwen2.5 / Qwen3 past their trained context): frequencies blended between
+                                  interpolated and original by a linear ramp over the dimensions, cos and sin
+                                  scaled by the attention factor */
 };
 
 enum okv_model_format { OKV_MODEL_FORMAT_GGUF = 0, OKV_MODEL_FORMAT_HF };
@@ -59,7 +62,9 @@ struct okv_model_config {
     float rope_factor;             /* linear / llama3 */
     float rope_low_freq_factor;    /* llama3 */
     float rope_high_freq_factor;   /* llama3 */
-    int rope_orig_max_ctx;         /* llama3: original_max_position_embeddings */
+    int rope_orig_max_ctx;         /* llama3, yarn: original_max_position_embeddings */
+    float rope_beta_fast, rope_beta_slow;   /* yarn: the ramp's bounds in rotations (32, 1) */
+    float rope_attn_factor;        /* yarn: cos and sin multiplied by it (0 reads as 1) */
     bool qkv_bias;
     bool qk_norm;
     bool tied_embeddings;

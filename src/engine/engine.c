@@ -23,9 +23,26 @@ static enum okv_status load_w(struct okv_engine *e, const struct okv_tensor_view
     return st;
 }
 
+/* YaRN's dimension (of head_dim) at which a frequency turns num_rot times over the original context */
+static double yarn_dim(double num_rot, int dim, double base, double orig)
+{
+    return dim * log(orig / (num_rot * 2.0 * M_PI)) / (2.0 * log(base));
+}
+
 static void compute_inv_freq(const struct okv_model_config *c, float *inv_freq)
 {
     const int half = c->head_dim / 2;
+    /* YaRN: pairs below `low` keep their frequency (extrapolation), those above `high` are
+     * interpolated (divided by the factor), a linear ramp between (transformers' float32 steps) */
+    double low = 0, high = 0;
+    if (c->rope_scaling == OKV_ROPE_SCALING_YARN) {
+        low = floor(yarn_dim(c->rope_beta_fast, c->head_dim, c->rope_theta, c->rope_orig_max_ctx));
+        high = ceil(yarn_dim(c->rope_beta_slow, c->head_dim, c->rope_theta, c->rope_orig_max_ctx));
+        low = low < 0 ? 0 : low;
+        high = high > c->head_dim - 1 ? c->head_dim - 1 : high;
+        if (low == high)
+            high += 0.001;
+    }
     for (int i = 0; i < half; i++) {
         /* as transformers does: base ** (arange(0, d, 2) / d) in float32 */
         float expo = (float)(2 * i) / (float)c->head_dim;
@@ -42,6 +59,13 @@ static void compute_inv_freq(const struct okv_model_config *c, float *inv_freq)
                 double smooth = (orig / wl - c->rope_low_freq_factor) / (c->rope_high_freq_factor - c->rope_low_freq_factor);
                 f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
             }
+        } else if (c->rope_scaling == OKV_ROPE_SCALING_YARN) {
+            const float pos = powf(c->rope_theta, expo);
+            const float extra = 1.0f / pos, inter = 1.0f / (c->rope_factor * pos);
+            float ramp = (float)(((double)i - low) / (high - low));
+            ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+            const float keep = 1.0f - ramp;   /* the share of the original frequency */
+            f = inter * (1.0f - keep) + extra * keep;
         }
         inv_freq[i] = (float)f;
     }

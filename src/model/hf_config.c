@@ -117,8 +117,49 @@ static enum okv_status parse_rope(const char *path, const cJSON *r, const char *
             return okv_set_error(OKV_ERR_FORMAT, "%s: llama3 rope scaling needs high_freq_factor > low_freq_factor", path);
         return OKV_OK;
     }
-    return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: rope scaling type \"%s\" is not supported (default, linear, llama3)", path,
-                         type);
+    if (strcmp(type, "yarn") == 0) {
+        /* as transformers and vLLM read it: factor as given; the original context from the
+         * parameters, else max_position_embeddings (and then the served context is that x factor) */
+        cfg->rope_scaling = OKV_ROPE_SCALING_YARN;
+        if (!item(r, "factor"))
+            return okv_set_error(OKV_ERR_FORMAT, "%s: missing required field \"%s\"", path, key);
+        const int pretrained = cfg->max_ctx;
+        cfg->rope_orig_max_ctx = 0;
+        cfg->rope_beta_fast = 32.0f;
+        cfg->rope_beta_slow = 1.0f;
+        float attn = 0, mscale = 0, mscale_all = 0;
+        if ((st = get_float(path, r, "factor", true, &cfg->rope_factor)) ||
+            (st = get_int(path, r, "original_max_position_embeddings", false, &cfg->rope_orig_max_ctx)) ||
+            (st = get_float(path, r, "beta_fast", false, &cfg->rope_beta_fast)) ||
+            (st = get_float(path, r, "beta_slow", false, &cfg->rope_beta_slow)) ||
+            (st = get_float(path, r, "attention_factor", false, &attn)) ||
+            (st = get_float(path, r, "mscale", false, &mscale)) ||
+            (st = get_float(path, r, "mscale_all_dim", false, &mscale_all)))
+            return st;
+        const cJSON *tr = item(r, "truncate");
+        if (tr && !cJSON_IsTrue(tr))
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: yarn rope scaling with \"truncate\": false is not supported", path);
+        if (!cfg->rope_orig_max_ctx) {
+            if (pretrained <= 0)
+                return okv_set_error(OKV_ERR_FORMAT, "%s: yarn rope scaling needs \"%s.original_max_position_embeddings\" "
+                                                     "or max_position_embeddings", path, where);
+            cfg->rope_orig_max_ctx = pretrained;
+        }
+        /* the attention factor (the paper's 0.1 ln s + 1, or DeepSeek's ratio of two such) */
+        const double s = cfg->rope_factor;
+#define YARN_MSCALE(m) (s <= 1.0 ? 1.0 : 0.1 * (m) * log(s) + 1.0)
+        cfg->rope_attn_factor = attn > 0 ? attn
+                                : mscale > 0 && mscale_all > 0 ? (float)(YARN_MSCALE(mscale) / YARN_MSCALE(mscale_all))
+                                                               : (float)YARN_MSCALE(1.0);
+#undef YARN_MSCALE
+        /* the context it serves: the original one x factor (as vLLM derives max_model_len) */
+        const double ext = (double)cfg->rope_orig_max_ctx * s;
+        if (ext > cfg->max_ctx && ext <= HF_MAX_DIM)
+            cfg->max_ctx = (int)ext;
+        return OKV_OK;
+    }
+    return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: rope scaling type \"%s\" is not supported (default, linear, llama3, yarn)",
+                         path, type);
 }
 
 enum okv_status okv_hf_config_parse(const char *path, const char *text, size_t len, struct okv_model_config *cfg)

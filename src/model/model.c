@@ -543,7 +543,7 @@ void okv_model_describe(const struct okv_model *m, char *buf, size_t cap)
         return;
     }
     const struct okv_model_config *c = &m->cfg;
-    static const char *scaling[] = {"none", "linear", "llama3"};
+    static const char *scaling[] = {"none", "linear", "llama3", "yarn"};
     size_t pos = 0;
 #define APPEND(...)                                                            \
     do {                                                                       \
@@ -558,12 +558,15 @@ void okv_model_describe(const struct okv_model *m, char *buf, size_t cap)
            c->vocab_size, c->max_ctx);
     APPEND("rope theta %g, pairing %s, scaling %s", (double)c->rope_theta,
            c->rope_pairing == OKV_ROPE_PAIRING_INTERLEAVED ? "interleaved" : "half",
-           (unsigned)c->rope_scaling < 3 ? scaling[c->rope_scaling] : "?");
+           (unsigned)c->rope_scaling < 4 ? scaling[c->rope_scaling] : "?");
     if (c->rope_scaling == OKV_ROPE_SCALING_LINEAR)
         APPEND(" (factor %g)", (double)c->rope_factor);
     else if (c->rope_scaling == OKV_ROPE_SCALING_LLAMA3)
         APPEND(" (factor %g, low %g, high %g, original context %d)", (double)c->rope_factor, (double)c->rope_low_freq_factor,
                (double)c->rope_high_freq_factor, c->rope_orig_max_ctx);
+    else if (c->rope_scaling == OKV_ROPE_SCALING_YARN)
+        APPEND(" (factor %g, original context %d, beta %g / %g, attention factor %g)", (double)c->rope_factor,
+               c->rope_orig_max_ctx, (double)c->rope_beta_fast, (double)c->rope_beta_slow, (double)c->rope_attn_factor);
     APPEND("\nrms eps %g, qkv bias %s, qk norm %s, tied embeddings %s\n", (double)c->rms_eps, c->qkv_bias ? "yes" : "no",
            c->qk_norm ? "yes" : "no", c->tied_embeddings ? "yes" : "no");
     int64_t per[OKV_DTYPE_COUNT] = {0}, cnt[OKV_DTYPE_COUNT] = {0};

@@ -126,6 +126,21 @@ MODELS = [
                  tie_word_embeddings=False),
     ),
     dict(
+        # YaRN (Qwen2.5 / Qwen3 past 32K): head_dim 64, theta 10000, original context 64,
+        # factor 4: the ramp between beta_fast 32 and beta_slow 1 rotations covers pairs 0-9
+        # (pair 0 kept, 1-8 blended, the rest divided by 4), cos and sin scaled by
+        # 0.1 ln 4 + 1. max_position_embeddings = original x factor, so that transformers
+        # versions that derive the factor from the two read the same 4.
+        name="qwen2_yarn", cls=Qwen2ForCausalLM, cfg_cls=Qwen2Config, seed=6000,
+        prompt_len=48, config_form="rope_parameters", lm_std=1.5,
+        cfg=dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                 num_key_value_heads=1, intermediate_size=128, vocab_size=VOCAB,
+                 max_position_embeddings=256, rms_norm_eps=1e-6,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                  "original_max_position_embeddings": 64},
+                 use_sliding_window=False, tie_word_embeddings=False),
+    ),
+    dict(
         name="mistral", cls=MistralForCausalLM, cfg_cls=MistralConfig, seed=5000,
         prompt_len=40, config_form="legacy", lm_std=1.5,
         cfg=dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=8,
