@@ -134,14 +134,17 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
         }
     }
 
-    /* RoPE angles: position times inverse frequency, in float32 as the reference does */
+    /* RoPE angles: position times inverse frequency, in float32 as the reference does; YaRN
+     * scales cos and sin by its attention factor */
     const int half = e->cfg.head_dim / 2;
+    const float scale = e->cfg.rope_scaling == OKV_ROPE_SCALING_YARN && e->cfg.rope_attn_factor > 0 ? e->cfg.rope_attn_factor
+                                                                                                     : 1.0f;
     for (int t = 0; t < n; t++) {
         float *row = e->rope_cs + (size_t)t * e->cfg.head_dim;
         for (int i = 0; i < half; i++) {
             float ang = (float)e->tok_pos[t] * e->inv_freq[i];
-            row[2 * i] = (float)cos((double)ang);
-            row[2 * i + 1] = (float)sin((double)ang);
+            row[2 * i] = (float)cos((double)ang) * scale;
+            row[2 * i + 1] = (float)sin((double)ang) * scale;
         }
     }
     *n_seqs_out = n_seqs;
