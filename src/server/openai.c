@@ -737,6 +737,9 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
         if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0) && !(cJSON_IsObject(v) && !v->child))
             return fail(e, 400, unsupported[i], NULL, "'%s' is not supported by this server", unsupported[i]);
     }
+    const cJSON *sfx = field(root, "suffix");
+    if (sfx && !(cJSON_IsString(sfx) && !*sfx->valuestring))
+        return fail(e, 400, "suffix", NULL, "'suffix' (text after the completion) is not supported by this server");
     const cJSON *tc = field(root, "tool_choice");
     if (tc && !(cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")))
         return fail(e, 400, "tool_choice", NULL, "'tool_choice' is not supported by this server (no tools)");

@@ -295,7 +295,8 @@ def main():
                         ({"min_tokens": 30}, "min_tokens past max_tokens"),
                         ({"response_format": {"type": "json_object"}}, "response_format json_object"),
                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-                        ({"guided_json": {"type": "object"}}, "guided_json"), ({"use_beam_search": True}, "beam search")):
+                        ({"guided_json": {"type": "object"}}, "guided_json"), ({"use_beam_search": True}, "beam search"),
+                        ({"suffix": "end"}, "a suffix")):
         st, js, _ = comp(extra)
         check(st == 400 and is_error_obj(js), f"{what} -> 400 ({js['error']['message'][:60] if st == 400 else st})")
     st, js, t = comp({"stop": ["."], "min_tokens": 10, "ignore_eos": False})
