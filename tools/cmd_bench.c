@@ -45,7 +45,15 @@ static const char *serve_help =
     "                            the report counts both apart from failures and adds the output throughput with\n"
     "                            the tokens the cut requests had received (their usage streamed in every chunk:\n"
     "                            stream_options.continuous_usage_stats, as vLLM's)\n"
-    "  --json FILE               also write the results as JSON\n"
+    "  --json FILE               also write the results as JSON (also --result-filename; with --save-result and\n"
+    "                            --result-dir DIR, a file of its own name in DIR)\n"
+    "  --tokenizer PATH          random prompts of exactly --random-input-len tokens of this tokenizer (random\n"
+    "                            ids, decoded to text, as vLLM's random dataset) instead of that many words\n"
+    "  --random-range-ratio R    input and output lengths drawn in [L(1-R), L(1+R)] (default 0: all L)\n"
+    "  --percentile-metrics LIST which of ttft,tpot,itl,e2el get percentiles (default ttft,tpot,itl)\n"
+    "  --metric-percentiles LIST the percentiles printed (default 99), e.g. 50,90,99\n"
+    "  vLLM's --backend (vllm, openai: completions; openai-chat: chat), --host / --port (instead of --base-url),\n"
+    "  --label, --trust-remote-code and --seed are taken as vLLM takes them\n"
     "  The API key, if any, comes from $OPENAI_API_KEY.\n";
 
 /* curl's timeout may end a transfer a little before the deadline: a request ended or
@@ -79,6 +87,7 @@ struct bench {
     bool chat, ignore_eos;
     double deadline;   /* okv_now() of the end of the run (--max-duration), or INFINITY */
     int n, out_len;
+    int *out_lens;     /* [n] max_tokens of each request (--random-range-ratio), or NULL: out_len */
     char **prompts;
     double *arrival;
     atomic_int next, done;
@@ -195,7 +204,7 @@ static void one_request(struct bench *b, CURL *h, int i)
     } else {
         cJSON_AddStringToObject(o, "prompt", b->prompts[i]);
     }
-    cJSON_AddNumberToObject(o, "max_tokens", b->out_len);
+    cJSON_AddNumberToObject(o, "max_tokens", b->out_lens ? b->out_lens[i] : b->out_len);
     cJSON_AddNumberToObject(o, "temperature", 0);
     cJSON_AddBoolToObject(o, "stream", 1);
     cJSON_AddBoolToObject(o, "ignore_eos", b->ignore_eos);
@@ -372,20 +381,35 @@ static double pct(const double *v, int n, double q)
     return v[lo] + (v[hi] - v[lo]) * (pos - lo);
 }
 
-struct stat3 { double mean, median, p99; };
-static struct stat3 stats_of(double *v, int n)
+#define MAX_PCTS 16
+struct stats { double mean, median, std, p[MAX_PCTS]; };
+/* mean, median, (population) std and the percentiles q[nq] of v[n], sorted in place (as numpy) */
+static struct stats stats_of(double *v, int n, const double *q, int nq)
 {
-    struct stat3 s = {0};
+    struct stats s = {0};
     if (n == 0)
         return s;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
-    double sum = 0;
+    double sum = 0, sq = 0;
     for (int i = 0; i < n; i++)
         sum += v[i];
     s.mean = sum / n;
+    for (int i = 0; i < n; i++)
+        sq += (v[i] - s.mean) * (v[i] - s.mean);
+    s.std = sqrt(sq / n);
     s.median = pct(v, n, 50);
-    s.p99 = pct(v, n, 99);
+    for (int k = 0; k < nq; k++)
+        s.p[k] = pct(v, n, q[k]);
     return s;
+}
+
+/* vLLM's name of a percentile: 99 -> "99", 99.9 -> "99.9" */
+static void pct_name(double q, char *out, size_t cap)
+{
+    if (q == floor(q))
+        snprintf(out, cap, "%d", (int)q);
+    else
+        snprintf(out, cap, "%g", q);
 }
 
 static const char *words[] = {
@@ -418,6 +442,41 @@ static char *random_prompt(struct okv_rng *r, int n_words)
 }
 
 /* Prompts from a file: JSON lines with "prompt", or a ShareGPT array. */
+/* A prompt of n tokens of tok (vLLM's random dataset: random ids decoded to text), adjusted until
+ * its encoding (without BOS) has n tokens, as far as a few rounds get it. */
+static char *random_token_prompt(struct okv_rng *r, const okv_tokenizer *tok, int n)
+{
+    const int nv = okv_tokenizer_n_vocab(tok);
+    int32_t *ids = malloc(sizeof *ids * (size_t)(2 * n + 16));
+    if (!ids)
+        cli_die("out of memory");
+    int k = 0;
+    char *text = NULL;
+    for (int round = 0; round < 6; round++) {
+        while (k < n)
+            ids[k++] = (int32_t)(okv_rng_next(r) % (uint64_t)nv);
+        okv_free(text);
+        text = NULL;
+        size_t tl = 0, ne = 0;
+        int32_t *enc = NULL;
+        if (okv_tokenizer_decode(tok, ids, (size_t)k, true, &text, &tl) != OKV_OK ||
+            okv_tokenizer_encode(tok, text, tl, false, false, &enc, &ne) != OKV_OK)
+            cli_die("--tokenizer: %s", okv_last_error());
+        /* go on from what the text encodes to: cut to n, or draw more */
+        k = (int)(ne < (size_t)n ? ne : (size_t)n);
+        memcpy(ids, enc, sizeof *ids * (size_t)k);
+        okv_free(enc);
+        if (ne == (size_t)n)
+            break;
+    }
+    free(ids);
+    char *out = strdup(text ? text : "");
+    okv_free(text);
+    if (!out)
+        cli_die("out of memory");
+    return out;
+}
+
 static int load_dataset(const char *path, char ***out)
 {
     FILE *f = fopen(path, "rb");
@@ -479,12 +538,18 @@ static int load_dataset(const char *path, char ***out)
 static int bench_serve(int argc, char **argv)
 {
     const char *base = "http://127.0.0.1:8000", *endpoint = "/v1/completions", *model = NULL, *dataset = NULL;
+    bool base_given = false;
+    char base_buf[512];
     const char *json_path = NULL;
     int n = 100, conc = 0, in_len = 128, out_len = 128;
     int px_len = 256, px_suffix = 256, px_num = 10;
     bool prefix_rep = false;
-    double rate = INFINITY, max_dur = INFINITY;
+    double rate = INFINITY, max_dur = INFINITY, range_ratio = 0;
     uint64_t seed = 0;
+    const char *tok_path = NULL, *host = NULL, *result_dir = NULL;
+    int port = 0;
+    bool save_result = false;
+    const char *pct_metrics = "ttft,tpot,itl", *pct_list = "99";
     bool ignore_eos = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -493,6 +558,7 @@ static int bench_serve(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--base-url")) {
             base = cli_value(argc, argv, &i);
+            base_given = true;
         } else if (!strcmp(a, "--endpoint")) {
             endpoint = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--model")) {
@@ -530,6 +596,32 @@ static int bench_serve(int argc, char **argv)
             json_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--seed")) {
             seed = cli_u64(a, cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--tokenizer")) {
+            tok_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--random-range-ratio")) {
+            range_ratio = cli_double(a, cli_value(argc, argv, &i), 0, 0.999);
+        } else if (!strcmp(a, "--percentile-metrics")) {
+            pct_metrics = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--metric-percentiles")) {
+            pct_list = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--save-result")) {
+            save_result = true;
+        } else if (!strcmp(a, "--result-dir")) {
+            result_dir = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--host")) {
+            host = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--port")) {
+            port = cli_int(a, cli_value(argc, argv, &i), 1, 65535);
+        } else if (!strcmp(a, "--backend")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (!strcmp(v, "openai-chat"))
+                endpoint = "/v1/chat/completions";
+            else if (strcmp(v, "vllm") != 0 && strcmp(v, "openai") != 0)
+                cli_die("--backend '%s': vllm, openai (completions) or openai-chat (chat completions)", v);
+        } else if (!strcmp(a, "--label")) {
+            (void)cli_value(argc, argv, &i);   /* a name for vLLM's result files */
+        } else if (!strcmp(a, "--trust-remote-code")) {
+            /* nothing to trust: no code is loaded */
         } else if (!strcmp(a, "--max-duration")) {
             max_dur = cli_double(a, cli_value(argc, argv, &i), 1e-3, 1e9);
         } else if (!strcmp(a, "--no-ignore-eos")) {
@@ -542,6 +634,39 @@ static int bench_serve(int argc, char **argv)
     }
     if (conc <= 0 || conc > n)
         conc = n;
+    if (!base_given && (host || port)) {   /* vLLM's --host / --port */
+        snprintf(base_buf, sizeof base_buf, "http://%s:%d", host ? host : "127.0.0.1", port ? port : 8000);
+        base = base_buf;
+    }
+    /* --percentile-metrics and --metric-percentiles */
+    static const char *const metric_names[4] = {"ttft", "tpot", "itl", "e2el"};
+    bool want_pct[4] = {false};
+    {
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%s", pct_metrics);
+        for (char *sv = NULL, *t = strtok_r(tmp, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+            int k = 0;
+            while (k < 4 && strcmp(t, metric_names[k]) != 0)
+                k++;
+            if (k == 4)
+                cli_die("--percentile-metrics: '%s' is not one of ttft, tpot, itl, e2el", t);
+            want_pct[k] = true;
+        }
+    }
+    double pcts[MAX_PCTS];
+    int n_pcts = 0;
+    {
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%s", pct_list);
+        for (char *sv = NULL, *t = strtok_r(tmp, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+            if (n_pcts == MAX_PCTS)
+                cli_die("--metric-percentiles: at most %d", MAX_PCTS);
+            pcts[n_pcts++] = cli_double("--metric-percentiles", t, 0, 100);
+        }
+        if (n_pcts == 0)
+            cli_die("--metric-percentiles: give at least one, e.g. 99");
+    }
+    okv_tokenizer *btok = tok_path ? cli_load_tokenizer(tok_path) : NULL;
     if (prefix_rep && dataset)
         cli_die("--dataset-name prefix_repetition makes its own prompts: leave out --dataset");
     if (prefix_rep && px_len + px_suffix == 0)
@@ -608,9 +733,28 @@ static int bench_serve(int argc, char **argv)
             free(px[k]);
         free(px);
     } else {
-        for (int i = 0; i < n; i++)
-            b.prompts[i] = ds ? strdup(ds[i % n_ds]) : random_prompt(&rng, in_len);
+        for (int i = 0; i < n; i++) {
+            int len = in_len;
+            if (range_ratio > 0) {   /* vLLM: uniform in [L(1-R), L(1+R)] */
+                const int lo = (int)(in_len * (1 - range_ratio)), hi = (int)(in_len * (1 + range_ratio));
+                len = lo + (int)(okv_rng_next(&rng) % (uint64_t)(hi - lo + 1));
+                len = len < 1 ? 1 : len;
+            }
+            b.prompts[i] = ds ? strdup(ds[i % n_ds]) : btok ? random_token_prompt(&rng, btok, len) : random_prompt(&rng, len);
+            if (!b.prompts[i])
+                cli_die("out of memory");
+        }
     }
+    if (range_ratio > 0) {
+        if (!(b.out_lens = calloc((size_t)n, sizeof *b.out_lens)))
+            cli_die("out of memory");
+        const int lo = (int)(out_len * (1 - range_ratio)), hi = (int)(out_len * (1 + range_ratio));
+        for (int i = 0; i < n; i++) {
+            b.out_lens[i] = lo + (int)(okv_rng_next(&rng) % (uint64_t)(hi - lo + 1));
+            b.out_lens[i] = b.out_lens[i] < 1 ? 1 : b.out_lens[i];
+        }
+    }
+    okv_tokenizer_free(btok);
     double t = 0;
     for (int i = 0; i < n; i++) {
         b.arrival[i] = isinf(rate) ? 0 : t;
@@ -663,7 +807,20 @@ static int bench_serve(int argc, char **argv)
         for (int k = 0; k < r->n_itl; k++)
             itl[ni++] = r->itl[k];
     }
-    struct stat3 st_ttft = stats_of(ttft, nt), st_tpot = stats_of(tpot, np), st_itl = stats_of(itl, ni);
+    double *e2el = calloc((size_t)n + 1, sizeof *e2el);
+    int ne = 0;
+    for (int i = 0; i < n; i++)
+        if (b.res[i].ok)
+            e2el[ne++] = b.res[i].latency;
+    /* ttft, tpot, itl, e2el; p99 always computed (our JSON's p99 fields), the chosen ones printed */
+    double qs[MAX_PCTS + 1];
+    memcpy(qs, pcts, sizeof(double) * (size_t)n_pcts);
+    qs[n_pcts] = 99;
+    struct stats st[4] = {stats_of(ttft, nt, qs, n_pcts + 1), stats_of(tpot, np, qs, n_pcts + 1),
+                          stats_of(itl, ni, qs, n_pcts + 1), stats_of(e2el, ne, qs, n_pcts + 1)};
+    static const char *const metric_head[4] = {"Time to First Token", "Time per Output Token (excl. 1st token)",
+                                               "Inter-token Latency", "End-to-end Latency"};
+    static const char *const metric_up[4] = {"TTFT", "TPOT", "ITL", "E2EL"};
     int shown = 0;
     for (int i = 0; i < n && shown < 3; i++)
         if (!b.res[i].ok && !b.res[i].cut && !b.res[i].not_sent) {
@@ -691,18 +848,24 @@ static int bench_serve(int argc, char **argv)
         printf("%-40s %-10.2f\n", "Output tok/s incl. cut requests:", (out_tok + cut_tok) / dur);
     }
     printf("%-40s %-10.2f\n", "Total Token throughput (tok/s):", (in_tok + out_tok) / dur);
-    printf("%s\n", "---------------Time to First Token----------------");
-    printf("%-40s %-10.2f\n", "Mean TTFT (ms):", st_ttft.mean * 1e3);
-    printf("%-40s %-10.2f\n", "Median TTFT (ms):", st_ttft.median * 1e3);
-    printf("%-40s %-10.2f\n", "P99 TTFT (ms):", st_ttft.p99 * 1e3);
-    printf("%s\n", "-----Time per Output Token (excl. 1st token)------");
-    printf("%-40s %-10.2f\n", "Mean TPOT (ms):", st_tpot.mean * 1e3);
-    printf("%-40s %-10.2f\n", "Median TPOT (ms):", st_tpot.median * 1e3);
-    printf("%-40s %-10.2f\n", "P99 TPOT (ms):", st_tpot.p99 * 1e3);
-    printf("%s\n", "---------------Inter-token Latency----------------");
-    printf("%-40s %-10.2f\n", "Mean ITL (ms):", st_itl.mean * 1e3);
-    printf("%-40s %-10.2f\n", "Median ITL (ms):", st_itl.median * 1e3);
-    printf("%-40s %-10.2f\n", "P99 ITL (ms):", st_itl.p99 * 1e3);
+    for (int k = 0; k < 4; k++) {
+        if (!want_pct[k])
+            continue;
+        /* the header centred in 50 columns of '-' (Python's "{:-^50}") */
+        const int hl = (int)strlen(metric_head[k]), left = (50 - hl) / 2, right = 50 - hl - left;
+        printf("%.*s%s%.*s\n", left, "--------------------------------------------------", metric_head[k], right,
+               "--------------------------------------------------");
+        char lab[64], q[16];
+        snprintf(lab, sizeof lab, "Mean %s (ms):", metric_up[k]);
+        printf("%-40s %-10.2f\n", lab, st[k].mean * 1e3);
+        snprintf(lab, sizeof lab, "Median %s (ms):", metric_up[k]);
+        printf("%-40s %-10.2f\n", lab, st[k].median * 1e3);
+        for (int j = 0; j < n_pcts; j++) {
+            pct_name(pcts[j], q, sizeof q);
+            snprintf(lab, sizeof lab, "P%s %s (ms):", q, metric_up[k]);
+            printf("%-40s %-10.2f\n", lab, st[k].p[j] * 1e3);
+        }
+    }
     double drafts = 0, draft_toks = 0, accepted = 0;
     if (m0 && m1) {
         drafts = prom_value(m1, "vllm:spec_decode_num_drafts_total") - prom_value(m0, "vllm:spec_decode_num_drafts_total");
@@ -731,6 +894,21 @@ static int bench_serve(int argc, char **argv)
     printf("==================================================\n");
     fflush(stdout);
 
+    char result_path[1024];
+    if (save_result && !json_path) {   /* vLLM's --save-result: a name of its own, in --result-dir */
+        char when[32];
+        const time_t now_t = time(NULL);
+        struct tm tmv;
+        strftime(when, sizeof when, "%Y%m%d-%H%M%S", localtime_r(&now_t, &tmv));
+        char rate_s[32];
+        snprintf(rate_s, sizeof rate_s, isinf(rate) ? "inf" : "%g", rate);
+        snprintf(result_path, sizeof result_path, "%s%soasiskv-%sqps-concurrency%d-%s.json", result_dir ? result_dir : "",
+                 result_dir ? "/" : "", rate_s, conc, when);
+        json_path = result_path;
+    } else if (json_path && result_dir && json_path[0] != '/') {
+        snprintf(result_path, sizeof result_path, "%s/%s", result_dir, json_path);
+        json_path = result_path;
+    }
     if (json_path) {
         FILE *f = fopen(json_path, "w");
         if (!f)
@@ -744,9 +922,22 @@ static int bench_serve(int argc, char **argv)
                    "\"mean_tpot_ms\": %.4f, \"median_tpot_ms\": %.4f, \"p99_tpot_ms\": %.4f, "
                    "\"mean_itl_ms\": %.4f, \"median_itl_ms\": %.4f, \"p99_itl_ms\": %.4f",
                 n, conc, isinf(rate) ? "\"inf\"" : "null", dur, ok, failed, in_tok, out_tok, ok / dur, out_tok / dur,
-                (in_tok + out_tok) / dur, st_ttft.mean * 1e3, st_ttft.median * 1e3, st_ttft.p99 * 1e3,
-                st_tpot.mean * 1e3, st_tpot.median * 1e3, st_tpot.p99 * 1e3, st_itl.mean * 1e3, st_itl.median * 1e3,
-                st_itl.p99 * 1e3);
+                (in_tok + out_tok) / dur, st[0].mean * 1e3, st[0].median * 1e3, st[0].p[n_pcts] * 1e3,
+                st[1].mean * 1e3, st[1].median * 1e3, st[1].p[n_pcts] * 1e3, st[2].mean * 1e3, st[2].median * 1e3,
+                st[2].p[n_pcts] * 1e3);
+        for (int k = 0; k < 4; k++) {   /* vLLM's keys for the chosen metrics: std and every percentile */
+            if (!want_pct[k])
+                continue;
+            if (k == 3)
+                fprintf(f, ", \"mean_e2el_ms\": %.4f, \"median_e2el_ms\": %.4f", st[k].mean * 1e3, st[k].median * 1e3);
+            fprintf(f, ", \"std_%s_ms\": %.4f", metric_names[k], st[k].std * 1e3);
+            for (int j = 0; j < n_pcts; j++) {
+                char q[16];
+                pct_name(pcts[j], q, sizeof q);
+                if (strcmp(q, "99") != 0 || k == 3)
+                    fprintf(f, ", \"p%s_%s_ms\": %.4f", q, metric_names[k], st[k].p[j] * 1e3);
+            }
+        }
         if (!isinf(rate))
             fprintf(f, ", \"request_rate_value\": %.6f", rate);
         if (isfinite(max_dur))
@@ -778,6 +969,8 @@ static int bench_serve(int argc, char **argv)
     free(ttft);
     free(tpot);
     free(itl);
+    free(e2el);
+    free(b.out_lens);
     free(m0);
     free(m1);
     free(model_owned);

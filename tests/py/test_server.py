@@ -666,6 +666,42 @@ def main():
           f"bench serve --dataset-name prefix_repetition: {res.get('completed')} done, hit rate "
           f"{res.get('prefix_cache_hit_rate')} %")
 
+    # vLLM's bench serve options: --host/--port, --backend openai-chat, prompts of exact token lengths with
+    # --tokenizer, --random-range-ratio, --percentile-metrics with e2el, --metric-percentiles, --save-result
+    rdir = f"/tmp/okv_test_bench_res_{os.getpid()}"
+    os.makedirs(rdir, exist_ok=True)
+    r = subprocess.run([CLI, "bench", "serve", "--backend", "openai-chat", "--host", "127.0.0.1", "--port", str(port),
+                        "--num-prompts", "6", "--max-concurrency", "3", "--random-input-len", "60",
+                        "--random-output-len", "6", "--tokenizer", os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"),
+                        "--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,90", "--save-result",
+                        "--result-dir", rdir, "--label", "x", "--trust-remote-code"], capture_output=True, text=True, timeout=300)
+    files = os.listdir(rdir)
+    res = json.load(open(os.path.join(rdir, files[0]))) if len(files) == 1 else {}
+    for f in files:
+        os.unlink(os.path.join(rdir, f))
+    os.rmdir(rdir)
+    check(r.returncode == 0 and res.get("completed") == 6 and "P90 E2EL (ms):" in r.stdout and "P50 TTFT (ms):" in r.stdout
+          and "Mean TPOT" not in r.stdout and all(k in res for k in ("p50_ttft_ms", "p90_e2el_ms", "std_e2el_ms")),
+          f"bench serve with vLLM's options (chat backend, host/port, e2el, P50/P90, --save-result): "
+          f"{res.get('completed')} done, {len(files)} result file(s)")
+    # the chat template adds tokens around each 60-token prompt: the same number for each
+    check(res.get("total_input_tokens", 0) % 6 == 0 and res.get("total_input_tokens", 0) >= 6 * 60,
+          f"--tokenizer: prompts of exactly 60 tokens (total {res.get('total_input_tokens')} over 6 chat requests)")
+    jpath = f"/tmp/okv_test_bench_rr_{os.getpid()}.json"
+    r = subprocess.run([CLI, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--num-prompts", "8",
+                        "--random-input-len", "40", "--random-output-len", "8", "--random-range-ratio", "0.5",
+                        "--tokenizer", os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"), "--json", jpath],
+                       capture_output=True, text=True, timeout=300)
+    try:
+        res = json.load(open(jpath))
+        os.unlink(jpath)
+    except (OSError, ValueError):
+        res = {}
+    check(r.returncode == 0 and res.get("completed") == 8 and 8 * 4 <= res.get("total_output_tokens", 0) <= 8 * 12
+          and res.get("total_output_tokens") != 64 and 8 * 20 <= res.get("total_input_tokens", 0) <= 8 * 60,
+          f"--random-range-ratio 0.5: {res.get('total_input_tokens')} input and {res.get('total_output_tokens')} output "
+          f"tokens over 8 requests")
+
     # `bench serve --max-duration`: requests in flight at the limit are cut (the server cancels them and frees
     # their KV), the rest are not sent; the report counts the cut requests' streamed tokens apart
     jpath = f"/tmp/okv_test_bench_dur_{os.getpid()}.json"
