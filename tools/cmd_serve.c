@@ -60,6 +60,8 @@ static const char *help =
     "                               scored by half their keys' max product as the codes see them and half Quest's\n"
     "                               bound (bench/ACCURACY.md)\n"
     "  --ctx N, --max-model-len N   context length to serve (default: the model's)\n"
+    "  --seed S                     requests without a seed sample with seeds derived from S in arrival order, so that\n"
+    "                               a run is reproducible (default: seeds from the clock)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
     "  --threads N                  CPU threads (default: all cores)\n"
     "  --device NAME                cpu or cuda (default: cuda when a GPU is present)\n"
@@ -168,6 +170,8 @@ int cmd_serve(int argc, char **argv)
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
     double pool_gb = 0, host_gb = 0, cache_factor = 2, gpu_util = 0;
+    uint64_t seed = 0;
+    bool has_seed = false;
     bool cache_factor_set = false;
     double sticky = 0.25;
     int key_code_bits = 0;
@@ -263,6 +267,9 @@ int cmd_serve(int argc, char **argv)
                    !strcmp(a, "--disable-log-requests") || !strcmp(a, "--disable-log-stats") ||
                    !strcmp(a, "--disable-uvicorn-access-log")) {
             /* vLLM's, nothing to do here (see --help) */
+        } else if (!strcmp(a, "--seed")) {
+            seed = cli_u64(a, cli_value(argc, argv, &i));
+            has_seed = true;
         } else if (!strcmp(a, "--gpu-memory-utilization")) {
             gpu_util = cli_double(a, cli_value(argc, argv, &i), 0.01, 1.0);
         } else if (a[0] != '-' && i == 1 && !model_path) {
@@ -452,7 +459,8 @@ int cmd_serve(int argc, char **argv)
     char *default_name = base_name(model_path);
     struct okv_server_params srv = {.host = host, .port = port, .model_name = name ? name : default_name,
                                     .model_alias = name ? NULL : model_path, .model_root = model_path,
-                                    .api_key = api_key, .max_ctx = okv_engine_max_ctx(e)};
+                                    .api_key = api_key, .max_ctx = okv_engine_max_ctx(e), .has_seed = has_seed,
+                                    .seed = seed};
     okv_server *sv = NULL;
     if ((st = okv_server_create(s, tok, &srv, &sv)) != OKV_OK)
         cli_die("%s", okv_last_error());

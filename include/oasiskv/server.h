@@ -28,6 +28,9 @@ struct okv_server_params {
     const char *api_key;          /* requests to /v1/ need "Authorization: Bearer KEY"; NULL: open */
     int max_ctx;                  /* context length of the engine */
     size_t max_body_bytes;        /* larger bodies get 413; default 4 MiB */
+    bool has_seed;                /* requests without a seed draw from seeds derived from seed, in arrival order
+                                     (vLLM's --seed); otherwise from the clock */
+    uint64_t seed;
 };
 
 /* Start serving on the scheduler (which must be started: okv_sched_start) and

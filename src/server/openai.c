@@ -798,6 +798,10 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
             fabs(seed->valuedouble) > 9.2e18)
             return fail(e, 400, "seed", NULL, "'seed' must be an integer");
         p->samp.seed = (uint64_t)(int64_t)seed->valuedouble;
+    } else if (sv->has_seed) {   /* serve --seed: the k-th request without a seed, reproducibly */
+        struct okv_rng r;
+        okv_rng_seed(&r, sv->seed ^ ((uint64_t)atomic_fetch_add(&sv->n_unseeded, 1) * 0x9E3779B97F4A7C15ull));
+        p->samp.seed = okv_rng_next(&r);
     } else {
         uint64_t x = (uint64_t)okv_now() * 1000003ull ^ ((uint64_t)time(NULL) << 20) ^
                      (atomic_fetch_add(&sv->n_ids, 1) * 0x9E3779B97F4A7C15ull);

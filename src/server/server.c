@@ -407,6 +407,9 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->tok = tok;
     sv->max_ctx = p->max_ctx;
     sv->max_body = p->max_body_bytes ? p->max_body_bytes : (size_t)4 << 20;
+    sv->has_seed = p->has_seed;
+    sv->seed = p->seed;
+    atomic_init(&sv->n_unseeded, 0);
     sv->created = (long)time(NULL);
     sv->listen_fd = MHD_INVALID_SOCKET;
     atomic_init(&sv->stopping, false);

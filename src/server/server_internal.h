@@ -21,6 +21,9 @@ struct okv_server {
     atomic_bool stopping;
     bool shut;
     atomic_uint_fast64_t n_ids;   /* request ids */
+    bool has_seed;                /* okv_server_params.seed */
+    uint64_t seed;
+    atomic_uint_fast64_t n_unseeded;   /* requests without a seed so far (with has_seed) */
     atomic_int n_active;          /* completion handlers running, and jobs whose reply is not out yet */
     MHD_socket listen_fd;
 };

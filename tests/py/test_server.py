@@ -793,6 +793,17 @@ def main():
           f"{js['data'][0]['max_model_len'] if st == 200 else st}")
     rc = srv4.stop()
     check(rc == 0, f"fourth server: SIGTERM -> exit {rc}")
+    # --seed: requests without a seed draw reproducibly, in arrival order
+    runs = []
+    for _ in range(2):
+        sv = Server("--seed", "7")
+        outs_s = [request(sv.port, "POST", "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 12,
+                                                                "temperature": 1.0, "ignore_eos": True})
+                  for _ in range(2)]
+        runs.append([o[1]["choices"][0]["text"] if o[0] == 200 else None for o in outs_s])
+        sv.stop()
+    check(runs[0] == runs[1] and None not in runs[0] and runs[0][0] != runs[0][1],
+          f"serve --seed 7: the same texts after a restart, the two requests apart ({runs[0]})")
     for extra, what in ((["--gpu-memory-utilization", "0.9"], "--gpu-memory-utilization on the CPU backend"),
                         (["--gpu-memory-utilization", "0.9", "--kv-pool-gb", "1"], "--gpu-memory-utilization with --kv-pool-gb"),
                         (["--dtype", "int3"], "--dtype int3")):
