@@ -114,25 +114,6 @@ static size_t fit_pool(struct okv_engine_params *ep, const struct okv_model_conf
     }
 }
 
-/* Bytes of the model's weights on a device that holds them in bf16 (the CUDA backend), the
- * tied output table once; with tensor parallelism a device holds about 1/tp of them. */
-static double device_weight_bytes(const struct okv_model *m)
-{
-    double n = (double)okv_tensor_nelements(&m->tok_embd) + (double)okv_tensor_nelements(&m->output_norm);
-    if (m->output.data && !m->cfg.tied_embeddings)   /* (a dummy model's views share one buffer: not a test of ties) */
-        n += (double)okv_tensor_nelements(&m->output);
-    for (int l = 0; l < m->cfg.n_layers; l++) {
-        const struct okv_tensor_view *v[] = {&m->layers[l].attn_norm, &m->layers[l].wq, &m->layers[l].wk, &m->layers[l].wv,
-                                             &m->layers[l].wo, &m->layers[l].bq, &m->layers[l].bk, &m->layers[l].bv,
-                                             &m->layers[l].q_norm, &m->layers[l].k_norm, &m->layers[l].ffn_norm,
-                                             &m->layers[l].w_gate, &m->layers[l].w_up, &m->layers[l].w_down};
-        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-            if (v[i]->data)
-                n += (double)okv_tensor_nelements(v[i]);
-    }
-    return 2.0 * n;
-}
-
 /* --gpu-memory-utilization U: the device KV pool in GiB, as vLLM sizes its cache: U of the
  * device's memory, less what is used already (other processes, this context), the weights
  * and an estimate of the activations and workspaces (the engine's step buffers in fp32, a
@@ -149,7 +130,8 @@ static double pool_from_util(okv_backend *be, const struct okv_model *m, const s
     const double gib = (double)(1ull << 30), T = max_batched;
     const double qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
     const double act = 4.0 * T * (5.0 * c->dim + 2.0 * qd + 2.0 * kvd + 2.0 * c->ffn_dim + c->vocab_size) + 1.5 * gib;
-    const double weights = device_weight_bytes(m) / (tp > 1 ? tp : 1);
+    /* the device holds the weights in bf16; with tensor parallelism about 1/tp of them */
+    const double weights = 2.0 * (double)okv_model_n_params(m) / (tp > 1 ? tp : 1);
     const double used = (double)(total_b - free_b);
     const double pool = util * (double)total_b - used - weights - act;
     fprintf(stderr, "oasiskv serve: --gpu-memory-utilization %g of %.1f GiB: %.1f GiB in use, weights %.1f GiB, "

@@ -108,6 +108,9 @@ void okv_model_free(struct okv_model *m);   /* NULL is fine */
  * (norm weights included). The caller owns *out. */
 enum okv_status okv_model_load_dummy(const char *path, uint64_t seed, struct okv_model **out);
 
+/* Parameters of the model: every tensor present, a tied output table once. */
+int64_t okv_model_n_params(const struct okv_model *m);
+
 /* Human-readable summary (architecture, hyper-parameters, dtypes) into buf. */
 void okv_model_describe(const struct okv_model *m, char *buf, size_t cap);
 

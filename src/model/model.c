@@ -534,6 +534,12 @@ static int64_t count_params(const struct okv_model *m, int64_t per_dtype[OKV_DTY
     return total;
 }
 
+int64_t okv_model_n_params(const struct okv_model *m)
+{
+    int64_t per[OKV_DTYPE_COUNT] = {0}, cnt[OKV_DTYPE_COUNT] = {0};
+    return m ? count_params(m, per, cnt) : 0;
+}
+
 void okv_model_describe(const struct okv_model *m, char *buf, size_t cap)
 {
     if (!buf || !cap)

@@ -172,6 +172,19 @@ def wait_idle(port, timeout=15):
     return False, m
 
 
+def bench_json(port, *args, timeout=300):
+    """Run `oasiskv bench serve` against the server with --json; (completed process, its JSON or {})."""
+    jpath = f"/tmp/okv_test_bench_{os.getpid()}.json"
+    r = subprocess.run([CLI, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", *args, "--json", jpath],
+                       capture_output=True, text=True, timeout=timeout)
+    try:
+        res = json.load(open(jpath))
+        os.unlink(jpath)
+    except (OSError, ValueError):
+        res = {}
+    return r, res
+
+
 def is_error_obj(js):
     e = js.get("error") if isinstance(js, dict) else None
     return isinstance(e, dict) and all(k in e for k in ("message", "type", "param", "code")) \
@@ -650,17 +663,9 @@ def main():
     check(all(st == 200 for st, _ in outs) and outs[0][1]["choices"][0]["text"] == outs[1][1]["choices"][0]["text"],
           "prefix cache: the repeated prompt gives the same greedy text")
     # vLLM's prefix_repetition dataset in `oasiskv bench serve`: 12 prompts over 2 shared 150-word prefixes
-    jpath = f"/tmp/okv_test_bench_px_{os.getpid()}.json"
-    r = subprocess.run([CLI, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--dataset-name",
-                        "prefix_repetition", "--prefix-repetition-prefix-len", "150", "--prefix-repetition-suffix-len",
-                        "10", "--prefix-repetition-num-prefixes", "2", "--prefix-repetition-output-len", "4",
-                        "--num-prompts", "12", "--max-concurrency", "2", "--json", jpath],
-                       capture_output=True, text=True, timeout=300)
-    try:
-        res = json.load(open(jpath))
-        os.unlink(jpath)
-    except (OSError, ValueError):
-        res = {}
+    r, res = bench_json(port, "--dataset-name", "prefix_repetition", "--prefix-repetition-prefix-len", "150",
+                        "--prefix-repetition-suffix-len", "10", "--prefix-repetition-num-prefixes", "2",
+                        "--prefix-repetition-output-len", "4", "--num-prompts", "12", "--max-concurrency", "2")
     check(r.returncode == 0 and res.get("completed") == 12 and res.get("prefix_cache_hit_rate", 0) > 50
           and "Prefix cache hit rate" in r.stdout,
           f"bench serve --dataset-name prefix_repetition: {res.get('completed')} done, hit rate "
@@ -687,16 +692,9 @@ def main():
     # the chat template adds tokens around each 60-token prompt: the same number for each
     check(res.get("total_input_tokens", 0) % 6 == 0 and res.get("total_input_tokens", 0) >= 6 * 60,
           f"--tokenizer: prompts of exactly 60 tokens (total {res.get('total_input_tokens')} over 6 chat requests)")
-    jpath = f"/tmp/okv_test_bench_rr_{os.getpid()}.json"
-    r = subprocess.run([CLI, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--num-prompts", "8",
-                        "--random-input-len", "40", "--random-output-len", "8", "--random-range-ratio", "0.5",
-                        "--tokenizer", os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"), "--json", jpath],
-                       capture_output=True, text=True, timeout=300)
-    try:
-        res = json.load(open(jpath))
-        os.unlink(jpath)
-    except (OSError, ValueError):
-        res = {}
+    r, res = bench_json(port, "--num-prompts", "8", "--random-input-len", "40", "--random-output-len", "8",
+                        "--random-range-ratio", "0.5", "--tokenizer",
+                        os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"))
     check(r.returncode == 0 and res.get("completed") == 8 and 8 * 4 <= res.get("total_output_tokens", 0) <= 8 * 12
           and res.get("total_output_tokens") != 64 and 8 * 20 <= res.get("total_input_tokens", 0) <= 8 * 60,
           f"--random-range-ratio 0.5: {res.get('total_input_tokens')} input and {res.get('total_output_tokens')} output "
@@ -704,17 +702,10 @@ def main():
 
     # `bench serve --max-duration`: requests in flight at the limit are cut (the server cancels them and frees
     # their KV), the rest are not sent; the report counts the cut requests' streamed tokens apart
-    jpath = f"/tmp/okv_test_bench_dur_{os.getpid()}.json"
     t0 = time.time()
-    r = subprocess.run([CLI, "bench", "serve", "--base-url", f"http://127.0.0.1:{port}", "--num-prompts", "6",
-                        "--max-concurrency", "3", "--random-input-len", "20", "--random-output-len", "900",
-                        "--max-duration", "2.5", "--json", jpath], capture_output=True, text=True, timeout=120)
+    r, res = bench_json(port, "--num-prompts", "6", "--max-concurrency", "3", "--random-input-len", "20",
+                        "--random-output-len", "900", "--max-duration", "2.5", timeout=120)
     dt = time.time() - t0
-    try:
-        res = json.load(open(jpath))
-        os.unlink(jpath)
-    except (OSError, ValueError):
-        res = {}
     check(r.returncode == 0 and res.get("completed") == 0 and res.get("failed") == 0 and res.get("cut_requests") == 3
           and res.get("not_sent_requests") == 3 and res.get("cut_output_tokens", 0) > 3
           and 2.4 < res.get("duration", 0) < 4 and dt < 20 and "Requests cut at --max-duration:" in r.stdout,

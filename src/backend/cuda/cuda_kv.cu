@@ -870,9 +870,11 @@ static enum okv_status cuda_kv_write(okv_backend *be, okv_bkv *kv, int layer, co
      * reset races with its widening): one kernel, no copy-stream round trip (a decode
      * step saves six API calls per layer) */
     bool fused = host && n <= OKV_KVW_FUSED_MAX && (size_t)n * nkv * hd * 4 <= OKV_KVW_FUSED_BYTES;
-    for (int t = 1; fused && t < n; t++)   /* every token in a host block of its own (n <= 64: all pairs) */
-        for (int u = 0; fused && u < t; u++)
-            fused = meta->tok_host[t] / bs != meta->tok_host[u] / bs;
+    /* neighbours suffice: a sequence's rows are consecutive in a batch, and no two sequences
+     * write into one host block, so a block's rows are adjacent (the summary widening below
+     * then has one thread per element and needs no atomics) */
+    for (int t = 1; fused && t < n; t++)
+        fused = meta->tok_host[t] / bs != meta->tok_host[t - 1] / bs;
     /* 8 elements a thread where the shapes allow (OKV_KVW_SCALAR=1: never, to compare) */
     const bool vec = hd % 8 == 0 && !kv->kvw_scalar &&
                      (((uintptr_t)a.k | (uintptr_t)a.v | (uintptr_t)units | (uintptr_t)(a.summ ? a.summ : units) |
