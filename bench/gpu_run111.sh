@@ -1,5 +1,6 @@
 #!/bin/bash
-# Prepared in session 17 (2026-12-01), NOT RUN YET: serve --gpu-memory-utilization on the H200
+# Prepared in session 17 (2026-12-01), run in session 18 (found dense serving ignoring the pool: fixed,
+# bench/RESULTS.md section 27; gpu_run113.sh checks the fix): serve --gpu-memory-utilization on the H200
 # (written without a GPU: cudaMemGetInfo, the pool from an estimate of weights and activations, a
 # smaller pool on out-of-memory). The 8B shape (random weights) and the trained target, dense and
 # budget 2048, at 0.9 and 0.5: the startup line (pool size), nvidia-smi's memory while up, and a short

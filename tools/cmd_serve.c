@@ -21,7 +21,7 @@ static const char *help =
     "  --port N                     port (default 8000; 0: any free port, printed on stderr)\n"
     "  --served-model-name NAME     model name of the API (default: the model file's name)\n"
     "  --api-key KEY                require 'Authorization: Bearer KEY' on /v1/ endpoints\n"
-    "  --max-num-seqs N             requests running at once (default 32)\n"
+    "  --max-num-seqs N             requests running at once (default 256 on a GPU, 32 on the CPU)\n"
     "  --max-num-batched-tokens N   rows of one step: prefill chunks + decode rows (default 512)\n"
     "  --kv-budget N|dense          sparse KV: tokens kept on the device per (sequence, layer, KV head); dense: all (default)\n"
     "  --enable-prefix-caching, --no-enable-prefix-caching\n"
@@ -29,10 +29,11 @@ static const char *help =
     "                               computing them again (default: on, except with --kv-host-dtype fp8; sparse\n"
     "                               serving shares host blocks and copies the sink and window to the device;\n"
     "                               bench/RESULTS.md section 20)\n"
-    "  --kv-pool-gb G               device KV pool size in GiB (default: max-num-seqs full contexts, at most 2 GiB on CPU)\n"
+    "  --kv-pool-gb G               device KV pool size in GiB (default: on a GPU, what --gpu-memory-utilization leaves;\n"
+    "                               on the CPU max-num-seqs full contexts, at most 2 GiB)\n"
     "  --gpu-memory-utilization U   instead of --kv-pool-gb on a GPU, as vLLM: the share of the GPU's memory this server\n"
-    "                               may use (weights, activations, KV); the device KV pool takes what the weights and\n"
-    "                               activations (estimated) leave of it\n"
+    "                               may use (weights, activations, KV; default 0.9); the device KV pool takes what the\n"
+    "                               weights and activations (estimated) leave of it\n"
     "  --dense-while-room, --no-dense-while-room\n"
     "                               sparse mode: a request reads its whole context (dense attention, nothing fetched)\n"
     "                               while the device pool has room for it, and turns sparse when the pool runs short\n"
@@ -154,7 +155,7 @@ int cmd_serve(int argc, char **argv)
     double pool_gb = 0, host_gb = 0, cache_factor = 2, gpu_util = 0;
     uint64_t seed = 0;
     bool has_seed = false;
-    bool cache_factor_set = false;
+    bool cache_factor_set = false, max_seqs_set = false;
     double sticky = 0.25;
     int key_code_bits = 0;
     bool host_fp8 = false;
@@ -183,6 +184,7 @@ int cmd_serve(int argc, char **argv)
                 cli_die("--api-key: empty key");
         } else if (!strcmp(a, "--max-num-seqs")) {
             max_seqs = cli_int(a, cli_value(argc, argv, &i), 1, 4096);
+            max_seqs_set = true;
         } else if (!strcmp(a, "--max-num-batched-tokens")) {
             max_batched = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
         } else if (!strcmp(a, "--kv-budget")) {
@@ -309,6 +311,17 @@ int cmd_serve(int argc, char **argv)
     /* Device tier: --kv-pool-gb bytes (sized in the backend's own precision), else
      * max_seqs full contexts capped at 2 GiB of float KV on the CPU. Sparse mode
      * sizes it from the budget and max_seqs, and --kv-pool-gb is its limit. */
+    okv_backend *be = cli_backend(device, threads, tp, cfg);
+    /* On a GPU the default is vLLM's: 0.9 of its memory, and up to 256 requests running */
+    if (be->ops->device_mem && gpu_util <= 0 && pool_gb <= 0)
+        gpu_util = 0.9;
+    if (be->ops->device_mem && !max_seqs_set)
+        max_seqs = 256;
+    if (gpu_util > 0) {
+        if (pool_gb > 0)
+            cli_die("--gpu-memory-utilization and --kv-pool-gb both size the device KV pool: give one");
+        pool_gb = pool_from_util(be, m, cfg, gpu_util, max_batched, tp);
+    }
     size_t slot_bytes = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads * 2 * (size_t)block * (size_t)cfg->head_dim * sizeof(float);
     int ctx_blocks = (max_ctx + block - 1) / block;
     long slots = 0;
@@ -320,12 +333,6 @@ int cmd_serve(int argc, char **argv)
     }
     int host_blocks = 0;
     enum okv_status st;
-    okv_backend *be = cli_backend(device, threads, tp, cfg);
-    if (gpu_util > 0) {
-        if (pool_gb > 0)
-            cli_die("--gpu-memory-utilization and --kv-pool-gb both size the device KV pool: give one");
-        pool_gb = pool_from_util(be, m, cfg, gpu_util, max_batched, tp);
-    }
     /* a host block (every layer and KV head) in the host tier's storage */
     size_t host_block_bytes = 0;
     if (kv_budget > 0) {
