@@ -1,4 +1,5 @@
 #!/bin/bash
+# (The kernels it compares are in commit bc7f6ec only: not kept, bench/RESULTS.md section 28.)
 # GPU session of 2026-12-01 (18), one H200: quest_stage_k (Quest's bound from summaries staged in
 # shared memory) against quest_lane_k (OKV_QUEST_STAGE=0). test_cuda_ops (scores against the CPU
 # backend's and against quest_lane_k's; the selection call's timing, both kernels), then bench_step

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (The kernels it compares are in commit bc7f6ec only: not kept, bench/RESULTS.md section 28.)
 # GPU session of 2026-12-01 (18), one H200: why Quest's scoring runs at ~1.3 TB/s of summaries.
 # gpu_run115 found quest_stage_k (summaries staged in shared memory) slower than quest_lane_k.
 # The selection call's timing for quest_stage_k, quest_lane_k and quest_lane_k with the next

@@ -1040,10 +1040,8 @@ static void test_attention(void)
             printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared%s\n", name, nc, k, e, sets_checked, nkv,
                    !code_bits ? "" : mma ? ", tensor cores" : ", codes_k");
             /* the kernel each default replaced, on the same selection: Quest's bound by quest_k, the codes by codes_k */
-            if (!code_bits && hd % 8 == 0) {
-                select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_QUEST_LANE", "quest_k", "quest_stage_k");
-                select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_QUEST_STAGE", "quest_lane_k", "quest_stage_k");
-            }
+            if (!code_bits && hd % 8 == 0)
+                select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_QUEST_LANE", "quest_k", "quest_lane_k");
             if (mma)
                 select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_CODES_MMA", "codes_k", "tensor cores");
             if (code_bits) {   /* OKV_CODES_BLEND=0: the codes' max alone (the default blends in Quest's bound) */
@@ -1375,12 +1373,7 @@ static void select_perf_geometry(int bs, int bits)
     okv_bmem *qg = up(gpu, q, (size_t)64 * nh * g.head_dim);
     select_perf(kv, &g, qg, nh, 64, 2000, 123);
     select_perf(kv, &g, qg, nh, 256, 4000, 123);
-    if (!bits) {   /* the same by quest_lane_k and quest_k, the kernels before quest_stage_k */
-        setenv("OKV_QUEST_STAGE", "0", 1);
-        printf("  (quest_lane_k, OKV_QUEST_STAGE=0:)\n");
-        select_perf(kv, &g, qg, nh, 64, 2000, 123);
-        select_perf(kv, &g, qg, nh, 256, 4000, 123);
-        unsetenv("OKV_QUEST_STAGE");
+    if (!bits) {   /* the same by quest_k, the kernel before quest_lane_k */
         setenv("OKV_QUEST_LANE", "0", 1);
         printf("  (quest_k, OKV_QUEST_LANE=0:)\n");
         select_perf(kv, &g, qg, nh, 64, 2000, 123);

@@ -261,7 +261,6 @@ struct cuda_ctx {
     const void *pf_seen[16];
     int pf_n_seen;
     size_t topk_smem_set;    /* the top-k kernel's dynamic shared memory limit raised so far */
-    size_t quest_smem_set;   /* quest_stage_k's dynamic shared memory limit raised so far */
     int fetch_ctas_override;
     int fetch_ctas_last;
     int gather_unroll;       /* loads in flight per thread of the host-tier gather (OKV_GATHER_UNROLL, default 2) */

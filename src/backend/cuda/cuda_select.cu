@@ -4,9 +4,8 @@
  * requests at once:
  *  - scoring: the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) of every (request,
  *    candidate, KV head), maximised over the GQA group's query heads and the request's
- *    rows: quest_stage_k, one lane per candidate from the CTA's summaries staged in shared
- *    memory (quest_lane_k, the same from global memory; quest_k, one warp per SEL_CPW
- *    candidates, where head_dim % 8 != 0); with per-token key codes, codes_mma_k on the tensor cores
+ *    rows: quest_lane_k, one lane per candidate (quest_k, one warp per SEL_CPW candidates,
+ *    where head_dim % 8 != 0); with per-token key codes, codes_mma_k on the tensor cores
  *    (codes_k where the shape does not fit it). Candidates find their requests by binary
  *    search of the candidate offsets.
  *  - topk_k: one CTA per (request, KV head): a radix select (8-bit digits, MSB first)
@@ -148,7 +147,6 @@ quest_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, c
  * requests x 8 KV heads x 2000 candidates: 0.52 ms against 0.75; bench/RESULTS.md section 17). */
 #define QL_THREADS 128
 #define QL_QT 4            /* queries a pass */
-template <bool PF>
 static __global__ void __launch_bounds__(QL_THREADS)
 quest_lane_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, const int32_t *rows, const int32_t *cand,
              int total_cand, int n_heads, int nkv, int hd, float *scores)
@@ -177,16 +175,8 @@ quest_lane_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_re
             qp[u] = (const float4 *)(q + ((size_t)__ldg(rr + n / group) * n_heads + (size_t)h * group + n % group) * hd);
             s[u] = 0.f;
         }
-        uint4 a = make_uint4(0, 0, 0, 0), b = a;
-        if (PF)
-            a = __ldg(kmin), b = __ldg(kmax);
         for (int x = 0; x < hd8; x++) {
-            uint4 na = a, nb = b;
-            if (!PF) {
-                a = __ldg(kmin + x), b = __ldg(kmax + x);
-            } else if (x + 1 < hd8) {   /* the next piece in flight while this one is summed */
-                na = __ldg(kmin + x + 1), nb = __ldg(kmax + x + 1);
-            }
+            const uint4 a = __ldg(kmin + x), b = __ldg(kmax + x);
             const unsigned av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
             float lo[8], hi[8];
 #pragma unroll
@@ -204,8 +194,6 @@ quest_lane_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_re
                 for (int e = 0; e < 8; e++)
                     s[u] = __fadd_rn(s[u], fmaxf(__fmul_rn(qq[e], lo[e]), __fmul_rn(qq[e], hi[e])));
             }
-            if (PF)
-                a = na, b = nb;
         }
 #pragma unroll
         for (int u = 0; u < QL_QT; u++)
@@ -696,93 +684,6 @@ static int diag_bits(void)
     return -1;
 }
 
-/* Quest's bound with the summaries staged in shared memory (quest_stage_k; the default where
- * quest_lane_k would run, OKV_QUEST_STAGE=0 takes quest_lane_k). quest_lane_k's lanes each read
- * their own block's summaries, 16 bytes at a time from rows 4 KiB apart (a block's KV heads sit
- * together), so every load of a warp touches 32 lines for half a sector each: ~1.0-1.3 TB/s of
- * summaries (bench/RESULTS.md section 28). Here the CTA's 128 candidates' rows (kmin, kmax: 4 hd
- * bytes) are first copied whole into shared memory, a warp a row at a time (fully coalesced, all
- * of them in flight at once: cp.async), then each lane scores its candidate from there exactly as
- * quest_lane_k does (the same float operations in the same order: the CPU backend's scores). Rows
- * are padded by 16 bytes so that the 8 lanes of each quarter warp read 8 different bank groups. */
-#define QS_THREADS 128
-static size_t quest_stage_smem(int hd)
-{
-    return (size_t)QS_THREADS * ((size_t)hd * 4 + 16) + QS_THREADS * sizeof(int32_t);
-}
-
-static __global__ void __launch_bounds__(QS_THREADS)
-quest_stage_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, const int32_t *rows, const int32_t *cand,
-              int total_cand, int n_heads, int nkv, int hd, float *scores)
-{
-    extern __shared__ uint4 qs_sm[];
-    const int row_b = hd * 4 + 16, row_p = row_b / 16;   /* bytes and 16-byte pieces of a padded row */
-    int32_t *s_blk = (int32_t *)((char *)qs_sm + (size_t)QS_THREADS * row_b);
-    const int tid = threadIdx.x, c0 = blockIdx.x * QS_THREADS, h = blockIdx.y;
-    const int c = c0 + tid;
-    const bool live = c < total_cand;
-    const int cc = live ? c : total_cand - 1;
-    const int r = request_of(meta, n_reqs, cc);
-    const int32_t *m = meta + r * SEL_META;
-    s_blk[tid] = __ldg(cand + __ldg(m + M_CAND_SRC) + (cc - __ldg(m + M_CAND_OFF)));
-    __syncthreads();
-    /* the rows: hd / 4 pieces each (kmin then kmax, contiguous), a warp's 32 consecutive pieces
-     * cover a row (hd 128) or more; rows of candidates past the end repeat the last one */
-    const int pieces = hd >> 2, n_p = QS_THREADS * pieces;
-    for (int p = tid; p < n_p; p += QS_THREADS) {
-        const int row = p / pieces, sub = p - row * pieces;
-        const uint4 *src = (const uint4 *)(summ + ((size_t)s_blk[row] * nkv + h) * 2 * hd) + sub;
-        __pipeline_memcpy_async(qs_sm + (size_t)row * row_p + sub, src, 16);
-    }
-    __pipeline_commit();
-    const int group = n_heads / nkv, n_q = __ldg(m + M_N_ROWS) * group, hd8 = hd >> 3;
-    const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
-    int n_q_w = n_q;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        n_q_w = max(n_q_w, __shfl_xor_sync(0xffffffffu, n_q_w, o));
-    __pipeline_wait_prior(0);
-    __syncthreads();
-    const uint4 *kmin = qs_sm + (size_t)tid * row_p, *kmax = kmin + hd8;
-    float best = -INFINITY;
-    for (int q0 = 0; q0 < n_q_w; q0 += QL_QT) {
-        const float4 *qp[QL_QT];
-        float s[QL_QT];
-#pragma unroll
-        for (int u = 0; u < QL_QT; u++) {
-            const int n = q0 + u < n_q ? q0 + u : 0;
-            qp[u] = (const float4 *)(q + ((size_t)__ldg(rr + n / group) * n_heads + (size_t)h * group + n % group) * hd);
-            s[u] = 0.f;
-        }
-        for (int x = 0; x < hd8; x++) {
-            const uint4 a = kmin[x], b = kmax[x];
-            const unsigned av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
-            float lo[8], hi[8];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                lo[2 * e] = __uint_as_float(av[e] << 16), lo[2 * e + 1] = __uint_as_float(av[e] & 0xffff0000u);
-                hi[2 * e] = __uint_as_float(bv[e] << 16), hi[2 * e + 1] = __uint_as_float(bv[e] & 0xffff0000u);
-            }
-#pragma unroll
-            for (int u = 0; u < QL_QT; u++) {
-                if (q0 + u >= n_q)
-                    break;
-                const float4 q0v = __ldg(qp[u] + 2 * x), q1v = __ldg(qp[u] + 2 * x + 1);
-                const float qq[8] = {q0v.x, q0v.y, q0v.z, q0v.w, q1v.x, q1v.y, q1v.z, q1v.w};
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    s[u] = __fadd_rn(s[u], fmaxf(__fmul_rn(qq[e], lo[e]), __fmul_rn(qq[e], hi[e])));
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < QL_QT; u++)
-            if (q0 + u < n_q)
-                best = fmaxf(best, s[u]);
-    }
-    if (live)
-        scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (cc - __ldg(m + M_CAND_OFF))] = best;
-}
-
 static __device__ __forceinline__ unsigned long long sort_key(float f, int32_t id)
 {
     const unsigned u = __float_as_uint(f);
@@ -1158,24 +1059,9 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         else
             CODES_LAUNCH(4);
 #undef CODES_LAUNCH
-    } else if (hd % 8 == 0 && hd <= 256 && !env_off("OKV_QUEST_LANE") && !env_off("OKV_QUEST_STAGE")) {
-        const size_t qsm = quest_stage_smem(hd);
-        if (qsm > 48 * 1024 && qsm > c->quest_smem_set) {   /* per device, as the top-k's */
-            OKV_CU(cudaFuncSetAttribute(quest_stage_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)qsm),
-                   "quest_stage_k smem limit");
-            c->quest_smem_set = qsm;
-        }
-        quest_stage_k<<<dim3((unsigned)((t_cand + QS_THREADS - 1) / QS_THREADS), (unsigned)nkv), QS_THREADS, qsm,
-                        c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, nkv, hd, d_sc);
-    } else if (hd % 8 == 0 && !env_off("OKV_QUEST_LANE")) {
-        const dim3 lg((unsigned)((t_cand + QL_THREADS - 1) / QL_THREADS), (unsigned)nkv);
-        if (getenv("OKV_QUEST_PF") && !strcmp(getenv("OKV_QUEST_PF"), "1"))
-            quest_lane_k<true><<<lg, QL_THREADS, 0, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand,
-                                                                   n_heads, nkv, hd, d_sc);
-        else
-            quest_lane_k<false><<<lg, QL_THREADS, 0, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand,
-                                                                    n_heads, nkv, hd, d_sc);
-    }
+    } else if (hd % 8 == 0 && !env_off("OKV_QUEST_LANE"))
+        quest_lane_k<<<dim3((unsigned)((t_cand + QL_THREADS - 1) / QL_THREADS), (unsigned)nkv), QL_THREADS, 0, c->sel_stream>>>(
+            q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, nkv, hd, d_sc);
     else if (hd <= 128)
         quest_k<1><<<grid, SEL_WARPS * 32, 0, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads,
                                                            nkv, hd, d_sc);
