@@ -537,6 +537,8 @@ static void tx_on_logprob(void *user, const struct okv_token_logprob *lp)
 
 /* TX_N requests through 3 slots (admissions while a step is queued), sharing a prompt prefix
  * (prefix caching attaches it), request 5 with logprobs; stops[i] non-empty: its stop string */
+static long long n_mixed[3];   /* steps with some rows on the host, of the last run synchronous, overlapped, all rows */
+
 static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompts[], const size_t *np,
                         char stops[][64], bool sync, struct tout *o)
 {
@@ -563,6 +565,10 @@ static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompt
             rq.sampling.temperature = 0.9f;
             rq.sampling.seed = 7 + (uint64_t)i;
         }
+        if (i == 3)   /* sampled on the host (min_p), drawing its own numbers there */
+            rq.sampling.min_p = 0.05f;
+        if (i == 6)   /* greedy on adjusted logits */
+            rq.adjust.presence_penalty = 1.5f;
         uint64_t id;
         CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit %d: %s", i, okv_last_error());
     }
@@ -572,6 +578,10 @@ static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompt
     struct okv_sched_metrics m;
     okv_sched_metrics(s, &m);
     okv_sched_free(s);
+    {
+        const char *ar = getenv("OKV_SCHED_ALL_ROWS");
+        n_mixed[ar ? 2 : sync ? 0 : 1] = (long long)m.steps_host_rows_total;
+    }
     CHECK(okv_engine_queued(e) == 0 && okv_kv_used_slots(okv_engine_kv(e)) == 0, "%s: a step queued or blocks in use",
           sync ? "synchronous" : "overlapped");
     return (long long)m.steps_overlapped_total;
@@ -614,6 +624,19 @@ static void test_overlap_text(okv_backend *be)
         }
     long long n_sync = tx_run(e, tok, prompts, np, stops, true, a);
     long long n_ovl = tx_run(e, tok, prompts, np, stops, false, b);
+    /* the steps with requests sampled or scored on the host (3: min_p, 5: logprobs, 6: a presence
+     * penalty) bring only those rows' logits over and the backend samples the rest; with
+     * OKV_SCHED_ALL_ROWS=1 every row comes over and the host samples them all: the same tokens */
+    static struct tout all[TX_N];
+    setenv("OKV_SCHED_ALL_ROWS", "1", 1);
+    tx_run(e, tok, prompts, np, stops, true, all);
+    unsetenv("OKV_SCHED_ALL_ROWS");
+    int same_all = 0;
+    for (int i = 0; i < TX_N; i++)
+        same_all += all[i].done && a[i].done && all[i].n == a[i].n && all[i].n_lp == a[i].n_lp &&
+                    !memcmp(all[i].toks, a[i].toks, sizeof(int32_t) * (size_t)a[i].n) && !strcmp(all[i].text, a[i].text);
+    CHECK(same_all == TX_N, "text: %d of %d requests equal with only the host-sampled rows' logits copied and with all rows",
+          same_all, TX_N);
     int same = 0, stopped = 0;
     for (int i = 0; i < TX_N; i++) {
         same += a[i].done && b[i].done && a[i].reason == b[i].reason && a[i].n == b[i].n && a[i].len == b[i].len &&
@@ -627,9 +650,12 @@ static void test_overlap_text(okv_backend *be)
     struct okv_engine_stats es;
     okv_engine_stats_get(e, &es);
     CHECK(es.prefix_hit_tokens > 0, "text: the shared prompt prefix was never attached");
+    CHECK(n_mixed[0] > 0 && n_mixed[1] > 0 && n_mixed[2] == 0, "text: steps with some rows on the host: %lld synchronous, "
+          "%lld overlapped, %lld with OKV_SCHED_ALL_ROWS=1", n_mixed[0], n_mixed[1], n_mixed[2]);
     printf("  overlapped decoding on text: %d of %d requests equal to synchronous steps (%d stopped by a stop string or "
-           "the end of generation), %lld steps overlapped, %lld prompt tokens from the prefix cache\n", same, TX_N,
-           stopped, n_ovl, (long long)es.prefix_hit_tokens);
+           "the end of generation), %lld steps overlapped, %lld prompt tokens from the prefix cache; %d of %d equal with "
+           "every logit row on the host (%lld steps with some)\n", same, TX_N, stopped, n_ovl, (long long)es.prefix_hit_tokens,
+           same_all, TX_N, n_mixed[0]);
 done:
     for (int i = 0; i < TX_N; i++)
         okv_free(prompts[i]);
@@ -690,6 +716,7 @@ int main(void)
     if (okv_backend_create("cuda", &bp, &gpu) == OKV_OK) {   /* on a GPU machine: the CUDA backend's queue */
         test_overlap(gpu, &sm.m, prompts, 16, 0, OV_N);
         test_overlap(gpu, &sm.m, prompts, 16, 96, OV_N);
+        test_overlap_text(gpu);
         okv_backend_free(gpu);
     } else {
         printf("  overlapped decoding on the CUDA backend: skipped (%s)\n", okv_last_error());

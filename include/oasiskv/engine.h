@@ -230,6 +230,14 @@ enum okv_status okv_engine_prefill(okv_engine *e, int seq, const int32_t *tokens
 enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch *b, const struct okv_sampling *params,
                                           const double *u, int32_t *tokens, float *logits);
 
+/* As okv_engine_forward_sample, but only the logit rows listed in copy_rows (n_copy indices
+ * among the step's logit rows) cross to the host, into logits in that order: for requests
+ * sampled or scored on the host (logit adjustments, log-probabilities) in a batch whose
+ * other rows are sampled on the backend. */
+enum okv_status okv_engine_forward_sample_rows(okv_engine *e, const struct okv_batch *b, const struct okv_sampling *params,
+                                               const double *u, int32_t *tokens, const int32_t *copy_rows, int n_copy,
+                                               float *logits);
+
 /* Overlapped decoding: okv_engine_forward_queue runs a step as okv_engine_forward_sample
  * does, but returns once the step is queued on the backend, so that the host prepares
  * the next step while the device computes this one. A row t with prev[t] >= 0 (prev may

@@ -132,6 +132,8 @@ struct okv_sched_metrics {
     uint64_t num_preemptions_total;
     uint64_t steps_total;
     uint64_t steps_overlapped_total;     /* of which queued behind the step before (overlapped decoding) */
+    uint64_t steps_host_rows_total;      /* of which sampled on the backend but for some requests' rows, whose logits
+                                            came to the host (logit adjustments, min_p, log-probabilities) */
     uint64_t requests_finished[OKV_FINISH_COUNT];
     struct okv_hist ttft, itl, e2e;      /* seconds */
     uint64_t spec_drafts_total;          /* verify steps with >= 1 draft (vLLM's num_drafts) */

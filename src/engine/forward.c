@@ -206,7 +206,8 @@ static enum okv_status take_fetch_stats(okv_engine *e)
 /* q_slot >= 0: overlapped decoding (okv_engine_forward_queue): sampled into that backend
  * slot, no final sync; prev as there */
 static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *logits, const struct okv_sampling *params,
-                               const double *u, int32_t *tokens, const int32_t *prev, int q_slot)
+                               const double *u, int32_t *tokens, const int32_t *prev, int q_slot, const int32_t *copy_rows,
+                               int n_copy)
 {
     enum okv_status st;
     const int n = b->n_tokens;
@@ -328,8 +329,13 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
             CK(o->sample(be, e->logits, n_rows, c->vocab_size, params, u, tokens));
         if (q_slot >= 0)
             CK(o->sample_queue(be, e->logits, n_rows, c->vocab_size, params, u, q_slot));
-        if (logits)
+        if (logits && copy_rows) {   /* some rows only: those sampled on the host */
+            for (int i = 0; i < n_copy; i++)
+                CK(o->mem_read(be, e->logits, (size_t)copy_rows[i] * c->vocab_size, logits + (size_t)i * c->vocab_size,
+                               (size_t)c->vocab_size));
+        } else if (logits) {
             CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
+        }
     } else if (q_slot >= 0) {   /* a queued step without logit rows (prefill chunks): still one to collect */
         CK(o->sample_queue(be, NULL, 0, c->vocab_size, NULL, NULL, q_slot));
     }
@@ -377,7 +383,7 @@ fail:
 
 enum okv_status okv_engine_forward(okv_engine *e, const struct okv_batch *b, float *logits)
 {
-    return forward(e, b, logits, NULL, NULL, NULL, NULL, -1);
+    return forward(e, b, logits, NULL, NULL, NULL, NULL, -1, NULL, 0);
 }
 
 enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch *b, const struct okv_sampling *params,
@@ -388,7 +394,25 @@ enum okv_status okv_engine_forward_sample(okv_engine *e, const struct okv_batch 
     for (int t = 0; b->want_logits && t < b->n_tokens; t++)
         if (b->want_logits[t] > 1)
             return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample: row %d wants logits only (2): use okv_engine_forward", t);
-    return forward(e, b, logits, params, u, tokens, NULL, -1);
+    return forward(e, b, logits, params, u, tokens, NULL, -1, NULL, 0);
+}
+
+enum okv_status okv_engine_forward_sample_rows(okv_engine *e, const struct okv_batch *b, const struct okv_sampling *params,
+                                               const double *u, int32_t *tokens, const int32_t *copy_rows, int n_copy,
+                                               float *logits)
+{
+    if (!params || !u || !tokens || n_copy < 0 || (n_copy > 0 && (!copy_rows || !logits)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample_rows: params, u, tokens and (with rows) logits are required");
+    int n_rows = 0;
+    for (int t = 0; b->want_logits && t < b->n_tokens; t++) {
+        if (b->want_logits[t] > 1)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample_rows: row %d wants logits only (2): use okv_engine_forward", t);
+        n_rows += b->want_logits[t] != 0;
+    }
+    for (int i = 0; i < n_copy; i++)
+        if (copy_rows[i] < 0 || copy_rows[i] >= n_rows)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample_rows: logit row %d of %d", copy_rows[i], n_rows);
+    return forward(e, b, n_copy > 0 ? logits : NULL, params, u, tokens, NULL, -1, n_copy > 0 ? copy_rows : NULL, n_copy);
 }
 
 bool okv_engine_can_queue(const okv_engine *e)
@@ -424,7 +448,7 @@ enum okv_status okv_engine_forward_queue(okv_engine *e, const struct okv_batch *
         any_prev = true;
     }
     const int slot = e->q_last_slot < 0 ? 0 : e->q_last_slot ^ 1;
-    enum okv_status st = forward(e, b, NULL, params, u, NULL, any_prev ? prev : NULL, slot);
+    enum okv_status st = forward(e, b, NULL, params, u, NULL, any_prev ? prev : NULL, slot, NULL, 0);
     if (st != OKV_OK)
         return st;
     e->q_rows[slot] = n_rows;

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* vLLM's histogram buckets, so that dashboards built for it read ours. */
@@ -121,11 +122,14 @@ struct okv_sched {
     int v_rows_cap;
     struct okv_sampling *b_params;   /* [max_seqs] sampling of each logit row */
     double *b_u;             /* [max_seqs] its uniform number */
+    int32_t *b_copy;         /* [max_seqs] logit rows copied to the host in a mixed step */
     int32_t *b_ids;          /* [max_seqs] its sampled token (on the backend) */
     struct okv_rng *b_rng;   /* [max_seqs] generator states before the draw (restored on retry) */
 
     /* overlapped decoding (okv_engine_forward_queue; okv_sched_params.sync_steps) */
     bool ovl;                /* decode steps may be queued */
+    bool all_rows;           /* OKV_SCHED_ALL_ROWS=1: a step with any host-sampled request brings every logit row
+                                to the host and samples them all there (the path before mixed steps; tests) */
     bool inflight;           /* a queued step's ids are not collected yet */
     int q_n;                 /* its logit rows */
     struct req **q_req;      /* [max_batch] the request of each (NULL: finished since) */
@@ -215,6 +219,7 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     /* logit rows: one per request, or 1 + k per decoding request with drafts */
     s->b_params = okv_calloc(nb, sizeof *s->b_params, OKV_TAG_SERVER);
     s->b_u = okv_calloc(nb, sizeof *s->b_u, OKV_TAG_SERVER);
+    s->b_copy = okv_calloc(nb, sizeof *s->b_copy, OKV_TAG_SERVER);
     s->b_ids = okv_calloc(nb, sizeof *s->b_ids, OKV_TAG_SERVER);
     s->b_rng = okv_calloc(ns > nb ? ns : nb, sizeof *s->b_rng, OKV_TAG_SERVER);
     s->b_draft = okv_calloc(nb, 1, OKV_TAG_SERVER);
@@ -242,8 +247,12 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->q_req2 = okv_calloc(nb, sizeof *s->q_req2, OKV_TAG_SERVER);
     s->q_prev = okv_calloc(nb, sizeof *s->q_prev, OKV_TAG_SERVER);
     s->ovl = !prm.sync_steps && !prm.drafter && okv_engine_can_queue(e);
+    {
+        const char *ar = getenv("OKV_SCHED_ALL_ROWS");
+        s->all_rows = ar && !strcmp(ar, "1");
+    }
     if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
-        !s->b_u || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx || !s->v_scratch ||
+        !s->b_u || !s->b_copy || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx || !s->v_scratch ||
         !s->a_counts || (tok && !s->eog_ids) || !s->q_req || !s->q_req2 || !s->q_prev) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
@@ -685,7 +694,10 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
     admit(s);
     enum okv_status st = OKV_OK;
     int nl = 0, nr = 0, n = 0;
-    bool host = false;   /* the step's logits come to the host (drafts, log-probabilities) */
+    bool host = false;   /* every logit row comes to the host (drafts' verification, prompt log-probabilities) */
+    bool mixed = false;  /* only the rows of requests sampled or scored on the host come (logit adjustments, min_p,
+                            log-probabilities of generated tokens); the backend samples the others */
+    int n_copy = 0;
     for (;;) {
         n = build_batch(s, &nl, &nr);
         if (n == 0)
@@ -695,7 +707,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         /* logit rows in row order (a request with drafts has 1 + n_drafts of them, rows of
          * prompt logprobs come before their request's last one) */
         int rows = 0;
-        host = false;
+        host = mixed = false;
         for (int t = 0; t < n; t++) {
             s->b_lidx[t] = rows;
             rows += s->b_want[t] != 0;
@@ -703,9 +715,13 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         }
         for (int i = 0; i < nl; i++) {
             s->b_first[i] = s->b_lidx[s->b_row1[i]];
-            host |= s->b_req[i]->n_drafts > 0 || s->b_req[i]->lp_gen || s->b_req[i]->host_sample;
+            host |= s->b_req[i]->n_drafts > 0;
+            mixed |= s->b_req[i]->lp_gen || s->b_req[i]->host_sample;
         }
-        if ((host || !s->ovl) && s->inflight) {   /* the queued step's tokens first, then build again */
+        if (s->all_rows)
+            host |= mixed;
+        mixed &= !host;
+        if ((host || mixed || !s->ovl) && s->inflight) {   /* the queued step's tokens first, then build again */
             drain(s);
             continue;
         }
@@ -722,15 +738,36 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             }
             st = okv_engine_forward(s->e, &b, s->v_logits);
         } else {
-            /* sample on the backend: each request's next uniform number, in order */
+            /* sample on the backend: each request's next uniform number, in order. A request
+             * sampled on the host draws its own there (as in the path above), and its row on
+             * the backend is greedy and ignored; without drafts and prompt log-probabilities
+             * request i owns logit row i */
+            n_copy = 0;
             for (int i = 0; i < nl; i++) {
                 struct req *r = s->b_req[i];
                 s->b_rng[i] = r->rng;
                 s->b_params[i] = r->sampling;
-                s->b_u[i] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
+                if (mixed && (r->lp_gen || r->host_sample))
+                    s->b_copy[n_copy++] = s->b_first[i];
+                if (mixed && r->host_sample) {
+                    s->b_params[i].temperature = 0.0f;
+                    s->b_u[i] = 0.0;
+                } else {
+                    s->b_u[i] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
+                }
             }
-            st = s->ovl ? okv_engine_forward_queue(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u)
-                        : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
+            if (mixed && n_copy > s->v_rows_cap) {
+                float *v = okv_realloc(s->v_logits, sizeof(float) * (size_t)n_copy * (size_t)s->vocab, OKV_TAG_SERVER);
+                if (!v) {
+                    st = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory for host-sampled logits");
+                    goto failed;
+                }
+                s->v_logits = v;
+                s->v_rows_cap = n_copy;
+            }
+            st = mixed    ? okv_engine_forward_sample_rows(s->e, &b, s->b_params, s->b_u, s->b_ids, s->b_copy, n_copy, s->v_logits)
+                 : s->ovl ? okv_engine_forward_queue(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u)
+                          : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
         }
         if (st == OKV_OK)
             break;
@@ -780,19 +817,24 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             /* full blocks of accepted tokens join the prefix cache (drafts past n_toks wait for verification) */
             okv_engine_prefix_register(s->e, r->seq, r->toks, r->n_computed < r->n_toks ? r->n_computed : r->n_toks);
         }
-        for (int i = 0; i < nl; i++) {
+        for (int i = 0, k = 0; i < nl; i++) {
             struct req *r = s->b_req[i];
             if (r->lp_prompt && r->plp_next == 0)   /* a one-token prompt: its entry before the first generated one */
                 report_first_prompt(r);
-            if (!host && s->ovl) {   /* queued: its token comes when the step is collected */
+            if (!host && !mixed && s->ovl) {   /* queued: its token comes when the step is collected */
                 s->q_req2[i] = r;
                 continue;
             }
-            if (!host) {
+            if (!host && !(mixed && (r->lp_gen || r->host_sample))) {
                 on_sampled(s, r, s->b_ids[i], NULL);
                 continue;
             }
-            const float *lg = s->v_logits + (size_t)s->b_first[i] * (size_t)s->vocab;
+            /* its logits are on the host: all rows (host), or its own copied row (mixed) */
+            const float *lg = s->v_logits + (size_t)(host ? s->b_first[i] : k++) * (size_t)s->vocab;
+            if (!host && !r->host_sample) {   /* sampled on the backend; the row gives its log-probabilities */
+                on_sampled(s, r, s->b_ids[i], lg);
+                continue;
+            }
             if (r->n_drafts == 0) {
                 const float *ls = lg;
                 if (okv_logit_adjust_active(&r->adjust)) {   /* on a copy: log-probabilities stay the model's */
@@ -831,8 +873,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 on_sampled(s, r, toks[d], lg + (size_t)d * (size_t)s->vocab);
             }
         }
-        const bool overlapped = !host && s->ovl && s->inflight;
-        if (!host && s->ovl) {
+        const bool overlapped = !host && !mixed && s->ovl && s->inflight;
+        if (!host && !mixed && s->ovl) {
             /* this step is queued: collect the one before it (its requests' tokens, some of them
              * finishing: finish() drops their rows from this step's list), then this step's
              * requests wait for its tokens */
@@ -857,6 +899,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         pthread_mutex_lock(&s->mu);
         s->m.steps_total++;
         s->m.steps_overlapped_total += overlapped;
+        s->m.steps_host_rows_total += mixed;
         pthread_mutex_unlock(&s->mu);
     } else {
         drain(s);   /* nothing new to run: let the queued step land */
@@ -956,6 +999,7 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->eog_ids);
     okv_free(s->b_params);
     okv_free(s->b_u);
+    okv_free(s->b_copy);
     okv_free(s->b_ids);
     okv_free(s->b_rng);
     okv_free(s->q_req);

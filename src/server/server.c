@@ -205,6 +205,9 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
     metric(&b, "oasiskv:engine_steps_total", "counter", "Engine steps (forward passes) run.", label, (double)es->steps);
     metric(&b, "oasiskv:steps_overlapped_total", "counter",
            "Decode steps queued while the step before ran (overlapped decoding).", label, (double)m.steps_overlapped_total);
+    metric(&b, "oasiskv:steps_host_rows_total", "counter",
+           "Steps sampled on the device but for the rows of requests sampled or scored on the host (logit_bias, "
+           "penalties, min_p, logprobs), whose logits alone were copied.", label, (double)m.steps_host_rows_total);
     metric(&b, "oasiskv:step_host_issue_seconds_total", "counter",
            "Host time issuing steps up to their final device sync (includes waits inside a step).", label, es->host_issue_s);
     metric(&b, "oasiskv:step_host_sparse_seconds_total", "counter",
