@@ -508,6 +508,7 @@ struct tout {
     bool done;
     enum okv_finish reason;
     int n_lp;
+    double lp_sum;   /* of the chosen tokens' logprobs: equal runs give equal sums, bit for bit */
 };
 
 static void tx_on_token(void *user, int32_t token, const char *text, size_t len)
@@ -531,16 +532,19 @@ static void tx_on_finish(void *user, const struct okv_sched_result *r)
 
 static void tx_on_logprob(void *user, const struct okv_token_logprob *lp)
 {
-    (void)lp;
     ((struct tout *)user)->n_lp++;
+    ((struct tout *)user)->lp_sum += lp->logprob;
 }
 
 /* TX_N requests through 3 slots (admissions while a step is queued), sharing a prompt prefix
  * (prefix caching attaches it), request 5 with logprobs; stops[i] non-empty: its stop string */
 static long long n_mixed[3];   /* steps with some rows on the host, of the last run synchronous, overlapped, all rows */
+static long long tx_steps;     /* steps of the last run */
 
+/* hs: requests 3 and 6 are sampled on the host (min_p; a presence penalty), else only request 5's
+ * logprobs need a row on the host */
 static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompts[], const size_t *np,
-                        char stops[][64], bool sync, struct tout *o)
+                        char stops[][64], bool sync, struct tout *o, bool hs)
 {
     struct okv_sched_params sp = {.max_num_seqs = 3, .max_num_batched_tokens = 32, .sync_steps = sync};
     okv_sched *s = NULL;
@@ -565,9 +569,9 @@ static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompt
             rq.sampling.temperature = 0.9f;
             rq.sampling.seed = 7 + (uint64_t)i;
         }
-        if (i == 3)   /* sampled on the host (min_p), drawing its own numbers there */
+        if (i == 3 && hs)   /* sampled on the host (min_p), drawing its own numbers there */
             rq.sampling.min_p = 0.05f;
-        if (i == 6)   /* greedy on adjusted logits */
+        if (i == 6 && hs)   /* greedy on adjusted logits */
             rq.adjust.presence_penalty = 1.5f;
         uint64_t id;
         CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit %d: %s", i, okv_last_error());
@@ -581,6 +585,7 @@ static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompt
     {
         const char *ar = getenv("OKV_SCHED_ALL_ROWS");
         n_mixed[ar ? 2 : sync ? 0 : 1] = (long long)m.steps_host_rows_total;
+        tx_steps = (long long)m.steps_total;
     }
     CHECK(okv_engine_queued(e) == 0 && okv_kv_used_slots(okv_engine_kv(e)) == 0, "%s: a step queued or blocks in use",
           sync ? "synchronous" : "overlapped");
@@ -614,7 +619,7 @@ static void test_overlap_text(okv_backend *be)
     static struct tout base[TX_N], a[TX_N], b[TX_N];
     static char stops[TX_N][64];
     memset(stops, 0, sizeof stops);
-    tx_run(e, tok, prompts, np, stops, true, base);
+    tx_run(e, tok, prompts, np, stops, true, base, true);
     /* stop strings from the middle of what came out (stops, then, mid-generation) */
     int with_stop = 0;
     for (int i = 0; i < TX_N; i += 2)
@@ -622,21 +627,51 @@ static void test_overlap_text(okv_backend *be)
             memcpy(stops[i], base[i].text + base[i].len / 2, 3);
             with_stop++;
         }
-    long long n_sync = tx_run(e, tok, prompts, np, stops, true, a);
-    long long n_ovl = tx_run(e, tok, prompts, np, stops, false, b);
+    long long n_sync = tx_run(e, tok, prompts, np, stops, true, a, true);
+    long long n_ovl = tx_run(e, tok, prompts, np, stops, false, b, true);
     /* the steps with requests sampled or scored on the host (3: min_p, 5: logprobs, 6: a presence
      * penalty) bring only those rows' logits over and the backend samples the rest; with
      * OKV_SCHED_ALL_ROWS=1 every row comes over and the host samples them all: the same tokens */
     static struct tout all[TX_N];
     setenv("OKV_SCHED_ALL_ROWS", "1", 1);
-    tx_run(e, tok, prompts, np, stops, true, all);
+    tx_run(e, tok, prompts, np, stops, true, all, true);
     unsetenv("OKV_SCHED_ALL_ROWS");
     int same_all = 0;
     for (int i = 0; i < TX_N; i++)
         same_all += all[i].done && a[i].done && all[i].n == a[i].n && all[i].n_lp == a[i].n_lp &&
-                    !memcmp(all[i].toks, a[i].toks, sizeof(int32_t) * (size_t)a[i].n) && !strcmp(all[i].text, a[i].text);
+                    all[i].lp_sum == a[i].lp_sum && !memcmp(all[i].toks, a[i].toks, sizeof(int32_t) * (size_t)a[i].n) &&
+                    !strcmp(all[i].text, a[i].text);
     CHECK(same_all == TX_N, "text: %d of %d requests equal with only the host-sampled rows' logits copied and with all rows",
           same_all, TX_N);
+    /* logprobs alone (request 5): its steps are queued like any other, its row copied behind
+     * the ids; the same tokens and logprobs as synchronous steps */
+    static struct tout c[TX_N], d[TX_N];
+    tx_run(e, tok, prompts, np, stops, true, c, false);
+    const long long n_ovl_lp = tx_run(e, tok, prompts, np, stops, false, d, false);
+    const long long steps_lp = tx_steps, rows_lp = n_mixed[1];
+    /* exact on the CPU; on a GPU an overlapped step still carries the rows of requests that
+     * finished with the step before it (their finish is seen only when it is collected), so
+     * some batches are larger than in the synchronous run and the GEMMs' rounding differs:
+     * logprobs within 0.01 a token (a wrong row would be off by nats) */
+    const double lp_tol = strcmp(be->ops->name, "cpu") ? 0.01 : 0.0;
+    int same_lp = 0;
+    for (int i = 0; i < TX_N; i++) {
+        const bool eq = c[i].done && d[i].done && c[i].n == d[i].n && c[i].n_lp == d[i].n_lp &&
+                        fabs(c[i].lp_sum - d[i].lp_sum) <= lp_tol * c[i].n_lp &&
+                        !memcmp(c[i].toks, d[i].toks, sizeof(int32_t) * (size_t)c[i].n) && !strcmp(c[i].text, d[i].text);
+        same_lp += eq;
+        if (!eq) {
+            int at = 0;
+            while (at < c[i].n && at < d[i].n && c[i].toks[at] == d[i].toks[at])
+                at++;
+            printf("  logprobs alone, request %d differs: %d / %d tokens (first difference at %d), %d / %d logprobs, "
+                   "sums %.9g / %.9g\n", i, c[i].n, d[i].n, at, c[i].n_lp, d[i].n_lp, c[i].lp_sum, d[i].lp_sum);
+        }
+    }
+    CHECK(same_lp == TX_N && d[5].n_lp == d[5].n && d[5].n > 0 && rows_lp > 0 && n_ovl_lp >= steps_lp - 2,
+          "text, logprobs alone: %d of %d requests equal overlapped and synchronous (request 5: %d logprobs of %d tokens; "
+          "%lld of %lld steps overlapped, %lld with copied rows)", same_lp, TX_N, d[5].n_lp, d[5].n, n_ovl_lp, steps_lp,
+          rows_lp);
     int same = 0, stopped = 0;
     for (int i = 0; i < TX_N; i++) {
         same += a[i].done && b[i].done && a[i].reason == b[i].reason && a[i].n == b[i].n && a[i].len == b[i].len &&
@@ -654,8 +689,9 @@ static void test_overlap_text(okv_backend *be)
           "%lld overlapped, %lld with OKV_SCHED_ALL_ROWS=1", n_mixed[0], n_mixed[1], n_mixed[2]);
     printf("  overlapped decoding on text: %d of %d requests equal to synchronous steps (%d stopped by a stop string or "
            "the end of generation), %lld steps overlapped, %lld prompt tokens from the prefix cache; %d of %d equal with "
-           "every logit row on the host (%lld steps with some)\n", same, TX_N, stopped, n_ovl, (long long)es.prefix_hit_tokens,
-           same_all, TX_N, n_mixed[0]);
+           "every logit row on the host (%lld steps with some); with logprobs alone %d of %d equal, %lld of %lld steps "
+           "overlapped (%lld copying rows)\n", same, TX_N, stopped, n_ovl, (long long)es.prefix_hit_tokens,
+           same_all, TX_N, n_mixed[0], same_lp, TX_N, n_ovl_lp, steps_lp, rows_lp);
 done:
     for (int i = 0; i < TX_N; i++)
         okv_free(prompts[i]);

@@ -296,10 +296,14 @@ struct okv_backend_ops {
      * them; sample_collect waits for the step that queued `slot` and copies its n_rows
      * ids out (host). embed_prev embeds like embed, except that a row t with prev[t] >= 0
      * takes the id prev[t] of buffer `slot` (so a step can be queued before the tokens of
-     * the step before it reach the host); ids[t] is then ignored. */
+     * the step before it reach the host); ids[t] is then ignored. sample_queue also copies
+     * the n_copy logit rows listed in copy_rows (their values before sampling) to the host
+     * with the ids, and sample_collect hands them over in that order: n_copy x vocab floats
+     * into rows_out (n_copy as queued; 0 and NULL: none). */
     enum okv_status (*sample_queue)(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
-                                    const struct okv_sampling *params, const double *u, int slot);
-    enum okv_status (*sample_collect)(okv_backend *be, int slot, int32_t *out, int n_rows);
+                                    const struct okv_sampling *params, const double *u, int slot, const int32_t *copy_rows,
+                                    int n_copy);
+    enum okv_status (*sample_collect)(okv_backend *be, int slot, int32_t *out, int n_rows, float *rows_out, int n_copy);
     enum okv_status (*embed_prev)(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids,
                                   const int32_t *prev, int slot, int n, int dim);
     /* out[n][n_heads][hd] = softmax(q k^T * scale) v over the given blocks, causal by position. */

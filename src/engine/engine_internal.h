@@ -48,7 +48,7 @@ struct okv_engine {
     bool dev_resid;             /* the backend holds the residency maps (select_install); resid keeps chunks and k */
     /* overlapped decoding (okv_engine_forward_queue): steps queued and not collected, the
      * backend id slot of the last one queued (-1: none yet) and the logit rows per slot */
-    int q_count, q_last_slot, q_rows[2];
+    int q_count, q_last_slot, q_rows[2], q_copy[2];   /* q_copy: logit rows each queued step copies to the host */
     unsigned q_collects;
     int32_t *sel_fill;          /* [max_batch * n_kv_heads][3] attention placeholders (dev_resid) */
     int sel_fill_cap;

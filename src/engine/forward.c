@@ -328,8 +328,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         if (tokens)
             CK(o->sample(be, e->logits, n_rows, c->vocab_size, params, u, tokens));
         if (q_slot >= 0)
-            CK(o->sample_queue(be, e->logits, n_rows, c->vocab_size, params, u, q_slot));
-        if (logits && copy_rows) {   /* some rows only: those sampled on the host */
+            CK(o->sample_queue(be, e->logits, n_rows, c->vocab_size, params, u, q_slot, copy_rows, n_copy));
+        if (logits && copy_rows && q_slot < 0) {   /* some rows only: those sampled on the host */
             for (int i = 0; i < n_copy; i++)
                 CK(o->mem_read(be, e->logits, (size_t)copy_rows[i] * c->vocab_size, logits + (size_t)i * c->vocab_size,
                                (size_t)c->vocab_size));
@@ -337,7 +337,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
             CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
         }
     } else if (q_slot >= 0) {   /* a queued step without logit rows (prefill chunks): still one to collect */
-        CK(o->sample_queue(be, NULL, 0, c->vocab_size, NULL, NULL, q_slot));
+        CK(o->sample_queue(be, NULL, 0, c->vocab_size, NULL, NULL, q_slot, NULL, 0));
     }
     t_mark = okv_now();
     e->stats.host_issue_s += t_mark - t_start;
@@ -426,6 +426,13 @@ int okv_engine_queued(const okv_engine *e) { return e->q_count; }
 enum okv_status okv_engine_forward_queue(okv_engine *e, const struct okv_batch *b, const int32_t *prev,
                                          const struct okv_sampling *params, const double *u)
 {
+    return okv_engine_forward_queue_rows(e, b, prev, params, u, NULL, 0);
+}
+
+enum okv_status okv_engine_forward_queue_rows(okv_engine *e, const struct okv_batch *b, const int32_t *prev,
+                                              const struct okv_sampling *params, const double *u, const int32_t *copy_rows,
+                                              int n_copy)
+{
     if (!okv_engine_can_queue(e))
         return okv_set_error(OKV_ERR_UNSUPPORTED, "forward_queue: the %s backend does not overlap steps", e->be->ops->name);
     if (!params || !u)
@@ -447,11 +454,17 @@ enum okv_status okv_engine_forward_queue(okv_engine *e, const struct okv_batch *
                                  prev[t], e->q_last_slot < 0 ? 0 : e->q_rows[e->q_last_slot]);
         any_prev = true;
     }
+    if (n_copy < 0 || (n_copy > 0 && !copy_rows))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "forward_queue: %d rows to copy", n_copy);
+    for (int i = 0; i < n_copy; i++)
+        if (copy_rows[i] < 0 || copy_rows[i] >= n_rows)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "forward_queue: logit row %d of %d to copy", copy_rows[i], n_rows);
     const int slot = e->q_last_slot < 0 ? 0 : e->q_last_slot ^ 1;
-    enum okv_status st = forward(e, b, NULL, params, u, NULL, any_prev ? prev : NULL, slot, NULL, 0);
+    enum okv_status st = forward(e, b, NULL, params, u, NULL, any_prev ? prev : NULL, slot, n_copy ? copy_rows : NULL, n_copy);
     if (st != OKV_OK)
         return st;
     e->q_rows[slot] = n_rows;
+    e->q_copy[slot] = n_copy;
     e->q_last_slot = slot;
     e->q_count++;
     return OKV_OK;
@@ -459,12 +472,26 @@ enum okv_status okv_engine_forward_queue(okv_engine *e, const struct okv_batch *
 
 enum okv_status okv_engine_collect(okv_engine *e, int32_t *ids, int *n_ids)
 {
+    return okv_engine_collect_rows(e, ids, n_ids, NULL);
+}
+
+int okv_engine_collect_n_rows(const okv_engine *e)
+{
+    if (e->q_count <= 0)
+        return 0;
+    return e->q_copy[e->q_count == 2 ? e->q_last_slot ^ 1 : e->q_last_slot];
+}
+
+enum okv_status okv_engine_collect_rows(okv_engine *e, int32_t *ids, int *n_ids, float *rows)
+{
     *n_ids = 0;
     if (e->q_count <= 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "collect: no step is queued");
     const int slot = e->q_count == 2 ? e->q_last_slot ^ 1 : e->q_last_slot;
+    if (e->q_copy[slot] > 0 && !rows)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "collect: the step copies %d logit rows: give them room", e->q_copy[slot]);
     const double t0 = okv_now();
-    enum okv_status st = e->be->ops->sample_collect(e->be, slot, ids, e->q_rows[slot]);
+    enum okv_status st = e->be->ops->sample_collect(e->be, slot, ids, e->q_rows[slot], rows, e->q_copy[slot]);
     e->stats.sync_wait_s += okv_now() - t0;
     e->q_count--;
     if (st != OKV_OK)

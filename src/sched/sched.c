@@ -134,6 +134,10 @@ struct okv_sched {
     int q_n;                 /* its logit rows */
     struct req **q_req;      /* [max_batch] the request of each (NULL: finished since) */
     struct req **q_req2;     /* [max_batch] the next step's, while it is queued */
+    int32_t *q_cp, *q_cp2;   /* [max_batch] of each row of those steps, its place among the step's logit rows copied
+                                to the host (requests with logprobs), or -1 */
+    float *q_logits;         /* [q_logits_rows][vocab] a collected step's copied rows */
+    int q_logits_rows;
     int32_t *q_prev;         /* [max_batch] the queued step's logit row each row takes its token from */
 };
 
@@ -245,6 +249,8 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     }
     s->q_req = okv_calloc(nb, sizeof *s->q_req, OKV_TAG_SERVER);
     s->q_req2 = okv_calloc(nb, sizeof *s->q_req2, OKV_TAG_SERVER);
+    s->q_cp = okv_calloc(nb, sizeof *s->q_cp, OKV_TAG_SERVER);
+    s->q_cp2 = okv_calloc(nb, sizeof *s->q_cp2, OKV_TAG_SERVER);
     s->q_prev = okv_calloc(nb, sizeof *s->q_prev, OKV_TAG_SERVER);
     s->ovl = !prm.sync_steps && !prm.drafter && okv_engine_can_queue(e);
     {
@@ -253,7 +259,7 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     }
     if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
         !s->b_u || !s->b_copy || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx || !s->v_scratch ||
-        !s->a_counts || (tok && !s->eog_ids) || !s->q_req || !s->q_req2 || !s->q_prev) {
+        !s->a_counts || (tok && !s->eog_ids) || !s->q_req || !s->q_req2 || !s->q_cp || !s->q_cp2 || !s->q_prev) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -637,27 +643,30 @@ static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const flo
 
 /* The tokens of a collected step: each request of its logit rows gets its own, as after a
  * step run to its end (a request gone since, NULL, is skipped). */
-static void take_ids(struct okv_sched *s, struct req **list, int n, const int32_t *ids)
+static void take_ids(struct okv_sched *s, struct req **list, const int32_t *cp, int n, const int32_t *ids)
 {
     for (int i = 0; i < n; i++) {
         struct req *r = list[i];
         if (!r)
             continue;
         r->pending = false;
-        on_sampled(s, r, ids[i], NULL);   /* may finish (and free) r */
+        /* may finish (and free) r; a request with logprobs reads them from its copied row */
+        on_sampled(s, r, ids[i], cp[i] >= 0 ? s->q_logits + (size_t)cp[i] * (size_t)s->vocab : NULL);
     }
 }
 
-/* Collect the oldest queued step, whose logit rows belong to list[0..n): hand each
- * request its token, or finish them all with the engine's error. */
-static void collect_step(struct okv_sched *s, struct req **list, int n)
+/* Collect the oldest queued step, whose logit rows belong to list[0..n) (cp: their copied
+ * rows): hand each request its token, or finish them all with the engine's error. */
+static void collect_step(struct okv_sched *s, struct req **list, const int32_t *cp, int n)
 {
     int got = 0;
-    enum okv_status st = okv_engine_collect(s->e, s->b_ids, &got);
+    enum okv_status st = okv_engine_collect_n_rows(s->e) > s->q_logits_rows
+                             ? okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step copies more logit rows than room")
+                             : okv_engine_collect_rows(s->e, s->b_ids, &got, s->q_logits);
     if (st == OKV_OK && got != n)
         st = okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step gave %d ids for %d rows", got, n);
     if (st == OKV_OK) {
-        take_ids(s, list, n, s->b_ids);
+        take_ids(s, list, cp, n, s->b_ids);
         return;
     }
     char msg[256];
@@ -678,7 +687,7 @@ static void drain(struct okv_sched *s)
     if (!s->inflight)
         return;
     s->inflight = false;
-    collect_step(s, s->q_req, s->q_n);
+    collect_step(s, s->q_req, s->q_cp, s->q_n);
     s->q_n = 0;
 }
 
@@ -697,6 +706,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
     bool host = false;   /* every logit row comes to the host (drafts' verification, prompt log-probabilities) */
     bool mixed = false;  /* only the rows of requests sampled or scored on the host come (logit adjustments, min_p,
                             log-probabilities of generated tokens); the backend samples the others */
+    bool qrows = false;  /* queued with the rows of requests with logprobs copied behind the ids */
     int n_copy = 0;
     for (;;) {
         n = build_batch(s, &nl, &nr);
@@ -713,14 +723,19 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             rows += s->b_want[t] != 0;
             host |= s->b_want[t] == 2;
         }
+        bool need_hs = false, need_lp = false;
         for (int i = 0; i < nl; i++) {
             s->b_first[i] = s->b_lidx[s->b_row1[i]];
             host |= s->b_req[i]->n_drafts > 0;
-            mixed |= s->b_req[i]->lp_gen || s->b_req[i]->host_sample;
+            need_hs |= s->b_req[i]->host_sample;
+            need_lp |= s->b_req[i]->lp_gen;
         }
         if (s->all_rows)
-            host |= mixed;
-        mixed &= !host;
+            host |= need_hs || need_lp;
+        /* sampled on the host: a step of its own; logprobs alone: queued like any other
+         * step, with the rows copied behind the ids (collected with them) */
+        mixed = !host && (need_hs || (need_lp && !s->ovl));
+        qrows = !host && !mixed && need_lp;
         if ((host || mixed || !s->ovl) && s->inflight) {   /* the queued step's tokens first, then build again */
             drain(s);
             continue;
@@ -747,7 +762,10 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 struct req *r = s->b_req[i];
                 s->b_rng[i] = r->rng;
                 s->b_params[i] = r->sampling;
-                if (mixed && (r->lp_gen || r->host_sample))
+                const bool cp = (mixed || qrows) && (r->lp_gen || r->host_sample);
+                if (!mixed)
+                    s->q_cp2[i] = cp ? n_copy : -1;
+                if (cp)
                     s->b_copy[n_copy++] = s->b_first[i];
                 if (mixed && r->host_sample) {
                     s->b_params[i].temperature = 0.0f;
@@ -765,8 +783,18 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 s->v_logits = v;
                 s->v_rows_cap = n_copy;
             }
+            if (qrows && n_copy > s->q_logits_rows) {
+                float *v = okv_realloc(s->q_logits, sizeof(float) * (size_t)n_copy * (size_t)s->vocab, OKV_TAG_SERVER);
+                if (!v) {
+                    st = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory for logprobs rows");
+                    goto failed;
+                }
+                s->q_logits = v;
+                s->q_logits_rows = n_copy;
+            }
             st = mixed    ? okv_engine_forward_sample_rows(s->e, &b, s->b_params, s->b_u, s->b_ids, s->b_copy, n_copy, s->v_logits)
-                 : s->ovl ? okv_engine_forward_queue(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u)
+                 : s->ovl ? okv_engine_forward_queue_rows(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u,
+                                                          s->b_copy, n_copy)
                           : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
         }
         if (st == OKV_OK)
@@ -879,14 +907,17 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
              * finishing: finish() drops their rows from this step's list), then this step's
              * requests wait for its tokens */
             struct req **older = s->q_req;
+            int32_t *older_cp = s->q_cp;
             const int older_n = s->q_n;
             const bool had = s->inflight;
             s->q_req = s->q_req2;
             s->q_req2 = older;
+            s->q_cp = s->q_cp2;
+            s->q_cp2 = older_cp;
             s->q_n = nl;
             s->inflight = true;
             if (had)
-                collect_step(s, older, older_n);
+                collect_step(s, older, older_cp, older_n);
             for (int i = 0; i < s->q_n; i++) {
                 struct req *r = s->q_req[i];
                 if (!r)
@@ -899,7 +930,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         pthread_mutex_lock(&s->mu);
         s->m.steps_total++;
         s->m.steps_overlapped_total += overlapped;
-        s->m.steps_host_rows_total += mixed;
+        s->m.steps_host_rows_total += mixed || qrows;
         pthread_mutex_unlock(&s->mu);
     } else {
         drain(s);   /* nothing new to run: let the queued step land */
@@ -1004,6 +1035,9 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->b_rng);
     okv_free(s->q_req);
     okv_free(s->q_req2);
+    okv_free(s->q_cp);
+    okv_free(s->q_cp2);
+    okv_free(s->q_logits);
     okv_free(s->q_prev);
     okv_free(s);
 }

@@ -310,11 +310,27 @@ static enum okv_status cpu_sample(okv_backend *be, const okv_bmem *logits, int n
 
 /* overlapped decoding: the CPU computes as it goes, so the queue is only a buffer */
 static enum okv_status cpu_sample_queue(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
-                                        const struct okv_sampling *params, const double *u, int slot)
+                                        const struct okv_sampling *params, const double *u, int slot,
+                                        const int32_t *copy_rows, int n_copy)
 {
     struct cpu_ctx *c = CTX(be);
-    if (slot < 0 || slot > 1 || n_rows < 0)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_queue: slot %d, %d rows", slot, n_rows);
+    if (slot < 0 || slot > 1 || n_rows < 0 || n_copy < 0 || n_copy > n_rows || (n_copy && !copy_rows))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_queue: slot %d, %d rows, %d to copy", slot, n_rows, n_copy);
+    c->qrows_n[slot] = 0;
+    if ((size_t)n_copy * vocab > c->qrows_cap[slot]) {
+        float *r = okv_realloc(c->qrows[slot], sizeof(float) * (size_t)n_copy * vocab, OKV_TAG_BACKEND);
+        if (!r)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "cpu sample_queue: out of memory");
+        c->qrows[slot] = r;
+        c->qrows_cap[slot] = (size_t)n_copy * vocab;
+    }
+    for (int i = 0; i < n_copy; i++) {   /* before sampling: the rows as the model gave them */
+        if (copy_rows[i] < 0 || copy_rows[i] >= n_rows)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_queue: row %d of %d", copy_rows[i], n_rows);
+        memcpy(c->qrows[slot] + (size_t)i * vocab, logits->data + (size_t)copy_rows[i] * vocab, sizeof(float) * (size_t)vocab);
+    }
+    c->qrows_n[slot] = n_copy;
+    c->qrows_vocab[slot] = vocab;
     if (n_rows > c->qids_cap[slot]) {
         int32_t *q = okv_realloc(c->qids[slot], sizeof(int32_t) * (size_t)n_rows, OKV_TAG_BACKEND);
         if (!q)
@@ -329,14 +345,18 @@ static enum okv_status cpu_sample_queue(okv_backend *be, const okv_bmem *logits,
     return st;
 }
 
-static enum okv_status cpu_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows)
+static enum okv_status cpu_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows, float *rows_out, int n_copy)
 {
     struct cpu_ctx *c = CTX(be);
-    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot])
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_collect: slot %d holds %d ids, not %d", slot,
-                             slot < 0 || slot > 1 ? 0 : c->qids_n[slot], n_rows);
+    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot] || n_copy != c->qrows_n[slot] ||
+        (n_copy && !rows_out))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_collect: slot %d holds %d ids and %d rows, not %d and %d",
+                             slot, slot < 0 || slot > 1 ? 0 : c->qids_n[slot], slot < 0 || slot > 1 ? 0 : c->qrows_n[slot],
+                             n_rows, n_copy);
     if (n_rows)
         memcpy(out, c->qids[slot], sizeof(int32_t) * (size_t)n_rows);
+    if (n_copy)
+        memcpy(rows_out, c->qrows[slot], sizeof(float) * (size_t)n_copy * (size_t)c->qrows_vocab[slot]);
     return OKV_OK;
 }
 
@@ -354,6 +374,8 @@ static void cpu_destroy(okv_backend *be)
     okv_threadpool_free(c->pool);
     okv_free(c->qids[0]);
     okv_free(c->qids[1]);
+    okv_free(c->qrows[0]);
+    okv_free(c->qrows[1]);
     okv_free(c);
     okv_free(be);
 }

@@ -63,6 +63,9 @@ struct cpu_ctx {
     struct okv_step_meta meta;   /* borrowed host arrays of the current step */
     int32_t *qids[2];            /* sample_queue's id buffers */
     int qids_cap[2], qids_n[2];
+    float *qrows[2];             /* sample_queue's copied logit rows */
+    size_t qrows_cap[2];         /* floats */
+    int qrows_n[2], qrows_vocab[2];   /* rows, floats a row */
 };
 
 /* K (is_v false) or V of a device unit, staging units included. */

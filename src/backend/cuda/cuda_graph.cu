@@ -422,15 +422,16 @@ static enum okv_status f_sample(okv_backend *be, const okv_bmem *logits, int n_r
     return inner.sample(be, logits, n_rows, vocab, params, u, out);
 }
 static enum okv_status f_sample_queue(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
-                                      const struct okv_sampling *params, const double *u, int slot)
+                                      const struct okv_sampling *params, const double *u, int slot, const int32_t *copy_rows,
+                                      int n_copy)
 {
     FLUSH_OR_RETURN(be);
-    return inner.sample_queue(be, logits, n_rows, vocab, params, u, slot);
+    return inner.sample_queue(be, logits, n_rows, vocab, params, u, slot, copy_rows, n_copy);
 }
-static enum okv_status f_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows)
+static enum okv_status f_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows, float *rows_out, int n_copy)
 {
     FLUSH_OR_RETURN(be);
-    return inner.sample_collect(be, slot, out, n_rows);
+    return inner.sample_collect(be, slot, out, n_rows, rows_out, n_copy);
 }
 static enum okv_status f_embed_prev(okv_backend *be, okv_bmem *out, const okv_bweight *t, const int32_t *ids,
                                     const int32_t *prev, int slot, int n, int dim)

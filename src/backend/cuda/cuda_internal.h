@@ -223,6 +223,9 @@ struct cuda_ctx {
     int32_t *qids_d[2], *qids_h[2];
     cudaEvent_t qids_ev[2];
     int qids_n[2], qids_cap[2];
+    float *qrows_h[2];          /* sample_queue's copied logit rows (pinned) */
+    size_t qrows_cap[2];        /* floats */
+    int qrows_n[2], qrows_vocab[2];
     /* scratch */
     okv_bf16 *act_bf16;      /* activations converted for GEMM */
     size_t act_cap;          /* elements */
@@ -429,8 +432,9 @@ enum okv_status okv_cuda_kv_fetch_order(struct cuda_ctx *c, okv_bkv *kv, int lay
 enum okv_status okv_cuda_kv_fetch_device(struct cuda_ctx *c, okv_bkv *kv, int layer, const int32_t *d_src,
                                          const int32_t *d_dst, int *d_count, int n_bound);
 enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
-                                      const struct okv_sampling *params, const double *u, int slot);
-enum okv_status okv_cuda_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows);
+                                      const struct okv_sampling *params, const double *u, int slot, const int32_t *copy_rows,
+                                      int n_copy);
+enum okv_status okv_cuda_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows, float *rows_out, int n_copy);
 void okv_cuda_sample_free(struct cuda_ctx *c);
 enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
                                 const struct okv_sampling *params, const double *u, int32_t *out);

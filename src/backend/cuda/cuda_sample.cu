@@ -550,15 +550,35 @@ extern "C" enum okv_status okv_cuda_sample(okv_backend *be, const okv_bmem *logi
  * engine collects a slot before it queues into it again (okv_engine_forward_queue), and
  * stream order keeps the step that reads the slot's ids ahead of the next write. */
 extern "C" enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
-                                                 const struct okv_sampling *params, const double *u, int slot)
+                                                 const struct okv_sampling *params, const double *u, int slot,
+                                                 const int32_t *copy_rows, int n_copy)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
     enum okv_status st = sample_check("sample_queue", logits, n_rows, vocab, params, u);
     if (st != OKV_OK)
         return st;
-    if (slot < 0 || slot > 1)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample_queue: slot %d", slot);
+    if (slot < 0 || slot > 1 || n_copy < 0 || n_copy > n_rows || (n_copy && !copy_rows))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample_queue: slot %d, %d of %d rows to copy", slot, n_copy, n_rows);
+    for (int i = 0; i < n_copy; i++)
+        if (copy_rows[i] < 0 || copy_rows[i] >= n_rows)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample_queue: row %d of %d", copy_rows[i], n_rows);
     c->qids_n[slot] = 0;
+    c->qrows_n[slot] = 0;
+    if ((size_t)n_copy * vocab > c->qrows_cap[slot]) {   /* the pinned rows: the slot's last reader is collected */
+        OKV_CU_WAIT(c, cudaStreamSynchronize(c->stream), "sample_queue rows grow");
+        cudaFreeHost(c->qrows_h[slot]);
+        c->qrows_h[slot] = NULL;
+        c->qrows_cap[slot] = 0;
+        const size_t cap = (size_t)(n_copy < 4 ? 4 : n_copy + n_copy / 2) * vocab;
+        OKV_CU(cudaHostAlloc((void **)&c->qrows_h[slot], sizeof(float) * cap, cudaHostAllocDefault), "sample_queue rows (pinned)");
+        c->qrows_cap[slot] = cap;
+    }
+    /* the rows as the model gave them, before the sampling kernels run (stream order also keeps
+     * them ahead of the next step's logits) */
+    for (int i = 0; i < n_copy; i++)
+        OKV_CU(cudaMemcpyAsync(c->qrows_h[slot] + (size_t)i * vocab, logits->d + (size_t)copy_rows[i] * vocab,
+                               sizeof(float) * (size_t)vocab, cudaMemcpyDeviceToHost, c->stream), "sample_queue row copy");
+    c->qrows_vocab[slot] = vocab;
     if (!c->qids_ev[slot])
         OKV_CU(cudaEventCreateWithFlags(&c->qids_ev[slot], cudaEventDisableTiming), "sample_queue event");
     if (n_rows > c->qids_cap[slot]) {
@@ -582,17 +602,23 @@ extern "C" enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem
     }
     OKV_CU(cudaEventRecord(c->qids_ev[slot], c->stream), "sample_queue event");
     c->qids_n[slot] = n_rows;
+    c->qrows_n[slot] = n_copy;
     return OKV_OK;
 }
 
-extern "C" enum okv_status okv_cuda_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows)
+extern "C" enum okv_status okv_cuda_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows, float *rows_out,
+                                                   int n_copy)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
-    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot] || !c->qids_ev[slot])
-        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample_collect: slot %d holds %d ids, not %d", slot,
-                             slot < 0 || slot > 1 ? 0 : c->qids_n[slot], n_rows);
+    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot] || !c->qids_ev[slot] || n_copy != c->qrows_n[slot] ||
+        (n_copy && !rows_out))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample_collect: slot %d holds %d ids and %d rows, not %d and %d", slot,
+                             slot < 0 || slot > 1 ? 0 : c->qids_n[slot], slot < 0 || slot > 1 ? 0 : c->qrows_n[slot], n_rows,
+                             n_copy);
     OKV_CU_WAIT(c, cudaEventSynchronize(c->qids_ev[slot]), "sample_collect wait");
     memcpy(out, c->qids_h[slot], sizeof(int32_t) * (size_t)n_rows);
+    if (n_copy)
+        memcpy(rows_out, c->qrows_h[slot], sizeof(float) * (size_t)n_copy * (size_t)c->qrows_vocab[slot]);
     return OKV_OK;
 }
 
@@ -606,5 +632,9 @@ extern "C" void okv_cuda_sample_free(struct cuda_ctx *c)
         c->qids_d[i] = c->qids_h[i] = NULL;
         c->qids_ev[i] = NULL;
         c->qids_n[i] = c->qids_cap[i] = 0;
+        cudaFreeHost(c->qrows_h[i]);
+        c->qrows_h[i] = NULL;
+        c->qrows_cap[i] = 0;
+        c->qrows_n[i] = 0;
     }
 }
