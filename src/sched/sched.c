@@ -643,6 +643,19 @@ static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const flo
 
 /* The tokens of a collected step: each request of its logit rows gets its own, as after a
  * step run to its end (a request gone since, NULL, is skipped). */
+/* room for rows x vocab floats of logits in *buf (*cap rows now) */
+static enum okv_status grow_rows(float **buf, int *cap, int rows, int vocab)
+{
+    if (rows <= *cap)
+        return OKV_OK;
+    float *v = okv_realloc(*buf, sizeof(float) * (size_t)rows * (size_t)vocab, OKV_TAG_SERVER);
+    if (!v)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory for %d rows of logits on the host", rows);
+    *buf = v;
+    *cap = rows;
+    return OKV_OK;
+}
+
 static void take_ids(struct okv_sched *s, struct req **list, const int32_t *cp, int n, const int32_t *ids)
 {
     for (int i = 0; i < n; i++) {
@@ -742,15 +755,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         }
         if (host) {
             /* verification and log-probabilities need the distributions on the host */
-            if (rows > s->v_rows_cap) {
-                float *v = okv_realloc(s->v_logits, sizeof(float) * (size_t)rows * (size_t)s->vocab, OKV_TAG_SERVER);
-                if (!v) {
-                    st = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory for verification logits");
-                    goto failed;
-                }
-                s->v_logits = v;
-                s->v_rows_cap = rows;
-            }
+            if ((st = grow_rows(&s->v_logits, &s->v_rows_cap, rows, s->vocab)) != OKV_OK)
+                goto failed;
             st = okv_engine_forward(s->e, &b, s->v_logits);
         } else {
             /* sample on the backend: each request's next uniform number, in order. A request
@@ -774,24 +780,9 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                     s->b_u[i] = r->sampling.temperature > 0.0f ? okv_rng_uniform(&r->rng) : 0.0;
                 }
             }
-            if (mixed && n_copy > s->v_rows_cap) {
-                float *v = okv_realloc(s->v_logits, sizeof(float) * (size_t)n_copy * (size_t)s->vocab, OKV_TAG_SERVER);
-                if (!v) {
-                    st = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory for host-sampled logits");
-                    goto failed;
-                }
-                s->v_logits = v;
-                s->v_rows_cap = n_copy;
-            }
-            if (qrows && n_copy > s->q_logits_rows) {
-                float *v = okv_realloc(s->q_logits, sizeof(float) * (size_t)n_copy * (size_t)s->vocab, OKV_TAG_SERVER);
-                if (!v) {
-                    st = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory for logprobs rows");
-                    goto failed;
-                }
-                s->q_logits = v;
-                s->q_logits_rows = n_copy;
-            }
+            if ((mixed && (st = grow_rows(&s->v_logits, &s->v_rows_cap, n_copy, s->vocab)) != OKV_OK) ||
+                (qrows && (st = grow_rows(&s->q_logits, &s->q_logits_rows, n_copy, s->vocab)) != OKV_OK))
+                goto failed;
             st = mixed    ? okv_engine_forward_sample_rows(s->e, &b, s->b_params, s->b_u, s->b_ids, s->b_copy, n_copy, s->v_logits)
                  : s->ovl ? okv_engine_forward_queue_rows(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u,
                                                           s->b_copy, n_copy)
