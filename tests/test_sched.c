@@ -540,6 +540,8 @@ static void tx_on_logprob(void *user, const struct okv_token_logprob *lp)
  * (prefix caching attaches it), request 5 with logprobs; stops[i] non-empty: its stop string */
 static long long n_mixed[3];   /* steps with some rows on the host, of the last run synchronous, overlapped, all rows */
 static long long tx_steps;     /* steps of the last run */
+static int tx_cancel_at = -1;  /* request TX_CANCEL is cancelled at this step (< 0: never) */
+#define TX_CANCEL 7
 
 /* hs: requests 3 and 6 are sampled on the host (min_p; a presence penalty), else only request 5's
  * logprobs need a row on the host */
@@ -552,6 +554,7 @@ static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompt
     if (!s)
         return -1;
     memset(o, 0, sizeof(struct tout) * TX_N);
+    uint64_t ids[TX_N] = {0};
     for (int i = 0; i < TX_N; i++) {
         const char *sv[1] = {stops[i]};
         struct okv_sched_request rq = {.prompt = prompts[i], .n_prompt = (int)np[i], .max_tokens = 30 + 9 * i,
@@ -573,12 +576,14 @@ static long long tx_run(okv_engine *e, const okv_tokenizer *tok, int32_t *prompt
             rq.sampling.min_p = 0.05f;
         if (i == 6 && hs)   /* greedy on adjusted logits */
             rq.adjust.presence_penalty = 1.5f;
-        uint64_t id;
-        CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit %d: %s", i, okv_last_error());
+        CHECK(okv_sched_submit(s, &rq, &ids[i]) == OKV_OK, "submit %d: %s", i, okv_last_error());
     }
     bool busy = true;
-    for (int step = 0; busy && step < 5000; step++)
+    for (int step = 0; busy && step < 5000; step++) {
+        if (step == tx_cancel_at)
+            okv_sched_cancel(s, ids[TX_CANCEL]);
         CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
+    }
     struct okv_sched_metrics m;
     okv_sched_metrics(s, &m);
     okv_sched_free(s);
@@ -668,6 +673,23 @@ static void test_overlap_text(okv_backend *be)
                    "sums %.9g / %.9g\n", i, c[i].n, d[i].n, at, c[i].n_lp, d[i].n_lp, c[i].lp_sum, d[i].lp_sum);
         }
     }
+    /* the same with request 7 cancelled while it runs beside request 5: its row drops out of the
+     * queued step's list, the copied rows keep their places */
+    static struct tout c2[TX_N], d2[TX_N];
+    tx_cancel_at = 120;
+    tx_run(e, tok, prompts, np, stops, true, c2, false);
+    tx_run(e, tok, prompts, np, stops, false, d2, false);
+    tx_cancel_at = -1;
+    int same_cancel = 0;
+    for (int i = 0; i < TX_N; i++)
+        same_cancel += i == TX_CANCEL ? c2[i].reason == OKV_FINISH_ABORT && d2[i].reason == OKV_FINISH_ABORT && c2[i].n > 0 &&
+                                            d2[i].n > 0
+                              : c2[i].done && d2[i].done && c2[i].n == d2[i].n && c2[i].n_lp == d2[i].n_lp &&
+                                    fabs(c2[i].lp_sum - d2[i].lp_sum) <= lp_tol * c2[i].n_lp &&
+                                    !memcmp(c2[i].toks, d2[i].toks, sizeof(int32_t) * (size_t)c2[i].n);
+    CHECK(same_cancel == TX_N && d2[5].n_lp == d2[5].n && d2[5].n > 0, "text, logprobs alone, request %d cancelled at "
+          "step %d (%d / %d tokens out, finish %d / %d): %d of %d requests as expected", TX_CANCEL, 120, c2[TX_CANCEL].n,
+          d2[TX_CANCEL].n, c2[TX_CANCEL].reason, d2[TX_CANCEL].reason, same_cancel, TX_N);
     CHECK(same_lp == TX_N && d[5].n_lp == d[5].n && d[5].n > 0 && rows_lp > 0 && n_ovl_lp >= steps_lp - 2,
           "text, logprobs alone: %d of %d requests equal overlapped and synchronous (request 5: %d logprobs of %d tokens; "
           "%lld of %lld steps overlapped, %lld with copied rows)", same_lp, TX_N, d[5].n_lp, d[5].n, n_ovl_lp, steps_lp,
@@ -690,8 +712,10 @@ static void test_overlap_text(okv_backend *be)
     printf("  overlapped decoding on text: %d of %d requests equal to synchronous steps (%d stopped by a stop string or "
            "the end of generation), %lld steps overlapped, %lld prompt tokens from the prefix cache; %d of %d equal with "
            "every logit row on the host (%lld steps with some); with logprobs alone %d of %d equal, %lld of %lld steps "
-           "overlapped (%lld copying rows)\n", same, TX_N, stopped, n_ovl, (long long)es.prefix_hit_tokens,
-           same_all, TX_N, n_mixed[0], same_lp, TX_N, n_ovl_lp, steps_lp, rows_lp);
+           "overlapped (%lld copying rows); request %d cancelled after %d / %d tokens beside request 5 (%d / %d logprobs), the "
+           "rest equal\n", same, TX_N, stopped, n_ovl, (long long)es.prefix_hit_tokens,
+           same_all, TX_N, n_mixed[0], same_lp, TX_N, n_ovl_lp, steps_lp, rows_lp, TX_CANCEL, c2[TX_CANCEL].n,
+           d2[TX_CANCEL].n, c2[5].n_lp, d2[5].n_lp);
 done:
     for (int i = 0; i < TX_N; i++)
         okv_free(prompts[i]);

@@ -21,7 +21,8 @@ static const char *help =
     "  --port N                     port (default 8000; 0: any free port, printed on stderr)\n"
     "  --served-model-name NAME     model name of the API (default: the model file's name)\n"
     "  --api-key KEY                require 'Authorization: Bearer KEY' on /v1/ endpoints\n"
-    "  --max-num-seqs N             requests running at once (default 256 on a GPU, 32 on the CPU)\n"
+    "  --max-num-seqs N             requests running at once (default 256 on one GPU; 32 on the CPU and with\n"
+    "                               --tensor-parallel-size)\n"
     "  --max-num-batched-tokens N   rows of one step: prefill chunks + decode rows (default 512)\n"
     "  --kv-budget N|dense          sparse KV: tokens kept on the device per (sequence, layer, KV head); dense: all (default)\n"
     "  --enable-prefix-caching, --no-enable-prefix-caching\n"
@@ -120,7 +121,7 @@ static size_t fit_pool(struct okv_engine_params *ep, const struct okv_model_conf
  * and an estimate of the activations and workspaces (the engine's step buffers in fp32, a
  * row of logits per batched token, and 1.5 GiB for cuBLAS, staging rings and graphs). */
 static double pool_from_util(okv_backend *be, const struct okv_model *m, const struct okv_model_config *c, double util,
-                             int max_batched, int tp)
+                             int max_batched, int tp, bool by_default)
 {
     if (!be->ops->device_mem)
         cli_die("--gpu-memory-utilization: the %s backend has no device memory of its own to share out%s; size the KV "
@@ -139,9 +140,9 @@ static double pool_from_util(okv_backend *be, const struct okv_model *m, const s
                     "activations and workspaces ~%.1f GiB: device KV pool %.2f GiB\n",
             util, total_b / gib, used / gib, weights / gib, act / gib, pool > 0 ? pool / gib : 0.0);
     if (pool < 0.05 * gib)
-        cli_die("--gpu-memory-utilization %g leaves no room for the KV cache (%.1f GiB of %.1f in use, weights %.1f GiB, "
+        cli_die("--gpu-memory-utilization %g%s leaves no room for the KV cache (%.1f GiB of %.1f in use, weights %.1f GiB, "
                 "activations ~%.1f GiB): raise it, or give --kv-pool-gb",
-                util, used / gib, total_b / gib, weights / gib, act / gib);
+                util, by_default ? " (the default on a GPU)" : "", used / gib, total_b / gib, weights / gib, act / gib);
     return pool / gib;
 }
 
@@ -313,14 +314,15 @@ int cmd_serve(int argc, char **argv)
      * sizes it from the budget and max_seqs, and --kv-pool-gb is its limit. */
     okv_backend *be = cli_backend(device, threads, tp, cfg);
     /* On a GPU the default is vLLM's: 0.9 of its memory, and up to 256 requests running */
-    if (be->ops->device_mem && gpu_util <= 0 && pool_gb <= 0)
+    const bool util_default = be->ops->device_mem && gpu_util <= 0 && pool_gb <= 0;
+    if (util_default)
         gpu_util = 0.9;
     if (be->ops->device_mem && !max_seqs_set)
         max_seqs = 256;
     if (gpu_util > 0) {
         if (pool_gb > 0)
             cli_die("--gpu-memory-utilization and --kv-pool-gb both size the device KV pool: give one");
-        pool_gb = pool_from_util(be, m, cfg, gpu_util, max_batched, tp);
+        pool_gb = pool_from_util(be, m, cfg, gpu_util, max_batched, tp, util_default);
     }
     size_t slot_bytes = (size_t)cfg->n_layers * (size_t)cfg->n_kv_heads * 2 * (size_t)block * (size_t)cfg->head_dim * sizeof(float);
     int ctx_blocks = (max_ctx + block - 1) / block;
@@ -442,6 +444,8 @@ int cmd_serve(int argc, char **argv)
     struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched, .drafter = drafter,
                                   .spec_tokens = spec_k, .sync_steps = !async_sched};
     okv_sched *s = NULL;
+    struct okv_engine_stats es;   /* read before the scheduler's thread runs the engine */
+    okv_engine_stats_get(e, &es);
     if ((st = okv_sched_create(e, tok, &sp, &s)) != OKV_OK || (st = okv_sched_start(s)) != OKV_OK)
         cli_die("cannot start the scheduler: %s", okv_last_error());
 
@@ -453,8 +457,6 @@ int cmd_serve(int argc, char **argv)
     okv_server *sv = NULL;
     if ((st = okv_server_create(s, tok, &srv, &sv)) != OKV_OK)
         cli_die("%s", okv_last_error());
-    struct okv_engine_stats es;
-    okv_engine_stats_get(e, &es);
     fprintf(stderr, "oasiskv serve: model %s (%s), context %d, device KV tier %.0f MiB (%d group blocks of %d tokens), "
                     "max %d running, %s%s%s%s\n",
             srv.model_name, model_path, okv_engine_max_ctx(e), (double)es.device_bytes_capacity / (1 << 20),

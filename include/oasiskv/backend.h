@@ -299,7 +299,7 @@ struct okv_backend_ops {
      * the step before it reach the host); ids[t] is then ignored. sample_queue also copies
      * the n_copy logit rows listed in copy_rows (their values before sampling) to the host
      * with the ids, and sample_collect hands them over in that order: n_copy x vocab floats
-     * into rows_out (n_copy as queued; 0 and NULL: none). */
+     * into rows_out (n_copy as queued; rows_out NULL: dropped). */
     enum okv_status (*sample_queue)(okv_backend *be, const okv_bmem *logits, int n_rows, int vocab,
                                     const struct okv_sampling *params, const double *u, int slot, const int32_t *copy_rows,
                                     int n_copy);

@@ -257,7 +257,7 @@ enum okv_status okv_engine_collect(okv_engine *e, int32_t *ids, int *n_ids);
  * listed in copy_rows (indices among the step's logit rows; their values before sampling) to
  * the host, and okv_engine_collect_rows gives them (n_copy x vocab floats into rows, in that
  * order) with the ids; okv_engine_collect_n_rows says how many the step to be collected next
- * copies (0: none; rows may then be NULL). */
+ * copies (rows NULL: they are dropped). */
 enum okv_status okv_engine_forward_queue_rows(okv_engine *e, const struct okv_batch *b, const int32_t *prev,
                                               const struct okv_sampling *params, const double *u, const int32_t *copy_rows,
                                               int n_copy);

@@ -5,6 +5,7 @@
  * The forward pass is in forward.c. */
 #include "engine_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,7 +288,13 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         if (prm.device_bytes_limit > 0 && prm.kv_slots <= 0) {
             /* the limit is per device; with tensor parallelism a device holds some heads */
             size_t per_slot = unit_bytes * (size_t)okv_backend_kv_heads_per_device(be, nkv) * (size_t)c->n_layers;
-            g.n_group_slots = (int)(prm.device_bytes_limit / per_slot);
+            /* a pool past 4 x max_seqs full contexts (room for cached prefixes beside them) holds
+             * blocks no request can use, and their bookkeeping (a GPU's 0.9 beside a tiny model:
+             * tens of millions of blocks); past INT_MAX they cannot be numbered */
+            size_t want = prm.device_bytes_limit / per_slot, cap = (size_t)4 * (size_t)prm.max_seqs * (size_t)ctx_blocks;
+            if (cap > (size_t)INT_MAX)
+                cap = (size_t)INT_MAX;
+            g.n_group_slots = (int)(want < cap ? want : cap);
             if (g.n_group_slots < 1) {
                 st = okv_set_error(OKV_ERR_NO_KV_SPACE, "the device tier of %zu bytes cannot hold one KV block (%zu bytes)",
                                    prm.device_bytes_limit, per_slot);
@@ -375,7 +382,7 @@ void okv_engine_free(okv_engine *e)
     okv_free(e->layers);
     okv_resid_free(e->resid);
     okv_kv_cache_free(e->kv);
-    okv_bmem *mems[] = {e->x, e->h, e->q, e->k, e->v, e->att, e->tmp, e->gate, e->up, e->rows, e->logits};
+    okv_bmem *mems[] = {e->x, e->h, e->q, e->k, e->v, e->att, e->tmp, e->gate, e->up, e->rows, e->logits, e->copied};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i])
             be->ops->mem_free(be, mems[i]);

@@ -73,6 +73,8 @@ struct okv_engine {
     /* activations, [max_batch][...] */
     okv_bmem *x, *h, *q, *k, *v, *att, *tmp, *gate, *up, *rows, *logits;
     int logits_rows_cap;
+    okv_bmem *copied;           /* [copied_cap][vocab] logit rows gathered for one read (forward_sample_rows) */
+    int copied_cap;
 
     /* per-step host metadata */
     int32_t *tok_seq, *tok_pos, *tok_slot, *tok_host, *rows_idx;

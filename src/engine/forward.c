@@ -329,10 +329,19 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
             CK(o->sample(be, e->logits, n_rows, c->vocab_size, params, u, tokens));
         if (q_slot >= 0)
             CK(o->sample_queue(be, e->logits, n_rows, c->vocab_size, params, u, q_slot, copy_rows, n_copy));
-        if (logits && copy_rows && q_slot < 0) {   /* some rows only: those sampled on the host */
-            for (int i = 0; i < n_copy; i++)
-                CK(o->mem_read(be, e->logits, (size_t)copy_rows[i] * c->vocab_size, logits + (size_t)i * c->vocab_size,
-                               (size_t)c->vocab_size));
+        if (logits && copy_rows && q_slot < 0 && n_copy == 1) {   /* some rows only: those sampled on the host */
+            CK(o->mem_read(be, e->logits, (size_t)copy_rows[0] * c->vocab_size, logits, (size_t)c->vocab_size));
+        } else if (logits && copy_rows && q_slot < 0) {   /* gathered on the device: one read, one wait */
+            if (n_copy > e->copied_cap) {
+                if (e->copied)
+                    o->mem_free(be, e->copied);
+                e->copied = NULL;
+                e->copied_cap = 0;
+                CK(o->mem_alloc(be, (size_t)n_copy * c->vocab_size, &e->copied));
+                e->copied_cap = n_copy;
+            }
+            CK(o->gather_rows(be, e->copied, e->logits, copy_rows, n_copy, c->vocab_size));
+            CK(o->mem_read(be, e->copied, 0, logits, (size_t)n_copy * c->vocab_size));
         } else if (logits) {
             CK(o->mem_read(be, e->logits, 0, logits, (size_t)n_rows * c->vocab_size));
         }
@@ -488,8 +497,6 @@ enum okv_status okv_engine_collect_rows(okv_engine *e, int32_t *ids, int *n_ids,
     if (e->q_count <= 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "collect: no step is queued");
     const int slot = e->q_count == 2 ? e->q_last_slot ^ 1 : e->q_last_slot;
-    if (e->q_copy[slot] > 0 && !rows)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "collect: the step copies %d logit rows: give them room", e->q_copy[slot]);
     const double t0 = okv_now();
     enum okv_status st = e->be->ops->sample_collect(e->be, slot, ids, e->q_rows[slot], rows, e->q_copy[slot]);
     e->stats.sync_wait_s += okv_now() - t0;

@@ -673,9 +673,12 @@ static void take_ids(struct okv_sched *s, struct req **list, const int32_t *cp, 
 static void collect_step(struct okv_sched *s, struct req **list, const int32_t *cp, int n)
 {
     int got = 0;
-    enum okv_status st = okv_engine_collect_n_rows(s->e) > s->q_logits_rows
-                             ? okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step copies more logit rows than room")
-                             : okv_engine_collect_rows(s->e, s->b_ids, &got, s->q_logits);
+    /* always collected (the engine's queue and this one stay in step): the rows dropped if
+     * there is no room for them (the buffer grew when the step was queued: not expected) */
+    const bool room = grow_rows(&s->q_logits, &s->q_logits_rows, okv_engine_collect_n_rows(s->e), s->vocab) == OKV_OK;
+    enum okv_status st = okv_engine_collect_rows(s->e, s->b_ids, &got, room ? s->q_logits : NULL);
+    if (st == OKV_OK && !room)
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory for a queued step's logprobs rows");
     if (st == OKV_OK && got != n)
         st = okv_set_error(OKV_ERR_INTERNAL, "scheduler: the queued step gave %d ids for %d rows", got, n);
     if (st == OKV_OK) {

@@ -348,14 +348,13 @@ static enum okv_status cpu_sample_queue(okv_backend *be, const okv_bmem *logits,
 static enum okv_status cpu_sample_collect(okv_backend *be, int slot, int32_t *out, int n_rows, float *rows_out, int n_copy)
 {
     struct cpu_ctx *c = CTX(be);
-    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot] || n_copy != c->qrows_n[slot] ||
-        (n_copy && !rows_out))
+    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot] || n_copy != c->qrows_n[slot])
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu sample_collect: slot %d holds %d ids and %d rows, not %d and %d",
                              slot, slot < 0 || slot > 1 ? 0 : c->qids_n[slot], slot < 0 || slot > 1 ? 0 : c->qrows_n[slot],
                              n_rows, n_copy);
     if (n_rows)
         memcpy(out, c->qids[slot], sizeof(int32_t) * (size_t)n_rows);
-    if (n_copy)
+    if (n_copy && rows_out)
         memcpy(rows_out, c->qrows[slot], sizeof(float) * (size_t)n_copy * (size_t)c->qrows_vocab[slot]);
     return OKV_OK;
 }

@@ -573,11 +573,6 @@ extern "C" enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem
         OKV_CU(cudaHostAlloc((void **)&c->qrows_h[slot], sizeof(float) * cap, cudaHostAllocDefault), "sample_queue rows (pinned)");
         c->qrows_cap[slot] = cap;
     }
-    /* the rows as the model gave them, before the sampling kernels run (stream order also keeps
-     * them ahead of the next step's logits) */
-    for (int i = 0; i < n_copy; i++)
-        OKV_CU(cudaMemcpyAsync(c->qrows_h[slot] + (size_t)i * vocab, logits->d + (size_t)copy_rows[i] * vocab,
-                               sizeof(float) * (size_t)vocab, cudaMemcpyDeviceToHost, c->stream), "sample_queue row copy");
     c->qrows_vocab[slot] = vocab;
     if (!c->qids_ev[slot])
         OKV_CU(cudaEventCreateWithFlags(&c->qids_ev[slot], cudaEventDisableTiming), "sample_queue event");
@@ -600,6 +595,12 @@ extern "C" enum okv_status okv_cuda_sample_queue(okv_backend *be, const okv_bmem
         OKV_CU(cudaMemcpyAsync(c->qids_h[slot], c->qids_d[slot], sizeof(int32_t) * (size_t)n_rows, cudaMemcpyDeviceToHost,
                                c->stream), "sample_queue ids copy");
     }
+    /* the rows (the sampling kernel only reads them) behind the ids, so that the next step's
+     * embedding does not wait for them; stream order keeps them ahead of the next step's logits,
+     * and the slot's event covers them */
+    for (int i = 0; i < n_copy; i++)
+        OKV_CU(cudaMemcpyAsync(c->qrows_h[slot] + (size_t)i * vocab, logits->d + (size_t)copy_rows[i] * vocab,
+                               sizeof(float) * (size_t)vocab, cudaMemcpyDeviceToHost, c->stream), "sample_queue row copy");
     OKV_CU(cudaEventRecord(c->qids_ev[slot], c->stream), "sample_queue event");
     c->qids_n[slot] = n_rows;
     c->qrows_n[slot] = n_copy;
@@ -610,14 +611,13 @@ extern "C" enum okv_status okv_cuda_sample_collect(okv_backend *be, int slot, in
                                                    int n_copy)
 {
     struct cuda_ctx *c = OKV_CUDA_CTX(be);
-    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot] || !c->qids_ev[slot] || n_copy != c->qrows_n[slot] ||
-        (n_copy && !rows_out))
+    if (slot < 0 || slot > 1 || n_rows < 0 || n_rows > c->qids_n[slot] || !c->qids_ev[slot] || n_copy != c->qrows_n[slot])
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda sample_collect: slot %d holds %d ids and %d rows, not %d and %d", slot,
                              slot < 0 || slot > 1 ? 0 : c->qids_n[slot], slot < 0 || slot > 1 ? 0 : c->qrows_n[slot], n_rows,
                              n_copy);
     OKV_CU_WAIT(c, cudaEventSynchronize(c->qids_ev[slot]), "sample_collect wait");
     memcpy(out, c->qids_h[slot], sizeof(int32_t) * (size_t)n_rows);
-    if (n_copy)
+    if (n_copy && rows_out)
         memcpy(rows_out, c->qrows_h[slot], sizeof(float) * (size_t)n_copy * (size_t)c->qrows_vocab[slot]);
     return OKV_OK;
 }
