@@ -415,7 +415,8 @@ enum okv_status okv_engine_forward_sample_rows(okv_engine *e, const struct okv_b
     int n_rows = 0;
     for (int t = 0; b->want_logits && t < b->n_tokens; t++) {
         if (b->want_logits[t] > 1)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample_rows: row %d wants logits only (2): use okv_engine_forward", t);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "forward_sample_rows: row %d wants logits only (2): use "
+                                 "okv_engine_forward", t);
         n_rows += b->want_logits[t] != 0;
     }
     for (int i = 0; i < n_copy; i++)

@@ -258,8 +258,8 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
         s->all_rows = ar && !strcmp(ar, "1");
     }
     if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
-        !s->b_u || !s->b_copy || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx || !s->v_scratch ||
-        !s->a_counts || (tok && !s->eog_ids) || !s->q_req || !s->q_req2 || !s->q_cp || !s->q_cp2 || !s->q_prev) {
+        !s->b_u || !s->b_copy || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx ||
+        !s->v_scratch || !s->a_counts || (tok && !s->eog_ids) || !s->q_req || !s->q_req2 || !s->q_cp || !s->q_cp2 || !s->q_prev) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -641,8 +641,6 @@ static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const flo
 
 /* ---- overlapped decoding ---- */
 
-/* The tokens of a collected step: each request of its logit rows gets its own, as after a
- * step run to its end (a request gone since, NULL, is skipped). */
 /* room for rows x vocab floats of logits in *buf (*cap rows now) */
 static enum okv_status grow_rows(float **buf, int *cap, int rows, int vocab)
 {
@@ -656,6 +654,8 @@ static enum okv_status grow_rows(float **buf, int *cap, int rows, int vocab)
     return OKV_OK;
 }
 
+/* The tokens of a collected step: each request of its logit rows gets its own, as after a
+ * step run to its end (a request gone since, NULL, is skipped). */
 static void take_ids(struct okv_sched *s, struct req **list, const int32_t *cp, int n, const int32_t *ids)
 {
     for (int i = 0; i < n; i++) {
@@ -786,7 +786,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             if ((mixed && (st = grow_rows(&s->v_logits, &s->v_rows_cap, n_copy, s->vocab)) != OKV_OK) ||
                 (qrows && (st = grow_rows(&s->q_logits, &s->q_logits_rows, n_copy, s->vocab)) != OKV_OK))
                 goto failed;
-            st = mixed    ? okv_engine_forward_sample_rows(s->e, &b, s->b_params, s->b_u, s->b_ids, s->b_copy, n_copy, s->v_logits)
+            st = mixed    ? okv_engine_forward_sample_rows(s->e, &b, s->b_params, s->b_u, s->b_ids, s->b_copy, n_copy,
+                                                           s->v_logits)
                  : s->ovl ? okv_engine_forward_queue_rows(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u,
                                                           s->b_copy, n_copy)
                           : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
