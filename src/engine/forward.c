@@ -205,6 +205,22 @@ static enum okv_status take_fetch_stats(okv_engine *e)
 
 /* q_slot >= 0: overlapped decoding (okv_engine_forward_queue): sampled into that backend
  * slot, no final sync; prev as there */
+/* room for rows x vocab floats in the backend buffer *m (*cap rows now); a smaller one is
+ * replaced, not copied */
+static enum okv_status grow_rows(okv_engine *e, okv_bmem **m, int *cap, int rows)
+{
+    if (rows <= *cap)
+        return OKV_OK;
+    if (*m)
+        e->be->ops->mem_free(e->be, *m);
+    *m = NULL;
+    *cap = 0;
+    enum okv_status st = e->be->ops->mem_alloc(e->be, (size_t)rows * e->cfg.vocab_size, m);
+    if (st == OKV_OK)
+        *cap = rows;
+    return st;
+}
+
 static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *logits, const struct okv_sampling *params,
                                const double *u, int32_t *tokens, const int32_t *prev, int q_slot, const int32_t *copy_rows,
                                int n_copy)
@@ -314,14 +330,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         if (b->want_logits && b->want_logits[t])
             e->rows_idx[n_rows++] = t;
     if (n_rows > 0) {
-        if (n_rows > e->logits_rows_cap) {
-            if (e->logits)
-                o->mem_free(be, e->logits);
-            e->logits = NULL;
-            e->logits_rows_cap = 0;
-            CK(o->mem_alloc(be, (size_t)n_rows * c->vocab_size, &e->logits));
-            e->logits_rows_cap = n_rows;
-        }
+        CK(grow_rows(e, &e->logits, &e->logits_rows_cap, n_rows));
         CK(o->gather_rows(be, e->rows, e->x, e->rows_idx, n_rows, dim));
         CK(o->rmsnorm(be, e->rows, e->rows, e->output_norm, n_rows, dim, c->rms_eps));
         CK(o->matmul(be, e->logits, e->rows, e->output, NULL, n_rows, dim, c->vocab_size));
@@ -332,14 +341,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         if (logits && copy_rows && q_slot < 0 && n_copy == 1) {   /* some rows only: those sampled on the host */
             CK(o->mem_read(be, e->logits, (size_t)copy_rows[0] * c->vocab_size, logits, (size_t)c->vocab_size));
         } else if (logits && copy_rows && q_slot < 0) {   /* gathered on the device: one read, one wait */
-            if (n_copy > e->copied_cap) {
-                if (e->copied)
-                    o->mem_free(be, e->copied);
-                e->copied = NULL;
-                e->copied_cap = 0;
-                CK(o->mem_alloc(be, (size_t)n_copy * c->vocab_size, &e->copied));
-                e->copied_cap = n_copy;
-            }
+            CK(grow_rows(e, &e->copied, &e->copied_cap, n_copy));
             CK(o->gather_rows(be, e->copied, e->logits, copy_rows, n_copy, c->vocab_size));
             CK(o->mem_read(be, e->copied, 0, logits, (size_t)n_copy * c->vocab_size));
         } else if (logits) {
