@@ -564,7 +564,7 @@ void okv_model_describe(const struct okv_model *m, char *buf, size_t cap)
            c->vocab_size, c->max_ctx);
     APPEND("rope theta %g, pairing %s, scaling %s", (double)c->rope_theta,
            c->rope_pairing == OKV_ROPE_PAIRING_INTERLEAVED ? "interleaved" : "half",
-           (unsigned)c->rope_scaling < 4 ? scaling[c->rope_scaling] : "?");
+           (unsigned)c->rope_scaling < sizeof scaling / sizeof scaling[0] ? scaling[c->rope_scaling] : "?");
     if (c->rope_scaling == OKV_ROPE_SCALING_LINEAR)
         APPEND(" (factor %g)", (double)c->rope_factor);
     else if (c->rope_scaling == OKV_ROPE_SCALING_LLAMA3)

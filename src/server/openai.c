@@ -661,6 +661,12 @@ struct params {
     int n_stop_ids;
 };
 
+/* a JSON number that is a token id of a vocabulary of nv */
+static bool is_token_id(const cJSON *x, int nv)
+{
+    return cJSON_IsNumber(x) && x->valuedouble == floor(x->valuedouble) && x->valuedouble >= 0 && x->valuedouble < nv;
+}
+
 /* vLLM's and the OpenAI API's sampling extras: presence / frequency / repetition penalties,
  * min_p, min_tokens, logit_bias, stop_token_ids; and a clear error for the known parameters
  * that ask for what this server does not do (structured output, tools, beam search, ...) */
@@ -713,8 +719,7 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
             return fail(e, 400, "stop_token_ids", NULL, "'stop_token_ids' must be an array of token ids");
         const cJSON *x;
         cJSON_ArrayForEach(x, sti) {
-            if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
-                x->valuedouble >= n_vocab)
+            if (!is_token_id(x, n_vocab))
                 return fail(e, 400, "stop_token_ids", NULL, "'stop_token_ids' must be token ids in [0, %d)", n_vocab);
             if (p->n_stop_ids == MAX_STOP_IDS)
                 return fail(e, 400, "stop_token_ids", NULL, "at most %d stop_token_ids", MAX_STOP_IDS);
@@ -901,8 +906,7 @@ static bool prompt_ids(okv_server *sv, const cJSON *pr, struct prompt *out, stru
     int i = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, pr) {
-        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
-            x->valuedouble >= okv_tokenizer_n_vocab(sv->tok)) {
+        if (!is_token_id(x, okv_tokenizer_n_vocab(sv->tok))) {
             okv_free(v);
             return fail(e, 400, "prompt", NULL, "'prompt' token ids must be integers in [0, %d)", okv_tokenizer_n_vocab(sv->tok));
         }
@@ -1376,7 +1380,7 @@ enum MHD_Result srv_handle_detokenize(okv_server *sv, struct MHD_Connection *c, 
         int i = 0;
         const cJSON *x;
         cJSON_ArrayForEach(x, toks) {
-            if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 || x->valuedouble >= nv) {
+            if (!is_token_id(x, nv)) {
                 fail(&e, 400, "tokens", NULL, "'tokens' must be token ids in [0, %d)", nv);
                 break;
             }

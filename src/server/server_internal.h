@@ -47,11 +47,11 @@ enum MHD_Result srv_reply_error(struct MHD_Connection *c, unsigned status, const
 /* The error object as a cJSON tree (for SSE error events). */
 cJSON *srv_error_obj(const char *message, const char *type, const char *param, const char *code);
 
-/* POST /v1/completions (chat false) and /v1/chat/completions (chat true). Runs on
- * the connection's thread and may block there until the request finishes. */
 /* vLLM's /tokenize and /detokenize (openai.c) */
 enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len);
 enum MHD_Result srv_handle_detokenize(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len);
+/* POST /v1/completions (chat false) and /v1/chat/completions (chat true). Runs on
+ * the connection's thread and may block there until the request finishes. */
 enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
                                       bool chat);
 
