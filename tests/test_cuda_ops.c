@@ -1040,8 +1040,14 @@ static void test_attention(void)
             printf("  %-44s %d cand, k %d: score err %.2e, %d/%d heads' sets compared%s\n", name, nc, k, e, sets_checked, nkv,
                    !code_bits ? "" : mma ? ", tensor cores" : ", codes_k");
             /* the kernel each default replaced, on the same selection: Quest's bound by quest_k, the codes by codes_k */
-            if (!code_bits && hd % 8 == 0)
+            if (!code_bits && hd % 16 == 0 && nr * (nh / nkv) <= 8) {   /* the default: quest_coop_k */
+                select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_QUEST_COOP", "quest_lane_k", "quest_coop_k");
+                setenv("OKV_QUEST_COOP", "0", 1);
+                select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_QUEST_LANE", "quest_k", "quest_coop_k");
+                unsetenv("OKV_QUEST_COOP");
+            } else if (!code_bits && hd % 8 == 0) {
                 select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_QUEST_LANE", "quest_k", "quest_lane_k");
+            }
             if (mma)
                 select_alt(&p, layer, qg, nh, &req, s1, s2, "OKV_CODES_MMA", "codes_k", "tensor cores");
             if (code_bits) {   /* OKV_CODES_BLEND=0: the codes' max alone (the default blends in Quest's bound) */
@@ -1373,11 +1379,16 @@ static void select_perf_geometry(int bs, int bits)
     okv_bmem *qg = up(gpu, q, (size_t)64 * nh * g.head_dim);
     select_perf(kv, &g, qg, nh, 64, 2000, 123);
     select_perf(kv, &g, qg, nh, 256, 4000, 123);
-    if (!bits) {   /* the same by quest_k, the kernel before quest_lane_k */
+    if (!bits) {   /* the same by quest_lane_k and quest_k, the kernels before quest_coop_k */
+        setenv("OKV_QUEST_COOP", "0", 1);
+        printf("  (quest_lane_k, OKV_QUEST_COOP=0:)\n");
+        select_perf(kv, &g, qg, nh, 64, 2000, 123);
+        select_perf(kv, &g, qg, nh, 256, 4000, 123);
         setenv("OKV_QUEST_LANE", "0", 1);
-        printf("  (quest_k, OKV_QUEST_LANE=0:)\n");
+        printf("  (quest_k, OKV_QUEST_COOP=0 OKV_QUEST_LANE=0:)\n");
         select_perf(kv, &g, qg, nh, 64, 2000, 123);
         unsetenv("OKV_QUEST_LANE");
+        unsetenv("OKV_QUEST_COOP");
     }
     if (bits && okv_cuda_codes_mma_fits(&g)) {   /* the same by codes_k, the kernel before the tensor-core one */
         setenv("OKV_CODES_MMA", "0", 1);

@@ -4,8 +4,10 @@
  * requests at once:
  *  - scoring: the Quest bound sum_d max(q_d*kmin_d, q_d*kmax_d) of every (request,
  *    candidate, KV head), maximised over the GQA group's query heads and the request's
- *    rows: quest_lane_k, one lane per candidate (quest_k, one warp per SEL_CPW candidates,
- *    where head_dim % 8 != 0); with per-token key codes, codes_mma_k on the tensor cores
+ *    rows: quest_coop_k, one lane per candidate, the warp's summary loads coalesced through
+ *    shared memory (quest_lane_k, each lane loading its own, where head_dim % 16 != 0 or a
+ *    request has more than 8 queries; quest_k, one warp per SEL_CPW candidates, where
+ *    head_dim % 8 != 0); with per-token key codes, codes_mma_k on the tensor cores
  *    (codes_k where the shape does not fit it). Candidates find their requests by binary
  *    search of the candidate offsets.
  *  - topk_k: one CTA per (request, KV head): a radix select (8-bit digits, MSB first)
@@ -200,6 +202,120 @@ quest_lane_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_re
             if (q0 + u < n_q)
                 best = fmaxf(best, s[u]);
     }
+    if (live)
+        scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (cc - __ldg(m + M_CAND_OFF))] = best;
+}
+
+/* Quest's bound with the warp's loads coalesced (quest_coop_k; the default where head_dim % 16 == 0
+ * and a request has at most QC_QMAX queries, OKV_QUEST_COOP=0 takes quest_lane_k). quest_lane_k's
+ * lanes each read their own block's summaries, 16 bytes at a time, so a warp load touches 32 lines
+ * and uses half of each sector it fetches: Nsight Compute finds it bound by L1/L2 transactions, not
+ * by HBM (bench/RESULTS.md section 28). Here a warp scores 32 candidates (a lane each, the same
+ * float operations in the same order as quest_lane_k and the CPU backend) in stages of 16 channels:
+ * the warp copies the stage's kmin and kmax pieces of all its 32 candidates into shared memory with
+ * cp.async, each candidate's 32 contiguous bytes of kmin and of kmax read by two adjacent lanes (a
+ * whole sector), two stages in flight while the lanes score the one before from shared memory.
+ * Shared memory: QC_WARPS x 2 stages x 32 candidates x QC_PITCH pieces of 16 bytes (5 KiB a warp;
+ * the pitch of 5 pieces keeps a phase of 8 lanes on distinct banks). */
+#define QC_WARPS 4
+#define QC_PITCH 5
+template <int QMAX>
+static __global__ void __launch_bounds__(QC_WARPS * 32)
+quest_coop_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_reqs, const int32_t *rows, const int32_t *cand,
+             int total_cand, int n_heads, int nkv, int hd, int q_stride, float *scores)
+{
+    __shared__ uint4 s_piece[QC_WARPS][2][32 * QC_PITCH];
+    extern __shared__ float4 s_q[];   /* q_stride float4 a warp: its request's queries */
+    const int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int c = blockIdx.x * (QC_WARPS * 32) + threadIdx.x, h = blockIdx.y;
+    if (blockIdx.x * (QC_WARPS * 32) + wi * 32 >= total_cand)
+        return;   /* whole warps only: no block-wide barrier below */
+    const bool live = c < total_cand;
+    const int cc = live ? c : total_cand - 1;
+    const int r = request_of(meta, n_reqs, cc);
+    const int32_t *m = meta + r * SEL_META;
+    const int blk = __ldg(cand + __ldg(m + M_CAND_SRC) + (cc - __ldg(m + M_CAND_OFF)));
+    const int group = n_heads / nkv, n_q = __ldg(m + M_N_ROWS) * group;
+    const int32_t *rr = rows + __ldg(m + M_ROW_OFF);
+    /* copy slot k of this lane: candidate 8k + lane / 4 of the warp, piece lane % 4 (kmin, kmin,
+     * kmax, kmax: two 16-byte pieces of each per stage) */
+    unsigned unit[4];   /* (block, KV head) of each copy slot */
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        unit[k] = (unsigned)__shfl_sync(0xffffffffu, blk, 8 * k + (lane >> 2)) * (unsigned)nkv + (unsigned)h;
+    const okv_bf16 *src0 = summ + ((lane & 3) >= 2 ? hd : 0) + (lane & 1) * 8;
+    const int n_st = hd >> 4;
+    const uint4 *sp;
+    auto issue = [&](int s) {
+        uint4 *dst = s_piece[wi][s & 1] + (lane >> 2) * QC_PITCH + (lane & 3);
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            __pipeline_memcpy_async(dst + 8 * k * QC_PITCH, src0 + (size_t)unit[k] * 2 * hd + 16 * s, 16);
+        __pipeline_commit();
+    };
+    /* the queries: where the warp's lanes share one request (nearly always: a request has
+     * hundreds of candidates), copied into shared memory once, else read from q (L1) */
+    const int hd4 = hd >> 2;
+    const float4 *q4 = (const float4 *)q;
+    unsigned qo[QMAX];   /* the queries' float4 offsets in q4 */
+    float sum[QMAX];
+#pragma unroll
+    for (int u = 0; u < QMAX; u++) {
+        const int n = u < n_q ? u : 0;
+        qo[u] = (unsigned)(((size_t)__ldg(rr + n / group) * n_heads + (size_t)h * group + n % group) * hd4);
+        sum[u] = 0.f;
+    }
+    if (q_stride > 0 && __all_sync(0xffffffffu, r == __shfl_sync(0xffffffffu, r, 0))) {
+        float4 *dst = s_q + (size_t)wi * q_stride;
+        for (int i = lane; i < n_q * hd4; i += 32) {
+            const int n = i / hd4;
+            dst[i] = __ldg(q4 + ((size_t)__ldg(rr + n / group) * n_heads + (size_t)h * group + n % group) * hd4 + i % hd4);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < QMAX; u++)
+            qo[u] = (unsigned)(u < n_q ? u : 0) * (unsigned)hd4;
+        q4 = dst;
+    }
+    issue(0);
+    if (n_st > 1)
+        issue(1);
+    for (int s = 0; s < n_st; s++) {
+        if (s + 1 < n_st)
+            __pipeline_wait_prior(1);
+        else
+            __pipeline_wait_prior(0);
+        __syncwarp();
+        sp = s_piece[wi][s & 1] + lane * QC_PITCH;
+        const uint4 a0 = sp[0], a1 = sp[1], b0 = sp[2], b1 = sp[3];
+        __syncwarp();   /* every lane has its pieces before the buffer is refilled */
+        if (s + 2 < n_st)
+            issue(s + 2);
+        const unsigned av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        const unsigned bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+        for (int u = 0; u < QMAX; u++) {
+            if (u >= n_q)
+                break;
+#pragma unroll
+            for (int x = 0; x < 4; x++) {   /* channels 16 s + 4 x .. + 3: words 2 x, 2 x + 1 */
+                const float4 qv = q4[qo[u] + 4 * s + x];   /* generic: shared memory or q */
+                const float qq[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const unsigned wa = av[2 * x + (e >> 1)], wb = bv[2 * x + (e >> 1)];
+                    const float lo = __uint_as_float(e & 1 ? wa & 0xffff0000u : wa << 16);
+                    const float hi = __uint_as_float(e & 1 ? wb & 0xffff0000u : wb << 16);
+                    sum[u] = __fadd_rn(sum[u], fmaxf(__fmul_rn(qq[e], lo), __fmul_rn(qq[e], hi)));
+                }
+            }
+        }
+    }
+    float best = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < QMAX; u++)
+        if (u < n_q)
+            best = fmaxf(best, sum[u]);
     if (live)
         scores[(size_t)__ldg(m + M_SC_OFF) + (size_t)h * __ldg(m + M_N_CAND) + (cc - __ldg(m + M_CAND_OFF))] = best;
 }
@@ -941,6 +1057,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
     int64_t t_rows = 0, t_cand = 0, t_out = 0, t_sc = 0;
     size_t smem = 0;
     bool host_sort = false;
+    int max_rows = 0;
     for (int r = 0; r < n_reqs; r++) {
         const struct okv_select_req *rq = &reqs[r];
         if (rq->n_cand < 0 || rq->k < 0 || rq->k > rq->n_cand || rq->n_rows < 0 || (rq->n_rows > 0 && !rq->rows) ||
@@ -954,6 +1071,7 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         const size_t sm = topk_smem(rq->n_cand, rq->k);
         smem = sm > smem ? sm : smem;
         host_sort |= rq->k > SEL_SORT_MAX;
+        max_rows = rq->n_rows > max_rows ? rq->n_rows : max_rows;
     }
     if (t_sc + t_rows + t_cand + (int64_t)SEL_META * n_reqs + t_out >= INT_MAX)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_blocks: %lld candidates in one call are too many",
@@ -1059,6 +1177,19 @@ static enum okv_status select_impl(okv_backend *be, const okv_bkv *kv, int layer
         else
             CODES_LAUNCH(4);
 #undef CODES_LAUNCH
+    } else if (hd % 16 == 0 && max_rows * (n_heads / nkv) <= 8 && !env_off("OKV_QUEST_COOP")) {
+        const dim3 cg((unsigned)((t_cand + QC_WARPS * 32 - 1) / (QC_WARPS * 32)), (unsigned)nkv);
+        /* the queries staged in shared memory where they fit 24 KiB (OKV_QUEST_QSMEM=0: never) */
+        int q_stride = max_rows * (n_heads / nkv) * hd / 4;
+        if ((size_t)QC_WARPS * q_stride * 16 > 24 * 1024 || env_off("OKV_QUEST_QSMEM"))
+            q_stride = 0;
+        const size_t qsm = (size_t)QC_WARPS * q_stride * 16;
+        if (max_rows * (n_heads / nkv) <= 4)
+            quest_coop_k<4><<<cg, QC_WARPS * 32, qsm, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand,
+                                                                    n_heads, nkv, hd, q_stride, d_sc);
+        else
+            quest_coop_k<8><<<cg, QC_WARPS * 32, qsm, c->sel_stream>>>(q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand,
+                                                                    n_heads, nkv, hd, q_stride, d_sc);
     } else if (hd % 8 == 0 && !env_off("OKV_QUEST_LANE"))
         quest_lane_k<<<dim3((unsigned)((t_cand + QL_THREADS - 1) / QL_THREADS), (unsigned)nkv), QL_THREADS, 0, c->sel_stream>>>(
             q->d, summ, d_meta, n_reqs, d_rows, d_cand, (int)t_cand, n_heads, nkv, hd, d_sc);
