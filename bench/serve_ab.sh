@@ -3,7 +3,7 @@
 # for each concurrency, start `oasiskv serve` dense and with --kv-budget, run
 # `oasiskv bench serve`, and print one table row per run.
 # DATASET=FILE sends the prompts of FILE (bench serve --dataset: JSON lines with a "prompt")
-# instead of random words; TAG prefixes the names of the runs' files and rows; MAX_DURATION=S ends
+# instead of random words; BENCH_ARGS adds arguments to bench serve (e.g. --random-range-ratio 0.5); TAG prefixes the names of the runs' files and rows; MAX_DURATION=S ends
 # each run after S seconds (bench serve --max-duration: the row then gives completed + cut requests and
 # the output throughput without / with the tokens of the cut ones).
 #   [PROMPTS_PER_SLOT=2] [CTX=context] [DATASET=file] [TAG=name] bench/serve_ab.sh BUILD_DIR MODEL_ARGS POOL_GB INPUT_LEN OUTPUT_LEN "CONCURRENCIES" [BUDGET] [extra serve args]
@@ -40,7 +40,7 @@ for c in $CONCS; do
         sleep 0.5; done ) &
     mon=$!
     $B/oasiskv bench serve --base-url http://127.0.0.1:$port --num-prompts $n --max-concurrency $c \
-      --random-input-len $IN --random-output-len $OUTL ${DATASET:+--dataset $DATASET} ${MAX_DURATION:+--max-duration $MAX_DURATION} --json "$OUT/bench_${t}_c${c}.json" > "$OUT/bench_${t}_c${c}.txt" 2>&1
+      --random-input-len $IN --random-output-len $OUTL ${BENCH_ARGS:-} ${DATASET:+--dataset $DATASET} ${MAX_DURATION:+--max-duration $MAX_DURATION} --json "$OUT/bench_${t}_c${c}.json" > "$OUT/bench_${t}_c${c}.txt" 2>&1
     curl -s http://127.0.0.1:$port/metrics > "$OUT/metrics_${t}_c${c}.txt" 2>/dev/null
     kill $pid; wait $pid 2>/dev/null; kill $mon 2>/dev/null
     python3 - "$OUT/bench_${t}_c${c}.json" "$t" "$c" "$(cat $OUT/peak_${t}_c${c} 2>/dev/null || echo ?)" <<'PY'

@@ -15,7 +15,8 @@
  * Tolerance: none. A graph launches the same kernels with the same arguments as the eager
  * path, cuBLAS included, so the logits must be bitwise equal (max |on - off| == 0).
  * Checked besides: with graphs on, graphs were captured and launched (at least one launch
- * per layer and decode step once warm); with graphs off, none. Skips (77) without a GPU. */
+ * per layer and decode step once warm); with graphs off, none. Then run_large: prefill-sized
+ * runs are not captured, and padded row counts match exact ones. Skips (77) without a GPU. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "backend/cuda/cuda_bench.h"
 #include "oasiskv/backend.h"
@@ -183,6 +184,109 @@ static void run_model(const char *name, const char *path, okv_backend *gpu)
     okv_model_free(m);
 }
 
+/* Prefill-sized runs (more than 256 rows) are launched without being remembered: three
+ * 300-row chunks with graphs on capture nothing, and their logits equal the same chunks'
+ * with graphs off. And the padded row counts of decode-sized batches (5 to 256 rows) give
+ * the logits of exact counts within cuBLAS's reordering (OKV_PAD_ROWS=0). */
+static void run_large(const char *path, okv_backend *gpu)
+{
+    struct okv_model *m = NULL;
+    if (okv_model_load(path, &m) != OKV_OK) {
+        CHECK(0, "load: %s", okv_last_error());
+        return;
+    }
+    const int vocab = m->cfg.vocab_size, big = 300;
+    const struct okv_engine_params ep = {.block_size = 16, .max_seqs = 2, .max_ctx = 1024, .max_batch_tokens = 512};
+    float *lg[2];
+    struct okv_cuda_graph_info gi[2];
+    int32_t *tok = malloc(sizeof(int32_t) * big), *seq = malloc(sizeof(int32_t) * big);
+    uint8_t *want = malloc(big);
+    for (int on = 0; on < 2; on++) {
+        lg[on] = malloc(sizeof(float) * (size_t)3 * big * vocab);
+        CHECK(okv_cuda_set_graphs(gpu, on) == OKV_OK, "set graphs: %s", okv_last_error());
+        struct okv_cuda_graph_info before;
+        okv_cuda_graph_info(gpu, &before);
+        okv_engine *e = NULL;
+        int s0 = -1, s1 = -1;
+        enum okv_status st = okv_engine_create(m, gpu, &ep, &e);
+        if (st == OKV_OK && (st = okv_engine_seq_create(e, &s0)) == OKV_OK)
+            st = okv_engine_seq_create(e, &s1);
+        uint32_t rs = 777;
+        for (int f = 0; f < 3 && st == OKV_OK; f++) {   /* A's first chunk, B's, A's second */
+            for (int i = 0; i < big; i++) {
+                tok[i] = (int32_t)(rng_next(&rs) % (uint32_t)vocab);
+                seq[i] = f == 1 ? s1 : s0;
+                want[i] = 1;
+            }
+            struct okv_batch b = {big, tok, seq, want, NULL};
+            st = okv_engine_forward(e, &b, lg[on] + (size_t)f * big * vocab);
+        }
+        CHECK(st == OKV_OK, "300-row forwards: %s", okv_last_error());
+        okv_engine_free(e);
+        okv_cuda_graph_info(gpu, &gi[on]);
+        gi[on].captured -= before.captured;
+        gi[on].eager_runs -= before.eager_runs;
+    }
+    double md = 0;
+    for (size_t i = 0; i < (size_t)3 * big * vocab; i++)
+        md = fmax(md, fabs((double)lg[0][i] - lg[1][i]));
+    printf("  llama_gqa, 3 chunks of %d rows: max |on - off| %.3g; on: %lld captured, %lld eager runs\n", big, md,
+           gi[1].captured, gi[1].eager_runs);
+    CHECK(md == 0, "300-row chunks: graphs on and off differ by %g", md);
+    CHECK(gi[1].captured == 0 && gi[1].eager_runs > 0, "300-row chunks: %lld runs captured (none expected), %lld eager",
+          gi[1].captured, gi[1].eager_runs);
+    /* decode-sized batches: padded (default) against exact row counts, graphs off */
+    const int ns = 4, bsz[] = {5, 9, 13, 37, 70, 111};
+    float *pl[2];
+    size_t n_l = 0;
+    for (int pad = 0; pad < 2; pad++) {
+        setenv("OKV_PAD_ROWS", pad ? "1" : "0", 1);
+        okv_backend *b2 = NULL;   /* the setting is read when a context starts */
+        struct okv_backend_params bp = {.n_threads = 2};
+        enum okv_status st = okv_backend_create("cuda", &bp, &b2);
+        okv_engine *e = NULL;
+        if (st == OKV_OK)
+            st = okv_engine_create(m, b2, &ep, &e);
+        int sq[4];
+        for (int i = 0; i < ns && st == OKV_OK; i++)
+            st = okv_engine_seq_create(e, &sq[i]);
+        uint32_t rs = 99;
+        size_t at = 0;
+        pl[pad] = malloc(sizeof(float) * (size_t)(5 + 9 + 13 + 37 + 70 + 111) * vocab);
+        for (size_t f = 0; f < sizeof bsz / sizeof bsz[0] && st == OKV_OK; f++) {
+            for (int i = 0; i < bsz[f]; i++) {
+                tok[i] = (int32_t)(rng_next(&rs) % (uint32_t)vocab);
+                seq[i] = sq[i * ns / bsz[f]];   /* a sequence's rows are contiguous */
+                want[i] = 1;
+            }
+            struct okv_batch b = {bsz[f], tok, seq, want, NULL};
+            st = okv_engine_forward(e, &b, pl[pad] + at);
+            at += (size_t)bsz[f] * vocab;
+        }
+        CHECK(st == OKV_OK, "padded forwards (OKV_PAD_ROWS=%d): %s", pad, okv_last_error());
+        n_l = at;
+        okv_engine_free(e);
+        okv_backend_free(b2);
+    }
+    unsetenv("OKV_PAD_ROWS");
+    double mx = 0, rel = 0;
+    for (size_t i = 0; i < n_l; i++) {
+        mx = fmax(mx, fabs((double)pl[1][i]));
+        rel = fmax(rel, fabs((double)pl[1][i] - pl[0][i]));
+    }
+    rel = mx > 0 ? rel / mx : rel;
+    printf("  llama_gqa, batches of 5-111 rows: padded against exact row counts: max diff %.3g of the largest logit\n", rel);
+    CHECK(rel < 2e-3, "padded row counts change the logits by %g of the largest", rel);
+    free(pl[0]);
+    free(pl[1]);
+    free(lg[0]);
+    free(lg[1]);
+    free(tok);
+    free(seq);
+    free(want);
+    okv_model_free(m);
+}
+
 int main(void)
 {
     int n_dev = 0;
@@ -202,6 +306,11 @@ int main(void)
         char path[1024];
         snprintf(path, sizeof path, "%s/tests/data/models/%s", tu_src_dir(), models[i]);
         run_model(models[i], path, gpu);
+    }
+    {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/data/models/llama_gqa", tu_src_dir());
+        run_large(path, gpu);
     }
     okv_backend_free(gpu);
     CHECK(okv_alloc_live_count(OKV_TAG_BACKEND) == 0, "backend allocations leaked");

@@ -494,6 +494,38 @@ static const float *vec_weight(const okv_bweight *w) { return w->f; }
  * activation scratch, the step's RoPE table) and hand a okv_cuda_gop to
  * okv_cuda_graph_push, which launches it now or defers it into a graph-replayed run
  * (cuda_graph.cu); okv_cuda_gop_issue launches one. */
+/* The row count a pure op of n rows runs on: decode-sized batches (5 to 256 rows) are padded up
+ * to a multiple of 8 (up to 64) or of 32, so that the few counts a server's changing batch takes
+ * replay a few captured graphs (cuda_graph.cu captures a run per exact shape; with counts of
+ * every size the table fills and is emptied over and over) instead of capturing each. The rows
+ * past n are scratch: every buffer holds them (cap_rows, what the op's buffers hold, else n),
+ * the ops treat rows independently, and only the engine's non-pure ops (KV writes, attention,
+ * sampling) read rows, the first n. 1 to 4 rows keep their count (the GEMV kernel's), and so do
+ * prefill-sized calls, whose GEMMs are bound by compute. Applied with graphs on or off, so that
+ * both give the same numbers. */
+static int pad_rows(struct cuda_ctx *c, int n, size_t cap_rows)
+{
+    if (n > 256)
+        c->run_large = true;   /* a prefill-sized run: cuda_graph.cu launches it without remembering it */
+    if (!c->pad_rows || n <= 4 || n > 256)
+        return n;
+    const int p = n <= 64 ? (n + 7) & ~7 : (n + 31) & ~31;
+    return (size_t)p <= cap_rows ? p : n;
+}
+
+/* the element count an elementwise op of count elements runs on: count padded as the step's
+ * rows are (pad_rows), where count is a whole number of the step's rows */
+static size_t pad_count(struct cuda_ctx *c, size_t count, size_t cap)
+{
+    const int t = c->meta.n_tokens;
+    if (t <= 0 || count % (size_t)t)
+        return count;
+    const size_t per = count / (size_t)t, p = per * (size_t)pad_rows(c, t, cap / per);
+    return p <= cap ? p : count;
+}
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+
 static struct okv_cuda_gop gop(int kind)
 {
     struct okv_cuda_gop g;
@@ -513,7 +545,7 @@ static enum okv_status cuda_rmsnorm(okv_backend *be, okv_bmem *out, const okv_bm
     g.p[0] = out->d;
     g.p[1] = x->d;
     g.p[2] = vec_weight(w);
-    g.i0 = n;
+    g.i0 = pad_rows(CTX(be), n, min_sz(out->n, x->n) / (size_t)dim);
     g.i1 = dim;
     g.eps = eps;
     return okv_cuda_graph_push(CTX(be), &g);
@@ -528,7 +560,7 @@ static enum okv_status cuda_head_rmsnorm(okv_backend *be, okv_bmem *x, const okv
     struct okv_cuda_gop g = gop(OKV_GOP_HEAD_RMSNORM);
     g.p[0] = x->d;
     g.p[1] = vec_weight(w);
-    g.i0 = n * heads;
+    g.i0 = pad_rows(CTX(be), n, x->n / ((size_t)heads * hd)) * heads;
     g.i1 = hd;
     g.eps = eps;
     return okv_cuda_graph_push(CTX(be), &g);
@@ -556,6 +588,7 @@ static enum okv_status cuda_matmul(okv_backend *be, okv_bmem *out, const okv_bme
                              (long long)w->rows, (long long)w->row_len);
     if (n == 0)
         return OKV_OK;
+    n = pad_rows(c, n, min_sz(x->n / (size_t)k, out->n / (size_t)m));
     enum okv_status st = act_reserve(c, (size_t)n * k);
     if (st != OKV_OK)
         return st;
@@ -607,7 +640,8 @@ static enum okv_status cuda_rope(okv_backend *be, okv_bmem *x, int n, int heads,
     struct okv_cuda_gop g = gop(OKV_GOP_ROPE);
     g.p[0] = x->d;
     g.p[1] = c->step.rope;
-    g.i0 = n;
+    /* padded rows turn by whatever the table holds past the step's rows: within its allocation */
+    g.i0 = pad_rows(c, n, min_sz(x->n / ((size_t)heads * hd), c->rope_cap / (sizeof(float) * (size_t)hd)));
     g.i1 = heads;
     g.i2 = hd;
     g.flag = half_pairing;
@@ -625,7 +659,7 @@ static enum okv_status cuda_swiglu(okv_backend *be, okv_bmem *out, const okv_bme
     g.p[0] = out->d;
     g.p[1] = gate->d;
     g.p[2] = up->d;
-    g.count = (int64_t)cnt;
+    g.count = (int64_t)pad_count(CTX(be), cnt, min_sz(out->n, min_sz(gate->n, up->n)));
     return okv_cuda_graph_push(CTX(be), &g);
 }
 
@@ -638,7 +672,7 @@ static enum okv_status cuda_add(okv_backend *be, okv_bmem *x, const okv_bmem *y,
     struct okv_cuda_gop g = gop(OKV_GOP_ADD);
     g.p[0] = x->d;
     g.p[1] = y->d;
-    g.count = (int64_t)count;
+    g.count = (int64_t)pad_count(CTX(be), count, min_sz(x->n, y->n));
     return okv_cuda_graph_push(CTX(be), &g);
 }
 
@@ -1141,6 +1175,8 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         const char *gr = getenv("OKV_GEMV_ROWS");
         const int grv = gr && *gr ? atoi(gr) : OKV_GEMV_MAX_ROWS;
         c->gemv_rows = grv < 0 ? 0 : grv > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : grv;
+        const char *pr = getenv("OKV_PAD_ROWS");
+        c->pad_rows = !(pr && !strcmp(pr, "0"));
     }
     const char *gs = getenv("OKV_GATHER_SMS");
     if (gs && atoi(gs) > 0) {

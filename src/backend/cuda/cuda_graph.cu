@@ -18,7 +18,9 @@
  * same contents may replay it whenever it occurs; buffers of the context that a run names
  * and that move (the activation scratch, the RoPE table) drop every graph before they are
  * freed (okv_cuda_graph_invalidate). Shapes are exact: a batch of another size is another
- * run (captured once it repeats). The table is bounded; when full it is emptied.
+ * run (captured once it repeats), but cuda_backend.cu pads decode-sized batches (5 to 256 rows)
+ * to a few row counts, and a run with a prefill-sized op (more rows) is launched without being
+ * remembered. The table is bounded; when full it is emptied.
  * OKV_CUDA_GRAPHS=0 turns it off (every op launched when called), as does
  * OKV_CUDA_PROFILE=1 (its timing events wrap each op). A failed capture turns it off for
  * the context, with a note, and the run is launched eagerly. */
@@ -167,8 +169,13 @@ extern "C" enum okv_status okv_cuda_graph_flush(struct cuda_ctx *c)
     if (!g || g->n_pend == 0)
         return OKV_OK;
     const int n = g->n_pend;
+    const bool large = c->run_large;
     g->n_pend = 0;
-    if (!g->on || n < 2) {
+    c->run_large = false;
+    /* a run of prefill-sized ops is launched as it is: its row counts seldom repeat, its kernels
+     * are long enough that launches cost nothing, and remembering such runs filled the table,
+     * which then dropped the decode steps' graphs with it (bench/RESULTS.md section 31) */
+    if (!g->on || n < 2 || large) {
         g->eager_runs++;
         g->eager_ops += n;
         return issue_all(c, g->pend, n);
@@ -267,6 +274,12 @@ static void f_destroy(okv_backend *be)
     if (c) {
         cudaSetDevice(c->device);
         (void)okv_cuda_graph_flush(c);   /* the graphs themselves go with the context (cuda_destroy) */
+        const char *gs = getenv("OKV_CUDA_GRAPH_STATS");
+        const struct cuda_graphs *g = c->graphs;
+        if (g && gs && !strcmp(gs, "1"))   /* how well the runs found their graphs (benchmarks) */
+            fprintf(stderr, "oasiskv: cuda device %d: graphs: %lld launched, %lld captured, %lld runs launched op by op "
+                            "(%lld ops), table emptied %lld times, %d graphs at the end\n",
+                    c->device, g->launched, g->captured, g->eager_runs, g->eager_ops, g->cleared, g->n_execs);
     }
     inner.destroy(be);
 }
