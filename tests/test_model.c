@@ -400,6 +400,10 @@ static void gmodel_free(struct gmodel *g)
     memset(g, 0, sizeof *g);
 }
 
+/* A corrupt file for the overlap checks: tensor g_overlap's data offset is written as the
+ * previous tensor's (gguf_serialize, st_serialize); -1: none */
+static int g_overlap = -1;
+
 /* Serialise to out: header, kv, tensor infos, aligned data (no trailing padding). */
 static void gguf_serialize(const struct gmodel *g, struct buf *out)
 {
@@ -408,7 +412,7 @@ static void gguf_serialize(const struct gmodel *g, struct buf *out)
     b_u64(out, (uint64_t)g->n_t);
     b_u64(out, g->n_kv);
     b_put(out, g->kv.p, g->kv.n);
-    uint64_t off = 0;
+    uint64_t off = 0, prev = 0;
     for (int i = 0; i < g->n_t; i++) {
         const struct gt *x = &g->t[i];
         b_str(out, x->name);
@@ -416,7 +420,8 @@ static void gguf_serialize(const struct gmodel *g, struct buf *out)
         for (int d = 0; d < x->n_dims; d++)
             b_u64(out, (uint64_t)(d < 4 ? x->ne[d] : 1));
         b_u32(out, x->type);
-        b_u64(out, off);
+        b_u64(out, i == g_overlap && i > 0 ? prev : off);
+        prev = off;
         off += (x->nbytes + 31) / 32 * 32;
     }
     b_pad(out, 32);
@@ -853,6 +858,18 @@ static void test_gguf_corrupt(void)
         CHECK(st == OKV_ERR_FORMAT && okv_last_error()[0], "kv_count + 1: %d %s", st, okv_last_error());
         okv_gguf_close(f);
     }
+    /* two tensors' data overlapping (a corrupt offset, type or shape): refused, both named */
+    {
+        struct buf d = {0};
+        g_overlap = 3;
+        gguf_serialize(&g, &d);
+        g_overlap = -1;
+        expect_bytes_err(&d, d.n, OKV_ERR_FORMAT, "overlapping tensors");
+        CHECK_MSG(g.t[2].name, "overlapping tensors: the first");
+        CHECK_MSG(g.t[3].name, "overlapping tensors: the second");
+        CHECK_MSG("overlap", "overlapping tensors");
+        free(d.p);
+    }
     free(c.p);
     free(b.p);
 
@@ -1083,16 +1100,18 @@ static void st_serialize(const struct hf *h, int from, int to, struct buf *out)
 {
     struct buf js = {0};
     char tmp[512];
-    size_t off = 0;
+    size_t off = 0, prev = 0;
     const char *meta = "{\"__metadata__\":{\"format\":\"pt\"}";
     b_put(&js, meta, strlen(meta));
     for (int i = from; i < to; i++) {
         const struct st_t *t = &h->t[i];
+        const size_t o = i == g_overlap && i > from ? prev : off;
         int k = snprintf(tmp, sizeof tmp, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t->name, t->dtype);
         for (int d = 0; d < t->rank; d++)
             k += snprintf(tmp + k, sizeof tmp - (size_t)k, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        k += snprintf(tmp + k, sizeof tmp - (size_t)k, "],\"data_offsets\":[%zu,%zu]}", off, off + t->nbytes);
+        k += snprintf(tmp + k, sizeof tmp - (size_t)k, "],\"data_offsets\":[%zu,%zu]}", o, o + t->nbytes);
         b_put(&js, tmp, (size_t)k);
+        prev = off;
         off += t->nbytes;
     }
     b_put(&js, "}", 1);
@@ -1394,6 +1413,10 @@ static void test_hf(void)
     CHECK_MSG("model.embed_tokens.weight", "hidden_size does not match tensors");
     CHECK_ERR(load_cfg(dir, &h, NULL, &m), OKV_ERR_NOT_FOUND, "no config.json");
     CHECK_MSG("config.json", "no config.json");
+    /* a float field past the largest float (it would be read as inf) */
+    CHECK_ERR(load_cfg(dir, &h, subst(k_llama_cfg, "\"high_freq_factor\":4.0,", "\"high_freq_factor\":1e39,"), &m),
+              OKV_ERR_FORMAT, "high_freq_factor 1e39");
+    CHECK_MSG("high_freq_factor", "high_freq_factor 1e39");
     /* old-style rope_scaling {type: linear}, and the defaults of absent fields */
     {
         const char *lin = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":96,\"num_hidden_layers\":2,"
@@ -1488,6 +1511,18 @@ static void test_hf(void)
             write_file(p, c.p, c.n);
             CHECK_ERR(okv_model_load(dir, &m), OKV_ERR_FORMAT, "data_offsets past end");
         }
+    }
+    /* two tensors' data_offsets overlapping: refused, both named */
+    {
+        struct buf d = {0};
+        g_overlap = 2;
+        st_serialize(&h, 0, h.n, &d);
+        g_overlap = -1;
+        write_file(p, d.p, d.n);
+        CHECK_ERR(okv_model_load(dir, &m), OKV_ERR_FORMAT, "overlapping data_offsets");
+        CHECK_MSG(h.t[1].name, "overlapping data_offsets: the first");
+        CHECK_MSG(h.t[2].name, "overlapping data_offsets: the second");
+        free(d.p);
     }
     /* Random byte corruption of the header: any status, never a crash or leak. */
     for (int it = 0; it < 500; it++) {

@@ -155,6 +155,14 @@ void cli_load(const char *path, struct okv_model **m, okv_tokenizer **tok)
         okv_model_free(*m);
         cli_die("cannot load the tokenizer of %s: %s", path, okv_last_error());
     }
+    /* as serve --tokenizer checks: ids the tokenizer makes must be rows of the embedding */
+    if (okv_tokenizer_n_vocab(*tok) > (*m)->cfg.vocab_size) {
+        int nt = okv_tokenizer_n_vocab(*tok), nv = (*m)->cfg.vocab_size;
+        okv_tokenizer_free(*tok);
+        okv_model_free(*m);
+        cli_die("%s: the tokenizer has %d tokens, more than the model's vocabulary of %d: they do not belong together",
+                path, nt, nv);
+    }
 }
 
 void cli_load_format(const char *path, bool dummy, struct okv_model **m, okv_tokenizer **tok)

@@ -397,6 +397,38 @@ static enum okv_status map_file(okv_gguf *g)
     return OKV_OK;
 }
 
+static int cmp_tensor_offset(const void *a, const void *b)
+{
+    const struct gguf_tensor *x = *(const struct gguf_tensor *const *)a, *y = *(const struct gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* No two tensors may share bytes: a corrupt type, shape or offset that makes one tensor's
+ * range run into another's is refused rather than read as weights. */
+static enum okv_status check_overlap(okv_gguf *g)
+{
+    if (g->n_tensors < 2)
+        return OKV_OK;
+    const struct gguf_tensor **v = okv_malloc(g->n_tensors * sizeof *v, OKV_TAG_MODEL);
+    if (!v)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory for the GGUF index", g->path);
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].nbytes)
+            v[n++] = &g->tensors[i];
+    qsort(v, n, sizeof *v, cmp_tensor_offset);
+    enum okv_status st = OKV_OK;
+    for (uint64_t i = 1; i < n && !st; i++)
+        if (v[i - 1]->offset + v[i - 1]->nbytes > v[i]->offset)   /* both bounded by the file size */
+            st = okv_set_error(OKV_ERR_FORMAT,
+                               "%s: GGUF tensors '%s' (data [%llu, +%llu)) and '%s' (data at %llu) overlap: a corrupt "
+                               "type, shape or offset",
+                               g->path, v[i - 1]->name, (unsigned long long)v[i - 1]->offset,
+                               (unsigned long long)v[i - 1]->nbytes, v[i]->name, (unsigned long long)v[i]->offset);
+    okv_free(v);
+    return st;
+}
+
 static enum okv_status build_hashes(okv_gguf *g)
 {
     g->kv_hash_cap = hash_cap_for(g->n_kv);
@@ -526,7 +558,7 @@ enum okv_status okv_gguf_open(const char *path, okv_gguf **out)
             goto fail;
         }
     }
-    if ((st = build_hashes(g)))
+    if ((st = check_overlap(g)) || (st = build_hashes(g)))
         goto fail;
     *out = g;
     return OKV_OK;

@@ -9,6 +9,7 @@
 #include "model/model_internal.h"
 
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,8 +60,10 @@ static enum okv_status get_float(const char *path, const cJSON *o, const char *k
             return okv_set_error(OKV_ERR_FORMAT, "%s: missing required field \"%s\"", path, key);
         return OKV_OK;
     }
-    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) || j->valuedouble <= 0)
-        return okv_set_error(OKV_ERR_FORMAT, "%s: field \"%s\" must be a positive number", path, key);
+    /* read as a float: a value past FLT_MAX would become inf */
+    if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble) || j->valuedouble <= 0 || j->valuedouble > FLT_MAX)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: field \"%s\" must be a positive number no larger than %g", path, key,
+                             (double)FLT_MAX);
     *out = (float)j->valuedouble;
     return OKV_OK;
 }

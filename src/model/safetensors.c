@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -205,6 +206,35 @@ static enum okv_status add_tensor(struct okv_st_set *s, struct st_tensor *t)
     return OKV_OK;
 }
 
+static int cmp_tensor_begin(const void *a, const void *b)
+{
+    const struct st_tensor *x = *(const struct st_tensor *const *)a, *y = *(const struct st_tensor *const *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* The tensors of file fi, s->tensors[first..), must not share bytes (the format forbids it:
+ * a corrupt data_offsets would otherwise be read as another tensor's weights). */
+static enum okv_status check_overlap(struct okv_st_set *s, int fi, int64_t first)
+{
+    int64_t n = s->n_tensors - first, k = 0;
+    if (n < 2)
+        return OKV_OK;
+    const struct st_tensor **v = okv_malloc((size_t)n * sizeof *v, OKV_TAG_MODEL);
+    if (!v)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", s->files[fi].path);
+    for (int64_t i = first; i < s->n_tensors; i++)
+        if (s->tensors[i].nbytes)
+            v[k++] = &s->tensors[i];
+    qsort(v, (size_t)k, sizeof *v, cmp_tensor_begin);
+    enum okv_status st = OKV_OK;
+    for (int64_t i = 1; i < k && !st; i++)
+        if (v[i - 1]->begin + v[i - 1]->nbytes > v[i]->begin)
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors tensors '%s' and '%s' have overlapping data_offsets",
+                               s->files[fi].path, v[i - 1]->name, v[i]->name);
+    okv_free(v);
+    return st;
+}
+
 /* Parse the header of file fi and append its tensors. */
 static enum okv_status parse_header(struct okv_st_set *s, int fi)
 {
@@ -227,6 +257,7 @@ static enum okv_status parse_header(struct okv_st_set *s, int fi)
     if (!root)
         return okv_set_error(OKV_ERR_FORMAT, "%s: safetensors header is not valid JSON", f->path);
     enum okv_status st = OKV_OK;
+    const int64_t first = s->n_tensors;
     if (!cJSON_IsObject(root)) {
         st = okv_set_error(OKV_ERR_FORMAT, "%s: safetensors header is not a JSON object", f->path);
         goto out;
@@ -305,6 +336,7 @@ static enum okv_status parse_header(struct okv_st_set *s, int fi)
             goto out;
         }
     }
+    st = check_overlap(s, fi, first);
 out:
     cJSON_Delete(root);
     return st;

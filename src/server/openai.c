@@ -1029,6 +1029,20 @@ done:
 
 /* ---- the handler ---- */
 
+/* Whether a JSON body writes U+0000 in a string: cJSON keeps strings NUL-terminated, so the
+ * text after it would be dropped without a word (a prompt cut short, a stop string emptied). */
+static bool has_nul_escape(const char *body, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (body[i] != '\\')
+            continue;
+        if (body[i + 1] == 'u' && i + 5 < len && !memcmp(body + i + 2, "0000", 4))
+            return true;
+        i++;   /* the escaped character */
+    }
+    return false;
+}
+
 static enum MHD_Result reply_perr(struct MHD_Connection *c, const struct perr *e)
 {
     return srv_reply_json(c, e->status, srv_error_obj(e->msg, e->status >= 500 ? "server_error" : "invalid_request_error",
@@ -1177,6 +1191,10 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     }
     if (!cJSON_IsObject(root)) {
         fail(&e, 400, NULL, NULL, "the body must be a JSON object");
+        goto bad;
+    }
+    if (has_nul_escape(body, len)) {
+        fail(&e, 400, NULL, NULL, "strings holding the character U+0000 (\\u0000) are not supported");
         goto bad;
     }
     if (!parse_common(sv, root, chat, &p, &e) || !get_int(root, "n", 1, MAX_CHOICES, &n_choices, NULL, &e))
@@ -1336,6 +1354,8 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
     bool ok = false, special = true;
     if (!root || !cJSON_IsObject(root)) {
         fail(&e, 400, NULL, NULL, "the body must be a JSON object");
+    } else if (has_nul_escape(body, len)) {
+        fail(&e, 400, NULL, NULL, "strings holding the character U+0000 (\\u0000) are not supported");
     } else if (get_bool(root, "add_special_tokens", &special, &e) && model_ok(sv, root, &e)) {
         const cJSON *pr = field(root, "prompt");
         if (field(root, "messages"))

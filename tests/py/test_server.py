@@ -632,10 +632,17 @@ def main():
         ("unknown model", "/v1/completions", {"model": "gpt-17", "prompt": "x"}, None, 404),
         ("model of wrong type", "/v1/completions", {"model": 3, "prompt": "x"}, None, 400),
         ("body over 4 MiB", "/v1/completions", None, b'{"prompt": "' + b"a" * (4 * 1024 * 1024 + 10) + b'"}', 413),
+        ("U+0000 in the prompt", "/v1/completions", None, b'{"prompt": "abc\\u0000def", "max_tokens": 2}', 400),
+        ("U+0000 in a message", "/v1/chat/completions", None,
+         b'{"messages": [{"role": "user", "content": "hi\\u0000there"}], "max_tokens": 2}', 400),
+        ("U+0000 to /tokenize", "/tokenize", None, b'{"prompt": "abc\\u0000def"}', 400),
     ]
     for what, path, body, raw, want in cases:
         st, js, out = request(port, "POST", path, body=body, raw=raw)
         check(st == want and is_error_obj(js), f"bad input: {what} -> {st} (want {want}) with an error object")
+    # an escaped backslash before u0000 is plain text, not U+0000
+    st, js, _ = request(port, "POST", "/v1/completions", raw=b'{"prompt": "abc\\\\u0000def", "max_tokens": 2}')
+    check(st == 200 and js["usage"]["prompt_tokens"] > 3, "an escaped backslash then u0000 is accepted as text")
     st, js, _ = request(port, "GET", "/v1/nothing")
     check(st == 404 and is_error_obj(js), "unknown endpoint -> 404")
     st, js, _ = request(port, "GET", "/v1/completions")

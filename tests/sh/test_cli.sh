@@ -120,5 +120,12 @@ done
 expect_error "bench throughput: bad --load-format" "load-format" $cli bench throughput -m "$gguf" --load-format bogus
 expect_error "bench throughput: input too long" "context length" $cli bench throughput -m "$gguf" --input-len 1000000
 
+# a model folder whose tokenizer makes ids past the model's vocabulary: refused at load
+mkdir -p "$tmp/mixed"
+cp "$data/llama_gqa/config.json" "$data/llama_gqa/model.safetensors" "$tmp/mixed/"
+cp "$OKV_SOURCE_DIR/tests/data/smollm2/tokenizer.json" "$tmp/mixed/"
+expect_error "tokenizer larger than the vocabulary" "tokenizer has [0-9]+ tokens, more than the model" \
+  $cli generate -m "$tmp/mixed" -p "Hello world" -n 2
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
