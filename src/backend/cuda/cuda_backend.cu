@@ -490,10 +490,6 @@ static enum okv_status cuda_embed_prev(okv_backend *be, okv_bmem *out, const okv
 
 static const float *vec_weight(const okv_bweight *w) { return w->f; }
 
-/* The pure ops below check their arguments, prepare what their launch reads (the bf16
- * activation scratch, the step's RoPE table) and hand a okv_cuda_gop to
- * okv_cuda_graph_push, which launches it now or defers it into a graph-replayed run
- * (cuda_graph.cu); okv_cuda_gop_issue launches one. */
 /* The row count a pure op of n rows runs on: decode-sized batches (5 to 256 rows) are padded up
  * to a multiple of 8 (up to 64) or of 32, so that the few counts a server's changing batch takes
  * replay a few captured graphs (cuda_graph.cu captures a run per exact shape; with counts of
@@ -526,6 +522,10 @@ static size_t pad_count(struct cuda_ctx *c, size_t count, size_t cap)
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
+/* The pure ops below check their arguments, prepare what their launch reads (the bf16
+ * activation scratch, the step's RoPE table) and hand a okv_cuda_gop to
+ * okv_cuda_graph_push, which launches it now or defers it into a graph-replayed run
+ * (cuda_graph.cu); okv_cuda_gop_issue launches one. */
 static struct okv_cuda_gop gop(int kind)
 {
     struct okv_cuda_gop g;

@@ -207,7 +207,7 @@ quest_lane_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_re
 }
 
 /* Quest's bound with the warp's loads coalesced (quest_coop_k; the default where head_dim % 16 == 0
- * and a request has at most QC_QMAX queries, OKV_QUEST_COOP=0 takes quest_lane_k). quest_lane_k's
+ * and no request has more than 8 queries, OKV_QUEST_COOP=0 takes quest_lane_k). quest_lane_k's
  * lanes each read their own block's summaries, 16 bytes at a time, so a warp load touches 32 lines
  * and uses half of each sector it fetches: Nsight Compute finds it bound by L1/L2 transactions, not
  * by HBM (bench/RESULTS.md section 28). Here a warp scores 32 candidates (a lane each, the same
@@ -216,7 +216,8 @@ quest_lane_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_re
  * cp.async, each candidate's 32 contiguous bytes of kmin and of kmax read by two adjacent lanes (a
  * whole sector), two stages in flight while the lanes score the one before from shared memory.
  * Shared memory: QC_WARPS x 2 stages x 32 candidates x QC_PITCH pieces of 16 bytes (5 KiB a warp;
- * the pitch of 5 pieces keeps a phase of 8 lanes on distinct banks). */
+ * the pitch of 5 pieces keeps a phase of 8 lanes on distinct banks), and q_stride float4 a warp
+ * for its request's queries (0: they are read from q; bench/RESULTS.md section 30). */
 #define QC_WARPS 4
 #define QC_PITCH 5
 template <int QMAX>
@@ -260,9 +261,9 @@ quest_coop_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_re
     unsigned qo[QMAX];   /* the queries' float4 offsets in q4 */
     float sum[QMAX];
 #pragma unroll
-    for (int u = 0; u < QMAX; u++) {
+    for (int u = 0; u < QMAX; u++) {   /* a request of no rows reads none (its score stays -inf) */
         const int n = u < n_q ? u : 0;
-        qo[u] = (unsigned)(((size_t)__ldg(rr + n / group) * n_heads + (size_t)h * group + n % group) * hd4);
+        qo[u] = n_q ? (unsigned)(((size_t)__ldg(rr + n / group) * n_heads + (size_t)h * group + n % group) * hd4) : 0u;
         sum[u] = 0.f;
     }
     if (q_stride > 0 && __all_sync(0xffffffffu, r == __shfl_sync(0xffffffffu, r, 0))) {
