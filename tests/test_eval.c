@@ -97,6 +97,27 @@ static bool span_has(const struct okv_eval_sample *s, int k, const char *what)
 /* Checks every sample must pass. */
 static void check_sample(const okv_tokenizer *tok, const char *task, int ctx, const struct okv_eval_sample *s)
 {
+    /* the reference continuation (training's target) scores correct, fits max_tokens, and for
+     * multi-query restates each key right before its value */
+    char *ref = okv_eval_reference_output(task, s);
+    CHECK(ref != NULL, "%s: no reference", task);
+    if (ref) {
+        bool ok = false;
+        okv_eval_score(s->score, (const char *const *)s->answers, s->n_answers, ref, &ok);
+        CHECK(ok, "%s: reference '%s' not scored correct", task, ref);
+        CHECK(count_tokens(tok, ref, strlen(ref)) + 1 <= s->max_tokens, "%s: reference '%s' longer than %d tokens", task,
+              ref, s->max_tokens);
+        if (!strcmp(task, "niah_multiquery"))
+            for (int a = 0; a < s->n_answers; a++) {
+                /* the needle: "One of the special magic numbers for KEY is: VALUE." */
+                const char *k0 = s->prompt + s->needle_off[a] + strlen("One of the special magic numbers for ");
+                const char *k1 = strstr(k0, " is: ");
+                char want[160];
+                snprintf(want, sizeof want, "%.*s: %s", k1 ? (int)(k1 - k0) : 0, k0, s->answers[a]);
+                CHECK(k1 && strstr(ref, want), "multiquery: reference '%s' lacks '%s'", ref, want);
+            }
+        okv_free(ref);
+    }
     int n = count_tokens(tok, s->prompt, strlen(s->prompt));
     CHECK(n == s->n_tokens, "%s@%d: tokens %d, re-encoded %d", task, ctx, s->n_tokens, n);
     CHECK(s->n_tokens + s->max_tokens <= ctx, "%s@%d: %d + %d past the context", task, ctx, s->n_tokens, s->max_tokens);
