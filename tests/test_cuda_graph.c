@@ -235,7 +235,7 @@ static void run_large(const char *path, okv_backend *gpu)
     CHECK(md == 0, "300-row chunks: graphs on and off differ by %g", md);
     CHECK(gi[1].captured == 0 && gi[1].eager_runs > 0, "300-row chunks: %lld runs captured (none expected), %lld eager",
           gi[1].captured, gi[1].eager_runs);
-    /* decode-sized batches: padded (default) against exact row counts, graphs off */
+    /* decode-sized batches: padded (default) against exact row counts (fresh backends, graphs on) */
     const int ns = 4, bsz[] = {5, 9, 13, 37, 70, 111};
     float *pl[2];
     size_t n_l = 0;

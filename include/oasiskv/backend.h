@@ -218,7 +218,11 @@ struct okv_backend_ops {
     /* step */
     enum okv_status (*step_begin)(okv_backend *be, const struct okv_step_meta *meta);
 
-    /* ops on the current step's rows (n = meta->n_tokens unless stated) */
+    /* ops on the current step's rows (n = meta->n_tokens unless stated). The pure ops below
+     * (rmsnorm, matmul, head_rmsnorm, rope, swiglu, add) may also compute rows past n, up to
+     * what their buffers hold: a buffer's rows past the step's are scratch. (The CUDA backend
+     * pads decode-sized batches to a few row counts so that its CUDA graphs replay; add's count
+     * is then taken as a whole number of the step's rows. bench/RESULTS.md section 31.) */
     /* out[n][dim] = embedding rows of ids[n] (host array) */
     enum okv_status (*embed)(okv_backend *be, okv_bmem *out, const okv_bweight *table, const int32_t *ids, int n, int dim);
     /* out[n][dim] = x / rms(x) * w; out may equal x */

@@ -509,8 +509,9 @@ static int pad_rows(struct cuda_ctx *c, int n, size_t cap_rows)
     return (size_t)p <= cap_rows ? p : n;
 }
 
-/* the element count an elementwise op of count elements runs on: count padded as the step's
- * rows are (pad_rows), where count is a whole number of the step's rows */
+/* the element count add runs on: count padded as the step's rows are (pad_rows), where count
+ * is a whole number of the step's rows (backend.h: the pure ops' rows past the step's are
+ * scratch) */
 static size_t pad_count(struct cuda_ctx *c, size_t count, size_t cap)
 {
     const int t = c->meta.n_tokens;
@@ -607,7 +608,7 @@ static enum okv_status cuda_matmul(okv_backend *be, okv_bmem *out, const okv_bme
 static enum okv_status cuda_rope(okv_backend *be, okv_bmem *x, int n, int heads, int hd, bool half_pairing)
 {
     struct cuda_ctx *c = CTX(be);
-    if (x->n < (size_t)n * heads * hd || n != c->meta.n_tokens || (hd & 1) || hd <= 0 || !c->meta.rope_cos_sin)
+    if (heads <= 0 || x->n < (size_t)n * heads * hd || n != c->meta.n_tokens || (hd & 1) || hd <= 0 || !c->meta.rope_cos_sin)
         return okv_set_error(OKV_ERR_INVALID_ARG, "cuda rope: bad shapes (%d rows, %d heads of %d)", n, heads, hd);
     if (n == 0)
         return OKV_OK;
@@ -659,7 +660,7 @@ static enum okv_status cuda_swiglu(okv_backend *be, okv_bmem *out, const okv_bme
     g.p[0] = out->d;
     g.p[1] = gate->d;
     g.p[2] = up->d;
-    g.count = (int64_t)pad_count(CTX(be), cnt, min_sz(out->n, min_sz(gate->n, up->n)));
+    g.count = (int64_t)pad_rows(CTX(be), n, min_sz(out->n, min_sz(gate->n, up->n)) / (size_t)f) * f;
     return okv_cuda_graph_push(CTX(be), &g);
 }
 

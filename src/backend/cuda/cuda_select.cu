@@ -216,7 +216,8 @@ quest_lane_k(const float *q, const okv_bf16 *summ, const int32_t *meta, int n_re
  * cp.async, each candidate's 32 contiguous bytes of kmin and of kmax read by two adjacent lanes (a
  * whole sector), two stages in flight while the lanes score the one before from shared memory.
  * Shared memory: QC_WARPS x 2 stages x 32 candidates x QC_PITCH pieces of 16 bytes (5 KiB a warp;
- * the pitch of 5 pieces keeps a phase of 8 lanes on distinct banks), and q_stride float4 a warp
+ * the pitch of 5 pieces keeps the lanes' 16-byte reads, a phase of 8 lanes, on distinct banks; the
+ * cp.async writes of a phase meet at most two to a bank), and q_stride float4 a warp
  * for its request's queries (0: they are read from q; bench/RESULTS.md section 30). */
 #define QC_WARPS 4
 #define QC_PITCH 5
