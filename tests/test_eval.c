@@ -98,7 +98,7 @@ static bool span_has(const struct okv_eval_sample *s, int k, const char *what)
 static void check_sample(const okv_tokenizer *tok, const char *task, int ctx, const struct okv_eval_sample *s)
 {
     /* the reference continuation (training's target) scores correct, fits max_tokens, and for
-     * multi-query restates each key right before its value */
+     * multi-query and multi-key restates each key right before its value */
     char *ref = okv_eval_reference_output(task, s);
     CHECK(ref != NULL, "%s: no reference", task);
     if (ref) {
@@ -107,7 +107,7 @@ static void check_sample(const okv_tokenizer *tok, const char *task, int ctx, co
         CHECK(ok, "%s: reference '%s' not scored correct", task, ref);
         CHECK(count_tokens(tok, ref, strlen(ref)) + 1 <= s->max_tokens, "%s: reference '%s' longer than %d tokens", task,
               ref, s->max_tokens);
-        if (!strcmp(task, "niah_multiquery"))
+        if (!strcmp(task, "niah_multiquery") || !strcmp(task, "niah_multikey"))
             for (int a = 0; a < s->n_answers; a++) {
                 /* the needle: "One of the special magic numbers for KEY is: VALUE." */
                 const char *k0 = s->prompt + s->needle_off[a] + strlen("One of the special magic numbers for ");
