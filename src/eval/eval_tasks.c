@@ -787,6 +787,23 @@ void okv_eval_sample_free(struct okv_eval_sample *s)
     memset(s, 0, sizeof *s);
 }
 
+/* the key of needle i ("One of the special magic numbers for KEY is: VALUE."): where it starts
+ * in the prompt and its length in *len; NULL when the needle has no such words */
+static const char *needle_key(const struct okv_eval_sample *s, int i, int *len)
+{
+    const char *nd = s->prompt + s->needle_off[i], *ne = nd + s->needle_len[i], *k0 = NULL;
+    for (const char *p = nd; p + 4 <= ne; p++) {
+        if (!k0 && !memcmp(p, "for ", 4)) {
+            k0 = p + 4;
+            p += 3;
+        } else if (k0 && !memcmp(p, " is:", 4)) {
+            *len = (int)(p - k0);
+            return k0;
+        }
+    }
+    return NULL;
+}
+
 char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *s)
 {
     const struct okv_eval_task_info *ti = okv_eval_task_find(task);
@@ -824,18 +841,10 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
         for (int i = 0; i < n; i++) {
             bool and_ = (id == T_MULTIVALUE || id == T_MULTIQUERY) && n > 1 && i == n - 1;
             sb_printf(&b, "%s%s", i ? "," : "", and_ ? " and " : " ");
-            if (keys) {   /* the needle: "... for KEY is: VALUE." */
-                const char *nd = s->prompt + s->needle_off[i], *ne = nd + s->needle_len[i];
-                const char *k0 = NULL, *k1 = NULL;
-                for (const char *p = nd; p + 4 <= ne && !k0; p++)
-                    if (!memcmp(p, "for ", 4))
-                        k0 = p + 4;
-                for (const char *p = k0; p && p + 4 <= ne && !k1; p++)
-                    if (!memcmp(p, " is:", 4))
-                        k1 = p;
-                if (k0 && k1)
-                    sb_printf(&b, "%.*s: ", (int)(k1 - k0), k0);
-            }
+            int kl;
+            const char *key = keys ? needle_key(s, i, &kl) : NULL;
+            if (key)
+                sb_printf(&b, "%.*s: ", kl, key);
             sb_puts(&b, s->answers[ord[i]]);
         }
         sb_puts(&b, ".");
@@ -860,10 +869,10 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
         /* " KEY: 1234567.": the asked key (needle 0's) restated right before its value, which a
          * 2-layer model trained 1500 s on 512-token samples learned to 0.88 against 0.47 with the
          * value alone (oasiskv eval, 32 held-out samples; bench/ACCURACY.md) */
-        const char *nd = s->prompt + s->needle_off[0], *ne = nd + s->needle_len[0];
-        const char *k0 = s->n_needles > 0 ? strstr(nd, "for ") : NULL, *k1 = k0 ? strstr(k0, " is:") : NULL;
-        if (k0 && k1 && k1 < ne)
-            sb_printf(&b, " %.*s: %s.", (int)(k1 - k0 - 4), k0 + 4, s->answers[0]);
+        int kl;
+        const char *key = s->n_needles > 0 ? needle_key(s, 0, &kl) : NULL;
+        if (key)
+            sb_printf(&b, " %.*s: %s.", kl, key, s->answers[0]);
         else
             sb_printf(&b, " %s.", s->answers[0]);
         break;

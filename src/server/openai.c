@@ -1031,6 +1031,7 @@ done:
 
 /* Whether a JSON body writes U+0000 in a string: cJSON keeps strings NUL-terminated, so the
  * text after it would be dropped without a word (a prompt cut short, a stop string emptied). */
+#define NUL_ESCAPE_MSG "strings holding the character U+0000 (\\u0000) are not supported"
 static bool has_nul_escape(const char *body, size_t len)
 {
     for (size_t i = 0; i + 1 < len; i++) {
@@ -1194,7 +1195,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         goto bad;
     }
     if (has_nul_escape(body, len)) {
-        fail(&e, 400, NULL, NULL, "strings holding the character U+0000 (\\u0000) are not supported");
+        fail(&e, 400, NULL, NULL, NUL_ESCAPE_MSG);
         goto bad;
     }
     if (!parse_common(sv, root, chat, &p, &e) || !get_int(root, "n", 1, MAX_CHOICES, &n_choices, NULL, &e))
@@ -1355,7 +1356,7 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
     if (!root || !cJSON_IsObject(root)) {
         fail(&e, 400, NULL, NULL, "the body must be a JSON object");
     } else if (has_nul_escape(body, len)) {
-        fail(&e, 400, NULL, NULL, "strings holding the character U+0000 (\\u0000) are not supported");
+        fail(&e, 400, NULL, NULL, NUL_ESCAPE_MSG);
     } else if (get_bool(root, "add_special_tokens", &special, &e) && model_ok(sv, root, &e)) {
         const cJSON *pr = field(root, "prompt");
         if (field(root, "messages"))
