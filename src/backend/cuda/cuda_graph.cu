@@ -47,6 +47,7 @@ struct cuda_graphs {
     bool on;
     struct okv_cuda_gop pend[G_MAX_OPS];
     int n_pend;
+    bool pend_large;              /* an op of the pending run has more rows than a decode batch */
     struct g_entry *slot;         /* [G_SLOTS] */
     int n_entries, n_execs;
     long long launched, captured, eager_runs, eager_ops, cleared;
@@ -169,9 +170,9 @@ extern "C" enum okv_status okv_cuda_graph_flush(struct cuda_ctx *c)
     if (!g || g->n_pend == 0)
         return OKV_OK;
     const int n = g->n_pend;
-    const bool large = c->run_large;
+    const bool large = g->pend_large;
     g->n_pend = 0;
-    c->run_large = false;
+    g->pend_large = false;
     /* a run of prefill-sized ops is launched as it is: its row counts seldom repeat, its kernels
      * are long enough that launches cost nothing, and remembering such runs filled the table,
      * which then dropped the decode steps' graphs with it (bench/RESULTS.md section 31) */
@@ -214,6 +215,8 @@ extern "C" enum okv_status okv_cuda_graph_flush(struct cuda_ctx *c)
 extern "C" enum okv_status okv_cuda_graph_push(struct cuda_ctx *c, const struct okv_cuda_gop *op)
 {
     struct cuda_graphs *g = c->graphs;
+    const bool large = c->run_large;   /* set by this op's pad_rows: it belongs to the run the op joins */
+    c->run_large = false;
     if (!g || !g->on)
         return okv_cuda_gop_issue(c, op);
     if (g->n_pend == G_MAX_OPS) {
@@ -222,6 +225,7 @@ extern "C" enum okv_status okv_cuda_graph_push(struct cuda_ctx *c, const struct 
             return st;
     }
     g->pend[g->n_pend++] = *op;
+    g->pend_large |= large;
     return OKV_OK;
 }
 

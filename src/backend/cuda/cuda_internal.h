@@ -270,8 +270,8 @@ struct cuda_ctx {
     int gemv_rows;           /* projections of at most this many rows take cuda_gemv.cu (OKV_GEMV_ROWS, default 4; 0 off) */
     bool pad_rows;           /* the pure ops of 5 to 256 rows run on a few padded row counts (pad_rows in
                                 cuda_backend.cu; OKV_PAD_ROWS=0: exact counts) */
-    bool run_large;          /* an op of the pending run has more rows than a decode batch: the run is launched
-                                without being remembered (cuda_graph.cu) */
+    bool run_large;          /* the op being prepared has more rows than a decode batch (set by pad_rows, taken
+                                by okv_cuda_graph_push: its run is launched without being remembered) */
     struct cuda_prof *prof;   /* OKV_CUDA_PROFILE=1 (cuda_prof.cu), else NULL */
     struct cuda_graphs *graphs;   /* segment graphs (cuda_graph.cu), NULL when off */
 };
