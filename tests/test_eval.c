@@ -60,6 +60,8 @@ static void test_score(void)
     const char *chain[] = {"b", "c", "d", "e"};
     s = okv_eval_score(OKV_EVAL_SCORE_FINAL, chain, 4, " b\nb -> c\nc -> d\nd -> e\nFinal: e", &ok);
     CHECK(ok && s == 1.0, "chain: all steps and the final answer (%.2f)", s);
+    s = okv_eval_score(OKV_EVAL_SCORE_FINAL, chain, 4, " b\n- b -> c\n- c -> d\n- d -> e\nFinal: e", &ok);
+    CHECK(ok && s == 1.0, "chain: steps written as the table's lines, \"- A -> B\" (%.2f)", s);
     okv_eval_score(OKV_EVAL_SCORE_FINAL, chain, 4, " b\nb -> c\nc -> d\nd -> e\nfinal:  E.", &ok);
     CHECK(ok, "chain: final answer in another case with punctuation");
     okv_eval_score(OKV_EVAL_SCORE_FINAL, chain, 4, " b\nb -> c\nc -> d\nd -> e\n", &ok);
@@ -159,7 +161,7 @@ static void check_sample(const okv_tokenizer *tok, const char *task, int ctx, co
         }
         /* every left-hand code appears once as a line start */
         char line[80];
-        snprintf(line, sizeof line, "\n%s -> ", s->answers[0]);
+        snprintf(line, sizeof line, "\n- %s -> ", s->answers[0]);
         const char *p = strstr(s->prompt, line);
         CHECK(p && !strstr(p + 1, line), "chain: '%s' is not unique", s->answers[0]);
     } else if (!strcmp(task, "qa")) {

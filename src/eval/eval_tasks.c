@@ -537,6 +537,7 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
         for (int k = 0; k < CHAIN_HOPS; k++) {
             if (pos[k] != i)
                 continue;
+            sb_puts(b, "- ");
             t->span_off[k] = b->len;
             sb_printf(b, "%s -> %s", c->words[perm[k]], c->words[perm[k + 1]]);
             t->span_len[k] = b->len - t->span_off[k];
@@ -549,14 +550,14 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
         do
             y = eval_rand(&rr, nw);
         while (y == perm[0] || y == perm[1] || y == perm[2] || y == perm[3] || y == perm[4]);
-        sb_printf(b, "%s -> %s\n", c->words[perm[CHAIN_HOPS + 1 + i]], c->words[y]);
+        sb_printf(b, "- %s -> %s\n", c->words[perm[CHAIN_HOPS + 1 + i]], c->words[y]);
     }
     t->n_spans = CHAIN_HOPS;
     snprintf(t->post, sizeof t->post,
              "\nStart from the code %s. Follow the table %d times: at each step, find the line that starts with the "
-             "current code and move to the code after it. Write every step on its own line as \"A -> B\", then write "
-             "\"Final: X\" with the last code.", c->words[perm[0]], CHAIN_HOPS);
-    snprintf(t->prefix, sizeof t->prefix, "%s ->", c->words[perm[0]]);
+             "current code and move to the code after it. Write every step on its own line as \"- A -> B\", then "
+             "write \"Final: X\" with the last code.", c->words[perm[0]], CHAIN_HOPS);
+    snprintf(t->prefix, sizeof t->prefix, "- %s ->", c->words[perm[0]]);
     sb_puts(b, t->post);
     for (int i = 0; i < t->n_answers; i++)
         okv_free(t->answers[i]);
@@ -568,8 +569,13 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
 
 static void prep_chain(struct tstate *t)
 {
+    /* Every code is written after a space, in the table's lines ("- A -> B") as in the answer's, so
+     * that a BPE tokenizer gives it the same tokens in both places: without the "- ", a code at
+     * the start of a line ("loss" = "lo" "ss") and after "-> " (" loss" = " lo" "ss") begin with
+     * different tokens, and each step's lookup would first need that mapping instead of a copy
+     * (bench/ACCURACY.md, "Chain") */
     snprintf(t->pre, sizeof t->pre,
-             "Below is a table of code words. Each line \"A -> B\" says that the code after A is B.\n\n");
+             "Below is a table of code words. Each line \"- A -> B\" says that the code after A is B.\n\n");
     for (int k = 0; k < CHAIN_HOPS; k++)
         t->ndepth[k] = (k + t->depth) / CHAIN_HOPS;
     t->n_needles = CHAIN_HOPS;
@@ -858,10 +864,10 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
         sb_printf(&b, " %s", s->answers[0]);
         break;
     case T_CHAIN: {
-        /* the prompt ends with "start ->": every step, then the final code */
+        /* the prompt ends with "- start ->": every step as the table writes it, then the final code */
         sb_printf(&b, " %s", s->answers[0]);
         for (int i = 1; i < n; i++)
-            sb_printf(&b, "\n%s -> %s", s->answers[i - 1], s->answers[i]);
+            sb_printf(&b, "\n- %s -> %s", s->answers[i - 1], s->answers[i]);
         sb_printf(&b, "\nFinal: %s", s->answers[n - 1]);
         break;
     }

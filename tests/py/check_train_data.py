@@ -138,10 +138,25 @@ def main():
             for k, v in enumerate(s["answers"]):
                 check(spans[k].startswith(f"VAR {v} = "), f"{name}: needle {k} {spans[k]!r} is not VAR {v}")
         elif t == "chain":
-            start = p.rsplit("\n", 1)[1][:-len(" ->")]
+            last = p.rsplit("\n", 1)[1]   # "- START ->"
+            check(last.startswith("- ") and last.endswith(" ->"), f"{name}: prompt ends {last!r}")
+            start = last[len("- "):-len(" ->")]
             chain = [start] + s["answers"]
             for k in range(4):
                 check(spans[k] == f"{chain[k]} -> {chain[k + 1]}", f"{name}: step {k} {spans[k]!r}")
+            # a code has the same tokens where a step ends on it (" -> B") and where the next step and
+            # its table line start with it ("- B ->"): each lookup is then a copy of tokens already
+            # written (without the "- ", a BPE code at a line's start begins with another token)
+            pt, tt = s["prompt_tokens"], s["target_tokens"]
+            runs = lambda seq, r: sum(seq[i:i + len(r)] == r for i in range(len(seq) - len(r) + 1))
+            arrow = tk.encode(" ->", add_special_tokens=False).ids
+            for k, c in enumerate(chain[:-1]):
+                ct = tk.encode(" " + c, add_special_tokens=False).ids
+                # once in the table, and the start code once more in the answer prefix "- START ->"
+                check(runs(pt, ct + arrow) == (2 if k == 0 else 1),
+                      f"{name}: the table line of {c!r} does not start with its tokens")
+                if k >= 1:
+                    check(runs(tt, ct) >= 2, f"{name}: {c!r} has other tokens at a step's start than at its end")
         elif t == "qa":
             phrase = re.search(r'comes right after the phrase "(.*)"\?', p).group(1)
             check(spans[0] == phrase + " " + s["answers"][0], f"{name}: qa span {spans[0]!r}")
