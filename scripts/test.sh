@@ -15,5 +15,5 @@ if [ -z "${OKV_NO_TSAN:-}" ] && [ $# -eq 0 ]; then
   tsan_tests="^(test_engine_batch|test_sparse|test_spec|test_sched|test_tp|test_cpu_attention|test_cpu_qgemv)$"
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOKV_SANITIZE=thread -DOKV_CUDA=OFF >/dev/null
   cmake --build build-tsan -j"$(nproc)" --target test_engine_batch test_sparse test_spec test_sched test_tp test_cpu_attention test_cpu_qgemv
-  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure --timeout 900 -R "$tsan_tests")
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest -j"$(nproc)" --output-on-failure --timeout 900 -R "$tsan_tests")
 fi
