@@ -18,14 +18,14 @@ trap 'rm -rf "$tmp"' EXIT
 for m in run3 run8; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
-ev() {  # name model tasks extra-args...
-  local name=$1 model=$2 tasks=$3; shift 3
-  timeout 300 "$cli" eval --sweep --task "$tasks" --model "$ck/$model/target" --context-len 1024 \
+ev() {  # checkpoint tasks extra-args...
+  local name=$1 tasks=$2; shift 2
+  timeout 300 "$cli" eval --sweep --task "$tasks" --model "$ck/$name/target" --context-len 1024 \
     --num-samples 6 --kv-budget dense,512 --device cpu --threads 2 --json "$tmp/$name.json" "$@" \
     > "$tmp/$name.txt" 2> "$tmp/$name.err" || { echo "FAIL: $name: eval exit $?"; tail -5 "$tmp/$name.err"; exit 1; }
 }
-ev run3 run3 niah_single_filler,niah_single_text --predict lookahead
-ev run8 run8 niah_single_text,niah_multikey --predict current --kv-key-codes 2
+ev run3 niah_single_filler,niah_single_text --predict lookahead
+ev run8 niah_single_text,niah_multikey --predict current --kv-key-codes 2
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
