@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # label: model
-# The project's trained evaluation models (train/checkpoints/run3 and run8: 7.3M-parameter
+# The project's trained evaluation models (train/checkpoints/run3 and run9: 7.3M-parameter
 # Llama targets, bf16 safetensors + tokenizer.json, trained on the H200 by train/run_gpu.sh)
 # load like any checkpoint and do their tasks in the engine at a 1024-token context:
 # - run 3 finds the single needle in every sample with dense attention, and OasisKV at a
 #   512-token budget (1 sink + 4 window + 27 of 64 blocks selected, fetched from the host
 #   tier) with lookahead misses at most one;
-# - run 8 (trained with multi-key's restated reference, " KEY: value.") finds every single
-#   needle and at least half the multi-key needles dense, and at budget 512 with 2-bit key
-#   codes scores within one sample of dense on both.
+# - run 9 (trained with multi-key's restated reference, " KEY: value.", and chain's "- A -> B"
+#   lines) finds every single needle, at least half the multi-key needles and half the chains
+#   (4 lookups, each step written out) dense, and at budget 512 with 2-bit key codes scores
+#   within one sample of dense on all three.
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
 ck="$OKV_SOURCE_DIR/train/checkpoints"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for m in run3 run8; do
+for m in run3 run9; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
 ev() {  # checkpoint tasks extra-args...
@@ -25,7 +26,7 @@ ev() {  # checkpoint tasks extra-args...
     > "$tmp/$name.txt" 2> "$tmp/$name.err" || { echo "FAIL: $name: eval exit $?"; tail -5 "$tmp/$name.err"; exit 1; }
 }
 ev run3 niah_single_filler,niah_single_text --predict lookahead
-ev run8 niah_single_text,niah_multikey --predict current --kv-key-codes 2
+ev run9 niah_single_text,niah_multikey,chain --predict current --kv-key-codes 2
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -45,7 +46,8 @@ def check(name, task, dense_min, sparse_slack):
         print(f"FAIL: {name} {task}: the sparse run fetched nothing"); fail += 1
 check("run3", "niah_single_filler", 6, 1)
 check("run3", "niah_single_text", 6, 1)
-check("run8", "niah_single_text", 6, 1)
-check("run8", "niah_multikey", 3, 1)
+check("run9", "niah_single_text", 6, 1)
+check("run9", "niah_multikey", 3, 1)
+check("run9", "chain", 3, 1)
 sys.exit(1 if fail else 0)
 PY
