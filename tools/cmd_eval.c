@@ -202,11 +202,13 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
             fprintf(f, ", \"dense_layers\": %d, \"cache_factor\": %g, \"sticky\": %g, \"key_code_bits\": %d, \"host_kv\": \"%s\", \"n\": %d, \"correct\": %d, "
                        "\"accuracy\": %.5f, \"ci95\": [%.5f, %.5f], "
                        "\"partial\": %.5f, \"same_as_dense\": %d, \"copied_from_dense\": %s, \"gen_tokens\": %lld, "
-                       "\"seconds\": %.2f, \"fetch_bytes\": %lld, \"resident_in_time\": %.5f, \"spec_acceptance\": %.4f}",
+                       "\"seconds\": %.2f, \"fetch_bytes\": %lld, \"resident_in_time\": %.5f, \"spec_acceptance\": %.4f, "
+                       "\"prompt_tokens_mean\": %.1f}",
                     c->cfg.dense_layers, c->cfg.cache_factor > 0 ? (double)c->cfg.cache_factor : 1.0, (double)c->cfg.sticky,
                     c->cfg.key_code_bits, c->cfg.host_fp8 ? "fp8" : "auto", c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
                     c->partial, c->same_as_dense, c->copied_from_dense ? "true" : "false", (long long)c->gen_tokens,
-                    c->seconds, (long long)c->fetch_bytes, c->resident_in_time, c->accept_rate);
+                    c->seconds, (long long)c->fetch_bytes, c->resident_in_time, c->accept_rate,
+                    c->n ? (double)c->prompt_tokens / c->n : 0.0);
         }
     }
     fprintf(f, "\n]");
@@ -251,10 +253,17 @@ static void print_table(const struct row *rows, int n_rows)
                 snprintf(same, sizeof same, "%d/%d", c->same_as_dense, c->n);
             else
                 snprintf(same, sizeof same, "-");
+            /* say so when the prompts fall short of the context (a task whose material runs out) */
+            char note[128] = "";
+            double mean_prompt = c->n ? (double)c->prompt_tokens / c->n : 0;
+            if (c->n && mean_prompt < 0.75 * rows[i].ctx)
+                snprintf(note, sizeof note, "prompts %.0f tokens on average (the task's material runs out)", mean_prompt);
+            if (c->copied_from_dense)
+                snprintf(note + strlen(note), sizeof note - strlen(note), "%sbudget >= context: runs dense",
+                         note[0] ? "; " : "");
             printf("| %s | %d | %s | %s | %d | %.3f | [%.3f, %.3f] | %s | %.3f | %s |\n", rows[i].task, rows[i].ctx,
                    budget, c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "-", c->n,
-                   c->n ? (double)c->correct / c->n : 0, c->lo, c->hi, same, c->partial,
-                   c->copied_from_dense ? "budget >= context: runs dense" : "");
+                   c->n ? (double)c->correct / c->n : 0, c->lo, c->hi, same, c->partial, note);
         }
     }
     if (any_fid) {

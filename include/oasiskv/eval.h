@@ -165,6 +165,8 @@ struct okv_eval_cell {
     int64_t fetch_bytes;      /* KV traffic (sparse) */
     double resident_in_time;  /* share of selected units resident when attention started (1 when none) */
     double accept_rate;       /* speculative acceptance (0 without a drafter) */
+    int64_t prompt_tokens;    /* the samples' prompt tokens, summed: a task whose material runs out (chain's table
+                               * is bounded by its word list) makes prompts shorter than the context asked for */
 };
 
 /* Per-sample report: config index, sample index (in the seed: first_index + i), its output and score. */
