@@ -72,6 +72,27 @@ static void test_score(void)
     CHECK(ok, "chain: the final answer decides correctness");
     okv_eval_score(OKV_EVAL_SCORE_FINAL, chain, 4, " b\nb -> c\nc -> d\nd -> ee\nFinal: ee", &ok);
     CHECK(!ok, "chain: a longer word is wrong");
+    {   /* a chain longer than the old 64-step parse limit: 128 steps, right up to step 90 */
+        static char codes[128][16];
+        const char *ans[128];
+        size_t cap = 128 * 40 + 64, len = 0;
+        char *out = malloc(cap);
+        for (int i = 0; i < 128; i++) {
+            snprintf(codes[i], sizeof codes[i], "w%03d", i);
+            ans[i] = codes[i];
+        }
+        len += (size_t)snprintf(out + len, cap - len, " %s", codes[0]);
+        for (int i = 1; i < 128; i++)
+            len += (size_t)snprintf(out + len, cap - len, "\n- %s -> %s", codes[i - 1], codes[i]);
+        snprintf(out + len, cap - len, "\nFinal: %s", codes[127]);
+        s = okv_eval_score(OKV_EVAL_SCORE_FINAL, ans, 128, out, &ok);
+        CHECK(ok && s == 1.0, "chain of 128: all steps (%.3f)", s);
+        char *p = strstr(out, "-> w090");
+        p[4] = 'x';   /* "w090" -> "wx90" */
+        s = okv_eval_score(OKV_EVAL_SCORE_FINAL, ans, 128, out, &ok);
+        CHECK(ok && fabs(s - 90.0 / 128) < 1e-9, "chain of 128: right up to step 90 (%.3f)", s);
+        free(out);
+    }
     const char *chain_fin[] = {"finally", "define", "finalize"};
     okv_eval_score(OKV_EVAL_SCORE_FINAL, chain_fin, 3, " finally\nfinally -> define\ndefine -> finalize\nFinal: finalize", &ok);
     CHECK(ok, "chain: codes that contain 'final'");
@@ -152,8 +173,16 @@ static void check_sample(const okv_tokenizer *tok, const char *task, int ctx, co
             CHECK(span_has(s, k, want), "vt: needle %d is not '%s'", k, want);
             CHECK(s->needle_off[k] > s->needle_off[k - 1], "vt: needles out of order");
         }
-    } else if (!strcmp(task, "chain")) {
+    } else if (!strcmp(task, "chain") || !strcmp(task, "chain_long")) {
         CHECK(s->n_needles == s->n_answers, "chain: %d needles, %d answers", s->n_needles, s->n_answers);
+        CHECK(s->n_answers == (strcmp(task, "chain") ? 128 : 4), "%s: %d steps", task, s->n_answers);
+        /* the codes of the chain are distinct, and no table line starts with the last one */
+        for (int a = 0; a < s->n_answers; a++)
+            for (int b = a + 1; b < s->n_answers; b++)
+                CHECK(strcmp(s->answers[a], s->answers[b]) != 0, "%s: code %s twice in the chain", task, s->answers[a]);
+        char last[80];
+        snprintf(last, sizeof last, "\n- %s -> ", s->answers[s->n_answers - 1]);
+        CHECK(!strstr(s->prompt, last), "%s: the last code %s has a line", task, s->answers[s->n_answers - 1]);
         for (int k = 1; k < s->n_needles; k++) {
             char want[128];
             snprintf(want, sizeof want, "%s -> %s", s->answers[k - 1], s->answers[k]);
@@ -211,7 +240,8 @@ static void test_generators(const okv_tokenizer *tok)
         const char *task = tasks[t].name;
         CHECK(okv_eval_task_find(task) == &tasks[t], "find %s", task);
         for (int ci = 0; ci < 2; ci++) {
-            int ctx = ci ? 2048 : 1024;
+            /* chain_long's answer alone is up to 1600 tokens */
+            int ctx = (ci ? 2048 : 1024) * (strcmp(task, "chain_long") ? 1 : 4);
             struct okv_eval_gen g = {task, ctx, 7, 3, -1, 0};
             struct okv_eval_sample a, b, d;
             CHECK(okv_eval_sample_make(c, &g, &a) == OKV_OK, "%s@%d: %s", task, ctx, okv_last_error());

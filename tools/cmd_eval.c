@@ -253,10 +253,11 @@ static void print_table(const struct row *rows, int n_rows)
                 snprintf(same, sizeof same, "%d/%d", c->same_as_dense, c->n);
             else
                 snprintf(same, sizeof same, "-");
-            /* say so when the prompts fall short of the context (a task whose material runs out) */
+            /* say so when the prompts fall short of the context less the answer's room (a task
+             * whose material runs out) */
             char note[128] = "";
             double mean_prompt = c->n ? (double)c->prompt_tokens / c->n : 0;
-            if (c->n && mean_prompt < 0.75 * rows[i].ctx)
+            if (c->n && c->prompt_tokens < 0.9 * (double)c->prompt_room)
                 snprintf(note, sizeof note, "prompts %.0f tokens on average (the task's material runs out)", mean_prompt);
             if (c->copied_from_dense)
                 snprintf(note + strlen(note), sizeof note - strlen(note), "%sbudget >= context: runs dense",

@@ -35,14 +35,16 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 T0 = float(os.environ.get("OKV_T0") or time.time())   # run_gpu.sh passes its start time
 
-# task families trained by default; cwe and fwe (counting over the whole context) are optional
+# task families trained by default; cwe and fwe (counting over the whole context) and chain_long
+# (128 steps, an answer of ~1.1K tokens: at its weight about a fifth of a batch's answer tokens) are optional
 TASKS = ["niah_single_text", "niah_single_filler", "niah_multikey", "niah_multivalue", "niah_multiquery", "vt", "qa",
          "chain"]
 TASK_WEIGHT = {"niah_single_text": 1.0, "niah_single_filler": 0.5, "niah_multikey": 1.0, "niah_multivalue": 1.0,
-               "niah_multiquery": 1.0, "vt": 1.0, "qa": 1.5, "chain": 1.5, "cwe": 1.0, "fwe": 1.0}
+               "niah_multiquery": 1.0, "vt": 1.0, "qa": 1.5, "chain": 1.5, "cwe": 1.0, "fwe": 1.0,
+               "chain_long": 0.1}
 # the smallest context at which every sample of a task can be made (`oasiskv eval` refuses a
 # sample whose template does not fit: qa's paragraph needs up to ~590 tokens, cwe ~2.1K)
-MIN_CTX = {"qa": 1024, "niah_multiquery": 512, "fwe": 512, "cwe": 4096}
+MIN_CTX = {"qa": 1024, "niah_multiquery": 512, "fwe": 512, "cwe": 4096, "chain_long": 4096}
 # curriculum after the copy warmup: (share of the remaining training time at which the phase
 # starts, {context: weight})
 PHASES = [

@@ -38,8 +38,9 @@
 extern "C" {
 #endif
 
-#define OKV_EVAL_MAX_NEEDLES 16
-#define OKV_EVAL_MAX_ANSWERS 16
+/* chain_long has 128 steps, each a needle (its table line) and an answer (its code) */
+#define OKV_EVAL_MAX_NEEDLES 160
+#define OKV_EVAL_MAX_ANSWERS 160
 
 enum okv_eval_score_kind {
     OKV_EVAL_SCORE_ALL = 0,   /* every reference must appear in the output */
@@ -167,6 +168,7 @@ struct okv_eval_cell {
     double accept_rate;       /* speculative acceptance (0 without a drafter) */
     int64_t prompt_tokens;    /* the samples' prompt tokens, summed: a task whose material runs out (chain's table
                                * is bounded by its word list) makes prompts shorter than the context asked for */
+    int64_t prompt_room;      /* the samples' room for a prompt (context - max_tokens), summed */
 };
 
 /* Per-sample report: config index, sample index (in the seed: first_index + i), its output and score. */

@@ -132,6 +132,7 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
             cell->copied_from_dense = true;
             cell->gen_tokens = d->gen_tokens;
             cell->prompt_tokens = d->prompt_tokens;
+            cell->prompt_room = d->prompt_room;
             okv_eval_wilson(cell->correct, cell->n, &cell->lo, &cell->hi);
             for (int i = 0; i < N && p->on_sample; i++)
                 p->on_sample(p->user, k, p->first_index + i, &samples[i], dense_text[i], dense_partial[i], dense_ok[i]);
@@ -169,6 +170,7 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
             psum += part;
             cell->gen_tokens += res.n_tokens;
             cell->prompt_tokens += s->n_tokens;
+            cell->prompt_room += p->context_len - s->max_tokens;
             spec_drafted += res.spec.draft_tokens;
             spec_accepted += res.spec.accepted_tokens;
             bool same = false;

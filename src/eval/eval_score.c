@@ -99,8 +99,8 @@ static void final_answer(const char *out, char *ans, size_t cap)
         ans[l] = 0;
         return;
     }
-    char steps[64][64];
-    int n = chain_steps(out, steps, 64);
+    char steps[OKV_EVAL_MAX_ANSWERS + 8][64];
+    int n = chain_steps(out, steps, OKV_EVAL_MAX_ANSWERS + 8);
     if (n > 0)
         snprintf(ans, cap, "%s", steps[n - 1]);
 }
@@ -117,8 +117,8 @@ double okv_eval_score(enum okv_eval_score_kind kind, const char *const *answers,
         char *ref = okv_eval_normalize(answers[n_answers - 1]);
         *correct = ref && fin[0] && !strcmp(fin, ref);
         okv_free(ref);
-        char steps[64][64];
-        int ns = chain_steps(output, steps, 64), ok = 0;
+        char steps[OKV_EVAL_MAX_ANSWERS + 8][64];
+        int ns = chain_steps(output, steps, OKV_EVAL_MAX_ANSWERS + 8), ok = 0;
         for (int i = 0; i < ns && i < n_answers; i++) {
             char *r = okv_eval_normalize(answers[i]);
             bool same = r && !strcmp(r, steps[i]);

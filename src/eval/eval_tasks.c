@@ -14,6 +14,7 @@
 
 enum task_id {
     T_NIAH_TEXT, T_NIAH_FILLER, T_NIAH_ESSAY, T_MULTIKEY, T_MULTIVALUE, T_MULTIQUERY, T_VT, T_CWE, T_FWE, T_QA, T_CHAIN,
+    T_CHAIN_LONG,
 };
 
 static const struct okv_eval_task_info tasks[] = {
@@ -29,6 +30,12 @@ static const struct okv_eval_task_info tasks[] = {
     [T_QA] = {"qa", "which word follows a phrase of a long real text", OKV_EVAL_SCORE_ANY, 16},
     [T_CHAIN] = {"chain", "reasoning: follow 4 lookups through a table, print each step and the final code",
                  OKV_EVAL_SCORE_FINAL, 64},
+    /* a reasoning-length generation: 128 printed steps are ~1.1K tokens ("\n- A -> B" is 7-10
+     * tokens with the training tokenizer and SmolLM2's), each a lookup at a random line */
+    [T_CHAIN_LONG] = {"chain_long",
+                      "reasoning, long: follow 128 lookups through a table, print each step (~1.1K tokens) and the "
+                      "final code",
+                      OKV_EVAL_SCORE_FINAL, 1600},
 };
 #define N_TASKS ((int)(sizeof tasks / sizeof tasks[0]))
 
@@ -52,6 +59,7 @@ static const char *const filler[] = {"The grass is green. ", "The sky is blue. "
 
 #define MAXN OKV_EVAL_MAX_NEEDLES
 #define CHAIN_HOPS 4
+#define CHAIN_LONG_HOPS 128
 
 /* The state of one sample under construction. */
 struct tstate {
@@ -501,22 +509,28 @@ static void prep_qa(struct tstate *t)
 
 /* ---- chain: lookups through a table ---- */
 
+static int chain_hops(const struct tstate *t) { return t->id == T_CHAIN_LONG ? CHAIN_LONG_HOPS : CHAIN_HOPS; }
+
 static void render_chain(struct tstate *t, int n, struct sbuf *b)
 {
     /* n distractor lines "x -> y" with x outside the chain, distinct */
     const okv_eval_ctx *c = t->c;
     struct okv_rng r;
     okv_rng_seed(&r, t->seed ^ 0xc4a1);
+    const int hops = chain_hops(t);
     int nw = c->n_words;
     int *perm = okv_malloc(sizeof(int) * (size_t)nw, OKV_TAG_MISC);
-    if (!perm) {
+    bool *in_chain = okv_calloc((size_t)nw, sizeof(bool), OKV_TAG_MISC);
+    if (!perm || !in_chain) {
         b->oom = true;
+        okv_free(perm);
+        okv_free(in_chain);
         return;
     }
     for (int i = 0; i < nw; i++)
         perm[i] = i;
-    /* perm[0..HOPS] are the chain; perm[HOPS+1 ..] the distractors' left words */
-    int need = CHAIN_HOPS + 1 + n;
+    /* perm[0..hops] are the chain; perm[hops+1 ..] the distractors' left words */
+    int need = hops + 1 + n;
     if (need > nw)
         need = nw;
     for (int i = 0; i < need; i++) {
@@ -525,16 +539,18 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
         perm[i] = perm[j];
         perm[j] = tmp;
     }
-    int nd = need - CHAIN_HOPS - 1;
+    for (int k = 0; k <= hops; k++)
+        in_chain[perm[k]] = true;
+    int nd = need - hops - 1;
     sb_puts(b, t->pre);
-    int pos[CHAIN_HOPS];
-    for (int k = 0; k < CHAIN_HOPS; k++)
+    int pos[MAXN];
+    for (int k = 0; k < hops; k++)
         pos[k] = (int)lround(t->ndepth[k] * nd);
     struct okv_rng rr;
     okv_rng_seed(&rr, t->seed ^ 0x77);
     t->n_spans = 0;
     for (int i = 0; i <= nd; i++) {
-        for (int k = 0; k < CHAIN_HOPS; k++) {
+        for (int k = 0; k < hops; k++) {
             if (pos[k] != i)
                 continue;
             sb_puts(b, "- ");
@@ -549,22 +565,23 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
         int y;
         do
             y = eval_rand(&rr, nw);
-        while (y == perm[0] || y == perm[1] || y == perm[2] || y == perm[3] || y == perm[4]);
-        sb_printf(b, "- %s -> %s\n", c->words[perm[CHAIN_HOPS + 1 + i]], c->words[y]);
+        while (in_chain[y]);
+        sb_printf(b, "- %s -> %s\n", c->words[perm[hops + 1 + i]], c->words[y]);
     }
-    t->n_spans = CHAIN_HOPS;
+    t->n_spans = hops;
     snprintf(t->post, sizeof t->post,
              "\nStart from the code %s. Follow the table %d times: at each step, find the line that starts with the "
              "current code and move to the code after it. Write every step on its own line as \"- A -> B\", then "
-             "write \"Final: X\" with the last code.", c->words[perm[0]], CHAIN_HOPS);
+             "write \"Final: X\" with the last code.", c->words[perm[0]], hops);
     snprintf(t->prefix, sizeof t->prefix, "- %s ->", c->words[perm[0]]);
     sb_puts(b, t->post);
     for (int i = 0; i < t->n_answers; i++)
         okv_free(t->answers[i]);
     t->n_answers = 0;
-    for (int k = 1; k <= CHAIN_HOPS; k++)
+    for (int k = 1; k <= hops; k++)
         set_answer(t, c->words[perm[k]]);
     okv_free(perm);
+    okv_free(in_chain);
 }
 
 static void prep_chain(struct tstate *t)
@@ -576,11 +593,12 @@ static void prep_chain(struct tstate *t)
      * (bench/ACCURACY.md, "Chain") */
     snprintf(t->pre, sizeof t->pre,
              "Below is a table of code words. Each line \"- A -> B\" says that the code after A is B.\n\n");
-    for (int k = 0; k < CHAIN_HOPS; k++)
-        t->ndepth[k] = (k + t->depth) / CHAIN_HOPS;
-    t->n_needles = CHAIN_HOPS;
+    const int hops = chain_hops(t);
+    for (int k = 0; k < hops; k++)
+        t->ndepth[k] = (k + t->depth) / hops;
+    t->n_needles = hops;
     t->n_min = 0;
-    t->n_max = t->c->n_words - CHAIN_HOPS - 1;
+    t->n_max = t->c->n_words - hops - 1;
 }
 
 /* ---- fitting ---- */
@@ -591,7 +609,7 @@ static void render(struct tstate *t, int n, struct sbuf *b)
     case T_CWE: render_cwe(t, n, b); break;
     case T_FWE: render_fwe(t, n, b); break;
     case T_QA: render_qa(t, n, b); break;
-    case T_CHAIN: render_chain(t, n, b); break;
+    case T_CHAIN: case T_CHAIN_LONG: render_chain(t, n, b); break;
     default: render_needles(t, n, b); break;
     }
 }
@@ -694,7 +712,7 @@ enum okv_status okv_eval_sample_make(const okv_eval_ctx *c, const struct okv_eva
     case T_CWE: prep_cwe(t, target); break;
     case T_FWE: prep_fwe(t); break;
     case T_QA: prep_qa(t); break;
-    case T_CHAIN: prep_chain(t); break;
+    case T_CHAIN: case T_CHAIN_LONG: prep_chain(t); break;
     default: prep_niah(t, &r); break;
     }
 
@@ -863,7 +881,8 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
     case T_QA:
         sb_printf(&b, " %s", s->answers[0]);
         break;
-    case T_CHAIN: {
+    case T_CHAIN:
+    case T_CHAIN_LONG: {
         /* the prompt ends with "- start ->": every step as the table writes it, then the final code */
         sb_printf(&b, " %s", s->answers[0]);
         for (int i = 1; i < n; i++)

@@ -108,6 +108,13 @@ def main():
     check(rc == 0, f"dump failed: {err.strip()}")
     samples = [json.loads(l) for l in out1.splitlines()]
     check(len(samples) == len(TASKS) * 2 * 3, f"{len(samples)} samples")
+    # chain_long (128 steps, an answer of ~1.1K tokens) needs a 4K context
+    rc, out_long, err = dump(binary, ["--task", "chain_long", "--context-len", "4096", "--num-samples", "3", "--seed", "7",
+                                      "--text-dir", tdir, "--dump-text"])
+    check(rc == 0, f"chain_long dump failed: {err.strip()}")
+    long_samples = [json.loads(l) for l in out_long.splitlines()]
+    check(len(long_samples) == 3 and all(len(x["answers"]) == 128 for x in long_samples), "chain_long: 3 x 128 steps")
+    samples += long_samples
     bos = tk.token_to_id("<|bos|>")
     strings = []
     for s in samples:
@@ -137,12 +144,13 @@ def main():
         elif t == "vt":
             for k, v in enumerate(s["answers"]):
                 check(spans[k].startswith(f"VAR {v} = "), f"{name}: needle {k} {spans[k]!r} is not VAR {v}")
-        elif t == "chain":
+        elif t in ("chain", "chain_long"):
             last = p.rsplit("\n", 1)[1]   # "- START ->"
             check(last.startswith("- ") and last.endswith(" ->"), f"{name}: prompt ends {last!r}")
             start = last[len("- "):-len(" ->")]
             chain = [start] + s["answers"]
-            for k in range(4):
+            check(len(set(chain)) == len(chain), f"{name}: a code twice in the chain")
+            for k in range(len(s["answers"])):
                 check(spans[k] == f"{chain[k]} -> {chain[k + 1]}", f"{name}: step {k} {spans[k]!r}")
             # a code has the same tokens where a step ends on it (" -> B") and where the next step and
             # its table line start with it ("- B ->"): each lookup is then a copy of tokens already
