@@ -9,8 +9,10 @@
 #include "oasiskv/generate.h"
 #include "testutil.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int count_tokens(const okv_tokenizer *tok, const char *text, size_t len)
@@ -227,6 +229,8 @@ static void check_sample(const okv_tokenizer *tok, const char *task, int ctx, co
     }
 }
 
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static void test_generators(const okv_tokenizer *tok)
 {
     okv_eval_ctx *c = NULL;
@@ -269,6 +273,43 @@ static void test_generators(const okv_tokenizer *tok)
         struct okv_eval_gen g = {task, 40, 7, 0, -1, 0};
         struct okv_eval_sample s;
         CHECK(okv_eval_sample_make(c, &g, &s) == OKV_ERR_INVALID_ARG, "%s fits in 40 tokens?", task);
+    }
+    /* chain's table past the word list (~12K tokens): made-up codes continue it, so a 16K prompt
+     * fills its context, every left-hand code is distinct, and the chain's lines are spread over
+     * the whole table (the last step's line in its last quarter for a depth near 1) */
+    for (int li = 0; li < 2; li++) {
+        const char *task = li ? "chain_long" : "chain";
+        struct okv_eval_gen g = {task, 16384, 5, 1, 0.9, 0};
+        struct okv_eval_sample cs;
+        if (okv_eval_sample_make(c, &g, &cs) != OKV_OK) {
+            CHECK(0, "%s@16K: %s", task, okv_last_error());
+            continue;
+        }
+        check_sample(tok, task, 16384, &cs);
+        CHECK(cs.n_tokens >= 0.95 * (16384 - cs.max_tokens), "%s@16K: only %d tokens", task, cs.n_tokens);
+        int lines = 0, made = 0, dup = 0;
+        char **left = malloc(sizeof(char *) * 8192);
+        for (const char *p = strstr(cs.prompt, "\n- "); p && lines < 8192; p = strstr(p + 1, "\n- ")) {
+            const char *a = p + 3, *e = strstr(a, " -> ");
+            const char *nl = strchr(a, '\n');
+            if (!e || (nl && nl < e))
+                continue;
+            left[lines] = strndup(a, (size_t)(e - a));
+            made += e - a == 5 && isdigit((unsigned char)a[4]);
+            lines++;
+        }
+        qsort(left, (size_t)lines, sizeof *left, cmp_cstr);
+        for (int i = 1; i < lines; i++)
+            dup += !strcmp(left[i - 1], left[i]);
+        for (int i = 0; i < lines; i++)
+            free(left[i]);
+        free(left);
+        CHECK(lines > 2000 && made > 200 && dup == 0, "%s@16K: %d lines, %d made-up codes, %d repeated left codes", task,
+              lines, made, dup);
+        size_t plen = strlen(cs.prompt);
+        CHECK(cs.needle_off[cs.n_needles - 1] > plen / 2, "%s@16K: the last step's line at byte %zu of %zu", task,
+              cs.needle_off[cs.n_needles - 1], plen);
+        okv_eval_sample_free(&cs);
     }
     struct okv_eval_gen bad = {"nope", 1024, 0, 0, -1, 0};
     struct okv_eval_sample s;

@@ -511,6 +511,19 @@ static void prep_qa(struct tstate *t)
 
 static int chain_hops(const struct tstate *t) { return t->id == T_CHAIN_LONG ? CHAIN_LONG_HOPS : CHAIN_HOPS; }
 
+/* The j-th made-up code of a sample, for table lines beyond the word list: four letters that are
+ * a bijection of j (j < 26^4), then a digit, so never a word of the list (lowercase letters only)
+ * and never another made-up code of the sample. */
+static void made_code(uint64_t seed, int j, char out[8])
+{
+    const uint32_t n4 = 26u * 26u * 26u * 26u;
+    uint32_t x = (uint32_t)(((uint64_t)(uint32_t)j * 170239u + seed % n4) % n4);   /* 170239: prime to 26^4 */
+    for (int i = 0; i < 4; i++, x /= 26)
+        out[i] = (char)('a' + x % 26);
+    out[4] = (char)('0' + (uint32_t)((uint64_t)j * 7u + seed) % 10u);
+    out[5] = 0;
+}
+
 static void render_chain(struct tstate *t, int n, struct sbuf *b)
 {
     /* n distractor lines "x -> y" with x outside the chain, distinct */
@@ -541,7 +554,32 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
     }
     for (int k = 0; k <= hops; k++)
         in_chain[perm[k]] = true;
-    int nd = need - hops - 1;
+    /* Distractors with a word of the list as the left code, then, once the list runs out (about
+     * 1,700 lines, a 12K-token table), lines with made-up codes, so that the table fills any
+     * context; those are mixed among the others in a random order. Up to the word list the
+     * table is what it always was. */
+    const int n_real = need - hops - 1;
+    const int nd = n > n_real ? n : n_real;
+    int *slot = NULL;
+    if (nd > n_real) {
+        slot = okv_malloc(sizeof(int) * (size_t)nd, OKV_TAG_MISC);
+        if (!slot) {
+            b->oom = true;
+            okv_free(perm);
+            okv_free(in_chain);
+            return;
+        }
+        struct okv_rng rs;
+        okv_rng_seed(&rs, t->seed ^ 0x51a7);
+        for (int i = 0; i < nd; i++)
+            slot[i] = i;
+        for (int i = nd - 1; i > 0; i--) {
+            int j = eval_rand(&rs, i + 1);
+            int tmp = slot[i];
+            slot[i] = slot[j];
+            slot[j] = tmp;
+        }
+    }
     sb_puts(b, t->pre);
     int pos[MAXN];
     for (int k = 0; k < hops; k++)
@@ -566,8 +604,13 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
         do
             y = eval_rand(&rr, nw);
         while (in_chain[y]);
-        sb_printf(b, "- %s -> %s\n", c->words[perm[hops + 1 + i]], c->words[y]);
+        const int sl = slot ? slot[i] : i;
+        char made[8];
+        if (sl >= n_real)
+            made_code(t->seed, sl - n_real, made);
+        sb_printf(b, "- %s -> %s\n", sl < n_real ? c->words[perm[hops + 1 + sl]] : made, c->words[y]);
     }
+    okv_free(slot);
     t->n_spans = hops;
     snprintf(t->post, sizeof t->post,
              "\nStart from the code %s. Follow the table %d times: at each step, find the line that starts with the "
@@ -598,7 +641,7 @@ static void prep_chain(struct tstate *t)
         t->ndepth[k] = (k + t->depth) / hops;
     t->n_needles = hops;
     t->n_min = 0;
-    t->n_max = t->c->n_words - hops - 1;
+    t->n_max = 1 << 16;   /* made-up codes continue the table past the word list */
 }
 
 /* ---- fitting ---- */

@@ -10,8 +10,9 @@
 #   lines) finds every single needle, at least half the multi-key needles and half the chains
 #   (4 lookups, each step written out) dense, and at budget 512 with 2-bit key codes scores
 #   within one sample of dense on all three.
-# - the eval says when a task's prompts fall short of the context asked for: chain's table is
-#   bounded by the word list (about 12K tokens), a haystack is not (run 9's 0.9M draft, for speed).
+# - at 16K chain's table fills the context as a haystack does (its word list runs out at about
+#   12K tokens, made-up codes continue it), and the eval reports both prompts' mean length
+#   (run 9's 0.9M draft, for speed).
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
@@ -32,8 +33,7 @@ ev run9 niah_single_text,niah_multikey,chain --predict current --kv-key-codes 2
 timeout 300 "$cli" eval --sweep --task chain,niah_single_filler --model "$ck/run9/draft" --context-len 16384 \
   --num-samples 1 --kv-budget dense --device cpu --threads 2 --json "$tmp/len.json" > "$tmp/len.md" 2> "$tmp/len.err" ||
   { echo "FAIL: 16K eval exit $?"; tail -5 "$tmp/len.err"; exit 1; }
-grep -q "^| chain | 16384 .*prompts [0-9]* tokens on average" "$tmp/len.md" || { echo "FAIL: no short-prompt note for chain"; cat "$tmp/len.md"; exit 1; }
-grep "^| niah_single_filler | 16384 " "$tmp/len.md" | grep -q "prompts" && { echo "FAIL: a short-prompt note for niah_single_filler"; exit 1; }
+grep "^| [a-z_]* | 16384 " "$tmp/len.md" | grep -q "prompts" && { echo "FAIL: a short-prompt note"; cat "$tmp/len.md"; exit 1; }
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -58,9 +58,8 @@ check("run9", "niah_multikey", 3, 1)
 check("run9", "chain", 3, 1)
 rows = {r["task"]: r for r in json.load(open(f"{d}/len.json"))["rows"]}
 print(f"16K prompts: chain {rows['chain']['prompt_tokens_mean']:.0f}, niah_single_filler {rows['niah_single_filler']['prompt_tokens_mean']:.0f}")
-if not rows["chain"]["prompt_tokens_mean"] < 0.8 * 16384:
-    print("FAIL: chain's 16K prompt is not short (the test's premise)"); fail += 1
-if not rows["niah_single_filler"]["prompt_tokens_mean"] >= 0.95 * (16384 - 24):
-    print("FAIL: niah_single_filler's 16K prompt is short"); fail += 1
+for task, max_tokens in (("chain", 64), ("niah_single_filler", 24)):
+    if not rows[task]["prompt_tokens_mean"] >= 0.95 * (16384 - max_tokens):
+        print(f"FAIL: {task}'s 16K prompt is short"); fail += 1
 sys.exit(1 if fail else 0)
 PY
