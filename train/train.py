@@ -466,6 +466,7 @@ def main():
     ap.add_argument("--texts", help="folder of make_texts.py output (default: made in /tmp/okv_train_texts, outside "
                     "OUT so that OUT holds only the 8 model files)")
     ap.add_argument("--tasks", default=",".join(TASKS), help="comma list of task families to train")
+    ap.add_argument("--task-weights", default="", help="sampling weights that replace the defaults, e.g. chain_long=1,qa=2")
     ap.add_argument("--tokens-per-step", type=int, default=65536)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--draft-lr", type=float, default=3e-3)
@@ -512,6 +513,15 @@ def main():
     tk = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
     bos, eos, vocab = tk.token_to_id(tcfg["bos_token"]), tk.token_to_id(tcfg["eos_token"]), tk.get_vocab_size()
     tasks = a.tasks.split(",")
+    for kv in filter(None, a.task_weights.split(",")):
+        k, _, v = kv.partition("=")
+        try:
+            w = float(v)
+        except ValueError:
+            w = -1.0
+        if k not in TASK_WEIGHT or not w > 0:
+            sys.exit(f"--task-weights: '{kv}' is not TASK=WEIGHT with a known task and a weight > 0")
+        TASK_WEIGHT[k] = w
     for t in tasks:
         if t not in TASK_WEIGHT:
             sys.exit(f"unknown task {t}")
