@@ -275,8 +275,8 @@ static void test_generators(const okv_tokenizer *tok)
         CHECK(okv_eval_sample_make(c, &g, &s) == OKV_ERR_INVALID_ARG, "%s fits in 40 tokens?", task);
     }
     /* chain's table past the word list (~12K tokens): made-up codes continue it, so a 16K prompt
-     * fills its context, every left-hand code is distinct, and the chain's lines are spread over
-     * the whole table (the last step's line in its last quarter for a depth near 1) */
+     * fills its context, every left-hand code is distinct; chain's lines stand in order over the
+     * whole table, chain_long's at random places */
     for (int li = 0; li < 2; li++) {
         const char *task = li ? "chain_long" : "chain";
         struct okv_eval_gen g = {task, 16384, 5, 1, 0.9, 0};
@@ -307,8 +307,16 @@ static void test_generators(const okv_tokenizer *tok)
         CHECK(lines > 2000 && made > 200 && dup == 0, "%s@16K: %d lines, %d made-up codes, %d repeated left codes", task,
               lines, made, dup);
         size_t plen = strlen(cs.prompt);
-        CHECK(cs.needle_off[cs.n_needles - 1] > plen / 2, "%s@16K: the last step's line at byte %zu of %zu", task,
-              cs.needle_off[cs.n_needles - 1], plen);
+        if (!li)   /* chain: in order, a quarter of the table each */
+            CHECK(cs.needle_off[cs.n_needles - 1] > plen / 2, "%s@16K: the last step's line at byte %zu of %zu", task,
+                  cs.needle_off[cs.n_needles - 1], plen);
+        else {   /* chain_long: at random places, so not in order */
+            int inversions = 0;
+            for (int k = 1; k < cs.n_needles; k++)
+                inversions += cs.needle_off[k] < cs.needle_off[k - 1];
+            CHECK(inversions > cs.n_needles / 4, "chain_long@16K: the steps' lines are in order (%d of %d inversions)",
+                  inversions, cs.n_needles - 1);
+        }
         okv_eval_sample_free(&cs);
     }
     struct okv_eval_gen bad = {"nope", 1024, 0, 0, -1, 0};

@@ -637,8 +637,14 @@ static void prep_chain(struct tstate *t)
     snprintf(t->pre, sizeof t->pre,
              "Below is a table of code words. Each line \"- A -> B\" says that the code after A is B.\n\n");
     const int hops = chain_hops(t);
+    /* chain: the k-th step's line in the k-th quarter of the table (at the sample's depth within it);
+     * chain_long: each step's line at a random place, so that where the next line stands tells
+     * nothing (in order and evenly spaced, a model can step to the next chain line by position
+     * and reach the final code without the lookups) */
+    struct okv_rng r;
+    okv_rng_seed(&r, t->seed ^ 0xd1ce);
     for (int k = 0; k < hops; k++)
-        t->ndepth[k] = (k + t->depth) / hops;
+        t->ndepth[k] = hops > CHAIN_HOPS ? okv_rng_uniform(&r) : (k + t->depth) / hops;
     t->n_needles = hops;
     t->n_min = 0;
     t->n_max = 1 << 16;   /* made-up codes continue the table past the word list */
