@@ -209,6 +209,10 @@ static void check_sample(const okv_tokenizer *tok, const char *task, int ctx, co
             char q[600];
             snprintf(q, sizeof q, "after the phrase \"%s\"?", phrase);
             CHECK(strstr(s->prompt, q) != NULL, "qa: question about '%s' missing", phrase);
+            /* the answer prefix quotes the phrase: the answer continues it */
+            snprintf(q, sizeof q, "Answer: In the document, \"%s", phrase);
+            size_t ql = strlen(q), pl2 = strlen(s->prompt);
+            CHECK(pl2 >= ql && !strcmp(s->prompt + pl2 - ql, q), "qa: the prompt does not end with '%s'", q);
         }
     } else if (!strcmp(task, "cwe") || !strcmp(task, "fwe")) {
         /* the answers are the most frequent items, in the stated order for fwe */

@@ -467,7 +467,7 @@ static void render_qa(struct tstate *t, int n, struct sbuf *b)
             if (ae - a < 3 || ae - a > 20 || (wend > ae && !strchr(".,;:", h.s[ae])) || wend - ae > 1)
                 continue;
             size_t pl = q - 1 - p;   /* phrase without its trailing space */
-            if (pl >= sizeof phrase || memchr(h.s + p, '"', pl))
+            if (pl >= 400 || memchr(h.s + p, '"', pl))   /* 400: the answer prefix quotes it */
                 continue;
             memcpy(phrase, h.s + p, pl);
             phrase[pl] = 0;
@@ -484,6 +484,11 @@ static void render_qa(struct tstate *t, int n, struct sbuf *b)
     snprintf(t->post, sizeof t->post,
              "\n\nAnswer the question based on the given document. Only give me the answer and do not output any "
              "other words.\n\nQuestion: In the document, which word comes right after the phrase \"%s\"?", phrase);
+    /* The answer prefix quotes the phrase, so that the answer is the text's own continuation:
+     * the model's next word after '"PHRASE' is a copy of the word after the phrase in the
+     * document (one lookup, as in the needle tasks), where "Answer:" alone asked it to find the
+     * phrase through the question first. */
+    snprintf(t->prefix, sizeof t->prefix, "Answer: In the document, \"%s", phrase);
     sb_puts(b, t->pre);
     size_t base = b->len;
     if (h.s)

@@ -168,6 +168,7 @@ def main():
         elif t == "qa":
             phrase = re.search(r'comes right after the phrase "(.*)"\?', p).group(1)
             check(spans[0] == phrase + " " + s["answers"][0], f"{name}: qa span {spans[0]!r}")
+            check(p.endswith('Answer: In the document, "' + phrase), f"{name}: qa prompt ends {p[-80:]!r}")
         elif t == "cwe":
             items = re.findall(r"^\d+\. (\w+)$", p, re.M)
             counts = {w: items.count(w) for w in set(items)}
