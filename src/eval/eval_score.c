@@ -47,6 +47,9 @@ static bool has_words(const char *out, const char *ref)
     return false;
 }
 
+/* the most steps read from a chain's output: its answers and a few more */
+#define MAX_STEPS (OKV_EVAL_MAX_ANSWERS + 8)
+
 /* chain: the words the output names as steps: its first word (the answer to the prompt's
  * "A ->"), then the word after every later "->"; and its final answer. */
 static int chain_steps(const char *out, char steps[][64], int max)
@@ -99,8 +102,8 @@ static void final_answer(const char *out, char *ans, size_t cap)
         ans[l] = 0;
         return;
     }
-    char steps[OKV_EVAL_MAX_ANSWERS + 8][64];
-    int n = chain_steps(out, steps, OKV_EVAL_MAX_ANSWERS + 8);
+    char steps[MAX_STEPS][64];
+    int n = chain_steps(out, steps, MAX_STEPS);
     if (n > 0)
         snprintf(ans, cap, "%s", steps[n - 1]);
 }
@@ -117,8 +120,8 @@ double okv_eval_score(enum okv_eval_score_kind kind, const char *const *answers,
         char *ref = okv_eval_normalize(answers[n_answers - 1]);
         *correct = ref && fin[0] && !strcmp(fin, ref);
         okv_free(ref);
-        char steps[OKV_EVAL_MAX_ANSWERS + 8][64];
-        int ns = chain_steps(output, steps, OKV_EVAL_MAX_ANSWERS + 8), ok = 0;
+        char steps[MAX_STEPS][64];
+        int ns = chain_steps(output, steps, MAX_STEPS), ok = 0;
         for (int i = 0; i < ns && i < n_answers; i++) {
             char *r = okv_eval_normalize(answers[i]);
             bool same = r && !strcmp(r, steps[i]);

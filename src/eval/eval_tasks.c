@@ -102,6 +102,19 @@ static uint64_t str_hash(const char *s)
 
 static const char *rand_word(struct tstate *t, struct okv_rng *r) { return t->c->words[eval_rand(r, t->c->n_words)]; }
 
+/* a[0..n) in a random order (Fisher-Yates from the end) drawn from a generator seeded with seed */
+static void shuffle_ints(int *a, int n, uint64_t seed)
+{
+    struct okv_rng rs;
+    okv_rng_seed(&rs, seed);
+    for (int i = n - 1; i > 0; i--) {
+        int j = eval_rand(&rs, i + 1);
+        int tmp = a[i];
+        a[i] = a[j];
+        a[j] = tmp;
+    }
+}
+
 static void set_answer(struct tstate *t, const char *s)
 {
     if (t->n_answers < OKV_EVAL_MAX_ANSWERS)
@@ -301,14 +314,7 @@ static void render_cwe(struct tstate *t, int n, struct sbuf *b)
     for (int w = 0; w < total; w++)
         for (int f = 0; f < (w < 10 ? t->freq_cw : t->freq_ucw); f++)
             items[m++] = pick[w];
-    struct okv_rng rs;
-    okv_rng_seed(&rs, t->seed ^ 0x5f1 ^ (uint64_t)n);
-    for (int i = m - 1; i > 0; i--) {
-        int j = eval_rand(&rs, i + 1);
-        int tmp = items[i];
-        items[i] = items[j];
-        items[j] = tmp;
-    }
+    shuffle_ints(items, m, t->seed ^ 0x5f1 ^ (uint64_t)n);
     sb_puts(b, t->pre);
     for (int i = 0; i < m; i++)
         sb_printf(b, "%d. %s\n", i + 1, t->c->words[items[i]]);
@@ -381,14 +387,7 @@ static void render_fwe(struct tstate *t, int n, struct sbuf *b)
         for (int k = 0; k < (cnt > 1 ? cnt : 1); k++)
             items[m++] = r;
     }
-    struct okv_rng rs;
-    okv_rng_seed(&rs, t->seed ^ 0xf3e ^ (uint64_t)n);
-    for (int i = m - 1; i > 0; i--) {
-        int j = eval_rand(&rs, i + 1);
-        int tmp = items[i];
-        items[i] = items[j];
-        items[j] = tmp;
-    }
+    shuffle_ints(items, m, t->seed ^ 0xf3e ^ (uint64_t)n);
     sb_puts(b, t->pre);
     for (int i = 0; i < m; i++)
         sb_printf(b, "%s%s", i ? " .... " : "", w[items[i]]);
@@ -574,16 +573,9 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
             okv_free(in_chain);
             return;
         }
-        struct okv_rng rs;
-        okv_rng_seed(&rs, t->seed ^ 0x51a7);
         for (int i = 0; i < nd; i++)
             slot[i] = i;
-        for (int i = nd - 1; i > 0; i--) {
-            int j = eval_rand(&rs, i + 1);
-            int tmp = slot[i];
-            slot[i] = slot[j];
-            slot[j] = tmp;
-        }
+        shuffle_ints(slot, nd, t->seed ^ 0x51a7);
     }
     sb_puts(b, t->pre);
     int pos[MAXN];
