@@ -2,7 +2,7 @@
 # A slim copy of a CUDA build to carry to the GPU machine (the device tool carries at
 # most 64 MiB with the tracked tree): the oasiskv command, the CUDA tests and benchmarks
 # (stripped), and in lib/ the shared libraries the GPU machine's image lacks, packed into
-# OUT/build.tar.xz (37 MiB -> ~4 MiB: the CUDA fat binaries compress well);
+# OUT/build.tar.xz (xz -9e: its 64 MiB window packs the binaries, which share the CUDA fat binary, ~100 MiB -> a few MiB);
 # bench/gpu_env.sh unpacks it there and loads the libraries.
 #   bench/make_carry.sh [CUDA build dir, default build-gpu] [out dir, default build-gc]
 set -eu
@@ -17,7 +17,7 @@ strip "$DST/oasiskv" "$DST"/tests/* "$DST"/bench/*
 ldd "$SRC/oasiskv" | awk '/=> \// {print $3}' |
   grep -E 'libcjson|libmicrohttpd|libgnutls|libhogweed|libnettle|libgmp|libidn2|libunistring|libp11-kit|libtasn1|libffi' |
   while read -r f; do cp -L "$f" "$DST/lib/"; done
-tar -C "$DST" -cJf "$DST.tar.xz" . && rm -rf "$DST" && mkdir -p "$DST" && mv "$DST.tar.xz" "$DST/build.tar.xz"
+XZ_OPT=-9e tar -C "$DST" -cJf "$DST.tar.xz" . && rm -rf "$DST" && mkdir -p "$DST" && mv "$DST.tar.xz" "$DST/build.tar.xz"
 du -sh "$DST"
 # the device tool carries the tracked tree and the carried paths together, at most 64 MiB
 tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)

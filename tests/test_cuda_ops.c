@@ -62,14 +62,16 @@ static okv_backend *cpu, *gpu;
  * default kernel with its keys split in 3 (OKV_PREFILL_SPLIT=3), the warpgroup-MMA kernel
  * (OKV_PREFILL_WGMMA=1, sm_90a; on other GPUs it falls back to the default), and with the
  * warpgroup MMA off (OKV_PREFILL_WGMMA=0: the mma.sync default with its own split keys and
- * fallbacks by tile count), that with 3 parts forced, and tiles of 256 in 3 parts; `gpu` is
- * created with OKV_PREFILL_KERNEL=0 (decode kernels only) */
-#define N_PF 10
+ * fallbacks by tile count), that with 3 parts forced, and tiles of 256 in 3 parts; on a 9.0
+ * device the default and OKV_PREFILL_WGMMA=1 take the warp-specialised kernel
+ * (cuda_prefill_ws.cu), OKV_PREFILL_WS=0 the two-warpgroup one (cuda_prefill_wg.cu), alone and
+ * with 3 parts; `gpu` is created with OKV_PREFILL_KERNEL=0 (decode kernels only) */
+#define N_PF 12
 static okv_backend *gpu_pf[N_PF];
 static const char *const pf_label[N_PF] = {"OKV_PREFILL_KERNEL=1", "=128, WARP_ROWS=16", "=128, WARP_ROWS=32",
                                            "OKV_PREFILL_KERNEL=256", "prefill default", "OKV_PREFILL_SPLIT=3",
                                            "OKV_PREFILL_WGMMA=1", "OKV_PREFILL_WGMMA=0", "WGMMA=0, SPLIT=3",
-                                           "=256, SPLIT=3"};
+                                           "=256, SPLIT=3", "OKV_PREFILL_WS=0", "WS=0, SPLIT=3"};
 
 static okv_bmem *up(okv_backend *be, const float *h, size_t n)
 {
@@ -1548,29 +1550,31 @@ int main(void)
     struct okv_backend_params bp = {.n_threads = 4};
     /* OKV_PREFILL_KERNEL is read when a CUDA backend is created: `gpu` with it 0 (the
      * decode kernels only), gpu_pf[] with it on (the caller's value is restored afterwards) */
-    static const char *const pf_var[4] = {"OKV_PREFILL_KERNEL", "OKV_PREFILL_WARP_ROWS", "OKV_PREFILL_SPLIT",
-                                          "OKV_PREFILL_WGMMA"};
-    char *pf_saved[4];
-    for (int v = 0; v < 4; v++) {
+    static const char *const pf_var[5] = {"OKV_PREFILL_KERNEL", "OKV_PREFILL_WARP_ROWS", "OKV_PREFILL_SPLIT",
+                                          "OKV_PREFILL_WGMMA", "OKV_PREFILL_WS"};
+    char *pf_saved[5];
+    for (int v = 0; v < 5; v++) {
         const char *e = getenv(pf_var[v]);
         pf_saved[v] = e ? strdup(e) : NULL;
         unsetenv(pf_var[v]);
     }
     setenv("OKV_PREFILL_KERNEL", "0", 1);
     bool ok = okv_backend_cpu_create(&bp, &cpu) == OKV_OK && okv_backend_create("cuda", &bp, &gpu) == OKV_OK;
-    const char *pf_env[N_PF][4] = {{"1", "16", NULL, NULL}, {"128", "16", NULL, NULL}, {"128", "32", NULL, NULL},
-                                   {"256", "32", NULL, NULL}, {NULL, NULL, NULL, NULL}, {NULL, NULL, "3", NULL},
-                                   {NULL, NULL, NULL, "1"}, {NULL, NULL, NULL, "0"}, {NULL, NULL, "3", "0"},
-                                   {"256", "32", "3", NULL}};
+    const char *pf_env[N_PF][5] = {{"1", "16", NULL, NULL, NULL},  {"128", "16", NULL, NULL, NULL},
+                                   {"128", "32", NULL, NULL, NULL}, {"256", "32", NULL, NULL, NULL},
+                                   {NULL, NULL, NULL, NULL, NULL},  {NULL, NULL, "3", NULL, NULL},
+                                   {NULL, NULL, NULL, "1", NULL},   {NULL, NULL, NULL, "0", NULL},
+                                   {NULL, NULL, "3", "0", NULL},    {"256", "32", "3", NULL, NULL},
+                                   {NULL, NULL, NULL, NULL, "0"},   {NULL, NULL, "3", NULL, "0"}};
     for (int i = 0; i < N_PF; i++) {
-        for (int v = 0; v < 4; v++)
+        for (int v = 0; v < 5; v++)
             if (pf_env[i][v])
                 setenv(pf_var[v], pf_env[i][v], 1);
             else
                 unsetenv(pf_var[v]);
         ok = ok && okv_backend_create("cuda", &bp, &gpu_pf[i]) == OKV_OK;
     }
-    for (int v = 0; v < 4; v++) {
+    for (int v = 0; v < 5; v++) {
         if (pf_saved[v])
             setenv(pf_var[v], pf_saved[v], 1);
         else

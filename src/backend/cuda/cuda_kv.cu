@@ -572,6 +572,11 @@ enum okv_status okv_cuda_kv_alloc(okv_backend *be, const struct okv_kv_geometry 
         KV_FAIL(okv_set_error(OKV_ERR_NO_MEMORY, "cuda backend: cannot allocate the device KV tier (%zu MiB of HBM): %s",
                               dev_bytes >> 20, cudaGetErrorString(e)));
     }
+    /* zeros: the warp-specialised prefill kernel copies whole blocks, rows past a sequence's end
+     * included, and multiplies their V by P = 0, so every row must hold a finite value
+     * (cuda_prefill_ws.cu); written rows always do */
+    if ((e = cudaMemsetAsync(kv->dev, 0, dev_bytes ? dev_bytes : 16, c->stream)) != cudaSuccess)
+        KV_FAIL(okv_cuda_err(e, "device KV tier init", __FILE__, __LINE__));
     if (n_vec) {
         enum okv_status pst = okv_cuda_host_pin_alloc(host_bytes, &kv->host_mem);
         if (pst != OKV_OK)

@@ -412,10 +412,12 @@ template <int HD, int NW, int WM>
 static void pf_info(struct pf_kern *k)
 {
     k->fn = pf_attn_k<HD, NW, WM>;
+    k->ws_fn = NULL;
     k->merge = pf_merge_k<HD>;
     k->wg = false;
     k->wide = NW == 4 && WM == 2;
     k->threads = NW * 32;
+    k->per_sm = 2;
     k->bm = pf_cfg<HD, NW, WM>::BM;
     k->smem = pf_cfg<HD, NW, WM>::SMEM;
 }
@@ -463,12 +465,12 @@ extern "C" int okv_cuda_prefill_min_rows(const struct cuda_ctx *c, int head_dim,
 /* function attributes belong to the device: set once per kernel and context */
 static enum okv_status pf_prepare(struct cuda_ctx *c, const struct pf_kern *k)
 {
-    const void *fn = (const void *)k->fn;
+    const void *fn = k->ws_fn ? (const void *)k->ws_fn : (const void *)k->fn;
     for (int i = 0; i < c->pf_n_seen; i++)
         if (c->pf_seen[i] == fn)
             return OKV_OK;
-    OKV_CU(cudaFuncSetAttribute(k->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k->smem), "prefill attention smem limit");
-    OKV_CU(cudaFuncSetAttribute(k->fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "prefill attention smem carveout");
+    OKV_CU(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k->smem), "prefill attention smem limit");
+    OKV_CU(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100), "prefill attention smem carveout");
     if (c->pf_n_seen < (int)(sizeof c->pf_seen / sizeof c->pf_seen[0]))
         c->pf_seen[c->pf_n_seen++] = fn;
     return OKV_OK;
@@ -505,9 +507,15 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     struct pf_kern k;
     if (!pf_pick(hd, c, &k) || k.smem > c->smem_optin)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda prefill attention: head_dim %d not supported", hd);
-    if (c->prefill_wgmma && k.bm == 128) {   /* the same tiles on the warpgroup MMA (cuda_prefill_wg.cu) */
+    /* the same tiles on the warpgroup MMA: warp-specialised with TMA copies (cuda_prefill_ws.cu)
+     * where the tier allows its tensor map, else in two warpgroups (cuda_prefill_wg.cu) */
+    CUtensorMap tm;
+    if (c->prefill_wgmma && k.bm == 128) {
         struct pf_kern w = k;
-        if (okv_pf_wg_pick(hd, &w) && w.smem <= c->smem_optin)
+        if (c->prefill_ws && okv_pf_ws_tensor_map(c, kv, &tm) && okv_pf_ws_pick(hd, c->prefill_ws == 2, &w) &&
+            w.smem <= c->smem_optin)
+            k = w;
+        else if (okv_pf_wg_pick(hd, &w) && w.smem <= c->smem_optin)
             k = w;
     }
     const int32_t *roff = c->step.h_row_off;
@@ -529,7 +537,7 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
                 if (roff[s + 1] - roff[s] >= p->min_rows && ch > maxch)
                     maxch = ch;
             }
-            parts = (int)(2LL * c->n_sms / n_items);
+            parts = (int)((long long)k.per_sm * c->n_sms / n_items);
             parts = parts > 8 ? 8 : parts;
             parts = parts > maxch / 8 ? maxch / 8 : parts;
             parts = parts < 1 ? 1 : parts;
@@ -617,7 +625,10 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     a.bm = k.bm;
     a.part_o = part;
     a.part_ml = (float2 *)(part ? part + n_po : NULL);
-    k.fn<<<(unsigned)(n_items * parts), k.threads, k.smem, c->stream>>>(a);
+    if (k.ws_fn)
+        k.ws_fn<<<(unsigned)(n_items * parts), k.threads, k.smem, c->stream>>>(a, tm);
+    else
+        k.fn<<<(unsigned)(n_items * parts), k.threads, k.smem, c->stream>>>(a);
     OKV_LAUNCHED("prefill attention kernel");
     if (parts > 1) {
         k.merge<<<(unsigned)n_items, 256, 0, c->stream>>>(a);

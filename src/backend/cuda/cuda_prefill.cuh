@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_mma.cuh"
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
@@ -128,9 +129,13 @@ static __device__ __forceinline__ void pf_softmax(float *sc, float &m0, float &m
 }
 
 typedef void (*pf_fn)(const struct pf_args);
+/* the warp-specialised kernel: the device tier as a tensor map of [rows][HD/64][64] bf16 */
+typedef void (*pf_ws_fn)(const struct pf_args, const CUtensorMap);
 struct pf_kern {
     pf_fn fn, merge;
+    pf_ws_fn ws_fn;   /* set (and fn NULL) for the warp-specialised kernel */
     int threads, bm;
+    int per_sm;  /* CTAs an SM it is made for (the split of few tiles' keys counts on them) */
     size_t smem;
     bool wg;     /* the warpgroup-MMA kernel (cuda_prefill_wg.cu) */
     bool wide;   /* the mma.sync kernel's default: tiles of 128 in 4 warps of 32 */
@@ -139,6 +144,13 @@ struct pf_kern {
 /* the warpgroup-MMA kernel for head_dim hd (64 or 128) into k (fn, threads, bm, smem, wg;
  * not merge); false when hd is not supported (cuda_prefill_wg.cu) */
 bool okv_pf_wg_pick(int hd, struct pf_kern *k);
+/* the warp-specialised kernel (cuda_prefill_ws.cu), likewise (ws_fn, fn NULL), its consumers
+ * taking turns with pingpong */
+bool okv_pf_ws_pick(int hd, bool pingpong, struct pf_kern *k);
+/* Whether the warp-specialised kernel can read this device tier (block size a power of two
+ * from 4 to 128, rows addressable by the TMA), and if so its tensor map into *tm: the tier as
+ * [rows][hd/64][64] bf16, boxes of one 64-dim half of block_size rows, 128-byte swizzled. */
+bool okv_pf_ws_tensor_map(const struct cuda_ctx *c, const struct okv_bkv *kv, CUtensorMap *tm);
 /* whether this process runs the kernel's sm_90a machine code on the current device (a
  * one-thread probe: under a JIT of the compute_90 PTX the kernel is absent) */
 bool okv_pf_wg_probe(void);

@@ -1,0 +1,453 @@
+/* Prefill attention, warp-specialised on Hopper (the FlashAttention-3 structure): the tiles of
+ * cuda_prefill_wg.cu (128 query vectors of one list, its masks, online softmax, split keys and
+ * merge) in CTAs of three warpgroups:
+ *  - a producer warp (its warpgroup at 40 registers a thread, setmaxnreg) reads each chunk's
+ *    block table, skips chunks and blocks that no row of the tile may see (the causal tail),
+ *    and has the tensor memory accelerator copy each needed block's K and V (one TMA a block
+ *    and 64-dim half, 128-byte swizzled as wgmma reads them) into rings of shared-memory
+ *    stages (2 for K, 3 for V), each completing on its stage's mbarrier;
+ *  - two consumer warpgroups (232 registers) of 64 query vectors each run S = Q K^T and
+ *    O += P V on the warpgroup MMA in chunks of 128 keys, with the product of chunk j's scores
+ *    issued before the previous chunk's P V, so that the softmax of chunk j runs on the ALUs
+ *    while the tensor cores do P V of chunk j - 1 (intra-warpgroup overlap). A consumer frees a
+ *    K stage once its scores are read and a V stage once its P V has completed.
+ * The K ring carries per stage the chunk's block positions (for the masks) and an end mark
+ * after the last chunk, so producer and consumers agree on the chunks without a count.
+ *
+ * A block is copied whole, so rows past a sequence's end or a row's limit arrive too: they are
+ * masked like every other key past a limit, and their V must be finite (P = 0 times V):
+ * the device tier is zeroed when it is made (cuda_kv.cu) and only ever holds written KV, and
+ * the V stages are zeroed at the start (a block skipped in a chunk leaves older V there).
+ *
+ * Shared memory (1024-byte aligned regions, 128-byte swizzle as cuda_prefill_wg.cu):
+ * Q [HD/64][128 rows][128 B], K stages [HD/64][128 keys][128 B] x 2, V stages x 3, then the
+ * stages' block positions and headers and the mbarriers. hd 128: 193 KB; one CTA an SM.
+ *
+ * sm_90a only; OKV_PREFILL_WS=0 keeps cuda_prefill_wg.cu's kernel (bench/RESULTS.md section 34). */
+#include "backend/cuda/cuda_mma.cuh"
+#include "backend/cuda/cuda_prefill.cuh"
+#include "backend/cuda/cuda_wgmma.cuh"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <limits.h>
+#include <math.h>
+#include <type_traits>
+
+#define WS_THREADS 384   /* producer warpgroup + two consumer warpgroups */
+#define WS_BM 128        /* query vectors a tile: 64 a consumer warpgroup */
+#define WS_KC 128        /* keys a chunk */
+#define WS_NK 2          /* K stages */
+#define WS_NV 3          /* V stages */
+#define WS_PRODUCER_REGS 40    /* 40 + 2 x 232 = 3 x 168, the launch's count */
+#define WS_CONSUMER_REGS 232
+
+#define WS_FAR (INT_MAX / 2)   /* a block position no row reaches (missing blocks) */
+
+template <int HD>
+struct ws_cfg {
+    static constexpr int HALVES = HD / 64;
+    static constexpr int REGION = WS_KC * 128 * HALVES;     /* bytes of one chunk's K (or V) */
+    static constexpr int QBYTES = WS_BM * 128 * HALVES;     /* the tile's queries */
+    static constexpr int OFF_K = QBYTES;
+    static constexpr int OFF_V = OFF_K + WS_NK * REGION;
+    static constexpr int OFF_POS = OFF_V + WS_NV * REGION;  /* int [WS_NK][WS_KC]: block positions */
+    static constexpr int OFF_HDR = OFF_POS + WS_NK * WS_KC * 4;   /* int2 [WS_NK]: max position, end */
+    static constexpr int OFF_BAR = OFF_HDR + WS_NK * 8;     /* u64: kfull, kempty [WS_NK], vfull, vempty [WS_NV] */
+    static constexpr int BYTES = OFF_BAR + 2 * (WS_NK + WS_NV) * 8;
+    static constexpr size_t SMEM = 1024 + (size_t)BYTES;
+    static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* one box of the tensor map (64 dims x bs rows of one half) into shared memory, completing on bar */
+static __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap *tm, int half, int row, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+                 "l"((uint64_t)tm), "r"(0), "r"(half), "r"(row), "r"(bar)
+                 : "memory");
+}
+static __device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+/* The producer warp: chunk by chunk, lane b takes block b of the chunk (WS_KC / bs <= 32 of
+ * them): its position, and, when a row of the tile may see it, one TMA per 64-dim half for its
+ * K (then its V) into the next K (V) stage, whose mbarrier expects the bytes. */
+template <int HD>
+static __device__ __forceinline__ void ws_produce(const struct pf_args &a, const CUtensorMap *tm, const struct pf_span &sp,
+                                                  int c0, int c1, int lim, int lbs, unsigned char *smem, uint32_t sbase)
+{
+    typedef ws_cfg<HD> C;
+    const int lane = threadIdx.x & 31, bs = a.bs, nbc = WS_KC >> lbs;
+    const int nblk = sp.nkeys >> lbs;
+    int *sbp = (int *)(smem + C::OFF_POS);
+    int2 *hdr = (int2 *)(smem + C::OFF_HDR);
+    const uint32_t kfull = sbase + C::OFF_BAR, kempty = kfull + 8 * WS_NK;
+    const uint32_t vfull = kempty + 8 * WS_NK, vempty = vfull + 8 * WS_NV;
+    const uint32_t bbytes = (uint32_t)bs * 128u;   /* one box */
+    int kn = 0, kph = 0;   /* K ring: next stage and its use's parity */
+    int vn = 0, vph = 0;   /* V ring */
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)tm) : "memory");
+    for (int ch = c0; ch < c1; ch++) {
+        const int b = ch * nbc + lane;
+        int bpos = WS_FAR, row = 0;
+        if (lane < nbc && b < nblk) {
+            const int mu = __ldg(a.blk_unit + sp.base + b), mi = __ldg(a.blk_index + sp.base + b);
+            bpos = mi * bs;
+            row = (int)(okv_cuda_unit_global(mu, a.layer_off, a.stage_off) * (a.unit_elems / HD));
+        }
+        const bool need = bpos < lim;
+        const unsigned nm = __ballot_sync(0xffffffffu, need);
+        if (!nm)
+            continue;   /* no row of the tile sees a key of this chunk */
+        const int mx = __reduce_max_sync(0xffffffffu, bpos < WS_FAR ? bpos + bs - 1 : WS_FAR);
+        const uint32_t bytes = (uint32_t)__popc(nm) * C::HALVES * bbytes;
+        mbar_wait(kempty + 8 * kn, kph ^ 1);
+        if (lane < nbc)
+            sbp[kn * WS_KC + lane] = bpos;
+        if (lane == 0)
+            hdr[kn] = make_int2(mx, 0);
+        __syncwarp();
+        const uint32_t kdst = sbase + (uint32_t)(C::OFF_K + kn * C::REGION) + (uint32_t)(lane * bs * 128);
+        if (lane == 0)
+            mbar_expect(kfull + 8 * kn, bytes);
+        __syncwarp();
+        if (need)
+#pragma unroll
+            for (int h = 0; h < C::HALVES; h++)
+                tma_load(kdst + (uint32_t)(h * WS_KC * 128), tm, h, row, kfull + 8 * kn);
+        mbar_wait(vempty + 8 * vn, vph ^ 1);
+        const uint32_t vdst = sbase + (uint32_t)(C::OFF_V + vn * C::REGION) + (uint32_t)(lane * bs * 128);
+        if (lane == 0)
+            mbar_expect(vfull + 8 * vn, bytes);
+        __syncwarp();
+        if (need)
+#pragma unroll
+            for (int h = 0; h < C::HALVES; h++)
+                tma_load(vdst + (uint32_t)(h * WS_KC * 128), tm, h, row + bs, vfull + 8 * vn);
+        if (++kn == WS_NK) {
+            kn = 0;
+            kph ^= 1;
+        }
+        if (++vn == WS_NV) {
+            vn = 0;
+            vph ^= 1;
+        }
+    }
+    /* the end mark in the next K stage */
+    mbar_wait(kempty + 8 * kn, kph ^ 1);
+    if (lane == 0) {
+        hdr[kn] = make_int2(WS_FAR, 1);
+        mbar_arrive(kfull + 8 * kn);
+    }
+}
+#endif
+
+/* PP: the consumer warpgroups take turns to issue their products (named barriers 2 and 3), so
+ * that one's softmax runs while the other's products hold the tensor cores */
+template <int HD, bool PP>
+static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_args a, const __grid_constant__ CUtensorMap tm)
+{
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();
+#else
+    typedef ws_cfg<HD> C;
+    constexpr int NT = WS_KC / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem_raw);
+    unsigned char *smem = smem_raw + (((raw + 1023u) & ~1023u) - raw);
+    const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+    unsigned char *sq = smem;
+    __shared__ int s_lim, s_gmin[2];
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const struct pf_span sp = pf_span_of(a);
+    const struct pf_item item = sp.item;
+    const int lbs = __ffs(a.bs) - 1;   /* bs: a power of two dividing WS_KC (okv_pf_ws_pick's caller) */
+    /* this kernel's chunks are of WS_KC keys: the part's share of them */
+    const int nch_all = (sp.nkeys + WS_KC - 1) / WS_KC;
+    const int c0 = (int)((long long)nch_all * item.part / a.n_parts);
+    const int c1 = (int)((long long)nch_all * (item.part + 1) / a.n_parts);
+    const uint32_t kfull = sbase + C::OFF_BAR, kempty = kfull + 8 * WS_NK;
+    const uint32_t vfull = kempty + 8 * WS_NK, vempty = vfull + 8 * WS_NV;
+    if (threadIdx.x == 0) {
+        s_lim = 0;
+        s_gmin[0] = s_gmin[1] = INT_MAX;
+        for (int i = 0; i < WS_NK; i++) {
+            mbar_init(kfull + 8 * i, 1);     /* the producer's expect_tx (or end mark), then the bytes */
+            mbar_init(kempty + 8 * i, 256);  /* the consumers' threads */
+        }
+        for (int i = 0; i < WS_NV; i++) {
+            mbar_init(vfull + 8 * i, 1);
+            mbar_init(vempty + 8 * i, 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+
+    /* consumers: their queries into shared memory, their rows' limits, zeros in the V stages */
+    const int cw = warp - 4, wgi = cw >> 2;   /* consumer warp 0..7, its warpgroup */
+    const int g = lane >> 2, t = lane & 3;
+    const int w0 = cw * 16, v0 = item.tile * WS_BM + w0 + g;
+    int glim[2] = {0, 0};
+    bool vok[2] = {false, false};
+    if (warp >= 4) {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int v = v0 + 8 * half, tr = w0 + g + 8 * half;
+            vok[half] = v < sp.nv;
+            const float *qp = NULL;
+            if (vok[half]) {
+                const int row = a.seq_rows[sp.r0 + v / a.group], qh = sp.h * a.group + v % a.group;
+                glim[half] = min(sp.kv_len, a.tok_pos[row] + 1);
+                qp = a.q + ((size_t)row * a.n_heads + qh) * HD;
+            }
+            const float sc = a.scale_log2;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                uint32_t lo = 0u, hi = 0u;
+                if (qp) {
+                    const float2 x0 = *(const float2 *)(qp + kk * 16 + 2 * t);
+                    const float2 x1 = *(const float2 *)(qp + kk * 16 + 2 * t + 8);
+                    lo = pf_pack(x0.x * sc, x0.y * sc);
+                    hi = pf_pack(x1.x * sc, x1.y * sc);
+                }
+                *(uint32_t *)(sq + wg_off(tr, 2 * kk, WS_BM) + 4 * t) = lo;
+                *(uint32_t *)(sq + wg_off(tr, 2 * kk + 1, WS_BM) + 4 * t) = hi;
+            }
+        }
+        for (int i = threadIdx.x - 128; i < WS_NV * C::REGION / 16; i += 256)
+            *(uint4 *)(smem + C::OFF_V + 16 * i) = make_uint4(0u, 0u, 0u, 0u);
+        const int wmax = __reduce_max_sync(0xffffffffu, max(glim[0], glim[1]));
+        const int wmin = __reduce_min_sync(0xffffffffu, min(vok[0] ? glim[0] : INT_MAX, vok[1] ? glim[1] : INT_MAX));
+        fence_proxy_async();   /* the queries and zeros, written by this thread, for the async proxy */
+        if (lane == 0) {
+            atomicMax(&s_lim, wmax);
+            atomicMin(&s_gmin[wgi], wmin);
+        }
+    }
+    __syncthreads();
+    const int lim = s_lim;
+
+    if (warp < 4) {
+        setmaxnreg_dec<WS_PRODUCER_REGS>();
+        if (warp == 0)
+            ws_produce<HD>(a, &tm, sp, c0, c1, lim, lbs, smem, sbase);
+        return;
+    }
+    setmaxnreg_inc<WS_CONSUMER_REGS>();
+    const int gmin = s_gmin[wgi];   /* chunks below every row's limit need no mask */
+    const int *sbp = (const int *)(smem + C::OFF_POS);
+    const int2 *hdr = (const int2 *)(smem + C::OFF_HDR);
+    const uint32_t q_addr = sbase + (uint32_t)(wgi * 64 * 128);   /* the warpgroup's 64 rows */
+
+    float o[HD / 2];   /* O: 64 x HD a warpgroup, n-tile n in o[4n .. 4n+3] */
+#pragma unroll
+    for (int n = 0; n < HD / 2; n++)
+        o[n] = 0.f;
+    float sc[WS_KC / 2];   /* S of the current chunk, then its P */
+#pragma unroll
+    for (int i = 0; i < WS_KC / 2; i++)
+        sc[i] = 0.f;
+    uint32_t pa[WS_KC / 16][4];   /* P of the previous chunk as bf16 A fragments */
+#pragma unroll
+    for (int k = 0; k < WS_KC / 16; k++)
+        pa[k][0] = pa[k][1] = pa[k][2] = pa[k][3] = 0u;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+    int kn = 0, kph = 0, vn = 0, vph = 0;
+    int pv = 0, pvph = 0;   /* V stage (and parity) of the previous chunk, whose P V is pending */
+
+    auto issue_pv = [&](int vs) {
+        const uint32_t v_addr = sbase + (uint32_t)(C::OFF_V + vs * C::REGION);
+#pragma unroll
+        for (int k16 = 0; k16 < WS_KC / 16; k16++) {
+            const uint64_t dv = wg_desc(v_addr + (uint32_t)(k16 * 16 * 128), (uint32_t)(WS_KC * 128), 1024);
+            if constexpr (HD == 128)
+                wgmma_rs_n128(o, pa[k16], dv);
+            else
+                wgmma_rs_n64(o, pa[k16], dv);
+        }
+        wg_commit();
+    };
+    /* every consumer thread arrives once its own reads are done: no branch while a wgmma is in
+     * flight (ptxas serializes every wgmma of a kernel whose pipeline it cannot follow) */
+    auto release = [&](uint32_t bar) { mbar_arrive(bar); };
+
+    auto issue_s = [&]() {
+        const uint32_t k_addr = sbase + (uint32_t)(C::OFF_K + kn * C::REGION);
+        /* every register the products read (O, P, S) written before the fence: were the
+         * compiler to move a write past it, ptxas would serialize every wgmma of the kernel */
+        wg_pin(o);
+        wg_pin(pa);
+        wg_pin(sc);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const uint32_t qa = q_addr + (uint32_t)((kk >> 2) * WS_BM * 128 + (kk & 3) * 32);
+            const uint32_t kb = k_addr + (uint32_t)((kk >> 2) * WS_KC * 128 + (kk & 3) * 32);
+            wgmma_ss_n128(sc, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
+        }
+        wg_commit();
+    };
+    /* the chunk's masks where some key is at or past some row's limit (M), then its K stage is
+     * free; the online softmax turns S into P */
+    auto mask_softmax = [&](auto masked, float &al0, float &al1) {
+        wg_pin(sc);
+        if constexpr (decltype(masked)::value) {
+            const int *bp = sbp + kn * WS_KC;
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                const int k = n * 8 + 2 * t;   /* keys k, k + 1: one block (bs is even) */
+                const int kp = bp[k >> lbs] + (k & (a.bs - 1));
+                sc[4 * n + 0] = kp < glim[0] ? sc[4 * n + 0] : -INFINITY;
+                sc[4 * n + 1] = kp + 1 < glim[0] ? sc[4 * n + 1] : -INFINITY;
+                sc[4 * n + 2] = kp < glim[1] ? sc[4 * n + 2] : -INFINITY;
+                sc[4 * n + 3] = kp + 1 < glim[1] ? sc[4 * n + 3] : -INFINITY;
+            }
+        }
+        release(kempty + 8 * kn);
+        pf_softmax<NT>(sc, m0, m1, l0, l1, al0, al1);
+    };
+    /* O rescaled by the new maxima, P kept as the next P V's A fragments; next stages */
+    auto rescale_pack = [&](float al0, float al1) {
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+            o[4 * n + 0] *= al0;
+            o[4 * n + 1] *= al0;
+            o[4 * n + 2] *= al1;
+            o[4 * n + 3] *= al1;
+        }
+#pragma unroll
+        for (int k16 = 0; k16 < WS_KC / 16; k16++) {
+            pa[k16][0] = pf_pack(sc[8 * k16 + 0], sc[8 * k16 + 1]);
+            pa[k16][1] = pf_pack(sc[8 * k16 + 2], sc[8 * k16 + 3]);
+            pa[k16][2] = pf_pack(sc[8 * k16 + 4], sc[8 * k16 + 5]);
+            pa[k16][3] = pf_pack(sc[8 * k16 + 6], sc[8 * k16 + 7]);
+        }
+        pv = vn;
+        pvph = vph;
+        if (++kn == WS_NK) {
+            kn = 0;
+            kph ^= 1;
+        }
+        if (++vn == WS_NV) {
+            vn = 0;
+            vph ^= 1;
+        }
+    };
+    /* a chunk after the first: its S issued before the previous chunk's P V, its softmax while
+     * that P V runs; no branch while a product is in flight (ptxas would wait for it there),
+     * hence a body for masked chunks and one for the others */
+    auto step = [&](auto masked) {
+        float al0, al1;
+        if (PP)
+            named_sync(2 + wgi, 256);
+        issue_s();
+        mbar_wait(vfull + 8 * pv, pvph);
+        wg_fence();
+        issue_pv(pv);
+        if (PP)
+            named_arrive(3 - wgi, 256);
+        wg_wait<1>();
+        mask_softmax(masked, al0, al1);
+        wg_wait<0>();
+        wg_pin(o);
+        release(vempty + 8 * pv);
+        rescale_pack(al0, al1);
+    };
+
+    if (PP && wgi == 1)
+        named_arrive(2, 256);   /* warpgroup 0 issues first */
+    mbar_wait(kfull + 8 * kn, kph);
+    int2 h = hdr[kn];
+    if (!h.y) {
+        /* the first chunk alone: no P V before it */
+        if (PP)
+            named_sync(2 + wgi, 256);
+        issue_s();
+        if (PP)
+            named_arrive(3 - wgi, 256);
+        wg_wait<0>();
+        float al0, al1;
+        mask_softmax(std::true_type(), al0, al1);
+        rescale_pack(al0, al1);
+        for (;;) {
+            mbar_wait(kfull + 8 * kn, kph);
+            h = hdr[kn];
+            if (h.y)
+                break;
+            if (h.x < gmin)
+                step(std::false_type());
+            else
+                step(std::true_type());
+        }
+        mbar_wait(vfull + 8 * pv, pvph);
+        wg_pin(o);
+        wg_pin(pa);
+        wg_fence();
+        issue_pv(pv);
+        wg_wait<0>();
+        wg_pin(o);
+        release(vempty + 8 * pv);
+    }
+
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        if (!vok[half])
+            continue;
+        const int v = v0 + 8 * half;
+        const float l = half ? l1 : l0;
+        const float il = l > 0.f ? 1.f / l : 0.f;
+        float *op;
+        if (a.n_parts == 1) {
+            const int row = a.seq_rows[sp.r0 + v / a.group], qh = sp.h * a.group + v % a.group;
+            op = a.out + ((size_t)row * a.n_heads + qh) * HD;
+        } else {
+            const size_t pi = ((size_t)(blockIdx.x / a.n_parts) * WS_BM + (v - item.tile * WS_BM)) * a.n_parts + item.part;
+            op = a.part_o + pi * HD;
+            if (t == 0)
+                a.part_ml[pi] = make_float2(half ? m1 : m0, l);
+        }
+        op += 2 * t;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++)
+            *(float2 *)(op + n * 8) = make_float2(o[4 * n + 2 * half] * il, o[4 * n + 2 * half + 1] * il);
+    }
+#endif
+}
+
+bool okv_pf_ws_pick(int hd, bool pingpong, struct pf_kern *k)
+{
+    k->threads = WS_THREADS;
+    k->bm = WS_BM;
+    k->wg = true;
+    k->wide = false;
+    k->per_sm = 1;
+    k->fn = NULL;
+    switch (hd) {
+    case 64: k->ws_fn = pingpong ? pf_ws_k<64, true> : pf_ws_k<64, false>; k->smem = ws_cfg<64>::SMEM; return true;
+    case 128: k->ws_fn = pingpong ? pf_ws_k<128, true> : pf_ws_k<128, false>; k->smem = ws_cfg<128>::SMEM; return true;
+    default: return false;
+    }
+}
+
+bool okv_pf_ws_tensor_map(const struct cuda_ctx *c, const struct okv_bkv *kv, CUtensorMap *tm)
+{
+    const int bs = kv->g.block_size, hd = kv->g.head_dim;
+    if (!c->tmap_encode || bs < 4 || bs > WS_KC || (bs & (bs - 1)) || (hd != 64 && hd != 128))
+        return false;
+    const size_t rows = (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * kv->unit_elems / (size_t)hd;
+    if (rows == 0 || rows >= (size_t)INT_MAX)   /* the TMA's row coordinate is a signed 32-bit int */
+        return false;
+    const cuuint64_t dims[3] = {64, (cuuint64_t)(hd / 64), (cuuint64_t)rows};
+    const cuuint64_t strides[2] = {128, (cuuint64_t)hd * sizeof(okv_bf16)};
+    const cuuint32_t box[3] = {64, 1, (cuuint32_t)bs}, estr[3] = {1, 1, 1};
+    PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)c->tmap_encode;
+    return enc(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, kv->dev, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
