@@ -64,14 +64,15 @@ static okv_backend *cpu, *gpu;
  * warpgroup MMA off (OKV_PREFILL_WGMMA=0: the mma.sync default with its own split keys and
  * fallbacks by tile count), that with 3 parts forced, and tiles of 256 in 3 parts; on a 9.0
  * device the default and OKV_PREFILL_WGMMA=1 take the warp-specialised kernel
- * (cuda_prefill_ws.cu), OKV_PREFILL_WS=0 the two-warpgroup one (cuda_prefill_wg.cu), alone and
- * with 3 parts; `gpu` is created with OKV_PREFILL_KERNEL=0 (decode kernels only) */
-#define N_PF 12
+ * (cuda_prefill_ws.cu; consumers taking turns, and OKV_PREFILL_WS=1 without), OKV_PREFILL_WS=0
+ * the two-warpgroup one (cuda_prefill_wg.cu), alone and with 3 parts; `gpu` is created with
+ * OKV_PREFILL_KERNEL=0 (decode kernels only) */
+#define N_PF 13
 static okv_backend *gpu_pf[N_PF];
 static const char *const pf_label[N_PF] = {"OKV_PREFILL_KERNEL=1", "=128, WARP_ROWS=16", "=128, WARP_ROWS=32",
                                            "OKV_PREFILL_KERNEL=256", "prefill default", "OKV_PREFILL_SPLIT=3",
                                            "OKV_PREFILL_WGMMA=1", "OKV_PREFILL_WGMMA=0", "WGMMA=0, SPLIT=3",
-                                           "=256, SPLIT=3", "OKV_PREFILL_WS=0", "WS=0, SPLIT=3"};
+                                           "=256, SPLIT=3", "OKV_PREFILL_WS=0", "WS=0, SPLIT=3", "OKV_PREFILL_WS=1"};
 
 static okv_bmem *up(okv_backend *be, const float *h, size_t n)
 {
@@ -1565,7 +1566,8 @@ int main(void)
                                    {NULL, NULL, NULL, NULL, NULL},  {NULL, NULL, "3", NULL, NULL},
                                    {NULL, NULL, NULL, "1", NULL},   {NULL, NULL, NULL, "0", NULL},
                                    {NULL, NULL, "3", "0", NULL},    {"256", "32", "3", NULL, NULL},
-                                   {NULL, NULL, NULL, NULL, "0"},   {NULL, NULL, "3", NULL, "0"}};
+                                   {NULL, NULL, NULL, NULL, "0"},   {NULL, NULL, "3", NULL, "0"},
+                                   {NULL, NULL, NULL, NULL, "1"}};
     for (int i = 0; i < N_PF; i++) {
         for (int v = 0; v < 5; v++)
             if (pf_env[i][v])

@@ -1154,10 +1154,11 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         const char *pg = getenv("OKV_PREFILL_WGMMA");
         c->prefill_wgmma = (pg && *pg ? atoi(pg) == 1 : c->prefill_auto) && prop.major == 9 && prop.minor == 0 &&
                            okv_pf_wg_probe();
-        /* and on it the warp-specialised kernel (a producer warpgroup, two consumers; cuda_prefill_ws.cu,
-         * bench/RESULTS.md section 34); OKV_PREFILL_WS=0 keeps the wgmma kernel of two warpgroups */
+        /* and on it the warp-specialised kernel (a TMA producer warp, two consumer warpgroups taking
+         * turns; cuda_prefill_ws.cu, bench/RESULTS.md section 34): OKV_PREFILL_WS=1 without the
+         * turns, =0 the wgmma kernel of two warpgroups */
         const char *pws = getenv("OKV_PREFILL_WS");
-        c->prefill_ws = !c->prefill_wgmma ? 0 : pws && *pws ? (atoi(pws) == 2 ? 2 : atoi(pws) == 0 ? 0 : 1) : 1;
+        c->prefill_ws = !c->prefill_wgmma ? 0 : pws && *pws ? (atoi(pws) == 1 ? 1 : atoi(pws) == 0 ? 0 : 2) : 2;
         c->tmap_encode = NULL;
         if (c->prefill_ws) {   /* its copies are TMAs, described by tensor maps the driver encodes */
             enum cudaDriverEntryPointQueryResult q;

@@ -260,8 +260,8 @@ struct cuda_ctx {
     bool prefill_auto;
     int prefill_split;       /* OKV_PREFILL_SPLIT: key parts a tile forced (0: by the call's tiles) */
     bool prefill_wgmma;      /* OKV_PREFILL_WGMMA=1: tiles of 128 on the warpgroup MMA (cuda_prefill_wg.cu) */
-    int prefill_ws;          /* with it, the warp-specialised kernel (cuda_prefill_ws.cu): 1, 2 with its
-                              * consumers taking turns (OKV_PREFILL_WS=1 / 2), 0 off */
+    int prefill_ws;          /* with it, the warp-specialised kernel (cuda_prefill_ws.cu): 2 (default) with its
+                              * consumers taking turns, 1 without (OKV_PREFILL_WS=1), 0 off */
     void *tmap_encode;       /* the driver's cuTensorMapEncodeTiled, for that kernel's TMA copies (or NULL) */
     bool sync_compute_only;   /* sync() leaves the copy stream running (default; OKV_STEP_SYNC=both: not) */
     const void *pf_seen[16];

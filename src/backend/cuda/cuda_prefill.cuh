@@ -93,16 +93,29 @@ struct pf_meta {
  * 4g..4g+3 sharing the rows. Takes the row maxima, turns sc into 2^(s - max), updates the
  * running max (m0, m1) and partial sums (l0, l1), and returns in al0, al1 the factor of
  * the output accumulated so far. */
-template <int NT>
+template <int NT, int PARTS = 1>
 static __device__ __forceinline__ void pf_softmax(float *sc, float &m0, float &m1, float &l0, float &l1, float &al0,
                                                   float &al1)
 {
-    float mx0 = -INFINITY, mx1 = -INFINITY;
+    static_assert(PARTS == 1 || PARTS == 2 || PARTS == 4, "parts: 1, 2 or 4");
+    static_assert(NT % PARTS == 0, "n-tiles: a multiple of the parts");
+    /* the row maxima and sums in PARTS parts each: shorter dependency chains, which the ALUs
+     * overlap (a running max or sum over 2 NT values waits on each step), for registers */
+    float q0[PARTS], q1[PARTS];
+#pragma unroll
+    for (int i = 0; i < PARTS; i++)
+        q0[i] = q1[i] = -INFINITY;
 #pragma unroll
     for (int n = 0; n < NT; n++) {
-        mx0 = fmaxf(mx0, fmaxf(sc[4 * n], sc[4 * n + 1]));
-        mx1 = fmaxf(mx1, fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
+        q0[n % PARTS] = fmaxf(q0[n % PARTS], fmaxf(sc[4 * n], sc[4 * n + 1]));
+        q1[n % PARTS] = fmaxf(q1[n % PARTS], fmaxf(sc[4 * n + 2], sc[4 * n + 3]));
     }
+#pragma unroll
+    for (int i = 1; i < PARTS; i++) {
+        q0[0] = fmaxf(q0[0], q0[i]);
+        q1[0] = fmaxf(q1[0], q1[i]);
+    }
+    float mx0 = q0[0], mx1 = q1[0];
 #pragma unroll
     for (int x = 1; x <= 2; x <<= 1) {
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, x));
@@ -112,16 +125,25 @@ static __device__ __forceinline__ void pf_softmax(float *sc, float &m0, float &m
     al0 = m0 == -INFINITY ? 0.f : ex2(m0 - mn0);
     al1 = m1 == -INFINITY ? 0.f : ex2(m1 - mn1);
     const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
-    float ls0 = 0.f, ls1 = 0.f;
+    float p0[PARTS], p1[PARTS];
+#pragma unroll
+    for (int i = 0; i < PARTS; i++)
+        p0[i] = p1[i] = 0.f;
 #pragma unroll
     for (int n = 0; n < NT; n++) {
         sc[4 * n + 0] = ex2(sc[4 * n + 0] - ms0);
         sc[4 * n + 1] = ex2(sc[4 * n + 1] - ms0);
         sc[4 * n + 2] = ex2(sc[4 * n + 2] - ms1);
         sc[4 * n + 3] = ex2(sc[4 * n + 3] - ms1);
-        ls0 += sc[4 * n + 0] + sc[4 * n + 1];
-        ls1 += sc[4 * n + 2] + sc[4 * n + 3];
+        p0[n % PARTS] += sc[4 * n + 0] + sc[4 * n + 1];
+        p1[n % PARTS] += sc[4 * n + 2] + sc[4 * n + 3];
     }
+#pragma unroll
+    for (int i = 1; i < PARTS; i++) {
+        p0[0] += p0[i];
+        p1[0] += p1[i];
+    }
+    const float ls0 = p0[0], ls1 = p1[0];
     l0 = l0 * al0 + ls0;
     l1 = l1 * al1 + ls1;
     m0 = mn0;

@@ -23,6 +23,8 @@
  * Q [HD/64][128 rows][128 B], K stages [HD/64][128 keys][128 B] x 2, V stages x 3, then the
  * stages' block positions and headers and the mbarriers. hd 128: 193 KB; one CTA an SM.
  *
+ * The consumers take turns to issue their products (named barriers), so that one's softmax runs
+ * while the other's products hold the tensor cores; OKV_PREFILL_WS=1 lets them issue freely.
  * sm_90a only; OKV_PREFILL_WS=0 keeps cuda_prefill_wg.cu's kernel (bench/RESULTS.md section 34). */
 #include "backend/cuda/cuda_mma.cuh"
 #include "backend/cuda/cuda_prefill.cuh"
@@ -258,11 +260,14 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
     int kn = 0, kph = 0, vn = 0, vph = 0;
     int pv = 0, pvph = 0;   /* V stage (and parity) of the previous chunk, whose P V is pending */
 
+    /* descriptors: one a stage, the steps along it added to the start address field (the low 14
+     * bits of the address >> 4, which no offset within shared memory carries out of) */
+    const uint64_t dq0 = wg_desc(q_addr, 16, 1024);
     auto issue_pv = [&](int vs) {
-        const uint32_t v_addr = sbase + (uint32_t)(C::OFF_V + vs * C::REGION);
+        const uint64_t dv0 = wg_desc(sbase + (uint32_t)(C::OFF_V + vs * C::REGION), (uint32_t)(WS_KC * 128), 1024);
 #pragma unroll
         for (int k16 = 0; k16 < WS_KC / 16; k16++) {
-            const uint64_t dv = wg_desc(v_addr + (uint32_t)(k16 * 16 * 128), (uint32_t)(WS_KC * 128), 1024);
+            const uint64_t dv = dv0 + (uint64_t)(k16 * 16 * 128 / 16);
             if constexpr (HD == 128)
                 wgmma_rs_n128(o, pa[k16], dv);
             else
@@ -275,7 +280,7 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
     auto release = [&](uint32_t bar) { mbar_arrive(bar); };
 
     auto issue_s = [&]() {
-        const uint32_t k_addr = sbase + (uint32_t)(C::OFF_K + kn * C::REGION);
+        const uint64_t dk0 = wg_desc(sbase + (uint32_t)(C::OFF_K + kn * C::REGION), 16, 1024);
         /* every register the products read (O, P, S) written before the fence: were the
          * compiler to move a write past it, ptxas would serialize every wgmma of the kernel */
         wg_pin(o);
@@ -284,9 +289,9 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
-            const uint32_t qa = q_addr + (uint32_t)((kk >> 2) * WS_BM * 128 + (kk & 3) * 32);
-            const uint32_t kb = k_addr + (uint32_t)((kk >> 2) * WS_KC * 128 + (kk & 3) * 32);
-            wgmma_ss_n128(sc, wg_desc(qa, 16, 1024), wg_desc(kb, 16, 1024), kk > 0);
+            const uint64_t dq = dq0 + (uint64_t)(((kk >> 2) * WS_BM * 128 + (kk & 3) * 32) / 16);
+            const uint64_t dk = dk0 + (uint64_t)(((kk >> 2) * WS_KC * 128 + (kk & 3) * 32) / 16);
+            wgmma_ss_n128(sc, dq, dk, kk > 0);
         }
         wg_commit();
     };
@@ -307,16 +312,20 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
             }
         }
         release(kempty + 8 * kn);
-        pf_softmax<NT>(sc, m0, m1, l0, l1, al0, al1);
+        pf_softmax<NT, 4>(sc, m0, m1, l0, l1, al0, al1);
     };
     /* O rescaled by the new maxima, P kept as the next P V's A fragments; next stages */
     auto rescale_pack = [&](float al0, float al1) {
+        /* no product in flight here: a branch costs nothing, and once the maxima settle (long
+         * prompts) most chunks leave them unchanged */
+        if (!__all_sync(0xffffffffu, al0 == 1.f && al1 == 1.f)) {
 #pragma unroll
-        for (int n = 0; n < HD / 8; n++) {
-            o[4 * n + 0] *= al0;
-            o[4 * n + 1] *= al0;
-            o[4 * n + 2] *= al1;
-            o[4 * n + 3] *= al1;
+            for (int n = 0; n < HD / 8; n++) {
+                o[4 * n + 0] *= al0;
+                o[4 * n + 1] *= al0;
+                o[4 * n + 2] *= al1;
+                o[4 * n + 3] *= al1;
+            }
         }
 #pragma unroll
         for (int k16 = 0; k16 < WS_KC / 16; k16++) {
