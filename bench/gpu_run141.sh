@@ -4,6 +4,7 @@
 # compute-sanitizer memcheck on the prefill test, the kernel alone on three shapes (default, =1
 # without turns, =0 the two-warpgroup kernel), and whole prefills (8B shape 2 x 32K, chunks of
 # 512 and 2048; the trained target 16 x 28000; SmolLM2's shape 16 x 8000), default against =0.
+# Then the evaluation planned in session 21 (gpu_run135.sh, not run there): see below.
 #   bash bench/gpu_run141.sh      (carry build-gc; results under $OUT)
 set -u
 . bench/gpu_env.sh build-gc
@@ -32,3 +33,14 @@ for w in 2 0; do
   tp "prefill SmolLM2 shape 16x8000" $w -m bench/configs/smollm2-135m --load-format dummy --num-prompts 16 --input-len 8000 --kv-pool-gb 20
 done
 echo "done at $SECONDS s"
+# issue 6 (planned in session 21 as gpu_run135): run 9's target on chain with tables that fill the
+# context (the 16K/32K chain cells before session 21 were 12.2K-token prompts), dense, Quest's bound
+# and 2-bit key codes at 1024 and 2048, N = 40; chain_long (128 lookups) dense at 8K, N = 20
+M=train/checkpoints/run9/target
+E="$B/oasiskv eval --sweep --model $M --num-samples 40 --kv-cache-factor 2 --kv-sticky 0.25 --seed 0 --device cuda --predict current"
+run() { local left=$((560 - SECONDS)); [ $left -gt 20 ] || { echo "skipped $1: no time"; return; }
+  echo "== $1 ($left s left)"; timeout $left $E --json $OUT/$1.json "${@:2}" 2>&1 | grep "^| [a-z]"; }
+run r9_chain_filled --task chain --context-len 16384,32768 --kv-budget dense,1024,2048
+run r9_chain_filled_codes --task chain --context-len 16384,32768 --kv-budget 1024,2048 --kv-key-codes 2
+run r9_chain_long --task chain_long --context-len 8192 --kv-budget dense --num-samples 20
+echo "all done at $SECONDS s"

@@ -1160,6 +1160,8 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         const char *pws = getenv("OKV_PREFILL_WS");
         c->prefill_ws = !c->prefill_wgmma ? 0 : pws && *pws ? (atoi(pws) == 1 ? 1 : atoi(pws) == 0 ? 0 : 2) : 2;
         c->tmap_encode = NULL;
+        if (c->prefill_ws && !okv_pf_ws_regs_ok())
+            c->prefill_ws = 0;
         if (c->prefill_ws) {   /* its copies are TMAs, described by tensor maps the driver encodes */
             enum cudaDriverEntryPointQueryResult q;
             if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &c->tmap_encode, 12000, cudaEnableDefault, &q) !=

@@ -116,6 +116,10 @@ enum okv_status okv_cuda_host_pin_alloc(size_t bytes, struct okv_cuda_pinned *ou
         cudaFreeHost(h);
         return okv_cuda_err(e, "device pointer of the host KV tier", __FILE__, __LINE__);
     }
+    /* zeros, as the anonymous mapping above has them: unwritten rows of a block travel with it to
+     * the device tier, where the warp-specialised prefill multiplies their V by 0 (a NaN byte
+     * pattern would poison the row) */
+    memset(h, 0, bytes);
     *out = (struct okv_cuda_pinned){h, d, bytes, NULL, 0, false, okv_now() - t0};
     return OKV_OK;
 }

@@ -170,9 +170,12 @@ bool okv_pf_wg_pick(int hd, struct pf_kern *k);
  * taking turns with pingpong */
 bool okv_pf_ws_pick(int hd, bool pingpong, struct pf_kern *k);
 /* Whether the warp-specialised kernel can read this device tier (block size a power of two
- * from 4 to 128, rows addressable by the TMA), and if so its tensor map into *tm: the tier as
+ * from 8 to 128, rows addressable by the TMA), and if so its tensor map into *tm: the tier as
  * [rows][hd/64][64] bf16, boxes of one 64-dim half of block_size rows, 128-byte swizzled. */
 bool okv_pf_ws_tensor_map(const struct cuda_ctx *c, const struct okv_bkv *kv, CUtensorMap *tm);
+/* whether the warp-specialised kernels were built with the register count their setmaxnreg
+ * assumes (168 a thread at launch) */
+bool okv_pf_ws_regs_ok(void);
 /* whether this process runs the kernel's sm_90a machine code on the current device (a
  * one-thread probe: under a JIT of the compute_90 PTX the kernel is absent) */
 bool okv_pf_wg_probe(void);

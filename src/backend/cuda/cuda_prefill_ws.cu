@@ -16,8 +16,9 @@
  *
  * A block is copied whole, so rows past a sequence's end or a row's limit arrive too: they are
  * masked like every other key past a limit, and their V must be finite (P = 0 times V):
- * the device tier is zeroed when it is made (cuda_kv.cu) and only ever holds written KV, and
- * the V stages are zeroed at the start (a block skipped in a chunk leaves older V there).
+ * both tiers are zeroed when they are made (cuda_kv.cu, cuda_pin.cu) and only ever receive
+ * written KV, and the V stages are zeroed at the start (a block skipped in a chunk leaves
+ * older V there). (The other prefill kernels copy no row past a limit.)
  *
  * Shared memory (1024-byte aligned regions, 128-byte swizzle as cuda_prefill_wg.cu):
  * Q [HD/64][128 rows][128 B], K stages [HD/64][128 keys][128 B] x 2, V stages x 3, then the
@@ -41,7 +42,7 @@
 #define WS_KC 128        /* keys a chunk */
 #define WS_NK 2          /* K stages */
 #define WS_NV 3          /* V stages */
-#define WS_PRODUCER_REGS 40    /* 40 + 2 x 232 = 3 x 168, the launch's count */
+#define WS_PRODUCER_REGS 40    /* 40 + 2 x 232 = 3 x 168, the launch's count (okv_pf_ws_regs_ok) */
 #define WS_CONSUMER_REGS 232
 
 #define WS_FAR (INT_MAX / 2)   /* a block position no row reaches (missing blocks) */
@@ -104,7 +105,9 @@ static __device__ __forceinline__ void ws_produce(const struct pf_args &a, const
         const unsigned nm = __ballot_sync(0xffffffffu, need);
         if (!nm)
             continue;   /* no row of the tile sees a key of this chunk */
-        const int mx = __reduce_max_sync(0xffffffffu, bpos < WS_FAR ? bpos + bs - 1 : WS_FAR);
+        /* the chunk's last key position (WS_FAR where a block is missing): a chunk below every
+         * row's limit needs no mask; lanes past the chunk's blocks do not count */
+        const int mx = __reduce_max_sync(0xffffffffu, lane >= nbc ? INT_MIN : bpos < WS_FAR ? bpos + bs - 1 : WS_FAR);
         const uint32_t bytes = (uint32_t)__popc(nm) * C::HALVES * bbytes;
         mbar_wait(kempty + 8 * kn, kph ^ 1);
         if (lane < nbc)
@@ -167,7 +170,7 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const struct pf_span sp = pf_span_of(a);
     const struct pf_item item = sp.item;
-    const int lbs = __ffs(a.bs) - 1;   /* bs: a power of two dividing WS_KC (okv_pf_ws_pick's caller) */
+    const int lbs = __ffs(a.bs) - 1;   /* bs: a power of two from 8 to WS_KC (okv_pf_ws_tensor_map) */
     /* this kernel's chunks are of WS_KC keys: the part's share of them */
     const int nch_all = (sp.nkeys + WS_KC - 1) / WS_KC;
     const int c0 = (int)((long long)nch_all * item.part / a.n_parts);
@@ -187,6 +190,7 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+    __syncthreads();   /* the limits' initial values before the consumers' atomics */
 
     /* consumers: their queries into shared memory, their rows' limits, zeros in the V stages */
     const int cw = warp - 4, wgi = cw >> 2;   /* consumer warp 0..7, its warpgroup */
@@ -370,7 +374,9 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
         named_arrive(2, 256);   /* warpgroup 0 issues first */
     mbar_wait(kfull + 8 * kn, kph);
     int2 h = hdr[kn];
-    if (!h.y) {
+    /* the tests through votes: their results are warp-uniform, so the stage indices and addresses
+     * behind them stay in uniform registers (wgmma takes its descriptors from there) */
+    if (!__any_sync(0xffffffffu, h.y)) {
         /* the first chunk alone: no P V before it */
         if (PP)
             named_sync(2 + wgi, 256);
@@ -384,9 +390,9 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
         for (;;) {
             mbar_wait(kfull + 8 * kn, kph);
             h = hdr[kn];
-            if (h.y)
+            if (__any_sync(0xffffffffu, h.y))
                 break;
-            if (h.x < gmin)
+            if (__all_sync(0xffffffffu, h.x < gmin))
                 step(std::false_type());
             else
                 step(std::true_type());
@@ -400,6 +406,8 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
         wg_pin(o);
         release(vempty + 8 * pv);
     }
+    if (PP && wgi == 0)
+        named_sync(2, 256);   /* the turn warpgroup 1 passed last, so no arrival is left pending */
 
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -448,7 +456,7 @@ bool okv_pf_ws_pick(int hd, bool pingpong, struct pf_kern *k)
 bool okv_pf_ws_tensor_map(const struct cuda_ctx *c, const struct okv_bkv *kv, CUtensorMap *tm)
 {
     const int bs = kv->g.block_size, hd = kv->g.head_dim;
-    if (!c->tmap_encode || bs < 4 || bs > WS_KC || (bs & (bs - 1)) || (hd != 64 && hd != 128))
+    if (!c->tmap_encode || bs < 8 || bs > WS_KC || (bs & (bs - 1)) || (hd != 64 && hd != 128))
         return false;
     const size_t rows = (kv->total_units + 2 * (size_t)kv->g.n_stage_units) * kv->unit_elems / (size_t)hd;
     if (rows == 0 || rows >= (size_t)INT_MAX)   /* the TMA's row coordinate is a signed 32-bit int */
@@ -459,4 +467,21 @@ bool okv_pf_ws_tensor_map(const struct cuda_ctx *c, const struct okv_bkv *kv, CU
     PFN_cuTensorMapEncodeTiled_v12000 enc = (PFN_cuTensorMapEncodeTiled_v12000)c->tmap_encode;
     return enc(tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, kv->dev, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+bool okv_pf_ws_regs_ok(void)
+{
+    /* setmaxnreg moves registers between the warpgroups of a CTA allocated at exactly
+     * WS_THREADS x 168 (40 + 2 x 232 = 3 x 168): with any other count the consumers' request could
+     * wait forever, so the kernel is used only as ptxas built it */
+    const void *fns[4] = {(const void *)pf_ws_k<64, false>, (const void *)pf_ws_k<64, true>, (const void *)pf_ws_k<128, false>,
+                          (const void *)pf_ws_k<128, true>};
+    for (int i = 0; i < 4; i++) {
+        struct cudaFuncAttributes at;
+        if (cudaFuncGetAttributes(&at, fns[i]) != cudaSuccess || at.numRegs != 168) {
+            (void)cudaGetLastError();
+            return false;
+        }
+    }
+    return true;
 }
