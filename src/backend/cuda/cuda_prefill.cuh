@@ -70,6 +70,56 @@ static __device__ __forceinline__ struct pf_span pf_span_of(const struct pf_args
     return p;
 }
 
+/* Vector v of a span (one query head of one row; v >= nv: none): its query (NULL for none) and
+ * in *glim the keys it may see, positions below min(kv_len, its position + 1). */
+template <int HD>
+static __device__ __forceinline__ const float *pf_vec(const struct pf_args &a, const struct pf_span &sp, int v, int *glim)
+{
+    *glim = 0;
+    if (v >= sp.nv)
+        return NULL;
+    const int row = a.seq_rows[sp.r0 + v / a.group], qh = sp.h * a.group + v % a.group;
+    *glim = min(sp.kv_len, a.tok_pos[row] + 1);
+    return a.q + ((size_t)row * a.n_heads + qh) * HD;
+}
+
+/* dims kk*16 + 2t, +1 (lo) and kk*16 + 8 + 2t, +1 (hi) of query qp times sc as bf16 pairs (the A
+ * fragment's columns of an m16n8k16 row; zeros for no query) */
+static __device__ __forceinline__ void pf_qpair(const float *qp, int kk, int t, float sc, uint32_t &lo, uint32_t &hi)
+{
+    lo = hi = 0u;
+    if (qp) {
+        const float2 x0 = *(const float2 *)(qp + kk * 16 + 2 * t);
+        const float2 x1 = *(const float2 *)(qp + kk * 16 + 2 * t + 8);
+        lo = pf_pack(x0.x * sc, x0.y * sc);
+        hi = pf_pack(x1.x * sc, x1.y * sc);
+    }
+}
+
+/* Vector v's output from this thread's accumulator fragments of it (n-tile n at o[4n + 2 half]
+ * and o[4n + 2 half + 1], columns 8n + 2t, +1): O / l into out, or with split keys O / l and
+ * (m, l) into the part's slots (pf_args); BM vectors a tile. */
+template <int HD, int BM>
+static __device__ __forceinline__ void pf_store(const struct pf_args &a, const struct pf_span &sp, int v, int t, int half,
+                                                const float *o, float m, float l)
+{
+    const float il = l > 0.f ? 1.f / l : 0.f;
+    float *op;
+    if (a.n_parts == 1) {
+        const int row = a.seq_rows[sp.r0 + v / a.group], qh = sp.h * a.group + v % a.group;
+        op = a.out + ((size_t)row * a.n_heads + qh) * HD;
+    } else {
+        const size_t pi = ((size_t)(blockIdx.x / a.n_parts) * BM + (v - sp.item.tile * BM)) * a.n_parts + sp.item.part;
+        op = a.part_o + pi * HD;
+        if (t == 0)
+            a.part_ml[pi] = make_float2(m, l);
+    }
+    op += 2 * t;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+        *(float2 *)(op + n * 8) = make_float2(o[4 * n + 2 * half] * il, o[4 * n + 2 * half + 1] * il);
+}
+
 /* The block of a warp's copy row `lane` of chunk ch (rpw rows a warp), loaded one chunk
  * ahead of its copy: unit mu, logical block mi (-1: no key), offset moff in the block. */
 struct pf_meta {
@@ -148,6 +198,20 @@ static __device__ __forceinline__ void pf_softmax(float *sc, float &m0, float &m
     l1 = l1 * al1 + ls1;
     m0 = mn0;
     m1 = mn1;
+}
+
+/* O's accumulator fragments (n-tile n: rows g at o[4n], o[4n+1], g + 8 at o[4n+2], o[4n+3])
+ * times the factors pf_softmax returned for their rows */
+template <int HD>
+static __device__ __forceinline__ void pf_rescale(float *o, float al0, float al1)
+{
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) {
+        o[4 * n + 0] *= al0;
+        o[4 * n + 1] *= al0;
+        o[4 * n + 2] *= al1;
+        o[4 * n + 3] *= al1;
+    }
 }
 
 typedef void (*pf_fn)(const struct pf_args);

@@ -71,7 +71,7 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
     const int g = lane >> 2, t = lane & 3;
     const struct pf_span sp = pf_span_of(a);
     const struct pf_item item = sp.item;
-    const int h = sp.h, r0 = sp.r0, nv = sp.nv, kv_len = sp.kv_len, bs = a.bs, c0 = sp.c0, nch = sp.nch;
+    const int nv = sp.nv, bs = a.bs, c0 = sp.c0, nch = sp.nch;
     const int base = sp.base, nkeys = sp.nkeys;
     struct pf_meta meta;
     meta.load(a, base, nkeys, nch, c0, warp, RPW, lane);   /* early: the latency overlaps the query loads */
@@ -84,23 +84,11 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
     for (int half = 0; half < 2; half++) {
         const int v = v0 + 8 * half, tr = w0 + g + 8 * half;   /* tr: row in the tile */
         vok[half] = v < nv;
-        glim[half] = 0;
-        const float *qp = NULL;
-        if (vok[half]) {
-            const int row = a.seq_rows[r0 + v / a.group], qh = h * a.group + v % a.group;
-            glim[half] = min(kv_len, a.tok_pos[row] + 1);
-            qp = a.q + ((size_t)row * a.n_heads + qh) * HD;
-        }
-        const float sc = a.scale_log2;
+        const float *qp = pf_vec<HD>(a, sp, v, &glim[half]);
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
-            uint32_t lo = 0u, hi = 0u;
-            if (qp) {
-                const float2 x0 = *(const float2 *)(qp + kk * 16 + 2 * t);
-                const float2 x1 = *(const float2 *)(qp + kk * 16 + 2 * t + 8);
-                lo = pf_pack(x0.x * sc, x0.y * sc);
-                hi = pf_pack(x1.x * sc, x1.y * sc);
-            }
+            uint32_t lo, hi;
+            pf_qpair(qp, kk, t, a.scale_log2, lo, hi);
             /* dims kk*16 + 2t (piece 2kk) and kk*16 + 8 + 2t (piece 2kk + 1), 4 bytes at 4t within the piece */
             *(uint32_t *)(sq + wg_off(tr, 2 * kk, WG_BM) + 4 * t) = lo;
             *(uint32_t *)(sq + wg_off(tr, 2 * kk + 1, WG_BM) + 4 * t) = hi;
@@ -209,13 +197,7 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
             }
             float al0, al1;
             pf_softmax<NT>(sc, m0, m1, l0, l1, al0, al1);
-#pragma unroll
-            for (int n = 0; n < HD / 8; n++) {
-                o[4 * n + 0] *= al0;
-                o[4 * n + 1] *= al0;
-                o[4 * n + 2] *= al1;
-                o[4 * n + 3] *= al1;
-            }
+            pf_rescale<HD>(o, al0, al1);
             wg_pin(o);
             wg_fence();
 #pragma unroll
@@ -245,27 +227,9 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
         l1 += __shfl_xor_sync(0xffffffffu, l1, x);
     }
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        if (!vok[half])
-            continue;
-        const int v = v0 + 8 * half;
-        const float l = half ? l1 : l0;
-        const float il = l > 0.f ? 1.f / l : 0.f;
-        float *op;
-        if (a.n_parts == 1) {
-            const int row = a.seq_rows[r0 + v / a.group], qh = h * a.group + v % a.group;
-            op = a.out + ((size_t)row * a.n_heads + qh) * HD;
-        } else {
-            const size_t pi = ((size_t)(blockIdx.x / a.n_parts) * WG_BM + (v - item.tile * WG_BM)) * a.n_parts + item.part;
-            op = a.part_o + pi * HD;
-            if (t == 0)
-                a.part_ml[pi] = make_float2(half ? m1 : m0, l);
-        }
-        op += 2 * t;
-#pragma unroll
-        for (int n = 0; n < HD / 8; n++)
-            *(float2 *)(op + n * 8) = make_float2(o[4 * n + 2 * half] * il, o[4 * n + 2 * half + 1] * il);
-    }
+    for (int half = 0; half < 2; half++)
+        if (vok[half])
+            pf_store<HD, WG_BM>(a, sp, v0 + 8 * half, t, half, o, half ? m1 : m0, half ? l1 : l0);
 #endif
 }
 

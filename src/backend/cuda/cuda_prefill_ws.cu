@@ -45,7 +45,20 @@
 #define WS_PRODUCER_REGS 40    /* 40 + 2 x 232 = 3 x 168, the launch's count (okv_pf_ws_regs_ok) */
 #define WS_CONSUMER_REGS 232
 
-#define WS_FAR (INT_MAX / 2)   /* a block position no row reaches (missing blocks) */
+#define WS_FAR (INT_MAX / 2)
+
+/* a ring of N shared-memory stages: the next stage to use and the parity of that use */
+template <int N>
+struct ws_ring {
+    int i = 0, ph = 0;
+    __device__ __forceinline__ void next()
+    {
+        if (++i == N) {
+            i = 0;
+            ph ^= 1;
+        }
+    }
+};   /* a block position no row reaches (missing blocks) */
 
 template <int HD>
 struct ws_cfg {
@@ -90,8 +103,8 @@ static __device__ __forceinline__ void ws_produce(const struct pf_args &a, const
     const uint32_t kfull = sbase + C::OFF_BAR, kempty = kfull + 8 * WS_NK;
     const uint32_t vfull = kempty + 8 * WS_NK, vempty = vfull + 8 * WS_NV;
     const uint32_t bbytes = (uint32_t)bs * 128u;   /* one box */
-    int kn = 0, kph = 0;   /* K ring: next stage and its use's parity */
-    int vn = 0, vph = 0;   /* V ring */
+    ws_ring<WS_NK> kr;
+    ws_ring<WS_NV> vr;
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)tm) : "memory");
     for (int ch = c0; ch < c1; ch++) {
         const int b = ch * nbc + lane;
@@ -109,43 +122,34 @@ static __device__ __forceinline__ void ws_produce(const struct pf_args &a, const
          * row's limit needs no mask; lanes past the chunk's blocks do not count */
         const int mx = __reduce_max_sync(0xffffffffu, lane >= nbc ? INT_MIN : bpos < WS_FAR ? bpos + bs - 1 : WS_FAR);
         const uint32_t bytes = (uint32_t)__popc(nm) * C::HALVES * bbytes;
-        mbar_wait(kempty + 8 * kn, kph ^ 1);
+        /* this lane's block (rows row ...) into its rows of a stage, both halves, on the stage's
+         * mbarrier, which lane 0 has told to expect the chunk's bytes */
+        auto load = [&](uint32_t stage, int row0, uint32_t full) {
+            if (lane == 0)
+                mbar_expect(full, bytes);
+            __syncwarp();
+            if (need)
+#pragma unroll
+                for (int h = 0; h < C::HALVES; h++)
+                    tma_load(stage + (uint32_t)(h * WS_KC * 128 + lane * bs * 128), tm, h, row0, full);
+        };
+        mbar_wait(kempty + 8 * kr.i, kr.ph ^ 1);
         if (lane < nbc)
-            sbp[kn * WS_KC + lane] = bpos;
+            sbp[kr.i * WS_KC + lane] = bpos;
         if (lane == 0)
-            hdr[kn] = make_int2(mx, 0);
+            hdr[kr.i] = make_int2(mx, 0);
         __syncwarp();
-        const uint32_t kdst = sbase + (uint32_t)(C::OFF_K + kn * C::REGION) + (uint32_t)(lane * bs * 128);
-        if (lane == 0)
-            mbar_expect(kfull + 8 * kn, bytes);
-        __syncwarp();
-        if (need)
-#pragma unroll
-            for (int h = 0; h < C::HALVES; h++)
-                tma_load(kdst + (uint32_t)(h * WS_KC * 128), tm, h, row, kfull + 8 * kn);
-        mbar_wait(vempty + 8 * vn, vph ^ 1);
-        const uint32_t vdst = sbase + (uint32_t)(C::OFF_V + vn * C::REGION) + (uint32_t)(lane * bs * 128);
-        if (lane == 0)
-            mbar_expect(vfull + 8 * vn, bytes);
-        __syncwarp();
-        if (need)
-#pragma unroll
-            for (int h = 0; h < C::HALVES; h++)
-                tma_load(vdst + (uint32_t)(h * WS_KC * 128), tm, h, row + bs, vfull + 8 * vn);
-        if (++kn == WS_NK) {
-            kn = 0;
-            kph ^= 1;
-        }
-        if (++vn == WS_NV) {
-            vn = 0;
-            vph ^= 1;
-        }
+        load(sbase + (uint32_t)(C::OFF_K + kr.i * C::REGION), row, kfull + 8 * kr.i);
+        mbar_wait(vempty + 8 * vr.i, vr.ph ^ 1);
+        load(sbase + (uint32_t)(C::OFF_V + vr.i * C::REGION), row + bs, vfull + 8 * vr.i);
+        kr.next();
+        vr.next();
     }
     /* the end mark in the next K stage */
-    mbar_wait(kempty + 8 * kn, kph ^ 1);
+    mbar_wait(kempty + 8 * kr.i, kr.ph ^ 1);
     if (lane == 0) {
-        hdr[kn] = make_int2(WS_FAR, 1);
-        mbar_arrive(kfull + 8 * kn);
+        hdr[kr.i] = make_int2(WS_FAR, 1);
+        mbar_arrive(kfull + 8 * kr.i);
     }
 }
 #endif
@@ -203,22 +207,11 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
         for (int half = 0; half < 2; half++) {
             const int v = v0 + 8 * half, tr = w0 + g + 8 * half;
             vok[half] = v < sp.nv;
-            const float *qp = NULL;
-            if (vok[half]) {
-                const int row = a.seq_rows[sp.r0 + v / a.group], qh = sp.h * a.group + v % a.group;
-                glim[half] = min(sp.kv_len, a.tok_pos[row] + 1);
-                qp = a.q + ((size_t)row * a.n_heads + qh) * HD;
-            }
-            const float sc = a.scale_log2;
+            const float *qp = pf_vec<HD>(a, sp, v, &glim[half]);
 #pragma unroll
             for (int kk = 0; kk < HD / 16; kk++) {
-                uint32_t lo = 0u, hi = 0u;
-                if (qp) {
-                    const float2 x0 = *(const float2 *)(qp + kk * 16 + 2 * t);
-                    const float2 x1 = *(const float2 *)(qp + kk * 16 + 2 * t + 8);
-                    lo = pf_pack(x0.x * sc, x0.y * sc);
-                    hi = pf_pack(x1.x * sc, x1.y * sc);
-                }
+                uint32_t lo, hi;
+                pf_qpair(qp, kk, t, a.scale_log2, lo, hi);
                 *(uint32_t *)(sq + wg_off(tr, 2 * kk, WS_BM) + 4 * t) = lo;
                 *(uint32_t *)(sq + wg_off(tr, 2 * kk + 1, WS_BM) + 4 * t) = hi;
             }
@@ -261,7 +254,8 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
     for (int k = 0; k < WS_KC / 16; k++)
         pa[k][0] = pa[k][1] = pa[k][2] = pa[k][3] = 0u;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
-    int kn = 0, kph = 0, vn = 0, vph = 0;
+    ws_ring<WS_NK> kr;
+    ws_ring<WS_NV> vr;
     int pv = 0, pvph = 0;   /* V stage (and parity) of the previous chunk, whose P V is pending */
 
     /* descriptors: one a stage, the steps along it added to the start address field (the low 14
@@ -284,7 +278,7 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
     auto release = [&](uint32_t bar) { mbar_arrive(bar); };
 
     auto issue_s = [&]() {
-        const uint64_t dk0 = wg_desc(sbase + (uint32_t)(C::OFF_K + kn * C::REGION), 16, 1024);
+        const uint64_t dk0 = wg_desc(sbase + (uint32_t)(C::OFF_K + kr.i * C::REGION), 16, 1024);
         /* every register the products read (O, P, S) written before the fence: were the
          * compiler to move a write past it, ptxas would serialize every wgmma of the kernel */
         wg_pin(o);
@@ -304,7 +298,7 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
     auto mask_softmax = [&](auto masked, float &al0, float &al1) {
         wg_pin(sc);
         if constexpr (decltype(masked)::value) {
-            const int *bp = sbp + kn * WS_KC;
+            const int *bp = sbp + kr.i * WS_KC;
 #pragma unroll
             for (int n = 0; n < NT; n++) {
                 const int k = n * 8 + 2 * t;   /* keys k, k + 1: one block (bs is even) */
@@ -315,22 +309,15 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
                 sc[4 * n + 3] = kp + 1 < glim[1] ? sc[4 * n + 3] : -INFINITY;
             }
         }
-        release(kempty + 8 * kn);
+        release(kempty + 8 * kr.i);
         pf_softmax<NT, 4>(sc, m0, m1, l0, l1, al0, al1);
     };
     /* O rescaled by the new maxima, P kept as the next P V's A fragments; next stages */
     auto rescale_pack = [&](float al0, float al1) {
         /* no product in flight here: a branch costs nothing, and once the maxima settle (long
          * prompts) most chunks leave them unchanged */
-        if (!__all_sync(0xffffffffu, al0 == 1.f && al1 == 1.f)) {
-#pragma unroll
-            for (int n = 0; n < HD / 8; n++) {
-                o[4 * n + 0] *= al0;
-                o[4 * n + 1] *= al0;
-                o[4 * n + 2] *= al1;
-                o[4 * n + 3] *= al1;
-            }
-        }
+        if (!__all_sync(0xffffffffu, al0 == 1.f && al1 == 1.f))
+            pf_rescale<HD>(o, al0, al1);
 #pragma unroll
         for (int k16 = 0; k16 < WS_KC / 16; k16++) {
             pa[k16][0] = pf_pack(sc[8 * k16 + 0], sc[8 * k16 + 1]);
@@ -338,16 +325,10 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
             pa[k16][2] = pf_pack(sc[8 * k16 + 4], sc[8 * k16 + 5]);
             pa[k16][3] = pf_pack(sc[8 * k16 + 6], sc[8 * k16 + 7]);
         }
-        pv = vn;
-        pvph = vph;
-        if (++kn == WS_NK) {
-            kn = 0;
-            kph ^= 1;
-        }
-        if (++vn == WS_NV) {
-            vn = 0;
-            vph ^= 1;
-        }
+        pv = vr.i;
+        pvph = vr.ph;
+        kr.next();
+        vr.next();
     };
     /* a chunk after the first: its S issued before the previous chunk's P V, its softmax while
      * that P V runs; no branch while a product is in flight (ptxas would wait for it there),
@@ -372,8 +353,8 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
 
     if (PP && wgi == 1)
         named_arrive(2, 256);   /* warpgroup 0 issues first */
-    mbar_wait(kfull + 8 * kn, kph);
-    int2 h = hdr[kn];
+    mbar_wait(kfull + 8 * kr.i, kr.ph);
+    int2 h = hdr[kr.i];
     /* the tests through votes: their results are warp-uniform, so the stage indices and addresses
      * behind them stay in uniform registers (wgmma takes its descriptors from there) */
     if (!__any_sync(0xffffffffu, h.y)) {
@@ -388,8 +369,8 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
         mask_softmax(std::true_type(), al0, al1);
         rescale_pack(al0, al1);
         for (;;) {
-            mbar_wait(kfull + 8 * kn, kph);
-            h = hdr[kn];
+            mbar_wait(kfull + 8 * kr.i, kr.ph);
+            h = hdr[kr.i];
             if (__any_sync(0xffffffffu, h.y))
                 break;
             if (__all_sync(0xffffffffu, h.x < gmin))
@@ -414,27 +395,9 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        if (!vok[half])
-            continue;
-        const int v = v0 + 8 * half;
-        const float l = half ? l1 : l0;
-        const float il = l > 0.f ? 1.f / l : 0.f;
-        float *op;
-        if (a.n_parts == 1) {
-            const int row = a.seq_rows[sp.r0 + v / a.group], qh = sp.h * a.group + v % a.group;
-            op = a.out + ((size_t)row * a.n_heads + qh) * HD;
-        } else {
-            const size_t pi = ((size_t)(blockIdx.x / a.n_parts) * WS_BM + (v - item.tile * WS_BM)) * a.n_parts + item.part;
-            op = a.part_o + pi * HD;
-            if (t == 0)
-                a.part_ml[pi] = make_float2(half ? m1 : m0, l);
-        }
-        op += 2 * t;
-#pragma unroll
-        for (int n = 0; n < HD / 8; n++)
-            *(float2 *)(op + n * 8) = make_float2(o[4 * n + 2 * half] * il, o[4 * n + 2 * half + 1] * il);
-    }
+    for (int half = 0; half < 2; half++)
+        if (vok[half])
+            pf_store<HD, WS_BM>(a, sp, v0 + 8 * half, t, half, o, half ? m1 : m0, half ? l1 : l0);
 #endif
 }
 
