@@ -38,7 +38,7 @@ echo "done at $SECONDS s"
 # and 2-bit key codes at 1024 and 2048, N = 40; chain_long (128 lookups) dense at 8K, N = 20
 M=train/checkpoints/run9/target
 E="$B/oasiskv eval --sweep --model $M --num-samples 40 --kv-cache-factor 2 --kv-sticky 0.25 --seed 0 --device cuda --predict current"
-run() { local left=$((560 - SECONDS)); [ $left -gt 20 ] || { echo "skipped $1: no time"; return; }
+run() { local left=$((420 - SECONDS)); [ $left -gt 20 ] || { echo "skipped $1: no time"; return; }
   echo "== $1 ($left s left)"; timeout $left $E --json $OUT/$1.json "${@:2}" 2>&1 | grep "^| [a-z]"; }
 run r9_chain_filled --task chain --context-len 16384,32768 --kv-budget dense,1024,2048
 run r9_chain_filled_codes --task chain --context-len 16384,32768 --kv-budget 1024,2048 --kv-key-codes 2
