@@ -63,16 +63,18 @@ static okv_backend *cpu, *gpu;
  * (OKV_PREFILL_WGMMA=1, sm_90a; on other GPUs it falls back to the default), and with the
  * warpgroup MMA off (OKV_PREFILL_WGMMA=0: the mma.sync default with its own split keys and
  * fallbacks by tile count), that with 3 parts forced, and tiles of 256 in 3 parts; on a 9.0
- * device the default and OKV_PREFILL_WGMMA=1 take the warp-specialised kernel
- * (cuda_prefill_ws.cu; consumers taking turns, and OKV_PREFILL_WS=1 without), OKV_PREFILL_WS=0
- * the two-warpgroup one (cuda_prefill_wg.cu), alone and with 3 parts; `gpu` is created with
- * OKV_PREFILL_KERNEL=0 (decode kernels only) */
-#define N_PF 13
+ * device OKV_PREFILL_WS=2 (alone and with 3 parts) and =1 force the warp-specialised kernel
+ * (cuda_prefill_ws.cu; consumers taking turns, or not), which the default takes only for lists of
+ * 2048 keys or more (some of these tests' calls), OKV_PREFILL_WS=0 the two-warpgroup one
+ * (cuda_prefill_wg.cu), alone and with 3 parts; `gpu` is created with OKV_PREFILL_KERNEL=0
+ * (decode kernels only) */
+#define N_PF 15
 static okv_backend *gpu_pf[N_PF];
 static const char *const pf_label[N_PF] = {"OKV_PREFILL_KERNEL=1", "=128, WARP_ROWS=16", "=128, WARP_ROWS=32",
                                            "OKV_PREFILL_KERNEL=256", "prefill default", "OKV_PREFILL_SPLIT=3",
                                            "OKV_PREFILL_WGMMA=1", "OKV_PREFILL_WGMMA=0", "WGMMA=0, SPLIT=3",
-                                           "=256, SPLIT=3", "OKV_PREFILL_WS=0", "WS=0, SPLIT=3", "OKV_PREFILL_WS=1"};
+                                           "=256, SPLIT=3", "OKV_PREFILL_WS=0", "WS=0, SPLIT=3", "OKV_PREFILL_WS=1",
+                                           "OKV_PREFILL_WS=2", "WS=2, SPLIT=3"};
 
 static okv_bmem *up(okv_backend *be, const float *h, size_t n)
 {
@@ -1567,7 +1569,8 @@ int main(void)
                                    {NULL, NULL, NULL, "1", NULL},   {NULL, NULL, NULL, "0", NULL},
                                    {NULL, NULL, "3", "0", NULL},    {"256", "32", "3", NULL, NULL},
                                    {NULL, NULL, NULL, NULL, "0"},   {NULL, NULL, "3", NULL, "0"},
-                                   {NULL, NULL, NULL, NULL, "1"}};
+                                   {NULL, NULL, NULL, NULL, "1"},   {NULL, NULL, NULL, NULL, "2"},
+                                   {NULL, NULL, "3", NULL, "2"}};
     for (int i = 0; i < N_PF; i++) {
         for (int v = 0; v < 5; v++)
             if (pf_env[i][v])

@@ -1155,10 +1155,15 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         c->prefill_wgmma = (pg && *pg ? atoi(pg) == 1 : c->prefill_auto) && prop.major == 9 && prop.minor == 0 &&
                            okv_pf_wg_probe();
         /* and on it the warp-specialised kernel (a TMA producer warp, two consumer warpgroups taking
-         * turns; cuda_prefill_ws.cu, bench/RESULTS.md section 34): OKV_PREFILL_WS=1 without the
-         * turns, =0 the wgmma kernel of two warpgroups */
+         * turns; cuda_prefill_ws.cu, bench/RESULTS.md section 34) for calls whose longest list has
+         * OKV_PREFILL_WS_MIN_KEYS keys (default 2048; below, its start costs more than it gains in
+         * whole small-model prefills, within their run-to-run noise): OKV_PREFILL_WS=2 for every
+         * call, =1 for every call without the turns, =0 the wgmma kernel of two warpgroups */
         const char *pws = getenv("OKV_PREFILL_WS");
         c->prefill_ws = !c->prefill_wgmma ? 0 : pws && *pws ? (atoi(pws) == 1 ? 1 : atoi(pws) == 0 ? 0 : 2) : 2;
+        c->prefill_ws_forced = pws && *pws && atoi(pws) != 0;
+        const char *pwk = getenv("OKV_PREFILL_WS_MIN_KEYS");
+        c->prefill_ws_min_keys = pwk && *pwk ? atoll(pwk) : 2048;
         c->tmap_encode = NULL;
         if (c->prefill_ws && !okv_pf_ws_regs_ok())
             c->prefill_ws = 0;

@@ -263,6 +263,9 @@ struct cuda_ctx {
     int prefill_ws;          /* with it, the warp-specialised kernel (cuda_prefill_ws.cu): 2 (default) with its
                               * consumers taking turns, 1 without (OKV_PREFILL_WS=1), 0 off */
     void *tmap_encode;       /* the driver's cuTensorMapEncodeTiled, for that kernel's TMA copies (or NULL) */
+    bool prefill_ws_forced;  /* OKV_PREFILL_WS set to 1 or 2: that kernel for every call, else for calls whose
+                              * longest list has at least prefill_ws_min_keys keys (OKV_PREFILL_WS_MIN_KEYS) */
+    long long prefill_ws_min_keys;
     bool sync_compute_only;   /* sync() leaves the copy stream running (default; OKV_STEP_SYNC=both: not) */
     const void *pf_seen[16];
     int pf_n_seen;

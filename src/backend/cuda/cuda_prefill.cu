@@ -507,18 +507,27 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     struct pf_kern k;
     if (!pf_pick(hd, c, &k) || k.smem > c->smem_optin)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "cuda prefill attention: head_dim %d not supported", hd);
+    const int32_t *roff = c->step.h_row_off;
+    int maxch = 0;   /* chunks of 64 keys of the call's longest prefill-shaped list */
+    for (int li = 0; li < n_lists; li++) {
+        const int s = li / nkv;
+        const int ch = (int)(((long long)(p->h_start[li + 1] - p->h_start[li]) * kv->g.block_size + 63) / 64);
+        if (roff[s + 1] - roff[s] >= p->min_rows && ch > maxch)
+            maxch = ch;
+    }
     /* the same tiles on the warpgroup MMA: warp-specialised with TMA copies (cuda_prefill_ws.cu)
-     * where the tier allows its tensor map, else in two warpgroups (cuda_prefill_wg.cu) */
+     * where the tier allows its tensor map and the lists are long enough to repay its start
+     * (OKV_PREFILL_WS_MIN_KEYS; OKV_PREFILL_WS=1 or 2 takes it for any list), else in two
+     * warpgroups, two CTAs an SM (cuda_prefill_wg.cu) */
     CUtensorMap tm;
     if (c->prefill_wgmma && k.bm == 128) {
         struct pf_kern w = k;
-        if (c->prefill_ws && okv_pf_ws_tensor_map(c, kv, &tm) && okv_pf_ws_pick(hd, c->prefill_ws == 2, &w) &&
-            w.smem <= c->smem_optin)
+        if (c->prefill_ws && (c->prefill_ws_forced || 64LL * maxch >= c->prefill_ws_min_keys) &&
+            okv_pf_ws_tensor_map(c, kv, &tm) && okv_pf_ws_pick(hd, c->prefill_ws == 2, &w) && w.smem <= c->smem_optin)
             k = w;
         else if (okv_pf_wg_pick(hd, &w) && w.smem <= c->smem_optin)
             k = w;
     }
-    const int32_t *roff = c->step.h_row_off;
     long long n_items = pf_count(roff, n_lists, nkv, group, p->min_rows, k.bm);
     if (n_items == 0)
         return OKV_OK;
@@ -530,13 +539,6 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     if (parts <= 0) {
         parts = 1;
         if (c->prefill_auto && k.bm == 128 && n_items <= c->n_sms) {
-            int maxch = 0;
-            for (int li = 0; li < n_lists; li++) {
-                const int s = li / nkv;
-                const int ch = (int)(((long long)(p->h_start[li + 1] - p->h_start[li]) * kv->g.block_size + 63) / 64);
-                if (roff[s + 1] - roff[s] >= p->min_rows && ch > maxch)
-                    maxch = ch;
-            }
             parts = (int)((long long)k.per_sm * c->n_sms / n_items);
             parts = parts > 8 ? 8 : parts;
             parts = parts > maxch / 8 ? maxch / 8 : parts;
