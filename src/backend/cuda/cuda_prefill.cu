@@ -531,9 +531,9 @@ extern "C" enum okv_status okv_cuda_prefill_attention(struct cuda_ctx *c, const 
     long long n_items = pf_count(roff, n_lists, nkv, group, p->min_rows, k.bm);
     if (n_items == 0)
         return OKV_OK;
-    /* Too few tiles for the GPU (at most one an SM) split the keys: the default kernel (tiles
-     * of 128 in 4 warps of 32) runs up to two CTAs an SM, so a call of n tiles takes
-     * 2 SMs / n parts (at most 8, and at least 8 chunks of 64 keys a part), merged after
+    /* Too few tiles for the GPU (at most one an SM) split the keys: the tiles of 128 run up to
+     * per_sm CTAs an SM (two; the warp-specialised kernel one), so a call of n tiles takes
+     * per_sm SMs / n parts (at most 8, and at least 8 chunks of 64 keys a part), merged after
      * (H200, bench/RESULTS.md section 18). OKV_PREFILL_SPLIT=N forces N parts (1: none). */
     int parts = c->prefill_split;
     if (parts <= 0) {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 /* wgmma is an sm_90a instruction: the portable compute_90 PTX gets none of it (and the host
- * enables this kernel only on a 9.0 device, which runs the sm_90a machine code) */
+ * enables these kernels only on a 9.0 device, which runs the sm_90a machine code) */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* byte offset of (row, 16-byte piece c of the HD dims) in a swizzled region of `rows` rows */
 static __device__ __forceinline__ int wg_off(int row, int c, int rows)
