@@ -71,7 +71,7 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
     const int g = lane >> 2, t = lane & 3;
     const struct pf_span sp = pf_span_of(a);
     const struct pf_item item = sp.item;
-    const int nv = sp.nv, bs = a.bs, c0 = sp.c0, nch = sp.nch;
+    const int bs = a.bs, c0 = sp.c0, nch = sp.nch;
     const int base = sp.base, nkeys = sp.nkeys;
     struct pf_meta meta;
     meta.load(a, base, nkeys, nch, c0, warp, RPW, lane);   /* early: the latency overlaps the query loads */
@@ -83,8 +83,8 @@ static __global__ void __launch_bounds__(WG_THREADS, 2) pf_wg_k(const struct pf_
 #pragma unroll
     for (int half = 0; half < 2; half++) {
         const int v = v0 + 8 * half, tr = w0 + g + 8 * half;   /* tr: row in the tile */
-        vok[half] = v < nv;
         const float *qp = pf_vec<HD>(a, sp, v, &glim[half]);
+        vok[half] = qp != NULL;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
             uint32_t lo, hi;

@@ -45,7 +45,7 @@
 #define WS_PRODUCER_REGS 40    /* 40 + 2 x 232 = 3 x 168, the launch's count (okv_pf_ws_regs_ok) */
 #define WS_CONSUMER_REGS 232
 
-#define WS_FAR (INT_MAX / 2)
+#define WS_FAR (INT_MAX / 2)   /* a block position no row reaches (missing blocks) */
 
 /* a ring of N shared-memory stages: the next stage to use and the parity of that use */
 template <int N>
@@ -58,7 +58,7 @@ struct ws_ring {
             ph ^= 1;
         }
     }
-};   /* a block position no row reaches (missing blocks) */
+};
 
 template <int HD>
 struct ws_cfg {
@@ -206,8 +206,8 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int v = v0 + 8 * half, tr = w0 + g + 8 * half;
-            vok[half] = v < sp.nv;
             const float *qp = pf_vec<HD>(a, sp, v, &glim[half]);
+            vok[half] = qp != NULL;
 #pragma unroll
             for (int kk = 0; kk < HD / 16; kk++) {
                 uint32_t lo, hi;
@@ -256,7 +256,7 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
     ws_ring<WS_NK> kr;
     ws_ring<WS_NV> vr;
-    int pv = 0, pvph = 0;   /* V stage (and parity) of the previous chunk, whose P V is pending */
+    ws_ring<WS_NV> pr;   /* the V stage of the previous chunk, whose P V is pending */
 
     /* descriptors: one a stage, the steps along it added to the start address field (the low 14
      * bits of the address >> 4, which no offset within shared memory carries out of) */
@@ -325,8 +325,7 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
             pa[k16][2] = pf_pack(sc[8 * k16 + 4], sc[8 * k16 + 5]);
             pa[k16][3] = pf_pack(sc[8 * k16 + 6], sc[8 * k16 + 7]);
         }
-        pv = vr.i;
-        pvph = vr.ph;
+        pr = vr;
         kr.next();
         vr.next();
     };
@@ -338,16 +337,16 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
         if (PP)
             named_sync(2 + wgi, 256);
         issue_s();
-        mbar_wait(vfull + 8 * pv, pvph);
+        mbar_wait(vfull + 8 * pr.i, pr.ph);
         wg_fence();
-        issue_pv(pv);
+        issue_pv(pr.i);
         if (PP)
             named_arrive(3 - wgi, 256);
         wg_wait<1>();
         mask_softmax(masked, al0, al1);
         wg_wait<0>();
         wg_pin(o);
-        release(vempty + 8 * pv);
+        release(vempty + 8 * pr.i);
         rescale_pack(al0, al1);
     };
 
@@ -378,14 +377,14 @@ static __global__ void __launch_bounds__(WS_THREADS, 1) pf_ws_k(const struct pf_
             else
                 step(std::true_type());
         }
-        mbar_wait(vfull + 8 * pv, pvph);
+        mbar_wait(vfull + 8 * pr.i, pr.ph);
         wg_pin(o);
         wg_pin(pa);
         wg_fence();
-        issue_pv(pv);
+        issue_pv(pr.i);
         wg_wait<0>();
         wg_pin(o);
-        release(vempty + 8 * pv);
+        release(vempty + 8 * pr.i);
     }
     if (PP && wgi == 0)
         named_sync(2, 256);   /* the turn warpgroup 1 passed last, so no arrival is left pending */
