@@ -2,7 +2,7 @@
  * prefill attention, tokens/s and TFLOPS.
  *
  *   cuda_attention [--ctx 8192,32768] [--max-batch 256] [--variants 0,-1,...]
- *   cuda_attention --prefill ROWS [--ctx 8192,32768] [--seqs 1] [--shape 32,8,128]
+ *   cuda_attention --prefill ROWS[,ROWS...] [--ctx 8192,32768] [--seqs 1] [--shape 32,8,128]
  *
  * --prefill ROWS: each of `seqs` sequences has a chunk of ROWS query rows at positions
  * ctx-ROWS .. ctx-1 (the last chunk of a ctx-token prompt) over dense lists of its
@@ -238,7 +238,8 @@ static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs, int nh
 
 int main(int argc, char **argv)
 {
-    int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256, vars[16] = {0}, n_vars = 1, prefill = 0, seqs = 1;
+    int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256, vars[16] = {0}, n_vars = 1, seqs = 1;
+    int prefill[4] = {0}, n_prefill = 0;
     int pf_nh = 32, pf_nkv = 8, pf_hd = 128;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--ctx")) {
@@ -252,7 +253,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--max-batch")) {
             max_batch = atoi(argv[i + 1]);
         } else if (!strcmp(argv[i], "--prefill")) {
-            prefill = atoi(argv[i + 1]);
+            n_prefill = 0;
+            for (char *s = argv[i + 1]; s && *s && n_prefill < 4; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
+                if ((prefill[n_prefill++] = atoi(s)) <= 0)
+                    die("--prefill ROWS[,ROWS...]: positive row counts");
         } else if (!strcmp(argv[i], "--seqs")) {
             seqs = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 1;
         } else if (!strcmp(argv[i], "--shape")) {
@@ -260,8 +264,9 @@ int main(int argc, char **argv)
                 die("--shape QUERY_HEADS,KV_HEADS,HEAD_DIM");
         }
     }
-    if (prefill > 0) {
-        prefill_bench(prefill, ctxs, n_ctx, seqs, pf_nh, pf_nkv, pf_hd);
+    if (n_prefill > 0) {
+        for (int i = 0; i < n_prefill; i++)
+            prefill_bench(prefill[i], ctxs, n_ctx, seqs, pf_nh, pf_nkv, pf_hd);
         return 0;
     }
     okv_backend *be = NULL;

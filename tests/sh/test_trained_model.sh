@@ -1,25 +1,25 @@
 #!/usr/bin/env bash
 # label: model
-# The project's trained evaluation models (train/checkpoints/run3 and run9: 7.3M-parameter
+# The project's trained evaluation models (train/checkpoints/run3 and run10: 7.3M-parameter
 # Llama targets, bf16 safetensors + tokenizer.json, trained on the H200 by train/run_gpu.sh)
 # load like any checkpoint and do their tasks in the engine at a 1024-token context:
 # - run 3 finds the single needle in every sample with dense attention, and OasisKV at a
 #   512-token budget (1 sink + 4 window + 27 of 64 blocks selected, fetched from the host
 #   tier) with lookahead misses at most one;
-# - run 9 (trained with multi-key's restated reference, " KEY: value.", and chain's "- A -> B"
-#   lines) finds every single needle, at least half the multi-key needles and half the chains
+# - run 10 (run 9, trained with multi-key's restated reference, " KEY: value.", and chain's "- A -> B"
+#   lines, resumed at 16K/32K on qa's quoted prefix and filled chain tables) finds every single needle, at least half the multi-key needles and half the chains
 #   (4 lookups, each step written out) dense, and at budget 512 with 2-bit key codes scores
 #   within one sample of dense on all three.
 # - at 16K chain's table fills the context as a haystack does (its word list runs out at about
 #   12K tokens, made-up codes continue it), and the eval reports both prompts' mean length
-#   (run 9's 0.9M draft, for speed).
+#   (run 10's 0.9M draft, for speed).
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
 ck="$OKV_SOURCE_DIR/train/checkpoints"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for m in run3 run9; do
+for m in run3 run10; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
 ev() {  # checkpoint tasks extra-args...
@@ -29,8 +29,8 @@ ev() {  # checkpoint tasks extra-args...
     > "$tmp/$name.txt" 2> "$tmp/$name.err" || { echo "FAIL: $name: eval exit $?"; tail -5 "$tmp/$name.err"; exit 1; }
 }
 ev run3 niah_single_filler,niah_single_text --predict lookahead
-ev run9 niah_single_text,niah_multikey,chain --predict current --kv-key-codes 2
-timeout 300 "$cli" eval --sweep --task chain,niah_single_filler --model "$ck/run9/draft" --context-len 16384 \
+ev run10 niah_single_text,niah_multikey,chain --predict current --kv-key-codes 2
+timeout 300 "$cli" eval --sweep --task chain,niah_single_filler --model "$ck/run10/draft" --context-len 16384 \
   --num-samples 1 --kv-budget dense --device cpu --threads 2 --json "$tmp/len.json" > "$tmp/len.md" 2> "$tmp/len.err" ||
   { echo "FAIL: 16K eval exit $?"; tail -5 "$tmp/len.err"; exit 1; }
 grep "^| [a-z_]* | 16384 " "$tmp/len.md" | grep -q "prompts" && { echo "FAIL: a short-prompt note"; cat "$tmp/len.md"; exit 1; }
@@ -53,9 +53,9 @@ def check(name, task, dense_min, sparse_slack):
         print(f"FAIL: {name} {task}: the sparse run fetched nothing"); fail += 1
 check("run3", "niah_single_filler", 6, 1)
 check("run3", "niah_single_text", 6, 1)
-check("run9", "niah_single_text", 6, 1)
-check("run9", "niah_multikey", 3, 1)
-check("run9", "chain", 3, 1)
+check("run10", "niah_single_text", 6, 1)
+check("run10", "niah_multikey", 3, 1)
+check("run10", "chain", 3, 1)
 rows = {r["task"]: r for r in json.load(open(f"{d}/len.json"))["rows"]}
 print(f"16K prompts: chain {rows['chain']['prompt_tokens_mean']:.0f}, niah_single_filler {rows['niah_single_filler']['prompt_tokens_mean']:.0f}")
 for task, max_tokens in (("chain", 64), ("niah_single_filler", 24)):

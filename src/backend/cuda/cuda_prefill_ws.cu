@@ -40,8 +40,14 @@
 #define WS_THREADS 384   /* producer warpgroup + two consumer warpgroups */
 #define WS_BM 128        /* query vectors a tile: 64 a consumer warpgroup */
 #define WS_KC 128        /* keys a chunk */
-#define WS_NK 2          /* K stages */
-#define WS_NV 3          /* V stages */
+#ifndef OKV_WS_NK
+#define OKV_WS_NK 2      /* K stages (a build flag for experiments: -DOKV_WS_NK=3 fits 227 KB at hd 128) */
+#endif
+#ifndef OKV_WS_NV
+#define OKV_WS_NV 3      /* V stages */
+#endif
+#define WS_NK OKV_WS_NK
+#define WS_NV OKV_WS_NV
 #define WS_PRODUCER_REGS 40    /* 40 + 2 x 232 = 3 x 168, the launch's count (okv_pf_ws_regs_ok) */
 #define WS_CONSUMER_REGS 232
 
@@ -72,6 +78,7 @@ struct ws_cfg {
     static constexpr int OFF_BAR = OFF_HDR + WS_NK * 8;     /* u64: kfull, kempty [WS_NK], vfull, vempty [WS_NV] */
     static constexpr int BYTES = OFF_BAR + 2 * (WS_NK + WS_NV) * 8;
     static constexpr size_t SMEM = 1024 + (size_t)BYTES;
+    static_assert(SMEM <= 232448, "the stages exceed an SM's 227 KB of shared memory");
     static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
 };
 
