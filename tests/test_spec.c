@@ -6,6 +6,7 @@
  *  - max_tokens and a callback that stops apply to accepted tokens one by one;
  *  - sampling: the joint distribution of the first three tokens over many seeds
  *    matches the target's exact one (chained okv_sampling_probs), chi-square;
+ *  - verify_inline: verify steps select with their own queries (counted), sparse and at a full budget;
  *  - statistics are consistent; rollback leaks no KV slot in either engine; no
  *    allocation is left at the end; bad drafter names and vocabularies fail clearly. */
 #include "oasiskv/backend.h"
@@ -175,6 +176,49 @@ static void test_greedy(enum okv_arch arch, okv_backend *be)
         okv_gen_result_free(&plain);
         okv_engine_free(e);
     }
+
+    /* verify_inline: a verify step selects with its own rows' queries instead of the set its previous
+     * step predicted. Off, only each generation's first decode step selects inline; on, every step
+     * that verifies drafts does too, and the run still decodes, releases every slot, and at a full
+     * budget equals plain greedy */
+    for (int vi = 0; vi < 2; vi++)
+        for (int full = 0; full < 2; full++) {
+            struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 64,
+                                           .kv_budget = full ? 512 : 40, .predict = OKV_PREDICT_LOOKAHEAD,
+                                           .verify_inline = vi == 1};
+            okv_engine *e = NULL;
+            CHECK(okv_engine_create(&tm.m, be, &ep, &e) == OKV_OK, "engine: %s", okv_last_error());
+            if (!e)
+                continue;
+            struct okv_gen_result plain = {0}, r = {0};
+            if (full)
+                gen(e, NULL, 0, prompt, PROMPT, greedy, GEN, &plain, NULL);
+            okv_engine_stats_reset(e);
+            if (gen(e, drafters[1], 3, prompt, PROMPT, greedy, GEN, &r, NULL) == OKV_OK) {
+                struct okv_engine_stats st;
+                okv_engine_stats_get(e, &st);
+                char what[96];
+                snprintf(what, sizeof what, "arch %d verify_inline %d, budget %d", arch, vi, ep.kv_budget);
+                check_stats(&r.spec, what);
+                check_no_slots(e, drafters[1], what);
+                CHECK(r.n_tokens == GEN && r.spec.drafts > 0, "%s: %d tokens, %lld steps with drafts", what, r.n_tokens,
+                      (long long)r.spec.drafts);
+                if (full)   /* the budget covers the context: dense, no selection at all */
+                    CHECK(st.inline_selections == 0 && !memcmp(r.tokens, plain.tokens, sizeof(int32_t) * (size_t)GEN),
+                          "%s: %lld inline selections, tokens %s plain greedy's", what, (long long)st.inline_selections,
+                          memcmp(r.tokens, plain.tokens, sizeof(int32_t) * (size_t)GEN) ? "differ from" : "equal");
+                else if (vi)
+                    CHECK(st.inline_selections >= r.spec.drafts, "%s: %lld inline selections for %lld verify steps", what,
+                          (long long)st.inline_selections, (long long)r.spec.drafts);
+                else
+                    CHECK(st.inline_selections == 1, "%s: %lld inline selections (the first decode step's alone expected)",
+                          what, (long long)st.inline_selections);
+                okv_gen_result_free(&r);
+            }
+            if (full)
+                okv_gen_result_free(&plain);
+            okv_engine_free(e);
+        }
     for (int di = 0; di < 5; di++)
         okv_drafter_free(drafters[di]);
     synth_model_free(&tm);

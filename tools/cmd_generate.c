@@ -44,6 +44,8 @@ static const char *help =
     "  --draft D              speculative decoding: ngram (prompt lookup), self (the model with a streaming\n"
     "                         256-token KV) or model:PATH (a draft model with the same vocabulary)\n"
     "  --spec-tokens K        draft tokens per step with --draft (default 4, at most 32)\n"
+    "  --kv-verify-inline     sparse with --draft: a verify step selects its blocks with its own rows' queries\n"
+    "                         (fetching what the prediction missed) instead of its previous step's prediction\n"
     "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 
@@ -76,6 +78,7 @@ int cmd_generate(int argc, char **argv)
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     const char *draft = NULL;   /* speculative decoding */
     int spec_tokens = 0;
+    bool verify_inline = false;
     const char *stops[16];
     int n_stop = 0;
     for (int i = 1; i < argc; i++) {
@@ -156,6 +159,8 @@ int cmd_generate(int argc, char **argv)
             recall = true;
         } else if (!strcmp(a, "--load-format")) {
             dummy = cli_load_format_arg(cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--kv-verify-inline")) {
+            verify_inline = true;
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
             if (strcmp(draft, "ngram") && strcmp(draft, "self") && (strncmp(draft, "model:", 6) || !draft[6]))
@@ -232,7 +237,7 @@ int cmd_generate(int argc, char **argv)
                                    .kv_budget = kv_budget, .dense_layers = dense_layers, .predict = predict,
                                    .track_recall = recall, .device_bytes_limit = (size_t)(kv_device_mb * 1048576.0),
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
-                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8};
+                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .verify_inline = verify_inline};
     if (kv_budget == 0 && kv_device_mb == 0)
         ep.kv_slots = (need + block - 1) / block + 1;
     else if (kv_budget > 0)

@@ -45,6 +45,14 @@ struct okv_engine_params {
                                    queries and waits for that selection (once per request), because the last
                                    prompt token's query is a poor guide to the first answer token's (a needle
                                    question: 8K context, budget 512, 0.75 -> 1.00 of dense, bench/ACCURACY.md) */
+    bool verify_inline;    /* speculative decoding in sparse mode: a verify step (a sequence with drafted rows)
+                              selects its blocks before each layer's attention with its own rows' queries,
+                              instead of reading the set its previous step predicted. Those rows stand up to
+                              k + 1 positions past the queries that predicted the set, and the token an accepted
+                              draft's row writes is chosen from that stale set (chain at 4K, budget 1024: 5/12
+                              with a draft, 9/12 without, 12/12 with this; bench/ACCURACY.md). The prediction
+                              still runs and prefetches, so the step fetches only what it missed, and waits for
+                              that. Default false; OKV_VERIFY_INLINE=0/1 overrides (A/B runs) */
     int successor_blocks;  /* predictions: the blocks right after the best this many of each head's selection
                               replace its lowest-ranked entries (text read forward, e.g. a value copied out of a
                               needle, crosses into the next block); 0: the default, 1; < 0: off. The environment
@@ -118,6 +126,9 @@ struct okv_engine_stats {
                                     residency, fetch issue, prediction merging */
     double host_lists_s;         /* of which building the attention block lists */
     double sync_wait_s;          /* waiting for the device at the end of the steps */
+    int64_t inline_selections;   /* (sequence, step) selections chosen before attention with the step's own
+                                    queries, not predicted: a sequence's first decode step, every step of the
+                                    oracle, verify steps with verify_inline */
     int64_t recall_hits;         /* predicted units that the true queries also selected */
     int64_t recall_total;        /* units the true queries selected */
     size_t device_bytes;         /* device tier in use now (group slots, sparse quotas, summaries) */

@@ -327,6 +327,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         const char *sk = getenv("OKV_STICKY");
         const double sv = sk && *sk ? atof(sk) : (double)prm.sticky;
         e->sticky = sv > 0 && sv <= 0.5 ? (float)sv : 0.0f;
+        const char *vi = getenv("OKV_VERIFY_INLINE");
+        e->verify_inline = vi && *vi ? atoi(vi) != 0 : prm.verify_inline;
     }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
 

@@ -63,6 +63,7 @@ struct okv_engine {
     uint64_t lists_version;     /* okv_attn_blocks.version: bumped whenever the block lists are rebuilt */
     float own_share;            /* lookahead: the real token's share of a merged selection (0.5; OKV_LOOKAHEAD_OWN) */
     float sticky;               /* okv_engine_params.sticky, or OKV_STICKY (0: off) */
+    bool verify_inline;         /* okv_engine_params.verify_inline, or OKV_VERIFY_INLINE */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
     bool lend;                  /* dense while room: unclaimed quota chunks are lent as group slots (kv.h) */
 

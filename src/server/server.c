@@ -195,6 +195,9 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
            "Share of the truly selected KV units that the prediction chose (0 when not tracked).", label,
            es->recall_total > 0 ? (double)es->recall_hits / (double)es->recall_total : 0.0);
     metric(&b, "oasiskv:stall_seconds_total", "counter", "Time attention waited for KV fetches.", label, es->stall_s);
+    metric(&b, "oasiskv:inline_selections_total", "counter",
+           "Sequence steps whose KV blocks were chosen with the step's own queries before attention, not predicted "
+           "(first decode steps; verify steps with --kv-verify-inline).", label, (double)es->inline_selections);
     /* where the engine's steps go (the host issues a step up to its final device sync) */
     metric(&b, "oasiskv:dense_phase_sequences", "gauge",
            "Sparse serving, dense while room: sequences reading every block of their context now.", label,

@@ -1,0 +1,30 @@
+#!/bin/bash
+# Planned in session 23 of 2026-12-02 for the next GPU session (not run yet): verify steps that select
+# with their own queries (`--kv-verify-inline`, okv_engine_params.verify_inline) on the CUDA engine.
+#  1. the CUDA tests (none of them speculates: the sweeps below are the CUDA path's check);
+#  2. run 10 at 32K, N = 40, 2-bit key codes at 2048, run 10's draft speculating 1 and 3 tokens a step:
+#     lookahead with and without --kv-verify-inline, on chain, vt, niah_single_text, qa, niah_multikey
+#     (accuracy, and the cells' seconds, resident in time and fetched bytes: the cost of the inline
+#     selection's fetches; `current` without a draft is gpu_run145's r10_codes);
+#  3. the same chain cells at budget 1024.
+#   bash bench/gpu_run147.sh      (carry build-gc; JSON under $OUT)
+set -u
+. bench/gpu_env.sh build-gc
+B=build-gc
+mkdir -p $OUT/tests
+for t in cuda_ops cuda_graph cuda_engine sched dense_room cuda_resid prefix; do
+  timeout 100 $B/tests/test_$t > $OUT/tests/$t.txt 2>&1; echo "$t exit $? $(tail -1 $OUT/tests/$t.txt) at $SECONDS s"
+done
+grep -h "FAIL" $OUT/tests/*.txt | head -20
+M=train/checkpoints/run10
+E="$B/oasiskv eval --sweep --model $M/target --context-len 32768 --num-samples 40 --kv-cache-factor 2 --kv-sticky 0.25 --seed 0 --device cuda --kv-key-codes 2 --predict lookahead --draft model:$M/draft"
+run() { local left=$((560 - SECONDS)); [ $left -gt 20 ] || { echo "skipped $1: no time"; return; }
+  echo "== $1 ($left s left)"; timeout $left $E --json $OUT/$1.json "${@:2}" 2>&1 | grep "^| [a-z]"; }
+F=chain,vt,niah_single_text,qa,niah_multikey
+run r10_la1 --task $F --kv-budget 2048 --spec-tokens 1
+run r10_la1_vi --task $F --kv-budget 2048 --spec-tokens 1 --kv-verify-inline
+run r10_la3 --task chain,vt --kv-budget 2048 --spec-tokens 3
+run r10_la3_vi --task chain,vt --kv-budget 2048 --spec-tokens 3 --kv-verify-inline
+run r10_la1_1024 --task chain --kv-budget 1024 --spec-tokens 1
+run r10_la1_1024_vi --task chain --kv-budget 1024 --spec-tokens 1 --kv-verify-inline
+echo "done at $SECONDS s"
