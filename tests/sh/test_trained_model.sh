@@ -10,6 +10,8 @@
 #   lines, resumed at 16K/32K on qa's quoted prefix and filled chain tables) finds every single needle, at least half the multi-key needles and half the chains
 #   (4 lookups, each step written out) dense, and at budget 512 with 2-bit key codes scores
 #   within one sample of dense on all three.
+# - speculating with prompt-lookup drafts and --kv-verify-inline (verify steps select with their own
+#   queries), run 10 writes chain at 2K and a 256-token budget within one sample of dense;
 # - at 16K chain's table fills the context as a haystack does (its word list runs out at about
 #   12K tokens, made-up codes continue it), and the eval reports both prompts' mean length
 #   (run 10's 0.9M draft, for speed).
@@ -30,6 +32,12 @@ ev() {  # checkpoint tasks extra-args...
 }
 ev run3 niah_single_filler,niah_single_text --predict lookahead
 ev run10 niah_single_text,niah_multikey,chain --predict current --kv-key-codes 2
+# speculating (prompt-lookup drafts, 4 a step) with verify steps that select with their own queries:
+# chain at 2K and a 256-token budget within one sample of dense (without the switch: 1 of 6)
+timeout 300 "$cli" eval --sweep --task chain --model "$ck/run10/target" --context-len 2048 --num-samples 6 \
+  --kv-budget dense,256 --kv-key-codes 2 --predict lookahead --kv-verify-inline --device cpu --threads 2 \
+  --json "$tmp/run10vi.json" > "$tmp/run10vi.txt" 2> "$tmp/run10vi.err" ||
+  { echo "FAIL: verify-inline eval exit $?"; tail -5 "$tmp/run10vi.err"; exit 1; }
 timeout 300 "$cli" eval --sweep --task chain,niah_single_filler --model "$ck/run10/draft" --context-len 16384 \
   --num-samples 1 --kv-budget dense --device cpu --threads 2 --json "$tmp/len.json" > "$tmp/len.md" 2> "$tmp/len.err" ||
   { echo "FAIL: 16K eval exit $?"; tail -5 "$tmp/len.err"; exit 1; }
@@ -38,17 +46,17 @@ python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
 fail = 0
-def check(name, task, dense_min, sparse_slack):
+def check(name, task, dense_min, sparse_slack, budget=512):
     global fail
     rows = json.load(open(f"{d}/{name}.json"))["rows"]
     dn = next(r for r in rows if r["task"] == task and r["kv_budget"] == 0)
-    sp = next(r for r in rows if r["task"] == task and r["kv_budget"] == 512)
-    print(f"{name} {task}: dense {dn['correct']}/{dn['n']}, budget 512 {sp['predict']} {sp['correct']}/{sp['n']} "
+    sp = next(r for r in rows if r["task"] == task and r["kv_budget"] == budget)
+    print(f"{name} {task}: dense {dn['correct']}/{dn['n']}, budget {budget} {sp['predict']} {sp['correct']}/{sp['n']} "
           f"({sp['same_as_dense']} = dense, key codes {sp['key_code_bits']})")
     if dn["correct"] < dense_min:
         print(f"FAIL: {name} {task}: {dn['correct']}/{dn['n']} with dense attention (at least {dense_min} expected)"); fail += 1
     if sp["correct"] < dn["correct"] - sparse_slack:
-        print(f"FAIL: {name} {task}: budget 512 got {sp['correct']}/{sp['n']} against dense's {dn['correct']}"); fail += 1
+        print(f"FAIL: {name} {task}: budget {budget} got {sp['correct']}/{sp['n']} against dense's {dn['correct']}"); fail += 1
     if sp["fetch_bytes"] <= 0:
         print(f"FAIL: {name} {task}: the sparse run fetched nothing"); fail += 1
 check("run3", "niah_single_filler", 6, 1)
@@ -56,6 +64,10 @@ check("run3", "niah_single_text", 6, 1)
 check("run10", "niah_single_text", 6, 1)
 check("run10", "niah_multikey", 3, 1)
 check("run10", "chain", 3, 1)
+check("run10vi", "chain", 5, 1, 256)
+vi = next(r for r in json.load(open(f"{d}/run10vi.json"))["rows"] if r["kv_budget"] == 256)
+if not (vi["verify_inline"] and vi["predict"] == "lookahead" and vi["spec_acceptance"] > 0):
+    print(f"FAIL: the verify-inline row did not speculate with the switch on: {vi}"); fail += 1
 rows = {r["task"]: r for r in json.load(open(f"{d}/len.json"))["rows"]}
 print(f"16K prompts: chain {rows['chain']['prompt_tokens_mean']:.0f}, niah_single_filler {rows['niah_single_filler']['prompt_tokens_mean']:.0f}")
 for task, max_tokens in (("chain", 64), ("niah_single_filler", 24)):
