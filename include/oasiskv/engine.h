@@ -49,8 +49,9 @@ struct okv_engine_params {
                               selects its blocks before each layer's attention with its own rows' queries,
                               instead of reading the set its previous step predicted. Those rows stand up to
                               k + 1 positions past the queries that predicted the set, and the token an accepted
-                              draft's row writes is chosen from that stale set (chain at 4K, budget 1024: 5/12
-                              with a draft, 9/12 without, 12/12 with this; bench/ACCURACY.md). The prediction
+                              draft's row writes is chosen from that stale set (run 10's chain at 4K, budget 1024:
+                              lookahead with its draft 3/12, with n-gram drafts 2/12, no drafts 9/12, either
+                              kind of draft with this 12/12; bench/ACCURACY.md). The prediction
                               still runs and prefetches, so the step fetches only what it missed, and waits for
                               that. Default false; OKV_VERIFY_INLINE=0/1 overrides (A/B runs) */
     int successor_blocks;  /* predictions: the blocks right after the best this many of each head's selection
