@@ -1,12 +1,13 @@
 #!/bin/bash
 # Planned in session 23 of 2026-12-02 for the next GPU session (not run yet): verify steps that select
 # with their own queries (`--kv-verify-inline`, okv_engine_params.verify_inline) on the CUDA engine.
-#  1. the CUDA tests (none of them speculates: the sweeps below are the CUDA path's check);
+#  1. the CUDA tests (none of them speculates: the sweeps below are the CUDA path's check); the prefill
+#     kernel's split on the SmolLM2 shape at 8K, where PyTorch's FA2 was ahead (RESULTS 35);
 #  2. run 10 at 32K, N = 40, 2-bit key codes at 2048, run 10's draft speculating 1 and 3 tokens a step:
 #     lookahead with and without --kv-verify-inline, on chain, vt, niah_single_text, qa, niah_multikey
 #     (accuracy, and the cells' seconds, resident in time and fetched bytes: the cost of the inline
-#     selection's fetches; `current` without a draft is gpu_run145's r10_codes);
-#  3. the same chain cells at budget 1024.
+#     selection's fetches; `current` without a draft is gpu_run145's r10_codes); chain at budget 1024;
+#  3. decode speed of one speculating request at 32K with and without the switch (below).
 #   bash bench/gpu_run147.sh      (carry build-gc; JSON under $OUT)
 set -u
 . bench/gpu_env.sh build-gc
@@ -16,6 +17,12 @@ for t in cuda_ops cuda_graph cuda_engine sched dense_room cuda_resid prefix; do
   timeout 100 $B/tests/test_$t > $OUT/tests/$t.txt 2>&1; echo "$t exit $? $(tail -1 $OUT/tests/$t.txt) at $SECONDS s"
 done
 grep -h "FAIL" $OUT/tests/*.txt | head -20
+# the SmolLM2 shape at 8K / 512 rows, where PyTorch's FA2 beat the kernel (177 against 135 TFLOPS,
+# RESULTS 35): 36 tiles split in 3 parts by default; parts 1 / 2 / 3 / 4 and the two-warpgroup kernel
+for sp in 1 2 3 4; do
+  echo "== 9,3,64 8K 512 rows OKV_PREFILL_SPLIT=$sp: $(OKV_PREFILL_SPLIT=$sp timeout 30 $B/bench/cuda_attention --prefill 512,2048 --ctx 8192 --shape 9,3,64 2>&1 | grep -E 'prefill kernel  |rror' | tr '\n' ' ')"
+done
+echo "== 9,3,64 OKV_PREFILL_WS=0: $(OKV_PREFILL_WS=0 timeout 30 $B/bench/cuda_attention --prefill 512,2048 --ctx 8192 --shape 9,3,64 2>&1 | grep -E 'prefill kernel  |rror' | tr '\n' ' ')"
 M=train/checkpoints/run10
 E="$B/oasiskv eval --sweep --model $M/target --context-len 32768 --num-samples 40 --kv-cache-factor 2 --kv-sticky 0.25 --seed 0 --device cuda --kv-key-codes 2 --predict lookahead --draft model:$M/draft"
 run() { local left=$((480 - SECONDS)); [ $left -gt 20 ] || { echo "skipped $1: no time"; return; }
