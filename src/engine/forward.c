@@ -120,16 +120,14 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
         if (e->prm.predict == OKV_PREDICT_ORACLE) {
             bs->sel = bs->inline_sel = es->decode && bs->len > budget && cand_end > sink;
             bs->cand_end = cand_end;
-            e->stats.inline_selections += bs->inline_sel;
         } else {
             /* a decode step without a prediction (the first after a failed step, or
              * after okv_engine_seq_fill_random) selects with its own queries */
             bs->sel = es->decode && (es->sparse || es->cand_end > sink);
             /* ... and so does a verify step when asked (okv_engine_params.verify_inline): its drafted
-             * rows stand past the queries that predicted its set */
-            const bool verify = e->verify_inline && b->is_draft && bs->r1 - bs->r0 > 1 && b->is_draft[bs->r1 - 1];
+             * rows (a sequence's rows end with them) stand past the queries that predicted its set */
+            const bool verify = e->verify_inline && b->is_draft && b->is_draft[bs->r1 - 1];
             bs->inline_sel = bs->sel && (!es->sparse || verify);
-            e->stats.inline_selections += bs->inline_sel;
             bs->cand_end = es->cand_end;
             /* the prompt's last token predicts only when asked to: otherwise the first
              * decode step has no prediction and selects inline with its own queries */
@@ -137,6 +135,7 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
                           cand_end > sink;
             bs->pred_cand_end = cand_end;
         }
+        e->stats.inline_selections += bs->inline_sel;
     }
 
     /* RoPE angles: position times inverse frequency, in float32 as the reference does; YaRN
