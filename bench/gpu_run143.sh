@@ -1,5 +1,5 @@
 #!/bin/bash
-# Planned for the next GPU session (written in session 22, not run: its device time was spent): the
+# Planned in session 22 (not run as such: session 23 ran the same loop as part 4 of gpu_run145.sh): the
 # peer for the prefill kernels, PyTorch's
 # scaled_dot_product_attention (flash, cuDNN, memory-efficient backends) on the shapes of
 # cuda_attention --prefill (8B: 32,8,128; SmolLM2: 9,3,64), chunks of 512 and 2048 rows at the end

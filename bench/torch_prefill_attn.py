@@ -6,8 +6,8 @@ as cuda_attention does (4 * head_dim * query heads * sum over rows of the keys i
 
   python3 bench/torch_prefill_attn.py --rows 512,2048 --ctx 8192,32768 --shape 32,8,128 [--iters 20]
 
-Backends that refuse a shape (or are missing) are reported as such. Written in session 22, not yet
-run (bench/gpu_run143.sh). The flash and memory-efficient backends get K and V repeated to every
+Backends that refuse a shape (or are missing) are reported as such. Written in session 22, first run in
+session 23 (bench/gpu_run145.sh; bench/RESULTS.md section 35). The flash and memory-efficient backends get K and V repeated to every
 query head (their lower-right causal bias takes no GQA), which costs them memory traffic."""
 import argparse
 
