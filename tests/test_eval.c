@@ -398,9 +398,9 @@ static void test_end_to_end(void)
     if (!be || !c)
         goto done;
     const struct okv_eval_config cfgs[3] = {
-        {0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false},
-        {1024, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false},
-        {1024, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0, false, false},   /* drafts by n-gram */
+        {0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false},
+        {1024, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false},
+        {1024, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0, false, false, false},   /* drafts by n-gram */
     };
     const char *tasks[] = {"niah_single_filler", "qa"};
     for (int t = 0; t < 2; t++) {
@@ -463,15 +463,17 @@ static void test_end_to_end(void)
     /* a budget below the context runs sparse and still scores every sample */
     /* ... and with an fp8 host tier */
     /* ... and speculating with verify steps that select with their own queries (verify_inline) */
-    const struct okv_eval_config sp[4] = {{0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false},
-                                          {112, OKV_PREDICT_ORACLE, 0, NULL, 0, 0, false, 0, 0, false, false},
-                                          {112, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, true, false},
-                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, true}};
-    struct okv_eval_cell cs[4];
+    /* ... and speculating with stale own tokens deferred (verify_defer) */
+    const struct okv_eval_config sp[5] = {{0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false},
+                                          {112, OKV_PREDICT_ORACLE, 0, NULL, 0, 0, false, 0, 0, false, false, false},
+                                          {112, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, true, false, false},
+                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, true, false},
+                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, false, true}};
+    struct okv_eval_cell cs[5];
     struct okv_eval_run_params rp = {.task = "niah_single_filler", .context_len = 512, .num_samples = 2, .seed = 1,
                                      .max_tokens = 8, .prefill_chunk = 64};
-    CHECK(okv_eval_run(m, tok, be, c, &rp, sp, 4, cs) == OKV_OK, "sparse run: %s", okv_last_error());
-    for (int i = 1; i < 4; i++)
+    CHECK(okv_eval_run(m, tok, be, c, &rp, sp, 5, cs) == OKV_OK, "sparse run: %s", okv_last_error());
+    for (int i = 1; i < 5; i++)
         CHECK(cs[i].n == 2 && cs[i].same_as_dense >= 0 && cs[i].same_as_dense <= 2 && cs[i].fetch_bytes >= 0,
               "sparse cell %d: n %d same %d", i, cs[i].n, cs[i].same_as_dense);
 
@@ -479,7 +481,7 @@ static void test_end_to_end(void)
     int32_t prompt[150];
     for (int i = 0; i < 150; i++)
         prompt[i] = (int32_t)((i * 37 + 11) % 500);
-    const struct okv_eval_config fc[2] = {{256, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false}, {64 + 32, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0, false, false}};
+    const struct okv_eval_config fc[2] = {{256, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false}, {64 + 32, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0, false, false, false}};
     struct okv_eval_fid_cell fo[2];
     CHECK(okv_eval_fidelity(m, be, prompt, 150, 40, fc, 2, true, NULL, NULL, fo) == OKV_OK, "fidelity: %s",
           okv_last_error());

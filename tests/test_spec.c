@@ -7,11 +7,15 @@
  *  - sampling: the joint distribution of the first three tokens over many seeds
  *    matches the target's exact one (chained okv_sampling_probs), chi-square;
  *  - verify_inline: verify steps select with their own queries (counted), sparse and at a full budget;
+ *  - verify_defer: stale own tokens are deferred on a sparse budget, never at a full one or inline; the
+ *    scheduler (what serve runs) defers the same steps as okv_generate: the same greedy tokens with
+ *    n-gram drafts on a sparse budget, with and without the switch;
  *  - statistics are consistent; rollback leaks no KV slot in either engine; no
  *    allocation is left at the end; bad drafter names and vocabularies fail clearly. */
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/generate.h"
+#include "oasiskv/sched.h"
 #include "oasiskv/spec.h"
 #include "synth_model.h"
 #include "testutil.h"
@@ -181,11 +185,15 @@ static void test_greedy(enum okv_arch arch, okv_backend *be)
      * step predicted. Off, only each generation's first decode step selects inline; on, every step
      * that verifies drafts does too, and the run still decodes, releases every slot, and at a full
      * budget equals plain greedy */
-    for (int vi = 0; vi < 2; vi++)
+    /* verify_defer (vi == 2): a greedy verify step whose drafted rows read the predicted set drops its own
+     * token; at a full budget nothing is predicted and nothing deferred (tokens = plain greedy), on a
+     * sparse budget steps are deferred and the run still makes every token and releases every slot;
+     * with both switches on, inline selection leaves nothing stale to defer (vi == 3) */
+    for (int vi = 0; vi < 4; vi++)
         for (int full = 0; full < 2; full++) {
             struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 64,
                                            .kv_budget = full ? 512 : 40, .predict = OKV_PREDICT_LOOKAHEAD,
-                                           .verify_inline = vi == 1};
+                                           .verify_inline = vi == 1 || vi == 3, .verify_defer = vi >= 2};
             okv_engine *e = NULL;
             CHECK(okv_engine_create(&tm.m, be, &ep, &e) == OKV_OK, "engine: %s", okv_last_error());
             if (!e)
@@ -198,7 +206,8 @@ static void test_greedy(enum okv_arch arch, okv_backend *be)
                 struct okv_engine_stats st;
                 okv_engine_stats_get(e, &st);
                 char what[96];
-                snprintf(what, sizeof what, "arch %d verify_inline %d, budget %d", arch, vi, ep.kv_budget);
+                snprintf(what, sizeof what, "arch %d verify_inline %d verify_defer %d, budget %d", arch, ep.verify_inline,
+                         ep.verify_defer, ep.kv_budget);
                 check_stats(&r.spec, what);
                 check_no_slots(e, drafters[1], what);
                 CHECK(r.n_tokens == GEN && r.spec.drafts > 0, "%s: %d tokens, %lld steps with drafts", what, r.n_tokens,
@@ -207,12 +216,20 @@ static void test_greedy(enum okv_arch arch, okv_backend *be)
                     CHECK(st.inline_selections == 0 && !memcmp(r.tokens, plain.tokens, sizeof(int32_t) * (size_t)GEN),
                           "%s: %lld inline selections, tokens %s plain greedy's", what, (long long)st.inline_selections,
                           memcmp(r.tokens, plain.tokens, sizeof(int32_t) * (size_t)GEN) ? "differ from" : "equal");
-                else if (vi)
+                else if (ep.verify_inline)
                     CHECK(st.inline_selections >= r.spec.drafts, "%s: %lld inline selections for %lld verify steps", what,
                           (long long)st.inline_selections, (long long)r.spec.drafts);
                 else
                     CHECK(st.inline_selections == 1, "%s: %lld inline selections (the first decode step's alone expected)",
                           what, (long long)st.inline_selections);
+                if (!full && vi == 2)
+                    CHECK(r.spec.deferred > 0 && r.spec.deferred <= r.spec.drafts &&
+                              r.spec.mean_acceptance_length ==
+                                  1.0 + (double)(r.spec.accepted_tokens - r.spec.deferred) / (double)r.spec.drafts,
+                          "%s: %lld of %lld verify steps deferred, %g tokens a step", what, (long long)r.spec.deferred,
+                          (long long)r.spec.drafts, r.spec.mean_acceptance_length);
+                else
+                    CHECK(r.spec.deferred == 0, "%s: %lld steps deferred (none expected)", what, (long long)r.spec.deferred);
                 okv_gen_result_free(&r);
             }
             if (full)
@@ -223,6 +240,89 @@ static void test_greedy(enum okv_arch arch, okv_backend *be)
         okv_drafter_free(drafters[di]);
     synth_model_free(&tm);
     synth_model_free(&dm);
+}
+
+/* ---- the scheduler's verification against okv_generate's ---- */
+
+struct sched_out {
+    int32_t toks[GEN + 8];
+    int n;
+    bool done;
+};
+
+static void so_token(void *user, int32_t token, const char *text, size_t len)
+{
+    (void)text;
+    (void)len;
+    struct sched_out *o = user;
+    if (o->n < GEN + 8)
+        o->toks[o->n] = token;
+    o->n++;
+}
+
+static void so_finish(void *user, const struct okv_sched_result *r)
+{
+    (void)r;
+    ((struct sched_out *)user)->done = true;
+}
+
+/* One greedy request through the scheduler with n-gram drafts (4 a step) and through okv_generate with
+ * the same drafter, on a sparse budget: the two decode loops verify, roll back and (with verify_defer)
+ * defer alike, so the tokens must be the same. */
+static void test_sched_defer(okv_backend *be)
+{
+    struct synth_model tm;
+    synth_model_init(&tm, OKV_ARCH_LLAMA, 777);
+    okv_drafter *ng = NULL;
+    CHECK(okv_drafter_create("ngram", &tm.m, be, NULL, &ng) == OKV_OK, "ngram: %s", okv_last_error());
+    const struct okv_sampling greedy = {.temperature = 0.0f, .top_p = 1.0f};
+    for (int df = 0; df < 2 && ng; df++) {
+        struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 64, .kv_budget = 40,
+                                       .predict = OKV_PREDICT_LOOKAHEAD, .verify_defer = df == 1};
+        okv_engine *e = NULL;
+        CHECK(okv_engine_create(&tm.m, be, &ep, &e) == OKV_OK, "engine: %s", okv_last_error());
+        if (!e)
+            continue;
+        struct okv_gen_result g = {0};
+        const enum okv_status gst = gen(e, ng, 4, prompt, PROMPT, greedy, GEN, &g, NULL);
+        struct okv_sched_params sp = {.max_num_seqs = 1, .max_num_batched_tokens = 64, .drafter = ng, .spec_tokens = 4};
+        okv_sched *s = NULL;
+        CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
+        struct sched_out o = {0};
+        if (s) {
+            struct okv_sched_request rq = {.prompt = prompt, .n_prompt = PROMPT, .max_tokens = GEN, .sampling = greedy,
+                                           .ignore_eos = true, .on_token = so_token, .on_finish = so_finish, .user = &o};
+            uint64_t id;
+            CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
+            bool busy = true;
+            for (int step = 0; busy && step < 5000; step++)
+                if (okv_sched_step(s, &busy) != OKV_OK) {
+                    CHECK(0, "sched step: %s", okv_last_error());
+                    break;
+                }
+            struct okv_sched_metrics m;
+            okv_sched_metrics(s, &m);
+            CHECK(df ? m.spec_deferred_total > 0 : m.spec_deferred_total == 0,
+                  "verify_defer %d: the scheduler deferred %llu steps", df, (unsigned long long)m.spec_deferred_total);
+            CHECK(gst != OKV_OK || m.spec_deferred_total == (uint64_t)g.spec.deferred,
+                  "verify_defer %d: the scheduler deferred %llu steps, okv_generate %lld", df,
+                  (unsigned long long)m.spec_deferred_total, (long long)g.spec.deferred);
+            okv_sched_free(s);
+        }
+        CHECK(gst == OKV_OK && o.done && o.n == GEN && g.n_tokens == GEN &&
+                  !memcmp(o.toks, g.tokens, sizeof(int32_t) * (size_t)GEN),
+              "verify_defer %d: the scheduler's %d greedy tokens %s okv_generate's %d", df, o.n,
+              o.n == GEN && g.n_tokens == GEN && !memcmp(o.toks, g.tokens, sizeof(int32_t) * (size_t)GEN) ? "equal"
+                                                                                                  : "differ from",
+              g.n_tokens);
+        printf("  scheduler vs okv_generate, n-gram drafts, budget 40, verify_defer %d: %d tokens, %lld steps deferred\n",
+               df, o.n, (long long)g.spec.deferred);
+        okv_gen_result_free(&g);
+        CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0, "verify_defer %d: slots leaked", df);
+        okv_engine_free(e);
+    }
+    okv_drafter_free(ng);
+    synth_model_free(&tm);
 }
 
 /* ---- the sampling distribution ---- */
@@ -436,6 +536,7 @@ int main(void)
     test_greedy(OKV_ARCH_LLAMA, be);
     test_greedy(OKV_ARCH_QWEN2, be);
     test_greedy(OKV_ARCH_QWEN3, be);
+    test_sched_defer(be);
     test_sampling(be);
     okv_backend_free(be);
     for (int t = 0; t < OKV_TAG_COUNT; t++)

@@ -46,6 +46,8 @@ static const char *help =
     "  --spec-tokens K        draft tokens per step with --draft (default 4, at most 32)\n"
     "  --kv-verify-inline     sparse with --draft: a verify step selects its blocks with its own rows' queries\n"
     "                         (fetching what the prediction missed) instead of its previous step's prediction\n"
+    "  --kv-verify-defer      sparse with --draft, greedy: a verify step whose drafted rows read the predicted set\n"
+    "                         drops its own token and runs its last accepted draft again on a fresh prediction\n"
     "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 
@@ -78,7 +80,7 @@ int cmd_generate(int argc, char **argv)
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     const char *draft = NULL;   /* speculative decoding */
     int spec_tokens = 0;
-    bool verify_inline = false;
+    bool verify_inline = false, verify_defer = false;
     const char *stops[16];
     int n_stop = 0;
     for (int i = 1; i < argc; i++) {
@@ -161,6 +163,8 @@ int cmd_generate(int argc, char **argv)
             dummy = cli_load_format_arg(cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
+        } else if (!strcmp(a, "--kv-verify-defer")) {
+            verify_defer = true;
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
             if (strcmp(draft, "ngram") && strcmp(draft, "self") && (strncmp(draft, "model:", 6) || !draft[6]))
@@ -237,7 +241,8 @@ int cmd_generate(int argc, char **argv)
                                    .kv_budget = kv_budget, .dense_layers = dense_layers, .predict = predict,
                                    .track_recall = recall, .device_bytes_limit = (size_t)(kv_device_mb * 1048576.0),
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
-                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .verify_inline = verify_inline};
+                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .verify_inline = verify_inline,
+                                   .verify_defer = verify_defer};
     if (kv_budget == 0 && kv_device_mb == 0)
         ep.kv_slots = (need + block - 1) / block + 1;
     else if (kv_budget > 0)
@@ -287,9 +292,9 @@ int cmd_generate(int argc, char **argv)
         printf("}");
         if (drafter)
             printf(", \"spec\": {\"drafts\": %lld, \"draft_tokens\": %lld, \"accepted_tokens\": %lld, "
-                   "\"acceptance_rate\": %.4f, \"mean_acceptance_length\": %.4f}",
+                   "\"acceptance_rate\": %.4f, \"mean_acceptance_length\": %.4f, \"deferred\": %lld}",
                    (long long)res.spec.drafts, (long long)res.spec.draft_tokens, (long long)res.spec.accepted_tokens,
-                   res.spec.acceptance_rate, res.spec.mean_acceptance_length);
+                   res.spec.acceptance_rate, res.spec.mean_acceptance_length, (long long)res.spec.deferred);
         printf("}\n");
     } else {
         printf("\n");

@@ -54,6 +54,16 @@ struct okv_engine_params {
                               kind of draft with this 12/12; bench/ACCURACY.md). The prediction
                               still runs and prefetches, so the step fetches only what it missed, and waits for
                               that. Default false; OKV_VERIFY_INLINE=0/1 overrides (A/B runs) */
+    bool verify_defer;     /* speculative decoding in sparse mode, greedy: when a verify step's drafted rows read
+                              the set predicted before them (verify_inline off), the token the target chose itself
+                              (the correction, or the bonus after every draft) comes from such a row, so the
+                              decode loop drops it, keeps the accepted drafts, and runs the last of them again as
+                              the next step's first row, on a fresh prediction (okv_engine_seq_defer_own). No
+                              wait, one row recomputed; a step whose first draft is rejected is unchanged (its
+                              own token comes from the first row, as without drafts). Run 10's chain at 4K, budget
+                              1024: lookahead + its draft 3/12 -> 10/12, n-gram drafts 2/12 -> 7/12 (no drafts
+                              9/12, verify_inline 12/12). Sampled requests (temperature > 0) are not affected.
+                              Default false; OKV_VERIFY_DEFER=0/1 overrides */
     int successor_blocks;  /* predictions: the blocks right after the best this many of each head's selection
                               replace its lowest-ranked entries (text read forward, e.g. a value copied out of a
                               needle, crosses into the next block); 0: the default, 1; < 0: off. The environment
@@ -189,6 +199,11 @@ bool okv_engine_seq_dense_phase(const okv_engine *e, int seq);
 int okv_engine_dense_phase_seqs(const okv_engine *e);
 bool okv_engine_dense_while_room(const okv_engine *e);   /* in effect (params asked, backend and layout allow) */
 int okv_engine_seq_len(const okv_engine *e, int seq);
+/* Whether the decode loop should drop the token a sequence's last verify step chose itself
+ * (okv_engine_params.verify_defer): the switch is on and that step's rows after the first read a
+ * set predicted before they existed, so every row that could choose that token read a stale
+ * selection. Callers apply it to greedy sequences that accepted at least one draft. */
+bool okv_engine_seq_defer_own(const okv_engine *e, int seq);
 /* Drop tokens past len (speculative rejection, or regenerating). In sparse mode the
  * cut must stay inside the local window: OKV_ERR_INVALID_ARG otherwise. */
 enum okv_status okv_engine_seq_truncate(okv_engine *e, int seq, int len);

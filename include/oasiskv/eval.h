@@ -148,6 +148,7 @@ struct okv_eval_config {
     int key_code_bits;        /* okv_engine_params.key_code_bits */
     bool host_fp8;            /* okv_engine_params.host_fp8 */
     bool verify_inline;       /* okv_engine_params.verify_inline */
+    bool verify_defer;        /* okv_engine_params.verify_defer */
 };
 
 /* "current", "lookahead", "oracle", "current-from-prompt" or "lookahead-from-prompt". */

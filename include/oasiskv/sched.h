@@ -139,6 +139,7 @@ struct okv_sched_metrics {
     uint64_t spec_drafts_total;          /* verify steps with >= 1 draft (vLLM's num_drafts) */
     uint64_t spec_draft_tokens_total;
     uint64_t spec_accepted_tokens_total;
+    uint64_t spec_deferred_total;        /* verify steps whose own token was dropped (verify_defer) */
     struct okv_engine_stats engine;      /* the engine's counters after the last step */
 };
 

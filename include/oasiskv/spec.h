@@ -38,10 +38,12 @@ struct okv_spec_stats {
     int64_t draft_tokens;            /* draft tokens verified */
     int64_t accepted_tokens;         /* of those, accepted */
     double acceptance_rate;          /* accepted_tokens / draft_tokens (0 when none) */
-    double mean_acceptance_length;   /* 1 + accepted_tokens / drafts: tokens per verify step (1 when none) */
+    double mean_acceptance_length;   /* 1 + (accepted_tokens - deferred) / drafts: tokens per verify step (1 when none) */
     int64_t pos_proposed[OKV_SPEC_MAX_TOKENS];   /* [i]: steps with a draft at position i (0-based) */
     int64_t pos_accepted[OKV_SPEC_MAX_TOKENS];   /* [i]: steps whose draft at position i was accepted */
     double draft_s;                  /* time spent in the drafter */
+    int64_t deferred;                /* verify steps whose own token was dropped: it came from a row that read
+                                        a stale predicted selection (okv_engine_seq_rows_stale) */
 };
 
 /* Fill acceptance_rate and mean_acceptance_length from the counters. */

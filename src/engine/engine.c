@@ -329,6 +329,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         e->sticky = sv > 0 && sv <= 0.5 ? (float)sv : 0.0f;
         const char *vi = getenv("OKV_VERIFY_INLINE");
         e->verify_inline = vi && *vi ? atoi(vi) != 0 : prm.verify_inline;
+        const char *vd = getenv("OKV_VERIFY_DEFER");
+        e->verify_defer = vd && *vd ? atoi(vd) != 0 : prm.verify_defer;
     }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
 
@@ -719,6 +721,8 @@ int okv_engine_dense_phase_seqs(const okv_engine *e)
 }
 
 int okv_engine_seq_len(const okv_engine *e, int seq) { return okv_kv_seq_len(e->kv, seq); }
+
+bool okv_engine_seq_defer_own(const okv_engine *e, int seq) { return e->verify_defer && e->seqs[seq].rows_stale; }
 
 /* ---- prefix caching ---- */
 

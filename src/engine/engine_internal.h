@@ -23,6 +23,8 @@ struct eseq {
     bool demoting;     /* being turned sparse (a demotion that makes room by demoting others) */
     bool prefilling_now;   /* its prefill chunk is in the step being planned: demoted last (its staging
                               was not planned by the scheduler) */
+    bool rows_stale;   /* its last step had rows after the first that read a set predicted before them
+                          (a verify step on a predicted selection): okv_engine_seq_defer_own */
 };
 
 /* Per batch-local sequence of the current step. */
@@ -64,6 +66,7 @@ struct okv_engine {
     float own_share;            /* lookahead: the real token's share of a merged selection (0.5; OKV_LOOKAHEAD_OWN) */
     float sticky;               /* okv_engine_params.sticky, or OKV_STICKY (0: off) */
     bool verify_inline;         /* okv_engine_params.verify_inline, or OKV_VERIFY_INLINE */
+    bool verify_defer;          /* okv_engine_params.verify_defer, or OKV_VERIFY_DEFER */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
     bool lend;                  /* dense while room: unclaimed quota chunks are lent as group slots (kv.h) */
 

@@ -107,6 +107,7 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
         bs->nb = (bs->len + bsz - 1) / bsz;
         e->bseq_len[j] = bs->len;
         bs->ends_prefill = !es->decode && b->want_logits && b->want_logits[bs->r1 - 1] == 1;
+        es->rows_stale = false;
         if (e->streaming) {
             bs->sel = es->cand_end > sink;
             bs->cand_end = es->cand_end;
@@ -128,6 +129,7 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
              * rows (a sequence's rows end with them) stand past the queries that predicted its set */
             const bool verify = e->verify_inline && b->is_draft && b->is_draft[bs->r1 - 1];
             bs->inline_sel = bs->sel && (!es->sparse || verify);
+            es->rows_stale = bs->sel && !bs->inline_sel && bs->r1 - bs->r0 > 1;
             bs->cand_end = es->cand_end;
             /* the prompt's last token predicts only when asked to: otherwise the first
              * decode step has no prediction and selects inline with its own queries */

@@ -213,6 +213,14 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
         memcpy(pend, rows_tok + 1, sizeof(int32_t) * (size_t)acc);
         pend[acc] = next;
         n_pend = acc + 1;
+        if (acc > 0 && p->sampling.temperature <= 0.0f && okv_engine_seq_defer_own(e, seq)) {
+            /* the target's own token came from a row that read a stale set (verify_defer): keep the
+             * accepted drafts, and run the last of them again as the next step's first row */
+            if ((st = okv_engine_seq_truncate(e, seq, len0 + acc)) != OKV_OK)
+                goto done;
+            n_pend = acc;
+            ss->deferred++;
+        }
     }
 done:
     okv_spec_stats_finish(ss);

@@ -44,7 +44,8 @@ static enum okv_status make_engine(const struct okv_model *m, okv_backend *be, c
                                    .track_recall = track_recall,
                                    .cache_factor = cfg->cache_factor, .sticky = cfg->sticky,
                                    .key_code_bits = cfg->key_code_bits, .host_fp8 = cfg->host_fp8,
-                                   .verify_inline = cfg->verify_inline};
+                                   .verify_inline = cfg->verify_inline,
+                                   .verify_defer = cfg->verify_defer};
     int blocks = (max_ctx + EVAL_BLOCK - 1) / EVAL_BLOCK + 1;
     if (cfg->kv_budget == 0)
         ep.kv_slots = blocks;

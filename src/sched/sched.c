@@ -873,18 +873,22 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             /* verify: keep the accepted drafts' KV, drop the rest */
             int32_t next;
             int acc = okv_spec_verify(lg, s->vocab, r->drafts, NULL, r->n_drafts, &r->sampling, &r->rng, s->v_scratch, &next);
-            int keep = r->n_computed - r->n_drafts + acc;   /* n_computed counted the drafts */
+            /* the target's own token came from a row that read a stale set (verify_defer): keep the
+             * accepted drafts, drop it, and let the last draft run again as the next step's row */
+            const bool defer = acc > 0 && r->sampling.temperature <= 0.0f && okv_engine_seq_defer_own(s->e, r->seq);
+            int keep = r->n_computed - r->n_drafts + acc - defer;   /* n_computed counted the drafts */
             okv_engine_seq_truncate(s->e, r->seq, keep);
             r->n_computed = keep;
             pthread_mutex_lock(&s->mu);
             s->m.spec_drafts_total++;
             s->m.spec_draft_tokens_total += (uint64_t)r->n_drafts;
             s->m.spec_accepted_tokens_total += (uint64_t)acc;
+            s->m.spec_deferred_total += defer;
             pthread_mutex_unlock(&s->mu);
             int32_t toks[OKV_SPEC_MAX_TOKENS + 1];
             memcpy(toks, r->drafts, sizeof(int32_t) * (size_t)acc);
             toks[acc] = next;
-            for (int d = 0; d <= acc; d++) {
+            for (int d = 0; d <= acc - defer; d++) {
                 /* on_sampled finishes (and frees) the request when it is done: look
                  * for the pointer among the running ones without touching it (no
                  * request is admitted during this loop, so it cannot come back) */

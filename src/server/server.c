@@ -181,6 +181,9 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
            (double)m.spec_draft_tokens_total);
     metric(&b, "vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", label,
            (double)m.spec_accepted_tokens_total);
+    metric(&b, "oasiskv:spec_deferred_total", "counter",
+           "Verify steps whose own token was dropped because it came from a row that read a stale predicted "
+           "selection; the last accepted draft ran again (--kv-verify-defer).", label, (double)m.spec_deferred_total);
     metric(&b, "oasiskv:kv_device_bytes", "gauge", "Bytes of the device KV tier in use.", label,
            (double)es->device_bytes);
     metric(&b, "oasiskv:kv_host_bytes", "gauge", "Bytes of the host KV tier in use.", label, (double)es->host_bytes);

@@ -94,5 +94,6 @@ enum okv_status okv_drafter_create(const char *spec, const struct okv_model *tar
 void okv_spec_stats_finish(struct okv_spec_stats *s)
 {
     s->acceptance_rate = s->draft_tokens > 0 ? (double)s->accepted_tokens / (double)s->draft_tokens : 0.0;
-    s->mean_acceptance_length = s->drafts > 0 ? 1.0 + (double)s->accepted_tokens / (double)s->drafts : 1.0;
+    /* a deferred step emits its accepted drafts without a token of its own */
+    s->mean_acceptance_length = s->drafts > 0 ? 1.0 + (double)(s->accepted_tokens - s->deferred) / (double)s->drafts : 1.0;
 }
