@@ -105,6 +105,36 @@ int32_t *cli_token_list(const char *flag, const char *s, size_t *n)
     return ids;
 }
 
+char *cli_read_text(const char *flag, const char *path)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f)
+        cli_die("%s: cannot open '%s': %s", flag, path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = okv_malloc(cap, OKV_TAG_MISC);
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap *= 2;
+            buf = okv_realloc(buf, cap, OKV_TAG_MISC);
+        }
+        if (!buf)
+            cli_die("%s: out of memory reading '%s'", flag, path);
+        size_t got = fread(buf + n, 1, cap - 1 - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    const bool bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (bad)
+        cli_die("%s: error reading '%s'", flag, path);
+    buf[n] = 0;
+    if (strlen(buf) != n)
+        cli_die("%s: '%s' holds a NUL byte (not text)", flag, path);
+    return buf;
+}
+
 static bool file_exists(const char *p)
 {
     struct stat st;

@@ -20,6 +20,9 @@ bool cli_host_fp8(const char *flag, const char *s);
 uint64_t cli_u64(const char *flag, const char *s);
 /* Comma-separated token ids; *n set; dies on a bad list. Caller frees (okv_free). */
 int32_t *cli_token_list(const char *flag, const char *s, size_t *n);
+/* The whole of a text file ("-": standard input), NUL-terminated (okv_free it); dies naming flag and
+ * path when it cannot be read or is not text. */
+char *cli_read_text(const char *flag, const char *path);
 
 /* The default model path: $OKV_MODEL, else models/SmolLM2-135M-Instruct.Q4_1.gguf
  * beside the working directory or beside the executable's parent folder. */

@@ -9,11 +9,13 @@
 #include <time.h>
 
 static const char *help =
-    "usage: oasiskv generate [-m PATH] (-p TEXT | --prompt-tokens 1,2,3) [options]\n"
+    "usage: oasiskv generate [-m PATH] (-p TEXT | --prompt-file FILE | --prompt-tokens 1,2,3) [options]\n"
     "\n"
     "  -m, --model PATH       .gguf file or Hugging Face folder (default: the SmolLM2-135M-Instruct model in models/)\n"
     "  -p, --prompt TEXT      prompt text\n"
-    "  --prompt-tokens IDS    prompt as comma-separated token ids\n"
+    "  --prompt-file FILE     prompt text from FILE (- for standard input): prompts longer than a command\n"
+    "                         line allows (Linux caps one argument at 128 KiB)\n"
+    "  --prompt-tokens IDS    prompt as comma-separated token ids; @FILE reads them from FILE\n"
     "  -n, --max-tokens N     tokens to generate (default 128)\n"
     "  --temp T               temperature; 0 is greedy (default 0.8)\n"
     "  --top-p P              nucleus sampling (default 0.95; 1 = off)\n"
@@ -68,6 +70,7 @@ static bool on_token(void *user, int32_t token, const char *text, size_t len)
 int cmd_generate(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *prompt_ids = NULL, *system = NULL, *device = NULL;
+    char *prompt_buf = NULL, *ids_buf = NULL;   /* --prompt-file's text, --prompt-tokens @FILE's ids */
     int tp = 1;
     struct okv_gen_params gp = {.max_tokens = 128, .sampling = {0.8f, 40, 0.95f, 0}};
     bool seed_set = false, chat = false, json = false;
@@ -91,9 +94,30 @@ int cmd_generate(int argc, char **argv)
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             model_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            if (prompt)
+                cli_die("generate: give exactly one of -p TEXT, --prompt-file FILE or --prompt-tokens IDS");
             prompt = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--prompt-file")) {
+            if (prompt)
+                cli_die("generate: give exactly one of -p TEXT, --prompt-file FILE or --prompt-tokens IDS");
+            prompt = prompt_buf = cli_read_text(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--prompt-tokens")) {
             prompt_ids = cli_value(argc, argv, &i);
+            if (prompt_ids[0] == '@') {
+                /* ids from a file: commas, spaces and newlines all separate them */
+                char *t = ids_buf = cli_read_text(a, prompt_ids + 1), *w = t;
+                for (const char *c = t; *c; c++) {
+                    const bool sep = *c == ',' || *c == ' ' || *c == '\n' || *c == '\r' || *c == '\t';
+                    if (!sep)
+                        *w++ = *c;
+                    else if (w > t && w[-1] != ',')
+                        *w++ = ',';
+                }
+                if (w > t && w[-1] == ',')
+                    w--;
+                *w = 0;
+                prompt_ids = t;
+            }
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) {
             gp.max_tokens = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 24);
         } else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) {
@@ -176,9 +200,9 @@ int cmd_generate(int argc, char **argv)
         }
     }
     if (!prompt == !prompt_ids)
-        cli_die("generate: give exactly one of -p TEXT or --prompt-tokens IDS");
+        cli_die("generate: give exactly one of -p TEXT, --prompt-file FILE or --prompt-tokens IDS");
     if (chat && !prompt)
-        cli_die("generate: --chat needs -p TEXT");
+        cli_die("generate: --chat needs -p TEXT or --prompt-file FILE");
     if (spec_tokens && !draft)
         cli_die("generate: --spec-tokens needs --draft");
     if (!seed_set)
@@ -308,6 +332,8 @@ int cmd_generate(int argc, char **argv)
     }
     okv_gen_result_free(&res);
     okv_free(ids);
+    okv_free(prompt_buf);
+    okv_free(ids_buf);
     okv_drafter_free(drafter);
     okv_engine_free(e);
     okv_backend_free(be);

@@ -96,6 +96,23 @@ assert isinstance(o["text"], str)
 PY
 then ok; else bad "json output: $out"; fi
 
+# prompts from files (longer than one command-line argument may be): --prompt-tokens @FILE (ids split by
+# commas, spaces or newlines) gives the same tokens as the list; --prompt-file FILE the same as -p TEXT
+printf '5, 6\n7\n\n8\n' > "$tmp/ids.txt"
+f="$(timeout 60 $cli generate -m "$gguf" --prompt-tokens @"$tmp/ids.txt" -n 6 --temp 0 --ignore-eos --json)"
+if [ "$(python3 -c 'import json,sys; a,b=(json.loads(x) for x in sys.argv[1:]); print(a["prompt_tokens"] == b["prompt_tokens"] and a["tokens"] == b["tokens"])' "$out" "$f" 2>/dev/null)" = True ]; then ok; else bad "--prompt-tokens @FILE: $f"; fi
+printf 'hello world' > "$tmp/prompt.txt"
+a="$(timeout 60 $cli generate -m "$gguf" -p "hello world" -n 8 --temp 0 --ignore-eos --json)"
+b="$(timeout 60 $cli generate -m "$gguf" --prompt-file "$tmp/prompt.txt" -n 8 --temp 0 --ignore-eos --json)"
+c="$(timeout 60 $cli generate -m "$gguf" --prompt-file - -n 8 --temp 0 --ignore-eos --json < "$tmp/prompt.txt")"
+same_run() { python3 -c 'import json,sys; r=[json.loads(x) for x in sys.argv[1:]]; print(all((o["prompt_tokens"], o["tokens"]) == (r[0]["prompt_tokens"], r[0]["tokens"]) for o in r))' "$@" 2>/dev/null; }
+if [ "$(same_run "$a" "$b" "$c")" = True ]; then ok; else bad "--prompt-file: '$b' / '$c' against -p's '$a'"; fi
+expect_error "missing prompt file" "prompt-file.*cannot open" $cli generate -m "$gguf" --prompt-file "$tmp/none.txt"
+expect_error "missing ids file" "prompt-tokens.*cannot open" $cli generate -m "$gguf" --prompt-tokens @"$tmp/none.txt"
+printf '1,,x\n' > "$tmp/bad_ids.txt"
+expect_error "bad ids file" "token id list" $cli generate -m "$gguf" --prompt-tokens @"$tmp/bad_ids.txt"
+expect_error "two prompts" "exactly one" $cli generate -m "$gguf" -p hi --prompt-file "$tmp/prompt.txt"
+
 # same seed, same output; the text path of a GGUF tokenizer
 a="$(timeout 60 $cli generate -m "$gguf" -p "hello world" -n 12 --temp 1.0 --seed 42 --ignore-eos --json)"
 b="$(timeout 60 $cli generate -m "$gguf" -p "hello world" -n 12 --temp 1.0 --seed 42 --ignore-eos --json)"
