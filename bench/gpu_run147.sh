@@ -29,7 +29,7 @@ run() { local left=$((330 - SECONDS)); [ $left -gt 20 ] || { echo "skipped $1: n
   echo "== $1 ($left s left)"; timeout $left $E --json $OUT/$1.json "${@:2}" 2>&1 | grep "^| [a-z]"; }
 # (lookahead + draft, 1 token a step, without the switch: gpu_run145's r10_lookahead, chain 1 / 40)
 run r10_la1_vi --task chain,qa,niah_multikey --kv-budget 2048 --spec-tokens 1 --kv-verify-inline
-run r10_la3 --task chain,vt --kv-budget 2048 --spec-tokens 3
+run r10_la3 --task chain,vt --kv-budget 2048 --spec-tokens 3 --no-kv-verify-defer
 run r10_la3_vi --task chain,vt --kv-budget 2048 --spec-tokens 3 --kv-verify-inline
 # the cheaper alternative found on the CPU at the start of session 24 (--kv-verify-defer): a verify step's
 # own token is dropped when it came from a row that read a stale set; the last accepted draft runs again as
@@ -37,7 +37,7 @@ run r10_la3_vi --task chain,vt --kv-budget 2048 --spec-tokens 3 --kv-verify-inli
 run r10_la3_defer --task chain,vt --kv-budget 2048 --spec-tokens 3 --kv-verify-defer
 # n-gram drafts, 4 a step (what serve --draft ngram does): plain, inline, deferred
 E="${E% --draft model:$M/draft}"
-run r10_ng4 --task chain,vt --kv-budget 2048 --spec-tokens 4
+run r10_ng4 --task chain,vt --kv-budget 2048 --spec-tokens 4 --no-kv-verify-defer
 run r10_ng4_vi --task chain,vt --kv-budget 2048 --spec-tokens 4 --kv-verify-inline
 run r10_ng4_defer --task chain,vt --kv-budget 2048 --spec-tokens 4 --kv-verify-defer
 # 4. decode speed of one speculating request: a 32K chain prompt, 256 tokens, n-gram drafts (4 a step),
@@ -48,7 +48,7 @@ $B/oasiskv eval --dump-samples /tmp/s32k.jsonl -m $M/target --task chain --conte
 # (a 32K prompt's ids exceed one command-line argument's 128 KiB: --prompt-tokens @FILE)
 python3 -c "import json; print(','.join(map(str, json.loads(open('/tmp/s32k.jsonl').readline())['prompt_tokens'])))" > /tmp/s32k.ids
 G="$B/oasiskv generate -m $M/target --prompt-tokens @/tmp/s32k.ids -n 256 --temp 0 --ignore-eos --kv-budget 2048 --kv-key-codes 2 --device cuda --json"
-for v in "" "--draft ngram --spec-tokens 4" "--draft ngram --spec-tokens 4 --kv-verify-inline" "--draft ngram --spec-tokens 4 --kv-verify-defer" "--draft model:$M/draft --spec-tokens 3" "--draft model:$M/draft --spec-tokens 3 --kv-verify-inline" "--draft model:$M/draft --spec-tokens 3 --kv-verify-defer"; do
+for v in "" "--draft ngram --spec-tokens 4 --no-kv-verify-defer" "--draft ngram --spec-tokens 4 --kv-verify-inline" "--draft ngram --spec-tokens 4 --kv-verify-defer" "--draft model:$M/draft --spec-tokens 3 --no-kv-verify-defer" "--draft model:$M/draft --spec-tokens 3 --kv-verify-inline" "--draft model:$M/draft --spec-tokens 3 --kv-verify-defer"; do
   reps="1 2"; [[ "$v" == *model:* ]] && reps=1
   for rep in $reps; do
     [ $SECONDS -lt 430 ] || { echo "skipped generate $v: no time"; continue; }

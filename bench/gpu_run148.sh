@@ -18,11 +18,11 @@ END=${END:-580}
 run() { local left=$((END - 100 - SECONDS)); [ $left -gt 20 ] || { echo "skipped $1: no time"; return; }
   echo "== $1 ($left s left)"; timeout $left $E --json $OUT/$1.json "${@:2}" 2>&1 | grep "^| [a-z]"; }
 F=niah_single_text,qa,niah_multikey,niah_multiquery
-run r10_la3_rest --task $F
+run r10_la3_rest --task $F --no-kv-verify-defer
 run r10_la3_rest_defer --task $F --kv-verify-defer
 $B/oasiskv eval --dump-samples $OUT/chain16k.jsonl --dump-text -m $M/target --task chain --context-len 16384 --num-samples 48 --seed 0 > /dev/null 2>&1
 echo "chain prompts: $(wc -l < $OUT/chain16k.jsonl)"
-for v in "nodraft:" "ngram:--draft ngram --spec-tokens 4" "defer:--draft ngram --spec-tokens 4 --kv-verify-defer" "inline:--draft ngram --spec-tokens 4 --kv-verify-inline"; do
+for v in "nodraft:" "ngram:--draft ngram --spec-tokens 4 --no-kv-verify-defer" "defer:--draft ngram --spec-tokens 4 --kv-verify-defer" "inline:--draft ngram --spec-tokens 4 --kv-verify-inline"; do
   [ $SECONDS -lt $((END - 30)) ] || { echo "skipped serve ${v%%:*}: no time"; continue; }
   OUT=$OUT/serve PROMPTS_PER_SLOT=3 CTX=20000 KVS=2048 DATASET=$OUT/chain16k.jsonl TAG=${v%%:*} START_S=120 \
     timeout $((END - SECONDS)) bash bench/serve_ab.sh $B "-m $M/target" 8 16384 256 16 2048 \

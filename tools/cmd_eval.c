@@ -35,8 +35,10 @@ static const char *help =
     "  --kv-verify-inline     when speculating (--draft, or lookahead's n-gram drafts): a verify step selects its\n"
     "                         blocks with its own rows' queries (and fetches what the prediction missed)\n"
     "                         instead of its previous step's prediction\n"
-    "  --kv-verify-defer      when speculating, greedy: a verify step whose drafted rows read the predicted set\n"
+    "  --kv-verify-defer, --no-kv-verify-defer\n"
+    "                         when speculating, greedy: a verify step whose drafted rows read the predicted set\n"
     "                         drops its own token and runs its last accepted draft again on a fresh prediction\n"
+    "                         (default: on)\n"
     "  --draft D              speculative decoding in every configuration: ngram, self or model:PATH\n"
     "  --spec-tokens K        draft tokens per step with --draft (default 4)\n"
     "  --max-tokens N         tokens to generate per sample (default: the task's)\n"
@@ -415,7 +417,7 @@ int cmd_eval(int argc, char **argv)
     int threads = 0, dense_layers = 0, spec_tokens = 0, max_tokens = 0;
     double cache_factor = 1, sticky = 0;
     int key_code_bits = 0;
-    bool verify_inline = false, verify_defer = false;
+    bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     bool host_fp8 = false;
     bool sweep = false, reuse = true, recall = false, print_samples = false, dump_text = false;
     const char *dump_path = NULL, *text_dir = NULL;
@@ -455,8 +457,8 @@ int cmd_eval(int argc, char **argv)
             host_fp8 = cli_host_fp8(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
-        } else if (!strcmp(a, "--kv-verify-defer")) {
-            verify_defer = true;
+        } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
+            verify_defer = a[2] == 'k';
         } else if (!strcmp(a, "--kv-key-codes")) {
             key_code_bits = cli_int(a, cli_value(argc, argv, &i), 0, 4);
         } else if (!strcmp(a, "--kv-sticky")) {

@@ -48,8 +48,10 @@ static const char *help =
     "  --spec-tokens K        draft tokens per step with --draft (default 4, at most 32)\n"
     "  --kv-verify-inline     sparse with --draft: a verify step selects its blocks with its own rows' queries\n"
     "                         (fetching what the prediction missed) instead of its previous step's prediction\n"
-    "  --kv-verify-defer      sparse with --draft, greedy: a verify step whose drafted rows read the predicted set\n"
+    "  --kv-verify-defer, --no-kv-verify-defer\n"
+    "                         sparse with --draft, greedy: a verify step whose drafted rows read the predicted set\n"
     "                         drops its own token and runs its last accepted draft again on a fresh prediction\n"
+    "                         (default: on)\n"
     "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 
@@ -83,7 +85,7 @@ int cmd_generate(int argc, char **argv)
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     const char *draft = NULL;   /* speculative decoding */
     int spec_tokens = 0;
-    bool verify_inline = false, verify_defer = false;
+    bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     const char *stops[16];
     int n_stop = 0;
     for (int i = 1; i < argc; i++) {
@@ -187,8 +189,8 @@ int cmd_generate(int argc, char **argv)
             dummy = cli_load_format_arg(cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
-        } else if (!strcmp(a, "--kv-verify-defer")) {
-            verify_defer = true;
+        } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
+            verify_defer = a[2] == 'k';
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
             if (strcmp(draft, "ngram") && strcmp(draft, "self") && (strncmp(draft, "model:", 6) || !draft[6]))

@@ -51,9 +51,11 @@ static const char *help =
     "  --kv-verify-inline           sparse with --draft: a verify step selects its blocks with its own rows'\n"
     "                               queries (fetching what the prediction missed) instead of its previous step's\n"
     "                               prediction, whose queries stand behind the drafted rows (bench/ACCURACY.md)\n"
-    "  --kv-verify-defer            sparse with --draft, greedy requests: a verify step whose drafted rows read the\n"
+    "  --kv-verify-defer, --no-kv-verify-defer\n"
+    "                               sparse with --draft, greedy requests: a verify step whose drafted rows read the\n"
     "                               predicted set drops its own token (it came from such a row) and runs its last\n"
-    "                               accepted draft again on a fresh prediction (no wait; bench/ACCURACY.md)\n"
+    "                               accepted draft again on a fresh prediction (no wait; bench/ACCURACY.md;\n"
+    "                               default: on)\n"
     "  --kv-host-gb G               host KV tier (sparse mode; default: max-num-seqs full contexts)\n"
     "  --kv-host-dtype T            host KV tier storage: auto (the device tier's precision, default) or fp8\n"
     "                               (E4M3: half the host memory and half the PCIe bytes a fetch moves; the device\n"
@@ -165,7 +167,7 @@ int cmd_serve(int argc, char **argv)
     bool cache_factor_set = false, max_seqs_set = false;
     double sticky = 0.25;
     int key_code_bits = 0;
-    bool verify_inline = false, verify_defer = false;
+    bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     bool host_fp8 = false;
     bool async_sched = true;
     bool dense_while_room = true;
@@ -223,8 +225,8 @@ int cmd_serve(int argc, char **argv)
             tok_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
-        } else if (!strcmp(a, "--kv-verify-defer")) {
-            verify_defer = true;
+        } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
+            verify_defer = a[2] == 'k';
         } else if (!strcmp(a, "--spec-tokens")) {
             spec_k = cli_int(a, cli_value(argc, argv, &i), 1, 32);
         } else if (!strcmp(a, "--kv-cache-factor")) {

@@ -63,7 +63,8 @@ struct okv_engine_params {
                               own token comes from the first row, as without drafts). Run 10's chain at 4K, budget
                               1024: lookahead + its draft 3/12 -> 10/12, n-gram drafts 2/12 -> 7/12 (no drafts
                               9/12, verify_inline 12/12). Sampled requests (temperature > 0) are not affected.
-                              Default false; OKV_VERIFY_DEFER=0/1 overrides */
+                              Default false here; the oasiskv command (generate, serve, eval) turns it on
+                              (--no-kv-verify-defer: off). OKV_VERIFY_DEFER=0/1 overrides both */
     int successor_blocks;  /* predictions: the blocks right after the best this many of each head's selection
                               replace its lowest-ranked entries (text read forward, e.g. a value copied out of a
                               needle, crosses into the next block); 0: the default, 1; < 0: off. The environment
