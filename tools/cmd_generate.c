@@ -50,8 +50,8 @@ static const char *help =
     "                         (fetching what the prediction missed) instead of its previous step's prediction\n"
     "  --kv-verify-defer, --no-kv-verify-defer\n"
     "                         sparse with --draft, greedy: a verify step whose drafted rows read the predicted set\n"
-    "                         drops its own token and runs its last accepted draft again on a fresh prediction\n"
-    "                         (default: on)\n"
+    "                         drops its own token and runs its last accepted draft again on a fresh prediction,\n"
+    "                         the dropped token drafted again after it (default: on)\n"
     "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 

@@ -57,12 +57,13 @@ struct okv_engine_params {
     bool verify_defer;     /* speculative decoding in sparse mode, greedy: when a verify step's drafted rows read
                               the set predicted before them (verify_inline off), the token the target chose itself
                               (the correction, or the bonus after every draft) comes from such a row, so the
-                              decode loop drops it, keeps the accepted drafts, and runs the last of them again as
-                              the next step's first row, on a fresh prediction (okv_engine_seq_defer_own). No
-                              wait, one row recomputed; a step whose first draft is rejected is unchanged (its
-                              own token comes from the first row, as without drafts). Run 10's chain at 4K, budget
-                              1024: lookahead + its draft 3/12 -> 10/12, n-gram drafts 2/12 -> 7/12 (no drafts
-                              9/12, verify_inline 12/12). Sampled requests (temperature > 0) are not affected.
+                              decode loop drops it, keeps the accepted drafts, runs the last of them again as the
+                              next step's first row, on a fresh prediction (okv_engine_seq_defer_own), and
+                              drafts the dropped token again there first, for that row to verify. No wait, one
+                              row recomputed; a step whose first draft is rejected is unchanged (its own token
+                              comes from the first row, as without drafts). Run 10's chain at 4K, budget 1024:
+                              lookahead + its draft 3/12 -> 11/12, n-gram drafts 2/12 -> 10/12 (no drafts 9/12,
+                              verify_inline 12/12). Sampled requests (temperature > 0) are not affected.
                               Default false here; the oasiskv command (generate, serve, eval) turns it on
                               (--no-kv-verify-defer: off). OKV_VERIFY_DEFER=0/1 overrides both */
     int successor_blocks;  /* predictions: the blocks right after the best this many of each head's selection

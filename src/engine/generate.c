@@ -163,6 +163,7 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
     uint8_t want[OKV_SPEC_MAX_TOKENS + 1], is_draft[OKV_SPEC_MAX_TOKENS + 1];
     int32_t pend[OKV_SPEC_MAX_TOKENS + 1];   /* tokens to emit: accepted drafts, then the target's */
     int n_pend = 1;
+    int32_t carry = -1;   /* the own token a deferred step dropped (verify_defer), drafted again */
     pend[0] = okv_sample(logits0, vocab, &p->sampling, &rng, logits0 + vocab);
     for (;;) {
         bool done = false;
@@ -177,15 +178,25 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
         int k = g->max_new - g->res->n_tokens - 1;
         if (k > K)
             k = K;
-        int nd = 0;
+        int nd = 0, lead = 0;
         const float *q = NULL;
         if (k > 0) {
+            /* a deferred own token leads the drafts: the next step's fresh first row verifies it */
+            if (carry >= 0) {
+                rows_tok[1] = hist[n_hist] = carry;   /* hist has room: a token is still to come */
+                lead = 1;
+            }
             double t0 = okv_now();
-            st = okv_drafter_propose(p->drafter, hist, n_hist, k, &p->sampling, &drng, rows_tok + 1, &q, &nd);
+            st = okv_drafter_propose(p->drafter, hist, n_hist + lead, k - lead, &p->sampling, &drng, rows_tok + 1 + lead,
+                                     &q, &nd);
             ss->draft_s += okv_now() - t0;
             if (st != OKV_OK)
                 goto done;
+            nd += lead;
+            if (lead)
+                q = NULL;   /* greedy only: no draft distribution is read */
         }
+        carry = -1;
         rows_tok[0] = pend[n_pend - 1];
         for (int i = 0; i <= nd; i++) {
             rows_seq[i] = seq;
@@ -206,7 +217,7 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
                 ss->pos_proposed[i]++;
                 ss->pos_accepted[i] += i < acc;
             }
-            okv_drafter_accept(p->drafter, acc);
+            okv_drafter_accept(p->drafter, acc > lead ? acc - lead : 0);
             if (acc < nd && (st = okv_engine_seq_truncate(e, seq, len0 + 1 + acc)) != OKV_OK)
                 goto done;
         }
@@ -220,6 +231,7 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
                 goto done;
             n_pend = acc;
             ss->deferred++;
+            carry = next;
         }
     }
 done:

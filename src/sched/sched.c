@@ -46,6 +46,8 @@ struct req {
     struct okv_rng draft_rng;
     int32_t drafts[OKV_SPEC_MAX_TOKENS];   /* this step's drafts (speculative decoding) */
     int n_drafts;
+    bool has_carry;         /* carry: the own token its last verify step dropped (verify_defer), the */
+    int32_t carry;          /* first draft of its next step, whose fresh first row verifies it */
     bool ignore_eos;
     char **stop;
     int n_stop;
@@ -534,9 +536,16 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 k = k < ctx_room ? k : ctx_room;
                 k = k < s->max_batch - n ? k : s->max_batch - n;
                 const float *q = NULL;
-                if (k > 0 && okv_drafter_propose(s->drafter, r->toks, r->n_toks, k, &r->sampling, &r->draft_rng, r->drafts,
-                                                 &q, &r->n_drafts) != OKV_OK)
+                const int lead = k > 0 && r->has_carry;
+                if (lead)   /* toks has room: a token is still to come */
+                    r->drafts[0] = r->toks[r->n_toks] = r->carry;
+                r->has_carry = false;
+                if (k > lead && okv_drafter_propose(s->drafter, r->toks, r->n_toks + lead, k - lead, &r->sampling,
+                                                    &r->draft_rng, r->drafts + lead, &q, &r->n_drafts) != OKV_OK)
                     r->n_drafts = 0;
+                if (k <= lead)
+                    r->n_drafts = 0;
+                r->n_drafts += lead;
                 for (int d = 0; d < r->n_drafts; d++) {
                     s->b_tok[n] = r->drafts[d];
                     s->b_seq[n] = r->seq;
@@ -884,6 +893,10 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             s->m.spec_draft_tokens_total += (uint64_t)r->n_drafts;
             s->m.spec_accepted_tokens_total += (uint64_t)acc;
             s->m.spec_deferred_total += defer;
+            if (defer) {
+                r->has_carry = true;
+                r->carry = next;
+            }
             pthread_mutex_unlock(&s->mu);
             int32_t toks[OKV_SPEC_MAX_TOKENS + 1];
             memcpy(toks, r->drafts, sizeof(int32_t) * (size_t)acc);

@@ -12,7 +12,8 @@
 #   within one sample of dense on all three.
 # - speculating with prompt-lookup drafts and --kv-verify-inline (verify steps select with their own
 #   queries), run 10 writes chain at 2K and a 256-token budget within one sample of dense; with
-#   --kv-verify-defer instead (stale own tokens dropped) at least half of the chains;
+#   --kv-verify-defer instead (stale own tokens dropped, then drafted again) at least 4 of 12 chains
+#   (without either switch: 1 of 12);
 # - at 16K chain's table fills the context as a haystack does (its word list runs out at about
 #   12K tokens, made-up codes continue it), and the eval reports both prompts' mean length
 #   (run 10's 0.9M draft, for speed).
@@ -39,9 +40,9 @@ timeout 300 "$cli" eval --sweep --task chain --model "$ck/run10/target" --contex
   --kv-budget dense,256 --kv-key-codes 2 --predict lookahead --kv-verify-inline --device cpu --threads 2 \
   --json "$tmp/run10vi.json" > "$tmp/run10vi.txt" 2> "$tmp/run10vi.err" ||
   { echo "FAIL: verify-inline eval exit $?"; tail -5 "$tmp/run10vi.err"; exit 1; }
-# ... and with stale own tokens deferred instead (--kv-verify-defer: no inline selection): at least half
-# (measured on this machine: 4 of 6; without either switch 1 of 6)
-timeout 300 "$cli" eval --sweep --task chain --model "$ck/run10/target" --context-len 2048 --num-samples 6 \
+# ... and with stale own tokens deferred instead (--kv-verify-defer, the default: no inline selection), 12
+# samples: at least 4 (measured on this machine: 5 of 12; with --no-kv-verify-defer 1 of 12)
+timeout 300 "$cli" eval --sweep --task chain --model "$ck/run10/target" --context-len 2048 --num-samples 12 \
   --kv-budget 256 --kv-key-codes 2 --predict lookahead --kv-verify-defer --device cpu --threads 2 \
   --json "$tmp/run10df.json" > "$tmp/run10df.txt" 2> "$tmp/run10df.err" ||
   { echo "FAIL: verify-defer eval exit $?"; tail -5 "$tmp/run10df.err"; exit 1; }
@@ -77,7 +78,7 @@ if not (vi["verify_inline"] and vi["predict"] == "lookahead" and vi["spec_accept
     print(f"FAIL: the verify-inline row did not speculate with the switch on: {vi}"); fail += 1
 df = json.load(open(f"{d}/run10df.json"))["rows"][0]
 print(f"run10 chain 2K, budget 256, n-gram lookahead, stale own tokens deferred: {df['correct']}/{df['n']}")
-if not (df["verify_defer"] and not df["verify_inline"] and df["spec_acceptance"] > 0 and df["correct"] >= 3):
+if not (df["verify_defer"] and not df["verify_inline"] and df["spec_acceptance"] > 0 and df["correct"] >= 4):
     print(f"FAIL: the verify-defer row: {df}"); fail += 1
 rows = {r["task"]: r for r in json.load(open(f"{d}/len.json"))["rows"]}
 print(f"16K prompts: chain {rows['chain']['prompt_tokens_mean']:.0f}, niah_single_filler {rows['niah_single_filler']['prompt_tokens_mean']:.0f}")
