@@ -1,5 +1,6 @@
 #!/bin/bash
-# Planned in session 23 of 2026-12-02 (not run: too little device time was left to start a machine): run 10 at 32K,
+# Planned in session 23 of 2026-12-02 (not run in sessions 23 and 24: no device time left; since session 24 the
+# speculating row below runs with the default --kv-verify-defer): run 10 at 32K,
 # N = 40, serve defaults: (1) chain with 2-bit key codes at 2048, `current` with run 10's draft
 # speculating one token a step (the CPU found speculation, not the lookahead rows alone, costs chain
 # under a predicted selection: bench/ACCURACY.md, "Why lookahead loses chain"); (2) Quest's bound at

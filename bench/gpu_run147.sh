@@ -1,6 +1,8 @@
 #!/bin/bash
-# Planned in session 23 of 2026-12-02 for the next GPU session (not run yet): verify steps that select
-# with their own queries (`--kv-verify-inline`, okv_engine_params.verify_inline) on the CUDA engine.
+# Planned in session 23 of 2026-12-02, extended and run in session 24 (one H200, followed by gpu_run148.sh in
+# the same command; output in bench/results/h200_s24/; its n-gram cells asked for --spec-tokens without
+# --draft, which eval refuses, and did not run: gpu_run149.sh): verify steps that select with their own
+# queries (`--kv-verify-inline`) and that defer a stale row's own token (`--kv-verify-defer`) on the CUDA engine.
 #  1. the CUDA tests (none of them speculates: the sweeps below are the CUDA path's check); the prefill
 #     kernel's split on the SmolLM2 shape at 8K, where PyTorch's FA2 was ahead (RESULTS 35);
 #  2. run 10 at 32K, N = 40, 2-bit key codes at 2048, run 10's draft speculating 1 and 3 tokens a step

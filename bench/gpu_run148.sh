@@ -1,6 +1,7 @@
 #!/bin/bash
-# Session 24 of 2026-12-02, the call after gpu_run147 on the same (warm) machine: speculation under a
-# predicted selection, the rest of the picture.
+# Session 24 of 2026-12-02, run after gpu_run147 in the same command (output in bench/results/h200_s24/r148
+# and run148.txt; its serving runs left no benchmark JSON and their logs did not come back: gpu_run149.sh):
+# speculation under a predicted selection, the rest of the picture.
 #  1. run 10 at 32K, N = 40, 2-bit key codes at 2048, lookahead with run 10's draft speculating 3 tokens a
 #     step, with and without --kv-verify-defer, on the families gpu_run147 leaves out (single needle, qa,
 #     multi-key, multi-query): does deferring cost anything where speculation did not hurt?
