@@ -40,7 +40,7 @@ static const char *help =
     "                         drops its own token and runs its last accepted draft again on a fresh prediction,\n"
     "                         the dropped token drafted again after it (default: on)\n"
     "  --draft D              speculative decoding in every configuration: ngram, self or model:PATH\n"
-    "  --spec-tokens K        draft tokens per step with --draft (default 4)\n"
+    "  --spec-tokens K        draft tokens per step with --draft or lookahead's n-gram drafts (default 4)\n"
     "  --max-tokens N         tokens to generate per sample (default: the task's)\n"
     "  --seed S               seed of the samples (default 0); same seed, same samples and results\n"
     "  --first-index I        start at sample I of the seed (default 0): samples I .. I+N-1, numbered\n"
@@ -507,8 +507,12 @@ int cmd_eval(int argc, char **argv)
     }
     if (!tasks.n)
         cli_die("eval: --task is required (see oasiskv eval --help)");
-    if (spec_tokens && !draft)
-        cli_die("eval: --spec-tokens needs --draft");
+    /* without --draft only lookahead drafts (by n-gram): --spec-tokens sets how many a step */
+    bool any_lookahead = false;
+    for (int k = 0; k < modes.n; k++)
+        any_lookahead |= !strncmp(modes.v[k], "lookahead", 9);
+    if (spec_tokens && !draft && !any_lookahead)
+        cli_die("eval: --spec-tokens needs --draft (or --predict lookahead, whose n-gram drafts it counts)");
     if (!sweep && !dump_path && (tasks.n > 1 || ctxs.n > 1 || budgets.n > 1 || modes.n > 1))
         cli_die("eval: comma lists need --sweep");
     if (tasks.n == 1 && !strcmp(tasks.v[0], "all")) {

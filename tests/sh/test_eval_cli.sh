@@ -43,9 +43,10 @@ for r in rows[1:]:
 "; then ok; else bad "full budget differs from dense: $(cat "$tmp/a.md")"; fi
 if grep -q "| niah_single_filler | 384 | dense |" "$tmp/a.md"; then ok; else bad "markdown table: $(cat "$tmp/a.md")"; fi
 
-# single run with per-sample records; the same seed again: the same outputs
+# single run with per-sample records; the same seed again: the same outputs (lookahead's own n-gram
+# drafts, 3 a step: --spec-tokens counts them without --draft)
 for i in 1 2; do
-  timeout 300 "$cli" eval "${common[@]}" --kv-budget 128 --predict lookahead --draft ngram --json "$tmp/s$i.json" \
+  timeout 300 "$cli" eval "${common[@]}" --kv-budget 128 --predict lookahead --spec-tokens 3 --json "$tmp/s$i.json" \
     > /dev/null 2> "$tmp/s$i.err" || bad "sparse run $i: $(tail -3 "$tmp/s$i.err")"
 done
 if py "
@@ -99,6 +100,7 @@ expect_error "context too long" "context length" "$cli" eval -m "$model" --task 
 expect_error "key codes of 3 bits" "1, 2 or 4" "$cli" eval -m "$model" --task vt --context-len 512 --num-samples 1 --kv-budget 256 --kv-key-codes 3
 expect_error "bad host KV type" "not a host KV type" "$cli" eval -m "$model" --task vt --kv-host-dtype fp4
 expect_error "context too short" "needs more than" "$cli" eval -m "$model" --task cwe --context-len 64 --kv-budget dense
+expect_error "--spec-tokens without drafts" "needs --draft" "$cli" eval -m "$model" --task vt --predict current --spec-tokens 2
 # (the whole help first: grep -q leaving early would break the pipe under pipefail)
 help_out=$("$cli" eval --help)
 if grep -q "niah_multikey" <<< "$help_out"; then ok; else bad "--help lists the tasks"; fi
