@@ -479,17 +479,7 @@ static char *random_token_prompt(struct okv_rng *r, const okv_tokenizer *tok, in
 
 static int load_dataset(const char *path, char ***out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        cli_die("--dataset: cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)sz + 1);
-    if (!text || fread(text, 1, (size_t)sz, f) != (size_t)sz)
-        cli_die("--dataset: cannot read %s", path);
-    text[sz] = 0;
-    fclose(f);
+    char *text = cli_read_text("--dataset", path);
     int n = 0, cap = 0;
     char **v = NULL;
     cJSON *arr = cJSON_Parse(text);
@@ -528,7 +518,7 @@ static int load_dataset(const char *path, char ***out)
         }
     }
     cJSON_Delete(arr);
-    free(text);
+    okv_free(text);
     if (n == 0)
         cli_die("--dataset: no prompts in %s (JSON lines with \"prompt\", or a ShareGPT array)", path);
     *out = v;

@@ -43,7 +43,7 @@ struct okv_spec_stats {
     int64_t pos_accepted[OKV_SPEC_MAX_TOKENS];   /* [i]: steps whose draft at position i was accepted */
     double draft_s;                  /* time spent in the drafter */
     int64_t deferred;                /* verify steps whose own token was dropped: it came from a row that read
-                                        a stale predicted selection (okv_engine_seq_rows_stale) */
+                                        a stale predicted selection (okv_engine_seq_defer_own) */
 };
 
 /* Fill acceptance_rate and mean_acceptance_length from the counters. */

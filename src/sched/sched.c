@@ -543,9 +543,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 if (k > lead && okv_drafter_propose(s->drafter, r->toks, r->n_toks + lead, k - lead, &r->sampling,
                                                     &r->draft_rng, r->drafts + lead, &q, &r->n_drafts) != OKV_OK)
                     r->n_drafts = 0;
-                if (k <= lead)
-                    r->n_drafts = 0;
-                r->n_drafts += lead;
+                r->n_drafts += lead;   /* 0 before, unless proposed */
                 for (int d = 0; d < r->n_drafts; d++) {
                     s->b_tok[n] = r->drafts[d];
                     s->b_seq[n] = r->seq;
@@ -893,11 +891,9 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             s->m.spec_draft_tokens_total += (uint64_t)r->n_drafts;
             s->m.spec_accepted_tokens_total += (uint64_t)acc;
             s->m.spec_deferred_total += defer;
-            if (defer) {
-                r->has_carry = true;
-                r->carry = next;
-            }
             pthread_mutex_unlock(&s->mu);
+            r->has_carry = defer;
+            r->carry = next;
             int32_t toks[OKV_SPEC_MAX_TOKENS + 1];
             memcpy(toks, r->drafts, sizeof(int32_t) * (size_t)acc);
             toks[acc] = next;
