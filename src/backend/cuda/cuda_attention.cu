@@ -89,6 +89,7 @@ static size_t attn_smem_bytes(int hd)
 template <int DPL>
 static __global__ void __launch_bounds__(ATT_W * 32) attn_k(const struct att_args a)
 {
+    okv_pdl_trigger();   /* the merge or the output projection follows */
     extern __shared__ __align__(16) unsigned char smem[];
     const int hd = a.hd, bs = a.bs, rowst = hd + 8;
     float *sq = (float *)smem;                        /* [RQ][hd], scaled */
@@ -323,6 +324,7 @@ static __device__ __forceinline__ void split_bf2(float x0, float x1, uint32_t *h
 template <int NW, int HD, int KC, int NST>
 static __global__ void __launch_bounds__(NW * 32) attn2_k(const struct att_args a)
 {
+    okv_pdl_trigger();   /* the merge or the output projection follows */
     typedef att2_cfg<NW, HD, KC, NST> C;
     constexpr int ROW = C::ROW, P = HD / 8, NT = KC / 8;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -589,6 +591,7 @@ static __global__ void __launch_bounds__(NW * 32) attn2_k(const struct att_args 
 /* log-sum-exp merge of the partial states of lists split into ranges */
 static __global__ void attn_merge_k(const struct att_args a)
 {
+    okv_pdl_trigger();   /* the output projection follows */
     const struct att_merge mi = a.merge[blockIdx.x];
     const int s = mi.list / a.nkv, h = mi.list % a.nkv, hd = a.hd;
     const int r0 = a.seq_row_off[s], nq = a.seq_row_off[s + 1] - r0;

@@ -10,20 +10,24 @@
  *  - a projection whose result is added to the residual next (o and down: out = x W^T,
  *    acc += out, both written);
  *  - the gate and up projections with the SwiGLU behind them (pair mode: a warp computes
- *    row j of both and writes gate, up and silu(gate) * up).
- * Each output element is computed by the same instructions in every mode (a warp holds
- * two output columns; a column's sum does not depend on its partner), so a fused launch
- * gives bit for bit what the separate launches give (test_cuda_graph checks it).
+ *    columns j.. of both and writes gate, up and silu(gate) * up).
+ * Each output element is computed by the same instructions in every mode and variant (a
+ * column's sum does not depend on the columns beside it), so a fused launch gives bit for
+ * bit what the separate launches give (test_cuda_graph checks it).
  *
- * A warp owns two output columns and walks their weight rows in 16-byte chunks (8 bf16),
- * four chunks in flight per lane; the activations (at most 4 rows) come through the
- * read-only cache, shared by every warp. The sum over the lanes is a fixed xor butterfly. */
+ * A warp owns four output columns (OKV_GEMV_COLS=2: two) and walks their weight rows in
+ * 16-byte chunks (8 bf16), four chunks a column in flight per lane; the activations (at most 4
+ * rows) come through the read-only cache, shared by every warp, and each activation load
+ * serves the warp's four columns. The sum over the lanes is a fixed xor butterfly.
+ * bench/RESULTS.md section 37: on the Llama-3-8B shapes two columns a warp streamed the
+ * weights at 3.9 TB/s with 1 row but 2.7 TB/s with 4 (the activation loads, one per column and
+ * row, bound it); four columns a warp keep 1 row and take 4 rows to 3.1 TB/s (3.3 with OKV_PDL=1). */
 #include "backend/cuda/cuda_internal.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #define GEMV_WARPS 8
-#define GEMV_UNROLL 4
 
 static __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
 {
@@ -32,6 +36,21 @@ static __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
     return v;
+}
+
+/* Programmatic dependent launch (sm_90): wait for the grid this one was launched behind (a no-op
+ * when it was launched without the attribute), and let the grid behind this one launch */
+static __device__ __forceinline__ void gemv_dep_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void gemv_dep_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
 
 static __device__ __forceinline__ void bf16x8(uint4 u, float f[8])
@@ -65,21 +84,57 @@ static __device__ __forceinline__ void dot8(float (&acc)[NR], const float f[8], 
     }
 }
 
-template <int NR>
+/* C columns a warp (2 or 4: more columns share each activation load), U chunks of 16 bytes a
+ * column in flight per lane, PIPE: the next U chunks loaded while these are summed. In pair
+ * mode a warp takes C / 2 columns of the gate and the same of the up projection. */
+/* acc[i][r] += w_i[0..7] . x[r][8c .. 8c+7] for the C columns of chunk set j: each activation
+ * load serves every column (the same sum, in the same order, as dot8 column by column) */
+template <int NR, int C, int U>
+static __device__ __forceinline__ void dotc(float (&acc)[C][NR], const uint4 (&u)[C][U], int j, const float *x, int k, int c)
+{
+    float f[C][8];
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        bf16x8(u[i][j], f[i]);
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        const float4 *xr = reinterpret_cast<const float4 *>(x + (size_t)r * k) + 2 * c;
+        const float4 xa = __ldg(xr), xb = __ldg(xr + 1);
+#pragma unroll
+        for (int i = 0; i < C; i++) {
+            float s = acc[i][r];
+            s = __fmaf_rn(f[i][0], xa.x, s);
+            s = __fmaf_rn(f[i][1], xa.y, s);
+            s = __fmaf_rn(f[i][2], xa.z, s);
+            s = __fmaf_rn(f[i][3], xa.w, s);
+            s = __fmaf_rn(f[i][4], xb.x, s);
+            s = __fmaf_rn(f[i][5], xb.y, s);
+            s = __fmaf_rn(f[i][6], xb.z, s);
+            s = __fmaf_rn(f[i][7], xb.w, s);
+            acc[i][r] = s;
+        }
+    }
+}
+
+template <int NR, int C, int U, bool PIPE>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct okv_cuda_gemv a)
 {
     const int lane = threadIdx.x & 31;
     int item = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
-    int s0 = -1, s1, j0, j1;
+    int seg[C], col[C];
     if (a.pair) {
-        if (item >= a.s[0].m)
+        constexpr int H = C / 2;
+        if (item * H >= a.s[0].m)
             return;
-        s0 = 0;
-        s1 = 1;
-        j0 = j1 = item;
+#pragma unroll
+        for (int i = 0; i < C; i++) {
+            seg[i] = i < H ? 0 : 1;
+            col[i] = min(item * H + (i % H), a.s[0].m - 1);
+        }
     } else {
+        int s0 = -1;
         for (int s = 0; s < a.nseg; s++) {
-            const int items = (a.s[s].m + 1) >> 1;
+            const int items = (a.s[s].m + C - 1) / C;
             if (item < items) {
                 s0 = s;
                 break;
@@ -88,84 +143,116 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct ok
         }
         if (s0 < 0)
             return;
-        s1 = s0;
-        j0 = 2 * item;
-        j1 = j0 + 1 < a.s[s0].m ? j0 + 1 : j0;   /* an odd last column: computed twice, written once */
+#pragma unroll
+        for (int i = 0; i < C; i++) {
+            seg[i] = s0;
+            col[i] = min(item * C + i, a.s[s0].m - 1);   /* past the last column: computed again, written once */
+        }
     }
     const int k = a.k, k8 = k >> 3;
-    const uint4 *w0 = reinterpret_cast<const uint4 *>(a.s[s0].w + (size_t)j0 * k);
-    const uint4 *w1 = reinterpret_cast<const uint4 *>(a.s[s1].w + (size_t)j1 * k);
-    float acc0[NR], acc1[NR];
+    const uint4 *w[C];
 #pragma unroll
-    for (int r = 0; r < NR; r++)
-        acc0[r] = acc1[r] = 0.0f;
+    for (int i = 0; i < C; i++)
+        w[i] = reinterpret_cast<const uint4 *>(a.s[seg[i]].w + (size_t)col[i] * k);
+    float acc[C][NR];
+#pragma unroll
+    for (int i = 0; i < C; i++)
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            acc[i][r] = 0.0f;
     int c = lane;
-    for (; c + 32 * (GEMV_UNROLL - 1) < k8; c += 32 * GEMV_UNROLL) {
-        uint4 u0[GEMV_UNROLL], u1[GEMV_UNROLL];
+    bool full = c + 32 * (U - 1) < k8;
+    /* the first U chunks of every column are loaded before waiting for the kernel before this
+     * one (programmatic dependent launch, okv_cuda_gemv): the weights are constant, only the
+     * activations depend on it */
+    uint4 u[C][U];
+    if (full)
 #pragma unroll
-        for (int i = 0; i < GEMV_UNROLL; i++) {
-            u0[i] = ld_stream(w0 + c + 32 * i);
-            u1[i] = ld_stream(w1 + c + 32 * i);
-        }
+        for (int j = 0; j < U; j++)
 #pragma unroll
-        for (int i = 0; i < GEMV_UNROLL; i++) {
+            for (int i = 0; i < C; i++)
+                u[i][j] = ld_stream(w[i] + c + 32 * j);
+    gemv_dep_wait();
+    gemv_dep_trigger();
+    while (full) {
+        const int cn = c + 32 * U;
+        const bool fn = cn + 32 * (U - 1) < k8;
+        uint4 v[C][U];
+        if (PIPE && fn)   /* the next U chunks in flight while these are summed */
+#pragma unroll
+            for (int j = 0; j < U; j++)
+#pragma unroll
+                for (int i = 0; i < C; i++)
+                    v[i][j] = ld_stream(w[i] + cn + 32 * j);
+#pragma unroll
+        for (int j = 0; j < U; j++)
+            dotc<NR, C>(acc, u, j, a.x, k, c + 32 * j);
+        c = cn;
+        full = fn;
+        if (full)
+#pragma unroll
+            for (int j = 0; j < U; j++)
+#pragma unroll
+                for (int i = 0; i < C; i++)
+                    u[i][j] = PIPE ? v[i][j] : ld_stream(w[i] + c + 32 * j);
+    }
+    for (; c < k8; c += 32)
+#pragma unroll
+        for (int i = 0; i < C; i++) {
             float f[8];
-            bf16x8(u0[i], f);
-            dot8<NR>(acc0, f, a.x, k, c + 32 * i);
-            bf16x8(u1[i], f);
-            dot8<NR>(acc1, f, a.x, k, c + 32 * i);
+            bf16x8(ld_stream(w[i] + c), f);
+            dot8<NR>(acc[i], f, a.x, k, c);
         }
-    }
-    for (; c < k8; c += 32) {
-        float f[8];
-        bf16x8(ld_stream(w0 + c), f);
-        dot8<NR>(acc0, f, a.x, k, c);
-        bf16x8(ld_stream(w1 + c), f);
-        dot8<NR>(acc1, f, a.x, k, c);
-    }
 #pragma unroll
-    for (int r = 0; r < NR; r++)
+    for (int i = 0; i < C; i++)
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-            acc0[r] += __shfl_xor_sync(0xffffffffu, acc0[r], off);
-            acc1[r] += __shfl_xor_sync(0xffffffffu, acc1[r], off);
-        }
+        for (int r = 0; r < NR; r++)
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1)
+                acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], off);
     if (lane >= NR)
         return;
     /* lane r writes row r (registers indexed by a compile-time r: a switch-free select) */
-    float v0 = acc0[0], v1 = acc1[0];
+    float val[C];
 #pragma unroll
-    for (int r = 1; r < NR; r++)
-        if (lane == r) {
-            v0 = acc0[r];
-            v1 = acc1[r];
-        }
+    for (int i = 0; i < C; i++) {
+        val[i] = acc[i][0];
+#pragma unroll
+        for (int r = 1; r < NR; r++)
+            if (lane == r)
+                val[i] = acc[i][r];
+        if (a.s[seg[i]].bias)
+            val[i] = val[i] + a.s[seg[i]].bias[col[i]];
+    }
     const int r = lane;
-    const struct okv_cuda_gemv_seg &S0 = a.s[s0], &S1 = a.s[s1];
-    if (S0.bias)
-        v0 = v0 + S0.bias[j0];
-    if (S1.bias)
-        v1 = v1 + S1.bias[j1];
     if (a.pair) {
-        const size_t o = (size_t)r * S0.m + j0;
-        /* the same expression as the SwiGLU kernel (cuda_kernels.cu) */
-        const float y = v0 / (1.0f + expf(-v0)) * v1;
-        if (S0.out != a.swi)
-            S0.out[o] = v0;
-        if (S1.out != a.swi)
-            S1.out[o] = v1;
-        a.swi[o] = y;
+        constexpr int H = C / 2;
+        const struct okv_cuda_gemv_seg &G = a.s[0], &P = a.s[1];
+#pragma unroll
+        for (int i = 0; i < H; i++) {
+            if (i > 0 && col[i] == col[i - 1])
+                break;
+            const size_t o = (size_t)r * G.m + col[i];
+            const float g = val[i], up = val[H + i];
+            /* the same expression as the SwiGLU kernel (cuda_kernels.cu) */
+            const float y = g / (1.0f + expf(-g)) * up;
+            if (G.out != a.swi)
+                G.out[o] = g;
+            if (P.out != a.swi)
+                P.out[o] = up;
+            a.swi[o] = y;
+        }
         return;
     }
-    const size_t o0 = (size_t)r * S0.m + j0;
-    S0.out[o0] = v0;
-    if (S0.acc)
-        S0.acc[o0] = S0.acc[o0] + v0;
-    if (j1 != j0) {
-        const size_t o1 = (size_t)r * S0.m + j1;
-        S0.out[o1] = v1;
-        if (S0.acc)
-            S0.acc[o1] = S0.acc[o1] + v1;
+    const struct okv_cuda_gemv_seg &S = a.s[seg[0]];
+#pragma unroll
+    for (int i = 0; i < C; i++) {
+        if (i > 0 && col[i] == col[i - 1])
+            break;
+        const size_t o = (size_t)r * S.m + col[i];
+        S.out[o] = val[i];
+        if (S.acc)
+            S.acc[o] = S.acc[o] + val[i];
     }
 }
 
@@ -174,23 +261,70 @@ bool okv_cuda_gemv_fits(int n, int k, const void *x, const void *w)
     return n >= 1 && n <= OKV_GEMV_MAX_ROWS && k > 0 && (k & 7) == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)w & 15) == 0;
 }
 
-cudaError_t okv_cuda_gemv(cudaStream_t s, const struct okv_cuda_gemv *a)
+/* The launch: OKV_GEMV_COLS (2 or 4 columns a warp, default 4), OKV_GEMV_UNROLL (4 or 8 chunks of 16
+ * bytes a column in flight per lane), OKV_GEMV_PIPE=1 (the next chunks loaded while the
+ * current ones are summed) and OKV_PDL=1 (programmatic dependent launch: the kernel may start,
+ * and load its first weights, while the kernel before it finishes) are read once. */
+struct gemv_cfg {
+    int cols, unroll;
+    bool pipe, pdl;
+};
+static struct gemv_cfg gemv_cfg_get(void)
+{
+    static struct gemv_cfg cfg = {0, 0, false, false};
+    if (!cfg.cols) {
+        const char *u = getenv("OKV_GEMV_UNROLL"), *p = getenv("OKV_GEMV_PIPE"), *d = getenv("OKV_PDL");
+        const char *cc = getenv("OKV_GEMV_COLS");
+        cfg.pipe = p && atoi(p) == 1;
+        cfg.pdl = d && atoi(d) == 1;
+        cfg.unroll = u && atoi(u) == 8 ? 8 : 4;
+        cfg.cols = cc && atoi(cc) == 2 ? 2 : 4;
+    }
+    return cfg;
+}
+
+template <int NR, int C>
+static void (*gemv_pick(struct gemv_cfg cfg))(const struct okv_cuda_gemv)
+{
+    if (cfg.unroll == 8)
+        return cfg.pipe ? gemv_k<NR, C, 8, true> : gemv_k<NR, C, 8, false>;
+    return cfg.pipe ? gemv_k<NR, C, 4, true> : gemv_k<NR, C, 4, false>;
+}
+
+template <int NR>
+static cudaError_t gemv_launch(cudaStream_t s, const struct okv_cuda_gemv *a, struct gemv_cfg cfg)
 {
     long long items = 0;
     if (a->pair)
-        items = a->s[0].m;
+        items = (a->s[0].m + cfg.cols / 2 - 1) / (cfg.cols / 2);
     else
         for (int i = 0; i < a->nseg; i++)
-            items += (a->s[i].m + 1) / 2;
+            items += (a->s[i].m + cfg.cols - 1) / cfg.cols;
     if (items <= 0)
         return cudaSuccess;
-    const unsigned grid = (unsigned)((items + GEMV_WARPS - 1) / GEMV_WARPS);
+    void (*fn)(const struct okv_cuda_gemv) = cfg.cols == 4 ? gemv_pick<NR, 4>(cfg) : gemv_pick<NR, 2>(cfg);
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3((unsigned)((items + GEMV_WARPS - 1) / GEMV_WARPS));
+    lc.blockDim = dim3(GEMV_WARPS * 32);
+    lc.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = at;
+    lc.numAttrs = cfg.pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&lc, fn, *a);
+}
+
+cudaError_t okv_cuda_gemv(cudaStream_t s, const struct okv_cuda_gemv *a)
+{
+    const struct gemv_cfg cfg = gemv_cfg_get();
+    cudaError_t e;
     switch (a->n) {
-    case 1: gemv_k<1><<<grid, GEMV_WARPS * 32, 0, s>>>(*a); break;
-    case 2: gemv_k<2><<<grid, GEMV_WARPS * 32, 0, s>>>(*a); break;
-    case 3: gemv_k<3><<<grid, GEMV_WARPS * 32, 0, s>>>(*a); break;
-    case 4: gemv_k<4><<<grid, GEMV_WARPS * 32, 0, s>>>(*a); break;
+    case 1: e = gemv_launch<1>(s, a, cfg); break;
+    case 2: e = gemv_launch<2>(s, a, cfg); break;
+    case 3: e = gemv_launch<3>(s, a, cfg); break;
+    case 4: e = gemv_launch<4>(s, a, cfg); break;
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

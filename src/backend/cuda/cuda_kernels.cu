@@ -42,6 +42,7 @@ cudaError_t okv_cuda_embed(cudaStream_t s, float *out, const okv_bf16 *table, co
 static __global__ void rmsnorm_k(float *out, const float *x, const float *w, int dim, float eps)
 {
     __shared__ float red[32];
+    okv_pdl_trigger();   /* a projection follows: it may start loading its weights */
     const size_t base = (size_t)blockIdx.x * dim;
     float ss = 0.f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
