@@ -1,7 +1,7 @@
 /* cuda_attention: decode attention of the CUDA backend, achieved HBM bandwidth; or
  * prefill attention, tokens/s and TFLOPS.
  *
- *   cuda_attention [--ctx 8192,32768] [--max-batch 256] [--variants 0,-1,...]
+ *   cuda_attention [--ctx 8192,32768] [--max-batch 256] [--variants 0,-1,...] [--kpi 0,256,...]
  *   cuda_attention --prefill ROWS[,ROWS...] [--ctx 8192,32768] [--seqs 1] [--shape 32,8,128]
  *
  * --prefill ROWS: each of `seqs` sequences has a chunk of ROWS query rows at positions
@@ -15,6 +15,7 @@
  * mask lets each row read, summed) / time, and the prefill kernel's largest
  * difference from the decode kernels' output (max |d| / max |ref|).
  *
+ * --kpi times each listed split size too (keys a work item; 0 the split policy's choice).
  * --variants times each listed kernel variant on the same data (okv_cuda_set_attn:
  * 0 default, -1 the SIMT kernel, k > 0 tuning variants) and prints the largest
  * difference of each variant's output from the first one's (max |d| / max |ref|).
@@ -238,7 +239,7 @@ static void prefill_bench(int rows, const int *ctxs, int n_ctx, int seqs, int nh
 
 int main(int argc, char **argv)
 {
-    int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256, vars[16] = {0}, n_vars = 1, seqs = 1;
+    int ctxs[4] = {8192, 32768}, n_ctx = 2, max_batch = 256, vars[16] = {0}, n_vars = 1, seqs = 1, kpis[16] = {0}, n_kpis = 1;
     int prefill[4] = {0}, n_prefill = 0;
     int pf_nh = 32, pf_nkv = 8, pf_hd = 128;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -246,6 +247,10 @@ int main(int argc, char **argv)
             n_ctx = 0;
             for (char *s = argv[i + 1]; s && *s && n_ctx < 4; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
                 ctxs[n_ctx++] = atoi(s);
+        } else if (!strcmp(argv[i], "--kpi")) {
+            n_kpis = 0;
+            for (char *s = argv[i + 1]; s && *s && n_kpis < 16; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
+                kpis[n_kpis++] = atoi(s);
         } else if (!strcmp(argv[i], "--variants")) {
             n_vars = 0;
             for (char *s = argv[i + 1]; s && *s && n_vars < 16; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
@@ -277,7 +282,7 @@ int main(int argc, char **argv)
     const int nkv = 8, nh = 32, hd = 128, bs = 16;
     printf("decode attention: %d query heads, %d KV heads, head_dim %d, block %d, bf16 KV; ceiling %.0f GB/s\n", nh, nkv, hd,
            bs, HBM_GBS);
-    printf("%-7s %-6s %-4s %-7s %-10s %-10s %-10s %-8s %-6s %-6s %s\n", "ctx", "batch", "var", "layers", "KV MiB", "us/call",
+    printf("%-7s %-6s %-4s %-5s %-7s %-10s %-10s %-10s %-8s %-6s %-6s %s\n", "ctx", "batch", "var", "kpi", "layers", "KV MiB", "us/call",
            "GB/s", "% 4.2TB", "items", "slots", "diff vs first");
     for (int ci = 0; ci < n_ctx; ci++) {
         const int ctx = ctxs[ci], nb = ctx / bs;
@@ -307,18 +312,19 @@ int main(int argc, char **argv)
             const float scale = 1.0f / sqrtf((float)hd);
             const size_t n_out = (size_t)batch * nh * hd;
             float *ref = malloc(sizeof(float) * n_out), *got = malloc(sizeof(float) * n_out);
-            for (int vi = 0; vi < n_vars; vi++) {
-                okv_cuda_set_attn(be, vars[vi], 0);
+            for (int vk = 0; vk < n_vars * n_kpis; vk++) {
+                const int vi = vk / n_kpis, kpi = kpis[vk % n_kpis];
+                okv_cuda_set_attn(be, vars[vi], kpi);
                 for (int w = 0; w < 2 * layers + 2; w++)
                     if (o->attention(be, out, q, kv, w % layers, &blocks, nh, scale) != OKV_OK)
                         die("attention");
                 if (o->sync(be) != OKV_OK)
                     die("sync");
                 /* output of layer 0 for the cross-check */
-                if (o->attention(be, out, q, kv, 0, &blocks, nh, scale) != OKV_OK || o->mem_read(be, out, 0, vi ? got : ref, n_out) != OKV_OK)
+                if (o->attention(be, out, q, kv, 0, &blocks, nh, scale) != OKV_OK || o->mem_read(be, out, 0, vk ? got : ref, n_out) != OKV_OK)
                     die("attention check");
                 double diff = 0;
-                if (vi) {
+                if (vk) {
                     double md = 0, mr = 1e-30;
                     for (size_t i = 0; i < n_out; i++) {
                         double d = fabs((double)got[i] - ref[i]);
@@ -344,7 +350,7 @@ int main(int argc, char **argv)
                 double gbs = (double)layer_bytes / dt / 1e9;
                 int n_work = 0, n_merge = 0;
                 const int slots = okv_cuda_attn_info(be, &n_work, &n_merge);
-                printf("%-7d %-6d %-4d %-7d %-10.0f %-10.1f %-10.0f %-8.1f %-6d %-6d %.2e\n", ctx, batch, vars[vi], layers,
+                printf("%-7d %-6d %-4d %-5d %-7d %-10.0f %-10.1f %-10.0f %-8.1f %-6d %-6d %.2e\n", ctx, batch, vars[vi], kpi, layers,
                        (double)layer_bytes / 1048576.0, dt * 1e6, gbs, 100.0 * gbs / HBM_GBS, n_work, slots, diff);
                 fflush(stdout);
             }

@@ -15,13 +15,13 @@
  * column's sum does not depend on the columns beside it), so a fused launch gives bit for
  * bit what the separate launches give (test_cuda_graph checks it).
  *
- * A warp owns four output columns (OKV_GEMV_COLS=2: two) and walks their weight rows in
+ * A warp owns four output columns (two on small models) and walks their weight rows in
  * 16-byte chunks (8 bf16), four chunks a column in flight per lane; the activations (at most 4
  * rows) come through the read-only cache, shared by every warp, and each activation load
- * serves the warp's four columns. The sum over the lanes is a fixed xor butterfly.
+ * serves all the warp's columns. The sum over the lanes is a fixed xor butterfly.
  * bench/RESULTS.md section 37: on the Llama-3-8B shapes two columns a warp streamed the
  * weights at 3.9 TB/s with 1 row but 2.7 TB/s with 4 (the activation loads, one per column and
- * row, bound it); four columns a warp keep 1 row and take 4 rows to 3.1 TB/s (3.3 with OKV_PDL=1). */
+ * row, bound it); four columns a warp keep 1 row and take 4 rows to 3.1 TB/s (3.3 with programmatic dependent launch, the default). */
 #include "backend/cuda/cuda_internal.h"
 
 #include <stdint.h>
@@ -261,24 +261,28 @@ bool okv_cuda_gemv_fits(int n, int k, const void *x, const void *w)
     return n >= 1 && n <= OKV_GEMV_MAX_ROWS && k > 0 && (k & 7) == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)w & 15) == 0;
 }
 
-/* The launch: OKV_GEMV_COLS (2 or 4 columns a warp, default 4), OKV_GEMV_UNROLL (4 or 8 chunks of 16
- * bytes a column in flight per lane), OKV_GEMV_PIPE=1 (the next chunks loaded while the
- * current ones are summed) and OKV_PDL=1 (programmatic dependent launch: the kernel may start,
- * and load its first weights, while the kernel before it finishes) are read once. */
+/* The launch's switches, read once: OKV_GEMV_COLS=2 or 4 forces the columns a warp (default:
+ * 4 where the launch has at least GEMV_COLS4_MIN output columns, else 2: on small models
+ * four columns a warp leave too few warps to spread the weights over the SMs),
+ * OKV_GEMV_UNROLL (4, the default, or 8 chunks of 16 bytes a column in flight per lane),
+ * OKV_GEMV_PIPE=1 (the next chunks loaded while the current ones are summed) and OKV_PDL=0
+ * (programmatic dependent launch off: by default the kernel may start, and load its first
+ * weights, while the kernel before it finishes). bench/RESULTS.md section 37. */
+#define GEMV_COLS4_MIN 2048
 struct gemv_cfg {
-    int cols, unroll;
+    int cols, unroll;   /* cols 0: by the launch's columns */
     bool pipe, pdl;
 };
 static struct gemv_cfg gemv_cfg_get(void)
 {
-    static struct gemv_cfg cfg = {0, 0, false, false};
-    if (!cfg.cols) {
+    static struct gemv_cfg cfg = {-1, 0, false, false};
+    if (cfg.cols < 0) {
         const char *u = getenv("OKV_GEMV_UNROLL"), *p = getenv("OKV_GEMV_PIPE"), *d = getenv("OKV_PDL");
         const char *cc = getenv("OKV_GEMV_COLS");
         cfg.pipe = p && atoi(p) == 1;
-        cfg.pdl = d && atoi(d) == 1;
+        cfg.pdl = !(d && atoi(d) == 0);
         cfg.unroll = u && atoi(u) == 8 ? 8 : 4;
-        cfg.cols = cc && atoi(cc) == 2 ? 2 : 4;
+        cfg.cols = cc && (atoi(cc) == 2 || atoi(cc) == 4) ? atoi(cc) : 0;
     }
     return cfg;
 }
@@ -294,6 +298,12 @@ static void (*gemv_pick(struct gemv_cfg cfg))(const struct okv_cuda_gemv)
 template <int NR>
 static cudaError_t gemv_launch(cudaStream_t s, const struct okv_cuda_gemv *a, struct gemv_cfg cfg)
 {
+    if (!cfg.cols) {
+        long long cols = 0;
+        for (int i = 0; i < (a->pair ? 2 : a->nseg); i++)
+            cols += a->s[i].m;
+        cfg.cols = cols >= GEMV_COLS4_MIN ? 4 : 2;
+    }
     long long items = 0;
     if (a->pair)
         items = (a->s[0].m + cfg.cols / 2 - 1) / (cfg.cols / 2);

@@ -302,9 +302,10 @@ static __host__ __device__ __forceinline__ long long okv_cuda_unit_global(int32_
     return (u & OKV_UNIT_STAGE) ? stage_off + (long long)(u & ~OKV_UNIT_STAGE) : layer_off + (long long)u;
 }
 /* Programmatic dependent launch (sm_90): a kernel that a small-batch projection follows lets
- * it launch early (OKV_PDL=1, cuda_gemv.cu): the projection loads its first weights, which
- * nothing writes, and waits for this grid's completion before it reads anything else. Only
- * kernels launched with the attribute are affected; elsewhere this does nothing. */
+ * it launch early (cuda_gemv.cu; OKV_PDL=0 turns it off): the projection loads its first
+ * weights, which nothing writes, and waits for this grid's completion before it reads
+ * anything else. Only kernels launched with the attribute are affected; elsewhere this does
+ * nothing. */
 static __device__ __forceinline__ void okv_pdl_trigger()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
