@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 24 of 2026-12-02, planned for the next GPU session (no machine was left for it): gpu_run147's n-gram cells (they asked for --spec-tokens without
+# Session 24 of 2026-12-02, planned for the next GPU session (no machine was left for it; session 25 ran its serving pair as the last part of gpu_run152.sh, not this script): gpu_run147's n-gram cells (they asked for --spec-tokens without
 # --draft, which eval refuses) and one serving pair whose logs go to stdout (gpu_run148's serving runs left
 # no JSON, and their logs did not come back: too many files under $OUT).
 #   bash bench/gpu_run149.sh      (carry build-gc; JSON under $OUT)
