@@ -16,6 +16,7 @@
 #include "oasiskv/backend.h"
 #include "oasiskv/tensor.h"
 #include "oasiskv/common.h"
+#include "oasiskv/sampling.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,15 +34,6 @@ static const struct shape shapes[] = {
     {"trained", "gate+up", 256, 1536}, {"trained", "down", 768, 256}, {"smollm2", "qkv", 576, 960},
     {"smollm2", "gate+up", 576, 3072}, {"smollm2", "down", 1536, 576},
 };
-
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (uint32_t)(rs >> 11);
-}
 
 static void die(const char *what)
 {
@@ -76,6 +68,8 @@ int main(int argc, char **argv)
     }
     if (calls < 64)
         calls = 64;
+    struct okv_rng rng;
+    okv_rng_seed(&rng, 1);
     okv_backend *be = NULL;
     struct okv_backend_params bp = {.n_threads = 0};
     if (okv_backend_create("cuda", &bp, &be) != OKV_OK)
@@ -100,7 +94,7 @@ int main(int argc, char **argv)
         float *hw = malloc(sizeof(float) * nw);
         for (int c = 0; c < copies; c++) {
             for (size_t i = 0; i < nw; i++)
-                hw[i] = (float)(int)(rnd() % 2001u - 1000u) * 1e-5f;
+                hw[i] = (float)(okv_rng_uniform(&rng) * 0.02 - 0.01);
             struct okv_tensor_view t = {.dtype = OKV_DTYPE_F32, .n_dims = 2, .ne = {sh->k, sh->m, 1, 1}, .data = hw,
                                         .nbytes = sizeof(float) * nw};
             snprintf(t.name, sizeof t.name, "bench.%s.weight", sh->name);
@@ -113,7 +107,7 @@ int main(int argc, char **argv)
             die("mem_alloc");
         float *hx = malloc(sizeof(float) * 4 * (size_t)sh->k);
         for (int i = 0; i < 4 * sh->k; i++)
-            hx[i] = (float)(int)(rnd() % 2001u - 1000u) * 1e-3f;
+            hx[i] = (float)(okv_rng_uniform(&rng) * 2.0 - 1.0);
         o->mem_write(be, x, 0, hx, (size_t)4 * sh->k);
         free(hx);
         for (const char *r = rows_arg; *r;) {
