@@ -420,12 +420,22 @@ struct okv_cuda_gemv {
     int n, k, nseg, pair;
     float *swi;
     struct okv_cuda_gemv_seg s[3];
+    /* an RMSNorm in front (nx not NULL): the input rows are nx [n][k] normalised with the
+     * weight nw [k], as the rmsnorm kernel of nthreads threads computes them (x is not read);
+     * the first CTA also writes them to nout, the norm's output */
+    const float *nx, *nw;
+    float *nout;
+    float neps;
+    int nthreads;
 };
 bool okv_cuda_gemv_fits(int n, int k, const void *x, const void *w);
 /* a grow-only device buffer (*buf, *cap elements of elem bytes) made to hold n; before it
  * is replaced the stream `drain`, whose queued work may read it, is synchronized */
 enum okv_status okv_cuda_grow_device(cudaStream_t drain, void **buf, size_t *cap, size_t n, size_t elem, const char *what);
 cudaError_t okv_cuda_gemv(cudaStream_t s, const struct okv_cuda_gemv *a);
+/* the threads of the rmsnorm kernel for rows of dim (cuda_kernels.cu), whose reduction a
+ * fused GEMV repeats */
+int okv_cuda_rmsnorm_threads(int dim);
 /* issue ops[0..] as one launch where a fusion applies (cuda_backend.cu); *used: ops taken */
 enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n, int *used);
 enum okv_status okv_cuda_graph_push(struct cuda_ctx *c, const struct okv_cuda_gop *op);
