@@ -7,7 +7,7 @@
 set -u
 . bench/gpu_env.sh build-gc
 B=build-gc
-END=${END:-280}
+END=${END:-190}
 echo "== tests"
 for t in $B/tests/test_*; do
   s0=$SECONDS; timeout 100 $t > /tmp/t.txt 2>&1; rc=$?
