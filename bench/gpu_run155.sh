@@ -2,7 +2,8 @@
 # Session 25 of 2026-12-02: the RMSNorm fused in front of the small-batch projections (the GEMV
 # computes each row's scale as the rmsnorm kernel does and normalises on the fly; its first CTA
 # writes the norm's output): every CUDA test, then the decode step with the fusion off
-# (OKV_GEMV_NORM=0) and on, alternated twice.
+# (OKV_GEMV_NORM=0, the default) and on, alternated twice. Written in session 25, not run (no device time left);
+# test_cuda_ops turns the fusion on in its fused-ops test.
 #   bash bench/gpu_run155.sh      (carry build-gc)
 set -u
 . bench/gpu_env.sh build-gc

@@ -412,6 +412,9 @@ static void set_buf(okv_backend *be, okv_bmem *m, const float *h, size_t n)
 
 static void test_fused(void)
 {
+    /* the norm fused in front of the GEMV is off by default: on here, so that graphs on (fused)
+     * against off (op by op) checks it bit for bit */
+    okv_cuda_set_gemv_norm(gpu, true);
     for (int n = 1; n <= 5; n++) {
         /* rows of 16-800 values, and of 800-2400 on 2 and 4 rows (the norm's 1024 threads) */
         const int k = (n % 2 ? rint_in(2, 100) : rint_in(100, 300)) * 8, mq = rint_in(1, 200) * 2 + (n & 1),
@@ -510,6 +513,7 @@ static void test_fused(void)
     CHECK(gi.on && gi.launched > 0, "fused: no graph was replayed (launched %lld)", gi.launched);
     okv_cuda_set_graphs(gpu, true);
     okv_cuda_set_gemv_rows(gpu, 4);
+    okv_cuda_set_gemv_norm(gpu, false);
 }
 
 /* ---- KV: write, host tier, summaries, fetch; attention; selection ---- */

@@ -796,25 +796,20 @@ static enum okv_status gemv_group(struct cuda_ctx *c, const struct okv_cuda_gop 
 }
 
 /* an RMSNorm whose output the small-batch projections after it read: fused into their GEMV
- * launch (OKV_GEMV_NORM=0 keeps them apart) where its input and weight are aligned for the
+ * launch (c->gemv_norm, OKV_GEMV_NORM=1) where its input and weight are aligned for the
  * kernel's 16-byte loads and its output is not its input */
 static bool norm_fuses(const struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n)
 {
-    static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("OKV_GEMV_NORM");
-        env = !(e && atoi(e) == 0);
-    }
     const struct okv_cuda_gop *g = &ops[0];
-    return env && n > 1 && g->kind == OKV_GOP_RMSNORM && gemv_ok(c, &ops[1]) && ops[1].p[1] == g->p[0] && ops[1].i0 == g->i0 &&
+    return c->gemv_norm && n > 1 && g->kind == OKV_GOP_RMSNORM && gemv_ok(c, &ops[1]) && ops[1].p[1] == g->p[0] && ops[1].i0 == g->i0 &&
            ops[1].i1 == g->i1 && ((uintptr_t)g->p[1] & 15) == 0 && ((uintptr_t)g->p[2] & 15) == 0 &&
            !overlap(g->p[0], gop_in_bytes(&ops[1]), g->p[1], gop_in_bytes(&ops[1]));
 }
 
 /* Fusions of a pending run (cuda_graph.cu issues runs through this): projections of
  * the same input convert it to bf16 once (cuBLAS path); small-batch projections
- * (gemv_ok) of the same input merge into one launch, with the RMSNorm that makes their input
- * when one precedes them, a projection followed by the residual add of its result adds in
+ * (gemv_ok) of the same input merge into one launch (with the RMSNorm that makes their input
+ * when one precedes them and c->gemv_norm is on), a projection followed by the residual add of its result adds in
  * the same kernel, and the gate and up projections followed by their SwiGLU run as one pair
  * launch. Each fusion writes every buffer the separate ops write, with the same values bit for
  * bit (cuda_gemv.cu), and applies only where no op of the group reads what an earlier one of
@@ -1245,6 +1240,8 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         c->gemv_rows = grv < 0 ? 0 : grv > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : grv;
         const char *pr = getenv("OKV_PAD_ROWS");
         c->pad_rows = !(pr && !strcmp(pr, "0"));
+        const char *gn = getenv("OKV_GEMV_NORM");
+        c->gemv_norm = gn && !strcmp(gn, "1");
     }
     const char *gs = getenv("OKV_GATHER_SMS");
     if (gs && atoi(gs) > 0) {
@@ -1301,6 +1298,14 @@ extern "C" int okv_cuda_set_gemv_rows(okv_backend *be, int rows)
     (void)okv_cuda_graph_invalidate(c);   /* captured graphs hold the old choice */
     c->gemv_rows = rows < 0 ? 0 : rows > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : rows;
     return c->gemv_rows;
+}
+
+extern "C" bool okv_cuda_set_gemv_norm(okv_backend *be, bool on)
+{
+    struct cuda_ctx *c = CTX(be);
+    (void)okv_cuda_graph_invalidate(c);   /* captured graphs hold the old choice */
+    c->gemv_norm = on;
+    return c->gemv_norm;
 }
 
 extern "C" void okv_cuda_set_fetch_ctas(okv_backend *be, int ctas) { CTX(be)->fetch_ctas_override = ctas; }

@@ -10,7 +10,11 @@
  *  - a projection whose result is added to the residual next (o and down: out = x W^T,
  *    acc += out, both written);
  *  - the gate and up projections with the SwiGLU behind them (pair mode: a warp computes
- *    columns j.. of both and writes gate, up and silu(gate) * up).
+ *    columns j.. of both and writes gate, up and silu(gate) * up);
+ *  - with OKV_GEMV_NORM=1, the RMSNorm that makes the projections' input (each CTA computes the
+ *    rows' scales as the rmsnorm kernel does, the products normalise on the fly, the first CTA
+ *    writes the norm's output). Off by default: written in session 25 without GPU time left to
+ *    run it; test_cuda_ops turns it on, and bench/gpu_run155.sh times it.
  * Each output element is computed by the same instructions in every mode and variant (a
  * column's sum does not depend on the columns beside it), so a fused launch gives bit for
  * bit what the separate launches give (test_cuda_graph checks it).

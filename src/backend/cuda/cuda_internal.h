@@ -274,6 +274,8 @@ struct cuda_ctx {
     int fetch_ctas_last;
     int gather_unroll;       /* loads in flight per thread of the host-tier gather (OKV_GATHER_UNROLL, default 2) */
     int gemv_rows;           /* projections of at most this many rows take cuda_gemv.cu (OKV_GEMV_ROWS, default 4; 0 off) */
+    bool gemv_norm;          /* an RMSNorm in front of them runs in their launch (OKV_GEMV_NORM=1; off by default:
+                                not yet run on a GPU, bench/gpu_run155.sh is its check) */
     bool pad_rows;           /* the pure ops of 5 to 256 rows run on a few padded row counts (pad_rows in
                                 cuda_backend.cu; OKV_PAD_ROWS=0: exact counts) */
     bool run_large;          /* the op being prepared has more rows than a decode batch (set by pad_rows, taken
