@@ -2,7 +2,8 @@
 # Session 25 of 2026-12-02: the RMSNorm fused in front of the small-batch projections (the GEMV
 # computes each row's scale as the rmsnorm kernel does and normalises on the fly; its first CTA
 # writes the norm's output): every CUDA test, then the decode step with the fusion off
-# (OKV_GEMV_NORM=0, the default) and on, alternated twice. Written in session 25, not run (no device time left);
+# (OKV_GEMV_NORM=0) and on, alternated twice. Written in session 25, not run (no device time left); the fusion is
+# in commit 54be875, not in main's code: first `git checkout 54be875 -- src/backend/cuda tests/test_cuda_ops.c`, build, carry;
 # test_cuda_ops turns the fusion on in its fused-ops test.
 #   bash bench/gpu_run155.sh      (carry build-gc)
 set -u

@@ -346,8 +346,8 @@ static void test_matmul(void)
 /* The fusions of a deferred run (cuda_backend.cu okv_cuda_gop_issue_fused, kernel in
  * cuda_gemv.cu) on 1 to 5 rows: q/k/v projections of one input (biases, odd widths),
  * a projection plus the residual add of its result, gate/up plus SwiGLU in place and into
- * a third buffer, an RMSNorm in front of q/k/v and of gate/up, and sequences that must not
- * fuse (the add's target is the projection's input; a projection in place; a norm in place). Each sequence runs with graphs on (fused:
+ * a third buffer, and two sequences that must not fuse (the add's target is the
+ * projection's input; a projection in place). Each sequence runs with graphs on (fused:
  * first sighting, capture, replay) and off (op by op), and with the GEMV path off
  * (conversion + cuBLAS): on and off must be equal bit for bit, every output within the
  * matmul tolerance of the CPU backend. */
@@ -383,22 +383,6 @@ static void fused_run(int n, int k, int mq, int mk, int f, int variant, okv_bwei
         st = st ? st : be->ops->matmul(be, B(5), X, w[7], NULL, n, k, k);
         st = st ? st : be->ops->add(be, X, B(5), (size_t)n * k);
         break;
-    case 4:   /* h = rmsnorm(x); q, k, v of h (the norm fused in front of the GEMV) */
-        st = st ? st : be->ops->rmsnorm(be, B(5), X, w[8], n, k, 1e-5f);
-        st = st ? st : be->ops->matmul(be, B(0), B(5), w[0], w[5], n, k, mq);
-        st = st ? st : be->ops->matmul(be, B(1), B(5), w[1], NULL, n, k, mk);
-        st = st ? st : be->ops->matmul(be, B(2), B(5), w[2], w[6], n, k, mk);
-        break;
-    case 5:   /* h = rmsnorm(x); gate, up of h, SwiGLU into a third buffer */
-        st = st ? st : be->ops->rmsnorm(be, B(5), X, w[8], n, k, 1e-6f);
-        st = st ? st : be->ops->matmul(be, B(1), B(5), w[3], NULL, n, k, f);
-        st = st ? st : be->ops->matmul(be, B(2), B(5), w[4], NULL, n, k, f);
-        st = st ? st : be->ops->swiglu(be, B(4), B(1), B(2), n, f);
-        break;
-    case 6:   /* x = rmsnorm(x) in place, then a projection of it (not fused: the norm writes its input) */
-        st = st ? st : be->ops->rmsnorm(be, X, X, w[8], n, k, 1e-5f);
-        st = st ? st : be->ops->matmul(be, B(0), X, w[0], NULL, n, k, mq);
-        break;
     }
     CHECK(st == OKV_OK, "fused sequence %d on %s: %s", variant, on_cpu ? "cpu" : "gpu", okv_last_error());
 #undef B
@@ -412,27 +396,22 @@ static void set_buf(okv_backend *be, okv_bmem *m, const float *h, size_t n)
 
 static void test_fused(void)
 {
-    /* the norm fused in front of the GEMV is off by default: on here, so that graphs on (fused)
-     * against off (op by op) checks it bit for bit */
-    okv_cuda_set_gemv_norm(gpu, true);
     for (int n = 1; n <= 5; n++) {
-        /* rows of 16-800 values, and of 800-2400 on 2 and 4 rows (the norm's 1024 threads) */
-        const int k = (n % 2 ? rint_in(2, 100) : rint_in(100, 300)) * 8, mq = rint_in(1, 200) * 2 + (n & 1),
-                  mk = rint_in(1, 80), f = rint_in(1, 300);
+        const int k = rint_in(2, 100) * 8, mq = rint_in(1, 200) * 2 + (n & 1), mk = rint_in(1, 80), f = rint_in(1, 300);
         float *hx = rand_vec((size_t)n * k, 1.0f, false);
-        const int wr[9] = {mq, mk, mk, f, f, mq, mk, k, k}, wl[9] = {k, k, k, k, k, 1, 1, k, 1};
-        okv_bweight *wc[9], *wg[9];
-        for (int i = 0; i < 9; i++) {
-            float *h = rand_vec((size_t)wr[i] * wl[i], i == 5 || i == 6 || i == 8 ? 0.5f : 0.1f, false);
-            if (i == 5 || i == 6 || i == 8)
-                weights(i == 8 ? "norm" : "bias", h, 1, wr[i], &wc[i], &wg[i]);
+        const int wr[8] = {mq, mk, mk, f, f, mq, mk, k}, wl[8] = {k, k, k, k, k, 1, 1, k};
+        okv_bweight *wc[8], *wg[8];
+        for (int i = 0; i < 8; i++) {
+            float *h = rand_vec((size_t)wr[i] * wl[i], i == 5 || i == 6 ? 0.5f : 0.1f, false);
+            if (i == 5 || i == 6)
+                weights("bias", h, 1, wr[i], &wc[i], &wg[i]);
             else
                 weights("w", h, wr[i], wl[i], &wc[i], &wg[i]);
             free(h);
         }
-        for (int variant = 0; variant < 7; variant++) {
+        for (int variant = 0; variant < 4; variant++) {
             enum { NOUT = 6 };
-            const int w12 = variant == 0 || variant == 4 ? mk : f;
+            const int w12 = variant == 0 ? mk : f;
             const size_t sz[NOUT] = {(size_t)n * mq, (size_t)n * w12, (size_t)n * w12, (size_t)n * mq, (size_t)n * f,
                                      (size_t)n * k};
             float *init[NOUT], *res[3][NOUT], *ref[NOUT];
@@ -502,7 +481,7 @@ static void test_fused(void)
             cpu->ops->mem_free(cpu, bx.c);
             gpu->ops->mem_free(gpu, bx.g);
         }
-        for (int i = 0; i < 9; i++) {
+        for (int i = 0; i < 8; i++) {
             cpu->ops->weight_free(cpu, wc[i]);
             gpu->ops->weight_free(gpu, wg[i]);
         }
@@ -513,7 +492,6 @@ static void test_fused(void)
     CHECK(gi.on && gi.launched > 0, "fused: no graph was replayed (launched %lld)", gi.launched);
     okv_cuda_set_graphs(gpu, true);
     okv_cuda_set_gemv_rows(gpu, 4);
-    okv_cuda_set_gemv_norm(gpu, false);
 }
 
 /* ---- KV: write, host tier, summaries, fetch; attention; selection ---- */

@@ -732,100 +732,17 @@ static enum okv_status gemm_converted(struct cuda_ctx *c, const struct okv_cuda_
     return OKV_OK;
 }
 
-/* the GEMV launches of the fusions below; a norm op (NULL: none) in front of ops[0] */
-static enum okv_status gemv_group(struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n, int *used, const struct okv_cuda_gop *norm)
-{
-    const struct okv_cuda_gop *g = &ops[0];
-    const int rows = g->i0, k = g->i1;
-    const void *x = g->p[1];
-    const size_t xb = gop_in_bytes(g);
-    /* with a norm in front the kernel reads the norm's input throughout: nothing it writes may
-     * overlap that (nor the input it stands in for, as without a norm) */
-    const void *nx = norm ? norm->p[1] : x;
-    /* the projections that follow on the same input, none writing what the group reads */
-    int nm = 1;
-    while (nm < 3 && nm < n && gemv_ok(c, &ops[nm]) && ops[nm].p[1] == x && ops[nm].i0 == rows && ops[nm].i1 == k)
-        nm++;
-    for (int i = 0; i < nm; i++) {
-        bool bad = overlap(ops[i].p[0], gop_out_bytes(&ops[i]), x, xb) || overlap(ops[i].p[0], gop_out_bytes(&ops[i]), nx, xb);
-        for (int j = 0; j < i; j++)
-            bad |= overlap(ops[i].p[0], gop_out_bytes(&ops[i]), ops[j].p[0], gop_out_bytes(&ops[j]));
-        if (bad) {
-            nm = i;
-            break;
-        }
-    }
-    if (nm == 0)   /* only with a norm: its first projection writes the norm's input */
-        return OKV_ERR_UNSUPPORTED;
-    struct okv_cuda_gemv a = gemv_args(ops, nm);
-    if (norm) {
-        a.nx = (const float *)norm->p[1];
-        a.nw = (const float *)norm->p[2];
-        a.nout = (float *)norm->p[0];
-        a.neps = norm->eps;
-        a.nthreads = okv_cuda_rmsnorm_threads(k);
-    }
-    /* gate, up, SwiGLU(out, gate, up) */
-    if (nm >= 2 && n > 2 && ops[2].kind == OKV_GOP_SWIGLU && ops[0].i2 == ops[1].i2 && ops[2].p[1] == ops[0].p[0] &&
-        ops[2].p[2] == ops[1].p[0] && ops[2].count == (int64_t)rows * ops[0].i2) {
-        const void *o = ops[2].p[0];
-        const size_t ob = gop_out_bytes(&ops[0]);
-        if ((o == ops[0].p[0] || (!overlap(o, ob, ops[0].p[0], ob) && !overlap(o, ob, ops[1].p[0], ob))) &&
-            !overlap(o, ob, x, xb) && !overlap(o, ob, nx, xb)) {
-            a.pair = 1;
-            a.swi = (float *)ops[2].p[0];
-            *used = 3;
-            OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel (gate, up, SwiGLU)");
-            return OKV_OK;
-        }
-    }
-    /* one projection, then add(acc, its output) */
-    if (nm == 1 && n > 1 && ops[1].kind == OKV_GOP_ADD && ops[1].p[1] == g->p[0] &&
-        ops[1].count == (int64_t)rows * g->i2) {
-        const size_t ob = gop_out_bytes(g);
-        if (!overlap(ops[1].p[0], ob, g->p[0], ob) && !overlap(ops[1].p[0], ob, x, xb) && !overlap(ops[1].p[0], ob, nx, xb)) {
-            a.s[0].acc = (float *)ops[1].p[0];
-            *used = 2;
-            OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel (+ residual)");
-            return OKV_OK;
-        }
-    }
-    *used = nm;
-    OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel");
-    return OKV_OK;
-}
-
-/* an RMSNorm whose output the small-batch projections after it read: fused into their GEMV
- * launch (c->gemv_norm, OKV_GEMV_NORM=1) where its input and weight are aligned for the
- * kernel's 16-byte loads and its output is not its input */
-static bool norm_fuses(const struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n)
-{
-    const struct okv_cuda_gop *g = &ops[0];
-    return c->gemv_norm && n > 1 && g->kind == OKV_GOP_RMSNORM && gemv_ok(c, &ops[1]) && ops[1].p[1] == g->p[0] && ops[1].i0 == g->i0 &&
-           ops[1].i1 == g->i1 && ((uintptr_t)g->p[1] & 15) == 0 && ((uintptr_t)g->p[2] & 15) == 0 &&
-           !overlap(g->p[0], gop_in_bytes(&ops[1]), g->p[1], gop_in_bytes(&ops[1]));
-}
-
 /* Fusions of a pending run (cuda_graph.cu issues runs through this): projections of
  * the same input convert it to bf16 once (cuBLAS path); small-batch projections
- * (gemv_ok) of the same input merge into one launch (with the RMSNorm that makes their input
- * when one precedes them and c->gemv_norm is on), a projection followed by the residual add of its result adds in
- * the same kernel, and the gate and up projections followed by their SwiGLU run as one pair
- * launch. Each fusion writes every buffer the separate ops write, with the same values bit for
- * bit (cuda_gemv.cu), and applies only where no op of the group reads what an earlier one of
- * it writes. */
+ * (gemv_ok) of the same input merge into one launch, a projection followed
+ * by the residual add of its result adds in the same kernel, and the gate and up
+ * projections followed by their SwiGLU run as one pair launch. Each fusion writes every
+ * buffer the separate ops write, with the same values bit for bit (cuda_gemv.cu), and
+ * applies only where no op of the group reads what an earlier one of it writes. */
 extern "C" enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n, int *used)
 {
     const struct okv_cuda_gop *g = &ops[0];
     *used = 1;
-    if (norm_fuses(c, ops, n)) {
-        int u = 0;
-        const enum okv_status st = gemv_group(c, ops + 1, n - 1, &u, g);
-        if (st != OKV_ERR_UNSUPPORTED) {
-            *used = 1 + u;
-            return st;
-        }
-    }
     if (g->kind != OKV_GOP_MATMUL)
         return okv_cuda_gop_issue(c, g);
     if (!gemv_ok(c, g)) {
@@ -842,7 +759,51 @@ extern "C" enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const st
         *used = nm;
         return st;
     }
-    return gemv_group(c, ops, n, used, NULL);
+    const int rows = g->i0, k = g->i1;
+    const void *x = g->p[1];
+    const size_t xb = gop_in_bytes(g);
+    /* the projections that follow on the same input, none writing what the group reads */
+    int nm = 1;
+    while (nm < 3 && nm < n && gemv_ok(c, &ops[nm]) && ops[nm].p[1] == x && ops[nm].i0 == rows && ops[nm].i1 == k)
+        nm++;
+    for (int i = 0; i < nm; i++) {
+        bool bad = overlap(ops[i].p[0], gop_out_bytes(&ops[i]), x, xb);
+        for (int j = 0; j < i; j++)
+            bad |= overlap(ops[i].p[0], gop_out_bytes(&ops[i]), ops[j].p[0], gop_out_bytes(&ops[j]));
+        if (bad) {
+            nm = i;
+            break;
+        }
+    }
+    struct okv_cuda_gemv a = gemv_args(ops, nm);
+    /* gate, up, SwiGLU(out, gate, up) */
+    if (nm >= 2 && n > 2 && ops[2].kind == OKV_GOP_SWIGLU && ops[0].i2 == ops[1].i2 && ops[2].p[1] == ops[0].p[0] &&
+        ops[2].p[2] == ops[1].p[0] && ops[2].count == (int64_t)rows * ops[0].i2) {
+        const void *o = ops[2].p[0];
+        const size_t ob = gop_out_bytes(&ops[0]);
+        if ((o == ops[0].p[0] || (!overlap(o, ob, ops[0].p[0], ob) && !overlap(o, ob, ops[1].p[0], ob))) &&
+            !overlap(o, ob, x, xb)) {
+            a.pair = 1;
+            a.swi = (float *)ops[2].p[0];
+            *used = 3;
+            OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel (gate, up, SwiGLU)");
+            return OKV_OK;
+        }
+    }
+    /* one projection, then add(acc, its output) */
+    if (nm == 1 && n > 1 && ops[1].kind == OKV_GOP_ADD && ops[1].p[1] == g->p[0] &&
+        ops[1].count == (int64_t)rows * g->i2) {
+        const size_t ob = gop_out_bytes(g);
+        if (!overlap(ops[1].p[0], ob, g->p[0], ob) && !overlap(ops[1].p[0], ob, x, xb)) {
+            a.s[0].acc = (float *)ops[1].p[0];
+            *used = 2;
+            OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel (+ residual)");
+            return OKV_OK;
+        }
+    }
+    *used = nm;
+    OKV_CU(okv_cuda_gemv(c->stream, &a), "gemv kernel");
+    return OKV_OK;
 }
 
 extern "C" enum okv_status okv_cuda_gop_issue(struct cuda_ctx *c, const struct okv_cuda_gop *g)
@@ -1240,8 +1201,6 @@ extern "C" enum okv_status okv_backend_cuda_create(const struct okv_backend_para
         c->gemv_rows = grv < 0 ? 0 : grv > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : grv;
         const char *pr = getenv("OKV_PAD_ROWS");
         c->pad_rows = !(pr && !strcmp(pr, "0"));
-        const char *gn = getenv("OKV_GEMV_NORM");
-        c->gemv_norm = gn && !strcmp(gn, "1");
     }
     const char *gs = getenv("OKV_GATHER_SMS");
     if (gs && atoi(gs) > 0) {
@@ -1298,14 +1257,6 @@ extern "C" int okv_cuda_set_gemv_rows(okv_backend *be, int rows)
     (void)okv_cuda_graph_invalidate(c);   /* captured graphs hold the old choice */
     c->gemv_rows = rows < 0 ? 0 : rows > OKV_GEMV_MAX_ROWS ? OKV_GEMV_MAX_ROWS : rows;
     return c->gemv_rows;
-}
-
-extern "C" bool okv_cuda_set_gemv_norm(okv_backend *be, bool on)
-{
-    struct cuda_ctx *c = CTX(be);
-    (void)okv_cuda_graph_invalidate(c);   /* captured graphs hold the old choice */
-    c->gemv_norm = on;
-    return c->gemv_norm;
 }
 
 extern "C" void okv_cuda_set_fetch_ctas(okv_backend *be, int ctas) { CTX(be)->fetch_ctas_override = ctas; }

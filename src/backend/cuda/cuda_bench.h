@@ -40,9 +40,6 @@ void okv_cuda_graph_info(const okv_backend *be, struct okv_cuda_graph_info *out)
 /* Small-batch projections (cuda_gemv.cu): projections of 1 to rows rows (at most 4; 0
  * off) take the GEMV kernel; drops the backend's graphs. Returns the value in force. */
 int okv_cuda_set_gemv_rows(okv_backend *be, int rows);
-/* The RMSNorm fused in front of the GEMV (cuda_backend.cu norm_fuses) on / off for this
- * backend (drops its graphs); returns the value in force. */
-bool okv_cuda_set_gemv_norm(okv_backend *be, bool on);
 
 /* Key-code scoring (cuda_select.cu): whether this geometry takes the tensor-core kernel
  * (codes_mma_k; OKV_CODES_MMA=0 takes codes_k anyway). */

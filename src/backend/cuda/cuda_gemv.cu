@@ -10,11 +10,7 @@
  *  - a projection whose result is added to the residual next (o and down: out = x W^T,
  *    acc += out, both written);
  *  - the gate and up projections with the SwiGLU behind them (pair mode: a warp computes
- *    columns j.. of both and writes gate, up and silu(gate) * up);
- *  - with OKV_GEMV_NORM=1, the RMSNorm that makes the projections' input (each CTA computes the
- *    rows' scales as the rmsnorm kernel does, the products normalise on the fly, the first CTA
- *    writes the norm's output). Off by default: written in session 25 without GPU time left to
- *    run it; test_cuda_ops turns it on, and bench/gpu_run155.sh times it.
+ *    columns j.. of both and writes gate, up and silu(gate) * up).
  * Each output element is computed by the same instructions in every mode and variant (a
  * column's sum does not depend on the columns beside it), so a fused launch gives bit for
  * bit what the separate launches give (test_cuda_graph checks it).
@@ -120,93 +116,20 @@ static __device__ __forceinline__ void dotc(float (&acc)[C][NR], const uint4 (&u
     }
 }
 
-/* dotc on normalised rows: h = x * inv[r] * nw, each as the rmsnorm kernel computes it */
-template <int NR, int C, int U>
-static __device__ __forceinline__ void dotc_norm(float (&acc)[C][NR], const uint4 (&u)[C][U], int j, const struct okv_cuda_gemv &a,
-                                                 const float *inv, int c)
-{
-    float f[C][8];
-#pragma unroll
-    for (int i = 0; i < C; i++)
-        bf16x8(u[i][j], f[i]);
-    const float4 *wp = reinterpret_cast<const float4 *>(a.nw) + 2 * c;
-    const float4 wa = __ldg(wp), wb = __ldg(wp + 1);
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        const float4 *xr = reinterpret_cast<const float4 *>(a.nx + (size_t)r * a.k) + 2 * c;
-        const float4 xa = __ldg(xr), xb = __ldg(xr + 1);
-        const float sc = inv[r];
-        const float h[8] = {xa.x * sc * wa.x, xa.y * sc * wa.y, xa.z * sc * wa.z, xa.w * sc * wa.w,
-                            xb.x * sc * wb.x, xb.y * sc * wb.y, xb.z * sc * wb.z, xb.w * sc * wb.w};
-#pragma unroll
-        for (int i = 0; i < C; i++) {
-            float s = acc[i][r];
-#pragma unroll
-            for (int e = 0; e < 8; e++)
-                s = __fmaf_rn(f[i][e], h[e], s);
-            acc[i][r] = s;
-        }
-    }
-}
-
-static __device__ __forceinline__ float gemv_warp_sum(float v)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* inv[r] = rsqrt(mean(x_r^2) + eps) for the rows of a.nx, bit for bit as rmsnorm_k
- * (cuda_kernels.cu) with a.nthreads threads computes it: the CTA's threads stand in for those
- * threads (thread t for t, t + 256, ...), each summing its strided elements in the same order,
- * then the same butterflies over the same lanes and warps */
-template <int NR>
-static __device__ __forceinline__ void gemv_norm_scales(const struct okv_cuda_gemv &a, float *inv)
-{
-    __shared__ float red[32];
-    const int lane = threadIdx.x & 31, T = a.nthreads, k = a.k;
-    for (int r = 0; r < NR; r++) {
-        const float *x = a.nx + (size_t)r * k;
-        for (int v = threadIdx.x; v < 1024; v += GEMV_WARPS * 32) {
-            if (v - lane >= T)   /* warp-uniform: T is a multiple of 32 */
-                break;
-            float ss = 0.f;
-            for (int i = v; i < k; i += T) {
-                float e = x[i];
-                ss += e * e;
-            }
-            ss = gemv_warp_sum(ss);
-            if (lane == 0)
-                red[v >> 5] = ss;
-        }
-        __syncthreads();
-        if (threadIdx.x < 32) {
-            float t = threadIdx.x < (T >> 5) ? red[threadIdx.x] : 0.f;
-            t = gemv_warp_sum(t);
-            if (threadIdx.x == 0)
-                inv[r] = rsqrtf(t / (float)k + a.neps);
-        }
-        __syncthreads();
-    }
-}
-
-template <int NR, int C, int U, bool PIPE, bool NORM>
+template <int NR, int C, int U, bool PIPE>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct okv_cuda_gemv a)
 {
     const int lane = threadIdx.x & 31;
     int item = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
     int seg[C], col[C];
-    /* a warp past the last columns leaves at once, or, with a norm in front, after taking its
-     * part in the CTA's reduction */
-    bool active = true;
     if (a.pair) {
         constexpr int H = C / 2;
-        active = item * H < a.s[0].m;
+        if (item * H >= a.s[0].m)
+            return;
 #pragma unroll
         for (int i = 0; i < C; i++) {
             seg[i] = i < H ? 0 : 1;
-            col[i] = max(min(item * H + (i % H), a.s[0].m - 1), 0);
+            col[i] = min(item * H + (i % H), a.s[0].m - 1);
         }
     } else {
         int s0 = -1;
@@ -218,16 +141,14 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct ok
             }
             item -= items;
         }
-        active = s0 >= 0;
-        s0 = max(s0, 0);
+        if (s0 < 0)
+            return;
 #pragma unroll
         for (int i = 0; i < C; i++) {
             seg[i] = s0;
-            col[i] = max(min(item * C + i, a.s[s0].m - 1), 0);   /* past the last column: computed again, written once */
+            col[i] = min(item * C + i, a.s[s0].m - 1);   /* past the last column: computed again, written once */
         }
     }
-    if (!NORM && !active)
-        return;
     const int k = a.k, k8 = k >> 3;
     const uint4 *w[C];
 #pragma unroll
@@ -245,7 +166,7 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct ok
      * one (programmatic dependent launch, okv_cuda_gemv): the weights are constant, only the
      * activations depend on it */
     uint4 u[C][U];
-    if (full && active)
+    if (full)
 #pragma unroll
         for (int j = 0; j < U; j++)
 #pragma unroll
@@ -253,16 +174,6 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct ok
                 u[i][j] = ld_stream(w[i] + c + 32 * j);
     gemv_dep_wait();
     gemv_dep_trigger();
-    __shared__ float s_inv[NORM ? NR : 1];
-    if (NORM) {
-        gemv_norm_scales<NR>(a, s_inv);
-        if (blockIdx.x == 0)   /* the norm's output, for whatever reads it later */
-            for (int r = 0; r < NR; r++)
-                for (int i = threadIdx.x; i < k; i += GEMV_WARPS * 32)
-                    a.nout[(size_t)r * k + i] = a.nx[(size_t)r * k + i] * s_inv[r] * a.nw[i];
-        if (!active)
-            return;
-    }
     while (full) {
         const int cn = c + 32 * U;
         const bool fn = cn + 32 * (U - 1) < k8;
@@ -275,10 +186,7 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct ok
                     v[i][j] = ld_stream(w[i] + cn + 32 * j);
 #pragma unroll
         for (int j = 0; j < U; j++)
-            if (NORM)
-                dotc_norm<NR, C>(acc, u, j, a, s_inv, c + 32 * j);
-            else
-                dotc<NR, C>(acc, u, j, a.x, k, c + 32 * j);
+            dotc<NR, C>(acc, u, j, a.x, k, c + 32 * j);
         c = cn;
         full = fn;
         if (full)
@@ -288,16 +196,13 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct ok
                 for (int i = 0; i < C; i++)
                     u[i][j] = PIPE ? v[i][j] : ld_stream(w[i] + c + 32 * j);
     }
-    for (; c < k8; c += 32) {
-        uint4 t[C][1];
+    for (; c < k8; c += 32)
 #pragma unroll
-        for (int i = 0; i < C; i++)
-            t[i][0] = ld_stream(w[i] + c);
-        if (NORM)
-            dotc_norm<NR, C>(acc, t, 0, a, s_inv, c);
-        else
-            dotc<NR, C>(acc, t, 0, a.x, k, c);
-    }
+        for (int i = 0; i < C; i++) {
+            float f[8];
+            bf16x8(ld_stream(w[i] + c), f);
+            dot8<NR>(acc[i], f, a.x, k, c);
+        }
 #pragma unroll
     for (int i = 0; i < C; i++)
 #pragma unroll
@@ -383,13 +288,11 @@ static struct gemv_cfg gemv_cfg_get(void)
 }
 
 template <int NR, int C>
-static void (*gemv_pick(struct gemv_cfg cfg, bool norm))(const struct okv_cuda_gemv)
+static void (*gemv_pick(struct gemv_cfg cfg))(const struct okv_cuda_gemv)
 {
-    if (norm)   /* the tuning variants are not built with a norm in front */
-        return gemv_k<NR, C, 4, false, true>;
     if (cfg.unroll == 8)
-        return cfg.pipe ? gemv_k<NR, C, 8, true, false> : gemv_k<NR, C, 8, false, false>;
-    return cfg.pipe ? gemv_k<NR, C, 4, true, false> : gemv_k<NR, C, 4, false, false>;
+        return cfg.pipe ? gemv_k<NR, C, 8, true> : gemv_k<NR, C, 8, false>;
+    return cfg.pipe ? gemv_k<NR, C, 4, true> : gemv_k<NR, C, 4, false>;
 }
 
 template <int NR>
@@ -409,7 +312,7 @@ static cudaError_t gemv_launch(cudaStream_t s, const struct okv_cuda_gemv *a, st
             items += (a->s[i].m + cfg.cols - 1) / cfg.cols;
     if (items <= 0)
         return cudaSuccess;
-    void (*fn)(const struct okv_cuda_gemv) = cfg.cols == 4 ? gemv_pick<NR, 4>(cfg, a->nx != NULL) : gemv_pick<NR, 2>(cfg, a->nx != NULL);
+    void (*fn)(const struct okv_cuda_gemv) = cfg.cols == 4 ? gemv_pick<NR, 4>(cfg) : gemv_pick<NR, 2>(cfg);
     cudaLaunchConfig_t lc = {};
     lc.gridDim = dim3((unsigned)((items + GEMV_WARPS - 1) / GEMV_WARPS));
     lc.blockDim = dim3(GEMV_WARPS * 32);

@@ -274,8 +274,6 @@ struct cuda_ctx {
     int fetch_ctas_last;
     int gather_unroll;       /* loads in flight per thread of the host-tier gather (OKV_GATHER_UNROLL, default 2) */
     int gemv_rows;           /* projections of at most this many rows take cuda_gemv.cu (OKV_GEMV_ROWS, default 4; 0 off) */
-    bool gemv_norm;          /* an RMSNorm in front of them runs in their launch (OKV_GEMV_NORM=1; off by default:
-                                not yet run on a GPU, bench/gpu_run155.sh is its check) */
     bool pad_rows;           /* the pure ops of 5 to 256 rows run on a few padded row counts (pad_rows in
                                 cuda_backend.cu; OKV_PAD_ROWS=0: exact counts) */
     bool run_large;          /* the op being prepared has more rows than a decode batch (set by pad_rows, taken
@@ -422,22 +420,12 @@ struct okv_cuda_gemv {
     int n, k, nseg, pair;
     float *swi;
     struct okv_cuda_gemv_seg s[3];
-    /* an RMSNorm in front (nx not NULL): the input rows are nx [n][k] normalised with the
-     * weight nw [k], as the rmsnorm kernel of nthreads threads computes them (x is not read);
-     * the first CTA also writes them to nout, the norm's output */
-    const float *nx, *nw;
-    float *nout;
-    float neps;
-    int nthreads;
 };
 bool okv_cuda_gemv_fits(int n, int k, const void *x, const void *w);
 /* a grow-only device buffer (*buf, *cap elements of elem bytes) made to hold n; before it
  * is replaced the stream `drain`, whose queued work may read it, is synchronized */
 enum okv_status okv_cuda_grow_device(cudaStream_t drain, void **buf, size_t *cap, size_t n, size_t elem, const char *what);
 cudaError_t okv_cuda_gemv(cudaStream_t s, const struct okv_cuda_gemv *a);
-/* the threads of the rmsnorm kernel for rows of dim (cuda_kernels.cu), whose reduction a
- * fused GEMV repeats */
-int okv_cuda_rmsnorm_threads(int dim);
 /* issue ops[0..] as one launch where a fusion applies (cuda_backend.cu); *used: ops taken */
 enum okv_status okv_cuda_gop_issue_fused(struct cuda_ctx *c, const struct okv_cuda_gop *ops, int n, int *used);
 enum okv_status okv_cuda_graph_push(struct cuda_ctx *c, const struct okv_cuda_gop *op);

@@ -65,11 +65,10 @@ static __global__ void rmsnorm_k(float *out, const float *x, const float *w, int
         out[base + i] = x[base + i] * inv * w[i];
 }
 
-int okv_cuda_rmsnorm_threads(int dim) { return dim >= 1024 ? 1024 : ((dim + 31) / 32) * 32; }
-
 cudaError_t okv_cuda_rmsnorm(cudaStream_t s, float *out, const float *x, const float *w, int n, int dim, float eps)
 {
-    rmsnorm_k<<<n, okv_cuda_rmsnorm_threads(dim), 0, s>>>(out, x, w, dim, eps);
+    int threads = dim >= 1024 ? 1024 : ((dim + 31) / 32) * 32;
+    rmsnorm_k<<<n, threads, 0, s>>>(out, x, w, dim, eps);
     return cudaGetLastError();
 }
 
