@@ -20,8 +20,9 @@
  * rows) come through the read-only cache, shared by every warp, and each activation load
  * serves all the warp's columns. The sum over the lanes is a fixed xor butterfly.
  * bench/RESULTS.md section 37: on the Llama-3-8B shapes two columns a warp streamed the
- * weights at 3.9 TB/s with 1 row but 2.7 TB/s with 4 (the activation loads, one per column and
- * row, bound it); four columns a warp keep 1 row and take 4 rows to 3.1 TB/s (3.3 with programmatic dependent launch, the default). */
+ * weights at 4.1 TB/s with 1 row but 2.9 TB/s with 4 (the activation loads, one per column and
+ * row, bound it); four columns a warp keep 1 row and take 4 rows to 3.3 TB/s (3.5 with
+ * programmatic dependent launch, the default). */
 #include "backend/cuda/cuda_internal.h"
 
 #include <stdint.h>
