@@ -11,7 +11,7 @@
  * only, against the H200's 4.8 TB/s (its specification; a read-only stream, the 1 GB lm_head
  * at 1 row, measured 4.58 TB/s, above the 4.2 TB/s of a device-to-device copy, REFERENCE.md,
  * which reads and writes). The kernel's variants are environment switches read at its first launch
- * (OKV_GEMV_COLS, OKV_GEMV_UNROLL, OKV_GEMV_PIPE, OKV_PDL: cuda_gemv.cu), so a variant is one run. */
+ * (OKV_GEMV_COLS, OKV_GEMV_UNROLL, OKV_PDL: cuda_gemv.cu), so a variant is one run. */
 #include "backend/cuda/cuda_bench.h"
 #include "oasiskv/backend.h"
 #include "oasiskv/tensor.h"
@@ -75,10 +75,9 @@ int main(int argc, char **argv)
     if (okv_backend_create("cuda", &bp, &be) != OKV_OK)
         die("backend");
     const struct okv_backend_ops *o = be->ops;
-    const char *cc = getenv("OKV_GEMV_COLS"), *u = getenv("OKV_GEMV_UNROLL"), *pi = getenv("OKV_GEMV_PIPE"),
-               *pd = getenv("OKV_PDL");
-    printf("GEMV variant: OKV_GEMV_COLS=%s OKV_GEMV_UNROLL=%s OKV_GEMV_PIPE=%s OKV_PDL=%s; %d calls a point\n", cc ? cc : "-",
-           u ? u : "-", pi ? pi : "-", pd ? pd : "-", calls);
+    const char *cc = getenv("OKV_GEMV_COLS"), *u = getenv("OKV_GEMV_UNROLL"), *pd = getenv("OKV_PDL");
+    printf("GEMV variant: OKV_GEMV_COLS=%s OKV_GEMV_UNROLL=%s OKV_PDL=%s; %d calls a point\n", cc ? cc : "-", u ? u : "-",
+           pd ? pd : "-", calls);
     printf("| model | proj | k | m | rows | copies | eager us | eager GB/s | graphs us | graphs GB/s | graphs %% of %.0f |\n",
            HBM_GBS);
     printf("|---|---|---|---|---|---|---|---|---|---|---|\n");

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (OKV_GEMV_PIPE, measured here, was removed later in session 25: it never won.)
 # Session 25 of 2026-12-02: the small-batch projection (GEMV) against the HBM ceiling, and
 # programmatic dependent launch (PDL) between the decode step's kernels.
 #  1. the CUDA tests with the new switches on (OKV_PDL=1 OKV_GEMV_PIPE=1): PDL changes when a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# (OKV_GEMV_PIPE, measured here, was removed later in session 25: it never won.)
 # Session 25 of 2026-12-02: the GEMV's variants (columns a warp 2/4, chunks in flight 4/8, the
 # next chunks loaded early, PDL) on the Llama-3-8B shapes alone (bench/cuda_gemv.c), then the
 # decode step (bench_step) with the baseline and the two best variants at batch 1, alternated;

@@ -39,21 +39,6 @@ static __device__ __forceinline__ uint4 ld_stream(const uint4 *p)
     return v;
 }
 
-/* Programmatic dependent launch (sm_90): wait for the grid this one was launched behind (a no-op
- * when it was launched without the attribute), and let the grid behind this one launch */
-static __device__ __forceinline__ void gemv_dep_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void gemv_dep_trigger()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 static __device__ __forceinline__ void bf16x8(uint4 u, float f[8])
 {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
@@ -86,7 +71,7 @@ static __device__ __forceinline__ void dot8(float (&acc)[NR], const float f[8], 
 }
 
 /* C columns a warp (2 or 4: more columns share each activation load), U chunks of 16 bytes a
- * column in flight per lane, PIPE: the next U chunks loaded while these are summed. In pair
+ * column in flight per lane. In pair
  * mode a warp takes C / 2 columns of the gate and the same of the up projection. */
 /* acc[i][r] += w_i[0..7] . x[r][8c .. 8c+7] for the C columns of chunk set j: each activation
  * load serves every column (the same sum, in the same order, as dot8 column by column) */
@@ -117,7 +102,7 @@ static __device__ __forceinline__ void dotc(float (&acc)[C][NR], const uint4 (&u
     }
 }
 
-template <int NR, int C, int U, bool PIPE>
+template <int NR, int C, int U>
 static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct okv_cuda_gemv a)
 {
     const int lane = threadIdx.x & 31;
@@ -173,29 +158,20 @@ static __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_k(const struct ok
 #pragma unroll
             for (int i = 0; i < C; i++)
                 u[i][j] = ld_stream(w[i] + c + 32 * j);
-    gemv_dep_wait();
-    gemv_dep_trigger();
+    okv_pdl_wait();
+    okv_pdl_trigger();
     while (full) {
-        const int cn = c + 32 * U;
-        const bool fn = cn + 32 * (U - 1) < k8;
-        uint4 v[C][U];
-        if (PIPE && fn)   /* the next U chunks in flight while these are summed */
-#pragma unroll
-            for (int j = 0; j < U; j++)
-#pragma unroll
-                for (int i = 0; i < C; i++)
-                    v[i][j] = ld_stream(w[i] + cn + 32 * j);
 #pragma unroll
         for (int j = 0; j < U; j++)
             dotc<NR, C>(acc, u, j, a.x, k, c + 32 * j);
-        c = cn;
-        full = fn;
+        c += 32 * U;
+        full = c + 32 * (U - 1) < k8;
         if (full)
 #pragma unroll
             for (int j = 0; j < U; j++)
 #pragma unroll
                 for (int i = 0; i < C; i++)
-                    u[i][j] = PIPE ? v[i][j] : ld_stream(w[i] + c + 32 * j);
+                    u[i][j] = ld_stream(w[i] + c + 32 * j);
     }
     for (; c < k8; c += 32)
 #pragma unroll
@@ -265,22 +241,21 @@ bool okv_cuda_gemv_fits(int n, int k, const void *x, const void *w)
 /* The launch's switches, read once: OKV_GEMV_COLS=2 or 4 forces the columns a warp (default:
  * 4 where the launch has at least GEMV_COLS4_MIN output columns, else 2: on small models
  * four columns a warp leave too few warps to spread the weights over the SMs),
- * OKV_GEMV_UNROLL (4, the default, or 8 chunks of 16 bytes a column in flight per lane),
- * OKV_GEMV_PIPE=1 (the next chunks loaded while the current ones are summed) and OKV_PDL=0
+ * OKV_GEMV_UNROLL (4, the default, or 8 chunks of 16 bytes a column in flight per lane) and
+ * OKV_PDL=0
  * (programmatic dependent launch off: by default the kernel may start, and load its first
  * weights, while the kernel before it finishes). bench/RESULTS.md section 37. */
 #define GEMV_COLS4_MIN 2048
 struct gemv_cfg {
     int cols, unroll;   /* cols 0: by the launch's columns */
-    bool pipe, pdl;
+    bool pdl;
 };
 static struct gemv_cfg gemv_cfg_get(void)
 {
-    static struct gemv_cfg cfg = {-1, 0, false, false};
+    static struct gemv_cfg cfg = {-1, 0, false};
     if (cfg.cols < 0) {
-        const char *u = getenv("OKV_GEMV_UNROLL"), *p = getenv("OKV_GEMV_PIPE"), *d = getenv("OKV_PDL");
+        const char *u = getenv("OKV_GEMV_UNROLL"), *d = getenv("OKV_PDL");
         const char *cc = getenv("OKV_GEMV_COLS");
-        cfg.pipe = p && atoi(p) == 1;
         cfg.pdl = !(d && atoi(d) == 0);
         cfg.unroll = u && atoi(u) == 8 ? 8 : 4;
         cfg.cols = cc && (atoi(cc) == 2 || atoi(cc) == 4) ? atoi(cc) : 0;
@@ -291,9 +266,7 @@ static struct gemv_cfg gemv_cfg_get(void)
 template <int NR, int C>
 static void (*gemv_pick(struct gemv_cfg cfg))(const struct okv_cuda_gemv)
 {
-    if (cfg.unroll == 8)
-        return cfg.pipe ? gemv_k<NR, C, 8, true> : gemv_k<NR, C, 8, false>;
-    return cfg.pipe ? gemv_k<NR, C, 4, true> : gemv_k<NR, C, 4, false>;
+    return cfg.unroll == 8 ? gemv_k<NR, C, 8> : gemv_k<NR, C, 4>;
 }
 
 template <int NR>

@@ -312,6 +312,14 @@ static __device__ __forceinline__ void okv_pdl_trigger()
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+/* ... and the dependent's side: wait for the grid it was launched behind (a no-op when it was
+ * launched without the attribute) */
+static __device__ __forceinline__ void okv_pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 #endif
 static inline bool okv_cuda_unit_valid(const struct okv_bkv *kv, int layer, int32_t u)
 {
