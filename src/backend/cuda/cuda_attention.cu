@@ -11,8 +11,11 @@
  *    mma.m16n8k16 tensor-core products (see its comment). A list split into several
  *    ranges is merged in place by the CTA that finishes last (a counter per list).
  *    The split policy (choose_bpc) sizes the items for the resident CTAs of the GPU.
- *    Measured on the H200 (bench/cuda_attention, 32 q / 8 KV heads, hd 128): 8K
- *    context 3.76 TB/s at batch 16, 4.1 TB/s at 256; 32K 4.0 TB/s at 16.
+ *    A chunk made of whole blocks (or of part of one) is copied by issue_seg, one base
+ *    address a block; other block sizes take a shuffle and an address a 16-byte piece.
+ *    Measured on the H200 (bench/cuda_attention, 32 q / 8 KV heads, hd 128; bench/RESULTS.md
+ *    section 38): 8K context 3.8 TB/s at batch 16, 4.2 TB/s at 256; 32K 3.75 TB/s at 4,
+ *    4.0 TB/s at 16; batch 1 at 8K 1.87 TB/s (18-19 us a layer, half of it fixed cost).
  *  - attn_k (other head sizes, or variant -1 of cuda_bench.h): 4 warps that each
  *    copy a 32-key chunk to shared memory (cp.async, zero fill), wait for it, then
  *    compute the scores with one lane per key and P.V with each lane owning
@@ -36,6 +39,8 @@
 #define ATT_W 4      /* warps per CTA */
 #define ATT_RQ 8     /* query vectors per work item */
 
+/* b0: the range's first block in the packed lists (blk_start[list] + its offset in the list,
+ * resolved on the host: one dependent load fewer before a CTA's first copy) */
 struct att_work { int list, b0, nb, qt, part, mrg; };
 struct att_merge { int list, qt, first, count; };
 
@@ -52,6 +57,7 @@ struct att_args {
     float *part_ml;    /* [parts][ATT_RQ][2] */
     int *cnt;          /* [merges] parts finished (tensor-core kernel; the last one merges and resets it) */
     int n_heads, nkv, group, hd, bs;
+    int bs_shift;      /* log2(bs) where bs is a power of two (the engine's block sizes), else -1 */
     size_t unit_elems;
     float scale;
 };
@@ -135,7 +141,7 @@ static __global__ void __launch_bounds__(ATT_W * 32) attn_k(const struct att_arg
         for (int i = 0; i < DPL; i++)
             acc[r][i] = 0.f;
     }
-    const int base = a.blk_start[w.list] + w.b0;
+    const int base = w.b0;
     const int nkeys = w.nb * bs;
     const int P = hd / 8;                 /* 16-byte pieces per row */
     const int rpi = 32 / P;               /* rows per load iteration */
@@ -321,6 +327,42 @@ static __device__ __forceinline__ void split_bf2(float x0, float x1, uint32_t *h
 }
 
 
+/* key kj of a block list -> (block, offset in it): a shift for power-of-two block sizes */
+static __device__ __forceinline__ int blk_of(const struct att_args &a, int kj)
+{
+    return a.bs_shift >= 0 ? kj >> a.bs_shift : kj / a.bs;
+}
+
+/* The copies of one chunk's K and V rows into shared memory when its KC keys are segments of
+ * SEG consecutive rows of one block each (SEG = KC: a block of at least KC keys; SEG = bs: whole
+ * blocks): a lane copies the 16 bytes at column c of rows h, h + RPI, ... (RPI rows an
+ * instruction, coalesced), from its segment's base (koff of the segment's first key, shuffled
+ * from its lane once a segment) at offsets known at compile time, so each row costs its two
+ * cp.async and a size select. Rows that vm masks are zero-filled (nothing is read; the address
+ * stays inside the pool). */
+template <int HD, int KC, int ROW, int SEG>
+static __device__ __forceinline__ void issue_seg(const struct att_args &a, okv_bf16 *kb, long long koff, unsigned vm, int lane)
+{
+    constexpr int P = HD / 8, RPI = 32 / P, NS = KC / SEG;
+    static_assert(SEG % RPI == 0 && KC % SEG == 0, "segment shape");
+    const int h = lane / P, c = lane % P;
+    const okv_bf16 *lb[NS];
+#pragma unroll
+    for (int q = 0; q < NS; q++)
+        lb[q] = a.dev + __shfl_sync(0xffffffffu, koff, q * SEG) + (h * HD + c * 8);
+    const size_t vstep = (size_t)a.bs * HD;
+    okv_bf16 *kd = kb + h * ROW + c * 8;
+    vm >>= h;
+#pragma unroll
+    for (int it = 0; it < KC / RPI; it++) {
+        const int r0 = it * RPI;
+        const okv_bf16 *src = lb[r0 / SEG] + (r0 % SEG) * HD;
+        const int sz = (vm >> r0) & 1u ? 16 : 0;
+        cp_async16(kd + r0 * ROW, src, sz);
+        cp_async16(kd + KC * ROW + r0 * ROW, src + vstep, sz);
+    }
+}
+
 template <int NW, int HD, int KC, int NST>
 static __global__ void __launch_bounds__(NW * 32) attn2_k(const struct att_args a)
 {
@@ -340,7 +382,7 @@ static __global__ void __launch_bounds__(NW * 32) attn2_k(const struct att_args 
     const int kv_len = a.seq_kv_len[s];
     const int bs = a.bs;
 
-    const int base = a.blk_start[w.list] + w.b0;
+    const int base = w.b0;
     const int nkeys = w.nb * bs;
     const int nch = (nkeys + KC - 1) / KC;
     const int my_n = nch > warp ? (nch - warp + NW - 1) / NW : 0;
@@ -351,7 +393,7 @@ static __global__ void __launch_bounds__(NW * 32) attn2_k(const struct att_args 
         const int kj = (warp + j * NW) * KC + lane;
         mi = -1;
         if (lane < KC && j < my_n && kj < nkeys) {
-            const int b = kj / bs;
+            const int b = blk_of(a, kj);
             mu = a.blk_unit[base + b];
             mi = a.blk_index[base + b];
         }
@@ -392,7 +434,7 @@ static __global__ void __launch_bounds__(NW * 32) attn2_k(const struct att_args 
             int kp = 0x7fffffff;
             long long koff = 0;
             if (mi >= 0) {
-                const int b = kj / bs, off = kj - b * bs;
+                const int off = kj - blk_of(a, kj) * bs;
                 kp = mi * bs + off;
                 koff = okv_cuda_unit_global(mu, a.layer_off, a.stage_off) * (long long)a.unit_elems + (long long)off * HD;
             }
@@ -400,6 +442,14 @@ static __global__ void __launch_bounds__(NW * 32) attn2_k(const struct att_args 
                 wkp[buf * KC + lane] = kp;
             const unsigned vm = __ballot_sync(0xffffffffu, kp < lim);
             load_meta(j + 1);
+            /* the chunk starts on a block boundary (items do, chunks are KC keys): its rows are
+             * segments of min(bs, KC) consecutive rows when that is a power of two */
+            constexpr bool SEGS = 32 % P == 0 && KC % 16 == 0 && 16 % (32 / P) == 0;   /* rows whole per instruction */
+            if (SEGS && bs >= KC && (bs & (KC - 1)) == 0) {
+                issue_seg<HD, KC, ROW, SEGS ? KC : 32 / P>(a, kb, koff, vm, lane);
+            } else if (SEGS && bs == 16) {
+                issue_seg<HD, KC, ROW, SEGS ? 16 : 32 / P>(a, kb, koff, vm, lane);
+            } else
 #pragma unroll
             for (int it = 0; it < KC * P / 32; it++) {
                 const int i = it * 32 + lane, r = i / P, c = i % P;
@@ -795,7 +845,7 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
         const int ns = nb > bpc ? (nb + bpc - 1) / bpc : 1;
         for (int qt = 0; qt < nqt; qt++) {
             if (ns == 1) {
-                wk[iw++] = (struct att_work){li, 0, nb, qt, -1, -1};
+                wk[iw++] = (struct att_work){li, b->blk_start[li], nb, qt, -1, -1};
                 continue;
             }
             mg[im] = (struct att_merge){li, qt, parts, ns};
@@ -808,7 +858,7 @@ static enum okv_status build_plan(struct cuda_ctx *c, const okv_bkv *kv, const s
                     b0 = j * bpc;
                     cnt = nb - b0 < bpc ? nb - b0 : bpc;
                 }
-                wk[iw++] = (struct att_work){li, b0, cnt, qt, parts++, im};
+                wk[iw++] = (struct att_work){li, b->blk_start[li] + b0, cnt, qt, parts++, im};
             }
             im++;
         }
@@ -1043,6 +1093,10 @@ extern "C" enum okv_status okv_cuda_attention(okv_backend *be, okv_bmem *out, co
     a.group = n_heads / nkv;
     a.hd = hd;
     a.bs = kv->g.block_size;
+    a.bs_shift = -1;
+    for (int sh = 0; sh < 30; sh++)
+        if (a.bs == 1 << sh)
+            a.bs_shift = sh;
     a.unit_elems = kv->unit_elems;
     a.scale = scale;
     if (ac->n_work > 0) {   /* the decode-shaped sequences (all of them without the prefill kernel) */
