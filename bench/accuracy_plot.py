@@ -17,6 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 MODES = {"current": ("tab:blue", "o"), "lookahead": ("tab:orange", "s"), "oracle": ("tab:green", "^"),
          "current-from-prompt": ("tab:cyan", "v"), "lookahead-from-prompt": ("tab:red", "D")}
+# the same modes run with key codes (dashed)
+CODES = {"current": "tab:purple", "oracle": "tab:olive", "lookahead": "tab:brown"}
 
 
 def main():
@@ -29,9 +31,12 @@ def main():
     a = ap.parse_args()
     acc = defaultdict(list)   # (task, ctx) -> rows
     fid = defaultdict(list)   # ctx -> rows
-    for path in a.json:
+    seen = {}
+    for path in a.json:   # a cell given twice: the later file's row
         for r in json.load(open(path))["rows"]:
-            (fid[r["context_len"]] if r["task"] == "fidelity" else acc[(r["task"], r["context_len"])]).append(r)
+            seen[(r["task"], r["context_len"], r["kv_budget"], r["predict"], r.get("key_code_bits", 0))] = r
+    for r in seen.values():
+        (fid[r["context_len"]] if r["task"] == "fidelity" else acc[(r["task"], r["context_len"])]).append(r)
     panels = [("acc", k) for k in sorted(acc)] + [("fid", k) for k in sorted(fid)]
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols
@@ -54,7 +59,7 @@ def main():
                     xs = [p[0] for p in pts]
                     ys = [p[1] for p in pts]
                     err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]]
-                    ax.errorbar(xs, ys, yerr=err, color="tab:purple" if bits else color, marker=marker, capsize=3,
+                    ax.errorbar(xs, ys, yerr=err, color=CODES.get(mode, "tab:purple") if bits else color, marker=marker, capsize=3,
                                 lw=1.2, alpha=0.85, ls="--" if bits else "-",
                                 label=a.codes_label.format(mode=mode, bits=bits) if bits else mode)
             n = max((r["n"] for r in rs), default=0)
