@@ -22,7 +22,9 @@ static const char *help =
     "  --context-len L        tokens of prompt + answer (default 2048); with --sweep a comma list\n"
     "  --num-samples N        samples per cell (default 10)\n"
     "  --kv-budget B|dense    OasisKV budget in tokens, or dense (default 2048); with --sweep a comma list\n"
-    "  --predict MODE         current | lookahead | oracle (default lookahead); with --sweep a comma list;\n"
+    "  --predict MODE         current | lookahead | oracle | layer-ahead (default lookahead); with --sweep a\n"
+    "                         comma list; layer-ahead: each layer selects with its queries estimated from\n"
+    "                         the previous layer's input (what a selection one layer ahead would see);\n"
     "                         current-from-prompt, lookahead-from-prompt: the prompt's last token also\n"
     "                         predicts the first answer token's blocks (by default that step selects inline)\n"
     "                         (lookahead drafts by n-gram prompt lookup unless --draft says otherwise)\n"
@@ -98,7 +100,7 @@ static void split(const char *flag, const char *s, struct list *l)
         cli_die("%s: empty list", flag);
 }
 
-/* current | lookahead | oracle; current-from-prompt and lookahead-from-prompt also let
+/* current | lookahead | oracle | layer-ahead; current-from-prompt and lookahead-from-prompt also let
  * the prompt's last token predict the first decode step (okv_engine_params) */
 static enum okv_predict parse_predict(const char *v, bool *from_prompt)
 {
@@ -109,12 +111,14 @@ static enum okv_predict parse_predict(const char *v, bool *from_prompt)
         return OKV_PREDICT_LOOKAHEAD;
     if (!strcmp(v, "oracle"))
         return OKV_PREDICT_ORACLE;
+    if (!strcmp(v, "layer-ahead"))
+        return OKV_PREDICT_LAYER_AHEAD;
     *from_prompt = true;
     if (!strcmp(v, "current-from-prompt"))
         return OKV_PREDICT_CURRENT;
     if (!strcmp(v, "lookahead-from-prompt"))
         return OKV_PREDICT_LOOKAHEAD;
-    cli_die("--predict: '%s' is not one of current, lookahead, oracle, current-from-prompt, lookahead-from-prompt", v);
+    cli_die("--predict: '%s' is not one of current, lookahead, oracle, layer-ahead, current-from-prompt, lookahead-from-prompt", v);
 }
 
 static void on_progress(void *user, const char *line) { fprintf(stderr, "[eval] %s\n", line); }

@@ -33,7 +33,8 @@ static const char *help =
     "  --prefill-chunk N      prompt tokens per forward pass (default 512)\n"
     "  --kv-budget N|dense    OasisKV: tokens of sink + window + selected KV blocks per (layer, KV head)\n"
     "                         (default 2048); dense: attend to every block\n"
-    "  --predict MODE         current | lookahead | oracle: which queries choose the next step's blocks\n"
+    "  --predict MODE         current | lookahead | oracle | layer-ahead: which queries choose the next step's\n"
+    "                         blocks (oracle, layer-ahead: each layer's own or estimated ones, inline)\n"
     "                         (default lookahead; oracle is for evaluation)\n"
     "  --dense-layers N       keep the first N layers dense (default 0)\n"
     "  --kv-cache-factor F    device units per selected block (default 1; 2 keeps twice the selection, LRU)\n"
@@ -169,8 +170,10 @@ int cmd_generate(int argc, char **argv)
                 predict = OKV_PREDICT_LOOKAHEAD;
             else if (!strcmp(v, "oracle"))
                 predict = OKV_PREDICT_ORACLE;
+            else if (!strcmp(v, "layer-ahead"))
+                predict = OKV_PREDICT_LAYER_AHEAD;
             else
-                cli_die("--predict: '%s' is not one of current, lookahead, oracle", v);
+                cli_die("--predict: '%s' is not one of current, lookahead, oracle, layer-ahead", v);
         } else if (!strcmp(a, "--kv-host-dtype")) {
             host_fp8 = cli_host_fp8(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-key-codes")) {

@@ -26,6 +26,10 @@ enum okv_predict {
     OKV_PREDICT_CURRENT = 0,   /* the queries of step t's own (non-draft) token */
     OKV_PREDICT_LOOKAHEAD,     /* the queries of step t's token and its drafted lookahead tokens */
     OKV_PREDICT_ORACLE,        /* step t+1's true queries, fetched synchronously (evaluation only) */
+    OKV_PREDICT_LAYER_AHEAD,   /* step t+1's queries of layer l estimated from layer l-1's input (layer l's
+                                  norm and query projection applied to it; layer 0 exact), selected and
+                                  fetched synchronously like the oracle: the accuracy a selection made one
+                                  layer ahead would have (evaluation only) */
 };
 
 struct okv_engine_params {

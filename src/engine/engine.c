@@ -255,7 +255,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         /* residency on the device when the backend can hold it (the host keeps chunks) */
         const char *dr = getenv("OKV_DEVICE_RESID");
         if (st == OKV_OK && be->ops->resid_init && !prm.host_residency && !prm.track_recall &&
-            prm.predict != OKV_PREDICT_ORACLE && !(dr && !strcmp(dr, "0"))) {
+            prm.predict != OKV_PREDICT_ORACLE && prm.predict != OKV_PREDICT_LAYER_AHEAD && !(dr && !strcmp(dr, "0"))) {
             struct okv_resid_geometry rg = {prm.max_seqs, ctx_blocks, g.n_group_slots * nkv, quota};
             st = be->ops->resid_init(be, okv_kv_storage(e->kv), &rg);
             if (st == OKV_OK)
@@ -345,6 +345,11 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     ALLOC_MEM(gate, T * c->ffn_dim);
     ALLOC_MEM(up, T * c->ffn_dim);
     ALLOC_MEM(rows, T * c->dim);
+    if (prm.predict == OKV_PREDICT_LAYER_AHEAD && e->resid) {
+        ALLOC_MEM(qla[0], T * qd);
+        ALLOC_MEM(qla[1], T * qd);
+    }
+    e->sel_q = e->q;
     ALLOC_HOST(tok_seq, T);
     ALLOC_HOST(tok_pos, T);
     ALLOC_HOST(tok_slot, T);
@@ -386,7 +391,8 @@ void okv_engine_free(okv_engine *e)
     okv_free(e->layers);
     okv_resid_free(e->resid);
     okv_kv_cache_free(e->kv);
-    okv_bmem *mems[] = {e->x, e->h, e->q, e->k, e->v, e->att, e->tmp, e->gate, e->up, e->rows, e->logits, e->copied};
+    okv_bmem *mems[] = {e->x, e->h, e->q, e->k, e->v, e->att, e->tmp, e->gate, e->up, e->rows, e->logits, e->copied,
+                        e->qla[0], e->qla[1]};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         if (mems[i])
             be->ops->mem_free(be, mems[i]);

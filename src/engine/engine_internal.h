@@ -76,6 +76,9 @@ struct okv_engine {
 
     /* activations, [max_batch][...] */
     okv_bmem *x, *h, *q, *k, *v, *att, *tmp, *gate, *up, *rows, *logits;
+    /* the queries a layer's selection scores: q, or in layer-ahead mode qla[l & 1], the estimate
+     * made from the previous layer's input (forward.c) */
+    okv_bmem *sel_q, *qla[2];
     int logits_rows_cap;
     okv_bmem *copied;           /* [copied_cap][vocab] logit rows gathered for one read (forward_sample_rows) */
     int copied_cap;

@@ -118,7 +118,7 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
         /* blocks already released (drafted rows that were later rejected can have
          * pushed cand_end past n_blocks - window) stay behind the selection */
         int cand_end = bs->nb - win > es->cand_end ? bs->nb - win : es->cand_end;
-        if (e->prm.predict == OKV_PREDICT_ORACLE) {
+        if (e->prm.predict == OKV_PREDICT_ORACLE || e->prm.predict == OKV_PREDICT_LAYER_AHEAD) {
             bs->sel = bs->inline_sel = es->decode && bs->len > budget && cand_end > sink;
             bs->cand_end = cand_end;
         } else {
@@ -227,6 +227,22 @@ static enum okv_status grow_rows(okv_engine *e, okv_bmem **m, int *cap, int rows
     return st;
 }
 
+/* q = rope(qnorm(rmsnorm(x; w's attention norm) W_q^T + b_q)): layer w's queries of the current
+ * residual e->x (e->h as scratch), the layer's own computation of them */
+static enum okv_status layer_queries(okv_engine *e, const struct layer_w *w, okv_bmem *q, int n, bool half)
+{
+    const struct okv_model_config *c = &e->cfg;
+    const struct okv_backend_ops *o = e->be->ops;
+    enum okv_status st = o->rmsnorm(e->be, e->h, e->x, w->attn_norm, n, c->dim, c->rms_eps);
+    if (st == OKV_OK)
+        st = o->matmul(e->be, q, e->h, w->wq, w->bq, n, c->dim, c->n_heads * c->head_dim);
+    if (st == OKV_OK && w->q_norm)
+        st = o->head_rmsnorm(e->be, q, w->q_norm, n, c->n_heads, c->head_dim, c->rms_eps);
+    if (st == OKV_OK)
+        st = o->rope(e->be, q, n, c->n_heads, c->head_dim, half);
+    return st;
+}
+
 static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *logits, const struct okv_sampling *params,
                                const double *u, int32_t *tokens, const int32_t *prev, int q_slot, const int32_t *copy_rows,
                                int n_copy)
@@ -290,8 +306,14 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->embed_prev(be, e->x, e->tok_embd, b->tokens, prev, e->q_last_slot, n, dim));
     else
         CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
+    /* layer-ahead (evaluation): at each layer's start, the next layer's queries estimated from
+     * this layer's input (layer 0's from its own: exact); a layer's selection scores them */
+    const bool la = e->prm.predict == OKV_PREDICT_LAYER_AHEAD && e->qla[0] && any_sel;
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_w *w = &e->layers[l];
+        for (int nl = l == 0 ? 0 : l + 1; la && nl <= l + 1 && nl < c->n_layers; nl++)
+            CK(layer_queries(e, &e->layers[nl], e->qla[nl & 1], n, half));
+        e->sel_q = la ? e->qla[l & 1] : e->q;
         CK(o->rmsnorm(be, e->h, e->x, w->attn_norm, n, dim, c->rms_eps));
         CK(o->matmul(be, e->q, e->h, w->wq, w->bq, n, dim, qd));
         CK(o->matmul(be, e->k, e->h, w->wk, w->bk, n, dim, kvd));
@@ -330,6 +352,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         if (e->resid)
             TIMED(e->stats.host_sparse_s, okv_sparse_predict_complete(e));
     }
+    e->sel_q = e->q;
 
     int n_rows = 0;
     for (int t = 0; t < n; t++)
@@ -374,6 +397,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     return OKV_OK;
 #undef TIMED
 fail:
+    e->sel_q = e->q;
     if (e->pend_items) {   /* a selection still in flight: let it land, drop it */
         if (o->select_wait)
             o->select_wait(be);

@@ -317,9 +317,9 @@ static enum okv_status select_launch(okv_engine *e, int layer, struct sel_item *
     }
     const struct okv_backend_ops *o = e->be->ops;
     if (async && o->select_blocks_async)
-        st = o->select_blocks_async(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, n_items, e->sel_host);
+        st = o->select_blocks_async(e->be, okv_kv_storage(e->kv), layer, e->sel_q, e->cfg.n_heads, reqs, n_items, e->sel_host);
     else
-        st = o->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, n_items, e->sel_host, NULL);
+        st = o->select_blocks(e->be, okv_kv_storage(e->kv), layer, e->sel_q, e->cfg.n_heads, reqs, n_items, e->sel_host, NULL);
     okv_free(reqs);
     return st;
 }
@@ -408,7 +408,7 @@ static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_i
         const int keep = item_k_base(e, layer, &items[i]);   /* sticky: items[i].k selected, keep installed */
         inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp, keep < items[i].k ? keep : 0};
     }
-    st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->q, e->cfg.n_heads, reqs, merge ? own : NULL,
+    st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->sel_q, e->cfg.n_heads, reqs, merge ? own : NULL,
                                     inst, n, succ);
     if (st == OKV_OK)
         for (int i = 0; i < n; i++)
@@ -525,7 +525,7 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
         if ((st = e->be->ops->kv_fetch_wait(e->be, okv_kv_storage(e->kv), layer, &pending, &stall)) != OKV_OK)
             goto out;
         e->stats.stall_s += stall;
-        if (e->prm.predict != OKV_PREDICT_ORACLE) {
+        if (e->prm.predict != OKV_PREDICT_ORACLE && e->prm.predict != OKV_PREDICT_LAYER_AHEAD) {
             /* pending counts staging and inline fetches too: charging them to the
              * selection under-reports the in-time share, never over-reports it (a
              * GPU backend reports the layer's previous round: the totals hold) */

@@ -30,6 +30,8 @@ const char *okv_eval_predict_name(const struct okv_eval_config *c)
 {
     if (c->predict == OKV_PREDICT_ORACLE)
         return "oracle";
+    if (c->predict == OKV_PREDICT_LAYER_AHEAD)
+        return "layer-ahead";
     if (c->predict == OKV_PREDICT_LOOKAHEAD)
         return c->predict_from_prompt ? "lookahead-from-prompt" : "lookahead";
     return c->predict_from_prompt ? "current-from-prompt" : "current";
@@ -272,7 +274,8 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
         cell->cfg = *cfg;
         cell->steps = steps;
         double tc = okv_now();
-        bool recall = track_recall && cfg->kv_budget > 0 && cfg->predict != OKV_PREDICT_ORACLE;
+        bool recall = track_recall && cfg->kv_budget > 0 && cfg->predict != OKV_PREDICT_ORACLE &&
+                      cfg->predict != OKV_PREDICT_LAYER_AHEAD;
         okv_drafter *dr = NULL;
         if ((st = make_engine(m, be, cfg, ctx, chunk, recall, &e)) != OKV_OK ||
             (st = make_drafter(m, be, cfg, NULL, ctx, chunk, &dr)) != OKV_OK ||
