@@ -34,7 +34,7 @@ static const char *help =
     "  --kv-budget N|dense    OasisKV: tokens of sink + window + selected KV blocks per (layer, KV head)\n"
     "                         (default 2048); dense: attend to every block\n"
     "  --predict MODE         current | lookahead | oracle | layer-ahead: which queries choose the next step's\n"
-    "                         blocks (oracle, layer-ahead: each layer's own or estimated ones, inline)\n"
+    "                         blocks (oracle: each layer's own, inline; layer-ahead: estimated a layer early)\n"
     "                         (default lookahead; oracle is for evaluation)\n"
     "  --dense-layers N       keep the first N layers dense (default 0)\n"
     "  --kv-cache-factor F    device units per selected block (default 1; 2 keeps twice the selection, LRU)\n"

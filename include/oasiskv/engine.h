@@ -27,9 +27,9 @@ enum okv_predict {
     OKV_PREDICT_LOOKAHEAD,     /* the queries of step t's token and its drafted lookahead tokens */
     OKV_PREDICT_ORACLE,        /* step t+1's true queries, fetched synchronously (evaluation only) */
     OKV_PREDICT_LAYER_AHEAD,   /* step t+1's queries of layer l estimated from layer l-1's input (layer l's
-                                  norm and query projection applied to it; layer 0 exact), selected and
-                                  fetched synchronously like the oracle: the accuracy a selection made one
-                                  layer ahead would have (evaluation only) */
+                                  norm and query projection applied to it; layer 0 exact), chosen at layer
+                                  l-1's start so that the fetch runs while l-1 computes; residency on the
+                                  host (not yet the backend's device-side residency): for evaluation */
 };
 
 struct okv_engine_params {

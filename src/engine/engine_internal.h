@@ -79,6 +79,7 @@ struct okv_engine {
     /* the queries a layer's selection scores: q, or in layer-ahead mode qla[l & 1], the estimate
      * made from the previous layer's input (forward.c) */
     okv_bmem *sel_q, *qla[2];
+    int64_t ahead_units[2];     /* layer-ahead: units selected for layer l (at l - 1's start), by l's parity */
     int logits_rows_cap;
     okv_bmem *copied;           /* [copied_cap][vocab] logit rows gathered for one read (forward_sample_rows) */
     int copied_cap;
@@ -130,6 +131,7 @@ int okv_sparse_stage_plan(okv_engine *e, int n_seqs, int32_t *stage_base);
 enum okv_status okv_sparse_stage_fetch(okv_engine *e, int n_seqs, const int32_t *stage_base, int layer);
 /* Before layer's attention: inline selections, recall, the wait for the layer's fetches. */
 enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer, bool any_fetch);
+enum okv_status okv_sparse_select_inline(okv_engine *e, int n_seqs, int layer, int64_t *units);
 /* The layer's attention block lists (e->blk_*; e->sel_fill with residency in the backend). */
 enum okv_status okv_sparse_build_lists(okv_engine *e, int n_seqs, const int32_t *stage_base, int layer);
 /* After the layer's attention: the next step's selection for it (may stay in flight until

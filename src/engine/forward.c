@@ -306,14 +306,18 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->embed_prev(be, e->x, e->tok_embd, b->tokens, prev, e->q_last_slot, n, dim));
     else
         CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
-    /* layer-ahead (evaluation): at each layer's start, the next layer's queries estimated from
-     * this layer's input (layer 0's from its own: exact); a layer's selection scores them */
+    /* layer-ahead: at each layer's start the next layer's queries are estimated from this
+     * layer's input (layer 0's from its own: exact) and the next layer's blocks chosen with them,
+     * so that their fetches run while this layer computes; its attention waits for them */
     const bool la = e->prm.predict == OKV_PREDICT_LAYER_AHEAD && e->qla[0] && any_sel;
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_w *w = &e->layers[l];
-        for (int nl = l == 0 ? 0 : l + 1; la && nl <= l + 1 && nl < c->n_layers; nl++)
+        for (int nl = l == 0 ? 0 : l + 1; la && nl <= l + 1 && nl < c->n_layers; nl++) {
             CK(layer_queries(e, &e->layers[nl], e->qla[nl & 1], n, half));
-        e->sel_q = la ? e->qla[l & 1] : e->q;
+            e->sel_q = e->qla[nl & 1];
+            TIMED(e->stats.host_sparse_s, okv_sparse_select_inline(e, n_seqs, nl, &e->ahead_units[nl & 1]));
+        }
+        e->sel_q = e->q;
         CK(o->rmsnorm(be, e->h, e->x, w->attn_norm, n, dim, c->rms_eps));
         CK(o->matmul(be, e->q, e->h, w->wq, w->bq, n, dim, qd));
         CK(o->matmul(be, e->k, e->h, w->wk, w->bk, n, dim, kvd));

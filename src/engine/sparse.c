@@ -456,10 +456,48 @@ static int count_common(int32_t *a, int32_t *b, int n)
 
 static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n);
 
+/* The inline selections of layer `layer` (the sequences that select with the step's own rows,
+ * scoring e->sel_q): chosen and installed, their fetches started. Layer-ahead mode calls this
+ * for layer l + 1 at layer l's start (forward.c); otherwise okv_sparse_before_attention does. */
+enum okv_status okv_sparse_select_inline(okv_engine *e, int n_seqs, int layer, int64_t *units)
+{
+    *units = 0;
+    struct sel_item *inl = okv_malloc(sizeof *inl * (size_t)(n_seqs + 1), OKV_TAG_ENGINE);
+    if (!inl)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    int n_inl = 0, rows_at = 0;
+    bool multi = false;
+    for (int j = 0; j < n_seqs; j++) {
+        const struct bseq *bs = &e->bs[j];
+        if (!bs->sel)
+            continue;
+        struct sel_item it = {j, rows_at, bs->r1 - bs->r0, bs->cand_end, 0, 0, 0, 0};
+        for (int r = bs->r0; r < bs->r1; r++)
+            e->pred_rows[rows_at++] = r;   /* the step's own rows */
+        if (bs->inline_sel) {
+            inl[n_inl++] = it;
+            multi |= it.n_rows > 1;
+        }
+    }
+    enum okv_status st = OKV_OK;
+    if (n_inl) {
+        if (e->dev_resid)
+            st = dev_select_install(e, layer, inl, n_inl, multi && e->sel_k[layer] <= 1024, 0);
+        else if ((st = multi ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl)) == OKV_OK)
+            st = install_many(e, layer, inl, n_inl);
+        for (int i = 0; i < n_inl; i++)
+            *units += (int64_t)inl[i].k * e->cfg.n_kv_heads;
+    }
+    okv_free(inl);
+    return st;
+}
+
 /* Before layer l's attention: inline selection (oracle mode, or a step without a
- * prediction), recall measurement, and waiting for the layer's fetches. */
+ * prediction; in layer-ahead mode made a layer earlier), recall measurement, and waiting for
+ * the layer's fetches. */
 enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer, bool any_fetch)
 {
+    const bool ahead = e->prm.predict == OKV_PREDICT_LAYER_AHEAD;
     const int nkv = e->cfg.n_kv_heads;
     enum okv_status st = OKV_OK;
     int64_t selected = 0;
@@ -487,17 +525,10 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
         }
     }
     if (n_inl) {
-        bool multi = false;
-        for (int i = 0; i < n_inl; i++)
-            multi |= inl[i].n_rows > 1;
-        if (e->dev_resid)
-            st = dev_select_install(e, layer, inl, n_inl, multi && e->sel_k[layer] <= 1024, 0);
-        else if ((st = multi ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl)) == OKV_OK)
-            st = install_many(e, layer, inl, n_inl);
-        if (st != OKV_OK)
+        int64_t units = e->ahead_units[layer & 1];   /* chosen a layer ahead (forward.c) */
+        if (!ahead && (st = okv_sparse_select_inline(e, n_seqs, layer, &units)) != OKV_OK)
             goto out;
-        for (int i = 0; i < n_inl; i++)
-            selected += (int64_t)inl[i].k * nkv;
+        selected += units;
     }
     if (n_rec) {
         if ((st = select_many(e, layer, rec, n_rec)) != OKV_OK)
@@ -525,7 +556,7 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
         if ((st = e->be->ops->kv_fetch_wait(e->be, okv_kv_storage(e->kv), layer, &pending, &stall)) != OKV_OK)
             goto out;
         e->stats.stall_s += stall;
-        if (e->prm.predict != OKV_PREDICT_ORACLE && e->prm.predict != OKV_PREDICT_LAYER_AHEAD) {
+        if (e->prm.predict != OKV_PREDICT_ORACLE) {
             /* pending counts staging and inline fetches too: charging them to the
              * selection under-reports the in-time share, never over-reports it (a
              * GPU backend reports the layer's previous round: the totals hold) */
