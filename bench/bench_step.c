@@ -4,7 +4,7 @@
  *
  *   bench_step --config DIR|-m MODEL [--device cuda] [--batch 1,16,64,128]
  *              [--ctx 8192,32768] [--kv-budget dense,2048] [--steps 20] [--warmup 3]
- *              [--predict lookahead] [--cache-factor 1] [--sticky 0] [--kv-host-dtype auto|fp8]
+ *              [--predict lookahead|current|oracle|layer-ahead] [--cache-factor 1] [--sticky 0] [--kv-host-dtype auto|fp8]
  *              [--hbm-gbps 4800] [--tp N] [--overlap 0|1] [--dense-while-room 0|1] [--json FILE]
  *
  * Each sequence is filled with ctx random KV positions (okv_engine_seq_fill_random:
@@ -100,8 +100,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_step: %s\n", okv_last_error());
         return 1;
     }
-    enum okv_predict pred = !strcmp(pred_s, "current") ? OKV_PREDICT_CURRENT
-                            : !strcmp(pred_s, "oracle") ? OKV_PREDICT_ORACLE : OKV_PREDICT_LOOKAHEAD;
+    enum okv_predict pred = !strcmp(pred_s, "current")       ? OKV_PREDICT_CURRENT
+                            : !strcmp(pred_s, "oracle")      ? OKV_PREDICT_ORACLE
+                            : !strcmp(pred_s, "layer-ahead") ? OKV_PREDICT_LAYER_AHEAD
+                                                             : OKV_PREDICT_LOOKAHEAD;
     int batches[16], ctxs[16], budgets[16];
     int nbatch = parse_list(batch_s, batches, 16), nctx = parse_list(ctx_s, ctxs, 16), nbud = parse_list(budget_s, budgets, 16);
     const struct okv_model_config *c = &m->cfg;
