@@ -9,11 +9,10 @@ top = int(sys.argv[2]) if len(sys.argv) > 2 else 40
 hdr_i = next(i for i, r in enumerate(rows) if any('Source' == c or 'Source' in c for c in r) and len(r) > 5)
 hdr = rows[hdr_i]
 body = [r for r in rows[hdr_i + 1:] if len(r) == len(hdr)]
-col = {h: i for i, h in enumerate(hdr)}
 src = next(i for i, h in enumerate(hdr) if h == 'Source')
 samp = next(i for i, h in enumerate(hdr) if 'Warp Stall Sampling (All' in h)
 ex = next((i for i, h in enumerate(hdr) if h.startswith('Instructions Executed')), None)
-stall_cols = [i for i, h in enumerate(hdr) if h.startswith('stall_') or 'Stall' in h and i != samp and 'Sampling' not in h]
+stall_cols = [i for i, h in enumerate(hdr) if h.startswith('stall_')]
 
 
 def num(s):

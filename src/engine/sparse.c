@@ -501,11 +501,11 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
     const int nkv = e->cfg.n_kv_heads;
     enum okv_status st = OKV_OK;
     int64_t selected = 0;
-    bool any_sel = false;
-    struct sel_item *inl = okv_malloc(sizeof *inl * (size_t)(2 * n_seqs + 1), OKV_TAG_ENGINE), *rec = inl + n_seqs;
-    if (!inl)
+    bool any_sel = false, any_inline = false;
+    struct sel_item *rec = okv_malloc(sizeof *rec * (size_t)(n_seqs + 1), OKV_TAG_ENGINE);
+    if (!rec)
         return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-    int n_inl = 0, n_rec = 0, rows_at = 0;
+    int n_rec = 0, rows_at = 0;
     for (int j = 0; j < n_seqs; j++) {
         const struct bseq *bs = &e->bs[j];
         if (!bs->sel)
@@ -515,7 +515,7 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
         for (int r = bs->r0; r < bs->r1; r++)
             e->pred_rows[rows_at++] = r;   /* the step's own (true) queries */
         if (bs->inline_sel) {
-            inl[n_inl++] = it;
+            any_inline = true;
         } else {
             int k;
             okv_resid_selection(e->resid, bs->id, layer, &k);
@@ -524,9 +524,11 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
                 rec[n_rec++] = it;
         }
     }
-    if (n_inl) {
-        int64_t units = e->ahead_units[layer & 1];   /* chosen a layer ahead (forward.c) */
-        if (!ahead && (st = okv_sparse_select_inline(e, n_seqs, layer, &units)) != OKV_OK)
+    if (any_inline) {
+        int64_t units;
+        if (ahead)   /* chosen a layer earlier (forward.c) */
+            units = e->ahead_units[layer & 1];
+        else if ((st = okv_sparse_select_inline(e, n_seqs, layer, &units)) != OKV_OK)
             goto out;
         selected += units;
     }
@@ -565,7 +567,7 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
         }
     }
 out:
-    okv_free(inl);
+    okv_free(rec);
     return st;
 }
 
