@@ -12,6 +12,8 @@ B=build-gc
 M=train/checkpoints/run10
 END=${END:-560}
 timeout 60 $B/tests/test_cuda_engine > /tmp/t.txt 2>&1; echo "test_cuda_engine rc $?: $(tail -n 1 /tmp/t.txt)"
+# the GPU against the CPU's 4K cell (chain, 256, layer-ahead: 12 of 16 on the CPU, bench/results/cpu_s27)
+timeout 90 $B/oasiskv eval --sweep --model $M/target --context-len 4096 --num-samples 16 --kv-cache-factor 2 --kv-sticky 0.25 --seed 0 --kv-key-codes 2 --task chain --kv-budget 256 --predict current,layer-ahead --device cuda 2>&1 | grep -E "^\| [a-z]|rror"
 S="--config bench/configs/llama3-8b --device cuda --steps 20 --warmup 5 --batch 1,4 --ctx 8192,32768 --kv-budget 2048 --cache-factor 2 --sticky 0.25 --kv-host-dtype fp8"
 for p in current layer-ahead; do
   timeout 90 $B/bench/bench_step $S --predict $p 2>&1 | grep -E "^\| [0-9]|rror" | cut -d'|' -f1-11 | sed "s/^/$p /" | tee -a $OUT/step.md

@@ -294,10 +294,18 @@ static void run_model(const char *name, const char *model_path, const char *ref_
      * budget: the same selection kernels on the same data choose the same blocks and the
      * attention reads them in the same order, so the logits are equal (only the units
      * holding the blocks could differ) */
-    for (int v = 0; v < 3; v++) {   /* Quest's bound, 2-bit key codes, the bound with an fp8 host tier */
-        const int bits = v == 1 ? 2 : 0;
+    static const char *const dr_what[] = {"sparse 32: device vs host maps", "sparse 32 codes2: device vs host",
+                                          "sparse 32 fp8: device vs host", "layer-ahead codes2: device vs host",
+                                          "oracle codes2: device vs host"};
+    /* Quest's bound, 2-bit key codes, the bound with an fp8 host tier (predict current); the codes
+     * with each layer's selection made a layer ahead, and with each step's own queries (inline:
+     * installed before the layer's attention, on the side stream like the predictions) */
+    for (int v = 0; v < 5; v++) {
+        const int bits = v == 0 || v == 2 ? 0 : 2;
         struct okv_engine_params dp = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32,
-                                       .dense_layers = 0, .key_code_bits = bits, .host_fp8 = v == 2};
+                                       .dense_layers = 0, .key_code_bits = bits, .host_fp8 = v == 2,
+                                       .predict = v == 3 ? OKV_PREDICT_LAYER_AHEAD : v == 4 ? OKV_PREDICT_ORACLE
+                                                                                              : OKV_PREDICT_CURRENT};
         struct okv_engine_params hp = dp;
         hp.host_residency = true;
         okv_engine *eh = NULL, *ed = NULL;
@@ -314,7 +322,7 @@ static void run_model(const char *name, const char *model_path, const char *ref_
             okv_engine_stats_get(eh, &sh);
             okv_engine_stats_get(ed, &sd);
             printf("  %-36s %-30s %3d steps: logit err %.2e, tokens %d/%d; units fetched %lld (host residency %lld)\n", name,
-                   v == 1 ? "sparse 32 codes2: device vs host" : v == 2 ? "sparse 32 fp8: device vs host" : "sparse 32: device vs host maps", c.steps, c.max_err,
+                   dr_what[v], c.steps, c.max_err,
                    c.tokens_checked - c.tokens_differ, c.tokens_checked, (long long)sd.units_fetched, (long long)sh.units_fetched);
             CHECK(sd.device_residency && !sh.device_residency, "%s: residency placement not as asked", name);
             CHECK(c.max_err <= 1e-6, "%s: device residency changes the logits by %.3g", name, c.max_err);
