@@ -623,8 +623,9 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
     {
         struct synth_model z;
         synth_model_init(&z, arch, 100 + arch);   /* sm's weights */
-        static float lg[2][2][GEN * V];
+        static float lg[2][2][GEN * V], lgp[GEN * V];
         int32_t tk[GEN];
+        long long fetched_la = 0;   /* layer-ahead alone, the weights as they are */
         for (int zero = 0; zero < 2; zero++) {
             if (zero) {
                 memset((void *)z.m.layers[0].wo.data, 0, z.m.layers[0].wo.nbytes);
@@ -640,8 +641,26 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                 if (k)
                     CHECK(ls.units_selected > 0 && ls.units_in_time <= ls.units_selected, "arch %d: layer-ahead in-time %lld / %lld",
                           arch, (long long)ls.units_in_time, (long long)ls.units_selected);
+                if (k && !zero)
+                    fetched_la = ls.units_fetched;
                 okv_engine_free(le);
             }
+            if (zero)
+                continue;
+            /* with the step-ahead prefetch (OKV_LA_PREFETCH=1) the attention reads the same selection:
+             * the same logits bit for bit; the prefetch only changes what is resident, so the traffic */
+            setenv("OKV_LA_PREFETCH", "1", 1);
+            okv_engine *pe = make(&z.m, be, 40, 0, OKV_PREDICT_LAYER_AHEAD, 32);
+            unsetenv("OKV_LA_PREFETCH");
+            run(pe, 32, lgp, tk, NULL);
+            struct okv_engine_stats ps;
+            okv_engine_stats_get(pe, &ps);
+            okv_engine_free(pe);
+            CHECK(!memcmp(lg[0][1], lgp, sizeof lgp), "arch %d: layer-ahead's step-ahead prefetch changes the logits", arch);
+            CHECK(ps.units_fetched != fetched_la, "arch %d: the step-ahead prefetch fetched what layer-ahead alone does (%lld units)",
+                  arch, fetched_la);
+            printf("  arch %d: layer-ahead with the step-ahead prefetch: same logits, %lld units fetched (%lld without)\n", arch,
+                   (long long)ps.units_fetched, fetched_la);
         }
         CHECK(!memcmp(lg[1][0], lg[1][1], sizeof lg[1][0]), "arch %d: layer-ahead with an exact estimate differs from the oracle",
               arch);

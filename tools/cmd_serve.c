@@ -56,6 +56,12 @@ static const char *help =
     "                               predicted set drops its own token (it came from such a row) and runs its last\n"
     "                               accepted draft again on a fresh prediction, the dropped token drafted again\n"
     "                               after it (no wait; bench/ACCURACY.md; default: on)\n"
+    "  --predict MODE               sparse: which queries choose each layer's blocks: lookahead (default: the\n"
+    "                               step's own token and its drafts, a step ahead; without --draft the token\n"
+    "                               alone), current (the token alone, drafts or not), layer-ahead (during the step\n"
+    "                               itself, each layer's queries estimated from the previous layer's input: closer\n"
+    "                               to dense, one more query projection a layer and a shorter fetch lead;\n"
+    "                               bench/ACCURACY.md), oracle (each layer's own queries, inline: evaluation)\n"
     "  --kv-host-gb G               host KV tier (sparse mode; default: max-num-seqs full contexts)\n"
     "  --kv-host-dtype T            host KV tier storage: auto (the device tier's precision, default) or fp8\n"
     "                               (E4M3: half the host memory and half the PCIe bytes a fetch moves; the device\n"
@@ -168,6 +174,7 @@ int cmd_serve(int argc, char **argv)
     double sticky = 0.25;
     int key_code_bits = 0;
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
+    enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     bool host_fp8 = false;
     bool async_sched = true;
     bool dense_while_room = true;
@@ -223,6 +230,18 @@ int cmd_serve(int argc, char **argv)
             dummy = cli_load_format_arg(cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--tokenizer")) {
             tok_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--predict")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (!strcmp(v, "lookahead"))
+                predict = OKV_PREDICT_LOOKAHEAD;
+            else if (!strcmp(v, "current"))
+                predict = OKV_PREDICT_CURRENT;
+            else if (!strcmp(v, "layer-ahead"))
+                predict = OKV_PREDICT_LAYER_AHEAD;
+            else if (!strcmp(v, "oracle"))
+                predict = OKV_PREDICT_ORACLE;
+            else
+                cli_die("--predict: '%s' is not one of lookahead, current, layer-ahead, oracle", v);
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
         } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
@@ -367,7 +386,7 @@ int cmd_serve(int argc, char **argv)
 
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
-                                   .predict = OKV_PREDICT_LOOKAHEAD, .host_blocks = host_blocks, .tight_device = true,
+                                   .predict = predict, .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .dense_while_room = dense_while_room,
                                    .verify_inline = verify_inline, .verify_defer = verify_defer,

@@ -329,6 +329,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         e->sticky = sv > 0 && sv <= 0.5 ? (float)sv : 0.0f;
         const char *vi = getenv("OKV_VERIFY_INLINE");
         e->verify_inline = vi && *vi ? atoi(vi) != 0 : prm.verify_inline;
+        const char *lp = getenv("OKV_LA_PREFETCH");
+        e->la_prefetch = prm.predict == OKV_PREDICT_LAYER_AHEAD && (lp && *lp ? atoi(lp) != 0 : false);
         const char *vd = getenv("OKV_VERIFY_DEFER");
         e->verify_defer = vd && *vd ? atoi(vd) != 0 : prm.verify_defer;
     }

@@ -121,6 +121,11 @@ static enum okv_status plan_step(okv_engine *e, const struct okv_batch *b, const
         if (e->prm.predict == OKV_PREDICT_ORACLE || e->prm.predict == OKV_PREDICT_LAYER_AHEAD) {
             bs->sel = bs->inline_sel = es->decode && bs->len > budget && cand_end > sink;
             bs->cand_end = cand_end;
+            /* layer-ahead with a step-ahead prefetch: each layer's blocks also predicted from this
+             * step's queries, so that most of what the next step's estimate chooses is resident
+             * before it; the attention reads the estimate's choice alone */
+            bs->predict = e->la_prefetch && bs->sel;
+            bs->pred_cand_end = cand_end;
         } else {
             /* a decode step without a prediction (the first after a failed step, or
              * after okv_engine_seq_fill_random) selects with its own queries */

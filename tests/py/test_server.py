@@ -783,6 +783,21 @@ def main():
     rc = srv3.stop()
     check(rc == 0, f"third server: SIGTERM -> exit {rc}")
 
+    # ---- layer-ahead selection (a fifth server, sparse from the start): each layer's blocks chosen during the
+    # step from queries estimated a layer early; the long prompt selects and fetches ----
+    srv5 = Server("--kv-budget", "256", "--no-dense-while-room", "--predict", "layer-ahead")
+    st5, js5, _ = request(srv5.port, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0})
+    m5 = metrics(srv5.port)
+    check(st5 == 200 and js5["usage"]["prompt_tokens"] > 256 and js5["usage"]["completion_tokens"] == 8
+          and m5.get("oasiskv:blocks_fetched_total", 0) > 0,
+          f"--predict layer-ahead: the long prompt answered ({st5}), "
+          f"{m5.get('oasiskv:blocks_fetched_total', 0):.0f} blocks fetched")
+    rc = srv5.stop()
+    check(rc == 0, f"layer-ahead server: SIGTERM -> exit {rc}")
+    r = subprocess.run([CLI, "serve", "-m", MODEL, "--predict", "next-week"], capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and "--predict: 'next-week' is not one of" in r.stderr,
+          f"serve --predict next-week: a clear error (exit {r.returncode}: {r.stderr.strip()[:120]})")
+
     # ---- a vLLM launch line: the model as the first argument, --max-model-len, options taken as they are ----
     srv4 = Server("--dtype", "auto", "--trust-remote-code", "--enable-chunked-prefill", "--disable-log-requests",
                   "--disable-log-stats", model_args=(MODEL,), ctx_args=("--max-model-len", "512"))
