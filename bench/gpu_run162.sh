@@ -5,13 +5,13 @@
 # resident in time, stall. (2) The 8B-shaped step, layer-ahead with and without the prefetch (random
 # weights: the step-ahead prediction is no help there, so this shows its cost alone). (3) The matrix
 # cells ACCURACY.md lacks: `layer-ahead` (F) and `lookahead` (E) at 256 and 4096, the oracle's (D) 256
-# and 4096 on three families; while time lasts (END, default 560 s).
+# and 4096 on three families; in the order D, E, F while time lasts (END, default 500 s).
 #   bash bench/gpu_run162.sh      (carry build-gc, made with bench/make_carry.sh)
 set -u
 . bench/gpu_env.sh build-gc
 B=build-gc
 M=train/checkpoints/run10
-END=${END:-560}
+END=${END:-500}
 G="--kv-budget 2048 --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 --device cuda -n 256 --temp 0 --ignore-eos --json"
 for t in chain niah_multiquery; do
   $B/oasiskv eval --dump-samples /tmp/$t.jsonl -m $M/target --task $t --context-len 32768 --num-samples 1 --seed 0 > /dev/null 2>&1
@@ -32,8 +32,8 @@ mkdir -p $OUT/m
 run() { local left=$((END - SECONDS)); [ $left -gt 25 ] || { echo "skipped $1: no time"; return; }
   timeout $left $E --json $OUT/m/$1.json "${@:2}" 2>&1 | grep "^| [a-z]" | sed "s/^/$1 /"; }
 T="niah_single_text niah_multikey vt qa chain niah_multiquery niah_multivalue"
-for t in $T; do run F_$t --task $t --kv-budget 256,4096 --predict layer-ahead; done
 for t in niah_single_text qa niah_multivalue; do run D_$t --task $t --kv-budget 256,4096 --predict oracle; done
 for t in $T; do run E_$t --task $t --kv-budget 256,4096 --predict lookahead --draft model:$M/draft --spec-tokens 3; done
+for t in $T; do run F_$t --task $t --kv-budget 256,4096 --predict layer-ahead; done
 tar -C $OUT -czf $OUT/matrix.tgz m && rm -rf $OUT/m
 echo "done at $SECONDS s"
