@@ -12,6 +12,7 @@ set -u
 B=build-gc
 M=train/checkpoints/run10
 END=${END:-500}
+timeout 60 $B/tests/test_cuda_engine > $OUT/test_cuda_engine.txt 2>&1; echo "test_cuda_engine rc $?: $(tail -n 1 $OUT/test_cuda_engine.txt)"
 G="--kv-budget 2048 --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 --device cuda -n 256 --temp 0 --ignore-eos --json"
 for t in chain niah_multiquery; do
   $B/oasiskv eval --dump-samples /tmp/$t.jsonl -m $M/target --task $t --context-len 32768 --num-samples 1 --seed 0 > /dev/null 2>&1

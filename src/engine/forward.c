@@ -317,21 +317,27 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     const bool la = e->prm.predict == OKV_PREDICT_LAYER_AHEAD && e->qla[0] && any_sel;
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_w *w = &e->layers[l];
+        bool q_ready = false;   /* layer 0's own queries, computed for its selection (exact) */
         for (int nl = l == 0 ? 0 : l + 1; la && nl <= l + 1 && nl < c->n_layers; nl++) {
-            CK(layer_queries(e, &e->layers[nl], e->qla[nl & 1], n, half));
-            e->sel_q = e->qla[nl & 1];
+            okv_bmem *dst = nl == l ? e->q : e->qla[nl & 1];
+            CK(layer_queries(e, &e->layers[nl], dst, n, half));
+            q_ready |= nl == l;
+            e->sel_q = dst;
             TIMED(e->stats.host_sparse_s, okv_sparse_select_inline(e, n_seqs, nl, &e->ahead_units[nl & 1]));
         }
         e->sel_q = e->q;
         CK(o->rmsnorm(be, e->h, e->x, w->attn_norm, n, dim, c->rms_eps));
-        CK(o->matmul(be, e->q, e->h, w->wq, w->bq, n, dim, qd));
+        if (!q_ready)
+            CK(o->matmul(be, e->q, e->h, w->wq, w->bq, n, dim, qd));
         CK(o->matmul(be, e->k, e->h, w->wk, w->bk, n, dim, kvd));
         CK(o->matmul(be, e->v, e->h, w->wv, w->bv, n, dim, kvd));
         if (w->q_norm) {
-            CK(o->head_rmsnorm(be, e->q, w->q_norm, n, c->n_heads, hd, c->rms_eps));
+            if (!q_ready)
+                CK(o->head_rmsnorm(be, e->q, w->q_norm, n, c->n_heads, hd, c->rms_eps));
             CK(o->head_rmsnorm(be, e->k, w->k_norm, n, c->n_kv_heads, hd, c->rms_eps));
         }
-        CK(o->rope(be, e->q, n, c->n_heads, hd, half));
+        if (!q_ready)
+            CK(o->rope(be, e->q, n, c->n_heads, hd, half));
         CK(o->rope(be, e->k, n, c->n_kv_heads, hd, half));
         CK(o->kv_write(be, kvs, l, e->k, e->v));
         if (e->resid)
