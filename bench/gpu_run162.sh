@@ -1,8 +1,8 @@
 #!/bin/bash
 # Session 28 of 2026-12-03. (1) Decode on real prompts, run 10 at 32K (chain sample 0 and multi-query
 # sample 0, 256 tokens, greedy, budget 2048, 2-bit codes, serve defaults): `current`, `layer-ahead`,
-# and layer-ahead with the step-ahead prefetch (OKV_LA_PREFETCH=1): decode tok/s, fetched bytes,
-# resident in time, stall. (2) The 8B-shaped step, layer-ahead with and without the prefetch (random
+# layer-ahead with the step-ahead prefetch (OKV_LA_PREFETCH=1), and with a sticky share (OKV_LA_STICKY=1): decode tok/s, fetched bytes,
+# resident in time, stall. (2) The 8B-shaped step, layer-ahead plain, with the prefetch, sticky (random
 # weights: the step-ahead prediction is no help there, so this shows its cost alone). (3) The matrix
 # cells ACCURACY.md lacks: `layer-ahead` (F) and `lookahead` (E) at 256 and 4096, the oracle's (D) 256
 # and 4096 on three families; in the order D, E, F while time lasts (END, default 500 s).
@@ -17,16 +17,16 @@ G="--kv-budget 2048 --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 --devi
 for t in chain niah_multiquery; do
   $B/oasiskv eval --dump-samples /tmp/$t.jsonl -m $M/target --task $t --context-len 32768 --num-samples 1 --seed 0 > /dev/null 2>&1
   python3 -c "import json;d=json.loads(open('/tmp/$t.jsonl').readline());open('/tmp/$t.ids','w').write(' '.join(map(str,d['prompt_tokens'])))"
-  for v in current:0 layer-ahead:0 layer-ahead:1; do
-    OKV_LA_PREFETCH=${v#*:} timeout 60 $B/oasiskv generate -m $M/target --prompt-tokens @/tmp/$t.ids $G --predict ${v%:*} 2>/dev/null > /tmp/g.json
+  for v in current:0:0 layer-ahead:0:0 layer-ahead:1:0 layer-ahead:0:1; do
+    pf=${v#*:}; OKV_LA_STICKY=${pf#*:} OKV_LA_PREFETCH=${pf%:*} timeout 60 $B/oasiskv generate -m $M/target --prompt-tokens @/tmp/$t.ids $G --predict ${v%%:*} 2>/dev/null > /tmp/g.json
     python3 -c "
 import json;d=json.load(open('/tmp/g.json'));s=d['stats'];k=s['kv']
-print('$t ${v%:*} prefetch ${v#*:}: decode %.1f tok/s, fetched %.1f MB, in time %.4f, stall %.2f ms, tokens %s' % (s['decode_tokens_per_s'], k['fetch_bytes']/1e6, k['resident_in_time'], k['stall_ms'], hash(tuple(d['tokens']))%100000))"
+print('$t ${v%%:*} prefetch:sticky ${v#*:}: decode %.1f tok/s, fetched %.1f MB, in time %.4f, stall %.2f ms, tokens %s' % (s['decode_tokens_per_s'], k['fetch_bytes']/1e6, k['resident_in_time'], k['stall_ms'], hash(tuple(d['tokens']))%100000))"
   done
 done
 S="--config bench/configs/llama3-8b --device cuda --steps 20 --warmup 5 --batch 1,4,16 --ctx 8192,32768 --kv-budget 2048 --cache-factor 2 --sticky 0.25 --kv-host-dtype fp8 --predict layer-ahead"
-for lp in 0 1; do
-  OKV_LA_PREFETCH=$lp timeout 100 $B/bench/bench_step $S 2>&1 | grep -E "^\| [0-9]|rror" | cut -d'|' -f1-11 | sed "s/^/LA prefetch $lp /" | tee -a $OUT/step.md
+for v in 0:0 1:0 0:1; do
+  OKV_LA_PREFETCH=${v%:*} OKV_LA_STICKY=${v#*:} timeout 100 $B/bench/bench_step $S 2>&1 | grep -E "^\| [0-9]|rror" | cut -d'|' -f1-11 | sed "s/^/LA prefetch:sticky $v /" | tee -a $OUT/step.md
 done
 E="$B/oasiskv eval --sweep --model $M/target --context-len 32768 --num-samples 40 --kv-cache-factor 2 --kv-sticky 0.25 --seed 0 --device cuda --kv-key-codes 2"
 mkdir -p $OUT/m

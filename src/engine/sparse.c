@@ -479,14 +479,20 @@ enum okv_status okv_sparse_select_inline(okv_engine *e, int n_seqs, int layer, i
             multi |= it.n_rows > 1;
         }
     }
+    /* layer-ahead with a sticky share (OKV_LA_STICKY=1, an experiment): as a prediction, F*k blocks
+     * beyond k selected and, of all but the best k - F*k, those already on the device kept first */
+    const bool sticky = e->la_sticky && e->sticky > 0 && !multi && e->sel_k[layer] <= 1024;
+    for (int i = 0; sticky && i < n_inl; i++)
+        inl[i].extra = (int)(e->sticky * (float)e->sel_k[layer] + 0.5f);
     enum okv_status st = OKV_OK;
     if (n_inl) {
         if (e->dev_resid)
             st = dev_select_install(e, layer, inl, n_inl, multi && e->sel_k[layer] <= 1024, 0);
-        else if ((st = multi ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl)) == OKV_OK)
+        else if ((st = multi ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl)) == OKV_OK &&
+                 (!sticky || (st = sticky_apply(e, layer, inl, n_inl)) == OKV_OK))
             st = install_many(e, layer, inl, n_inl);
         for (int i = 0; i < n_inl; i++)
-            *units += (int64_t)inl[i].k * e->cfg.n_kv_heads;
+            *units += (int64_t)item_k_base(e, layer, &inl[i]) * e->cfg.n_kv_heads;
     }
     okv_free(inl);
     return st;
