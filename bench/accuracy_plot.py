@@ -16,9 +16,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 MODES = {"current": ("tab:blue", "o"), "lookahead": ("tab:orange", "s"), "oracle": ("tab:green", "^"),
-         "current-from-prompt": ("tab:cyan", "v"), "lookahead-from-prompt": ("tab:red", "D")}
+         "current-from-prompt": ("tab:cyan", "v"), "lookahead-from-prompt": ("tab:red", "D"),
+         "layer-ahead": ("tab:pink", "P")}
 # the same modes run with key codes (dashed)
-CODES = {"current": "tab:purple", "oracle": "tab:olive", "lookahead": "tab:brown"}
+CODES = {"current": "tab:purple", "oracle": "tab:olive", "lookahead": "tab:brown", "layer-ahead": "tab:red"}
 
 
 def main():

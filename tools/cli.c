@@ -53,6 +53,25 @@ bool cli_host_fp8(const char *flag, const char *s)
     return false;
 }
 
+enum okv_predict cli_predict(const char *s, bool *from_prompt)
+{
+    static const struct {
+        const char *name;
+        enum okv_predict mode;
+        bool from_prompt;
+    } modes[] = {{"current", OKV_PREDICT_CURRENT, false},          {"lookahead", OKV_PREDICT_LOOKAHEAD, false},
+                 {"oracle", OKV_PREDICT_ORACLE, false},            {"layer-ahead", OKV_PREDICT_LAYER_AHEAD, false},
+                 {"current-from-prompt", OKV_PREDICT_CURRENT, true}, {"lookahead-from-prompt", OKV_PREDICT_LOOKAHEAD, true}};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (!strcmp(s, modes[i].name) && (from_prompt || !modes[i].from_prompt)) {
+            if (from_prompt)
+                *from_prompt = modes[i].from_prompt;
+            return modes[i].mode;
+        }
+    cli_die("--predict: '%s' is not one of current, lookahead, oracle, layer-ahead%s", s,
+            from_prompt ? ", current-from-prompt, lookahead-from-prompt" : "");
+}
+
 double cli_double(const char *flag, const char *s, double lo, double hi)
 {
     char *end;

@@ -4,6 +4,7 @@
 #define OKV_TOOLS_CLI_H
 
 #include "oasiskv/common.h"
+#include "oasiskv/engine.h"
 #include "oasiskv/model.h"
 #include "oasiskv/tokenizer.h"
 
@@ -17,6 +18,9 @@ int cli_int(const char *flag, const char *s, long lo, long hi);
 double cli_double(const char *flag, const char *s, double lo, double hi);
 /* --kv-host-dtype: "auto" (the device tier's precision) -> false, "fp8" or "fp8_e4m3" -> true; else exits */
 bool cli_host_fp8(const char *flag, const char *s);
+/* --predict: current | lookahead | oracle | layer-ahead; with from_prompt, also current-from-prompt and
+ * lookahead-from-prompt (*from_prompt set: the prompt's last token predicts the first decode step) */
+enum okv_predict cli_predict(const char *s, bool *from_prompt);
 uint64_t cli_u64(const char *flag, const char *s);
 /* Comma-separated token ids; *n set; dies on a bad list. Caller frees (okv_free). */
 int32_t *cli_token_list(const char *flag, const char *s, size_t *n);

@@ -100,27 +100,6 @@ static void split(const char *flag, const char *s, struct list *l)
         cli_die("%s: empty list", flag);
 }
 
-/* current | lookahead | oracle | layer-ahead; current-from-prompt and lookahead-from-prompt also let
- * the prompt's last token predict the first decode step (okv_engine_params) */
-static enum okv_predict parse_predict(const char *v, bool *from_prompt)
-{
-    *from_prompt = false;
-    if (!strcmp(v, "current"))
-        return OKV_PREDICT_CURRENT;
-    if (!strcmp(v, "lookahead"))
-        return OKV_PREDICT_LOOKAHEAD;
-    if (!strcmp(v, "oracle"))
-        return OKV_PREDICT_ORACLE;
-    if (!strcmp(v, "layer-ahead"))
-        return OKV_PREDICT_LAYER_AHEAD;
-    *from_prompt = true;
-    if (!strcmp(v, "current-from-prompt"))
-        return OKV_PREDICT_CURRENT;
-    if (!strcmp(v, "lookahead-from-prompt"))
-        return OKV_PREDICT_LOOKAHEAD;
-    cli_die("--predict: '%s' is not one of current, lookahead, oracle, layer-ahead, current-from-prompt, lookahead-from-prompt", v);
-}
-
 static void on_progress(void *user, const char *line) { fprintf(stderr, "[eval] %s\n", line); }
 
 /* Per-sample records of a single (non-sweep) run, for the JSON. */
@@ -576,7 +555,7 @@ int cmd_eval(int argc, char **argv)
     enum okv_predict pm[MAX_LIST];
     bool pfp[MAX_LIST];
     for (int k = 0; k < modes.n; k++)
-        pm[k] = parse_predict(modes.v[k], &pfp[k]);
+        pm[k] = cli_predict(modes.v[k], &pfp[k]);
     for (int b = 0; b < budgets.n; b++) {
         int budget = !strcmp(budgets.v[b], "dense") ? 0 : cli_int("--kv-budget", budgets.v[b], 1, 1 << 24);
         for (int k = 0; k < (budget ? modes.n : 1); k++) {

@@ -163,17 +163,7 @@ int cmd_generate(int argc, char **argv)
             const char *v = cli_value(argc, argv, &i);
             kv_budget = !strcmp(v, "dense") ? 0 : cli_int(a, v, 1, 1 << 24);
         } else if (!strcmp(a, "--predict")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (!strcmp(v, "current"))
-                predict = OKV_PREDICT_CURRENT;
-            else if (!strcmp(v, "lookahead"))
-                predict = OKV_PREDICT_LOOKAHEAD;
-            else if (!strcmp(v, "oracle"))
-                predict = OKV_PREDICT_ORACLE;
-            else if (!strcmp(v, "layer-ahead"))
-                predict = OKV_PREDICT_LAYER_AHEAD;
-            else
-                cli_die("--predict: '%s' is not one of current, lookahead, oracle, layer-ahead", v);
+            predict = cli_predict(cli_value(argc, argv, &i), NULL);
         } else if (!strcmp(a, "--kv-host-dtype")) {
             host_fp8 = cli_host_fp8(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-key-codes")) {

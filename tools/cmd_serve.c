@@ -231,17 +231,7 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--tokenizer")) {
             tok_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--predict")) {
-            const char *v = cli_value(argc, argv, &i);
-            if (!strcmp(v, "lookahead"))
-                predict = OKV_PREDICT_LOOKAHEAD;
-            else if (!strcmp(v, "current"))
-                predict = OKV_PREDICT_CURRENT;
-            else if (!strcmp(v, "layer-ahead"))
-                predict = OKV_PREDICT_LAYER_AHEAD;
-            else if (!strcmp(v, "oracle"))
-                predict = OKV_PREDICT_ORACLE;
-            else
-                cli_die("--predict: '%s' is not one of lookahead, current, layer-ahead, oracle", v);
+            predict = cli_predict(cli_value(argc, argv, &i), NULL);
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
         } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
