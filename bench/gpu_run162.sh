@@ -35,6 +35,8 @@ run() { local left=$((END - SECONDS)); [ $left -gt 25 ] || { echo "skipped $1: n
 T="niah_single_text niah_multikey vt qa chain niah_multiquery niah_multivalue"
 for t in niah_single_text qa niah_multivalue; do run D_$t --task $t --kv-budget 256,4096 --predict oracle; done
 for t in $T; do run E_$t --task $t --kv-budget 256,4096 --predict lookahead --draft model:$M/draft --spec-tokens 3; done
+# F as the 512-2048 cells of gpu_run160 were run: without layer-ahead's sticky share (the default since)
+export OKV_LA_STICKY=0
 for t in $T; do run F_$t --task $t --kv-budget 256,4096 --predict layer-ahead; done
 tar -C $OUT -czf $OUT/matrix.tgz m && rm -rf $OUT/m
 echo "done at $SECONDS s"

@@ -295,7 +295,7 @@ static void run_model(const char *name, const char *model_path, const char *ref_
      * attention reads them in the same order, so the logits are equal (only the units
      * holding the blocks could differ) */
     static const char *const dr_what[] = {"sparse 32: device vs host maps", "sparse 32 codes2: device vs host",
-                                          "sparse 32 fp8: device vs host", "layer-ahead codes2: device vs host",
+                                          "sparse 32 fp8: device vs host", "layer-ahead codes2 sticky: dev vs host",
                                           "oracle codes2: device vs host"};
     /* Quest's bound, 2-bit key codes, the bound with an fp8 host tier (predict current); the codes
      * with each layer's selection made a layer ahead, and with each step's own queries (inline:
@@ -305,7 +305,8 @@ static void run_model(const char *name, const char *model_path, const char *ref_
         struct okv_engine_params dp = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32,
                                        .dense_layers = 0, .key_code_bits = bits, .host_fp8 = v == 2,
                                        .predict = v == 3 ? OKV_PREDICT_LAYER_AHEAD : v == 4 ? OKV_PREDICT_ORACLE
-                                                                                              : OKV_PREDICT_CURRENT};
+                                                                                              : OKV_PREDICT_CURRENT,
+                                       .sticky = v == 3 ? 0.25f : 0.0f};   /* layer-ahead's sticky cut on the device */
         struct okv_engine_params hp = dp;
         hp.host_residency = true;
         okv_engine *eh = NULL, *ed = NULL;

@@ -661,6 +661,28 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                   arch, fetched_la);
             printf("  arch %d: layer-ahead with the step-ahead prefetch: same logits, %lld units fetched (%lld without)\n", arch,
                    (long long)ps.units_fetched, fetched_la);
+            /* with a sticky share (the default where okv_engine_params.sticky > 0) it keeps resident blocks
+             * among its lower-ranked quarter: with the serve default of two units a selected block, fewer
+             * fetches than without */
+            long long fetched_st[2] = {0, 0};
+            for (int sticky = 0; sticky < 2; sticky++) {
+                struct okv_engine_params sp = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                               .predict = OKV_PREDICT_LAYER_AHEAD, .cache_factor = 2,
+                                               .sticky = sticky ? 0.25f : 0.0f};
+                okv_engine *se = NULL;
+                CHECK(okv_engine_create(&z.m, be, &sp, &se) == OKV_OK, "layer-ahead engine: %s", okv_last_error());
+                if (!se)
+                    continue;
+                run(se, 32, lgp, tk, NULL);
+                struct okv_engine_stats ss;
+                okv_engine_stats_get(se, &ss);
+                okv_engine_free(se);
+                fetched_st[sticky] = ss.units_fetched;
+            }
+            CHECK(fetched_st[1] < fetched_st[0], "arch %d: sticky layer-ahead fetched %lld units, %lld without", arch,
+                  fetched_st[1], fetched_st[0]);
+            printf("  arch %d: layer-ahead, cache factor 2: %lld units fetched sticky, %lld not\n", arch, fetched_st[1],
+                   fetched_st[0]);
         }
         CHECK(!memcmp(lg[1][0], lg[1][1], sizeof lg[1][0]), "arch %d: layer-ahead with an exact estimate differs from the oracle",
               arch);

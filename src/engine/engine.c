@@ -332,7 +332,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         const char *lp = getenv("OKV_LA_PREFETCH");
         e->la_prefetch = prm.predict == OKV_PREDICT_LAYER_AHEAD && (lp && *lp ? atoi(lp) != 0 : false);
         const char *ls = getenv("OKV_LA_STICKY");
-        e->la_sticky = prm.predict == OKV_PREDICT_LAYER_AHEAD && ls && *ls && atoi(ls) != 0;
+        e->la_sticky = prm.predict == OKV_PREDICT_LAYER_AHEAD && (ls && *ls ? atoi(ls) != 0 : true);
         const char *vd = getenv("OKV_VERIFY_DEFER");
         e->verify_defer = vd && *vd ? atoi(vd) != 0 : prm.verify_defer;
     }

@@ -67,7 +67,7 @@ struct okv_engine {
     float sticky;               /* okv_engine_params.sticky, or OKV_STICKY (0: off) */
     bool verify_inline;         /* okv_engine_params.verify_inline, or OKV_VERIFY_INLINE */
     bool la_prefetch;           /* layer-ahead: also predict a step ahead (OKV_LA_PREFETCH; sparse.c) */
-    bool la_sticky;             /* layer-ahead: its selections sticky as predictions are (OKV_LA_STICKY; sparse.c) */
+    bool la_sticky;             /* layer-ahead: its selections sticky as predictions are (default; OKV_LA_STICKY=0: not) */
     bool verify_defer;          /* okv_engine_params.verify_defer, or OKV_VERIFY_DEFER */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
     bool lend;                  /* dense while room: unclaimed quota chunks are lent as group slots (kv.h) */
