@@ -125,6 +125,14 @@ static void sparse_plan(const struct okv_model_config *c, const struct okv_engin
     g->n_stage_units = ctx_blocks * nkv;
 }
 
+/* An on/off override from the environment (experiments): set and non-empty, its integer value != 0;
+ * else def. */
+static bool env_flag(const char *name, bool def)
+{
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) != 0 : def;
+}
+
 enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, const struct okv_engine_params *p,
                                   okv_engine **out)
 {
@@ -327,14 +335,11 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         const char *sk = getenv("OKV_STICKY");
         const double sv = sk && *sk ? atof(sk) : (double)prm.sticky;
         e->sticky = sv > 0 && sv <= 0.5 ? (float)sv : 0.0f;
-        const char *vi = getenv("OKV_VERIFY_INLINE");
-        e->verify_inline = vi && *vi ? atoi(vi) != 0 : prm.verify_inline;
-        const char *lp = getenv("OKV_LA_PREFETCH");
-        e->la_prefetch = prm.predict == OKV_PREDICT_LAYER_AHEAD && (lp && *lp ? atoi(lp) != 0 : false);
-        const char *ls = getenv("OKV_LA_STICKY");
-        e->la_sticky = prm.predict == OKV_PREDICT_LAYER_AHEAD && (ls && *ls ? atoi(ls) != 0 : true);
-        const char *vd = getenv("OKV_VERIFY_DEFER");
-        e->verify_defer = vd && *vd ? atoi(vd) != 0 : prm.verify_defer;
+        e->verify_inline = env_flag("OKV_VERIFY_INLINE", prm.verify_inline);
+        const bool ahead = prm.predict == OKV_PREDICT_LAYER_AHEAD;
+        e->la_prefetch = ahead && env_flag("OKV_LA_PREFETCH", false);
+        e->la_sticky = ahead && env_flag("OKV_LA_STICKY", true);
+        e->verify_defer = env_flag("OKV_VERIFY_DEFER", prm.verify_defer);
     }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));
 

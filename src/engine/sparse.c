@@ -235,6 +235,12 @@ static int item_k_base(const okv_engine *e, int layer, const struct sel_item *it
     return k > n_cand ? n_cand : k;
 }
 
+/* Sticky selection: the blocks an item selects beyond its k (F*k, okv_engine_params.sticky). */
+static int sticky_extra(const okv_engine *e, int layer)
+{
+    return (int)(e->sticky * (float)e->sel_k[layer] + 0.5f);
+}
+
 static int item_k(const okv_engine *e, int layer, const struct sel_item *it)
 {
     const int n_cand = it->cand_end - e->prm.sink_blocks, k = item_k_base(e, layer, it) + it->extra;
@@ -484,7 +490,7 @@ enum okv_status okv_sparse_select_inline(okv_engine *e, int n_seqs, int layer, i
      * device kept first (SmolLM2 at 8K: the same fidelity, 20-65% fewer bytes fetched; ACCURACY.md) */
     const bool sticky = e->la_sticky && e->sticky > 0 && !multi && e->sel_k[layer] <= 1024;
     for (int i = 0; sticky && i < n_inl; i++)
-        inl[i].extra = (int)(e->sticky * (float)e->sel_k[layer] + 0.5f);
+        inl[i].extra = sticky_extra(e, layer);
     enum okv_status st = OKV_OK;
     if (n_inl) {
         if (e->dev_resid)
@@ -661,7 +667,7 @@ enum okv_status okv_sparse_predict_after(okv_engine *e, const struct okv_batch *
     }
     if (e->sticky > 0 && !drafts && e->sel_k[layer] <= 1024)   /* not with lookahead's merge, nor in dense layers */
         for (int i = 0; i < n; i++)
-            items[i].extra = (int)(e->sticky * (float)e->sel_k[layer] + 0.5f);
+            items[i].extra = sticky_extra(e, layer);
     enum okv_status st = OKV_OK;
     if (n && e->dev_resid) {
         const bool sparse_layer = e->sel_k[layer] <= 1024;   /* see merge_lookahead, add_successors */
