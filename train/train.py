@@ -382,7 +382,7 @@ def collate(samples, ctx, eos, device, copies=None):
         n = max(n, copies[0].shape[1])
         b += copies[0].shape[0]
     ids = np.zeros((b, n), dtype=np.int64)
-    ans_pos, ans_tgt, lm_pos, lm_tgt = [], [], [], []
+    ans_pos, ans_tgt, ans_row, lm_pos, lm_tgt = [], [], [], [], []
     cp_pos = cp_tgt = np.zeros(0, dtype=np.int64)
     if copies is not None:
         k, L = copies[0].shape
@@ -398,6 +398,7 @@ def collate(samples, ctx, eos, device, copies=None):
         for j in range(p - 1, len(seq) - 1):
             ans_pos.append(r * n + j)
             ans_tgt.append(seq[j + 1])
+            ans_row.append(r)
         # language-model positions: the whole prompt of a short sample (its repeated keys
         # teach copying), else a random sample of it plus its question (its last 64)
         if p <= 2048:
@@ -407,16 +408,22 @@ def collate(samples, ctx, eos, device, copies=None):
         lm_pos.extend((r * n + pos).tolist())
         lm_tgt.extend(seq[pos + 1].tolist())
     t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.int64)).to(device, non_blocking=True)
-    return t(ids), t(ans_pos), t(ans_tgt), t(lm_pos), t(lm_tgt), t(cp_pos), t(cp_tgt)
+    return t(ids), t(ans_pos), t(ans_tgt), t(lm_pos), t(lm_tgt), t(cp_pos), t(cp_tgt), np.asarray(ans_row, dtype=np.int64)
 
 
-def loss_fn(model, ids, ans_pos, ans_tgt, lm_pos, lm_tgt, lm_weight, cp_pos=None, cp_tgt=None, cp_weight=1.0):
-    """-> (total loss, answer loss or None, copy loss or None)"""
+def loss_fn(model, ids, ans_pos, ans_tgt, lm_pos, lm_tgt, lm_weight, cp_pos=None, cp_tgt=None, cp_weight=1.0,
+            per_token=None):
+    """-> (total loss, answer loss or None, copy loss or None); per_token: a list that gets the
+    answer positions' (loss, argmax == target) tensors, detached"""
     h = model.hidden(ids).reshape(-1, model.cfg["hidden_size"])
     loss, la, lc = 0.0, None, None
     if ans_pos.numel():
-        la = F.cross_entropy(model.logits(h[ans_pos]).float(), ans_tgt)
+        lg = model.logits(h[ans_pos]).float()
+        ce = F.cross_entropy(lg, ans_tgt, reduction="none")
+        la = ce.mean()
         loss = loss + la
+        if per_token is not None:
+            per_token.extend([ce.detach(), lg.detach().argmax(-1) == ans_tgt])
     if lm_weight > 0 and lm_pos.numel():
         loss = loss + lm_weight * F.cross_entropy(model.logits(h[lm_pos]).float(), lm_tgt)
     if cp_pos is not None and cp_pos.numel():
@@ -454,6 +461,28 @@ def report(models, sets, eos, device, amp, title):
             log(f"{title} {name} ctx {ctx}: {cells} | all {tot[0]}/{tot[1]}")
 
 
+def parse_curriculum(spec):
+    """'0:512=1;0.3:512=1,2048=1' -> [(0.0, {512: 1.0}), (0.3, {512: 1.0, 2048: 1.0})]; exits on a bad spec."""
+    phases = []
+    try:
+        for part in filter(None, (x.strip() for x in spec.split(";"))):
+            start, _, ctxs = part.partition(":")
+            ph = {}
+            for cw in ctxs.split(","):
+                c, _, w = cw.partition("=")
+                c, w = int(c), float(w or 1)
+                if c < 64 or c > MAX_POS or not w > 0:
+                    raise ValueError(cw)
+                ph[c] = w
+            phases.append((float(start), ph))
+    except ValueError as e:
+        sys.exit(f"--curriculum: '{spec}' is not START:CTX=W,...;START:... ({e})")
+    if not phases or phases[0][0] != 0 or any(b[0] <= a[0] for a, b in zip(phases, phases[1:])) or \
+            phases[-1][0] >= 1:
+        sys.exit(f"--curriculum: '{spec}': the phases must start at 0 and at increasing shares below 1")
+    return phases
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -482,6 +511,12 @@ def main():
     ap.add_argument("--copy-weight", type=float, default=1.0, help="weight of the copy loss")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps and phase by step share "
                     "(exactly reproducible); 0: by the time budget")
+    ap.add_argument("--curriculum", default="",
+                    help="phases that replace the default curriculum: START:CTX=W,CTX=W;START:... (START: share of "
+                    "the training time after the copy warmup; a resumed run with --phase-scale 0 trains at the last)")
+    ap.add_argument("--snapshots", default="",
+                    help="comma list of seconds since the run's start at which to save both models to OUT/snap_S "
+                    "(OUT/snap_S/done written last), e.g. for a run longer than one GPU call")
     ap.add_argument("--phase-scale", type=float, default=1.0,
                     help="curriculum phases by this share of the training time (resume: 0 starts at the last phase)")
     ap.add_argument("--report-ctx", default="16384,32768", help="contexts of the final report")
@@ -497,6 +532,12 @@ def main():
     ap.add_argument("--eval-texts", default="auto", help="also report on the evaluation's own (held-out) texts "
                     "when present: auto | off")
     a = ap.parse_args()
+    if a.curriculum:
+        PHASES[:] = parse_curriculum(a.curriculum)
+    try:
+        snapshots = sorted(float(x) for x in a.snapshots.split(",") if x.strip())
+    except ValueError:
+        sys.exit(f"--snapshots: '{a.snapshots}' is not a comma list of seconds")
 
     random.seed(a.seed)
     np.random.seed(a.seed)
@@ -605,7 +646,7 @@ def main():
     warm = 50 if a.resume else 150
     step, toks, seen = 0, 0, 0
     last_log, last_eval = time.time(), time.time()
-    ema, cema = {}, {}
+    ema, cema, task_ema = {}, {}, {}
     log(f"training until {train_end - T0:.0f}s of {a.budget:.0f}s (report + save reserve {reserve:.0f}s), "
         f"tasks {tasks}, {a.workers} data workers, device {device}" +
         ("" if cw["done"] else f", copy warmup until copy loss < {a.copy_threshold}"))
@@ -630,19 +671,27 @@ def main():
         else:
             ctx, samples = COPY_LEN, []
             copies = copy_rows(copy_rng, max(1, a.copy_tokens // COPY_LEN), COPY_LEN, vocab, bos)
-        ids, ap_, at_, lp, lt, cp, ct = collate(samples, ctx, eos, device, copies)
+        ids, ap_, at_, lp, lt, cp, ct, arow = collate(samples, ctx, eos, device, copies)
         # warmup, then constant, then linear decay over the last 15%
         scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.85 else max(0.05, (1 - frac) / 0.15))
         every = 5 if not cw["done"] else 10
         for (name, m), opt in zip(models, opts):
             for g in opt.param_groups:
                 g["lr"] = (a.lr if name == "target" else a.draft_lr) * scale
+            pt = [] if name == "target" and step % every == 0 and samples else None
             with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
-                loss, la, lc = loss_fn(m, ids, ap_, at_, lp, lt, a.lm_weight, cp, ct, a.copy_weight)
+                loss, la, lc = loss_fn(m, ids, ap_, at_, lp, lt, a.lm_weight, cp, ct, a.copy_weight, pt)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
             opt.step()
+            if pt:   # the target's training loss and exact match per task (EMA over sampled steps)
+                ce, ok = pt[0].cpu().numpy(), pt[1].cpu().numpy()
+                for r, s_ in enumerate(samples):
+                    sel = arow == r
+                    v = np.array([ce[sel].mean(), float(ok[sel].all())])
+                    tl = task_ema.get(s_["task"])
+                    task_ema[s_["task"]] = v if tl is None else 0.98 * tl + 0.02 * v
             if step % every == 0:
                 for d, x in ((ema, la), (cema, lc)):
                     if x is not None:
@@ -666,7 +715,17 @@ def main():
             if c not in prog_sets:
                 prog_sets[c] = {(t, c): held_s.many(t, c, 4, first=1000) for t in tasks if MIN_CTX.get(t, 0) <= c}
             report(models[:1], prog_sets[c], eos, device, amp, f"progress step {step}:")
+            log(f"training batches, target, per task (EMA): " +
+                " ".join(f"{t}={v[0]:.3f}/{v[1]:.2f}" for t, v in sorted(task_ema.items())) + " (loss/exact)")
             last_eval = time.time()
+        while snapshots and time.time() - T0 >= snapshots[0]:
+            d = os.path.join(a.out, f"snap_{snapshots.pop(0):g}")
+            for name, m in models:
+                save_model(m, os.path.join(d, name), tok_dir, bos, eos,
+                           {"steps": step + prev.get("target", {}).get("steps", 0), "snapshot": True,
+                            "seed": a.seed, "data_seed": data_seed, "tasks": tasks, "resumed_from": prev.get("target")})
+            open(os.path.join(d, "done"), "w").close()
+            log(f"snapshot {d} at step {step}")
 
     extra = {"steps": step + prev.get("target", {}).get("steps", 0), "samples": seen, "tokens": toks,
              "copy_warmup_steps": cw["step"],
