@@ -514,6 +514,9 @@ def main():
     ap.add_argument("--curriculum", default="",
                     help="phases that replace the default curriculum: START:CTX=W,CTX=W;START:... (START: share of "
                     "the training time after the copy warmup; a resumed run with --phase-scale 0 trains at the last)")
+    ap.add_argument("--decay-share", type=float, default=0.15,
+                    help="the learning rate decays linearly to 5%% over this last share of the training time "
+                    "(1: from the start, e.g. to finish a run resumed from a snapshot)")
     ap.add_argument("--snapshots", default="",
                     help="comma list of seconds since the run's start at which to save both models to OUT/snap_S "
                     "(OUT/snap_S/done written last), e.g. for a run longer than one GPU call")
@@ -532,6 +535,8 @@ def main():
     ap.add_argument("--eval-texts", default="auto", help="also report on the evaluation's own (held-out) texts "
                     "when present: auto | off")
     a = ap.parse_args()
+    if not 0 < a.decay_share <= 1:
+        sys.exit(f"--decay-share {a.decay_share}: must be in (0, 1]")
     if a.curriculum:
         PHASES[:] = parse_curriculum(a.curriculum)
     try:
@@ -672,8 +677,9 @@ def main():
             ctx, samples = COPY_LEN, []
             copies = copy_rows(copy_rng, max(1, a.copy_tokens // COPY_LEN), COPY_LEN, vocab, bos)
         ids, ap_, at_, lp, lt, cp, ct, arow = collate(samples, ctx, eos, device, copies)
-        # warmup, then constant, then linear decay over the last 15%
-        scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 0.85 else max(0.05, (1 - frac) / 0.15))
+        # warmup, then constant, then linear decay over the last --decay-share (15%)
+        ds = a.decay_share
+        scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 1 - ds else max(0.05, (1 - frac) / ds))
         every = 5 if not cw["done"] else 10
         for (name, m), opt in zip(models, opts):
             for g in opt.param_groups:
