@@ -657,6 +657,11 @@ def main():
     step, toks, seen = 0, 0, 0
     last_log, last_eval = time.time(), time.time()
     ema, cema, task_ema = {}, {}, {}
+
+    def train_record():   # what a saved model's config.json records of its training (okv_train)
+        return {"steps": step + prev.get("target", {}).get("steps", 0), "samples": seen, "tokens": toks,
+                "copy_warmup_steps": cw["step"], "train_seconds": round(time.time() - t_start, 1), "seed": a.seed,
+                "data_seed": data_seed, "tasks": tasks, "resumed_from": prev.get("target")}
     log(f"training until {train_end - T0:.0f}s of {a.budget:.0f}s (report + save reserve {reserve:.0f}s), "
         f"tasks {tasks}, {a.workers} data workers, device {device}" +
         ("" if cw["done"] else f", copy warmup until copy loss < {a.copy_threshold}"))
@@ -732,16 +737,11 @@ def main():
         while snapshots and time.time() - T0 >= snapshots[0]:
             d = os.path.join(a.out, f"snap_{snapshots.pop(0):g}")
             for name, m in models:
-                save_model(m, os.path.join(d, name), tok_dir, bos, eos,
-                           {"steps": step + prev.get("target", {}).get("steps", 0), "snapshot": True,
-                            "seed": a.seed, "data_seed": data_seed, "tasks": tasks, "resumed_from": prev.get("target")})
+                save_model(m, os.path.join(d, name), tok_dir, bos, eos, dict(train_record(), snapshot=True))
             open(os.path.join(d, "done"), "w").close()
             log(f"snapshot {d} at step {step}")
 
-    extra = {"steps": step + prev.get("target", {}).get("steps", 0), "samples": seen, "tokens": toks,
-             "copy_warmup_steps": cw["step"],
-             "train_seconds": round(time.time() - t_start, 1), "seed": a.seed, "data_seed": data_seed, "tasks": tasks,
-             "resumed_from": prev.get("target")}
+    extra = train_record()
     for name, m in models:
         save_model(m, os.path.join(a.out, name), tok_dir, bos, eos, extra)
     log(f"saved {', '.join(os.path.join(a.out, n) for n, _ in models)} after {step} steps, {toks / 1e6:.1f}M tokens")
