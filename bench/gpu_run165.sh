@@ -6,11 +6,11 @@
 # default); (C) `lookahead` with run 11's draft (3 tokens a step) at 256 ... 4096; (B) `oracle` at 256 ...
 # 4096. About 8-10 s a cell on the H200: A + L ~ 9 min, C ~ 6 min, B ~ 5 min. One JSON a (group, task),
 # packed into one tarball at the end.
-#   MGROUPS=AL bash bench/gpu_run165.sh      (carry build-gc; END=seconds, default 560; TASKS="..." a subset)
+#   MGROUPS=AL bash bench/gpu_run165.sh      (carry build-gc; END=seconds, default 560; TASKS="..." a subset; M=another model folder)
 set -u
 . bench/gpu_env.sh build-gc
 B=build-gc
-M=train/checkpoints/run11
+M=${M:-train/checkpoints/run11}
 END=${END:-560}
 E="$B/oasiskv eval --sweep --model $M/target --context-len 32768 --num-samples 40 --kv-cache-factor 2 --kv-sticky 0.25 --seed 0 --device cuda --kv-key-codes 2"
 mkdir -p $OUT/m

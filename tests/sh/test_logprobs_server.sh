@@ -7,7 +7,7 @@
 set -u
 src="${OKV_SOURCE_DIR:?OKV_SOURCE_DIR not set}"
 : "${OKV_CLI:?OKV_CLI not set}"
-model="$src/train/checkpoints/run11/target"
+model="$src/train/checkpoints/run12/target"
 if [ ! -f "$model/model.safetensors" ]; then
     echo "SKIP: no trained target at $model"
     exit 77
