@@ -525,6 +525,10 @@ def main():
     ap.add_argument("--snapshots", default="",
                     help="comma list of seconds since the run's start at which to save both models to OUT/snap_S "
                     "(OUT/snap_S/done written last), e.g. for a run longer than one GPU call")
+    ap.add_argument("--span", default="0:1",
+                    help="A:B: this run trains the shares A to B of one schedule (curriculum phases and learning "
+                    "rate), so that calls of at most 10 minutes make one run: e.g. 0:0.34, then 0.34:0.67 and "
+                    "0.67:1, each with --resume of the last (its time budget is its own share of the whole)")
     ap.add_argument("--phase-scale", type=float, default=1.0,
                     help="curriculum phases by this share of the training time (resume: 0 starts at the last phase)")
     ap.add_argument("--report-ctx", default="16384,32768", help="contexts of the final report")
@@ -544,6 +548,12 @@ def main():
         sys.exit(f"--decay-share {a.decay_share}: must be in (0, 1]")
     if a.curriculum:
         PHASES[:] = parse_curriculum(a.curriculum)
+    try:
+        span_a, span_b = (float(x) for x in a.span.split(":"))
+    except ValueError:
+        sys.exit(f"--span: '{a.span}' is not A:B (shares of the schedule, e.g. 0.34:0.67)")
+    if not 0 <= span_a < span_b <= 1:
+        sys.exit(f"--span {a.span}: need 0 <= A < B <= 1")
     try:
         snapshots = sorted(float(x) for x in a.snapshots.split(",") if x.strip())
     except ValueError:
@@ -636,6 +646,7 @@ def main():
             frac = (step - cw["step"]) / max(1, a.steps - cw["step"])
         else:
             frac = (time.time() - cw["t"]) / max(1.0, train_end - cw["t"])
+        frac = span_a + (span_b - span_a) * frac   # this run's share of the whole schedule (--span)
         frac = frac / phase_scale if phase_scale > 0 else 1.0
         k = 0
         for i, (start, _) in enumerate(PHASES):
@@ -661,7 +672,7 @@ def main():
     def train_record():   # what a saved model's config.json records of its training (okv_train)
         return {"steps": step + prev.get("target", {}).get("steps", 0), "samples": seen, "tokens": toks,
                 "copy_warmup_steps": cw["step"], "train_seconds": round(time.time() - t_start, 1), "seed": a.seed,
-                "data_seed": data_seed, "tasks": tasks, "resumed_from": prev.get("target")}
+                "data_seed": data_seed, "tasks": tasks, "span": a.span, "resumed_from": prev.get("target")}
     log(f"training until {train_end - T0:.0f}s of {a.budget:.0f}s (report + save reserve {reserve:.0f}s), "
         f"tasks {tasks}, {a.workers} data workers, device {device}" +
         ("" if cw["done"] else f", copy warmup until copy loss < {a.copy_threshold}"))
@@ -689,7 +700,8 @@ def main():
         ids, ap_, at_, lp, lt, cp, ct, arow = collate(samples, ctx, eos, device, copies)
         # warmup, then constant, then linear decay over the last --decay-share (15%)
         ds = a.decay_share
-        scale = min(1.0, (step + 1) / warm) * (1.0 if frac < 1 - ds else max(0.05, (1 - frac) / ds))
+        gfrac = span_a + (span_b - span_a) * frac   # the whole schedule's share (--span)
+        scale = min(1.0, (step + 1) / warm) * (1.0 if gfrac < 1 - ds else max(0.05, (1 - gfrac) / ds))
         every = 5 if not cw["done"] else 10
         for (name, m), opt in zip(models, opts):
             for g in opt.param_groups:
