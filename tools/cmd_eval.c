@@ -53,7 +53,8 @@ static const char *help =
     "                         dense's results are reused for them)\n"
     "  --fidelity-steps N     fidelity: teacher-forced steps (default 128; use >= 1000 for the report)\n"
     "  --recall               fidelity: also measure prediction recall\n"
-    "  --json FILE            write the results as JSON (rewritten as cells finish)\n"
+    "  --json FILE            write the results as JSON (rewritten as cells finish): the table's rows and\n"
+    "                         every sample's answer under each configuration (samples: row, index, output)\n"
     "  --threads T            CPU threads (default: all cores)\n"
     "  --device NAME          cpu or cuda (default: cuda when a GPU is present)\n"
     "  --list                 list the tasks\n"
@@ -112,10 +113,12 @@ struct rec {
     bool correct;
     int n_tokens;
     double depth;
+    int row;            /* its table row (rows[]): task, context and configuration */
 };
 struct recs {
     struct rec *r;
     int n, cap;
+    int row_base;       /* the rows[] index of the running okv_eval_run's first configuration */
 };
 
 static void on_sample(void *user, int cfg, int index, const struct okv_eval_sample *s, const char *output,
@@ -138,7 +141,8 @@ static void on_sample(void *user, int cfg, int index, const struct okv_eval_samp
             strcat(ans, "|");
         strcat(ans, s->answers[i]);
     }
-    rs->r[rs->n++] = (struct rec){cfg, index, strdup(output ? output : ""), ans, partial, correct, s->n_tokens, s->depth};
+    rs->r[rs->n++] = (struct rec){cfg, index, strdup(output ? output : ""), ans, partial, correct, s->n_tokens, s->depth,
+                                  rs->row_base + cfg};
 }
 
 struct row {
@@ -158,8 +162,7 @@ struct opts {
     const char *json_path;
 };
 
-static void write_json(const struct opts *o, const struct row *rows, int n_rows, const struct recs *rs,
-                       const struct okv_eval_config *cfgs)
+static void write_json(const struct opts *o, const struct row *rows, int n_rows, const struct recs *rs)
 {
     if (!o->json_path)
         return;
@@ -203,13 +206,15 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
         }
     }
     fprintf(f, "\n]");
-    if (rs && cfgs) {
+    if (rs) {   /* one record per sample and configuration: what each answered (row: its table row) */
         fprintf(f, ", \"samples\": [");
         for (int i = 0; i < rs->n; i++) {
             const struct rec *r = &rs->r[i];
-            fprintf(f, "%s\n  {\"config\": %d, \"kv_budget\": %d, \"index\": %d, \"prompt_tokens\": %d, \"depth\": %.4f, "
-                       "\"answers\": ",
-                    i ? "," : "", r->cfg, cfgs[r->cfg].kv_budget, r->index, r->n_tokens, r->depth);
+            const struct okv_eval_cell *c = &rows[r->row].cell;
+            fprintf(f, "%s\n  {\"row\": %d, \"task\": \"%s\", \"context_len\": %d, \"config\": %d, \"kv_budget\": %d, "
+                       "\"predict\": \"%s\", \"index\": %d, \"prompt_tokens\": %d, \"depth\": %.4f, \"answers\": ",
+                    i ? "," : "", r->row, rows[r->row].task, rows[r->row].ctx, r->cfg, c->cfg.kv_budget,
+                    c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "dense", r->index, r->n_tokens, r->depth);
             cli_json_str(f, r->answers, strlen(r->answers));
             fprintf(f, ", \"output\": ");
             cli_json_str(f, r->output, strlen(r->output));
@@ -644,20 +649,21 @@ int cmd_eval(int argc, char **argv)
                 okv_free(ids);
                 for (int k = 0; k < n_cfgs; k++)
                     rows[n_rows++] = (struct row){.task = "fidelity", .ctx = ctx, .fid = true, .fcell = fc[k]};
-                write_json(&o, rows, n_rows, NULL, NULL);
+                write_json(&o, rows, n_rows, &rs);
                 continue;
             }
             struct okv_eval_run_params rp = {.task = tasks.v[ti], .context_len = ctx, .num_samples = o.num_samples,
                                              .first_index = o.first_index,
                                              .seed = o.seed, .max_tokens = max_tokens, .reuse_full_budget = reuse,
-                                             .on_sample = sweep ? NULL : on_sample, .progress = on_progress,
+                                             .on_sample = on_sample, .progress = on_progress,
                                              .user = &rs};
             struct okv_eval_cell cells[MAX_LIST * 3 + 1];
+            rs.row_base = n_rows;   /* this run's configurations become rows n_rows ... */
             if (okv_eval_run(m, tok, be, ec, &rp, cfgs, n_cfgs, cells) != OKV_OK)
                 cli_die("eval %s at context %d: %s", tasks.v[ti], ctx, okv_last_error());
             for (int k = 0; k < n_cfgs; k++)
                 rows[n_rows++] = (struct row){.task = tasks.v[ti], .ctx = ctx, .cell = cells[k]};
-            write_json(&o, rows, n_rows, sweep ? NULL : &rs, cfgs);
+            write_json(&o, rows, n_rows, &rs);
         }
     }
     print_table(rows, n_rows);

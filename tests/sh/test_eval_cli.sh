@@ -41,6 +41,24 @@ for r in rows[1:]:
     assert r['same_as_dense'] == 2, r
     assert r['correct'] == dense['correct'] and abs(r['partial'] - dense['partial']) < 1e-9, (r, dense)
 "; then ok; else bad "full budget differs from dense: $(cat "$tmp/a.md")"; fi
+# the sweep's JSON holds every sample's answer, each tied to its row; the full budget's equal dense's
+if py "
+import json
+d = json.load(open('$tmp/a.json'))
+rows, smp = d['rows'], d['samples']
+assert len(smp) == 6, smp
+out = {}
+for s in smp:
+    r = rows[s['row']]
+    assert (s['task'], s['context_len'], s['kv_budget']) == (r['task'], r['context_len'], r['kv_budget']), (s, r)
+    assert s['predict'] == r['predict'] and s['answers'] and s['prompt_tokens'] > 0, s
+    out[(s['row'], s['index'])] = (s['output'], s['correct'])
+assert sorted(out) == [(r, i) for r in range(3) for i in range(2)], sorted(out)
+for r in (1, 2):
+    for i in range(2):
+        assert out[(r, i)] == out[(0, i)], (r, i, out)
+assert sum(out[(0, i)][1] for i in range(2)) == rows[0]['correct']
+"; then ok; else bad "sweep per-sample records: $(head -c 2000 "$tmp/a.json")"; fi
 if grep -q "| niah_single_filler | 384 | dense |" "$tmp/a.md"; then ok; else bad "markdown table: $(cat "$tmp/a.md")"; fi
 
 # single run with per-sample records; the same seed again: the same outputs (lookahead's own n-gram
