@@ -210,10 +210,11 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
         fprintf(f, ", \"samples\": [");
         for (int i = 0; i < rs->n; i++) {
             const struct rec *r = &rs->r[i];
-            const struct okv_eval_cell *c = &rows[r->row].cell;
+            const struct row *w = &rows[r->row];
+            const struct okv_eval_cell *c = &w->cell;
             fprintf(f, "%s\n  {\"row\": %d, \"task\": \"%s\", \"context_len\": %d, \"config\": %d, \"kv_budget\": %d, "
                        "\"predict\": \"%s\", \"index\": %d, \"prompt_tokens\": %d, \"depth\": %.4f, \"answers\": ",
-                    i ? "," : "", r->row, rows[r->row].task, rows[r->row].ctx, r->cfg, c->cfg.kv_budget,
+                    i ? "," : "", r->row, w->task, w->ctx, r->cfg, c->cfg.kv_budget,
                     c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "dense", r->index, r->n_tokens, r->depth);
             cli_json_str(f, r->answers, strlen(r->answers));
             fprintf(f, ", \"output\": ");

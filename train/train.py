@@ -554,6 +554,9 @@ def main():
         sys.exit(f"--span: '{a.span}' is not A:B (shares of the schedule, e.g. 0.34:0.67)")
     if not 0 <= span_a < span_b <= 1:
         sys.exit(f"--span {a.span}: need 0 <= A < B <= 1")
+
+    def whole(frac):   # this run's share of its time -> the whole schedule's share (--span)
+        return span_a + (span_b - span_a) * frac
     try:
         snapshots = sorted(float(x) for x in a.snapshots.split(",") if x.strip())
     except ValueError:
@@ -646,8 +649,7 @@ def main():
             frac = (step - cw["step"]) / max(1, a.steps - cw["step"])
         else:
             frac = (time.time() - cw["t"]) / max(1.0, train_end - cw["t"])
-        frac = span_a + (span_b - span_a) * frac   # this run's share of the whole schedule (--span)
-        frac = frac / phase_scale if phase_scale > 0 else 1.0
+        frac = whole(frac) / phase_scale if phase_scale > 0 else 1.0
         k = 0
         for i, (start, _) in enumerate(PHASES):
             if frac >= start:
@@ -700,7 +702,7 @@ def main():
         ids, ap_, at_, lp, lt, cp, ct, arow = collate(samples, ctx, eos, device, copies)
         # warmup, then constant, then linear decay over the last --decay-share (15%)
         ds = a.decay_share
-        gfrac = span_a + (span_b - span_a) * frac   # the whole schedule's share (--span)
+        gfrac = whole(frac)
         scale = min(1.0, (step + 1) / warm) * (1.0 if gfrac < 1 - ds else max(0.05, (1 - gfrac) / ds))
         every = 5 if not cw["done"] else 10
         for (name, m), opt in zip(models, opts):
