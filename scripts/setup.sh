@@ -33,6 +33,18 @@ if ! dpkg-query -W -f='${Status}' doc-debian 2>/dev/null | grep -q "install ok i
     echo "note: doc-debian not installed; oasiskv eval uses the license texts for essay haystacks" >&2
 fi
 
+# The training recipe's haystack texts (train/make_texts.py): Python's and Perl's manuals, beside
+# the standard library's docstrings. Optional: only training a model (train/) and its data
+# test read them.
+for p in python3-doc perl-doc; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$p"; } >/dev/null 2>&1 ||
+      echo "note: $p not installed; train/make_texts.py makes its texts without it" >&2
+  fi
+done
+
 # Python references for the tests (the tokenizers package; the openai client)
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tokenizers, openai" 2>/dev/null; then
   echo "creating .venv with the test references ..." >&2

@@ -316,10 +316,11 @@ class Plan:
     --steps). A context uses only the tasks whose samples fit it (MIN_CTX); copy_frac of the rows
     (stochastically rounded) are copy rows of the batch's context."""
 
-    def __init__(self, seed, tasks, tokens_per_step, phase_fn, copy_frac=0.0):
+    def __init__(self, seed, tasks, tokens_per_step, phase_fn, copy_frac=0.0, text_frac=0.0):
         self.rng = random.Random(seed)
         self.tasks = tasks
         self.copy_frac = copy_frac
+        self.text_frac = text_frac
         self.tps = tokens_per_step
         self.counter = collections.Counter()
         self.phase_fn = phase_fn
@@ -333,24 +334,29 @@ class Plan:
         b = max(1, self.tps // ctx)
         x = self.copy_frac * b
         n_copy = int(x) + (1 if self.rng.random() < x - int(x) else 0)
-        if n_copy >= b and b > 1:
-            n_copy = b - 1
+        n_text = 0
+        if self.text_frac > 0:   # drawn only when asked for: the plans of earlier runs stay as they were
+            y = self.text_frac * b
+            n_text = int(y) + (1 if self.rng.random() < y - int(y) else 0)
+        if n_copy + n_text >= b and b > 1:
+            n_text = min(n_text, b - 1)
+            n_copy = b - 1 - n_text
         tasks = [t for t in self.tasks if MIN_CTX.get(t, 0) <= ctx]
         items = []
-        for _ in range(b - n_copy):
+        for _ in range(b - n_copy - n_text):
             t = self.rng.choices(tasks, weights=[TASK_WEIGHT[t] for t in tasks])[0]
             items.append((t, self.counter[(t, ctx)]))
             self.counter[(t, ctx)] += 1
         self.made += 1
-        return ctx, items, n_copy
+        return ctx, items, n_copy, n_text
 
     def peek(self, k, sampler):
         """Make sure the next k batches are planned and their chunks submitted."""
         while len(self.queue) < k:
-            ctx, items, n_copy = self._make()
+            ctx, items, n_copy, n_text = self._make()
             for t, i in items:
                 sampler.prefetch(t, ctx, i)
-            self.queue.append((ctx, items, n_copy))
+            self.queue.append((ctx, items, n_copy, n_text))
 
     def next(self):
         return self.queue.popleft()
@@ -376,6 +382,41 @@ def copy_rows(rng, n, length, vocab, bos):
             pos.append(r * length + np.arange(dst, dst + ln - 1))
     pos = np.unique(np.concatenate(pos))
     return ids, pos
+
+
+def text_copy_rows(rng, n, length, corpus, bos):
+    """n rows of `length` tokens: BOS, then a window of the training texts' tokens (corpus) in which
+    spans of 16-48 tokens repeat an earlier span of the row; returns ids [n, length] and the
+    positions whose next token is predictable by copying (all but a span's first), as copy_rows.
+    Unlike random tokens, real text repeats its words and short phrases everywhere, so the copy
+    can be found only by matching several tokens back: the lookup that qa (the word after a 6-word
+    phrase), chain's multi-token codes and the needles' keys in real text need."""
+    ids = np.empty((n, length), dtype=np.int64)
+    pos = []
+    spans = max(1, length // 128)
+    for r in range(n):
+        st = int(rng.integers(0, len(corpus) - length))
+        row = ids[r]
+        row[0] = bos
+        row[1:] = corpus[st:st + length - 1]
+        for _ in range(spans):
+            ln = int(rng.integers(16, 49))
+            if length < 2 * ln + 2:
+                ln = max(2, (length - 2) // 2)
+            dst = int(rng.integers(length // 4 if length // 4 > ln else ln + 1, length - ln + 1))
+            src = int(rng.integers(1, dst - ln + 1))
+            row[dst:dst + ln] = row[src:src + ln]
+            pos.append(r * length + np.arange(dst, dst + ln - 1))
+    pos = np.unique(np.concatenate(pos))
+    return ids, pos
+
+
+def join_rows(a, b):
+    """Two (ids [k, L], positions) row sets of one length -> one; either may be None."""
+    if a is None or b is None:
+        return a if b is None else b
+    k, L = a[0].shape
+    return np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1] + k * L])
 
 
 def collate(samples, ctx, eos, device, copies=None):
@@ -513,6 +554,9 @@ def main():
     ap.add_argument("--copy-tokens", type=int, default=16384, help="tokens per step of the copy warmup")
     ap.add_argument("--copy-frac", type=float, default=0.125,
                     help="after the warmup: this share of each batch's rows are copy rows of the batch's context")
+    ap.add_argument("--text-copy-frac", type=float, default=0.0,
+                    help="share of each batch's rows that are text copy rows: spans of the training texts repeated "
+                         "later in a window of them (text_copy_rows), loss on the repeats")
     ap.add_argument("--copy-weight", type=float, default=1.0, help="weight of the copy loss")
     ap.add_argument("--steps", type=int, default=0, help="stop after this many steps and phase by step share "
                     "(exactly reproducible); 0: by the time budget")
@@ -664,7 +708,17 @@ def main():
         for c in clipped:
             if not [t for t in tasks if MIN_CTX.get(t, 0) <= c]:
                 sys.exit(f"no task of {tasks} can be made at context {c} (MIN_CTX {MIN_CTX})")
-    plan = Plan(data_seed, tasks, a.tokens_per_step, phase_of, a.copy_frac)
+    plan = Plan(data_seed, tasks, a.tokens_per_step, phase_of, a.copy_frac, a.text_copy_frac)
+    corpus = None
+    if a.text_copy_frac > 0:   # the training texts as one token stream, for text copy rows
+        tdir = os.path.join(texts, "train")
+        docs = [open(os.path.join(tdir, n), encoding="ascii").read() for n in sorted(os.listdir(tdir))]
+        sep = tk.encode("\n\n", add_special_tokens=False).ids   # files joined as paragraphs; encoded in parallel
+        corpus = np.asarray([t for e in tk.encode_batch(docs, add_special_tokens=False) for t in e.ids + sep],
+                            dtype=np.int64)
+        if len(corpus) < 2 * max(max(ph) for _, ph in PHASES):
+            sys.exit(f"--text-copy-frac: the training texts ({len(corpus)} tokens) are too short for text copy rows")
+        log(f"text copy rows: {a.text_copy_frac} of the rows, from {len(corpus)} tokens of training text")
     copy_rng = np.random.default_rng(data_seed + 7)
     warm = 50 if a.resume else 150
     step, toks, seen = 0, 0, 0
@@ -674,7 +728,8 @@ def main():
     def train_record():   # what a saved model's config.json records of its training (okv_train)
         return {"steps": step + prev.get("target", {}).get("steps", 0), "samples": seen, "tokens": toks,
                 "copy_warmup_steps": cw["step"], "train_seconds": round(time.time() - t_start, 1), "seed": a.seed,
-                "data_seed": data_seed, "tasks": tasks, "span": a.span, "resumed_from": prev.get("target")}
+                "data_seed": data_seed, "tasks": tasks, "span": a.span,
+                "copy_frac": a.copy_frac, "text_copy_frac": a.text_copy_frac, "resumed_from": prev.get("target")}
     log(f"training until {train_end - T0:.0f}s of {a.budget:.0f}s (report + save reserve {reserve:.0f}s), "
         f"tasks {tasks}, {a.workers} data workers, device {device}" +
         ("" if cw["done"] else f", copy warmup until copy loss < {a.copy_threshold}"))
@@ -693,9 +748,11 @@ def main():
                  "threshold, the tasks may stay at chance)"))
         plan.peek(48, train_s)   # in the warmup: the first task batches are made meanwhile
         if cw["done"]:
-            ctx, items, n_copy = plan.next()
+            ctx, items, n_copy, n_text = plan.next()
             samples = [train_s.get(t, ctx, i) for t, i in items]
             copies = copy_rows(copy_rng, n_copy, ctx, vocab, bos) if n_copy else None
+            if n_text:
+                copies = join_rows(copies, text_copy_rows(copy_rng, n_text, ctx, corpus, bos))
         else:
             ctx, samples = COPY_LEN, []
             copies = copy_rows(copy_rng, max(1, a.copy_tokens // COPY_LEN), COPY_LEN, vocab, bos)

@@ -13,6 +13,7 @@
    contains every reference;
 4. the same seed gives identical bytes, another seed other samples;
 5. okv_tok_dump (the C tokenizer) equals `tokenizers` on a few hundred strings."""
+import glob
 import gzip
 import hashlib
 import json
@@ -80,6 +81,10 @@ def main():
     held_files = sorted(os.listdir(os.path.join(texts, "heldout")))
     check(len(train_files) > 50 and len(held_files) > 5, f"too few text files {len(train_files)}/{len(held_files)}")
     check(not set(train_files) & set(held_files), "training and report texts overlap")
+    for kind, pattern in (("python", "/usr/share/doc/python3.*/html/_sources"), ("perl", "/usr/share/perl/5.*/pod")):
+        present = bool(glob.glob(pattern))   # the manuals make_texts.py reads when installed
+        n = sum(f.startswith(f"doc_{kind}_") for f in train_files)
+        check(n > 50 if present else n == 0, f"{n} training texts from the {kind} manuals (installed: {present})")
     train_text = "".join(open(os.path.join(texts, "train", f)).read() for f in train_files)
     held_present = [p for p in HELD_OUT if os.path.isfile(p)]
     essays = [p for p in ESSAYS if os.path.isfile(p)]
@@ -101,7 +106,7 @@ def main():
         check(rc == 1 and "held-out" in err, f"--text-dir with held-out texts: rc {rc}, {err.strip()}")
     # 3. samples
     tdir = os.path.join(texts, "train")
-    mk = lambda seed: ["--task", ",".join(TASKS), "--context-len", "2048,4096", "--num-samples", "3", "--seed",
+    mk = lambda seed: ["--task", ",".join(TASKS), "--context-len", "2560,4096", "--num-samples", "3", "--seed",
                        str(seed), "--text-dir", tdir, "--dump-text"]
     args = mk(7)
     rc, out1, err = dump(binary, args)

@@ -1,0 +1,39 @@
+#!/bin/bash
+# Session 31 of 2026-12-03: training run 13 from scratch in three calls of under 10 minutes that make one
+# schedule (train.py --span), each resuming from the last call's weights (gpu_run167's plan), with two
+# changes:
+#  - the haystack texts are ~6 times larger (train/make_texts.py now adds the prose of Python's and Perl's
+#    manuals, Debian's python3-doc and perl-doc: 9.5 MB of training text against 1.5 MB of docstrings):
+#    run 12 had learned its training texts by heart (language-model loss 4.4 nats on them, 6.7 on held-out
+#    ones; run 10: 5.6 / 5.8), so that a memorised continuation could answer qa where a lookup was needed;
+#  - text copy rows (--text-copy-frac 0.125): windows of the training texts in which spans of 16-48 tokens
+#    repeat, loss on the repeats: the multi-token lookup that qa needs, densely supervised (random-token
+#    copy rows, which a 2-token match finds, go from 1/8 of the rows to 1/16).
+# The texts travel made (this machine's Python 3.11 and Debian 12's manuals; the GPU machine has neither
+# package): tar -C /tmp/tx -cJf build-texts/okv_texts.tar.xz train heldout, after
+# python3 train/make_texts.py /tmp/tx; carry build-texts and build-gc.
+#   bash bench/gpu_run168.sh 1             ($OUT/r/{target,draft.tar})
+#   bash bench/gpu_run168.sh 2 train/r13a  (the first call's weights unpacked at train/r13a: target/ + draft/)
+#   bash bench/gpu_run168.sh 3 train/r13b  (the last: the rate's decay ends, the 32K report)
+# Between calls: mkdir -p train/r13a && cp -r FILES_AT/r/target train/r13a/ && tar -C train/r13a -xf
+# FILES_AT/r/draft.tar (untracked, ~16.6 MB; train/checkpoints/run10 moved out of the tree meanwhile,
+# to stay under the 64 MiB carry limit).
+set -u
+CHUNK=${1:?chunk 1, 2 or 3}
+RESUME=${2:-}
+BUDGET=${BUDGET:-500}
+. bench/gpu_env.sh build-gc
+export PYTHONUNBUFFERED=1
+TX=/tmp/okv_texts13
+mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
+TW="niah_single_text=1,niah_single_filler=0.25,niah_multikey=1,niah_multivalue=2,niah_multiquery=1.5,vt=0.75,qa=2.5,chain=2.5"
+case $CHUNK in
+  1) SPAN=0:0.34; REP="--report-ctx 8192 --report-samples 4" ;;
+  2) SPAN=0.34:0.67; REP="--report-ctx 32768 --report-samples 4" ;;
+  3) SPAN=0.67:1; REP="--report-ctx 32768 --report-samples 12" ;;
+  *) echo "chunk: 1, 2 or 3"; exit 2 ;;
+esac
+[ "$CHUNK" = 1 ] || [ -f "$RESUME/target/model.safetensors" ] || { echo "chunk $CHUNK: no weights at '$RESUME'"; exit 2; }
+OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --span $SPAN --phase-scale 1 --decay-share 0.5 --task-weights $TW $REP" \
+    bash train/run_gpu.sh /tmp/tr $((BUDGET - SECONDS)) 0 $RESUME 2>&1 | tee $OUT/train.log | grep -v "^\[.*\] step "
+mkdir -p $OUT/r/target && cp /tmp/tr/target/* $OUT/r/target/ && tar -C /tmp/tr -cf $OUT/r/draft.tar draft && ls -la $OUT/r/target $OUT/r/draft.tar
