@@ -15,6 +15,11 @@
 #   bash bench/gpu_run168.sh 1             ($OUT/r/{target,draft.tar})
 #   bash bench/gpu_run168.sh 2 train/r13a  (the first call's weights unpacked at train/r13a: target/ + draft/)
 #   bash bench/gpu_run168.sh 3 train/r13b  (the last: the rate's decay ends, the 32K report)
+# Session 31's first call (chunk 1) lost its weights: a qa chunk at 1K that the generator could not make
+# (one sample without a usable phrase in the new texts) was remade one sample at a time for 190 s, and the
+# call ran out before copying the weights; train.py now splits such a chunk in halves. With the device time
+# left, the same schedule ran in two calls instead (BUDGET=460 bash bench/gpu_run168.sh h1, then h2 with
+# train/r13a).
 # Between calls: mkdir -p train/r13a && cp -r FILES_AT/r/target train/r13a/ && tar -C train/r13a -xf
 # FILES_AT/r/draft.tar (untracked, ~16.6 MB; train/checkpoints/run10 moved out of the tree meanwhile,
 # to stay under the 64 MiB carry limit).
@@ -31,9 +36,11 @@ case $CHUNK in
   1) SPAN=0:0.34; REP="--report-ctx 8192 --report-samples 4" ;;
   2) SPAN=0.34:0.67; REP="--report-ctx 32768 --report-samples 4" ;;
   3) SPAN=0.67:1; REP="--report-ctx 32768 --report-samples 12" ;;
-  *) echo "chunk: 1, 2 or 3"; exit 2 ;;
+  h1) SPAN=0:0.5; REP="--report-ctx 8192 --report-samples 4" ;;      # the same schedule in two calls
+  h2) SPAN=0.5:1; REP="--report-ctx 32768 --report-samples 12" ;;
+  *) echo "chunk: 1, 2, 3 (or h1, h2)"; exit 2 ;;
 esac
-[ "$CHUNK" = 1 ] || [ -f "$RESUME/target/model.safetensors" ] || { echo "chunk $CHUNK: no weights at '$RESUME'"; exit 2; }
+[ "$CHUNK" = 1 ] || [ "$CHUNK" = h1 ] || [ -f "$RESUME/target/model.safetensors" ] || { echo "chunk $CHUNK: no weights at '$RESUME'"; exit 2; }
 OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --span $SPAN --phase-scale 1 --decay-share 0.5 --task-weights $TW $REP" \
     bash train/run_gpu.sh /tmp/tr $((BUDGET - SECONDS)) 0 $RESUME 2>&1 | tee $OUT/train.log | grep -v "^\[.*\] step "
 mkdir -p $OUT/r/target && cp /tmp/tr/target/* $OUT/r/target/ && tar -C /tmp/tr -cf $OUT/r/draft.tar draft && ls -la $OUT/r/target $OUT/r/draft.tar

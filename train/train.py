@@ -252,32 +252,39 @@ class Sampler:
             cmd += ["--text-dir", self.text]
         return cmd
 
-    def _exec(self, task, ctx, first, n):
+    def _exec(self, task, ctx, first, n, tries=2):
         r = None
-        for attempt in range(2):   # retries: a transient failure should not end a paid GPU run
+        for attempt in range(tries):   # retries: a transient failure should not end a paid GPU run
             r = subprocess.run(self._cmd(task, ctx, first, n), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                check=False)
             if r.returncode == 0:
                 return r.stdout.splitlines(), None
-            time.sleep(0.5)
+            if attempt + 1 < tries:
+                time.sleep(0.5)
         return None, r.stderr.decode(errors="replace").strip()
 
+    def _lines(self, task, ctx, first, n, depth=0):
+        """The dump's lines for samples first..first+n-1. A chunk that fails (one sample the
+        generator cannot make, e.g. qa finding no unique phrase in a short haystack) is split in
+        halves until the bad sample stands alone (~2 log2(n) runs, where one run a sample cost
+        session 31 three minutes of a paid GPU call), and that sample is replaced by a
+        deterministic other index; one bad sample must not lose the chunk or the run."""
+        lines, err = self._exec(task, ctx, first, n, 2 if depth == 0 else 1)
+        if lines is not None:
+            return lines
+        if n > 1:
+            if depth == 0:
+                log(f"warning: {task} ctx {ctx} samples {first}..{first + n - 1}: {err}; splitting the chunk")
+            h = n // 2
+            return self._lines(task, ctx, first, h, depth + 1) + self._lines(task, ctx, first + h, n - h, depth + 1)
+        for k in range(1, 4):
+            one, e1 = self._exec(task, ctx, first + k * 1000003, 1, 1)
+            if one is not None:
+                return one
+        raise RuntimeError(f"{' '.join(self._cmd(task, ctx, first, 1))}: {e1}")
+
     def _run(self, task, ctx, first, n):
-        lines, err = self._exec(task, ctx, first, n)
-        if lines is None:
-            # one bad sample (e.g. a reference the scorer would not accept) must not lose the
-            # chunk or the run: make the chunk one sample at a time, replacing a bad index by
-            # a deterministic other one
-            log(f"warning: {task} ctx {ctx} samples {first}..{first + n - 1}: {err}; making them one by one")
-            lines = []
-            for i in range(first, first + n):
-                for k in range(4):
-                    one, e1 = self._exec(task, ctx, i + k * 1000003, 1)
-                    if one is not None:
-                        lines += one
-                        break
-                else:
-                    raise RuntimeError(f"{' '.join(self._cmd(task, ctx, i, 1))}: {e1}")
+        lines = self._lines(task, ctx, first, n)
         out = []
         for line in lines:
             d = json.loads(line)
