@@ -4,8 +4,8 @@
 # changes:
 #  - the haystack texts are ~6 times larger (train/make_texts.py now adds the prose of Python's and Perl's
 #    manuals, Debian's python3-doc and perl-doc: 9.5 MB of training text against 1.5 MB of docstrings):
-#    run 12 had learned its training texts by heart (language-model loss 4.4 nats on them, 6.7 on held-out
-#    ones; run 10: 5.6 / 5.8), so that a memorised continuation could answer qa where a lookup was needed;
+#    run 12 had learned its training texts by heart (language-model loss 4.4 nats on them, 7.0 on held-out
+#    ones; run 10: 5.6 / 6.2; train/lm_loss.py), so that a memorised continuation could answer qa where a lookup was needed;
 #  - text copy rows (--text-copy-frac 0.125): windows of the training texts in which spans of 16-48 tokens
 #    repeat, loss on the repeats: the multi-token lookup that qa needs, densely supervised (random-token
 #    copy rows, which a 2-token match finds, go from 1/8 of the rows to 1/16).

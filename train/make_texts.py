@@ -7,11 +7,14 @@ since session 31, the prose of two Debian documentation packages when installed:
 Python's manuals (python3.11-doc: the reStructuredText sources under
 /usr/share/doc/python3.X/html/_sources) and Perl's (perl-doc: the POD files under
 /usr/share/perl/5.X/pod), markup stripped and code left out. Those make the text
-~10 times larger: 1.5 MB of docstrings is small enough for the 7.3M target to
-learn by heart (run 12's language-model loss: 4.4 nats on its training texts, 6.7
+~6 times larger: 1.5 MB of docstrings is small enough for the 7.3M target to
+learn by heart (run 12's language-model loss: 4.4 nats on its training texts, 7.0
 on held-out ones), and then a memorised continuation, not a lookup, answers qa.
 
-    python3 train/make_texts.py OUT_DIR [--docs auto|none|require]
+    python3 train/make_texts.py OUT_DIR [--docs=auto|none|require]
+
+(--docs=none: the docstrings and topics alone, the texts of runs 1-12; require: fail
+without both packages, as train.py asks)
 
 writes OUT_DIR/train/*.txt (training haystacks) and OUT_DIR/heldout/*.txt (a
 disjoint 1-in-5 share of the modules and topics, used only for the accuracy
@@ -131,7 +134,7 @@ def rst_prose(text):
         if re.fullmatch(r"([=\-~^*#+\"'`:.])\1{2,}", st) or re.fullmatch(r"[= ]+", st) or st[0] in "+|":
             flush()   # heading underlines, table borders and rows
             continue
-        if st.startswith(".. "):
+        if st == ".." or st.startswith(".. "):
             flush()
             m = re.match(r"\.\. ([\w:-]+)::", st)
             name = m.group(1).split(":")[-1] if m else ""
@@ -248,11 +251,11 @@ def write_docs(out, sizes):
 
 def main():
     args = [x for x in sys.argv[1:] if not x.startswith("--docs")]
-    docs = "auto"
+    mode = "auto"
     for x in sys.argv[1:]:
         if x.startswith("--docs"):
-            docs = x.partition("=")[2]
-    if len(args) != 1 or docs not in ("auto", "none", "require"):
+            mode = x.partition("=")[2]
+    if len(args) != 1 or mode not in ("auto", "none", "require"):
         sys.exit("usage: make_texts.py OUT_DIR [--docs=auto|none|require]")
     out = args[0]
     for sub in ("train", "heldout"):
@@ -284,7 +287,7 @@ def main():
         from pydoc_data.topics import topics
     except ImportError:
         topics = {}
-    if docs != "none" and any(k == "python" for k, _ in doc_sources()):
+    if mode != "none" and any(k == "python" for k, _ in doc_sources()):
         topics = {}   # the manuals hold the same text (the topics are cut from them), held out by file
     for key in sorted(topics):
         text = to_ascii(topics[key])
@@ -296,14 +299,14 @@ def main():
             f.write(text)
         sizes[sub] += len(text)
     n_docs = 0
-    if docs != "none":
-        if docs == "require" and len(doc_sources()) < 2:
+    if mode != "none":
+        if mode == "require" and len(doc_sources()) < 2:
             sys.exit("make_texts: --docs=require: python3.11-doc and perl-doc are not both installed "
                      "(apt-get install python3.11-doc perl-doc)")
         n_docs = write_docs(out, sizes)
     print(f"make_texts: {sizes['train']} bytes of training text, {sizes['heldout']} held out, "
           f"Python {sys.version.split()[0]} ({stdlib}), {n_docs} documentation files "
-          f"({', '.join(r for _, r in doc_sources()) if docs != 'none' else 'not used'})", flush=True)
+          f"({', '.join(r for _, r in doc_sources()) if mode != 'none' else 'not used'})", flush=True)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,11 @@ def main():
         subprocess.run([sys.executable, os.path.join(SRC, "train", "make_texts.py"), os.path.join(tmp, d)],
                        check=True, capture_output=True)
     check(digest(os.path.join(tmp, "a")) == digest(os.path.join(tmp, "b")), "make_texts.py is not deterministic")
+    # --docs=none: the docstrings alone (runs 1-12's texts), no manual
+    subprocess.run([sys.executable, os.path.join(SRC, "train", "make_texts.py"), os.path.join(tmp, "c"), "--docs=none"],
+                   check=True, capture_output=True)
+    check(not [f for f in os.listdir(os.path.join(tmp, "c", "train")) if f.startswith("doc_")] and
+          any(f.startswith("py_") for f in os.listdir(os.path.join(tmp, "c", "train"))), "--docs=none wrote manuals")
     texts = os.path.join(tmp, "a")
     train_files = sorted(os.listdir(os.path.join(texts, "train")))
     held_files = sorted(os.listdir(os.path.join(texts, "heldout")))
@@ -85,6 +90,17 @@ def main():
         present = bool(glob.glob(pattern))   # the manuals make_texts.py reads when installed
         n = sum(f.startswith(f"doc_{kind}_") for f in train_files)
         check(n > 50 if present else n == 0, f"{n} training texts from the {kind} manuals (installed: {present})")
+    # the manuals' markup is stripped: no reST roles or directives; POD codes left only
+    # where their content holds '<' (C<$a <=> $b>), a few in a thousand paragraphs
+    read = lambda prefix: [x for f in train_files if f.startswith(prefix)
+                           for x in open(os.path.join(texts, "train", f)).read().split("\n\n")]
+    paras = read("doc_")
+    if paras:
+        rst = [x for x in read("doc_python_") if re.search(r":[a-z]+:`|^\.\. ", x, re.M)]
+        pod = [x for x in paras if re.search(r"\b[BCEFILSXZ]<[^ <]", x)]
+        check(not rst and len(pod) < 0.005 * len(paras),
+              f"markup left in the manuals' text: {len(rst)} reST, {len(pod)} POD of {len(paras)} paragraphs, "
+              f"e.g. {(rst + pod)[:1]}")
     train_text = "".join(open(os.path.join(texts, "train", f)).read() for f in train_files)
     held_present = [p for p in HELD_OUT if os.path.isfile(p)]
     essays = [p for p in ESSAYS if os.path.isfile(p)]
