@@ -70,6 +70,7 @@ TARGET_CFG = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=8, n
 DRAFT_CFG = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2,
                  num_key_value_heads=1, head_dim=64)
 ROPE_THETA = 1000000.0
+SDPA_GQA = False   # --sdpa-gqa: grouped-query attention inside SDPA instead of repeated KV heads (same arithmetic)
 MAX_POS = 32768
 
 
@@ -124,10 +125,13 @@ class Attention(nn.Module):
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         rep = self.nh // self.nkv
-        if rep > 1:
-            k = k.repeat_interleave(rep, dim=1)
-            v = v.repeat_interleave(rep, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if rep > 1 and SDPA_GQA:   # the kernel reads each KV head for its query heads (no copies)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            if rep > 1:
+                k = k.repeat_interleave(rep, dim=1)
+                v = v.repeat_interleave(rep, dim=1)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.o_proj(o.transpose(1, 2).reshape(b, n, self.nh * self.hd))
 
 
@@ -592,10 +596,16 @@ def main():
     ap.add_argument("--target-layers", type=int, default=TARGET_CFG["num_hidden_layers"])
     ap.add_argument("--target-hidden", type=int, default=TARGET_CFG["hidden_size"])
     ap.add_argument("--no-draft", action="store_true")
+    ap.add_argument("--sdpa-gqa", action="store_true", help="SDPA's enable_gqa instead of repeat_interleave'd KV heads "
+                    "(speed; bench/gpu_train_speed.sh)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the models' forward (speed; "
+                    "bench/gpu_train_speed.sh)")
     ap.add_argument("--max-ctx", type=int, default=MAX_POS, help="clip the curriculum's contexts (small test runs)")
     ap.add_argument("--eval-texts", default="auto", help="also report on the evaluation's own (held-out) texts "
                     "when present: auto | off")
     a = ap.parse_args()
+    global SDPA_GQA
+    SDPA_GQA = a.sdpa_gqa
     if not 0 < a.decay_share <= 1:
         sys.exit(f"--decay-share {a.decay_share}: must be in (0, 1]")
     if a.curriculum:
@@ -672,6 +682,8 @@ def main():
     opts = []
     for name, m in models:
         m.to(device)
+        if a.compile:   # dynamic: the padded length changes from batch to batch
+            m.hidden = torch.compile(m.hidden, dynamic=True)
         n_par = sum(p.numel() for p in m.parameters())
         log(f"{name}: {n_par / 1e6:.2f}M parameters, {json.dumps({k: v for k, v in m.cfg.items()})}")
         decay = [p for p in m.parameters() if p.dim() >= 2]
@@ -747,7 +759,25 @@ def main():
     log(f"training until {train_end - T0:.0f}s of {a.budget:.0f}s (report + save reserve {reserve:.0f}s), "
         f"tasks {tasks}, {a.workers} data workers, device {device}" +
         ("" if cw["done"] else f", copy warmup until copy loss < {a.copy_threshold}"))
+    # OKV_PROFILE_STEPS=A:B: torch.profiler over steps A..B-1, its tables printed (where a step's time goes)
+    prof_span = [int(x) for x in os.environ.get("OKV_PROFILE_STEPS", "").split(":") if x.strip()] or None
+    prof = None
     while True:
+        if prof_span and step == prof_span[0] and prof is None:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU] +
+                                          ([torch.profiler.ProfilerActivity.CUDA] if amp else []))
+            prof.__enter__()
+            prof_t = time.time()
+        if prof is not None and step == prof_span[1]:
+            if amp:
+                torch.cuda.synchronize()
+            dt = time.time() - prof_t
+            prof.__exit__(None, None, None)
+            n = prof_span[1] - prof_span[0]
+            log(f"profile: steps {prof_span[0]}..{prof_span[1] - 1}, {dt / n * 1000:.1f} ms a step (wall, profiled)")
+            for key in (["cuda_time_total"] if amp else []) + ["self_cpu_time_total"]:
+                print(prof.key_averages().table(sort_by=key, row_limit=25), flush=True)
+            prof, prof_span = None, None
         now = time.time()
         if a.steps and step >= a.steps:
             break
@@ -800,6 +830,10 @@ def main():
                         d[name] = v if name not in d else 0.8 * d[name] + 0.2 * v
         step += 1
         toks += ids.numel()
+        if a.steps and step == a.steps // 2:   # --steps: the second half's rate, past warmups and compiles
+            if amp:
+                torch.cuda.synchronize()
+            half = (time.time(), step, toks)
         seen += len(samples)
         if time.time() - last_log > 15 or step <= 2:
             dt = time.time() - t_start
@@ -826,6 +860,12 @@ def main():
             open(os.path.join(d, "done"), "w").close()
             log(f"snapshot {d} at step {step}")
 
+    if a.steps and step > a.steps // 2 and a.steps >= 2:
+        if amp:
+            torch.cuda.synchronize()
+        dt = time.time() - half[0]
+        log(f"steady: steps {half[1]}..{step}: {dt / (step - half[1]) * 1000:.1f} ms a step, "
+            f"{(toks - half[2]) / dt / 1e3:.0f}K tokens/s")
     extra = train_record()
     for name, m in models:
         save_model(m, os.path.join(a.out, name), tok_dir, bos, eos, extra)
