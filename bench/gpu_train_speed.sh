@@ -9,7 +9,11 @@
 #   gqa        --sdpa-gqa (SDPA reads the KV heads for their query groups; no repeat_interleave copies)
 #   compile    --compile (torch.compile of each model's forward, dynamic shapes)
 # and the torch profiler's tables over steps 30-34 of `base` (OKV_PROFILE_STEPS). Each line "steady:"
-# gives ms a step and tokens/s over the second half of the steps. ~5 minutes.
+# gives ms a step and tokens/s over the second half of the steps. ~5 minutes. If the GPU side gets faster,
+# the sample makers may bind next: a dump call of the manuals' texts costs ~0.55 s to start (reading 9.5 MB
+# and sorting its words; perf: strcmp, malloc and free of every word) before ~1.5 ms a 512-token sample, so
+# at 512 a chunk of 256 takes ~0.7 s of one of the 14 workers (Sampler.ch: larger chunks, or a word set
+# built without a malloc a word, if the profile shows steps waiting on samples).
 #   bash bench/gpu_train_speed.sh     (carry build-gc and build-texts, as bench/gpu_run168.sh)
 set -u
 . bench/gpu_env.sh build-gc
