@@ -18,15 +18,17 @@
 # Session 31's first call (chunk 1) lost its weights: a qa chunk at 1K that the generator could not make
 # (one sample without a usable phrase in the new texts) was remade one sample at a time for 190 s, and the
 # call ran out before copying the weights; train.py now splits such a chunk in halves. With the device time
-# left, the same schedule ran in two calls instead (BUDGET=460 bash bench/gpu_run168.sh h1, then h2 with
-# train/r13a).
+# left, the same schedule ran in two calls instead (BUDGET=410 bash bench/gpu_run168.sh h1, then
+# BUDGET=430 ... h2 train/r13a; the last call's engine eval below came after, so h2 ran without it).
 # Between calls: mkdir -p train/r13a && cp -r FILES_AT/r/target train/r13a/ && tar -C train/r13a -xf
-# FILES_AT/r/draft.tar (untracked, ~16.6 MB; train/checkpoints/run10 moved out of the tree meanwhile,
-# to stay under the 64 MiB carry limit).
+# FILES_AT/r/draft.tar (untracked, ~16.6 MB). The tracked tree holds three checkpoints since session 31:
+# park them first (bash bench/park_checkpoints.sh keep NONE_OR_ONE, then back), to stay under the 64 MiB
+# that a call carries with build-gc and build-texts.
 set -u
 CHUNK=${1:?chunk 1, 2 or 3}
 RESUME=${2:-}
-BUDGET=${BUDGET:-500}
+case ${1:-} in 3|h2) DEF=440 ;; *) DEF=500 ;; esac   # the last call keeps ~80 s for the engine's 32K eval
+BUDGET=${BUDGET:-$DEF}
 . bench/gpu_env.sh build-gc
 export PYTHONUNBUFFERED=1
 TX=/tmp/okv_texts13
@@ -44,3 +46,10 @@ esac
 OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --span $SPAN --phase-scale 1 --decay-share 0.5 --task-weights $TW $REP" \
     bash train/run_gpu.sh /tmp/tr $((BUDGET - SECONDS)) 0 $RESUME 2>&1 | tee $OUT/train.log | grep -v "^\[.*\] step "
 mkdir -p $OUT/r/target && cp /tmp/tr/target/* $OUT/r/target/ && tar -C /tmp/tr -cf $OUT/r/draft.tar draft && ls -la $OUT/r/target $OUT/r/draft.tar
+# the last call: the engine's dense accuracy at 32K on the evaluation's texts, N = 40 a family (as
+# bench/gpu_run165.sh's group A dense cells; ~0.25 s a sample on the H200, ~75 s), in the same call
+if [ "$CHUNK" = 3 ] || [ "$CHUNK" = h2 ]; then
+  timeout 150 $B/oasiskv eval --sweep --model /tmp/tr/target --context-len 32768 --num-samples ${EVAL_N:-40} --seed 0 \
+    --device cuda --task niah_single_text,niah_multikey,niah_multivalue,niah_multiquery,vt,qa,chain --kv-budget dense \
+    --json $OUT/dense32k.json 2>&1 | grep -v "^\[eval\].*sample" | tail -12
+fi
