@@ -374,6 +374,23 @@ class Plan:
         return self.queue.popleft()
 
 
+def repeat_spans(rng, row, r, spans, lo, hi):
+    """Overwrite `spans` spans of lo..hi-1 tokens of row r with earlier spans of it (at uniformly
+    random distances, in its last three quarters); -> the flat positions (in rows of len(row))
+    whose next token is a copy (all but a span's first)."""
+    length = len(row)
+    pos = []
+    for _ in range(spans):
+        ln = int(rng.integers(lo, hi))
+        if length < 2 * ln + 2:
+            ln = max(2, (length - 2) // 2)
+        dst = int(rng.integers(length // 4 if length // 4 > ln else ln + 1, length - ln + 1))
+        src = int(rng.integers(1, dst - ln + 1))
+        row[dst:dst + ln] = row[src:src + ln]
+        pos.append(r * length + np.arange(dst, dst + ln - 1))
+    return pos
+
+
 def copy_rows(rng, n, length, vocab, bos):
     """n rows of `length` tokens: BOS, then random tokens in which spans of 8-32 tokens repeat an
     earlier span (at a uniformly random distance); returns ids [n, length] and the positions
@@ -384,14 +401,7 @@ def copy_rows(rng, n, length, vocab, bos):
     spans = max(1, length // 64)
     for r in range(n):
         row = ids[r]
-        for _ in range(spans):
-            ln = int(rng.integers(8, 33))
-            if length < 2 * ln + 2:
-                ln = max(2, (length - 2) // 2)
-            dst = int(rng.integers(length // 4 if length // 4 > ln else ln + 1, length - ln + 1))
-            src = int(rng.integers(1, dst - ln + 1))
-            row[dst:dst + ln] = row[src:src + ln]
-            pos.append(r * length + np.arange(dst, dst + ln - 1))
+        pos += repeat_spans(rng, row, r, spans, 8, 33)
     pos = np.unique(np.concatenate(pos))
     return ids, pos
 
@@ -411,14 +421,7 @@ def text_copy_rows(rng, n, length, corpus, bos):
         row = ids[r]
         row[0] = bos
         row[1:] = corpus[st:st + length - 1]
-        for _ in range(spans):
-            ln = int(rng.integers(16, 49))
-            if length < 2 * ln + 2:
-                ln = max(2, (length - 2) // 2)
-            dst = int(rng.integers(length // 4 if length // 4 > ln else ln + 1, length - ln + 1))
-            src = int(rng.integers(1, dst - ln + 1))
-            row[dst:dst + ln] = row[src:src + ln]
-            pos.append(r * length + np.arange(dst, dst + ln - 1))
+        pos += repeat_spans(rng, row, r, spans, 16, 49)
     pos = np.unique(np.concatenate(pos))
     return ids, pos
 
