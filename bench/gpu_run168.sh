@@ -24,6 +24,10 @@
 # FILES_AT/r/draft.tar (untracked, ~16.6 MB). The tracked tree holds three checkpoints since session 31:
 # park them first (bash bench/park_checkpoints.sh keep NONE_OR_ONE, then back), to stay under the 64 MiB
 # that a call carries with build-gc and build-texts.
+# Session 32 of 2026-12-03 ran the three calls as written here (run 14, train/checkpoints/run14):
+#   BUDGET=490 bash bench/gpu_run168.sh 1; BUDGET=480 ... 2 train/r13a; BUDGET=440 ... 3 train/r13b
+# 450 + 441 + 393 = 1,283 s of training, 788M tokens, the third call weighing multi-value 4 (TW= overrides
+# the weights); ~1,540 s of device time with the machine's start and the last call's 32K eval.
 set -u
 CHUNK=${1:?chunk 1, 2 or 3}
 RESUME=${2:-}
@@ -33,7 +37,8 @@ BUDGET=${BUDGET:-$DEF}
 export PYTHONUNBUFFERED=1
 TX=/tmp/okv_texts13
 mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
-TW="niah_single_text=1,niah_single_filler=0.25,niah_multikey=1,niah_multivalue=2,niah_multiquery=1.5,vt=0.75,qa=2.5,chain=2.5"
+MV=2; [ "$CHUNK" = 3 ] && MV=4   # run 14: multi-value weighed 4 in the last third (exact 0.02-0.06 at 32K when call 2 ended)
+TW=${TW:-"niah_single_text=1,niah_single_filler=0.25,niah_multikey=1,niah_multivalue=$MV,niah_multiquery=1.5,vt=0.75,qa=2.5,chain=2.5"}
 case $CHUNK in
   1) SPAN=0:0.34; REP="--report-ctx 8192 --report-samples 4" ;;
   2) SPAN=0.34:0.67; REP="--report-ctx 32768 --report-samples 4" ;;

@@ -1,8 +1,8 @@
 #!/bin/bash
-# The tracked tree holds three trained checkpoints (~17 MB each; train/checkpoints/run10, run12, run13),
+# The tracked tree holds three trained checkpoints (~17 MB each; train/checkpoints/run10, run12, run14),
 # more than a GPU call carries beside a packed build and the packed texts (64 MiB in all). Park the
 # checkpoints a call does not read outside the working tree, and bring them back afterwards:
-#   bash bench/park_checkpoints.sh keep run13     (every other train/checkpoints/* to /tmp/okv_parked)
+#   bash bench/park_checkpoints.sh keep run14     (every other train/checkpoints/* to /tmp/okv_parked)
 #   bash bench/park_checkpoints.sh back           (all of them back; git status is clean again)
 set -eu
 cd "$(dirname "$0")/.."

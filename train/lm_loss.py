@@ -9,7 +9,7 @@ with train/tokenizer, WINDOWS windows of LEN tokens at random offsets (after BOS
 cross-entropy of positions LEN/4 .. LEN-1 (the model has some context there). Needs torch, numpy,
 safetensors, tokenizers. E.g. (session 31's figures):
 
-    python3 train/lm_loss.py train/checkpoints/run13/target train=/tmp/okv_train_texts2/train \\
+    python3 train/lm_loss.py train/checkpoints/run14/target train=/tmp/okv_train_texts2/train \\
         heldout=/tmp/okv_train_texts2/heldout licenses=/usr/share/common-licenses
 """
 import argparse
