@@ -113,6 +113,20 @@ int main(void)
         CHECK(out[0] == 7 && out[1] == 8 && out[2] == 1 && out[3] == 2, "sticky with K = 2k: %d %d %d %d", out[0], out[1],
               out[2], out[3]);
     }
+    {   /* lookahead's rank merge: rows' firsts in turn, then seconds, duplicates skipped */
+        const int32_t lists[3 * 4] = {5, 9, 2, 7,    /* row 0 (the real token), best first */
+                                      9, 5, 1, 3,    /* row 1 */
+                                      4, 9, 8, 6};   /* row 2 */
+        int32_t out[4];
+        int m = okv_sel_merge_rank(lists, 3, 4, 4, out);
+        CHECK(m == 4 && out[0] == 5 && out[1] == 9 && out[2] == 4 && out[3] == 2, "rank merge: %d: %d %d %d %d", m, out[0],
+              out[1], out[2], out[3]);
+        m = okv_sel_merge_rank(lists, 1, 4, 4, out);   /* one row: its own list */
+        CHECK(m == 4 && out[0] == 5 && out[1] == 9 && out[2] == 2 && out[3] == 7, "rank merge of one row");
+        const int32_t same[2 * 2] = {3, 4, 4, 3};   /* two rows of the same blocks: k of them */
+        m = okv_sel_merge_rank(same, 2, 2, 2, out);
+        CHECK(m == 2 && out[0] == 3 && out[1] == 4, "rank merge of equal rows: %d", m);
+    }
     printf("test_resid: %d checks, %d failed\n", tu_checks, tu_failures);
     return tu_failures ? 1 : 0;
 }

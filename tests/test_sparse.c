@@ -601,6 +601,43 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             CHECK(fetched[0] < fetched_plain, "arch %d: sticky selection fetched %lld units, %lld without", arch,
                   (long long)fetched[0], (long long)fetched_plain);
     }
+    {   /* lookahead's rank merge (OKV_LOOKAHEAD_MERGE=rank, an experiment; ACCURACY.md): each drafted
+         * row ranks the candidates alone and the rows' best are taken in turn; it implies host
+         * residency. With a budget that holds every block it gives the half merge's logits; with a
+         * tight one it runs, fetches and selects differently from the half merge */
+        static float lr[4][GEN * V];
+        int64_t fetched[4] = {0};
+        bool placed[4] = {false};
+        for (int v = 0; v < 4; v++) {
+            if (v & 1)
+                setenv("OKV_LOOKAHEAD_MERGE", "rank", 1);
+            struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32,
+                                           .kv_budget = v < 2 ? 512 : 40, .predict = OKV_PREDICT_LOOKAHEAD};
+            okv_engine *re = NULL;
+            CHECK(okv_engine_create(&sm.m, be, &ep, &re) == OKV_OK, "rank merge engine: %s", okv_last_error());
+            unsetenv("OKV_LOOKAHEAD_MERGE");
+            if (!re)
+                continue;
+            struct okv_rng dr;
+            okv_rng_seed(&dr, 77);
+            run_drafts(re, 32, lr[v], &dr);
+            struct okv_engine_stats rs;
+            okv_engine_stats_get(re, &rs);
+            fetched[v] = rs.units_fetched;
+            placed[v] = rs.device_residency;
+            okv_engine_free(re);
+        }
+        float worst = 0;
+        for (int i = 0; i < GEN * V; i++)
+            worst = fmaxf(worst, fabsf(lr[0][i] - lr[1][i]));
+        CHECK(worst < 1e-4f, "arch %d: rank merge with every block selected differs from the half merge by %g", arch, worst);
+        CHECK(placed[0] && placed[2] && !placed[1] && !placed[3], "arch %d: the rank merge did not take host residency",
+              arch);
+        CHECK(fetched[3] > 0 && memcmp(lr[2], lr[3], sizeof lr[2]), "arch %d: the tight rank merge fetched %lld units, "
+              "logits %s the half merge's", arch, (long long)fetched[3], memcmp(lr[2], lr[3], sizeof lr[2]) ? "unlike" : "equal to");
+        printf("  arch %d: rank merge: every block = the half merge (max diff %g); budget 40: %lld units fetched (half: %lld)\n",
+               arch, worst, (long long)fetched[3], (long long)fetched[2]);
+    }
     {   /* a share beyond 0.5 is refused */
         struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40, .sticky = 0.7f};
         okv_engine *bad = NULL;

@@ -589,11 +589,68 @@ out:
  * over rows lets them crowd out the blocks the real token needs. So half of the
  * selection goes to the real token's own best blocks, and the rest to the best by
  * the max over the real and drafted queries. */
+/* Rank merge (experiment): each row's own top k, then taken by rank in turn (the real
+ * token's first, then each drafted row's first, then the seconds, ...), duplicates skipped. */
+static enum okv_status merge_by_rank(okv_engine *e, int layer, struct sel_item *items, int n)
+{
+    const int nkv = e->cfg.n_kv_heads;
+    int n_sub = 0;
+    for (int i = 0; i < n; i++)
+        n_sub += items[i].n_rows;
+    struct sel_item *sub = okv_malloc(sizeof *sub * (size_t)(n_sub + 1), OKV_TAG_ENGINE);
+    int32_t *rowsel = NULL;
+    enum okv_status st = OKV_OK;
+    if (!sub)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    int at = 0;
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < items[i].n_rows; r++) {
+            sub[at] = items[i];
+            sub[at].rows_at = items[i].rows_at + r;
+            sub[at].n_rows = 1;
+            at++;
+        }
+    if ((st = select_many(e, layer, sub, n_sub)) != OKV_OK)
+        goto out;
+    int total = 0;
+    for (int s = 0; s < n_sub; s++)
+        total += nkv * sub[s].k;
+    if (!(rowsel = okv_malloc(sizeof(int32_t) * (size_t)(total + 1), OKV_TAG_ENGINE))) {
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+        goto out;
+    }
+    /* each item's selection goes where its first row's was (install_many reads it there) */
+    for (int i = 0, s0 = 0; i < n; s0 += items[i].n_rows, i++) {
+        items[i].out_at = sub[s0].out_at;
+        items[i].k = sub[s0].k;
+    }
+    at = 0;
+    for (int s = 0; s < n_sub; s++) {
+        memcpy(rowsel + at, e->sel_logical + sub[s].out_at, sizeof(int32_t) * (size_t)(nkv * sub[s].k));
+        sub[s].out_at = at;
+        at += nkv * sub[s].k;
+    }
+    for (int i = 0, s0 = 0; i < n; s0 += items[i].n_rows, i++) {
+        const int k = items[i].k;   /* each row's k too (the same item's request) */
+        for (int h = 0; h < nkv; h++) {
+            int32_t merged[1024];
+            const int m = okv_sel_merge_rank(rowsel + sub[s0].out_at + h * k, items[i].n_rows, nkv * k, k, merged);
+            memcpy(e->sel_logical + items[i].out_at + h * k, merged, sizeof(int32_t) * (size_t)m);
+        }
+    }
+out:
+    okv_free(sub);
+    okv_free(rowsel);
+    return st;
+}
+
 static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n)
 {
     const int nkv = e->cfg.n_kv_heads;
     if (e->sel_k[layer] > 1024)   /* a dense layer selects every block: nothing to share out */
         return select_many(e, layer, items, n);
+    if (e->merge_rank)
+        return merge_by_rank(e, layer, items, n);
     struct sel_item *own = okv_malloc(sizeof *own * (size_t)n, OKV_TAG_ENGINE);
     int total = 0;
     for (int i = 0; i < n; i++)

@@ -2,6 +2,7 @@
 #include "kv/select_rules.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 
 int okv_sel_merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t *out)
 {
@@ -15,6 +16,21 @@ int okv_sel_merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t
         if (!dup)
             out[m++] = all[x];
     }
+    return m;
+}
+
+int okv_sel_merge_rank(const int32_t *lists, int R, int stride, int k, int32_t *out)
+{
+    int m = 0;
+    for (int x = 0; x < k && m < k; x++)
+        for (int r = 0; r < R && m < k; r++) {
+            const int32_t b = lists[(size_t)r * stride + x];
+            bool dup = false;
+            for (int y = 0; y < m && !dup; y++)
+                dup = out[y] == b;
+            if (!dup)
+                out[m++] = b;
+        }
     return m;
 }
 
