@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # label: model
-# The project's trained evaluation models (train/checkpoints/run10 and run12: 7.3M-parameter
+# The project's trained evaluation models (train/checkpoints/run10, run12 and run14: 7.3M-parameter
 # Llama targets and 0.9M drafts, bf16 safetensors + tokenizer.json, trained on the H200 by
 # train/train.py) load like any checkpoint and do their tasks in the engine at a 1024-token context:
 # - run 12 (session 30: run 11 of session 29, a longer short-context curriculum with 2K batches
@@ -19,13 +19,15 @@
 # - at 16K chain's table fills the context as a haystack does (its word list runs out at about
 #   12K tokens, made-up codes continue it), and the eval reports both prompts' mean length
 #   (run 10's 0.9M draft, for speed).
+# - run 14's chain at 2K and a 256-token budget is lost with Quest's bound alone and kept with 2-bit key
+#   codes, and the eval's note under its table says which (the hint to turn the codes on).
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
 ck="$OKV_SOURCE_DIR/train/checkpoints"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for m in run10 run12; do
+for m in run10 run12 run14; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
 ev() {  # checkpoint tasks extra-args...
@@ -52,6 +54,18 @@ timeout 300 "$cli" eval --sweep --task chain,niah_single_filler --model "$ck/run
   --num-samples 1 --kv-budget dense --device cpu --threads 2 --json "$tmp/len.json" > "$tmp/len.md" 2> "$tmp/len.err" ||
   { echo "FAIL: 16K eval exit $?"; tail -5 "$tmp/len.err"; exit 1; }
 grep "^| [a-z_]* | 16384 " "$tmp/len.md" | grep -q "prompts" && { echo "FAIL: a short-prompt note"; cat "$tmp/len.md"; exit 1; }
+# run 14's chain at 2K, budget 256 (`current`): Quest's bound alone loses the lookups (measured 0 of 4
+# against dense's 4; bench/ACCURACY.md, "Where the bound loses") and the eval says so under its table;
+# with 2-bit key codes it keeps them (3 of 4) and says nothing
+for v in bound codes; do
+  extra=(); [ $v = codes ] && extra=(--kv-key-codes 2)
+  timeout 300 "$cli" eval --sweep --task chain --model "$ck/run14/target" --context-len 2048 --num-samples 4 \
+    --kv-budget dense,256 --predict current "${extra[@]}" --device cpu --threads 2 --json "$tmp/r14$v.json" \
+    > "$tmp/r14$v.txt" 2> "$tmp/r14$v.err" || { echo "FAIL: run 14 $v eval exit $?"; tail -5 "$tmp/r14$v.err"; exit 1; }
+done
+grep -q "^note: 1 sparse cell with Quest's bound alone" "$tmp/r14bound.txt" ||
+  { echo "FAIL: no note under the bound's table"; cat "$tmp/r14bound.txt"; exit 1; }
+grep -q "^note:" "$tmp/r14codes.txt" && { echo "FAIL: a note under the codes' table"; cat "$tmp/r14codes.txt"; exit 1; }
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -75,6 +89,11 @@ check("run12", "qa", 5, 1)
 for r in json.load(open(f"{d}/run12.json"))["rows"]:
     if not (r["draft"] and r["spec_acceptance"] > 0):
         print(f"FAIL: run 12's draft did not speculate: {r}"); fail += 1
+bo = json.load(open(f"{d}/r14bound.json"))["rows"]
+co = json.load(open(f"{d}/r14codes.json"))["rows"]
+print(f"run14 chain 2K, budget 256: dense {bo[0]['correct']}/4, the bound {bo[1]['correct']}/4, 2-bit codes {co[1]['correct']}/4")
+if not (bo[0]["correct"] >= 3 and bo[1]["correct"] <= 1 and co[1]["correct"] >= co[0]["correct"] - 1):
+    print("FAIL: run 14's chain: the bound should lose it and the codes keep it"); fail += 1
 check("run10", "niah_single_text", 6, 1)
 check("run10", "niah_multikey", 3, 1)
 check("run10", "chain", 3, 1)
