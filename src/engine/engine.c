@@ -262,8 +262,9 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         }
         /* residency on the device when the backend can hold it (the host keeps chunks) */
         const char *dr = getenv("OKV_DEVICE_RESID"), *lm = getenv("OKV_LOOKAHEAD_MERGE");
+        e->merge_rank = lm && !strcmp(lm, "rank");   /* lookahead's rank merge (sparse.c): host residency */
         if (st == OKV_OK && be->ops->resid_init && !prm.host_residency && !prm.track_recall &&
-            !(dr && !strcmp(dr, "0")) && !(lm && !strcmp(lm, "rank"))) {   /* the rank merge: host residency */
+            !(dr && !strcmp(dr, "0")) && !e->merge_rank) {
             struct okv_resid_geometry rg = {prm.max_seqs, ctx_blocks, g.n_group_slots * nkv, quota};
             st = be->ops->resid_init(be, okv_kv_storage(e->kv), &rg);
             if (st == OKV_OK)
@@ -332,8 +333,6 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         const char *lo = getenv("OKV_LOOKAHEAD_OWN");
         const double f = lo && *lo ? atof(lo) : 0.5;
         e->own_share = f > 0 && f <= 1 ? (float)f : 0.5f;
-        const char *lm = getenv("OKV_LOOKAHEAD_MERGE");
-        e->merge_rank = lm && !strcmp(lm, "rank");
         const char *sk = getenv("OKV_STICKY");
         const double sv = sk && *sk ? atof(sk) : (double)prm.sticky;
         e->sticky = sv > 0 && sv <= 0.5 ? (float)sv : 0.0f;

@@ -584,13 +584,28 @@ out:
     return st;
 }
 
-/* Lookahead: the drafted rows' queries may point elsewhere than the real token's
- * (a rejected draft, or a draft that copies a repetitive passage), and a plain max
- * over rows lets them crowd out the blocks the real token needs. So half of the
- * selection goes to the real token's own best blocks, and the rest to the best by
- * the max over the real and drafted queries. */
-/* Rank merge (experiment): each row's own top k, then taken by rank in turn (the real
- * token's first, then each drafted row's first, then the seconds, ...), duplicates skipped. */
+/* select_many for its[0..n), then its results copied aside into a new buffer (*aside, the
+ * caller frees it) for a merge that reads them while the next select_many reuses
+ * e->sel_logical: select_launch lays the results out from 0, so each item's out_at is its
+ * offset in the copy too. */
+static enum okv_status select_aside(okv_engine *e, int layer, struct sel_item *its, int n, int32_t **aside)
+{
+    *aside = NULL;
+    enum okv_status st = select_many(e, layer, its, n);
+    if (st != OKV_OK)
+        return st;
+    int total = 0;
+    for (int i = 0; i < n; i++)
+        total += e->cfg.n_kv_heads * its[i].k;
+    if (!(*aside = okv_malloc(sizeof(int32_t) * (size_t)(total + 1), OKV_TAG_ENGINE)))
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
+    memcpy(*aside, e->sel_logical, sizeof(int32_t) * (size_t)total);
+    return OKV_OK;
+}
+
+/* Rank merge (an experiment, OKV_LOOKAHEAD_MERGE=rank; bench/ACCURACY.md): each row's own top
+ * k, taken by rank in turn (the real token's first, then each drafted row's first, then the
+ * seconds, ...), duplicates skipped (okv_sel_merge_rank). */
 static enum okv_status merge_by_rank(okv_engine *e, int layer, struct sel_item *items, int n)
 {
     const int nkv = e->cfg.n_kv_heads;
@@ -598,52 +613,35 @@ static enum okv_status merge_by_rank(okv_engine *e, int layer, struct sel_item *
     for (int i = 0; i < n; i++)
         n_sub += items[i].n_rows;
     struct sel_item *sub = okv_malloc(sizeof *sub * (size_t)(n_sub + 1), OKV_TAG_ENGINE);
-    int32_t *rowsel = NULL;
-    enum okv_status st = OKV_OK;
     if (!sub)
         return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-    int at = 0;
-    for (int i = 0; i < n; i++)
-        for (int r = 0; r < items[i].n_rows; r++) {
+    for (int i = 0, at = 0; i < n; i++)
+        for (int r = 0; r < items[i].n_rows; r++, at++) {
             sub[at] = items[i];
             sub[at].rows_at = items[i].rows_at + r;
             sub[at].n_rows = 1;
-            at++;
         }
-    if ((st = select_many(e, layer, sub, n_sub)) != OKV_OK)
-        goto out;
-    int total = 0;
-    for (int s = 0; s < n_sub; s++)
-        total += nkv * sub[s].k;
-    if (!(rowsel = okv_malloc(sizeof(int32_t) * (size_t)(total + 1), OKV_TAG_ENGINE))) {
-        st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-        goto out;
-    }
-    /* each item's selection goes where its first row's was (install_many reads it there) */
-    for (int i = 0, s0 = 0; i < n; s0 += items[i].n_rows, i++) {
+    int32_t *rowsel;
+    enum okv_status st = select_aside(e, layer, sub, n_sub, &rowsel);
+    for (int i = 0, s0 = 0; st == OKV_OK && i < n; s0 += items[i].n_rows, i++) {
+        /* the item's selection goes where its first row's was (install_many reads it there) */
+        const int k = sub[s0].k;   /* every row's (the same request) */
         items[i].out_at = sub[s0].out_at;
-        items[i].k = sub[s0].k;
+        items[i].k = k;
+        for (int h = 0; h < nkv; h++)
+            okv_sel_merge_rank(rowsel + sub[s0].out_at + h * k, items[i].n_rows, nkv * k, k,
+                               e->sel_logical + items[i].out_at + h * k);
     }
-    at = 0;
-    for (int s = 0; s < n_sub; s++) {
-        memcpy(rowsel + at, e->sel_logical + sub[s].out_at, sizeof(int32_t) * (size_t)(nkv * sub[s].k));
-        sub[s].out_at = at;
-        at += nkv * sub[s].k;
-    }
-    for (int i = 0, s0 = 0; i < n; s0 += items[i].n_rows, i++) {
-        const int k = items[i].k;   /* each row's k too (the same item's request) */
-        for (int h = 0; h < nkv; h++) {
-            int32_t merged[1024];
-            const int m = okv_sel_merge_rank(rowsel + sub[s0].out_at + h * k, items[i].n_rows, nkv * k, k, merged);
-            memcpy(e->sel_logical + items[i].out_at + h * k, merged, sizeof(int32_t) * (size_t)m);
-        }
-    }
-out:
-    okv_free(sub);
     okv_free(rowsel);
+    okv_free(sub);
     return st;
 }
 
+/* Lookahead: the drafted rows' queries may point elsewhere than the real token's
+ * (a rejected draft, or a draft that copies a repetitive passage), and a plain max
+ * over rows lets them crowd out the blocks the real token needs. So half of the
+ * selection goes to the real token's own best blocks, and the rest to the best by
+ * the max over the real and drafted queries. */
 static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n)
 {
     const int nkv = e->cfg.n_kv_heads;
@@ -652,41 +650,26 @@ static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item
     if (e->merge_rank)
         return merge_by_rank(e, layer, items, n);
     struct sel_item *own = okv_malloc(sizeof *own * (size_t)n, OKV_TAG_ENGINE);
-    int total = 0;
-    for (int i = 0; i < n; i++)
-        total += nkv * (e->sel_k[layer] + 1);
-    int32_t *first = okv_malloc(sizeof(int32_t) * (size_t)(total + 1), OKV_TAG_ENGINE);
-    enum okv_status st = OKV_OK;
-    if (!own || !first) {
-        st = okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
-        goto out;
-    }
+    if (!own)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "engine: out of memory");
     for (int i = 0; i < n; i++) {
         own[i] = items[i];
         own[i].n_rows = 1;   /* pred_rows puts the real token first */
         own[i].k_want = own_k(e, e->sel_k[layer]);
     }
-    if ((st = select_many(e, layer, own, n)) != OKV_OK)
-        goto out;
-    int at = 0;
-    for (int i = 0; i < n; i++) {
-        memcpy(first + at, e->sel_logical + own[i].out_at, sizeof(int32_t) * (size_t)(nkv * own[i].k));
-        own[i].out_at = at;
-        at += nkv * own[i].k;
-    }
-    if ((st = select_many(e, layer, items, n)) != OKV_OK)
-        goto out;
-    for (int i = 0; i < n; i++) {
+    int32_t *first;
+    enum okv_status st = select_aside(e, layer, own, n, &first);
+    if (st == OKV_OK)
+        st = select_many(e, layer, items, n);
+    for (int i = 0; st == OKV_OK && i < n; i++) {
         const int k = items[i].k, k1 = own[i].k;
         for (int h = 0; h < nkv; h++) {
             int32_t *dst = e->sel_logical + items[i].out_at + h * k;
-            const int32_t *mine = first + own[i].out_at + h * k1;
             int32_t merged[1024];
-            const int m = okv_sel_merge(mine, k1, dst, k, merged);
+            const int m = okv_sel_merge(first + own[i].out_at + h * k1, k1, dst, k, merged);
             memcpy(dst, merged, sizeof(int32_t) * (size_t)m);
         }
     }
-out:
     okv_free(own);
     okv_free(first);
     return st;
