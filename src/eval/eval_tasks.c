@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum task_id {
@@ -908,9 +909,15 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
         int ord[OKV_EVAL_MAX_ANSWERS];
         for (int i = 0; i < n; i++)
             ord[i] = i;
-        if (id == T_MULTIVALUE && s->n_needles == n)
-            for (int i = 1; i < n; i++)   /* insertion sort by needle offset */
-                for (int j = i; j > 0 && s->needle_off[ord[j - 1]] > s->needle_off[ord[j]]; j--) {
+        /* OKV_MV_ORDER (a training experiment, train/README.md): "drawn" keeps the generator's
+         * order (random against the text), "sorted" lists the values in ascending order (all
+         * have 7 digits: the byte order is the numeric one); unset or "doc": the text's order */
+        const char *mvo = id == T_MULTIVALUE ? getenv("OKV_MV_ORDER") : NULL;
+        const bool by_value = mvo && !strcmp(mvo, "sorted"), drawn = mvo && !strcmp(mvo, "drawn");
+        if (id == T_MULTIVALUE && s->n_needles == n && !drawn)
+            for (int i = 1; i < n; i++)   /* insertion sort by needle offset (or by value) */
+                for (int j = i; j > 0 && (by_value ? strcmp(s->answers[ord[j - 1]], s->answers[ord[j]]) > 0
+                                                   : s->needle_off[ord[j - 1]] > s->needle_off[ord[j]]); j--) {
                     int x = ord[j];
                     ord[j] = ord[j - 1];
                     ord[j - 1] = x;

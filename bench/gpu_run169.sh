@@ -1,0 +1,39 @@
+#!/bin/bash
+# Session 33 of 2026-12-04: why multi-value stays low, and the 32K matrix of run 14.
+# Run 14 writes 3 of 4 values in most failed multi-value samples at 32K (28 of 40 wrong, 24 of them at
+# partial 0.75), the missing one replaced by a repeat of the value just written; in training batches its
+# answer loss ends at ~0.08 a token (~2.8 nats a sample, about ln 4! = 3.2: the set known, the order not)
+# while its exact rate stays at 0.21. The reference lists the values in the text's order. This asks
+# whether another order is easier to learn: three fine-tunes of run 14 on multi-value alone, in
+# parallel on the one GPU, the same seed and time, each with one order of the reference
+# (OKV_MV_ORDER, src/eval/eval_tasks.c): doc (the text's, as now), drawn (the generator's, random
+# against the text), sorted (ascending); then the engine's greedy accuracy (scored as a set) at 2K and
+# 32K, N = 40 each.
+#   bash bench/gpu_run169.sh mvx        (carry build-gc, build-texts; MVS=seconds of training, default 300)
+# A matrix group of bench/gpu_run165.sh runs beside it when MGROUPS is set (accuracy only, so sharing
+# the GPU changes no result).
+set -u
+. bench/gpu_env.sh build-gc
+export PYTHONUNBUFFERED=1
+TX=/tmp/okv_texts13
+mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
+M0=${M0:-train/checkpoints/run14}
+if [ -n "${MGROUPS:-}" ]; then
+  (M=$M0 END=${END:-560} bash bench/gpu_run165.sh > $OUT/matrix.log 2>&1) &
+  MP=$!
+fi
+MVS=${MVS:-300}
+for o in ${ORDERS:-doc drawn sorted}; do
+  (OKV_MV_ORDER=$o OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 4 --texts $TX --tasks niah_multivalue --no-draft \
+      --curriculum 0:2048=2,8192,32768 --lr 1e-3 --decay-share 0.5 --report-ctx 2048 --report-samples 12 ${MVX_ARGS:-}" \
+    bash train/run_gpu.sh /tmp/mv_$o $MVS 0 $M0 > $OUT/mv_$o.log 2>&1
+   for L in 2048 32768; do
+     OKV_MV_ORDER=$o timeout 120 $B/oasiskv eval --model /tmp/mv_$o/target --task niah_multivalue --context-len $L \
+       --num-samples 40 --seed 0 --device cuda --kv-budget dense --json $OUT/mv_${o}_$L.json 2>&1 | grep "^| [a-z]" | sed "s/^/$o $L /"
+   done) > $OUT/mv_${o}_eval.txt 2>&1 &
+done
+wait
+grep -h "FINAL\|exact" $OUT/mv_*.log | grep -v " step " | tail -20
+cat $OUT/mv_*_eval.txt
+[ -n "${MGROUPS:-}" ] && cat $OUT/matrix.log
+echo "done at $SECONDS s"
