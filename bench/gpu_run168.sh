@@ -26,6 +26,7 @@
 # that a call carries with build-gc and build-texts.
 # Session 32 of 2026-12-03 ran the three calls as written here (run 14, train/checkpoints/run14):
 #   BUDGET=490 bash bench/gpu_run168.sh 1; BUDGET=480 ... 2 train/r13a; BUDGET=440 ... 3 train/r13b
+# (today: MVO=doc before each of them, the reference order of runs 1-14; the default is now sorted)
 # 450 + 441 + 393 = 1,283 s of training, 788M tokens, the third call weighing multi-value 4 (TW= overrides
 # the weights); ~1,540 s of device time with the machine's start and the last call's 32K eval.
 set -u
@@ -37,8 +38,13 @@ BUDGET=${BUDGET:-$DEF}
 export PYTHONUNBUFFERED=1
 TX=/tmp/okv_texts13
 mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
-MV=2; [ "$CHUNK" = 3 ] && MV=4   # run 14: multi-value weighed 4 in the last third (exact 0.02-0.06 at 32K when call 2 ended)
-TW=${TW:-"niah_single_text=1,niah_single_filler=0.25,niah_multikey=1,niah_multivalue=$MV,niah_multiquery=1.5,vt=0.75,qa=2.5,chain=2.5"}
+# multi-value's reference order (train.py --mv-order): sorted since session 33 (bench/gpu_run169.sh mvx);
+# run 14 is MVO=doc, which also restores its weights: multi-value 4 in the last third (exact 0.02-0.06 at
+# 32K when call 2 ended). Sorted lists learn faster, so multi-value stays at 2 and multi-query (run 14:
+# 0.675) weighs 2.
+MVO=${MVO:-sorted}
+MV=2; MQ=2; [ "$MVO" = doc ] && { MQ=1.5; [ "$CHUNK" = 3 ] && MV=4; }
+TW=${TW:-"niah_single_text=1,niah_single_filler=0.25,niah_multikey=1,niah_multivalue=$MV,niah_multiquery=$MQ,vt=0.75,qa=2.5,chain=2.5"}
 case $CHUNK in
   1) SPAN=0:0.34; REP="--report-ctx 8192 --report-samples 4" ;;
   2) SPAN=0.34:0.67; REP="--report-ctx 32768 --report-samples 4" ;;
@@ -48,7 +54,7 @@ case $CHUNK in
   *) echo "chunk: 1, 2, 3 (or h1, h2)"; exit 2 ;;
 esac
 [ "$CHUNK" = 1 ] || [ "$CHUNK" = h1 ] || [ -f "$RESUME/target/model.safetensors" ] || { echo "chunk $CHUNK: no weights at '$RESUME'"; exit 2; }
-OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --span $SPAN --phase-scale 1 --decay-share 0.5 --task-weights $TW $REP" \
+OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --span $SPAN --phase-scale 1 --decay-share 0.5 --task-weights $TW --mv-order $MVO $REP" \
     bash train/run_gpu.sh /tmp/tr $((BUDGET - SECONDS)) 0 $RESUME 2>&1 | tee $OUT/train.log | grep -v "^\[.*\] step "
 mkdir -p $OUT/r/target && cp /tmp/tr/target/* $OUT/r/target/ && tar -C /tmp/tr -cf $OUT/r/draft.tar draft && ls -la $OUT/r/target $OUT/r/draft.tar
 # the last call: the engine's dense accuracy at 32K on the evaluation's texts, N = 40 a family (as

@@ -143,6 +143,38 @@ static void check_sample(const okv_tokenizer *tok, const char *task, int ctx, co
             }
         okv_free(ref);
     }
+    if (!strcmp(task, "niah_multivalue") && s->n_answers == 4 && s->n_needles == 4) {
+        /* the reference's order of the values: the text's (default), the generator's (OKV_MV_ORDER=drawn)
+         * or ascending (sorted); the same set each time, each scored correct */
+        static const char *const orders[] = {"doc", "drawn", "sorted"};
+        for (int o = 0; o < 3; o++) {
+            setenv("OKV_MV_ORDER", orders[o], 1);
+            char *r = okv_eval_reference_output(task, s);
+            unsetenv("OKV_MV_ORDER");
+            CHECK(r != NULL, "multivalue %s: no reference", orders[o]);
+            if (!r)
+                continue;
+            const char *at[4];
+            for (int a = 0; a < 4; a++) {
+                at[a] = strstr(r, s->answers[a]);
+                CHECK(at[a] != NULL, "multivalue %s: '%s' lacks %s", orders[o], r, s->answers[a]);
+            }
+            for (int a = 0; a < 4; a++)
+                for (int b = 0; b < 4; b++) {
+                    if (!at[a] || !at[b] || a == b)
+                        continue;
+                    bool before = o == 0   ? s->needle_off[a] < s->needle_off[b]
+                                  : o == 1 ? a < b
+                                           : strcmp(s->answers[a], s->answers[b]) < 0;
+                    CHECK((at[a] < at[b]) == before, "multivalue %s: '%s' lists %s and %s in the wrong order",
+                          orders[o], r, s->answers[a], s->answers[b]);
+                }
+            bool ok = false;
+            okv_eval_score(s->score, (const char *const *)s->answers, s->n_answers, r, &ok);
+            CHECK(ok, "multivalue %s: '%s' not scored correct", orders[o], r);
+            okv_free(r);
+        }
+    }
     int n = count_tokens(tok, s->prompt, strlen(s->prompt));
     CHECK(n == s->n_tokens, "%s@%d: tokens %d, re-encoded %d", task, ctx, s->n_tokens, n);
     CHECK(s->n_tokens + s->max_tokens <= ctx, "%s@%d: %d + %d past the context", task, ctx, s->n_tokens, s->max_tokens);

@@ -72,6 +72,11 @@ DRAFT_CFG = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, nu
 ROPE_THETA = 1000000.0
 SDPA_GQA = False   # --sdpa-gqa: grouped-query attention inside SDPA instead of repeated KV heads (same arithmetic)
 MAX_POS = 32768
+# the order of multi-value's four values in the reference answer (--mv-order; src/eval/eval_tasks.c):
+# "sorted" (ascending) since session 33: fine-tuning run 14 on multi-value alone for 300 s, the engine's
+# greedy accuracy at 32K was 40/40 with sorted references, 34/40 with the generator's (random) order and
+# 26/40 with the text's order (runs 1-14's), which a model must learn by position (bench/ACCURACY.md)
+MV_ORDER = "sorted"
 
 
 def log(*a):
@@ -261,7 +266,7 @@ class Sampler:
         r = None
         for attempt in range(tries):   # retries: a transient failure should not end a paid GPU run
             r = subprocess.run(self._cmd(task, ctx, first, n), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               check=False)
+                               check=False, env=dict(os.environ, OKV_MV_ORDER=MV_ORDER))
             if r.returncode == 0:
                 return r.stdout.splitlines(), None
             if attempt + 1 < tries:
@@ -603,16 +608,20 @@ def main():
                     "(speed; bench/gpu_train_speed.sh)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the models' forward (speed; "
                     "bench/gpu_train_speed.sh)")
+    ap.add_argument("--mv-order", default="sorted", choices=["sorted", "doc", "drawn"],
+                    help="multi-value's reference order: sorted (ascending values), doc (the text's: runs 1-14), drawn "
+                    "(the generator's)")
     ap.add_argument("--max-ctx", type=int, default=MAX_POS, help="clip the curriculum's contexts (small test runs)")
     ap.add_argument("--eval-texts", default="auto", help="also report on the evaluation's own (held-out) texts "
                     "when present: auto | off")
     a = ap.parse_args()
-    global SDPA_GQA
+    global SDPA_GQA, MV_ORDER
     SDPA_GQA = a.sdpa_gqa
     if not 0 < a.decay_share <= 1:
         sys.exit(f"--decay-share {a.decay_share}: must be in (0, 1]")
     if a.curriculum:
         PHASES[:] = parse_curriculum(a.curriculum)
+    MV_ORDER = a.mv_order
     try:
         span_a, span_b = (float(x) for x in a.span.split(":"))
     except ValueError:
@@ -758,7 +767,8 @@ def main():
         return {"steps": step + prev.get("target", {}).get("steps", 0), "samples": seen, "tokens": toks,
                 "copy_warmup_steps": cw["step"], "train_seconds": round(time.time() - t_start, 1), "seed": a.seed,
                 "data_seed": data_seed, "tasks": tasks, "span": a.span,
-                "copy_frac": a.copy_frac, "text_copy_frac": a.text_copy_frac, "resumed_from": prev.get("target")}
+                "copy_frac": a.copy_frac, "text_copy_frac": a.text_copy_frac, "mv_order": a.mv_order,
+                "resumed_from": prev.get("target")}
     log(f"training until {train_end - T0:.0f}s of {a.budget:.0f}s (report + save reserve {reserve:.0f}s), "
         f"tasks {tasks}, {a.workers} data workers, device {device}" +
         ("" if cw["done"] else f", copy warmup until copy loss < {a.copy_threshold}"))
