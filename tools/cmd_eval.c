@@ -271,16 +271,27 @@ static void print_table(const struct row *rows, int n_rows)
     /* a hint where Quest's bound alone loses dense's answers: the block score, not the budget, is
      * what a lookup of one token's content in a block of text defeats (bench/ACCURACY.md, "Where the
      * bound loses, and why") */
-    int bound_lost = 0;
+    /* and where, with the codes, a selection predicted from the last step's queries loses them: a
+     * list's next item or a chain's next line is a block the last step's query had no reason to want
+     * (bench/ACCURACY.md, "Run 14's matrix at 32K") */
+    int bound_lost = 0, late_lost = 0;
     for (int i = 0; i < n_rows; i++) {
         const struct okv_eval_cell *c = &rows[i].cell;
-        bound_lost += !rows[i].fid && c->cfg.kv_budget && !c->copied_from_dense && c->cfg.key_code_bits == 0 &&
-                      c->n >= 4 && c->same_as_dense >= 0 && c->same_as_dense < 0.75 * c->n;
+        const bool lost = !rows[i].fid && c->cfg.kv_budget && !c->copied_from_dense && c->n >= 4 &&
+                          c->same_as_dense >= 0 && c->same_as_dense < 0.75 * c->n;
+        bound_lost += lost && c->cfg.key_code_bits == 0;
+        late_lost += lost && c->cfg.key_code_bits > 0 &&
+                     (c->cfg.predict == OKV_PREDICT_CURRENT || c->cfg.predict == OKV_PREDICT_LOOKAHEAD);
     }
     if (bound_lost)
         printf("\nnote: %d sparse cell%s with Quest's bound alone wrote dense's answers in under 3/4 of the samples; "
                "per-token key codes (--kv-key-codes 2) keep lookups that the bound misses (bench/ACCURACY.md)\n",
                bound_lost, bound_lost > 1 ? "s" : "");
+    if (late_lost)
+        printf("\nnote: %d sparse cell%s selecting with the last step's queries wrote dense's answers in under 3/4 of "
+               "the samples; --predict layer-ahead (this step's queries, estimated a layer early) keeps lists and "
+               "chains that they miss (bench/ACCURACY.md)\n",
+               late_lost, late_lost > 1 ? "s" : "");
     if (any_fid) {
         if (any_acc)
             printf("\n");

@@ -20,7 +20,9 @@
 #   12K tokens, made-up codes continue it), and the eval reports both prompts' mean length
 #   (run 10's 0.9M draft, for speed).
 # - run 14's chain at 2K and a 256-token budget is lost with Quest's bound alone and kept with 2-bit key
-#   codes, and the eval's note under its table says which (the hint to turn the codes on).
+#   codes, and the eval's note under its table says which (the hint to turn the codes on);
+# - run 12's multi-value at 2K, budget 128, with the codes: layer-ahead keeps dense's answers where
+#   `current` loses them, and the eval's second note says so.
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
@@ -66,6 +68,13 @@ done
 grep -q "^note: 1 sparse cell with Quest's bound alone" "$tmp/r14bound.txt" ||
   { echo "FAIL: no note under the bound's table"; cat "$tmp/r14bound.txt"; exit 1; }
 grep -q "^note:" "$tmp/r14codes.txt" && { echo "FAIL: a note under the codes' table"; cat "$tmp/r14codes.txt"; exit 1; }
+# run 12's multi-value at 2K, budget 128 (6%), 2-bit codes: `layer-ahead` writes dense's answers (8 of 8
+# measured), `current`, a step late, 3 of 8 (bench/ACCURACY.md: the same at 32K on run 14); the eval's note
+# under the table points to layer-ahead exactly when a last-step cell lost them
+timeout 300 "$cli" eval --sweep --task niah_multivalue --model "$ck/run12/target" --context-len 2048 --num-samples 8 \
+  --kv-budget dense,128 --predict current,layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
+  --device cpu --threads 2 --json "$tmp/r12la.json" > "$tmp/r12la.txt" 2> "$tmp/r12la.err" ||
+  { echo "FAIL: layer-ahead eval exit $?"; tail -5 "$tmp/r12la.err"; exit 1; }
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -94,6 +103,14 @@ co = json.load(open(f"{d}/r14codes.json"))["rows"]
 print(f"run14 chain 2K, budget 256: dense {bo[0]['correct']}/4, the bound {bo[1]['correct']}/4, 2-bit codes {co[1]['correct']}/4")
 if not (bo[0]["correct"] >= 3 and bo[1]["correct"] <= 1 and co[1]["correct"] >= co[0]["correct"] - 1):
     print("FAIL: run 14's chain: the bound should lose it and the codes keep it"); fail += 1
+la = {r["predict"]: r for r in json.load(open(f"{d}/r12la.json"))["rows"] if r["kv_budget"] == 128}
+note = any(l.startswith("note: 1 sparse cell selecting with the last step's queries") for l in open(f"{d}/r12la.txt"))
+print(f"run12 multi-value 2K, budget 128, codes 2: current {la['current']['same_as_dense']}/8 = dense, "
+      f"layer-ahead {la['layer-ahead']['same_as_dense']}/8; note {'printed' if note else 'not printed'}")
+if la["layer-ahead"]["same_as_dense"] < 7:
+    print("FAIL: layer-ahead should keep run 12's multi-value answers at 2K, budget 128"); fail += 1
+if note != (la["current"]["same_as_dense"] < 6):
+    print("FAIL: the layer-ahead note should appear exactly when the current cell lost dense's answers"); fail += 1
 check("run10", "niah_single_text", 6, 1)
 check("run10", "niah_multikey", 3, 1)
 check("run10", "chain", 3, 1)
