@@ -552,6 +552,7 @@ def parse_curriculum(spec):
 # ---------------------------------------------------------------- main
 
 def main():
+    global SDPA_GQA, MV_ORDER
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output folder: OUT/target, OUT/draft")
     ap.add_argument("--bin", default=os.environ.get("OKV_BIN", "build/oasiskv"), help="the oasiskv binary")
@@ -608,14 +609,13 @@ def main():
                     "(speed; bench/gpu_train_speed.sh)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the models' forward (speed; "
                     "bench/gpu_train_speed.sh)")
-    ap.add_argument("--mv-order", default="sorted", choices=["sorted", "doc", "drawn"],
+    ap.add_argument("--mv-order", default=MV_ORDER, choices=["sorted", "doc", "drawn"],
                     help="multi-value's reference order: sorted (ascending values), doc (the text's: runs 1-14), drawn "
                     "(the generator's)")
     ap.add_argument("--max-ctx", type=int, default=MAX_POS, help="clip the curriculum's contexts (small test runs)")
     ap.add_argument("--eval-texts", default="auto", help="also report on the evaluation's own (held-out) texts "
                     "when present: auto | off")
     a = ap.parse_args()
-    global SDPA_GQA, MV_ORDER
     SDPA_GQA = a.sdpa_gqa
     if not 0 < a.decay_share <= 1:
         sys.exit(f"--decay-share {a.decay_share}: must be in (0, 1]")
