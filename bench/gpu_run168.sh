@@ -29,6 +29,10 @@
 # (today: MVO=doc before each of them, the reference order of runs 1-14; the default is now sorted)
 # 450 + 441 + 393 = 1,283 s of training, 788M tokens, the third call weighing multi-value 4 (TW= overrides
 # the weights); ~1,540 s of device time with the machine's start and the last call's 32K eval.
+# Session 34 of 2026-12-04 ran them again with sorted multi-value references (run 15, train/checkpoints/run15):
+#   BUDGET=490 bash bench/gpu_run168.sh 1; BUDGET=480 ... 2 train/r15a; BUDGET=440 ... 3 train/r15b
+# 447 + 439 + 393 s of training, 760M tokens; engine dense at 32K, N = 40: 236/280 (run 14: 218);
+# logs and JSON in bench/results/h200_s34/run15/.
 set -u
 CHUNK=${1:?chunk 1, 2 or 3}
 RESUME=${2:-}
@@ -39,11 +43,11 @@ export PYTHONUNBUFFERED=1
 TX=/tmp/okv_texts13
 mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
 # multi-value's reference order (train.py --mv-order): sorted since session 33 (bench/gpu_run169.sh mvx);
-# run 14 is MVO=doc, which also restores its weights: multi-value 4 in the last third (exact 0.02-0.06 at
-# 32K when call 2 ended). Sorted lists learn faster, so multi-value stays at 2 and multi-query (run 14:
-# 0.675) weighs 2.
+# run 14 is MVO=doc, which also restores its multi-query weight (1.5). Multi-value weighs 4 in the last
+# third (run 14: exact 0.02-0.06 at 32K when call 2 ended; run 15, sorted: 0.13-0.24, so session 34 set
+# TW= with 4 in its call 3, now the default), multi-query (run 14: 0.675) 2.
 MVO=${MVO:-sorted}
-MV=2; MQ=2; [ "$MVO" = doc ] && { MQ=1.5; [ "$CHUNK" = 3 ] && MV=4; }
+MV=2; MQ=2; [ "$CHUNK" = 3 ] && MV=4; [ "$MVO" = doc ] && MQ=1.5
 TW=${TW:-"niah_single_text=1,niah_single_filler=0.25,niah_multikey=1,niah_multivalue=$MV,niah_multiquery=$MQ,vt=0.75,qa=2.5,chain=2.5"}
 case $CHUNK in
   1) SPAN=0:0.34; REP="--report-ctx 8192 --report-samples 4" ;;

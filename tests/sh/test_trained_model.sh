@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # label: model
-# The project's trained evaluation models (train/checkpoints/run10, run12 and run14: 7.3M-parameter
+# The project's trained evaluation models (train/checkpoints/run10, run12, run14 and run15: 7.3M-parameter
 # Llama targets and 0.9M drafts, bf16 safetensors + tokenizer.json, trained on the H200 by
 # train/train.py) load like any checkpoint and do their tasks in the engine at a 1024-token context:
 # - run 12 (session 30: run 11 of session 29, a longer short-context curriculum with 2K batches
@@ -22,14 +22,16 @@
 # - run 14's chain at 2K and a 256-token budget is lost with Quest's bound alone and kept with 2-bit key
 #   codes, and the eval's note under its table says which (the hint to turn the codes on);
 # - run 12's multi-value at 2K, budget 128, with the codes: layer-ahead keeps dense's answers where
-#   `current` loses them, and the eval's second note says so.
+#   `current` loses them, and the eval's second note says so;
+# - run 15 (multi-value's reference in ascending order) writes every multi-value at 2K dense, and
+#   layer-ahead at a 256-token budget with the codes keeps them (8 of 8 measured; `current` 4 of 8).
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
 ck="$OKV_SOURCE_DIR/train/checkpoints"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for m in run10 run12 run14; do
+for m in run10 run12 run14 run15; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
 ev() {  # checkpoint tasks extra-args...
@@ -75,6 +77,11 @@ timeout 300 "$cli" eval --sweep --task niah_multivalue --model "$ck/run12/target
   --kv-budget dense,128 --predict current,layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
   --device cpu --threads 2 --json "$tmp/r12la.json" > "$tmp/r12la.txt" 2> "$tmp/r12la.err" ||
   { echo "FAIL: layer-ahead eval exit $?"; tail -5 "$tmp/r12la.err"; exit 1; }
+# run 15's multi-value at 2K, budget 256, codes 2 (bench/ACCURACY.md, "Run 15")
+timeout 300 "$cli" eval --sweep --task niah_multivalue --model "$ck/run15/target" --context-len 2048 --num-samples 8 \
+  --kv-budget dense,256 --predict layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
+  --device cpu --threads 2 --json "$tmp/r15.json" > "$tmp/r15.txt" 2> "$tmp/r15.err" ||
+  { echo "FAIL: run 15 eval exit $?"; tail -5 "$tmp/r15.err"; exit 1; }
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -111,6 +118,11 @@ if la["layer-ahead"]["same_as_dense"] < 7:
     print("FAIL: layer-ahead should keep run 12's multi-value answers at 2K, budget 128"); fail += 1
 if note != (la["current"]["same_as_dense"] < 6):
     print("FAIL: the layer-ahead note should appear exactly when the current cell lost dense's answers"); fail += 1
+r15 = json.load(open(f"{d}/r15.json"))["rows"]
+print(f"run15 multi-value 2K: dense {r15[0]['correct']}/8, budget 256 layer-ahead {r15[1]['correct']}/8 "
+      f"({r15[1]['same_as_dense']} = dense)")
+if r15[0]["correct"] < 7 or r15[1]["same_as_dense"] < 7 or r15[1]["fetch_bytes"] <= 0:
+    print("FAIL: run 15 should write multi-value at 2K dense and keep it at budget 256 with layer-ahead"); fail += 1
 check("run10", "niah_single_text", 6, 1)
 check("run10", "niah_multikey", 3, 1)
 check("run10", "chain", 3, 1)
