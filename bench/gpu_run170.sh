@@ -4,13 +4,13 @@
 # --kv-key-codes 2` within 0.7 points of dense on seven families where serve's default (`current` with
 # Quest's bound alone) loses 7.9 points and more; section 15's reasoning shape (RESULTS §15, §23) measured
 # the codes at 1.05x dense's output rate against the bound's 1.50x at c64 (session 12's code). This runs
-# the reasoning shape (run 14's target, ~1K-token English prompts, 16384 output tokens, 2 GiB pool, c64,
+# the reasoning shape (run 15's target since session 34, ~1K-token English prompts, 16384 output tokens, 2 GiB pool, c64,
 # serve defaults otherwise) dense and at budget 2048 four ways: the default, layer-ahead, the codes, both;
 # one server each, behind the same HTTP front (bench/serve_ab.sh), ~70 s a row.
 #   bash bench/gpu_run170.sh      (carry build-gc; C=concurrency, default 64; results: $OUT/logs.tar)
 set -u
 . bench/gpu_env.sh build-gc
-M=${M:-train/checkpoints/run14}
+M=${M:-train/checkpoints/run15}
 C=${C:-64}
 L=/tmp/okv_logs170; mkdir -p $L
 bash bench/make_text_prompts.sh build-gc/oasiskv $M/target 1024 $C /tmp/text1k_prompts.jsonl

@@ -1,0 +1,34 @@
+#!/bin/bash
+# Planned in session 34 of 2026-12-04 (not run yet): training run 16 = run 15 (train/checkpoints/run15) trained
+# on for one call at its last phase (2K / 16K / 32K by steps 1:1:4), the rate decaying from a lower start
+# (target 1e-3, draft 1.5e-3, --decay-share 1), as run 12 was made from run 11 (bench/gpu_run166.sh: 196 of
+# 280 from 174). Run 15's weak families at 32K (dense, N = 40) weigh more: multi-value 0.625 (its exact rate
+# in 32K training batches was still rising, 0.18 -> 0.85, when the third call ended), chain 0.775, qa 0.85,
+# single text and multi-query 0.875. Same texts, copy rows and sorted multi-value references as
+# bench/gpu_run168.sh. The call ends with the engine's dense eval at 32K (N = 40 a family, ~55 s) and
+# `layer-ahead` at 1024 with 2-bit codes on the families time leaves (run 15: 234 of dense's 236).
+#   bash bench/park_checkpoints.sh keep run15; BUDGET=400 bash bench/gpu_run171.sh
+#   (carry build-gc and build-texts; $OUT/r/{target,draft.tar}, dense32k.json, la.tgz, train.log)
+set -u
+BUDGET=${BUDGET:-400}
+M=${M:-train/checkpoints/run15}
+. bench/gpu_env.sh build-gc
+export PYTHONUNBUFFERED=1
+TX=/tmp/okv_texts13
+mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
+CUR="0:2048=1,16384=1,32768=4"
+TW=${TW:-"niah_single_text=1.5,niah_single_filler=0.25,niah_multikey=0.5,niah_multivalue=4,niah_multiquery=2,vt=0.75,qa=2.5,chain=3"}
+OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --curriculum $CUR --task-weights $TW --mv-order sorted --lr 1e-3 --draft-lr 1.5e-3 --decay-share 1 --report-ctx 32768 --report-samples 12" \
+    bash train/run_gpu.sh /tmp/tr $((BUDGET - SECONDS)) 0 $M 2>&1 | tee $OUT/train.log | grep -v "^\[.*\] step "
+mkdir -p $OUT/r/target && cp /tmp/tr/target/* $OUT/r/target/ && tar -C /tmp/tr -cf $OUT/r/draft.tar draft && ls -la $OUT/r/target $OUT/r/draft.tar
+timeout 150 $B/oasiskv eval --sweep --model /tmp/tr/target --context-len 32768 --num-samples ${EVAL_N:-40} --seed 0 \
+  --device cuda --task niah_single_text,niah_multikey,niah_multivalue,niah_multiquery,vt,qa,chain --kv-budget dense \
+  --json $OUT/dense32k.json 2>&1 | grep -v "^\[eval\].*sample" | tail -12
+mkdir -p /tmp/la
+for t in niah_multivalue chain niah_multiquery qa niah_single_text vt niah_multikey; do
+  left=$((585 - SECONDS)); [ $left -gt 25 ] || { echo "layer-ahead $t: no time"; continue; }
+  timeout $left $B/oasiskv eval --sweep --model /tmp/tr/target --context-len 32768 --num-samples ${EVAL_N:-40} --seed 0 \
+    --device cuda --task $t --kv-budget 1024 --predict layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
+    --json /tmp/la/$t.json 2>&1 | grep "^| [a-z]" | grep -v "^| task"
+done
+tar -C /tmp -czf $OUT/la.tgz la
