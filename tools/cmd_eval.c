@@ -273,7 +273,8 @@ static void print_table(const struct row *rows, int n_rows)
      * bound loses, and why") */
     /* and where, with the codes, a selection predicted from the last step's queries loses them: a
      * list's next item or a chain's next line is a block the last step's query had no reason to want
-     * (bench/ACCURACY.md, "Run 14's matrix at 32K") */
+     * (bench/ACCURACY.md, "Run 14's matrix at 32K"); layer-ahead's estimate needs depth: on a 2-layer
+     * model the second layer's queries come from the embeddings alone ("chain_long: a model") */
     int bound_lost = 0, late_lost = 0;
     for (int i = 0; i < n_rows; i++) {
         const struct okv_eval_cell *c = &rows[i].cell;
@@ -290,7 +291,7 @@ static void print_table(const struct row *rows, int n_rows)
     if (late_lost)
         printf("\nnote: %d sparse cell%s selecting with the last step's queries wrote dense's answers in under 3/4 of "
                "the samples; --predict layer-ahead (this step's queries, estimated a layer early) keeps lists and "
-               "chains that they miss (bench/ACCURACY.md)\n",
+               "chains that they miss, on models deeper than 2 layers (bench/ACCURACY.md)\n",
                late_lost, late_lost > 1 ? "s" : "");
     if (any_fid) {
         if (any_acc)

@@ -24,7 +24,10 @@
 # - run 12's multi-value at 2K, budget 128, with the codes: layer-ahead keeps dense's answers where
 #   `current` loses them, and the eval's second note says so;
 # - run 15 (multi-value's reference in ascending order) writes every multi-value at 2K dense, and
-#   layer-ahead at a 256-token budget with the codes keeps them (8 of 8 measured; `current` 4 of 8).
+#   layer-ahead at a 256-token budget with the codes keeps them (8 of 8 measured; `current` 4 of 8);
+# - chainlong1 (the reasoning workload's 0.9M model, train/chain_long_cpu.sh) follows 128 lookups at 4K in
+#   at least 3 of 8 samples dense (4 measured), writing ~0.8K tokens a sample, and selecting with each
+#   step's own queries (`oracle`) at a 512-token budget within one sample of dense (5 measured).
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
@@ -34,6 +37,7 @@ trap 'rm -rf "$tmp"' EXIT
 for m in run10 run12 run14 run15; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
+[ -f "$ck/chainlong1/target/model.safetensors" ] || { echo "FAIL: $ck/chainlong1/target missing"; exit 1; }
 ev() {  # checkpoint tasks extra-args...
   local name=$1 tasks=$2; shift 2
   timeout 300 "$cli" eval --sweep --task "$tasks" --model "$ck/$name/target" --context-len 1024 \
@@ -82,6 +86,10 @@ timeout 300 "$cli" eval --sweep --task niah_multivalue --model "$ck/run15/target
   --kv-budget dense,256 --predict layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
   --device cpu --threads 2 --json "$tmp/r15.json" > "$tmp/r15.txt" 2> "$tmp/r15.err" ||
   { echo "FAIL: run 15 eval exit $?"; tail -5 "$tmp/r15.err"; exit 1; }
+timeout 300 "$cli" eval --sweep --task chain_long --model "$ck/chainlong1/target" --context-len 4096 --num-samples 8 \
+  --kv-budget dense,512 --predict oracle --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 --seed 5 \
+  --device cpu --threads 2 --json "$tmp/cl.json" > "$tmp/cl.txt" 2> "$tmp/cl.err" ||
+  { echo "FAIL: chain_long eval exit $?"; tail -5 "$tmp/cl.err"; exit 1; }
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -123,6 +131,11 @@ print(f"run15 multi-value 2K: dense {r15[0]['correct']}/8, budget 256 layer-ahea
       f"({r15[1]['same_as_dense']} = dense)")
 if r15[0]["correct"] < 7 or r15[1]["same_as_dense"] < 7 or r15[1]["fetch_bytes"] <= 0:
     print("FAIL: run 15 should write multi-value at 2K dense and keep it at budget 256 with layer-ahead"); fail += 1
+cl = json.load(open(f"{d}/cl.json"))["rows"]
+print(f"chainlong1 chain_long 4K: dense {cl[0]['correct']}/8 ({cl[0]['gen_tokens'] / 8:.0f} tokens a sample), "
+      f"budget 512 oracle {cl[1]['correct']}/8")
+if cl[0]["correct"] < 3 or cl[0]["gen_tokens"] < 8 * 500 or cl[1]["correct"] < cl[0]["correct"] - 1 or cl[1]["fetch_bytes"] <= 0:
+    print("FAIL: chainlong1 should follow 128 lookups dense and keep them with the oracle at 512"); fail += 1
 check("run10", "niah_single_text", 6, 1)
 check("run10", "niah_multikey", 3, 1)
 check("run10", "chain", 3, 1)
