@@ -61,21 +61,7 @@ esac
 OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --span $SPAN --phase-scale 1 --decay-share 0.5 --task-weights $TW --mv-order $MVO $REP" \
     bash train/run_gpu.sh /tmp/tr $((BUDGET - SECONDS)) 0 $RESUME 2>&1 | tee $OUT/train.log | grep -v "^\[.*\] step "
 mkdir -p $OUT/r/target && cp /tmp/tr/target/* $OUT/r/target/ && tar -C /tmp/tr -cf $OUT/r/draft.tar draft && ls -la $OUT/r/target $OUT/r/draft.tar
-# the last call: the engine's dense accuracy at 32K on the evaluation's texts, N = 40 a family (as
-# bench/gpu_run165.sh's group A dense cells; ~0.25 s a sample on the H200, ~75 s), in the same call
+# the last call: the engine's dense accuracy at 32K and layer-ahead at 1024 (bench/gpu_eval32k.sh)
 if [ "$CHUNK" = 3 ] || [ "$CHUNK" = h2 ]; then
-  timeout 150 $B/oasiskv eval --sweep --model /tmp/tr/target --context-len 32768 --num-samples ${EVAL_N:-40} --seed 0 \
-    --device cuda --task niah_single_text,niah_multikey,niah_multivalue,niah_multiquery,vt,qa,chain --kv-budget dense \
-    --json $OUT/dense32k.json 2>&1 | grep -v "^\[eval\].*sample" | tail -12
-  # then, in what the call has left, the selection to recommend (layer-ahead, 2-bit codes, serve defaults) at
-  # 1024: run 14 kept 218 of its 218 there (bench/ACCURACY.md, "Run 14's matrix at 32K")
-  # (one JSON a family, packed into la.tgz: a call returns at most 8 files)
-  mkdir -p /tmp/la
-  for t in niah_multivalue niah_multiquery chain vt qa niah_single_text niah_multikey; do
-    left=$((580 - SECONDS)); [ $left -gt 25 ] || { echo "layer-ahead $t: no time"; continue; }
-    timeout $left $B/oasiskv eval --sweep --model /tmp/tr/target --context-len 32768 --num-samples ${EVAL_N:-40} --seed 0 \
-      --device cuda --task $t --kv-budget 1024 --predict layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
-      --json /tmp/la/$t.json 2>&1 | grep "^| [a-z]" | grep -v "^| task"
-  done
-  tar -C /tmp -czf $OUT/la.tgz la
+  EVAL_MODEL=/tmp/tr/target . bench/gpu_eval32k.sh
 fi

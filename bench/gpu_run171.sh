@@ -21,14 +21,4 @@ TW=${TW:-"niah_single_text=1.5,niah_single_filler=0.25,niah_multikey=0.5,niah_mu
 OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --curriculum $CUR --task-weights $TW --mv-order sorted --lr 1e-3 --draft-lr 1.5e-3 --decay-share 1 --report-ctx 32768 --report-samples 12" \
     bash train/run_gpu.sh /tmp/tr $((BUDGET - SECONDS)) 0 $M 2>&1 | tee $OUT/train.log | grep -v "^\[.*\] step "
 mkdir -p $OUT/r/target && cp /tmp/tr/target/* $OUT/r/target/ && tar -C /tmp/tr -cf $OUT/r/draft.tar draft && ls -la $OUT/r/target $OUT/r/draft.tar
-timeout 150 $B/oasiskv eval --sweep --model /tmp/tr/target --context-len 32768 --num-samples ${EVAL_N:-40} --seed 0 \
-  --device cuda --task niah_single_text,niah_multikey,niah_multivalue,niah_multiquery,vt,qa,chain --kv-budget dense \
-  --json $OUT/dense32k.json 2>&1 | grep -v "^\[eval\].*sample" | tail -12
-mkdir -p /tmp/la
-for t in niah_multivalue chain niah_multiquery qa niah_single_text vt niah_multikey; do
-  left=$((585 - SECONDS)); [ $left -gt 25 ] || { echo "layer-ahead $t: no time"; continue; }
-  timeout $left $B/oasiskv eval --sweep --model /tmp/tr/target --context-len 32768 --num-samples ${EVAL_N:-40} --seed 0 \
-    --device cuda --task $t --kv-budget 1024 --predict layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
-    --json /tmp/la/$t.json 2>&1 | grep "^| [a-z]" | grep -v "^| task"
-done
-tar -C /tmp -czf $OUT/la.tgz la
+EVAL_MODEL=/tmp/tr/target END=585 . bench/gpu_eval32k.sh
