@@ -34,62 +34,55 @@ cli="$OKV_CLI"
 ck="$OKV_SOURCE_DIR/train/checkpoints"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for m in run10 run12 run14 run15; do
+for m in run10 run12 run14 run15 chainlong1; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
-[ -f "$ck/chainlong1/target/model.safetensors" ] || { echo "FAIL: $ck/chainlong1/target missing"; exit 1; }
+# one eval sweep on the CPU: NAME eval-args... -> $tmp/NAME.json, NAME.txt (its table), NAME.err
+run_eval() {
+  local name=$1; shift
+  timeout 300 "$cli" eval --sweep "$@" --device cpu --threads 2 --json "$tmp/$name.json" \
+    > "$tmp/$name.txt" 2> "$tmp/$name.err" || { echo "FAIL: $name: eval exit $?"; tail -5 "$tmp/$name.err"; exit 1; }
+}
 ev() {  # checkpoint tasks extra-args...
   local name=$1 tasks=$2; shift 2
-  timeout 300 "$cli" eval --sweep --task "$tasks" --model "$ck/$name/target" --context-len 1024 \
-    --num-samples 6 --kv-budget dense,512 --device cpu --threads 2 --json "$tmp/$name.json" "$@" \
-    > "$tmp/$name.txt" 2> "$tmp/$name.err" || { echo "FAIL: $name: eval exit $?"; tail -5 "$tmp/$name.err"; exit 1; }
+  run_eval "$name" --task "$tasks" --model "$ck/$name/target" --context-len 1024 --num-samples 6 --kv-budget dense,512 "$@"
 }
 ev run12 niah_multiquery,niah_multivalue,qa --predict lookahead --draft "model:$ck/run12/draft" --kv-key-codes 2
 ev run10 niah_single_text,niah_multikey,chain --predict current --kv-key-codes 2
 # speculating (prompt-lookup drafts, 4 a step) with verify steps that select with their own queries:
 # chain at 2K and a 256-token budget within one sample of dense (without the switch: 1 of 6)
-timeout 300 "$cli" eval --sweep --task chain --model "$ck/run10/target" --context-len 2048 --num-samples 6 \
-  --kv-budget dense,256 --kv-key-codes 2 --predict lookahead --kv-verify-inline --device cpu --threads 2 \
-  --json "$tmp/run10vi.json" > "$tmp/run10vi.txt" 2> "$tmp/run10vi.err" ||
-  { echo "FAIL: verify-inline eval exit $?"; tail -5 "$tmp/run10vi.err"; exit 1; }
+run_eval run10vi --task chain --model "$ck/run10/target" --context-len 2048 --num-samples 6 \
+  --kv-budget dense,256 --kv-key-codes 2 --predict lookahead --kv-verify-inline
 # ... and with stale own tokens deferred instead (--kv-verify-defer, the default: no inline selection), 12
 # samples: at least 4 (measured on this machine: 5 of 12; with --no-kv-verify-defer 1 of 12)
-timeout 300 "$cli" eval --sweep --task chain --model "$ck/run10/target" --context-len 2048 --num-samples 12 \
-  --kv-budget 256 --kv-key-codes 2 --predict lookahead --kv-verify-defer --device cpu --threads 2 \
-  --json "$tmp/run10df.json" > "$tmp/run10df.txt" 2> "$tmp/run10df.err" ||
-  { echo "FAIL: verify-defer eval exit $?"; tail -5 "$tmp/run10df.err"; exit 1; }
-timeout 300 "$cli" eval --sweep --task chain,niah_single_filler --model "$ck/run10/draft" --context-len 16384 \
-  --num-samples 1 --kv-budget dense --device cpu --threads 2 --json "$tmp/len.json" > "$tmp/len.md" 2> "$tmp/len.err" ||
-  { echo "FAIL: 16K eval exit $?"; tail -5 "$tmp/len.err"; exit 1; }
-grep "^| [a-z_]* | 16384 " "$tmp/len.md" | grep -q "prompts" && { echo "FAIL: a short-prompt note"; cat "$tmp/len.md"; exit 1; }
+run_eval run10df --task chain --model "$ck/run10/target" --context-len 2048 --num-samples 12 \
+  --kv-budget 256 --kv-key-codes 2 --predict lookahead --kv-verify-defer
+run_eval len --task chain,niah_single_filler --model "$ck/run10/draft" --context-len 16384 --num-samples 1 --kv-budget dense
+grep "^| [a-z_]* | 16384 " "$tmp/len.txt" | grep -q "prompts" && { echo "FAIL: a short-prompt note"; cat "$tmp/len.txt"; exit 1; }
 # run 14's chain at 2K, budget 256 (`current`): Quest's bound alone loses the lookups (measured 0 of 4
 # against dense's 4; bench/ACCURACY.md, "Where the bound loses") and the eval says so under its table;
 # with 2-bit key codes it keeps them (3 of 4) and says nothing
 for v in bound codes; do
   extra=(); [ $v = codes ] && extra=(--kv-key-codes 2)
-  timeout 300 "$cli" eval --sweep --task chain --model "$ck/run14/target" --context-len 2048 --num-samples 4 \
-    --kv-budget dense,256 --predict current "${extra[@]}" --device cpu --threads 2 --json "$tmp/r14$v.json" \
-    > "$tmp/r14$v.txt" 2> "$tmp/r14$v.err" || { echo "FAIL: run 14 $v eval exit $?"; tail -5 "$tmp/r14$v.err"; exit 1; }
+  run_eval "r14$v" --task chain --model "$ck/run14/target" --context-len 2048 --num-samples 4 \
+    --kv-budget dense,256 --predict current "${extra[@]}"
 done
 grep -q "^note: 1 sparse cell with Quest's bound alone" "$tmp/r14bound.txt" ||
   { echo "FAIL: no note under the bound's table"; cat "$tmp/r14bound.txt"; exit 1; }
 grep -q "^note:" "$tmp/r14codes.txt" && { echo "FAIL: a note under the codes' table"; cat "$tmp/r14codes.txt"; exit 1; }
+# the selections below run with serve's cache defaults
+sel=(--kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25)
 # run 12's multi-value at 2K, budget 128 (6%), 2-bit codes: `layer-ahead` writes dense's answers (8 of 8
 # measured), `current`, a step late, 3 of 8 (bench/ACCURACY.md: the same at 32K on run 14); the eval's note
 # under the table points to layer-ahead exactly when a last-step cell lost them
-timeout 300 "$cli" eval --sweep --task niah_multivalue --model "$ck/run12/target" --context-len 2048 --num-samples 8 \
-  --kv-budget dense,128 --predict current,layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
-  --device cpu --threads 2 --json "$tmp/r12la.json" > "$tmp/r12la.txt" 2> "$tmp/r12la.err" ||
-  { echo "FAIL: layer-ahead eval exit $?"; tail -5 "$tmp/r12la.err"; exit 1; }
+run_eval r12la --task niah_multivalue --model "$ck/run12/target" --context-len 2048 --num-samples 8 \
+  --kv-budget dense,128 --predict current,layer-ahead "${sel[@]}"
 # run 15's multi-value at 2K, budget 256, codes 2 (bench/ACCURACY.md, "Run 15")
-timeout 300 "$cli" eval --sweep --task niah_multivalue --model "$ck/run15/target" --context-len 2048 --num-samples 8 \
-  --kv-budget dense,256 --predict layer-ahead --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 \
-  --device cpu --threads 2 --json "$tmp/r15.json" > "$tmp/r15.txt" 2> "$tmp/r15.err" ||
-  { echo "FAIL: run 15 eval exit $?"; tail -5 "$tmp/r15.err"; exit 1; }
-timeout 300 "$cli" eval --sweep --task chain_long --model "$ck/chainlong1/target" --context-len 4096 --num-samples 8 \
-  --kv-budget dense,512 --predict oracle --kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25 --seed 5 \
-  --device cpu --threads 2 --json "$tmp/cl.json" > "$tmp/cl.txt" 2> "$tmp/cl.err" ||
-  { echo "FAIL: chain_long eval exit $?"; tail -5 "$tmp/cl.err"; exit 1; }
+run_eval r15 --task niah_multivalue --model "$ck/run15/target" --context-len 2048 --num-samples 8 \
+  --kv-budget dense,256 --predict layer-ahead "${sel[@]}"
+# chainlong1's 128 lookups at 4K, dense and with the oracle at 512 (bench/ACCURACY.md, "chain_long: a model")
+run_eval cl --task chain_long --model "$ck/chainlong1/target" --context-len 4096 --num-samples 8 --seed 5 \
+  --kv-budget dense,512 --predict oracle "${sel[@]}"
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
