@@ -4,7 +4,7 @@
  *
  *   bench_step --config DIR|-m MODEL [--device cuda] [--batch 1,16,64,128]
  *              [--ctx 8192,32768] [--kv-budget dense,2048] [--steps 20] [--warmup 3]
- *              [--predict lookahead|current|oracle|layer-ahead] [--cache-factor 1] [--sticky 0] [--kv-host-dtype auto|fp8]
+ *              [--predict lookahead|current|oracle|layer-ahead|layer-ahead-attn] [--cache-factor 1] [--sticky 0] [--kv-host-dtype auto|fp8]
  *              [--hbm-gbps 4800] [--tp N] [--overlap 0|1] [--dense-while-room 0|1] [--json FILE]
  *
  * Each sequence is filled with ctx random KV positions (okv_engine_seq_fill_random:
@@ -102,8 +102,9 @@ int main(int argc, char **argv)
     }
     enum okv_predict pred = !strcmp(pred_s, "current")       ? OKV_PREDICT_CURRENT
                             : !strcmp(pred_s, "oracle")      ? OKV_PREDICT_ORACLE
-                            : !strcmp(pred_s, "layer-ahead") ? OKV_PREDICT_LAYER_AHEAD
-                                                             : OKV_PREDICT_LOOKAHEAD;
+                            : !strncmp(pred_s, "layer-ahead", 11) ? OKV_PREDICT_LAYER_AHEAD
+                                                                  : OKV_PREDICT_LOOKAHEAD;
+    const bool after_attn = !strcmp(pred_s, "layer-ahead-attn");
     int batches[16], ctxs[16], budgets[16];
     int nbatch = parse_list(batch_s, batches, 16), nctx = parse_list(ctx_s, ctxs, 16), nbud = parse_list(budget_s, budgets, 16);
     const struct okv_model_config *c = &m->cfg;
@@ -120,7 +121,8 @@ int main(int argc, char **argv)
                 int B = batches[bi], ctx = ctxs[ci], budget = budgets[ki];
                 struct okv_engine_params ep = {.max_ctx = ctx + steps + warmup + 16, .max_seqs = B,
                                                .max_batch_tokens = B < 256 ? 256 : B, .kv_budget = budget,
-                                               .predict = pred, .cache_factor = cache_factor, .sticky = sticky,
+                                               .predict = pred, .ahead_after_attention = after_attn,
+                                               .cache_factor = cache_factor, .sticky = sticky,
                                                .host_fp8 = host_fp8, .dense_while_room = room && budget > 0};
                 if (ep.dense_while_room)   /* group slots for every block: the sequences stay dense */
                     ep.kv_slots = B * ((ep.max_ctx + 15) / 16 + 2) + ep.max_batch_tokens / 16 + 1;

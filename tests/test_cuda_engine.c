@@ -296,16 +296,19 @@ static void run_model(const char *name, const char *model_path, const char *ref_
      * holding the blocks could differ) */
     static const char *const dr_what[] = {"sparse 32: device vs host maps", "sparse 32 codes2: device vs host",
                                           "sparse 32 fp8: device vs host", "layer-ahead codes2 sticky: dev vs host",
-                                          "oracle codes2: device vs host"};
+                                          "oracle codes2: device vs host", "layer-ahead-attn codes2: dev vs host"};
     /* Quest's bound, 2-bit key codes, the bound with an fp8 host tier (predict current); the codes
      * with each layer's selection made a layer ahead, and with each step's own queries (inline:
-     * installed before the layer's attention, on the side stream like the predictions) */
-    for (int v = 0; v < 5; v++) {
+     * installed before the layer's attention, on the side stream like the predictions); layer-ahead
+     * chosen after the previous layer's attention (not yet run on a GPU when added in session 35) */
+    for (int v = 0; v < 6; v++) {
         const int bits = v == 0 || v == 2 ? 0 : 2;
         struct okv_engine_params dp = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32,
                                        .dense_layers = 0, .key_code_bits = bits, .host_fp8 = v == 2,
-                                       .predict = v == 3 ? OKV_PREDICT_LAYER_AHEAD : v == 4 ? OKV_PREDICT_ORACLE
-                                                                                              : OKV_PREDICT_CURRENT,
+                                       .predict = v == 3 || v == 5 ? OKV_PREDICT_LAYER_AHEAD
+                                                  : v == 4         ? OKV_PREDICT_ORACLE
+                                                                   : OKV_PREDICT_CURRENT,
+                                       .ahead_after_attention = v == 5,
                                        .sticky = v == 3 ? 0.25f : 0.0f};   /* layer-ahead's sticky cut on the device */
         struct okv_engine_params hp = dp;
         hp.host_residency = true;

@@ -53,22 +53,28 @@ bool cli_host_fp8(const char *flag, const char *s)
     return false;
 }
 
-enum okv_predict cli_predict(const char *s, bool *from_prompt)
+enum okv_predict cli_predict(const char *s, bool *from_prompt, bool *after_attn)
 {
     static const struct {
         const char *name;
         enum okv_predict mode;
-        bool from_prompt;
-    } modes[] = {{"current", OKV_PREDICT_CURRENT, false},          {"lookahead", OKV_PREDICT_LOOKAHEAD, false},
-                 {"oracle", OKV_PREDICT_ORACLE, false},            {"layer-ahead", OKV_PREDICT_LAYER_AHEAD, false},
-                 {"current-from-prompt", OKV_PREDICT_CURRENT, true}, {"lookahead-from-prompt", OKV_PREDICT_LOOKAHEAD, true}};
+        bool from_prompt, after_attn;
+    } modes[] = {{"current", OKV_PREDICT_CURRENT, false, false},
+                 {"lookahead", OKV_PREDICT_LOOKAHEAD, false, false},
+                 {"oracle", OKV_PREDICT_ORACLE, false, false},
+                 {"layer-ahead", OKV_PREDICT_LAYER_AHEAD, false, false},
+                 {"layer-ahead-attn", OKV_PREDICT_LAYER_AHEAD, false, true},
+                 {"current-from-prompt", OKV_PREDICT_CURRENT, true, false},
+                 {"lookahead-from-prompt", OKV_PREDICT_LOOKAHEAD, true, false}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (!strcmp(s, modes[i].name) && (from_prompt || !modes[i].from_prompt)) {
             if (from_prompt)
                 *from_prompt = modes[i].from_prompt;
+            if (after_attn)
+                *after_attn = modes[i].after_attn;
             return modes[i].mode;
         }
-    cli_die("--predict: '%s' is not one of current, lookahead, oracle, layer-ahead%s", s,
+    cli_die("--predict: '%s' is not one of current, lookahead, oracle, layer-ahead, layer-ahead-attn%s", s,
             from_prompt ? ", current-from-prompt, lookahead-from-prompt" : "");
 }
 

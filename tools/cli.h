@@ -20,7 +20,9 @@ double cli_double(const char *flag, const char *s, double lo, double hi);
 bool cli_host_fp8(const char *flag, const char *s);
 /* --predict: current | lookahead | oracle | layer-ahead; with from_prompt, also current-from-prompt and
  * lookahead-from-prompt (*from_prompt set: the prompt's last token predicts the first decode step) */
-enum okv_predict cli_predict(const char *s, bool *from_prompt);
+/* --predict's value; *after_attn (may be NULL) is set for layer-ahead-attn, *from_prompt (NULL: not
+ * accepted) for the -from-prompt modes */
+enum okv_predict cli_predict(const char *s, bool *from_prompt, bool *after_attn);
 uint64_t cli_u64(const char *flag, const char *s);
 /* Comma-separated token ids; *n set; dies on a bad list. Caller frees (okv_free). */
 int32_t *cli_token_list(const char *flag, const char *s, size_t *n);

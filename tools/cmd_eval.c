@@ -22,9 +22,11 @@ static const char *help =
     "  --context-len L        tokens of prompt + answer (default 2048); with --sweep a comma list\n"
     "  --num-samples N        samples per cell (default 10)\n"
     "  --kv-budget B|dense    OasisKV budget in tokens, or dense (default 2048); with --sweep a comma list\n"
-    "  --predict MODE         current | lookahead | oracle | layer-ahead (default lookahead); with --sweep a\n"
-    "                         comma list; layer-ahead: each layer's blocks are chosen at the previous\n"
-    "                         layer's start with its queries estimated from that layer's input;\n"
+    "  --predict MODE         current | lookahead | oracle | layer-ahead | layer-ahead-attn (default\n"
+    "                         lookahead); with --sweep a comma list; layer-ahead: each layer's blocks are\n"
+    "                         chosen at the previous layer's start with its queries estimated from that\n"
+    "                         layer's input; layer-ahead-attn: after the previous layer's attention, from\n"
+    "                         its input with that attention's output added (closer; needed on 2 layers);\n"
     "                         current-from-prompt, lookahead-from-prompt: the prompt's last token also\n"
     "                         predicts the first answer token's blocks (by default that step selects inline)\n"
     "                         (lookahead drafts by n-gram prompt lookup unless --draft says otherwise)\n"
@@ -273,8 +275,9 @@ static void print_table(const struct row *rows, int n_rows)
      * bound loses, and why") */
     /* and where, with the codes, a selection predicted from the last step's queries loses them: a
      * list's next item or a chain's next line is a block the last step's query had no reason to want
-     * (bench/ACCURACY.md, "Run 14's matrix at 32K"); layer-ahead's estimate needs depth: on a 2-layer
-     * model the second layer's queries come from the embeddings alone ("chain_long: a model") */
+     * (bench/ACCURACY.md, "Run 14's matrix at 32K"); layer-ahead's estimate at a layer's start needs
+     * depth: on a 2-layer model the second layer's queries come from the embeddings alone, and the
+     * estimate after the first layer's attention keeps them ("chain_long: a model") */
     int bound_lost = 0, late_lost = 0;
     for (int i = 0; i < n_rows; i++) {
         const struct okv_eval_cell *c = &rows[i].cell;
@@ -291,7 +294,8 @@ static void print_table(const struct row *rows, int n_rows)
     if (late_lost)
         printf("\nnote: %d sparse cell%s selecting with the last step's queries wrote dense's answers in under 3/4 of "
                "the samples; --predict layer-ahead (this step's queries, estimated a layer early) keeps lists and "
-               "chains that they miss, on models deeper than 2 layers (bench/ACCURACY.md)\n",
+               "chains that they miss; layer-ahead-attn (estimated after the previous layer's attention) also on "
+               "shallow models (bench/ACCURACY.md)\n",
                late_lost, late_lost > 1 ? "s" : "");
     if (any_fid) {
         if (any_acc)
@@ -585,9 +589,9 @@ int cmd_eval(int argc, char **argv)
     struct okv_eval_config cfgs[MAX_LIST * 3 + 1];
     int n_cfgs = 0;
     enum okv_predict pm[MAX_LIST];
-    bool pfp[MAX_LIST];
+    bool pfp[MAX_LIST], paa[MAX_LIST];
     for (int k = 0; k < modes.n; k++)
-        pm[k] = cli_predict(modes.v[k], &pfp[k]);
+        pm[k] = cli_predict(modes.v[k], &pfp[k], &paa[k]);
     for (int b = 0; b < budgets.n; b++) {
         int budget = !strcmp(budgets.v[b], "dense") ? 0 : cli_int("--kv-budget", budgets.v[b], 1, 1 << 24);
         for (int k = 0; k < (budget ? modes.n : 1); k++) {
@@ -596,7 +600,8 @@ int cmd_eval(int argc, char **argv)
             cfgs[n_cfgs++] = (struct okv_eval_config){budget, budget ? pm[k] : OKV_PREDICT_CURRENT, dense_layers,
                                                       draft, spec_tokens, (float)cache_factor, budget && pfp[k],
                                                       (float)sticky, budget ? key_code_bits : 0, budget && host_fp8,
-                                                      budget && verify_inline, budget && verify_defer};
+                                                      budget && verify_inline, budget && verify_defer,
+                                                      budget && paa[k]};
         }
     }
     if (!o.model_path)

@@ -33,8 +33,9 @@ static const char *help =
     "  --prefill-chunk N      prompt tokens per forward pass (default 512)\n"
     "  --kv-budget N|dense    OasisKV: tokens of sink + window + selected KV blocks per (layer, KV head)\n"
     "                         (default 2048); dense: attend to every block\n"
-    "  --predict MODE         current | lookahead | oracle | layer-ahead: which queries choose the next step's\n"
-    "                         blocks (oracle: each layer's own, inline; layer-ahead: estimated a layer early)\n"
+    "  --predict MODE         current | lookahead | oracle | layer-ahead | layer-ahead-attn: which queries\n"
+    "                         choose the next step's blocks (oracle: each layer's own, inline; layer-ahead:\n"
+    "                         estimated a layer early, at its start; layer-ahead-attn: after its attention)\n"
     "                         (default lookahead; oracle is for evaluation)\n"
     "  --dense-layers N       keep the first N layers dense (default 0)\n"
     "  --kv-cache-factor F    device units per selected block (default 1; 2 keeps twice the selection, LRU)\n"
@@ -87,6 +88,7 @@ int cmd_generate(int argc, char **argv)
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     const char *draft = NULL;   /* speculative decoding */
     int spec_tokens = 0;
+    bool after_attn = false;   /* --predict layer-ahead-attn */
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     const char *stops[16];
     int n_stop = 0;
@@ -164,7 +166,7 @@ int cmd_generate(int argc, char **argv)
             const char *v = cli_value(argc, argv, &i);
             kv_budget = !strcmp(v, "dense") ? 0 : cli_int(a, v, 1, 1 << 24);
         } else if (!strcmp(a, "--predict")) {
-            predict = cli_predict(cli_value(argc, argv, &i), NULL);
+            predict = cli_predict(cli_value(argc, argv, &i), NULL, &after_attn);
         } else if (!strcmp(a, "--kv-host-dtype")) {
             host_fp8 = cli_host_fp8(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-key-codes")) {
@@ -259,6 +261,7 @@ int cmd_generate(int argc, char **argv)
         cli_die("--dense-layers: %d is more than the model's %d layers", dense_layers, m->cfg.n_layers);
     struct okv_engine_params ep = {.block_size = block, .max_ctx = max_ctx, .max_batch_tokens = chunk,
                                    .kv_budget = kv_budget, .dense_layers = dense_layers, .predict = predict,
+                                   .ahead_after_attention = after_attn,
                                    .track_recall = recall, .device_bytes_limit = (size_t)(kv_device_mb * 1048576.0),
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .verify_inline = verify_inline,

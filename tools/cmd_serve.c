@@ -61,7 +61,9 @@ static const char *help =
     "                               alone), current (the token alone, drafts or not), layer-ahead (during the step\n"
     "                               itself, each layer's queries estimated from the previous layer's input: closer\n"
     "                               to dense, one more query projection a layer and a shorter fetch lead;\n"
-    "                               bench/ACCURACY.md), oracle (each layer's own queries, inline: evaluation)\n"
+    "                               bench/ACCURACY.md), layer-ahead-attn (the same, estimated after the previous\n"
+    "                               layer's attention: closer still, the fetch behind its MLP alone), oracle (each\n"
+    "                               layer's own queries, inline: evaluation)\n"
     "  --kv-host-gb G               host KV tier (sparse mode; default: max-num-seqs full contexts)\n"
     "  --kv-host-dtype T            host KV tier storage: auto (the device tier's precision, default) or fp8\n"
     "                               (E4M3: half the host memory and half the PCIe bytes a fetch moves; the device\n"
@@ -174,6 +176,7 @@ int cmd_serve(int argc, char **argv)
     bool cache_factor_set = false, max_seqs_set = false;
     double sticky = 0.25;
     int key_code_bits = 0;
+    bool after_attn = false;   /* --predict layer-ahead-attn */
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     bool host_fp8 = false;
@@ -232,7 +235,7 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--tokenizer")) {
             tok_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--predict")) {
-            predict = cli_predict(cli_value(argc, argv, &i), NULL);
+            predict = cli_predict(cli_value(argc, argv, &i), NULL, &after_attn);
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
         } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
@@ -377,7 +380,8 @@ int cmd_serve(int argc, char **argv)
 
     struct okv_engine_params ep = {.block_size = block, .kv_slots = (int)slots, .max_seqs = max_seqs,
                                    .max_ctx = max_ctx, .max_batch_tokens = max_batched, .kv_budget = kv_budget,
-                                   .predict = predict, .host_blocks = host_blocks, .tight_device = true,
+                                   .predict = predict, .ahead_after_attention = after_attn,
+                                   .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .dense_while_room = dense_while_room,
                                    .verify_inline = verify_inline, .verify_defer = verify_defer,

@@ -26,10 +26,10 @@ enum okv_predict {
     OKV_PREDICT_CURRENT = 0,   /* the queries of step t's own (non-draft) token */
     OKV_PREDICT_LOOKAHEAD,     /* the queries of step t's token and its drafted lookahead tokens */
     OKV_PREDICT_ORACLE,        /* step t+1's true queries, fetched synchronously (evaluation only) */
-    OKV_PREDICT_LAYER_AHEAD,   /* step t+1's queries of layer l estimated from layer l-1's input (layer l's
+    OKV_PREDICT_LAYER_AHEAD,   /* step t's queries of layer l estimated from layer l-1's input (layer l's
                                   norm and query projection applied to it; layer 0 exact), chosen at layer
-                                  l-1's start so that the fetch runs while l-1 computes; residency on the
-                                  host (not yet the backend's device-side residency): for evaluation */
+                                  l-1's start so that the fetch runs while l-1 computes (with
+                                  okv_engine_params.ahead_after_attention: after l-1's attention) */
 };
 
 struct okv_engine_params {
@@ -44,6 +44,13 @@ struct okv_engine_params {
     int window_blocks;     /* local window, including the block being filled; default 4 */
     int dense_layers;      /* the first N layers select every block */
     enum okv_predict predict;
+    bool ahead_after_attention; /* layer-ahead: layer l's queries estimated after layer l-1's attention, from its
+                                   input with that attention's output added (only l-1's MLP missing), and its
+                                   blocks chosen there, so that their fetch runs behind l-1's MLP alone. The
+                                   estimate at l-1's start misses l-1's attention, which on a shallow model is
+                                   what carries a lookup's key: chainlong1 (2 layers) at 4K, budget 512, 17 of
+                                   32 against 0 at the start (the oracle: 18; bench/ACCURACY.md). Default
+                                   false; OKV_LA_MID=0/1 overrides (A/B runs) */
     bool predict_from_prompt;   /* the prompt's last token predicts the first decode step's blocks, like any
                                    other step. Default false: the first decode step selects with its own
                                    queries and waits for that selection (once per request), because the last

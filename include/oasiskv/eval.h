@@ -149,9 +149,11 @@ struct okv_eval_config {
     bool host_fp8;            /* okv_engine_params.host_fp8 */
     bool verify_inline;       /* okv_engine_params.verify_inline */
     bool verify_defer;        /* okv_engine_params.verify_defer */
+    bool ahead_after_attention; /* okv_engine_params.ahead_after_attention ("layer-ahead-attn") */
 };
 
-/* "current", "lookahead", "oracle", "current-from-prompt" or "lookahead-from-prompt". */
+/* "current", "lookahead", "oracle", "layer-ahead", "layer-ahead-attn", "current-from-prompt" or
+ * "lookahead-from-prompt". */
 const char *okv_eval_predict_name(const struct okv_eval_config *c);
 
 /* The result of one configuration over the samples. */

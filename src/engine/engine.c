@@ -340,6 +340,7 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         const bool ahead = prm.predict == OKV_PREDICT_LAYER_AHEAD;
         e->la_prefetch = ahead && env_flag("OKV_LA_PREFETCH", false);
         e->la_sticky = ahead && env_flag("OKV_LA_STICKY", true);
+        e->la_mid = ahead && env_flag("OKV_LA_MID", prm.ahead_after_attention);
         e->verify_defer = env_flag("OKV_VERIFY_DEFER", prm.verify_defer);
     }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));

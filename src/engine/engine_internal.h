@@ -69,6 +69,8 @@ struct okv_engine {
     bool verify_inline;         /* okv_engine_params.verify_inline, or OKV_VERIFY_INLINE */
     bool la_prefetch;           /* layer-ahead: also predict a step ahead (OKV_LA_PREFETCH; sparse.c) */
     bool la_sticky;             /* layer-ahead: its selections sticky as predictions are (default; OKV_LA_STICKY=0: not) */
+    bool la_mid;                /* layer-ahead: layer l+1's blocks chosen after layer l's attention, not at its start
+                                   (okv_engine_params.ahead_after_attention, or OKV_LA_MID; forward.c) */
     bool verify_defer;          /* okv_engine_params.verify_defer, or OKV_VERIFY_DEFER */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
     bool lend;                  /* dense while room: unclaimed quota chunks are lent as group slots (kv.h) */

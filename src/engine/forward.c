@@ -313,12 +313,13 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         CK(o->embed(be, e->x, e->tok_embd, b->tokens, n, dim));
     /* layer-ahead: at each layer's start the next layer's queries are estimated from this
      * layer's input (layer 0's from its own: exact) and the next layer's blocks chosen with them,
-     * so that their fetches run while this layer computes; its attention waits for them */
+     * so that their fetches run while this layer computes; its attention waits for them. After
+     * attention (la_mid): estimated and chosen once this layer's attention output is added */
     const bool la = e->prm.predict == OKV_PREDICT_LAYER_AHEAD && e->qla[0] && any_sel;
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_w *w = &e->layers[l];
         bool q_ready = false;   /* layer 0's own queries, computed for its selection (exact) */
-        for (int nl = l == 0 ? 0 : l + 1; la && nl <= l + 1 && nl < c->n_layers; nl++) {
+        for (int nl = l == 0 ? 0 : l + 1; la && nl <= (e->la_mid ? l : l + 1) && nl < c->n_layers; nl++) {
             okv_bmem *dst = nl == l ? e->q : e->qla[nl & 1];
             CK(layer_queries(e, &e->layers[nl], dst, n, half));
             q_ready |= nl == l;
@@ -358,6 +359,12 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         }
         CK(o->matmul(be, e->tmp, e->att, w->wo, NULL, n, qd, dim));
         CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
+        if (la && e->la_mid && l + 1 < c->n_layers) {   /* the next layer's blocks, from the input with this attention */
+            CK(layer_queries(e, &e->layers[l + 1], e->qla[(l + 1) & 1], n, half));
+            e->sel_q = e->qla[(l + 1) & 1];
+            TIMED(e->stats.host_sparse_s, okv_sparse_select_inline(e, n_seqs, l + 1, &e->ahead_units[(l + 1) & 1]));
+            e->sel_q = e->q;
+        }
         CK(o->rmsnorm(be, e->h, e->x, w->ffn_norm, n, dim, c->rms_eps));
         CK(o->matmul(be, e->gate, e->h, w->w_gate, NULL, n, dim, c->ffn_dim));
         CK(o->matmul(be, e->up, e->h, w->w_up, NULL, n, dim, c->ffn_dim));

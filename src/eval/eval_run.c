@@ -31,7 +31,7 @@ const char *okv_eval_predict_name(const struct okv_eval_config *c)
     if (c->predict == OKV_PREDICT_ORACLE)
         return "oracle";
     if (c->predict == OKV_PREDICT_LAYER_AHEAD)
-        return "layer-ahead";
+        return c->ahead_after_attention ? "layer-ahead-attn" : "layer-ahead";
     if (c->predict == OKV_PREDICT_LOOKAHEAD)
         return c->predict_from_prompt ? "lookahead-from-prompt" : "lookahead";
     return c->predict_from_prompt ? "current-from-prompt" : "current";
@@ -47,7 +47,8 @@ static enum okv_status make_engine(const struct okv_model *m, okv_backend *be, c
                                    .cache_factor = cfg->cache_factor, .sticky = cfg->sticky,
                                    .key_code_bits = cfg->key_code_bits, .host_fp8 = cfg->host_fp8,
                                    .verify_inline = cfg->verify_inline,
-                                   .verify_defer = cfg->verify_defer};
+                                   .verify_defer = cfg->verify_defer,
+                                   .ahead_after_attention = cfg->ahead_after_attention};
     int blocks = (max_ctx + EVAL_BLOCK - 1) / EVAL_BLOCK + 1;
     if (cfg->kv_budget == 0)
         ep.kv_slots = blocks;

@@ -27,7 +27,9 @@
 #   layer-ahead at a 256-token budget with the codes keeps them (8 of 8 measured; `current` 4 of 8);
 # - chainlong1 (the reasoning workload's 0.9M model, train/chain_long_cpu.sh) follows 128 lookups at 4K in
 #   at least 3 of 8 samples dense (4 measured), writing ~0.8K tokens a sample, and selecting with each
-#   step's own queries (`oracle`) at a 512-token budget within one sample of dense (5 measured).
+#   step's own queries (`oracle`) at a 512-token budget within one sample of dense (5 measured), and so
+#   does layer-ahead chosen after the previous layer's attention (`layer-ahead-attn`; at the layer's start
+#   it keeps none: layer 1's queries estimated from the embeddings alone).
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
@@ -80,9 +82,10 @@ run_eval r12la --task niah_multivalue --model "$ck/run12/target" --context-len 2
 # run 15's multi-value at 2K, budget 256, codes 2 (bench/ACCURACY.md, "Run 15")
 run_eval r15 --task niah_multivalue --model "$ck/run15/target" --context-len 2048 --num-samples 8 \
   --kv-budget dense,256 --predict layer-ahead "${sel[@]}"
-# chainlong1's 128 lookups at 4K, dense and with the oracle at 512 (bench/ACCURACY.md, "chain_long: a model")
+# chainlong1's 128 lookups at 4K, dense, with the oracle and layer-ahead after attention at 512
+# (bench/ACCURACY.md, "chain_long: a model")
 run_eval cl --task chain_long --model "$ck/chainlong1/target" --context-len 4096 --num-samples 8 --seed 5 \
-  --kv-budget dense,512 --predict oracle "${sel[@]}"
+  --kv-budget dense,512 --predict oracle,layer-ahead-attn "${sel[@]}"
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -124,11 +127,14 @@ print(f"run15 multi-value 2K: dense {r15[0]['correct']}/8, budget 256 layer-ahea
       f"({r15[1]['same_as_dense']} = dense)")
 if r15[0]["correct"] < 7 or r15[1]["same_as_dense"] < 7 or r15[1]["fetch_bytes"] <= 0:
     print("FAIL: run 15 should write multi-value at 2K dense and keep it at budget 256 with layer-ahead"); fail += 1
-cl = json.load(open(f"{d}/cl.json"))["rows"]
-print(f"chainlong1 chain_long 4K: dense {cl[0]['correct']}/8 ({cl[0]['gen_tokens'] / 8:.0f} tokens a sample), "
-      f"budget 512 oracle {cl[1]['correct']}/8")
-if cl[0]["correct"] < 3 or cl[0]["gen_tokens"] < 8 * 500 or cl[1]["correct"] < cl[0]["correct"] - 1 or cl[1]["fetch_bytes"] <= 0:
-    print("FAIL: chainlong1 should follow 128 lookups dense and keep them with the oracle at 512"); fail += 1
+cl = {r["predict"]: r for r in json.load(open(f"{d}/cl.json"))["rows"]}
+print(f"chainlong1 chain_long 4K: dense {cl['dense']['correct']}/8 ({cl['dense']['gen_tokens'] / 8:.0f} tokens a sample), "
+      f"budget 512 oracle {cl['oracle']['correct']}/8, layer-ahead-attn {cl['layer-ahead-attn']['correct']}/8")
+if cl["dense"]["correct"] < 3 or cl["dense"]["gen_tokens"] < 8 * 500:
+    print("FAIL: chainlong1 should follow 128 lookups dense"); fail += 1
+for p in ("oracle", "layer-ahead-attn"):
+    if cl[p]["correct"] < cl["dense"]["correct"] - 1 or cl[p]["fetch_bytes"] <= 0:
+        print(f"FAIL: chainlong1 should keep its lookups with {p} at 512"); fail += 1
 check("run10", "niah_single_text", 6, 1)
 check("run10", "niah_multikey", 3, 1)
 check("run10", "chain", 3, 1)
