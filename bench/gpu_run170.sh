@@ -5,7 +5,9 @@
 # Quest's bound alone) loses 7.9 points and more; section 15's reasoning shape (RESULTS §15, §23) measured
 # the codes at 1.05x dense's output rate against the bound's 1.50x at c64 (session 12's code). This runs
 # the reasoning shape (run 15's target since session 34, ~1K-token English prompts, 16384 output tokens, 2 GiB pool, c64,
-# serve defaults otherwise) dense and at budget 2048 four ways: the default, layer-ahead, the codes, both;
+# serve defaults otherwise) dense and at budget 2048 five ways: the default, the codes, the codes with
+# layer-ahead chosen at each layer's start and after its attention (session 35: the fetch behind the MLP
+# alone), layer-ahead alone (last, where time allows);
 # one server each, behind the same HTTP front (bench/serve_ab.sh), ~70 s a row.
 #   bash bench/gpu_run170.sh      (carry build-gc; C=concurrency, default 64; results: $OUT/logs.tar)
 set -u
@@ -24,8 +26,9 @@ row() {  # tag kv extra
 }
 row dense dense ""
 row bound_current 2048 ""
-row bound_layerahead 2048 "--predict layer-ahead"
 row codes_current 2048 "--kv-key-codes 2"
 row codes_layerahead 2048 "--predict layer-ahead --kv-key-codes 2"
+row codes_layerahead_attn 2048 "--predict layer-ahead-attn --kv-key-codes 2"
+row bound_layerahead 2048 "--predict layer-ahead"
 grep -h "resident_in_time_ratio\|blocks_fetched_total" $L/serve/metrics_* 2>/dev/null | head -12
 echo "done at $SECONDS s"

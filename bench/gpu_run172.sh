@@ -1,0 +1,41 @@
+#!/bin/bash
+# Planned in session 35 of 2026-12-04 (not run yet): the reasoning workload (chain_long: 128 lookups at random
+# lines of a table that fills the context, ~1.1K generated tokens, scored on the final code) on an 8-layer
+# model. chainlong1 (2 layers, CPU-trained) keeps it with the oracle and with layer-ahead chosen after the
+# previous layer's attention, not with layer-ahead at the layer's start, which estimates layer 1's queries
+# from the embeddings alone (bench/ACCURACY.md, "chain_long: a model"). Here run
+# 15's 8-layer target and its draft (train/checkpoints/run15) train on for one call on chain and chain_long
+# at 4K and 8K, then the engine evaluates chain_long at 8K (N = 16, seed 5, 2-bit codes, cache factor 2,
+# sticky 0.25): dense, then layer-ahead after attention / layer-ahead / current / lookahead with the trained
+# draft / oracle at 512 and 1024 (6% and 12% of the context), each cell its own JSON (packed into
+# $OUT/cells.tgz) in the time left.
+#   bash bench/park_checkpoints.sh keep run15; BUDGET=300 bash bench/gpu_run172.sh
+#   (carry build-gc and build-texts; $OUT/r/{target,draft.tar}, cells.tgz, train.log)
+set -u
+BUDGET=${BUDGET:-300}
+M=${M:-train/checkpoints/run15}
+. bench/gpu_env.sh build-gc
+export PYTHONUNBUFFERED=1
+TX=/tmp/okv_texts13
+mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
+OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --tasks chain,chain_long --task-weights chain=1,chain_long=3 \
+  --curriculum 0:4096=1,8192=1 --max-ctx 8192 --tokens-per-step 65536 --lr 1e-3 --draft-lr 1.5e-3 --decay-share 1 \
+  --report-ctx 8192 --report-samples 8" \
+    bash train/run_gpu.sh /tmp/tr $((BUDGET - SECONDS)) 0 $M 2>&1 | tee $OUT/train.log | grep -v "^\[.*\] step "
+mkdir -p $OUT/r/target && cp /tmp/tr/target/* $OUT/r/target/ && tar -C /tmp/tr -cf $OUT/r/draft.tar draft && ls -la $OUT/r/target $OUT/r/draft.tar
+mkdir -p /tmp/cells
+common="--model /tmp/tr/target --context-len 8192 --num-samples ${EVAL_N:-16} --seed 5 --device cuda --task chain_long"
+sparse="--kv-key-codes 2 --kv-cache-factor 2 --kv-sticky 0.25"
+cell() {  # name, then the eval flags
+  local name=$1; shift
+  local left=$((${END:-585} - SECONDS)); [ $left -gt 20 ] || { echo "$name: no time"; return; }
+  timeout $left $B/oasiskv eval --sweep $common "$@" --json /tmp/cells/$name.json 2>&1 | grep "^| [a-z]" | grep -v "^| task"
+  tar -C /tmp -czf $OUT/cells.tgz cells
+}
+cell dense --kv-budget dense
+cell layerahead_attn --kv-budget 512,1024 --predict layer-ahead-attn $sparse
+cell layerahead --kv-budget 512,1024 --predict layer-ahead $sparse
+cell current --kv-budget 512,1024 --predict current $sparse
+cell lookahead_draft --kv-budget 512,1024 --predict lookahead --draft model:/tmp/tr/draft $sparse
+cell oracle --kv-budget 512,1024 --predict oracle $sparse
+echo "done at $SECONDS s"
