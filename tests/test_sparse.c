@@ -743,7 +743,7 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         for (int k = 0; k < 3; k++) {
             struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
                                            .predict = k ? OKV_PREDICT_LAYER_AHEAD : OKV_PREDICT_ORACLE,
-                                           .ahead_after_attention = k == 2};
+                                           .ahead_after_attention = k == 2, .track_recall = true};
             okv_engine *le = NULL;
             CHECK(okv_engine_create(&z.m, be, &ep, &le) == OKV_OK, "layer-ahead engine: %s", okv_last_error());
             if (!le)
@@ -752,6 +752,16 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             struct okv_engine_stats ls;
             okv_engine_stats_get(le, &ls);
             CHECK(ls.inline_selections > 0 && ls.units_fetched > 0, "arch %d: layer-ahead (%d) selected nothing", arch, k);
+            /* recall of layer-ahead's estimate (layer 1's set against its own queries' set): all of it when
+             * the estimate is exact; the oracle has nothing to measure */
+            CHECK(k ? ls.recall_total > 0 && ls.recall_hits <= ls.recall_total : ls.recall_total == 0,
+                  "arch %d: layer-ahead (%d) recall %lld / %lld", arch, k, (long long)ls.recall_hits, (long long)ls.recall_total);
+            if (k == 2)
+                CHECK(ls.recall_hits == ls.recall_total, "arch %d: an exact estimate's recall %lld / %lld", arch,
+                      (long long)ls.recall_hits, (long long)ls.recall_total);
+            if (k == 1)
+                printf("  arch %d: layer-ahead at the layer's start, layer 0's MLP zeroed: recall %.3f\n", arch,
+                       ls.recall_total ? (double)ls.recall_hits / (double)ls.recall_total : 0.0);
             okv_engine_free(le);
         }
         CHECK(!memcmp(lm[0], lm[2], sizeof lm[0]), "arch %d: layer-ahead after attention differs from the oracle with "

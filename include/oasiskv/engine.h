@@ -81,7 +81,8 @@ struct okv_engine_params {
                               replace its lowest-ranked entries (text read forward, e.g. a value copied out of a
                               needle, crosses into the next block); 0: the default, 1; < 0: off. The environment
                               variable OKV_SUCCESSOR_BLOCKS overrides it (experiments). bench/ACCURACY.md */
-    bool track_recall;     /* also score each step with its true queries to measure prediction recall */
+    bool track_recall;     /* also score each step with its true queries to measure prediction recall (of the
+                              step-ahead prediction; with layer-ahead, of each layer's estimate from layer 1 on) */
     bool host_residency;   /* keep the residency maps on the host even when the backend can hold them
                               (tests and A/B runs; also OKV_DEVICE_RESID=0). Recall tracking and the
                               oracle always keep them on the host. */

@@ -506,8 +506,8 @@ enum okv_status okv_sparse_select_inline(okv_engine *e, int n_seqs, int layer, i
 }
 
 /* Before layer l's attention: inline selection (oracle mode, or a step without a
- * prediction; in layer-ahead mode made a layer earlier), recall measurement, and waiting for
- * the layer's fetches. */
+ * prediction; in layer-ahead mode made a layer earlier), recall measurement (of a prediction, or
+ * of layer-ahead's estimate), and waiting for the layer's fetches. */
 enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer, bool any_fetch)
 {
     const bool ahead = e->prm.predict == OKV_PREDICT_LAYER_AHEAD;
@@ -529,6 +529,13 @@ enum okv_status okv_sparse_before_attention(okv_engine *e, int n_seqs, int layer
             e->pred_rows[rows_at++] = r;   /* the step's own (true) queries */
         if (bs->inline_sel) {
             any_inline = true;
+            /* layer-ahead: the set chosen a layer earlier with estimated queries, against the one this
+             * layer's own queries choose (layer 0 selects with its own: not counted) */
+            int k = 0;
+            if (ahead && layer > 0 && e->prm.track_recall)
+                okv_resid_selection(e->resid, bs->id, layer, &k);
+            if (k > 0)
+                rec[n_rec++] = it;
         } else {
             int k;
             okv_resid_selection(e->resid, bs->id, layer, &k);

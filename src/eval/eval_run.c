@@ -275,8 +275,7 @@ enum okv_status okv_eval_fidelity(const struct okv_model *m, okv_backend *be, co
         cell->cfg = *cfg;
         cell->steps = steps;
         double tc = okv_now();
-        bool recall = track_recall && cfg->kv_budget > 0 && cfg->predict != OKV_PREDICT_ORACLE &&
-                      cfg->predict != OKV_PREDICT_LAYER_AHEAD;
+        bool recall = track_recall && cfg->kv_budget > 0 && cfg->predict != OKV_PREDICT_ORACLE;
         okv_drafter *dr = NULL;
         if ((st = make_engine(m, be, cfg, ctx, chunk, recall, &e)) != OKV_OK ||
             (st = make_drafter(m, be, cfg, NULL, ctx, chunk, &dr)) != OKV_OK ||
