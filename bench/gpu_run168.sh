@@ -38,10 +38,7 @@ CHUNK=${1:?chunk 1, 2 or 3}
 RESUME=${2:-}
 case ${1:-} in 3|h2) DEF=440 ;; *) DEF=500 ;; esac   # the last call keeps ~80 s for the engine's 32K eval
 BUDGET=${BUDGET:-$DEF}
-. bench/gpu_env.sh build-gc
-export PYTHONUNBUFFERED=1
-TX=/tmp/okv_texts13
-mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
+. bench/gpu_train_env.sh   # $B, $OUT, the texts in $TX
 # multi-value's reference order (train.py --mv-order): sorted since session 33 (bench/gpu_run169.sh mvx);
 # run 14 is MVO=doc, which also restores its multi-query weight (1.5). Multi-value weighs 4 in the last
 # third (run 14: exact 0.02-0.06 at 32K when call 2 ended; run 15, sorted: 0.13-0.24, so session 34 set

@@ -23,10 +23,7 @@
 # OKV_MV_ORDER themselves; train.py's --mv-order (since) passes it to the sample generator, and the
 # evaluation scores the values as a set, whatever their order.
 set -u
-. bench/gpu_env.sh build-gc
-export PYTHONUNBUFFERED=1
-TX=/tmp/okv_texts13
-mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
+. bench/gpu_train_env.sh   # $B, $OUT, the texts in $TX
 M0=${M0:-train/checkpoints/run14}
 if [ -n "${MGROUPS:-}" ]; then
   (M=$M0 END=${END:-560} bash bench/gpu_run165.sh > $OUT/matrix.log 2>&1) &

@@ -12,10 +12,7 @@
 set -u
 BUDGET=${BUDGET:-400}
 M=${M:-train/checkpoints/run15}
-. bench/gpu_env.sh build-gc
-export PYTHONUNBUFFERED=1
-TX=/tmp/okv_texts13
-mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
+. bench/gpu_train_env.sh   # $B, $OUT, the texts in $TX
 CUR="0:2048=1,16384=1,32768=4"
 TW=${TW:-"niah_single_text=1.5,niah_single_filler=0.25,niah_multikey=0.5,niah_multivalue=4,niah_multiquery=2,vt=0.75,qa=2.5,chain=3"}
 OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --text-copy-frac 0.125 --copy-frac 0.0625 --curriculum $CUR --task-weights $TW --mv-order sorted --lr 1e-3 --draft-lr 1.5e-3 --decay-share 1 --report-ctx 32768 --report-samples 12" \

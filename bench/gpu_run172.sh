@@ -14,10 +14,7 @@
 set -u
 BUDGET=${BUDGET:-300}
 M=${M:-train/checkpoints/run15}
-. bench/gpu_env.sh build-gc
-export PYTHONUNBUFFERED=1
-TX=/tmp/okv_texts13
-mkdir -p $TX && tar -C $TX -xJf build-texts/okv_texts.tar.xz || { echo "no build-texts/okv_texts.tar.xz"; exit 2; }
+. bench/gpu_train_env.sh   # $B, $OUT, the texts in $TX
 OKV_BIN=build-gc/oasiskv OKV_TRAIN_ARGS="--workers 14 --texts $TX --tasks chain,chain_long --task-weights chain=1,chain_long=3 \
   --curriculum 0:4096=1,8192=1 --max-ctx 8192 --tokens-per-step 65536 --lr 1e-3 --draft-lr 1.5e-3 --decay-share 1 \
   --report-ctx 8192 --report-samples 8" \
