@@ -17,9 +17,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 MODES = {"current": ("tab:blue", "o"), "lookahead": ("tab:orange", "s"), "oracle": ("tab:green", "^"),
          "current-from-prompt": ("tab:cyan", "v"), "lookahead-from-prompt": ("tab:red", "D"),
-         "layer-ahead": ("tab:pink", "P")}
+         "layer-ahead": ("tab:pink", "P"), "layer-ahead-attn": ("tab:gray", "X")}
 # the same modes run with key codes (dashed)
-CODES = {"current": "tab:purple", "oracle": "tab:olive", "lookahead": "tab:brown", "layer-ahead": "tab:red"}
+CODES = {"current": "tab:purple", "oracle": "tab:olive", "lookahead": "tab:brown", "layer-ahead": "tab:red",
+         "layer-ahead-attn": "tab:blue"}
 
 
 def main():
