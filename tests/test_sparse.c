@@ -602,18 +602,20 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             CHECK(fetched[0] < fetched_plain, "arch %d: sticky selection fetched %lld units, %lld without", arch,
                   (long long)fetched[0], (long long)fetched_plain);
     }
-    {   /* lookahead's rank merge (OKV_LOOKAHEAD_MERGE=rank, an experiment; ACCURACY.md): each drafted
+    {   /* the rows' rank merge (okv_engine_params.merge_rank, --kv-merge rank; ACCURACY.md): each drafted
          * row ranks the candidates alone and the rows' best are taken in turn; it implies host
          * residency. With a budget that holds every block it gives the half merge's logits; with a
-         * tight one it runs, fetches and selects differently from the half merge */
+         * tight one it runs, fetches and selects differently from the half merge. OKV_LOOKAHEAD_MERGE
+         * overrides the parameter both ways (v = 1 by the environment, v = 3 by the parameter) */
         static float lr[4][GEN * V];
         int64_t fetched[4] = {0};
         bool placed[4] = {false};
         for (int v = 0; v < 4; v++) {
-            if (v & 1)
+            if (v == 1)
                 setenv("OKV_LOOKAHEAD_MERGE", "rank", 1);
             struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32,
-                                           .kv_budget = v < 2 ? 512 : 40, .predict = OKV_PREDICT_LOOKAHEAD};
+                                           .kv_budget = v < 2 ? 512 : 40, .predict = OKV_PREDICT_LOOKAHEAD,
+                                           .merge_rank = v == 3};
             okv_engine *re = NULL;
             CHECK(okv_engine_create(&sm.m, be, &ep, &re) == OKV_OK, "rank merge engine: %s", okv_last_error());
             unsetenv("OKV_LOOKAHEAD_MERGE");
@@ -638,6 +640,19 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
               "logits %s the half merge's", arch, (long long)fetched[3], memcmp(lr[2], lr[3], sizeof lr[2]) ? "unlike" : "equal to");
         printf("  arch %d: rank merge: every block = the half merge (max diff %g); budget 40: %lld units fetched (half: %lld)\n",
                arch, worst, (long long)fetched[3], (long long)fetched[2]);
+        /* the environment's "share" turns the parameter off */
+        setenv("OKV_LOOKAHEAD_MERGE", "share", 1);
+        struct okv_engine_params sp = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                       .predict = OKV_PREDICT_LOOKAHEAD, .merge_rank = true};
+        okv_engine *se = NULL;
+        CHECK(okv_engine_create(&sm.m, be, &sp, &se) == OKV_OK, "rank merge engine: %s", okv_last_error());
+        unsetenv("OKV_LOOKAHEAD_MERGE");
+        if (se) {
+            struct okv_engine_stats ss;
+            okv_engine_stats_get(se, &ss);
+            CHECK(ss.device_residency, "arch %d: OKV_LOOKAHEAD_MERGE=share did not override merge_rank", arch);
+            okv_engine_free(se);
+        }
     }
     {   /* a share beyond 0.5 is refused */
         struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40, .sticky = 0.7f};

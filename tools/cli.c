@@ -78,6 +78,16 @@ enum okv_predict cli_predict(const char *s, bool *from_prompt, bool *after_attn)
             from_prompt ? ", current-from-prompt, lookahead-from-prompt" : "");
 }
 
+bool cli_merge_rank(const char *flag, const char *s)
+{
+    if (!strcmp(s, "rank"))
+        return true;
+    if (!strcmp(s, "share"))
+        return false;
+    cli_die("%s: '%s' is not a merge rule (share or rank)", flag, s);
+    return false;
+}
+
 double cli_double(const char *flag, const char *s, double lo, double hi)
 {
     char *end;

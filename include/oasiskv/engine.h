@@ -44,6 +44,14 @@ struct okv_engine_params {
     int window_blocks;     /* local window, including the block being filled; default 4 */
     int dense_layers;      /* the first N layers select every block */
     enum okv_predict predict;
+    bool merge_rank;       /* a selection made with several rows (a verify step's own rows with verify_inline,
+                              lookahead's drafted rows) takes each row's own top blocks by rank in turn (the rows'
+                              firsts, then their seconds, ...) instead of half to the first row and the rest by the
+                              rows' maximum score, which lets high-scoring rows crowd out the others' lookups.
+                              chainlong1's chain_long at 4K with n-gram drafts and verify_inline: 9 / 15 / 17 / 17
+                              of 32 at budgets 256-2048 against 2 / 2 / 4 (dense 18; bench/ACCURACY.md). Keeps the
+                              residency maps on the host (both backends; the backends' select_install merges by
+                              the half share). Default false; OKV_LOOKAHEAD_MERGE=rank/share overrides */
     bool ahead_after_attention; /* layer-ahead: layer l's queries estimated after layer l-1's attention, from its
                                    input with that attention's output added (only l-1's MLP missing), and its
                                    blocks chosen there, so that their fetch runs behind l-1's MLP alone. The

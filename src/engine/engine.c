@@ -262,7 +262,8 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         }
         /* residency on the device when the backend can hold it (the host keeps chunks) */
         const char *dr = getenv("OKV_DEVICE_RESID"), *lm = getenv("OKV_LOOKAHEAD_MERGE");
-        e->merge_rank = lm && !strcmp(lm, "rank");   /* lookahead's rank merge (sparse.c): host residency */
+        /* the rows' rank merge (sparse.c): host residency */
+        e->merge_rank = lm && *lm ? !strcmp(lm, "rank") : prm.merge_rank;
         if (st == OKV_OK && be->ops->resid_init && !prm.host_residency && !prm.track_recall &&
             !(dr && !strcmp(dr, "0")) && !e->merge_rank) {
             struct okv_resid_geometry rg = {prm.max_seqs, ctx_blocks, g.n_group_slots * nkv, quota};

@@ -48,7 +48,8 @@ static enum okv_status make_engine(const struct okv_model *m, okv_backend *be, c
                                    .key_code_bits = cfg->key_code_bits, .host_fp8 = cfg->host_fp8,
                                    .verify_inline = cfg->verify_inline,
                                    .verify_defer = cfg->verify_defer,
-                                   .ahead_after_attention = cfg->ahead_after_attention};
+                                   .ahead_after_attention = cfg->ahead_after_attention,
+                                   .merge_rank = cfg->merge_rank};
     int blocks = (max_ctx + EVAL_BLOCK - 1) / EVAL_BLOCK + 1;
     if (cfg->kv_budget == 0)
         ep.kv_slots = blocks;

@@ -29,7 +29,9 @@
 #   at least 3 of 8 samples dense (4 measured), writing ~0.8K tokens a sample, and selecting with each
 #   step's own queries (`oracle`) at a 512-token budget within one sample of dense (5 measured), and so
 #   does layer-ahead chosen after the previous layer's attention (`layer-ahead-attn`; at the layer's start
-#   it keeps none: layer 1's queries estimated from the embeddings alone).
+#   it keeps none: layer 1's queries estimated from the embeddings alone), and so does speculating with
+#   prompt-lookup drafts when a verify step selects with its own rows merged by rank (--kv-verify-inline
+#   --kv-merge rank; 4 of 8 measured, dense 4).
 # This test guards the path; the sweeps in bench/ACCURACY.md measure the accuracy.
 set -uo pipefail
 cli="$OKV_CLI"
@@ -86,6 +88,8 @@ run_eval r15 --task niah_multivalue --model "$ck/run15/target" --context-len 204
 # (bench/ACCURACY.md, "chain_long: a model")
 run_eval cl --task chain_long --model "$ck/chainlong1/target" --context-len 4096 --num-samples 8 --seed 5 \
   --kv-budget dense,512 --predict oracle,layer-ahead-attn "${sel[@]}"
+run_eval clrk --task chain_long --model "$ck/chainlong1/target" --context-len 4096 --num-samples 8 --seed 5 \
+  --kv-budget 512 --predict lookahead --spec-tokens 4 --kv-verify-inline --kv-merge rank "${sel[@]}"
 python3 - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -135,6 +139,12 @@ if cl["dense"]["correct"] < 3 or cl["dense"]["gen_tokens"] < 8 * 500:
 for p in ("oracle", "layer-ahead-attn"):
     if cl[p]["correct"] < cl["dense"]["correct"] - 1 or cl[p]["fetch_bytes"] <= 0:
         print(f"FAIL: chainlong1 should keep its lookups with {p} at 512"); fail += 1
+rk = json.load(open(f"{d}/clrk.json"))["rows"][0]
+print(f"chainlong1 chain_long 4K, budget 512, n-gram lookahead, verify inline, rank merge: {rk['correct']}/8 "
+      f"(drafts accepted {rk['spec_acceptance']:.2f})")
+if not (rk["merge"] == "rank" and rk["verify_inline"] and rk["spec_acceptance"] > 0 and
+        rk["correct"] >= cl["dense"]["correct"] - 1):
+    print(f"FAIL: speculating with verify steps merged by rank should keep chainlong1's lookups: {rk}"); fail += 1
 check("run10", "niah_single_text", 6, 1)
 check("run10", "niah_multikey", 3, 1)
 check("run10", "chain", 3, 1)
