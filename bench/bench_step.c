@@ -100,11 +100,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_step: %s\n", okv_last_error());
         return 1;
     }
-    enum okv_predict pred = !strcmp(pred_s, "current")       ? OKV_PREDICT_CURRENT
-                            : !strcmp(pred_s, "oracle")      ? OKV_PREDICT_ORACLE
-                            : !strncmp(pred_s, "layer-ahead", 11) ? OKV_PREDICT_LAYER_AHEAD
-                                                                  : OKV_PREDICT_LOOKAHEAD;
     const bool after_attn = !strcmp(pred_s, "layer-ahead-attn");
+    enum okv_predict pred = !strcmp(pred_s, "current")                     ? OKV_PREDICT_CURRENT
+                            : !strcmp(pred_s, "oracle")                    ? OKV_PREDICT_ORACLE
+                            : !strcmp(pred_s, "layer-ahead") || after_attn ? OKV_PREDICT_LAYER_AHEAD
+                                                                           : OKV_PREDICT_LOOKAHEAD;
     int batches[16], ctxs[16], budgets[16];
     int nbatch = parse_list(batch_s, batches, 16), nctx = parse_list(ctx_s, ctxs, 16), nbud = parse_list(budget_s, budgets, 16);
     const struct okv_model_config *c = &m->cfg;

@@ -271,8 +271,8 @@ int cmd_generate(int argc, char **argv)
                                    .ahead_after_attention = after_attn,
                                    .track_recall = recall, .device_bytes_limit = (size_t)(kv_device_mb * 1048576.0),
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
-                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .verify_inline = verify_inline, .merge_rank = merge_rank,
-                                   .verify_defer = verify_defer};
+                                   .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .verify_inline = verify_inline,
+                                   .verify_defer = verify_defer, .merge_rank = merge_rank};
     if (kv_budget == 0 && kv_device_mb == 0)
         ep.kv_slots = (need + block - 1) / block + 1;
     else if (kv_budget > 0)

@@ -248,6 +248,21 @@ static enum okv_status layer_queries(okv_engine *e, const struct layer_w *w, okv
     return st;
 }
 
+/* Layer-ahead: layer nl's queries estimated from the residual as it stands (into dst) and nl's
+ * blocks chosen with them, their fetches started (okv_sparse_select_inline). */
+static enum okv_status select_ahead(okv_engine *e, int n_seqs, int nl, okv_bmem *dst, int n, bool half)
+{
+    enum okv_status st = layer_queries(e, &e->layers[nl], dst, n, half);
+    if (st != OKV_OK)
+        return st;
+    e->sel_q = dst;
+    const double t0 = okv_now();
+    st = okv_sparse_select_inline(e, n_seqs, nl, &e->ahead_units[nl & 1]);
+    e->stats.host_sparse_s += okv_now() - t0;
+    e->sel_q = e->q;
+    return st;
+}
+
 static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *logits, const struct okv_sampling *params,
                                const double *u, int32_t *tokens, const int32_t *prev, int q_slot, const int32_t *copy_rows,
                                int n_copy)
@@ -318,15 +333,11 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
     const bool la = e->prm.predict == OKV_PREDICT_LAYER_AHEAD && e->qla[0] && any_sel;
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_w *w = &e->layers[l];
-        bool q_ready = false;   /* layer 0's own queries, computed for its selection (exact) */
-        for (int nl = l == 0 ? 0 : l + 1; la && nl <= (e->la_mid ? l : l + 1) && nl < c->n_layers; nl++) {
-            okv_bmem *dst = nl == l ? e->q : e->qla[nl & 1];
-            CK(layer_queries(e, &e->layers[nl], dst, n, half));
-            q_ready |= nl == l;
-            e->sel_q = dst;
-            TIMED(e->stats.host_sparse_s, okv_sparse_select_inline(e, n_seqs, nl, &e->ahead_units[nl & 1]));
-        }
-        e->sel_q = e->q;
+        const bool q_ready = la && l == 0;   /* layer 0's own queries, computed for its selection (exact) */
+        if (q_ready)
+            CK(select_ahead(e, n_seqs, 0, e->q, n, half));
+        if (la && !e->la_mid && l + 1 < c->n_layers)
+            CK(select_ahead(e, n_seqs, l + 1, e->qla[(l + 1) & 1], n, half));
         CK(o->rmsnorm(be, e->h, e->x, w->attn_norm, n, dim, c->rms_eps));
         if (!q_ready)
             CK(o->matmul(be, e->q, e->h, w->wq, w->bq, n, dim, qd));
@@ -359,12 +370,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         }
         CK(o->matmul(be, e->tmp, e->att, w->wo, NULL, n, qd, dim));
         CK(o->add(be, e->x, e->tmp, (size_t)n * dim));
-        if (la && e->la_mid && l + 1 < c->n_layers) {   /* the next layer's blocks, from the input with this attention */
-            CK(layer_queries(e, &e->layers[l + 1], e->qla[(l + 1) & 1], n, half));
-            e->sel_q = e->qla[(l + 1) & 1];
-            TIMED(e->stats.host_sparse_s, okv_sparse_select_inline(e, n_seqs, l + 1, &e->ahead_units[(l + 1) & 1]));
-            e->sel_q = e->q;
-        }
+        if (la && e->la_mid && l + 1 < c->n_layers)   /* the next layer's blocks, with this attention's output */
+            CK(select_ahead(e, n_seqs, l + 1, e->qla[(l + 1) & 1], n, half));
         CK(o->rmsnorm(be, e->h, e->x, w->ffn_norm, n, dim, c->rms_eps));
         CK(o->matmul(be, e->gate, e->h, w->w_gate, NULL, n, dim, c->ffn_dim));
         CK(o->matmul(be, e->up, e->h, w->w_up, NULL, n, dim, c->ffn_dim));
