@@ -13,7 +13,8 @@
  * equal the reference's exactly (the policy is the same, so the units are too); every
  * selected unit holds the K and V of its (host block, head) (kv_unit_read against
  * kv_host_read, bit for bit); the number of units gathered equals the reference's
- * misses. Cases: with and without merge and successors, a quota larger than the
+ * misses. Cases: with and without merge (the half share, or by rank: each row's own
+ * top k taken in turn, okv_sel_merge_rank) and successors, a quota larger than the
  * selection (LRU among cached units), chunks reset and reused, k = n_cand, the sticky
  * cut (K = k + sticky selected, k kept, held blocks first: okv_resid_sticky_cut
  * as the reference).
@@ -41,6 +42,7 @@ struct cfg {
     int nkv, group, hd, bs, layers, seqs, blocks, sink, k, cached, rows, succ;
     bool merge;
     int sticky;   /* blocks selected beyond k and cut back (not with merge) */
+    bool rank;    /* with merge: by rank (okv_resid_item.by_rank) instead of the half share */
 };
 
 /* the logical block of each host id of a sequence (hb: its host block of each logical block) */
@@ -110,6 +112,9 @@ static void run(okv_backend *gpu, const struct cfg *c)
     const int k1c = k1 < k ? k1 : k;
     const int K = k + c->sticky < n_cand ? k + c->sticky : n_cand;   /* selected per head */
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)S * nkv * K), *own = malloc(sizeof(int32_t) * (size_t)S * nkv * k);
+    /* the rank merge's reference: one request per (sequence, row), their ids [S][rows][nkv][k] */
+    struct okv_select_req *rreqs = malloc(sizeof *rreqs * (size_t)n_rows);
+    int32_t *rids = malloc(sizeof(int32_t) * (size_t)n_rows * nkv * k), *rmerged = malloc(sizeof(int32_t) * (size_t)k);
     uint8_t held[4096];
     int32_t *sel = malloc(sizeof(int32_t) * (size_t)nkv * k), *fb = malloc(sizeof(int32_t) * (size_t)quota);
     int32_t *fh = malloc(sizeof(int32_t) * (size_t)quota), *fu = malloc(sizeof(int32_t) * (size_t)quota);
@@ -136,21 +141,31 @@ static void run(okv_backend *gpu, const struct cfg *c)
             for (int s = 0; s < S; s++) {
                 reqs[s] = (struct okv_select_req){rows + s * c->rows, c->rows, host + (size_t)s * nb + c->sink, n_cand, K};
                 oreqs[s] = (struct okv_select_req){rows + s * c->rows, 1, host + (size_t)s * nb + c->sink, n_cand, k1c};
-                items[s] = (struct okv_resid_item){okv_resid_chunk(ref, s), c->sink, ++stamp, K > k ? k : 0};
+                items[s] = (struct okv_resid_item){okv_resid_chunk(ref, s), c->sink, ++stamp, K > k ? k : 0, c->rank};
+                for (int r = 0; r < c->rows; r++)
+                    rreqs[s * c->rows + r] = (struct okv_select_req){rows + s * c->rows + r, 1, reqs[s].cand_host, n_cand, k};
             }
-            CHECK(gpu->ops->select_install(gpu, kv, l, q, nh, reqs, c->merge ? oreqs : NULL, items, S, c->succ) == OKV_OK,
+            const bool share = c->merge && !c->rank;
+            CHECK(gpu->ops->select_install(gpu, kv, l, q, nh, reqs, share ? oreqs : NULL, items, S, c->succ) == OKV_OK,
                   "%s: select_install: %s", c->what, okv_last_error());
             /* the reference */
             CHECK(gpu->ops->select_blocks(gpu, kv, l, q, nh, reqs, S, ids, NULL) == OKV_OK, "select");
-            if (c->merge)
+            if (share)
                 CHECK(gpu->ops->select_blocks(gpu, kv, l, q, nh, oreqs, S, own, NULL) == OKV_OK, "select own");
+            if (c->rank)
+                CHECK(gpu->ops->select_blocks(gpu, kv, l, q, nh, rreqs, n_rows, rids, NULL) == OKV_OK, "select rows");
             for (int s = 0; s < S; s++) {
                 const int32_t *hb = host + (size_t)s * nb;
                 for (int h = 0; h < nkv; h++) {
                     int32_t all_l[4096], own_l[4096];
                     to_logical(ids + ((size_t)s * nkv + h) * K, K, hb, c->sink, nb, all_l);
                     to_logical(own + ((size_t)s * nkv + h) * k1c, k1c, hb, c->sink, nb, own_l);
-                    if (c->merge) {
+                    if (c->rank) {
+                        const int m = okv_sel_merge_rank(rids + ((size_t)s * c->rows * nkv + h) * k, c->rows, nkv * k, k,
+                                                         rmerged);
+                        CHECK(m == k, "rank merge: %d of %d", m, k);
+                        to_logical(rmerged, k, hb, c->sink, nb, sel + h * k);
+                    } else if (c->merge) {
                         okv_sel_merge(own_l, k1c, all_l, k, sel + h * k);
                     } else if (K > k) {
                         okv_resid_sticky_cut(ref, s, l, h, all_l, K, k, held, sel + h * k);
@@ -215,6 +230,9 @@ static void run(okv_backend *gpu, const struct cfg *c)
     free(rows);
     free(ids);
     free(own);
+    free(rreqs);
+    free(rids);
+    free(rmerged);
     free(sel);
     free(fb);
     free(fh);
@@ -243,15 +261,18 @@ int main(void)
         return 1;
     }
     const struct cfg cases[] = {
-        /* what              nkv grp hd  bs  L  S  blocks sink k  cached rows succ merge sticky */
-        {"plain, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 0},
-        {"successors, cached 1.5x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 24, 1, 1, false, 0},
-        {"lookahead merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0},
-        {"k = n_cand (dense layer)", 1, 2, 128, 16, 1, 2, 40, 1, 39, 39, 1, 0, false, 0},
-        {"large k (512 of 1500), hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true, 0},
-        {"sticky 4 of 8, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 4},
-        {"sticky 8 of 16, cached 2x, successors", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 1, 1, false, 8},
-        {"sticky 300 of 600 (k + m > RS_THREADS)", 2, 2, 64, 16, 1, 2, 1500, 1, 600, 1200, 1, 0, false, 300},
+        /* what              nkv grp hd  bs  L  S  blocks sink k  cached rows succ merge sticky rank */
+        {"plain, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 0, false},
+        {"successors, cached 1.5x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 24, 1, 1, false, 0, false},
+        {"lookahead merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0, false},
+        {"k = n_cand (dense layer)", 1, 2, 128, 16, 1, 2, 40, 1, 39, 39, 1, 0, false, 0, false},
+        {"large k (512 of 1500), hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true, 0, false},
+        {"sticky 4 of 8, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 4, false},
+        {"sticky 8 of 16, cached 2x, successors", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 1, 1, false, 8, false},
+        {"sticky 300 of 600 (k + m > RS_THREADS)", 2, 2, 64, 16, 1, 2, 1500, 1, 600, 1200, 1, 0, false, 300, false},
+        {"rank merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0, true},
+        {"rank merge, 5 rows, cached 2x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 5, 0, true, 0, true},
+        {"rank merge, 512 of 1500, 2 rows, hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true, 0, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run(gpu, &cases[i]);

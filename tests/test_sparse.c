@@ -603,19 +603,21 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
                   (long long)fetched[0], (long long)fetched_plain);
     }
     {   /* the rows' rank merge (okv_engine_params.merge_rank, --kv-merge rank; ACCURACY.md): each drafted
-         * row ranks the candidates alone and the rows' best are taken in turn; it implies host
-         * residency. With a budget that holds every block it gives the half merge's logits; with a
-         * tight one it runs, fetches and selects differently from the half merge. OKV_LOOKAHEAD_MERGE
-         * overrides the parameter both ways (v = 1 by the environment, v = 3 by the parameter) */
-        static float lr[4][GEN * V];
-        int64_t fetched[4] = {0};
-        bool placed[4] = {false};
-        for (int v = 0; v < 4; v++) {
+         * row ranks the candidates alone and the rows' best are taken in turn. With a budget that
+         * holds every block it gives the half merge's logits; with a tight one it runs, fetches and
+         * selects differently from the half merge, and the backend's residency (select_install,
+         * okv_resid_item.by_rank: v = 3) gives the host residency's logits and fetches bit for bit
+         * (v = 4). OKV_LOOKAHEAD_MERGE overrides the parameter both ways (v = 1 by the environment,
+         * v = 3 by the parameter) */
+        static float lr[5][GEN * V];
+        int64_t fetched[5] = {0};
+        bool placed[5] = {false};
+        for (int v = 0; v < 5; v++) {
             if (v == 1)
                 setenv("OKV_LOOKAHEAD_MERGE", "rank", 1);
             struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32,
                                            .kv_budget = v < 2 ? 512 : 40, .predict = OKV_PREDICT_LOOKAHEAD,
-                                           .merge_rank = v == 3};
+                                           .merge_rank = v >= 3, .host_residency = v == 4};
             okv_engine *re = NULL;
             CHECK(okv_engine_create(&sm.m, be, &ep, &re) == OKV_OK, "rank merge engine: %s", okv_last_error());
             unsetenv("OKV_LOOKAHEAD_MERGE");
@@ -634,12 +636,14 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         for (int i = 0; i < GEN * V; i++)
             worst = fmaxf(worst, fabsf(lr[0][i] - lr[1][i]));
         CHECK(worst < 1e-4f, "arch %d: rank merge with every block selected differs from the half merge by %g", arch, worst);
-        CHECK(placed[0] && placed[2] && !placed[1] && !placed[3], "arch %d: the rank merge did not take host residency",
-              arch);
+        CHECK(placed[0] && placed[1] && placed[2] && placed[3] && !placed[4], "arch %d: residency not placed as asked", arch);
         CHECK(fetched[3] > 0 && memcmp(lr[2], lr[3], sizeof lr[2]), "arch %d: the tight rank merge fetched %lld units, "
               "logits %s the half merge's", arch, (long long)fetched[3], memcmp(lr[2], lr[3], sizeof lr[2]) ? "unlike" : "equal to");
-        printf("  arch %d: rank merge: every block = the half merge (max diff %g); budget 40: %lld units fetched (half: %lld)\n",
-               arch, worst, (long long)fetched[3], (long long)fetched[2]);
+        CHECK(!memcmp(lr[3], lr[4], sizeof lr[3]) && fetched[3] == fetched[4], "arch %d: rank merge: the backend's residency "
+              "differs from the host's (%lld vs %lld units fetched, logits %s)", arch, (long long)fetched[3],
+              (long long)fetched[4], memcmp(lr[3], lr[4], sizeof lr[3]) ? "differ" : "equal");
+        printf("  arch %d: rank merge: every block = the half merge (max diff %g); budget 40: %lld units fetched (half: %lld), "
+               "backend residency = host residency\n", arch, worst, (long long)fetched[3], (long long)fetched[2]);
         /* the environment's "share" turns the parameter off */
         setenv("OKV_LOOKAHEAD_MERGE", "share", 1);
         struct okv_engine_params sp = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,

@@ -54,7 +54,7 @@ static const char *help =
     "  --kv-merge share|rank  sparse, several rows selecting together (verify steps with --kv-verify-inline,\n"
     "                         lookahead's drafted rows): share (default) gives half the budget to the first row's\n"
     "                         own top blocks and the rest to the rows' best scores; rank takes each row's own\n"
-    "                         top blocks in turn (residency maps on the host; bench/ACCURACY.md)\n"
+    "                         top blocks in turn (bench/ACCURACY.md)\n"
     "  --kv-verify-defer, --no-kv-verify-defer\n"
     "                         sparse with --draft, greedy: a verify step whose drafted rows read the predicted set\n"
     "                         drops its own token and runs its last accepted draft again on a fresh prediction,\n"

@@ -54,7 +54,7 @@ static const char *help =
     "  --kv-merge share|rank        sparse, several rows selecting together (verify steps with --kv-verify-inline,\n"
     "                               drafted rows): share (default) gives half the budget to the first row's own\n"
     "                               top blocks and the rest to the rows' best scores; rank takes each row's own\n"
-    "                               top blocks in turn (residency maps on the host; bench/ACCURACY.md)\n"
+    "                               top blocks in turn (bench/ACCURACY.md)\n"
     "  --kv-verify-defer, --no-kv-verify-defer\n"
     "                               sparse with --draft, greedy requests: a verify step whose drafted rows read the\n"
     "                               predicted set drops its own token (it came from such a row) and runs its last\n"

@@ -145,6 +145,10 @@ struct okv_resid_item {
     int keep;                     /* 0: install the request's k blocks per head; else keep this many of them, the
                                      sticky cut (kv/select_rules.h) with the blocks the chunk holds as held
                                      (req.k <= 2 keep; not with own) */
+    bool by_rank;                 /* the rank merge (okv_engine_params.merge_rank): each of the request's rows
+                                     chooses req.k blocks per head alone and the rows' lists are taken by rank in
+                                     turn (okv_sel_merge_rank: the rows' firsts, then their seconds, ...),
+                                     duplicates skipped; own NULL and keep 0 */
 };
 
 /* A block-selection request for one sequence at one layer: score the candidate
@@ -268,7 +272,8 @@ struct okv_backend_ops {
     /* Select as select_blocks and install the result, all queued on the device:
      * reqs[i].k blocks per head, best first; with own (the same requests scoring the
      * real token alone, own[i].k <= reqs[i].k), own's blocks come first and reqs'
-     * fill the rest, duplicates skipped (lookahead); then, for succ > 0, the
+     * fill the rest, duplicates skipped (lookahead); items[i].by_rank: the rows'
+     * own selections merged by rank instead (own NULL); then, for succ > 0, the
      * successor of each of the best min(succ, k/2) blocks replaces the lowest-ranked
      * entries unless already selected or past the candidates (with items[i].keep,
      * first the sticky cut to keep blocks, and keep is the k that follows); then the

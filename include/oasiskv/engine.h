@@ -49,9 +49,9 @@ struct okv_engine_params {
                               firsts, then their seconds, ...) instead of half to the first row and the rest by the
                               rows' maximum score, which lets high-scoring rows crowd out the others' lookups.
                               chainlong1's chain_long at 4K with n-gram drafts and verify_inline: 9 / 15 / 17 / 17
-                              of 32 at budgets 256-2048 against 2 / 2 / 4 (dense 18; bench/ACCURACY.md). Keeps the
-                              residency maps on the host (both backends; the backends' select_install merges by
-                              the half share). Default false; OKV_LOOKAHEAD_MERGE=rank/share overrides */
+                              of 32 at budgets 256-2048 against 2 / 2 / 4 (dense 18; bench/ACCURACY.md). With
+                              residency on either side (the backends' select_install: okv_resid_item.by_rank).
+                              Default false; OKV_LOOKAHEAD_MERGE=rank/share overrides */
     bool ahead_after_attention; /* layer-ahead: layer l's queries estimated after layer l-1's attention, from its
                                    input with that attention's output added (only l-1's MLP missing), and its
                                    blocks chosen there, so that their fetch runs behind l-1's MLP alone. The

@@ -262,10 +262,9 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         }
         /* residency on the device when the backend can hold it (the host keeps chunks) */
         const char *dr = getenv("OKV_DEVICE_RESID"), *lm = getenv("OKV_LOOKAHEAD_MERGE");
-        /* the rows' rank merge (sparse.c): host residency */
-        e->merge_rank = lm && *lm ? !strcmp(lm, "rank") : prm.merge_rank;
+        e->merge_rank = lm && *lm ? !strcmp(lm, "rank") : prm.merge_rank;   /* the rows' rank merge (sparse.c) */
         if (st == OKV_OK && be->ops->resid_init && !prm.host_residency && !prm.track_recall &&
-            !(dr && !strcmp(dr, "0")) && !e->merge_rank) {
+            !(dr && !strcmp(dr, "0"))) {
             struct okv_resid_geometry rg = {prm.max_seqs, ctx_blocks, g.n_group_slots * nkv, quota};
             st = be->ops->resid_init(be, okv_kv_storage(e->kv), &rg);
             if (st == OKV_OK)

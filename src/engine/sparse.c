@@ -383,9 +383,9 @@ static enum okv_status install_many(okv_engine *e, int layer, const struct sel_i
 }
 
 /* Device-side residency: select for the items and install the result on the backend,
- * which gathers what is missing; no id comes back. merge: lookahead's split between the
- * real token (first row) and all rows (merge_lookahead); succ: successor blocks
- * (add_successors). */
+ * which gathers what is missing; no id comes back. merge: several rows' selections merged
+ * as merge_lookahead does (the half share, or by rank with e->merge_rank); succ: successor
+ * blocks (add_successors). */
 static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_item *items, int n, bool merge, int succ)
 {
     const int sink = e->prm.sink_blocks;
@@ -412,10 +412,11 @@ static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_i
         if (++e->step_stamp == 0)   /* a fresh stamp per installation, as install_many */
             e->step_stamp = 1;
         const int keep = item_k_base(e, layer, &items[i]);   /* sticky: items[i].k selected, keep installed */
-        inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp, keep < items[i].k ? keep : 0};
+        inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp, keep < items[i].k ? keep : 0,
+                                          merge && e->merge_rank};
     }
-    st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->sel_q, e->cfg.n_heads, reqs, merge ? own : NULL,
-                                    inst, n, succ);
+    st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->sel_q, e->cfg.n_heads, reqs,
+                                    merge && !e->merge_rank ? own : NULL, inst, n, succ);
     if (st == OKV_OK)
         for (int i = 0; i < n; i++)
             okv_resid_set_k(e->resid, e->bs[items[i].j].id, layer, inst[i].keep ? inst[i].keep : items[i].k);
@@ -610,7 +611,7 @@ static enum okv_status select_aside(okv_engine *e, int layer, struct sel_item *i
     return OKV_OK;
 }
 
-/* Rank merge (an experiment, OKV_LOOKAHEAD_MERGE=rank; bench/ACCURACY.md): each row's own top
+/* Rank merge (okv_engine_params.merge_rank; bench/ACCURACY.md): each row's own top
  * k, taken by rank in turn (the real token's first, then each drafted row's first, then the
  * seconds, ...), duplicates skipped (okv_sel_merge_rank). */
 static enum okv_status merge_by_rank(okv_engine *e, int layer, struct sel_item *items, int n)

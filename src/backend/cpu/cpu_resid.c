@@ -83,30 +83,44 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
         return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_install: no residency state, bad layer %d or %d items", layer,
                              n_items);
     const int qh = s->quota[layer] / nkv;
-    size_t n_out = 0, n_own = 0;
-    int kmax = 0;
+    size_t n_out = 0, n_own = 0, n_ids = 0;
+    int kmax = 0, n_calls = 0;
     for (int i = 0; i < n_items; i++) {
         const int k1 = own ? own[i].k : 0, keep = items[i].keep;
         const bool bad_keep = keep < 0 || (keep > 0 && (own || keep > qh || reqs[i].k < keep || reqs[i].k > 2 * keep));
-        if (items[i].chunk < 0 || items[i].chunk >= s->max_seqs || (!keep && reqs[i].k > qh) || bad_keep ||
+        const bool bad_rank = items[i].by_rank && (own || keep || reqs[i].n_rows < 1);
+        if (items[i].chunk < 0 || items[i].chunk >= s->max_seqs || (!keep && reqs[i].k > qh) || bad_keep || bad_rank ||
             k1 > reqs[i].k || items[i].stamp == 0 || items[i].sink < 0 || items[i].sink + reqs[i].n_cand > s->max_blocks ||
             (own && own[i].n_cand != reqs[i].n_cand))
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_install: item %d: chunk %d, k %d (own %d, keep %d) of %d per head",
-                                 i, items[i].chunk, reqs[i].k, k1, keep, qh);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_install: item %d: chunk %d, k %d (own %d, keep %d%s) of %d "
+                                 "per head", i, items[i].chunk, reqs[i].k, k1, keep, items[i].by_rank ? ", by rank" : "", qh);
+        const int lists = items[i].by_rank ? reqs[i].n_rows : 1;   /* a rank item selects once per row */
         n_out += (size_t)nkv * reqs[i].k;
+        n_ids += (size_t)nkv * reqs[i].k * lists;
         n_own += (size_t)nkv * k1;
+        n_calls += lists;
         kmax = reqs[i].k > kmax ? reqs[i].k : kmax;
     }
-    int32_t *ids = okv_malloc(sizeof(int32_t) * (n_out + n_own + 1), OKV_TAG_KV), *oids = ids ? ids + n_out : NULL;
+    int32_t *ids = okv_malloc(sizeof(int32_t) * (n_ids + n_own + 1), OKV_TAG_KV), *oids = ids ? ids + n_ids : NULL;
     int32_t *sel = okv_malloc(sizeof(int32_t) * ((size_t)nkv * kmax * 2 + 2 * kmax + 1), OKV_TAG_KV);
     int32_t *src = okv_malloc(sizeof(int32_t) * (n_out + 1) * 4, OKV_TAG_KV);
     uint8_t *held = okv_malloc((size_t)kmax + 1, OKV_TAG_KV);
+    struct okv_select_req *calls = okv_malloc(sizeof *calls * (size_t)(n_calls + 1), OKV_TAG_KV);
     enum okv_status st = OKV_OK;
-    if (!ids || !sel || !src || !held) {
+    if (!ids || !sel || !src || !held || !calls) {
         st = okv_set_error(OKV_ERR_NO_MEMORY, "cpu select_install: out of memory");
         goto out;
     }
-    if ((st = okv_cpu_select_blocks(be, kv, layer, q, n_heads, reqs, n_items, ids, NULL)) != OKV_OK ||
+    /* the requests as they are, except a rank item's: one per row */
+    for (int i = 0, c = 0; i < n_items; i++)
+        for (int r = 0; r < (items[i].by_rank ? reqs[i].n_rows : 1); r++, c++) {
+            calls[c] = reqs[i];
+            if (items[i].by_rank) {
+                calls[c].rows = reqs[i].rows + r;
+                calls[c].n_rows = 1;
+            }
+        }
+    if ((st = okv_cpu_select_blocks(be, kv, layer, q, n_heads, calls, n_calls, ids, NULL)) != OKV_OK ||
         (own && (st = okv_cpu_select_blocks(be, kv, layer, q, n_heads, own, n_items, oids, NULL)) != OKV_OK))
         goto out;
     int32_t *all_l = sel + (size_t)nkv * kmax, *own_l = all_l + kmax, *dst = src + n_out + 1;
@@ -121,16 +135,22 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
             s->h2l[rq->cand_host[c]] = sink + c;   /* checked by select_blocks; a shared host block has one logical block */
         for (int h = 0; h < nkv; h++) {
             int32_t *out = sel + (size_t)h * k;
-            for (int x = 0; x < K; x++)
-                all_l[x] = s->h2l[ids[at + (size_t)h * K + x]];
-            if (own) {
-                for (int x = 0; x < k1; x++)
-                    own_l[x] = s->h2l[oids[at_own + (size_t)h * k1 + x]];
-                okv_sel_merge(own_l, k1, all_l, k, out);
-            } else if (k < K) {
-                okv_resid_sticky_cut(s->r, items[i].chunk, layer, h, all_l, K, k, held, out);
+            if (items[i].by_rank) {   /* the rows' lists: [n_rows][nkv][K] from ids + at */
+                okv_sel_merge_rank(ids + at + (size_t)h * K, rq->n_rows, nkv * K, K, all_l);
+                for (int x = 0; x < k; x++)
+                    out[x] = s->h2l[all_l[x]];
             } else {
-                memcpy(out, all_l, sizeof(int32_t) * (size_t)k);
+                for (int x = 0; x < K; x++)
+                    all_l[x] = s->h2l[ids[at + (size_t)h * K + x]];
+                if (own) {
+                    for (int x = 0; x < k1; x++)
+                        own_l[x] = s->h2l[oids[at_own + (size_t)h * k1 + x]];
+                    okv_sel_merge(own_l, k1, all_l, k, out);
+                } else if (k < K) {
+                    okv_resid_sticky_cut(s->r, items[i].chunk, layer, h, all_l, K, k, held, out);
+                } else {
+                    memcpy(out, all_l, sizeof(int32_t) * (size_t)k);
+                }
             }
             if (succ > 0)
                 okv_sel_successors(out, k, succ, sink + rq->n_cand);
@@ -140,7 +160,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
         for (int f = n_fetch; f < n_fetch + m; f++)
             src[f] = rq->cand_host[fb[f] - sink] * nkv + fh[f];
         n_fetch += m;
-        at += (size_t)nkv * K;
+        at += (size_t)nkv * K * (items[i].by_rank ? rq->n_rows : 1);
         at_own += (size_t)nkv * k1;
     }
     s->fetched += n_fetch;
@@ -151,6 +171,7 @@ out:
     okv_free(sel);
     okv_free(src);
     okv_free(held);
+    okv_free(calls);
     return st;
 }
 

@@ -35,7 +35,12 @@ struct cuda_resid {
     int32_t *key, *sel, *selu, *f_src, *f_dst;   /* [q_total] each */
     uint32_t *stamp;         /* [q_total] */
     int32_t *h2l;            /* [n_host_blocks] logical block of a host block (rewritten by each call) */
-    int32_t *ids, *ids_own;  /* top-k results: [max_seqs * max_quota] each */
+    int32_t *ids, *ids_own;  /* top-k results: [ids_cap], [max_seqs * max_quota] */
+    size_t ids_cap;          /* entries of ids (twice max_seqs * max_quota at first; a rank merge's rows grow it) */
+    /* a call's selections when some items merge by rank: one per row of those (host) */
+    struct okv_select_req *x_reqs;
+    int32_t *x_tab;          /* their candidates' place in d_ctab */
+    int x_cap;
     int *f_count;            /* [n_layers][2] entries of each layer's gather list, and the gather's CTAs done
                               * with reading it (the last resets both: cuda_kv.cu kv_gather_k) */
     unsigned long long *stat;   /* units listed for gathering, since the last take */
@@ -74,8 +79,9 @@ struct rs_item {
     int chunk, sink, n_cand, k, k_own, cand_off, ids_off, own_off;
     unsigned stamp;
     int keep;                /* > 0: the sticky cut of the k selected to keep (okv_resid_item.keep) */
+    int rank_rows;           /* > 0: merged by rank from this many rows' lists, [rows][nkv][k] at ids_off */
 };
-static_assert(sizeof(struct rs_item) == 10 * 4, "an item table entry is 10 int32 (rs_item)");
+static_assert(sizeof(struct rs_item) == 11 * 4, "an item table entry is 11 int32 (rs_item)");
 
 /* exclusive prefix sum of v over the block (RS_THREADS threads); *total gets the sum */
 static __device__ int block_scan(int v, int *total)
@@ -144,7 +150,37 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
     __syncthreads();
     /* 1: the selection, best first; lookahead: the real token's blocks, then the rest */
     const int32_t *ia = ids + it.ids_off + (size_t)h * K;
-    if ((!ids_own || it.k_own <= 0) && k < K) {
+    if (it.rank_rows > 0) {
+        /* the rank merge (okv_sel_merge_rank): candidate (x, r), the x-th of row r's list, in
+         * the order x * R + r, is taken unless an earlier one holds the same block (rows
+         * before r up to place x, rows after r before it; a list has no repeats), until k */
+        const int R = it.rank_rows, n = R * K;
+        const size_t stride = (size_t)nkv * K;
+        int at = 0;
+        for (int base = 0; base < n && at < k; base += RS_THREADS) {
+            const int idx = base + tid;
+            int take = 0, b = -1;
+            if (idx < n) {
+                const int x = idx / R, r = idx % R;
+                const int32_t hb = ia[(size_t)r * stride + x];
+                take = 1;
+                for (int r2 = 0; r2 < R && take; r2++) {
+                    const int32_t *l2 = ia + (size_t)r2 * stride;
+                    const int xe = r2 < r ? x + 1 : r2 > r ? x : 0;
+                    for (int x2 = 0; x2 < xe && take; x2++)
+                        take = l2[x2] != hb;
+                }
+                if (take)
+                    b = h2l[hb];
+            }
+            int total;
+            const int ex = block_scan(take, &total);
+            if (take && at + ex < k)
+                s_ids[at + ex] = b;
+            at += total;
+        }
+        __syncthreads();
+    } else if ((!ids_own || it.k_own <= 0) && k < K) {
         /* the sticky cut (okv_sel_sticky): the best 2k - K stay; the other places go to
          * the next ones in order, blocks this head holds first (K <= 2k: enough of them) */
         const int core = 2 * k - K > 0 ? 2 * k - K : 0;
@@ -363,6 +399,8 @@ void okv_cuda_resid_free(okv_bkv *kv)
     okv_free(r->hw);
     okv_free(r->patch);
     okv_free(r->tab_off);
+    okv_free(r->x_reqs);
+    okv_free(r->x_tab);
     okv_free(r);
     kv->resid = NULL;
 }
@@ -448,6 +486,7 @@ static enum okv_status cuda_resid_init(okv_backend *be, okv_bkv *kv, const struc
         }
         r->bytes += allocs[i].bytes;
     }
+    r->ids_cap = 2 * ids_n;
     if (!(r->h_items = (struct rs_item *)okv_malloc(sizeof(struct rs_item) * (size_t)g->max_seqs, OKV_TAG_BACKEND))) {
         okv_cuda_resid_free(kv);
         return okv_set_error(OKV_ERR_NO_MEMORY, "cuda residency: out of host memory (item table)");
@@ -594,6 +633,61 @@ static enum okv_status ctab_sync(struct cuda_ctx *c, struct cuda_resid *r, const
     return OKV_OK;
 }
 
+/* ids for n entries: a rank merge selects once per row. Grown with every stream that may
+ * still read the old buffer (an install on the compute or the selection stream) drained. */
+static enum okv_status ids_reserve(struct cuda_ctx *c, struct cuda_resid *r, size_t n)
+{
+    if (n <= r->ids_cap)
+        return OKV_OK;
+    OKV_CU(cudaStreamSynchronize(c->stream), "selection ids: drain");
+    if (c->side)
+        OKV_CU(cudaStreamSynchronize(c->side), "selection ids: drain");
+    cudaFree(r->ids);
+    r->bytes -= r->ids_cap * sizeof(int32_t);
+    r->ids = NULL;
+    r->ids_cap = 0;
+    const size_t want = n + n / 2;
+    cudaError_t e = cudaMalloc((void **)&r->ids, want * sizeof(int32_t));
+    if (e != cudaSuccess) {
+        r->ids = NULL;
+        (void)cudaGetLastError();
+        return okv_set_error(OKV_ERR_NO_MEMORY, "cuda select_install: cannot allocate %zu MiB of HBM for the rows' selections: %s",
+                             (want * sizeof(int32_t)) >> 20, cudaGetErrorString(e));
+    }
+    r->ids_cap = want;
+    r->bytes += want * sizeof(int32_t);
+    return OKV_OK;
+}
+
+/* The selections of a call with rank items: each such item's request once per row (its
+ * lists [rows][nkv][k] side by side), the others as they are. */
+static enum okv_status rank_requests(struct cuda_resid *r, const struct okv_select_req *reqs,
+                                     const struct okv_resid_item *items, int n_items, int n_x)
+{
+    if (n_x > r->x_cap) {
+        struct okv_select_req *xr =
+            (struct okv_select_req *)okv_realloc(r->x_reqs, sizeof *xr * (size_t)n_x, OKV_TAG_BACKEND);
+        if (xr)
+            r->x_reqs = xr;
+        int32_t *xt = (int32_t *)okv_realloc(r->x_tab, sizeof *xt * (size_t)n_x, OKV_TAG_BACKEND);
+        if (xt)
+            r->x_tab = xt;
+        if (!xr || !xt)
+            return okv_set_error(OKV_ERR_NO_MEMORY, "cuda select_install: out of host memory (rank merge)");
+        r->x_cap = n_x;
+    }
+    for (int i = 0, x = 0; i < n_items; i++)
+        for (int row = 0; row < (items[i].by_rank ? reqs[i].n_rows : 1); row++, x++) {
+            r->x_reqs[x] = reqs[i];
+            r->x_tab[x] = r->tab_off[i];
+            if (items[i].by_rank) {
+                r->x_reqs[x].rows = reqs[i].rows + row;
+                r->x_reqs[x].n_rows = 1;
+            }
+        }
+    return OKV_OK;
+}
+
 static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const okv_bmem *q, int n_heads,
                                  const struct okv_select_req *reqs, const struct okv_select_req *own,
                                  const struct okv_resid_item *items, int n_items, int succ)
@@ -608,7 +702,8 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
     const int nkv = r->nkv, quota = r->quota[layer], qh = quota / nkv;
     /* the item table (host arrays are checked before anything is queued) */
     struct rs_item *hi = r->h_items;
-    int ids_off = 0, own_off = 0, kmax = 0, bound = 0;
+    int ids_off = 0, own_off = 0, kmax = 0, bound = 0, n_x = 0;
+    bool any_rank = false;
     if (++r->seen_gen == UINT32_MAX) {
         memset(r->seen, 0, sizeof(uint32_t) * (size_t)r->max_seqs);
         r->seen_gen = 1;
@@ -618,19 +713,24 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
         const struct okv_select_req *rq = &reqs[i];
         const int k1 = own ? own[i].k : 0, keep = items[i].keep;
         const bool bad_keep = keep < 0 || (keep > 0 && (own || keep > qh || rq->k < keep || rq->k > 2 * keep));
-        if (items[i].chunk < 0 || items[i].chunk >= r->max_seqs || (!keep && rq->k > qh) || bad_keep || k1 > rq->k ||
-            items[i].stamp == 0 || items[i].sink < 0 || items[i].sink + rq->n_cand > r->max_blocks ||
+        const bool bad_rank = items[i].by_rank && (own || keep || rq->n_rows < 1);
+        if (items[i].chunk < 0 || items[i].chunk >= r->max_seqs || (!keep && rq->k > qh) || bad_keep || bad_rank ||
+            k1 > rq->k || items[i].stamp == 0 || items[i].sink < 0 || items[i].sink + rq->n_cand > r->max_blocks ||
             (own && own[i].n_cand != rq->n_cand))
-            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: item %d: chunk %d, k %d (own %d, keep %d) of %d "
-                                 "per head, stamp %u", i, items[i].chunk, rq->k, k1, keep, qh, items[i].stamp);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: item %d: chunk %d, k %d (own %d, keep %d%s) of %d "
+                                 "per head, stamp %u", i, items[i].chunk, rq->k, k1, keep, items[i].by_rank ? ", by rank" : "",
+                                 qh, items[i].stamp);
         if (r->seen[items[i].chunk] == gen)
             return okv_set_error(OKV_ERR_INVALID_ARG, "cuda select_install: chunk %d appears twice", items[i].chunk);
         r->seen[items[i].chunk] = gen;
         /* the candidates by their place in the table */
         r->tab_off[i] = items[i].chunk * r->max_blocks + items[i].sink;
+        const int lists = items[i].by_rank ? rq->n_rows : 1;
         hi[i] = (struct rs_item){items[i].chunk, items[i].sink, rq->n_cand, rq->k, k1, r->tab_off[i], ids_off, own_off,
-                                 items[i].stamp, keep};
-        ids_off += nkv * rq->k;
+                                 items[i].stamp, keep, items[i].by_rank ? rq->n_rows : 0};
+        ids_off += nkv * rq->k * lists;
+        n_x += lists;
+        any_rank |= items[i].by_rank;
         own_off += nkv * k1;
         kmax = rq->k > kmax ? rq->k : kmax;
         bound += nkv * (keep ? keep : rq->k);
@@ -638,7 +738,8 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
     if (kmax == 0)
         return OKV_OK;
     enum okv_status st;
-    if ((st = ctab_sync(c, r, kv, reqs, items, n_items)) != OKV_OK)
+    if ((st = ctab_sync(c, r, kv, reqs, items, n_items)) != OKV_OK || (st = ids_reserve(c, r, (size_t)ids_off)) != OKV_OK ||
+        (any_rank && (st = rank_requests(r, reqs, items, n_items, n_x)) != OKV_OK))
         return st;
     const struct okv_cuda_cand_tab tab = {r->d_ctab, r->tab_off};
     const int32_t *d_cand = NULL, *d_cand_own = NULL;
@@ -647,7 +748,9 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
         return st;
     /* the item table travels with the requests */
     struct okv_cuda_blob itab = {hi, sizeof(struct rs_item) * (size_t)n_items, NULL};
-    if ((st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, reqs, n_items, r->ids, &d_cand, &tab, &itab)) != OKV_OK)
+    const struct okv_cuda_cand_tab xtab = {r->d_ctab, r->x_tab};
+    if ((st = okv_cuda_select_to_device(be, kv, layer, q, n_heads, any_rank ? r->x_reqs : reqs, any_rank ? n_x : n_items,
+                                        r->ids, &d_cand, any_rank ? &xtab : &tab, &itab)) != OKV_OK)
         return st;
     if (!d_cand || !itab.d)
         return okv_cuda_ring_commit(c, c->sel_stream);
