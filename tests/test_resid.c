@@ -127,6 +127,40 @@ int main(void)
         m = okv_sel_merge_rank(same, 2, 2, 2, out);
         CHECK(m == 2 && out[0] == 3 && out[1] == 4, "rank merge of equal rows: %d", m);
     }
+    {   /* the rank merge one candidate at a time (okv_sel_rank_first, what the CUDA install kernel
+         * runs in parallel): the first k candidates it takes, in order, are okv_sel_merge_rank's
+         * out, on random rows (each a random choice of k of a few blocks, so rows overlap) with
+         * a stride beyond k as the kernel's [rows][heads][k] lists */
+        uint64_t s = 0x2545f4914f6cdd1dull;
+        int bad = 0, cases = 0;
+        for (int t = 0; t < 400; t++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const int R = 1 + (int)((s >> 33) % 6), k = 1 + (int)((s >> 40) % 24), pool = k + (int)((s >> 50) % 20);
+            const int stride = k * (1 + (int)((s >> 20) % 3));
+            int32_t lists[6 * 72], ref[24], got[24];
+            for (int r = 0; r < R; r++) {   /* a partial shuffle of 0..pool-1 */
+                int32_t perm[48];
+                for (int i = 0; i < pool; i++)
+                    perm[i] = i * 7 + 3;
+                for (int i = 0; i < k; i++) {
+                    s = s * 6364136223846793005ull + 1442695040888963407ull;
+                    const int j = i + (int)((s >> 33) % (uint64_t)(pool - i));
+                    const int32_t x = perm[i];
+                    perm[i] = perm[j];
+                    perm[j] = x;
+                    lists[r * stride + i] = perm[i];
+                }
+            }
+            const int m = okv_sel_merge_rank(lists, R, stride, k, ref);
+            int n = 0;
+            for (int idx = 0; idx < R * k && n < k; idx++)
+                if (okv_sel_rank_first(lists, R, (size_t)stride, idx / R, idx % R))
+                    got[n++] = lists[(idx % R) * stride + idx / R];
+            bad += m != k || n != k || memcmp(ref, got, sizeof(int32_t) * (size_t)k);
+            cases++;
+        }
+        CHECK(bad == 0, "rank merge: the candidate rule differs from okv_sel_merge_rank in %d of %d cases", bad, cases);
+    }
     printf("test_resid: %d checks, %d failed\n", tu_checks, tu_failures);
     return tu_failures ? 1 : 0;
 }

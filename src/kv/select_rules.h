@@ -2,7 +2,7 @@
  * CPU backend's residency ops and (mirrored in CUDA) cuda_resid.cu:
  *  - lookahead merge: the real token's own best blocks first, then the best by the max over
  *    the real and drafted queries, duplicates skipped, up to k; or by rank: each row's own
- *    best blocks taken in turn (OKV_LOOKAHEAD_MERGE=rank, an experiment);
+ *    best blocks taken in turn (okv_engine_params.merge_rank);
  *  - successors: the block after each of the best min(succ, k/2) blocks replaces the
  *    lowest-ranked entries, unless already selected or at/after cand_end;
  *  - sticky cut: of K > k blocks best first, the best 2k - K stay and the other places go
@@ -11,7 +11,18 @@
 #ifndef OKV_KV_SELECT_RULES_H
 #define OKV_KV_SELECT_RULES_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#ifdef __CUDACC__
+#define OKV_SEL_HD __host__ __device__
+#else
+#define OKV_SEL_HD
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* own[0..k1) then all[0..k) minus own, into out[0..k) (out must not alias); returns the
  * entries written (k when own and all hold distinct blocks each). */
@@ -20,9 +31,30 @@ int okv_sel_merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t
  * turn, then their seconds, ..., duplicates skipped (out must not alias); returns the entries
  * written (k when the rows hold k distinct blocks together). */
 int okv_sel_merge_rank(const int32_t *lists, int R, int stride, int k, int32_t *out);
+/* The rank merge one candidate at a time (cuda_resid.cu takes them in parallel): candidate
+ * (x, r), lists[r * stride + x], comes in the order x * R + r and is the first to hold its
+ * block unless an earlier one does (rows before r up to place x, rows after r before it; a
+ * list has no repeats). okv_sel_merge_rank's out is the first k candidates for which this
+ * returns 1. */
+static inline OKV_SEL_HD int okv_sel_rank_first(const int32_t *lists, int R, size_t stride, int x, int r)
+{
+    const int32_t b = lists[(size_t)r * stride + x];
+    for (int r2 = 0; r2 < R; r2++) {
+        const int32_t *l2 = lists + (size_t)r2 * stride;
+        const int xe = r2 < r ? x + 1 : r2 > r ? x : 0;
+        for (int x2 = 0; x2 < xe; x2++)
+            if (l2[x2] == b)
+                return 0;
+    }
+    return 1;
+}
 /* ids[0..k), best first, in place. */
 void okv_sel_successors(int32_t *ids, int k, int succ, int cand_end);
 /* ids[0..K) best first, held[x] for ids[x] -> out[0..k) (k <= K <= 2k; out must not alias). */
 void okv_sel_sticky(const int32_t *ids, int K, int k, const uint8_t *held, int32_t *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

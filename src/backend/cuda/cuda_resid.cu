@@ -19,6 +19,7 @@
  * (tests/test_cuda_resid.c checks it against resid.c). */
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_sort.cuh"
+#include "kv/select_rules.h"
 
 #include <string.h>
 
@@ -151,27 +152,17 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
     /* 1: the selection, best first; lookahead: the real token's blocks, then the rest */
     const int32_t *ia = ids + it.ids_off + (size_t)h * K;
     if (it.rank_rows > 0) {
-        /* the rank merge (okv_sel_merge_rank): candidate (x, r), the x-th of row r's list, in
-         * the order x * R + r, is taken unless an earlier one holds the same block (rows
-         * before r up to place x, rows after r before it; a list has no repeats), until k */
+        /* the rank merge (okv_sel_merge_rank): the rows' candidates in their order, each
+         * taken when no earlier one holds its block (okv_sel_rank_first), until k */
         const int R = it.rank_rows, n = R * K;
         const size_t stride = (size_t)nkv * K;
         int at = 0;
         for (int base = 0; base < n && at < k; base += RS_THREADS) {
             const int idx = base + tid;
             int take = 0, b = -1;
-            if (idx < n) {
-                const int x = idx / R, r = idx % R;
-                const int32_t hb = ia[(size_t)r * stride + x];
+            if (idx < n && okv_sel_rank_first(ia, R, stride, idx / R, idx % R)) {
                 take = 1;
-                for (int r2 = 0; r2 < R && take; r2++) {
-                    const int32_t *l2 = ia + (size_t)r2 * stride;
-                    const int xe = r2 < r ? x + 1 : r2 > r ? x : 0;
-                    for (int x2 = 0; x2 < xe && take; x2++)
-                        take = l2[x2] != hb;
-                }
-                if (take)
-                    b = h2l[hb];
+                b = h2l[ia[(size_t)(idx % R) * stride + idx / R]];
             }
             int total;
             const int ex = block_scan(take, &total);
