@@ -118,15 +118,21 @@ static void compare_step(struct cmp *c, const float *cpu, const float *gpu, int 
     }
 }
 
-/* Prefill the prompt in chunks on one sequence per engine, then teacher-force. */
-static void run_pair(okv_engine *ec, okv_engine *eg, const struct ref *r, int chunk, struct cmp *c)
+/* Prefill the prompt in chunks on one sequence per engine, then teacher-force. With
+ * drafts > 0, each step is a verify step: the reference token and `drafts` drafted rows
+ * (the next reference tokens, the last one replaced by another token, as a draft that
+ * fails), every row's logits compared, then both sequences truncated back to the
+ * reference token (the drafted rows' queries select the next step's blocks in lookahead
+ * mode, merged by the engine's rule). */
+static void run_pair(okv_engine *ec, okv_engine *eg, const struct ref *r, int chunk, int drafts, struct cmp *c)
 {
     int sc, sg;
     if (okv_engine_seq_create(ec, &sc) != OKV_OK || okv_engine_seq_create(eg, &sg) != OKV_OK) {
         CHECK(0, "seq_create: %s", okv_last_error());
         return;
     }
-    float *lc = malloc(sizeof(float) * (size_t)r->vocab), *lg = malloc(sizeof(float) * (size_t)r->vocab);
+    const int rows = 1 + drafts;
+    float *lc = malloc(sizeof(float) * (size_t)r->vocab * rows), *lg = malloc(sizeof(float) * (size_t)r->vocab * rows);
     int32_t seqc[512], seqg[512];
     uint8_t want[512];
     for (int i = 0; i < 512; i++) {
@@ -145,13 +151,28 @@ static void run_pair(okv_engine *ec, okv_engine *eg, const struct ref *r, int ch
         compare_step(c, lc, lg, r->vocab);
     }
     for (int s = 0; s + 1 < r->n_steps; s++) {
-        want[0] = 1;
-        struct okv_batch bc = {1, &r->greedy[s], seqc, want, NULL}, bg = {1, &r->greedy[s], seqg, want, NULL};
+        int32_t toks[16];
+        uint8_t is_draft[16];
+        for (int i = 0; i < rows; i++) {
+            toks[i] = s + i < r->n_steps ? r->greedy[s + i] : r->greedy[s];
+            want[i] = 1;
+            is_draft[i] = i > 0;
+        }
+        if (drafts)
+            toks[drafts] = (toks[drafts] + 1 + 7 * s) % r->vocab;
+        const int len0 = okv_engine_seq_len(ec, sc);
+        struct okv_batch bc = {rows, toks, seqc, want, drafts ? is_draft : NULL},
+                         bg = {rows, toks, seqg, want, drafts ? is_draft : NULL};
         enum okv_status s1 = okv_engine_forward(ec, &bc, lc), s2 = okv_engine_forward(eg, &bg, lg);
         CHECK(s1 == OKV_OK && s2 == OKV_OK, "decode: %s", okv_last_error());
         if (s1 != OKV_OK || s2 != OKV_OK)
             goto out;
-        compare_step(c, lc, lg, r->vocab);
+        for (int i = 0; i < rows; i++)
+            compare_step(c, lc + (size_t)i * r->vocab, lg + (size_t)i * r->vocab, r->vocab);
+        if (drafts && (okv_engine_seq_truncate(ec, sc, len0 + 1) != OKV_OK || okv_engine_seq_truncate(eg, sg, len0 + 1) != OKV_OK)) {
+            CHECK(0, "truncate: %s", okv_last_error());
+            goto out;
+        }
     }
 out:
     okv_engine_seq_free(ec, sc);
@@ -282,7 +303,7 @@ static void run_model(const char *name, const char *model_path, const char *ref_
         if (st == OKV_OK) {
             struct cmp c = {0};
             if (runs[i].chunk)
-                run_pair(ec, eg, r, runs[i].chunk, &c);
+                run_pair(ec, eg, r, runs[i].chunk, 0, &c);
             else
                 run_batch(ec, eg, r, &c);
             report(name, runs[i].what, &c, runs[i].checked);
@@ -296,19 +317,23 @@ static void run_model(const char *name, const char *model_path, const char *ref_
      * holding the blocks could differ) */
     static const char *const dr_what[] = {"sparse 32: device vs host maps", "sparse 32 codes2: device vs host",
                                           "sparse 32 fp8: device vs host", "layer-ahead codes2 sticky: dev vs host",
-                                          "oracle codes2: device vs host", "layer-ahead-attn codes2: dev vs host"};
+                                          "oracle codes2: device vs host", "layer-ahead-attn codes2: dev vs host",
+                                          "lookahead 3 drafts: device vs host", "lookahead 3 drafts rank: dev vs host"};
     /* Quest's bound, 2-bit key codes, the bound with an fp8 host tier (predict current); the codes
      * with each layer's selection made a layer ahead, and with each step's own queries (inline:
      * installed before the layer's attention, on the side stream like the predictions); layer-ahead
-     * chosen after the previous layer's attention (not yet run on a GPU when added in session 35) */
-    for (int v = 0; v < 6; v++) {
+     * chosen after the previous layer's attention (not yet run on a GPU when added in session 35);
+     * lookahead's verify steps with 3 drafted rows, their selections merged by the half share or
+     * by rank (okv_resid_item.by_rank; not yet run on a GPU when added in session 36) */
+    for (int v = 0; v < 8; v++) {
         const int bits = v == 0 || v == 2 ? 0 : 2;
         struct okv_engine_params dp = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32,
                                        .dense_layers = 0, .key_code_bits = bits, .host_fp8 = v == 2,
                                        .predict = v == 3 || v == 5 ? OKV_PREDICT_LAYER_AHEAD
                                                   : v == 4         ? OKV_PREDICT_ORACLE
+                                                  : v >= 6         ? OKV_PREDICT_LOOKAHEAD
                                                                    : OKV_PREDICT_CURRENT,
-                                       .ahead_after_attention = v == 5,
+                                       .ahead_after_attention = v == 5, .merge_rank = v == 7,
                                        .sticky = v == 3 ? 0.25f : 0.0f};   /* layer-ahead's sticky cut on the device */
         struct okv_engine_params hp = dp;
         hp.host_residency = true;
@@ -321,7 +346,7 @@ static void run_model(const char *name, const char *model_path, const char *ref_
         }
         if (st == OKV_OK) {
             struct cmp c = {0};
-            run_pair(eh, ed, r, 16, &c);
+            run_pair(eh, ed, r, 16, v >= 6 ? 3 : 0, &c);
             struct okv_engine_stats sh, sd;
             okv_engine_stats_get(eh, &sh);
             okv_engine_stats_get(ed, &sd);
@@ -392,7 +417,7 @@ static void run_smollm2(okv_backend *cpu, okv_backend *gpu)
         CHECK(st == OKV_OK, "%s: engines: %s", name, okv_last_error());
         if (st == OKV_OK) {
             struct cmp c = {0};
-            run_pair(ec, eg, r, 16, &c);
+            run_pair(ec, eg, r, 16, 0, &c);
             report(name, "dense chunk16", &c, true);
             struct cmp cb = {0};
             run_batch(ec, eg, r, &cb);
