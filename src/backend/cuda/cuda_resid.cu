@@ -729,7 +729,7 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
     if (kmax == 0)
         return OKV_OK;
     enum okv_status st;
-    if ((st = ctab_sync(c, r, kv, reqs, items, n_items)) != OKV_OK || (st = ids_reserve(c, r, (size_t)ids_off)) != OKV_OK ||
+    if ((st = ids_reserve(c, r, (size_t)ids_off)) != OKV_OK || (st = ctab_sync(c, r, kv, reqs, items, n_items)) != OKV_OK ||
         (any_rank && (st = rank_requests(r, reqs, items, n_items, n_x)) != OKV_OK))
         return st;
     const struct okv_cuda_cand_tab tab = {r->d_ctab, r->tab_off};
