@@ -118,6 +118,17 @@ static __device__ int block_scan(int v, int *total)
 }
 
 
+/* stream compaction of one round: the threads with take set append b to out[*at ...], in
+ * thread order, up to cap entries; *at advances by all the takers (uniform over the block) */
+static __device__ void append_taken(int take, int b, int32_t *out, int cap, int *at)
+{
+    int total;
+    const int ex = block_scan(take, &total);
+    if (take && *at + ex < cap)
+        out[*at + ex] = b;
+    *at += total;
+}
+
 struct rs_layer {
     int16_t *map;
     int32_t *key, *sel, *selu, *f_src, *f_dst;
@@ -164,11 +175,7 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
                 take = 1;
                 b = h2l[ia[(size_t)(idx % R) * stride + idx / R]];
             }
-            int total;
-            const int ex = block_scan(take, &total);
-            if (take && at + ex < k)
-                s_ids[at + ex] = b;
-            at += total;
+            append_taken(take, b, s_ids, k, &at);
         }
         __syncthreads();
     } else if ((!ids_own || it.k_own <= 0) && k < K) {
@@ -186,11 +193,7 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
                     b = h2l[ia[x]];
                     take = (mp[b] >= 0) == (pass == 0);
                 }
-                int total;
-                const int ex = block_scan(take, &total);
-                if (take && at + ex < k)
-                    s_ids[at + ex] = b;
-                at += total;
+                append_taken(take, b, s_ids, k, &at);
             }
         __syncthreads();
     } else if (!ids_own || it.k_own <= 0) {
@@ -213,11 +216,7 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
                 for (int j = 0; j < k1 && keep; j++)
                     keep = s_own[j] != b;
             }
-            int total;
-            const int ex = block_scan(keep, &total);
-            if (keep && at + ex < k)
-                s_ids[at + ex] = b;
-            at += total;
+            append_taken(keep, b, s_ids, k, &at);
         }
         __syncthreads();
     }
