@@ -7,7 +7,8 @@
 # 15's 8-layer target and its draft (train/checkpoints/run15) train on for one call on chain and chain_long
 # at 4K and 8K, then the engine evaluates chain_long at 8K (N = 16, seed 5, 2-bit codes, cache factor 2,
 # sticky 0.25): dense, then layer-ahead after attention / layer-ahead / current / lookahead with the trained
-# draft / oracle at 512 and 1024 (6% and 12% of the context), each cell its own JSON (packed into
+# draft (and, since session 36, with --kv-verify-inline: the rows merged by rank) / oracle at 512 and 1024
+# (6% and 12% of the context), each cell its own JSON (packed into
 # $OUT/cells.tgz) in the time left.
 #   bash bench/park_checkpoints.sh keep run15; BUDGET=300 bash bench/gpu_run172.sh
 #   (carry build-gc and build-texts; $OUT/r/{target,draft.tar}, cells.tgz, train.log)
@@ -34,5 +35,7 @@ cell layerahead_attn --kv-budget 512,1024 --predict layer-ahead-attn $sparse
 cell layerahead --kv-budget 512,1024 --predict layer-ahead $sparse
 cell current --kv-budget 512,1024 --predict current $sparse
 cell lookahead_draft --kv-budget 512,1024 --predict lookahead --draft model:/tmp/tr/draft $sparse
+# session 36: verify steps selecting with their own rows, merged by rank (--kv-merge auto's rule for them)
+cell lookahead_draft_vi --kv-budget 512,1024 --predict lookahead --draft model:/tmp/tr/draft --kv-verify-inline $sparse
 cell oracle --kv-budget 512,1024 --predict oracle $sparse
 echo "done at $SECONDS s"

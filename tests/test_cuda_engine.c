@@ -333,7 +333,8 @@ static void run_model(const char *name, const char *model_path, const char *ref_
                                                   : v == 4         ? OKV_PREDICT_ORACLE
                                                   : v >= 6         ? OKV_PREDICT_LOOKAHEAD
                                                                    : OKV_PREDICT_CURRENT,
-                                       .ahead_after_attention = v == 5, .merge_rank = v == 7,
+                                       .ahead_after_attention = v == 5,
+                                       .merge = v == 7 ? OKV_MERGE_RANK : v == 6 ? OKV_MERGE_SHARE : OKV_MERGE_AUTO,
                                        .sticky = v == 3 ? 0.25f : 0.0f};   /* layer-ahead's sticky cut on the device */
         struct okv_engine_params hp = dp;
         hp.host_residency = true;

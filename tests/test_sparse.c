@@ -602,22 +602,26 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             CHECK(fetched[0] < fetched_plain, "arch %d: sticky selection fetched %lld units, %lld without", arch,
                   (long long)fetched[0], (long long)fetched_plain);
     }
-    {   /* the rows' rank merge (okv_engine_params.merge_rank, --kv-merge rank; ACCURACY.md): each drafted
+    {   /* the rows' rank merge (okv_engine_params.merge, --kv-merge rank; ACCURACY.md): each drafted
          * row ranks the candidates alone and the rows' best are taken in turn. With a budget that
          * holds every block it gives the half merge's logits; with a tight one it runs, fetches and
-         * selects differently from the half merge, and the backend's residency (select_install,
-         * okv_resid_item.by_rank: v = 3) gives the host residency's logits and fetches bit for bit
-         * (v = 4). OKV_LOOKAHEAD_MERGE overrides the parameter both ways (v = 1 by the environment,
-         * v = 3 by the parameter) */
-        static float lr[5][GEN * V];
-        int64_t fetched[5] = {0};
-        bool placed[5] = {false};
-        for (int v = 0; v < 5; v++) {
+         * selects differently from the half merge (v = 2),
+         * and the backend's residency (select_install, okv_resid_item.by_rank: v = 3) gives the host
+         * residency's logits and fetches bit for bit (v = 4). OKV_LOOKAHEAD_MERGE overrides the
+         * parameter both ways (v = 1 by the environment, v = 3 by the parameter). Verify steps that
+         * select with their own rows (verify_inline) merge by rank by default: v = 5 (auto) equals
+         * v = 6 (rank) and differs from v = 7 (share) */
+        static float lr[8][GEN * V];
+        int64_t fetched[8] = {0};
+        bool placed[8] = {false};
+        for (int v = 0; v < 8; v++) {
             if (v == 1)
                 setenv("OKV_LOOKAHEAD_MERGE", "rank", 1);
+            static const enum okv_merge rule[8] = {OKV_MERGE_AUTO, OKV_MERGE_AUTO, OKV_MERGE_SHARE, OKV_MERGE_RANK,
+                                                   OKV_MERGE_RANK, OKV_MERGE_AUTO, OKV_MERGE_RANK, OKV_MERGE_SHARE};
             struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32,
                                            .kv_budget = v < 2 ? 512 : 40, .predict = OKV_PREDICT_LOOKAHEAD,
-                                           .merge_rank = v >= 3, .host_residency = v == 4};
+                                           .merge = rule[v], .host_residency = v == 4, .verify_inline = v >= 5};
             okv_engine *re = NULL;
             CHECK(okv_engine_create(&sm.m, be, &ep, &re) == OKV_OK, "rank merge engine: %s", okv_last_error());
             unsetenv("OKV_LOOKAHEAD_MERGE");
@@ -636,25 +640,31 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         for (int i = 0; i < GEN * V; i++)
             worst = fmaxf(worst, fabsf(lr[0][i] - lr[1][i]));
         CHECK(worst < 1e-4f, "arch %d: rank merge with every block selected differs from the half merge by %g", arch, worst);
-        CHECK(placed[0] && placed[1] && placed[2] && placed[3] && !placed[4], "arch %d: residency not placed as asked", arch);
+        CHECK(placed[0] && placed[1] && placed[2] && placed[3] && !placed[4] && placed[5], "arch %d: residency not placed "
+              "as asked", arch);
         CHECK(fetched[3] > 0 && memcmp(lr[2], lr[3], sizeof lr[2]), "arch %d: the tight rank merge fetched %lld units, "
               "logits %s the half merge's", arch, (long long)fetched[3], memcmp(lr[2], lr[3], sizeof lr[2]) ? "unlike" : "equal to");
         CHECK(!memcmp(lr[3], lr[4], sizeof lr[3]) && fetched[3] == fetched[4], "arch %d: rank merge: the backend's residency "
               "differs from the host's (%lld vs %lld units fetched, logits %s)", arch, (long long)fetched[3],
               (long long)fetched[4], memcmp(lr[3], lr[4], sizeof lr[3]) ? "differ" : "equal");
+        CHECK(!memcmp(lr[5], lr[6], sizeof lr[5]) && memcmp(lr[5], lr[7], sizeof lr[5]), "arch %d: verify_inline's default "
+              "merge is not the rank merge", arch);
         printf("  arch %d: rank merge: every block = the half merge (max diff %g); budget 40: %lld units fetched (half: %lld), "
-               "backend residency = host residency\n", arch, worst, (long long)fetched[3], (long long)fetched[2]);
-        /* the environment's "share" turns the parameter off */
+               "backend residency = host residency; verify_inline: auto = rank != share\n", arch, worst,
+               (long long)fetched[3], (long long)fetched[2]);
+        /* the environment's "share" overrides the parameter's rank: the half merge's logits */
         setenv("OKV_LOOKAHEAD_MERGE", "share", 1);
         struct okv_engine_params sp = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
-                                       .predict = OKV_PREDICT_LOOKAHEAD, .merge_rank = true};
+                                       .predict = OKV_PREDICT_LOOKAHEAD, .merge = OKV_MERGE_RANK};
         okv_engine *se = NULL;
         CHECK(okv_engine_create(&sm.m, be, &sp, &se) == OKV_OK, "rank merge engine: %s", okv_last_error());
         unsetenv("OKV_LOOKAHEAD_MERGE");
         if (se) {
-            struct okv_engine_stats ss;
-            okv_engine_stats_get(se, &ss);
-            CHECK(ss.device_residency, "arch %d: OKV_LOOKAHEAD_MERGE=share did not override merge_rank", arch);
+            static float ls[GEN * V];
+            struct okv_rng dr;
+            okv_rng_seed(&dr, 77);
+            run_drafts(se, 32, ls, &dr);
+            CHECK(!memcmp(ls, lr[2], sizeof ls), "arch %d: OKV_LOOKAHEAD_MERGE=share did not override the rank merge", arch);
             okv_engine_free(se);
         }
     }

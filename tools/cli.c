@@ -78,14 +78,14 @@ enum okv_predict cli_predict(const char *s, bool *from_prompt, bool *after_attn)
             from_prompt ? ", current-from-prompt, lookahead-from-prompt" : "");
 }
 
-bool cli_merge_rank(const char *flag, const char *s)
+enum okv_merge cli_merge(const char *flag, const char *s)
 {
-    if (!strcmp(s, "rank"))
-        return true;
-    if (!strcmp(s, "share"))
-        return false;
-    cli_die("%s: '%s' is not a merge rule (share or rank)", flag, s);
-    return false;
+    static const enum okv_merge rules[] = {OKV_MERGE_AUTO, OKV_MERGE_SHARE, OKV_MERGE_RANK};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (!strcmp(s, okv_merge_name(rules[i])))
+            return rules[i];
+    cli_die("%s: '%s' is not a merge rule (auto, share or rank)", flag, s);
+    return OKV_MERGE_AUTO;
 }
 
 double cli_double(const char *flag, const char *s, double lo, double hi)

@@ -24,7 +24,7 @@ bool cli_host_fp8(const char *flag, const char *s);
  * accepted) for the -from-prompt modes */
 enum okv_predict cli_predict(const char *s, bool *from_prompt, bool *after_attn);
 /* --kv-merge's value: true for rank, false for share */
-bool cli_merge_rank(const char *flag, const char *s);
+enum okv_merge cli_merge(const char *flag, const char *s);
 uint64_t cli_u64(const char *flag, const char *s);
 /* Comma-separated token ids; *n set; dies on a bad list. Caller frees (okv_free). */
 int32_t *cli_token_list(const char *flag, const char *s, size_t *n);

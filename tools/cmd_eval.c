@@ -40,10 +40,11 @@ static const char *help =
     "  --kv-verify-inline     when speculating (--draft, or lookahead's n-gram drafts): a verify step selects its\n"
     "                         blocks with its own rows' queries (and fetches what the prediction missed)\n"
     "                         instead of its previous step's prediction\n"
-    "  --kv-merge share|rank  sparse, several rows selecting together (verify steps with --kv-verify-inline,\n"
-    "                         lookahead's drafted rows): share (default) gives half the budget to the first row's\n"
-    "                         own top blocks and the rest to the rows' best scores; rank takes each row's own\n"
-    "                         top blocks in turn (bench/ACCURACY.md)\n"
+    "  --kv-merge auto|share|rank\n"
+    "                         sparse, how several rows' selections become one: share gives half the budget to\n"
+    "                         the first row's own top blocks and the rest to the rows' best scores; rank takes each\n"
+    "                         row's own top blocks in turn; auto (default) ranks a step's own rows (verify steps\n"
+    "                         with --kv-verify-inline) and shares drafted rows' predictions (bench/ACCURACY.md)\n"
     "  --kv-verify-defer, --no-kv-verify-defer\n"
     "                         when speculating, greedy: a verify step whose drafted rows read the predicted set\n"
     "                         drops its own token and runs its last accepted draft again on a fresh prediction,\n"
@@ -205,7 +206,7 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
                        "\"seconds\": %.2f, \"fetch_bytes\": %lld, \"resident_in_time\": %.5f, \"spec_acceptance\": %.4f, "
                        "\"prompt_tokens_mean\": %.1f}",
                     c->cfg.dense_layers, c->cfg.cache_factor > 0 ? (double)c->cfg.cache_factor : 1.0, (double)c->cfg.sticky,
-                    c->cfg.key_code_bits, c->cfg.verify_inline ? "true" : "false", c->cfg.verify_defer ? "true" : "false", c->cfg.merge_rank ? "rank" : "share", c->cfg.host_fp8 ? "fp8" : "auto", c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
+                    c->cfg.key_code_bits, c->cfg.verify_inline ? "true" : "false", c->cfg.verify_defer ? "true" : "false", okv_merge_name(c->cfg.merge), c->cfg.host_fp8 ? "fp8" : "auto", c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
                     c->partial, c->same_as_dense, c->copied_from_dense ? "true" : "false", (long long)c->gen_tokens,
                     c->seconds, (long long)c->fetch_bytes, c->resident_in_time, c->accept_rate,
                     c->n ? (double)c->prompt_tokens / c->n : 0.0);
@@ -269,8 +270,9 @@ static void print_table(const struct row *rows, int n_rows)
                 snprintf(note + strlen(note), sizeof note - strlen(note), "%sdrafts accepted %.2f%s", note[0] ? "; " : "",
                          c->accept_rate, c->cfg.verify_inline ? ", verify steps select inline"
                                          : c->cfg.verify_defer ? ", stale own tokens deferred" : "");
-            if (c->cfg.merge_rank)
-                snprintf(note + strlen(note), sizeof note - strlen(note), "%srows merged by rank", note[0] ? "; " : "");
+            if (c->cfg.merge != OKV_MERGE_AUTO)
+                snprintf(note + strlen(note), sizeof note - strlen(note), "%srows merged by %s", note[0] ? "; " : "",
+                         okv_merge_name(c->cfg.merge));
             printf("| %s | %d | %s | %s | %d | %.3f | [%.3f, %.3f] | %s | %.3f | %s |\n", rows[i].task, rows[i].ctx,
                    budget, c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "-", c->n,
                    c->n ? (double)c->correct / c->n : 0, c->lo, c->hi, same, c->partial, note);
@@ -442,7 +444,7 @@ int cmd_eval(int argc, char **argv)
     int threads = 0, dense_layers = 0, spec_tokens = 0, max_tokens = 0;
     double cache_factor = 1, sticky = 0;
     int key_code_bits = 0;
-    bool merge_rank = false;   /* --kv-merge rank */
+    enum okv_merge merge = OKV_MERGE_AUTO;   /* --kv-merge */
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     bool host_fp8 = false;
     bool sweep = false, reuse = true, recall = false, print_samples = false, dump_text = false;
@@ -484,7 +486,7 @@ int cmd_eval(int argc, char **argv)
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
         } else if (!strcmp(a, "--kv-merge")) {
-            merge_rank = cli_merge_rank(a, cli_value(argc, argv, &i));
+            merge = cli_merge(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
             verify_defer = a[2] == 'k';
         } else if (!strcmp(a, "--kv-key-codes")) {
@@ -610,7 +612,7 @@ int cmd_eval(int argc, char **argv)
                                                       draft, spec_tokens, (float)cache_factor, budget && pfp[k],
                                                       (float)sticky, budget ? key_code_bits : 0, budget && host_fp8,
                                                       budget && verify_inline, budget && verify_defer,
-                                                      budget && paa[k], budget && merge_rank};
+                                                      budget && paa[k], budget ? merge : OKV_MERGE_AUTO};
         }
     }
     if (!o.model_path)

@@ -51,10 +51,11 @@ static const char *help =
     "  --spec-tokens K        draft tokens per step with --draft (default 4, at most 32)\n"
     "  --kv-verify-inline     sparse with --draft: a verify step selects its blocks with its own rows' queries\n"
     "                         (fetching what the prediction missed) instead of its previous step's prediction\n"
-    "  --kv-merge share|rank  sparse, several rows selecting together (verify steps with --kv-verify-inline,\n"
-    "                         lookahead's drafted rows): share (default) gives half the budget to the first row's\n"
-    "                         own top blocks and the rest to the rows' best scores; rank takes each row's own\n"
-    "                         top blocks in turn (bench/ACCURACY.md)\n"
+    "  --kv-merge auto|share|rank\n"
+    "                         sparse, how several rows' selections become one: share gives half the budget to\n"
+    "                         the first row's own top blocks and the rest to the rows' best scores; rank takes each\n"
+    "                         row's own top blocks in turn; auto (default) ranks a step's own rows (verify steps\n"
+    "                         with --kv-verify-inline) and shares drafted rows' predictions (bench/ACCURACY.md)\n"
     "  --kv-verify-defer, --no-kv-verify-defer\n"
     "                         sparse with --draft, greedy: a verify step whose drafted rows read the predicted set\n"
     "                         drops its own token and runs its last accepted draft again on a fresh prediction,\n"
@@ -93,7 +94,7 @@ int cmd_generate(int argc, char **argv)
     const char *draft = NULL;   /* speculative decoding */
     int spec_tokens = 0;
     bool after_attn = false;   /* --predict layer-ahead-attn */
-    bool merge_rank = false;   /* --kv-merge rank */
+    enum okv_merge merge = OKV_MERGE_AUTO;   /* --kv-merge */
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     const char *stops[16];
     int n_stop = 0;
@@ -191,7 +192,7 @@ int cmd_generate(int argc, char **argv)
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
         } else if (!strcmp(a, "--kv-merge")) {
-            merge_rank = cli_merge_rank(a, cli_value(argc, argv, &i));
+            merge = cli_merge(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
             verify_defer = a[2] == 'k';
         } else if (!strcmp(a, "--draft")) {
@@ -272,7 +273,7 @@ int cmd_generate(int argc, char **argv)
                                    .track_recall = recall, .device_bytes_limit = (size_t)(kv_device_mb * 1048576.0),
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .verify_inline = verify_inline,
-                                   .verify_defer = verify_defer, .merge_rank = merge_rank};
+                                   .verify_defer = verify_defer, .merge = merge};
     if (kv_budget == 0 && kv_device_mb == 0)
         ep.kv_slots = (need + block - 1) / block + 1;
     else if (kv_budget > 0)

@@ -51,10 +51,10 @@ static const char *help =
     "  --kv-verify-inline           sparse with --draft: a verify step selects its blocks with its own rows'\n"
     "                               queries (fetching what the prediction missed) instead of its previous step's\n"
     "                               prediction, whose queries stand behind the drafted rows (bench/ACCURACY.md)\n"
-    "  --kv-merge share|rank        sparse, several rows selecting together (verify steps with --kv-verify-inline,\n"
-    "                               drafted rows): share (default) gives half the budget to the first row's own\n"
-    "                               top blocks and the rest to the rows' best scores; rank takes each row's own\n"
-    "                               top blocks in turn (bench/ACCURACY.md)\n"
+    "  --kv-merge auto|share|rank   sparse, how several rows' selections become one: share gives half the budget to\n"
+    "                               the first row's own top blocks and the rest to the rows' best scores; rank takes each\n"
+    "                               row's own top blocks in turn; auto (default) ranks a step's own rows (verify steps\n"
+    "                               with --kv-verify-inline) and shares drafted rows' predictions (bench/ACCURACY.md)\n"
     "  --kv-verify-defer, --no-kv-verify-defer\n"
     "                               sparse with --draft, greedy requests: a verify step whose drafted rows read the\n"
     "                               predicted set drops its own token (it came from such a row) and runs its last\n"
@@ -181,7 +181,7 @@ int cmd_serve(int argc, char **argv)
     double sticky = 0.25;
     int key_code_bits = 0;
     bool after_attn = false;   /* --predict layer-ahead-attn */
-    bool merge_rank = false;   /* --kv-merge rank */
+    enum okv_merge merge = OKV_MERGE_AUTO;   /* --kv-merge */
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     bool host_fp8 = false;
@@ -244,7 +244,7 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--kv-verify-inline")) {
             verify_inline = true;
         } else if (!strcmp(a, "--kv-merge")) {
-            merge_rank = cli_merge_rank(a, cli_value(argc, argv, &i));
+            merge = cli_merge(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--kv-verify-defer") || !strcmp(a, "--no-kv-verify-defer")) {
             verify_defer = a[2] == 'k';
         } else if (!strcmp(a, "--spec-tokens")) {
@@ -391,7 +391,7 @@ int cmd_serve(int argc, char **argv)
                                    .host_blocks = host_blocks, .tight_device = true,
                                    .cache_factor = (float)cache_factor, .sticky = (float)sticky,
                                    .key_code_bits = key_code_bits, .host_fp8 = host_fp8, .dense_while_room = dense_while_room,
-                                   .verify_inline = verify_inline, .verify_defer = verify_defer, .merge_rank = merge_rank,
+                                   .verify_inline = verify_inline, .verify_defer = verify_defer, .merge = merge,
                                    .prefix_caching = prefix_caching < 0 ? !(kv_budget > 0 && host_fp8) : prefix_caching == 1,
                                    .device_bytes_limit = (size_t)(pool_gb * (double)(1ull << 30))};
     if (kv_budget > 0) {

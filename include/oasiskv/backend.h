@@ -145,7 +145,7 @@ struct okv_resid_item {
     int keep;                     /* 0: install the request's k blocks per head; else keep this many of them, the
                                      sticky cut (kv/select_rules.h) with the blocks the chunk holds as held
                                      (req.k <= 2 keep; not with own) */
-    bool by_rank;                 /* the rank merge (okv_engine_params.merge_rank): each of the request's rows
+    bool by_rank;                 /* the rank merge (okv_engine_params.merge): each of the request's rows
                                      chooses req.k blocks per head alone and the rows' lists are taken by rank in
                                      turn (okv_sel_merge_rank: the rows' firsts, then their seconds, ...),
                                      duplicates skipped; own NULL and keep 0 */

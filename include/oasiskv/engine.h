@@ -32,6 +32,20 @@ enum okv_predict {
                                   okv_engine_params.ahead_after_attention: after l-1's attention) */
 };
 
+/* How the selections of several rows of one step become one (sparse mode). */
+enum okv_merge {
+    OKV_MERGE_AUTO = 0,   /* rank where a step selects with its own rows (a verify step with verify_inline; the
+                             inline selections of layer-ahead and the oracle when the step has drafted rows),
+                             share where drafted rows predict the next step's blocks (lookahead) */
+    OKV_MERGE_SHARE,      /* half of the selection to the first row's own top blocks, the rest by the rows'
+                             maximum score */
+    OKV_MERGE_RANK,       /* each row's own top blocks taken by rank in turn (the rows' firsts, then their
+                             seconds, ...), duplicates skipped */
+};
+
+/* "auto", "share" or "rank" */
+const char *okv_merge_name(enum okv_merge m);
+
 struct okv_engine_params {
     int block_size;        /* tokens per KV block; default 16 */
     int kv_slots;          /* device group slots; 0: sized from max_seqs and max_ctx */
@@ -44,14 +58,14 @@ struct okv_engine_params {
     int window_blocks;     /* local window, including the block being filled; default 4 */
     int dense_layers;      /* the first N layers select every block */
     enum okv_predict predict;
-    bool merge_rank;       /* a selection made with several rows (a verify step's own rows with verify_inline,
-                              lookahead's drafted rows) takes each row's own top blocks by rank in turn (the rows'
-                              firsts, then their seconds, ...) instead of half to the first row and the rest by the
-                              rows' maximum score, which lets high-scoring rows crowd out the others' lookups.
-                              chainlong1's chain_long at 4K with n-gram drafts and verify_inline: 9 / 15 / 17 / 17
-                              of 32 at budgets 256-2048 against 2 / 2 / 4 (dense 18; bench/ACCURACY.md). With
-                              residency on either side (the backends' select_install: okv_resid_item.by_rank).
-                              Default false; OKV_LOOKAHEAD_MERGE=rank/share overrides */
+    enum okv_merge merge;  /* a selection made with several rows. By rank the rows' lookups each keep their best
+                              blocks, where the half share lets high-scoring rows crowd out the others': chainlong1's
+                              chain_long at 4K with n-gram drafts and verify_inline, 9 / 15 / 17 / 17 of 32 at
+                              budgets 256-2048 against 2 / 2 / 4 (dense 18); as predictions from drafted rows on
+                              SmolLM2's free text the share is closer to dense at 256 (KL 0.028 against 0.031) and
+                              rank at 1024 (0.003 against 0.004), rank fetching a third less (bench/ACCURACY.md).
+                              With residency on either side (the backends' select_install: okv_resid_item.by_rank).
+                              Default OKV_MERGE_AUTO; OKV_LOOKAHEAD_MERGE=rank/share overrides */
     bool ahead_after_attention; /* layer-ahead: layer l's queries estimated after layer l-1's attention, from its
                                    input with that attention's output added (only l-1's MLP missing), and its
                                    blocks chosen there, so that their fetch runs behind l-1's MLP alone. The

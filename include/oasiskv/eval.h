@@ -150,7 +150,7 @@ struct okv_eval_config {
     bool verify_inline;       /* okv_engine_params.verify_inline */
     bool verify_defer;        /* okv_engine_params.verify_defer */
     bool ahead_after_attention; /* okv_engine_params.ahead_after_attention ("layer-ahead-attn") */
-    bool merge_rank;          /* okv_engine_params.merge_rank */
+    enum okv_merge merge;     /* okv_engine_params.merge */
 };
 
 /* "current", "lookahead", "oracle", "layer-ahead", "layer-ahead-attn", "current-from-prompt" or

@@ -262,7 +262,9 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         }
         /* residency on the device when the backend can hold it (the host keeps chunks) */
         const char *dr = getenv("OKV_DEVICE_RESID"), *lm = getenv("OKV_LOOKAHEAD_MERGE");
-        e->merge_rank = lm && *lm ? !strcmp(lm, "rank") : prm.merge_rank;   /* the rows' rank merge (sparse.c) */
+        /* the rows' merge (sparse.c): the environment's rule everywhere, or the parameter's */
+        e->rank_inline = lm && *lm ? !strcmp(lm, "rank") : prm.merge != OKV_MERGE_SHARE;
+        e->rank_predict = lm && *lm ? !strcmp(lm, "rank") : prm.merge == OKV_MERGE_RANK;
         if (st == OKV_OK && be->ops->resid_init && !prm.host_residency && !prm.track_recall &&
             !(dr && !strcmp(dr, "0"))) {
             struct okv_resid_geometry rg = {prm.max_seqs, ctx_blocks, g.n_group_slots * nkv, quota};
@@ -1051,4 +1053,9 @@ enum okv_status okv_engine_prefill(okv_engine *e, int seq, const int32_t *tokens
     okv_free(seqs);
     okv_free(want);
     return st;
+}
+
+const char *okv_merge_name(enum okv_merge m)
+{
+    return m == OKV_MERGE_RANK ? "rank" : m == OKV_MERGE_SHARE ? "share" : "auto";
 }

@@ -64,8 +64,8 @@ struct okv_engine {
     int succ_blocks;            /* okv_engine_params.successor_blocks, resolved */
     uint64_t lists_version;     /* okv_attn_blocks.version: bumped whenever the block lists are rebuilt */
     float own_share;            /* lookahead: the real token's share of a merged selection (0.5; OKV_LOOKAHEAD_OWN) */
-    bool merge_rank;            /* several rows' selections merged by rank (okv_engine_params.merge_rank, or
-                                   OKV_LOOKAHEAD_MERGE=rank/share) */
+    bool rank_inline;           /* several rows' selections merged by rank: a step's own rows (inline) and */
+    bool rank_predict;          /* drafted rows' predictions (okv_engine_params.merge, or OKV_LOOKAHEAD_MERGE) */
     float sticky;               /* okv_engine_params.sticky, or OKV_STICKY (0: off) */
     bool verify_inline;         /* okv_engine_params.verify_inline, or OKV_VERIFY_INLINE */
     bool la_prefetch;           /* layer-ahead: also predict a step ahead (OKV_LA_PREFETCH; sparse.c) */

@@ -384,9 +384,10 @@ static enum okv_status install_many(okv_engine *e, int layer, const struct sel_i
 
 /* Device-side residency: select for the items and install the result on the backend,
  * which gathers what is missing; no id comes back. merge: several rows' selections merged
- * as merge_lookahead does (the half share, or by rank with e->merge_rank); succ: successor
- * blocks (add_successors). */
-static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_item *items, int n, bool merge, int succ)
+ * as merge_lookahead does (the half share, or by rank); succ: successor blocks
+ * (add_successors). */
+static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_item *items, int n, bool merge, bool rank,
+                                          int succ)
 {
     const int sink = e->prm.sink_blocks;
     for (int i = 0; i < n; i++)
@@ -413,10 +414,10 @@ static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_i
             e->step_stamp = 1;
         const int keep = item_k_base(e, layer, &items[i]);   /* sticky: items[i].k selected, keep installed */
         inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp, keep < items[i].k ? keep : 0,
-                                          merge && e->merge_rank};
+                                          merge && rank};
     }
     st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->sel_q, e->cfg.n_heads, reqs,
-                                    merge && !e->merge_rank ? own : NULL, inst, n, succ);
+                                    merge && !rank ? own : NULL, inst, n, succ);
     if (st == OKV_OK)
         for (int i = 0; i < n; i++)
             okv_resid_set_k(e->resid, e->bs[items[i].j].id, layer, inst[i].keep ? inst[i].keep : items[i].k);
@@ -461,7 +462,7 @@ static int count_common(int32_t *a, int32_t *b, int n)
     return c;
 }
 
-static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n);
+static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n, bool rank);
 
 /* The inline selections of layer `layer` (the sequences that select with the step's own rows,
  * scoring e->sel_q): chosen and installed, their fetches started. Layer-ahead mode calls this
@@ -495,8 +496,9 @@ enum okv_status okv_sparse_select_inline(okv_engine *e, int n_seqs, int layer, i
     enum okv_status st = OKV_OK;
     if (n_inl) {
         if (e->dev_resid)
-            st = dev_select_install(e, layer, inl, n_inl, multi && e->sel_k[layer] <= 1024, 0);
-        else if ((st = multi ? merge_lookahead(e, layer, inl, n_inl) : select_many(e, layer, inl, n_inl)) == OKV_OK &&
+            st = dev_select_install(e, layer, inl, n_inl, multi && e->sel_k[layer] <= 1024, e->rank_inline, 0);
+        else if ((st = multi ? merge_lookahead(e, layer, inl, n_inl, e->rank_inline) : select_many(e, layer, inl, n_inl)) ==
+                     OKV_OK &&
                  (!sticky || (st = sticky_apply(e, layer, inl, n_inl)) == OKV_OK))
             st = install_many(e, layer, inl, n_inl);
         for (int i = 0; i < n_inl; i++)
@@ -611,7 +613,7 @@ static enum okv_status select_aside(okv_engine *e, int layer, struct sel_item *i
     return OKV_OK;
 }
 
-/* Rank merge (okv_engine_params.merge_rank; bench/ACCURACY.md): each row's own top
+/* Rank merge (okv_engine_params.merge; bench/ACCURACY.md): each row's own top
  * k, taken by rank in turn (the real token's first, then each drafted row's first, then the
  * seconds, ...), duplicates skipped (okv_sel_merge_rank). */
 static enum okv_status merge_by_rank(okv_engine *e, int layer, struct sel_item *items, int n)
@@ -650,12 +652,12 @@ static enum okv_status merge_by_rank(okv_engine *e, int layer, struct sel_item *
  * over rows lets them crowd out the blocks the real token needs. So half of the
  * selection goes to the real token's own best blocks, and the rest to the best by
  * the max over the real and drafted queries. */
-static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n)
+static enum okv_status merge_lookahead(okv_engine *e, int layer, struct sel_item *items, int n, bool rank)
 {
     const int nkv = e->cfg.n_kv_heads;
     if (e->sel_k[layer] > 1024)   /* a dense layer selects every block: nothing to share out */
         return select_many(e, layer, items, n);
-    if (e->merge_rank)
+    if (rank)
         return merge_by_rank(e, layer, items, n);
     struct sel_item *own = okv_malloc(sizeof *own * (size_t)n, OKV_TAG_ENGINE);
     if (!own)
@@ -719,9 +721,10 @@ enum okv_status okv_sparse_predict_after(okv_engine *e, const struct okv_batch *
     enum okv_status st = OKV_OK;
     if (n && e->dev_resid) {
         const bool sparse_layer = e->sel_k[layer] <= 1024;   /* see merge_lookahead, add_successors */
-        st = dev_select_install(e, layer, items, n, drafts && sparse_layer, sparse_layer ? e->succ_blocks : 0);
+        st = dev_select_install(e, layer, items, n, drafts && sparse_layer, e->rank_predict,
+                                sparse_layer ? e->succ_blocks : 0);
     } else if (n && drafts) {
-        if ((st = merge_lookahead(e, layer, items, n)) == OKV_OK) {
+        if ((st = merge_lookahead(e, layer, items, n, e->rank_predict)) == OKV_OK) {
             add_successors(e, layer, items, n);
             st = install_many(e, layer, items, n);
         }

@@ -49,7 +49,7 @@ static enum okv_status make_engine(const struct okv_model *m, okv_backend *be, c
                                    .verify_inline = cfg->verify_inline,
                                    .verify_defer = cfg->verify_defer,
                                    .ahead_after_attention = cfg->ahead_after_attention,
-                                   .merge_rank = cfg->merge_rank};
+                                   .merge = cfg->merge};
     int blocks = (max_ctx + EVAL_BLOCK - 1) / EVAL_BLOCK + 1;
     if (cfg->kv_budget == 0)
         ep.kv_slots = blocks;

@@ -2,7 +2,7 @@
  * CPU backend's residency ops and (mirrored in CUDA) cuda_resid.cu:
  *  - lookahead merge: the real token's own best blocks first, then the best by the max over
  *    the real and drafted queries, duplicates skipped, up to k; or by rank: each row's own
- *    best blocks taken in turn (okv_engine_params.merge_rank);
+ *    best blocks taken in turn (okv_engine_params.merge);
  *  - successors: the block after each of the best min(succ, k/2) blocks replaces the
  *    lowest-ranked entries, unless already selected or at/after cand_end;
  *  - sticky cut: of K > k blocks best first, the best 2k - K stay and the other places go
