@@ -668,6 +668,13 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             okv_engine_free(se);
         }
     }
+    {   /* a merge rule outside the enum is refused */
+        struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
+                                       .merge = (enum okv_merge)7};
+        okv_engine *bad = NULL;
+        CHECK(okv_engine_create(&sm.m, be, &ep, &bad) == OKV_ERR_INVALID_ARG && strstr(okv_last_error(), "merge rule 7"),
+              "merge 7: %s", okv_last_error());
+    }
     {   /* a share beyond 0.5 is refused */
         struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40, .sticky = 0.7f};
         okv_engine *bad = NULL;

@@ -146,6 +146,9 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
     if (!(prm.sticky >= 0.0f && prm.sticky <= 0.5f))
         return okv_set_error(OKV_ERR_INVALID_ARG, "sticky selection: share %g of the selection (0 to 0.5 allowed)",
                              (double)prm.sticky);
+    if ((unsigned)prm.merge > (unsigned)OKV_MERGE_RANK)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "merge rule %d: OKV_MERGE_AUTO, OKV_MERGE_SHARE or OKV_MERGE_RANK allowed",
+                             (int)prm.merge);
     if (prm.block_size > 256 || (prm.block_size & (prm.block_size - 1)))
         return okv_set_error(OKV_ERR_INVALID_ARG, "block size %d: must be a power of two up to 256", prm.block_size);
     if (c->head_dim % 2 || c->head_dim > 512 || c->n_heads % c->n_kv_heads)
