@@ -5,6 +5,10 @@ interval; fidelity files (--task fidelity) get a panel of top-1 agreement with d
 
     .venv/bin/pip install matplotlib      # local only; not needed by CI
     .venv/bin/python bench/accuracy_plot.py bench/accuracy.json -o bench/accuracy.png
+
+Rows that speculate or merge rows (a draft, verify-inline, a merge rule, drafted tokens a step) are their
+own lines, labelled from the JSON; FILE::LABEL gives every sparse row of FILE that label instead (files
+written before the JSON recorded those fields); FILE::dense takes only FILE's dense rows.
 """
 import argparse
 import json
@@ -23,6 +27,25 @@ CODES = {"current": "tab:purple", "oracle": "tab:olive", "lookahead": "tab:brown
          "layer-ahead-attn": "tab:blue"}
 
 
+VARIANT_STYLES = [("tab:red", "D"), ("tab:purple", "v"), ("tab:olive", "<"), ("tab:cyan", ">"), ("tab:brown", "h"),
+                  ("tab:pink", "*"), ("tab:green", "p")]
+
+
+def variant(r):
+    """the row's speculation and merge settings, "" when it has none"""
+    parts = []
+    drafting = r.get("draft") or r["predict"] == "lookahead"
+    if r.get("draft"):
+        parts.append(f"{r['draft']} drafts")
+    if drafting and r.get("spec_tokens"):
+        parts.append(f"{r['spec_tokens']} a step")
+    if r.get("verify_inline"):
+        parts.append("verify inline")
+    if drafting and r.get("merge") in ("share", "rank"):
+        parts.append(f"{r['merge']} merge")
+    return ", ".join(parts)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json", nargs="+")
@@ -30,19 +53,25 @@ def main():
     ap.add_argument("--title", default="OasisKV vs dense: SmolLM2-135M-Instruct (Q4_1), CPU")
     ap.add_argument("--codes-label", default="{mode}, {bits}-bit key codes",
                     help="legend of rows run with key codes (their score blend is not in the JSON: say it here)")
+    ap.add_argument("--legend-below", action="store_true", help="the legend under the panel (many lines)")
     a = ap.parse_args()
     acc = defaultdict(list)   # (task, ctx) -> rows
     fid = defaultdict(list)   # ctx -> rows
     seen = {}
-    for path in a.json:   # a cell given twice: the later file's row
+    for arg in a.json:   # a cell given twice: the later file's row
+        path, _, label = arg.partition("::")
         for r in json.load(open(path))["rows"]:
-            seen[(r["task"], r["context_len"], r["kv_budget"], r["predict"], r.get("key_code_bits", 0))] = r
+            if label == "dense" and r["kv_budget"]:
+                continue
+            r["variant"] = (label or variant(r)) if r["kv_budget"] else ""
+            seen[(r["task"], r["context_len"], r["kv_budget"], r["predict"], r.get("key_code_bits", 0), r["variant"])] = r
     for r in seen.values():
         (fid[r["context_len"]] if r["task"] == "fidelity" else acc[(r["task"], r["context_len"])]).append(r)
     panels = [("acc", k) for k in sorted(acc)] + [("fid", k) for k in sorted(fid)]
     cols = min(3, len(panels))
     rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols * (1.4 if a.legend_below else 1), (3.9 + 2.6 * a.legend_below) * rows),
+                             squeeze=False)
     for ax, (kind, key) in zip(axes.flat, panels):
         if kind == "acc":
             task, ctx = key
@@ -52,18 +81,25 @@ def main():
                 d = dense[0]
                 ax.axhline(d["accuracy"], color="black", lw=1.5, label=f"dense ({d['correct']}/{d['n']})")
                 ax.axhspan(d["ci95"][0], d["ci95"][1], color="gray", alpha=0.15, lw=0)
+            n_var = 0
             for mode, (color, marker) in MODES.items():
                 for bits in sorted({r.get("key_code_bits", 0) for r in rs}):
-                    pts = sorted((r["kv_budget"], r["accuracy"], r["ci95"]) for r in rs
-                                 if r["kv_budget"] and r["predict"] == mode and r.get("key_code_bits", 0) == bits)
-                    if not pts:
-                        continue
-                    xs = [p[0] for p in pts]
-                    ys = [p[1] for p in pts]
-                    err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]]
-                    ax.errorbar(xs, ys, yerr=err, color=CODES.get(mode, "tab:purple") if bits else color, marker=marker, capsize=3,
-                                lw=1.2, alpha=0.85, ls="--" if bits else "-",
-                                label=a.codes_label.format(mode=mode, bits=bits) if bits else mode)
+                    for var in sorted({r["variant"] for r in rs if r["predict"] == mode}):
+                        pts = sorted((r["kv_budget"], r["accuracy"], r["ci95"]) for r in rs
+                                     if r["kv_budget"] and r["predict"] == mode and r.get("key_code_bits", 0) == bits
+                                     and r["variant"] == var)
+                        if not pts:
+                            continue
+                        xs = [p[0] for p in pts]
+                        ys = [p[1] for p in pts]
+                        err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]]
+                        label = a.codes_label.format(mode=mode, bits=bits) if bits else mode
+                        c, m, ls = CODES.get(mode, "tab:purple") if bits else color, marker, "--" if bits else "-"
+                        if var:
+                            c, m = VARIANT_STYLES[n_var % len(VARIANT_STYLES)]
+                            n_var += 1
+                            label, ls = f"{label}: {var}", ":"
+                        ax.errorbar(xs, ys, yerr=err, color=c, marker=m, capsize=3, lw=1.2, alpha=0.85, ls=ls, label=label)
             n = max((r["n"] for r in rs), default=0)
             ax.set_title(f"{task}, context {ctx} (N={n})", fontsize=10)
             ax.set_ylabel("accuracy (95% Wilson)")
@@ -88,7 +124,10 @@ def main():
         ax.minorticks_off()
         ax.set_xlabel("KV budget (tokens)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="best")   # "best": clear of points at 0 (a bound that loses every sample)
+        if a.legend_below:
+            ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
+        else:
+            ax.legend(fontsize=8, loc="best")   # "best": clear of points at 0 (a bound that loses every sample)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.suptitle(a.title, fontsize=11)

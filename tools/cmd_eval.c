@@ -169,6 +169,12 @@ struct opts {
     const char *json_path;
 };
 
+
+/* drafted tokens a step of a configuration (0: it does not speculate) */
+static int drafted_tokens(const struct okv_eval_config *c)
+{
+    return c->draft || (c->kv_budget && c->predict == OKV_PREDICT_LOOKAHEAD) ? (c->spec_tokens ? c->spec_tokens : 4) : 0;
+}
 static void write_json(const struct opts *o, const struct row *rows, int n_rows, const struct recs *rs)
 {
     if (!o->json_path)
@@ -187,11 +193,12 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
         fprintf(f, "%s\n  {\"task\": \"%s\", \"context_len\": %d, ", i ? "," : "", r->task, r->ctx);
         if (r->fid) {
             const struct okv_eval_fid_cell *c = &r->fcell;
-            fprintf(f, "\"kv_budget\": %d, \"predict\": \"%s\", \"steps\": %d, \"top1_agreement\": %.5f, "
-                       "\"mean_kl\": %.6f, \"recall\": %.5f, \"fetch_kib_per_step\": %.2f, \"resident_in_time\": %.5f, "
-                       "\"seconds\": %.2f}",
-                    c->cfg.kv_budget, c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "dense", c->steps, c->top1,
-                    c->mean_kl, c->recall, c->fetch_kib_per_step, c->resident_in_time, c->seconds);
+            fprintf(f, "\"kv_budget\": %d, \"predict\": \"%s\", \"merge\": \"%s\", \"spec_tokens\": %d, \"steps\": %d, "
+                       "\"top1_agreement\": %.5f, \"mean_kl\": %.6f, \"recall\": %.5f, \"fetch_kib_per_step\": %.2f, "
+                       "\"resident_in_time\": %.5f, \"seconds\": %.2f}",
+                    c->cfg.kv_budget, c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "dense", okv_merge_name(c->cfg.merge),
+                    drafted_tokens(&c->cfg), c->steps, c->top1, c->mean_kl, c->recall, c->fetch_kib_per_step, c->resident_in_time,
+                    c->seconds);
         } else {
             const struct okv_eval_cell *c = &r->cell;
             fprintf(f, "\"kv_budget\": %d, \"predict\": \"%s\", \"draft\": ", c->cfg.kv_budget,
@@ -200,13 +207,13 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
                 cli_json_str(f, c->cfg.draft, strlen(c->cfg.draft));
             else
                 fprintf(f, "null");
-            fprintf(f, ", \"dense_layers\": %d, \"cache_factor\": %g, \"sticky\": %g, \"key_code_bits\": %d, \"verify_inline\": %s, \"verify_defer\": %s, \"merge\": \"%s\", \"host_kv\": \"%s\", \"n\": %d, \"correct\": %d, "
+            fprintf(f, ", \"dense_layers\": %d, \"cache_factor\": %g, \"sticky\": %g, \"key_code_bits\": %d, \"verify_inline\": %s, \"verify_defer\": %s, \"merge\": \"%s\", \"spec_tokens\": %d, \"host_kv\": \"%s\", \"n\": %d, \"correct\": %d, "
                        "\"accuracy\": %.5f, \"ci95\": [%.5f, %.5f], "
                        "\"partial\": %.5f, \"same_as_dense\": %d, \"copied_from_dense\": %s, \"gen_tokens\": %lld, "
                        "\"seconds\": %.2f, \"fetch_bytes\": %lld, \"resident_in_time\": %.5f, \"spec_acceptance\": %.4f, "
                        "\"prompt_tokens_mean\": %.1f}",
                     c->cfg.dense_layers, c->cfg.cache_factor > 0 ? (double)c->cfg.cache_factor : 1.0, (double)c->cfg.sticky,
-                    c->cfg.key_code_bits, c->cfg.verify_inline ? "true" : "false", c->cfg.verify_defer ? "true" : "false", okv_merge_name(c->cfg.merge), c->cfg.host_fp8 ? "fp8" : "auto", c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
+                    c->cfg.key_code_bits, c->cfg.verify_inline ? "true" : "false", c->cfg.verify_defer ? "true" : "false", okv_merge_name(c->cfg.merge), drafted_tokens(&c->cfg), c->cfg.host_fp8 ? "fp8" : "auto", c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
                     c->partial, c->same_as_dense, c->copied_from_dense ? "true" : "false", (long long)c->gen_tokens,
                     c->seconds, (long long)c->fetch_bytes, c->resident_in_time, c->accept_rate,
                     c->n ? (double)c->prompt_tokens / c->n : 0.0);
