@@ -63,7 +63,9 @@ struct okv_engine_params {
                               chain_long at 4K with n-gram drafts and verify_inline, 9 / 15 / 17 / 17 of 32 at
                               budgets 256-2048 against 2 / 2 / 4 (dense 18); as predictions from drafted rows on
                               SmolLM2's free text the share is closer to dense at 256 (KL 0.028 against 0.031) and
-                              rank at 1024 (0.003 against 0.004), rank fetching a third less (bench/ACCURACY.md).
+                              rank at 1024 (0.003 against 0.004), rank fetching a third less; as verify_inline's
+                              rule there, 0.034 against 0.030 at 256, 0.0028 against 0.0030 at 1024
+                              (bench/ACCURACY.md).
                               With residency on either side (the backends' select_install: okv_resid_item.by_rank).
                               Default OKV_MERGE_AUTO; OKV_LOOKAHEAD_MERGE=rank/share overrides */
     bool ahead_after_attention; /* layer-ahead: layer l's queries estimated after layer l-1's attention, from its
