@@ -277,9 +277,13 @@ static void print_table(const struct row *rows, int n_rows)
                 snprintf(note + strlen(note), sizeof note - strlen(note), "%sdrafts accepted %.2f%s", note[0] ? "; " : "",
                          c->accept_rate, c->cfg.verify_inline ? ", verify steps select inline"
                                          : c->cfg.verify_defer ? ", stale own tokens deferred" : "");
+            const bool own_rows = drafted_tokens(&c->cfg) && (c->cfg.verify_inline || c->cfg.predict == OKV_PREDICT_ORACLE ||
+                                                              c->cfg.predict == OKV_PREDICT_LAYER_AHEAD);
             if (c->cfg.merge != OKV_MERGE_AUTO)
                 snprintf(note + strlen(note), sizeof note - strlen(note), "%srows merged by %s", note[0] ? "; " : "",
                          okv_merge_name(c->cfg.merge));
+            else if (own_rows)   /* --kv-merge auto's rule for a step's own rows */
+                snprintf(note + strlen(note), sizeof note - strlen(note), "%sown rows merged by rank", note[0] ? "; " : "");
             printf("| %s | %d | %s | %s | %d | %.3f | [%.3f, %.3f] | %s | %.3f | %s |\n", rows[i].task, rows[i].ctx,
                    budget, c->cfg.kv_budget ? okv_eval_predict_name(&c->cfg) : "-", c->n,
                    c->n ? (double)c->correct / c->n : 0, c->lo, c->hi, same, c->partial, note);
