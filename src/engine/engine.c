@@ -266,8 +266,9 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
         /* residency on the device when the backend can hold it (the host keeps chunks) */
         const char *dr = getenv("OKV_DEVICE_RESID"), *lm = getenv("OKV_LOOKAHEAD_MERGE");
         /* the rows' merge (sparse.c): the environment's rule everywhere, or the parameter's */
-        e->rank_inline = lm && *lm ? !strcmp(lm, "rank") : prm.merge != OKV_MERGE_SHARE;
-        e->rank_predict = lm && *lm ? !strcmp(lm, "rank") : prm.merge == OKV_MERGE_RANK;
+        const bool env_rule = lm && *lm, env_rank = env_rule && !strcmp(lm, "rank");
+        e->rank_inline = env_rule ? env_rank : prm.merge != OKV_MERGE_SHARE;
+        e->rank_predict = env_rule ? env_rank : prm.merge == OKV_MERGE_RANK;
         if (st == OKV_OK && be->ops->resid_init && !prm.host_residency && !prm.track_recall &&
             !(dr && !strcmp(dr, "0"))) {
             struct okv_resid_geometry rg = {prm.max_seqs, ctx_blocks, g.n_group_slots * nkv, quota};

@@ -34,6 +34,23 @@ int okv_sel_merge_rank(const int32_t *lists, int R, int stride, int k, int32_t *
     return m;
 }
 
+int okv_sel_rank_expand(const struct okv_select_req *reqs, const struct okv_resid_item *items, int n,
+                        struct okv_select_req *out, int32_t *item_of)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < okv_sel_lists(&items[i], &reqs[i]); r++, m++) {
+            out[m] = reqs[i];
+            if (items[i].by_rank) {
+                out[m].rows = reqs[i].rows + r;
+                out[m].n_rows = 1;
+            }
+            if (item_of)
+                item_of[m] = i;
+        }
+    return m;
+}
+
 void okv_sel_successors(int32_t *ids, int k, int succ, int cand_end)
 {
     const int top = succ < k / 2 ? succ : k / 2;

@@ -11,6 +11,8 @@
 #ifndef OKV_KV_SELECT_RULES_H
 #define OKV_KV_SELECT_RULES_H
 
+#include "oasiskv/backend.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +50,15 @@ static inline OKV_SEL_HD int okv_sel_rank_first(const int32_t *lists, int R, siz
     }
     return 1;
 }
+/* The selections of a select_install call (backend.h): each request as it is, except a rank item's
+ * (okv_resid_item.by_rank), once per row, so that its rows' lists stand side by side. */
+static inline int okv_sel_lists(const struct okv_resid_item *it, const struct okv_select_req *rq)
+{
+    return it->by_rank ? rq->n_rows : 1;
+}
+/* Writes them to out and the item each belongs to to item_of (NULL: not wanted); returns how many. */
+int okv_sel_rank_expand(const struct okv_select_req *reqs, const struct okv_resid_item *items, int n,
+                        struct okv_select_req *out, int32_t *item_of);
 /* ids[0..k), best first, in place. */
 void okv_sel_successors(int32_t *ids, int k, int succ, int cand_end);
 /* ids[0..K) best first, held[x] for ids[x] -> out[0..k) (k <= K <= 2k; out must not alias). */

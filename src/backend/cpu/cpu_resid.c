@@ -94,7 +94,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
             (own && own[i].n_cand != reqs[i].n_cand))
             return okv_set_error(OKV_ERR_INVALID_ARG, "cpu select_install: item %d: chunk %d, k %d (own %d, keep %d%s) of %d "
                                  "per head", i, items[i].chunk, reqs[i].k, k1, keep, items[i].by_rank ? ", by rank" : "", qh);
-        const int lists = items[i].by_rank ? reqs[i].n_rows : 1;   /* a rank item selects once per row */
+        const int lists = okv_sel_lists(&items[i], &reqs[i]);   /* a rank item selects once per row */
         n_out += (size_t)nkv * reqs[i].k;
         n_ids += (size_t)nkv * reqs[i].k * lists;
         n_own += (size_t)nkv * k1;
@@ -111,15 +111,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
         st = okv_set_error(OKV_ERR_NO_MEMORY, "cpu select_install: out of memory");
         goto out;
     }
-    /* the requests as they are, except a rank item's: one per row */
-    for (int i = 0, c = 0; i < n_items; i++)
-        for (int r = 0; r < (items[i].by_rank ? reqs[i].n_rows : 1); r++, c++) {
-            calls[c] = reqs[i];
-            if (items[i].by_rank) {
-                calls[c].rows = reqs[i].rows + r;
-                calls[c].n_rows = 1;
-            }
-        }
+    okv_sel_rank_expand(reqs, items, n_items, calls, NULL);
     if ((st = okv_cpu_select_blocks(be, kv, layer, q, n_heads, calls, n_calls, ids, NULL)) != OKV_OK ||
         (own && (st = okv_cpu_select_blocks(be, kv, layer, q, n_heads, own, n_items, oids, NULL)) != OKV_OK))
         goto out;
@@ -160,7 +152,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
         for (int f = n_fetch; f < n_fetch + m; f++)
             src[f] = rq->cand_host[fb[f] - sink] * nkv + fh[f];
         n_fetch += m;
-        at += (size_t)nkv * K * (items[i].by_rank ? rq->n_rows : 1);
+        at += (size_t)nkv * K * okv_sel_lists(&items[i], rq);
         at_own += (size_t)nkv * k1;
     }
     s->fetched += n_fetch;

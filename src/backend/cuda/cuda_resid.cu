@@ -649,8 +649,8 @@ static enum okv_status ids_reserve(struct cuda_ctx *c, struct cuda_resid *r, siz
     return OKV_OK;
 }
 
-/* The selections of a call with rank items: each such item's request once per row (its
- * lists [rows][nkv][k] side by side), the others as they are. */
+/* The selections of a call with rank items (okv_sel_rank_expand) and their candidates' place in
+ * d_ctab. */
 static enum okv_status rank_requests(struct cuda_resid *r, const struct okv_select_req *reqs,
                                      const struct okv_resid_item *items, int n_items, int n_x)
 {
@@ -666,15 +666,9 @@ static enum okv_status rank_requests(struct cuda_resid *r, const struct okv_sele
             return okv_set_error(OKV_ERR_NO_MEMORY, "cuda select_install: out of host memory (rank merge)");
         r->x_cap = n_x;
     }
-    for (int i = 0, x = 0; i < n_items; i++)
-        for (int row = 0; row < (items[i].by_rank ? reqs[i].n_rows : 1); row++, x++) {
-            r->x_reqs[x] = reqs[i];
-            r->x_tab[x] = r->tab_off[i];
-            if (items[i].by_rank) {
-                r->x_reqs[x].rows = reqs[i].rows + row;
-                r->x_reqs[x].n_rows = 1;
-            }
-        }
+    okv_sel_rank_expand(reqs, items, n_items, r->x_reqs, r->x_tab);
+    for (int x = 0; x < n_x; x++)
+        r->x_tab[x] = r->tab_off[r->x_tab[x]];
     return OKV_OK;
 }
 
@@ -715,9 +709,9 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
         r->seen[items[i].chunk] = gen;
         /* the candidates by their place in the table */
         r->tab_off[i] = items[i].chunk * r->max_blocks + items[i].sink;
-        const int lists = items[i].by_rank ? rq->n_rows : 1;
+        const int lists = okv_sel_lists(&items[i], rq);
         hi[i] = (struct rs_item){items[i].chunk, items[i].sink, rq->n_cand, rq->k, k1, r->tab_off[i], ids_off, own_off,
-                                 items[i].stamp, keep, items[i].by_rank ? rq->n_rows : 0};
+                                 items[i].stamp, keep, items[i].by_rank ? lists : 0};
         ids_off += nkv * rq->k * lists;
         n_x += lists;
         any_rank |= items[i].by_rank;
