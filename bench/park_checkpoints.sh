@@ -1,5 +1,5 @@
 #!/bin/bash
-# The tracked tree holds four trained checkpoints (~17 MB each; train/checkpoints/run10, run12, run14, run15),
+# The tracked tree holds five trained checkpoints (~17 MB each; train/checkpoints/run10, run12, run14, run15, run16),
 # more than a GPU call carries beside a packed build and the packed texts (64 MiB in all). Park the
 # checkpoints a call does not read outside the working tree, and bring them back afterwards:
 #   bash bench/park_checkpoints.sh keep run14     (every other train/checkpoints/* to /tmp/okv_parked)
