@@ -318,33 +318,39 @@ static void run_model(const char *name, const char *model_path, const char *ref_
     static const char *const dr_what[] = {"sparse 32: device vs host maps", "sparse 32 codes2: device vs host",
                                           "sparse 32 fp8: device vs host", "layer-ahead codes2 sticky: dev vs host",
                                           "oracle codes2: device vs host", "layer-ahead-attn codes2: dev vs host",
-                                          "lookahead 3 drafts: device vs host", "lookahead 3 drafts rank: dev vs host"};
+                                          "lookahead 3 drafts: device vs host", "lookahead 3 drafts rank: dev vs host",
+                                          "layer-ahead-attn early sticky: dev vs host"};
     /* Quest's bound, 2-bit key codes, the bound with an fp8 host tier (predict current); the codes
      * with each layer's selection made a layer ahead, and with each step's own queries (inline:
      * installed before the layer's attention, on the side stream like the predictions); layer-ahead
      * chosen after the previous layer's attention (not yet run on a GPU when added in session 35);
      * lookahead's verify steps with 3 drafted rows, their selections merged by the half share or
-     * by rank (okv_resid_item.by_rank; not yet run on a GPU when added in session 36) */
-    for (int v = 0; v < 8; v++) {
+     * by rank (okv_resid_item.by_rank; not yet run on a GPU when added in session 36); layer-ahead
+     * after attention with the early fetch (OKV_LA_EARLY=1: two installs a layer a step, the second's
+     * sticky cut keeping blocks still on their way; added in session 37, not yet run on a GPU) */
+    for (int v = 0; v < 9; v++) {
         const int bits = v == 0 || v == 2 ? 0 : 2;
         struct okv_engine_params dp = {.block_size = 4, .max_ctx = 256, .max_batch_tokens = 16, .kv_budget = 32,
                                        .dense_layers = 0, .key_code_bits = bits, .host_fp8 = v == 2,
-                                       .predict = v == 3 || v == 5 ? OKV_PREDICT_LAYER_AHEAD
+                                       .predict = v == 3 || v == 5 || v == 8 ? OKV_PREDICT_LAYER_AHEAD
                                                   : v == 4         ? OKV_PREDICT_ORACLE
                                                   : v >= 6         ? OKV_PREDICT_LOOKAHEAD
                                                                    : OKV_PREDICT_CURRENT,
-                                       .ahead_after_attention = v == 5,
+                                       .ahead_after_attention = v == 5 || v == 8,
                                        .merge = v == 7 ? OKV_MERGE_RANK : v == 6 ? OKV_MERGE_SHARE : OKV_MERGE_AUTO,
-                                       .sticky = v == 3 ? 0.25f : 0.0f};   /* layer-ahead's sticky cut on the device */
+                                       .sticky = v == 3 || v == 8 ? 0.25f : 0.0f};   /* layer-ahead's sticky cut on the device */
         struct okv_engine_params hp = dp;
         hp.host_residency = true;
         okv_engine *eh = NULL, *ed = NULL;
+        if (v == 8)
+            setenv("OKV_LA_EARLY", "1", 1);
         st = okv_engine_create(m, gpu, &hp, &eh);
         CHECK(st == OKV_OK, "%s: cuda engine (host residency): %s", name, okv_last_error());
         if (st == OKV_OK) {
             st = okv_engine_create(m, gpu, &dp, &ed);
             CHECK(st == OKV_OK, "%s: cuda engine (device residency): %s", name, okv_last_error());
         }
+        unsetenv("OKV_LA_EARLY");
         if (st == OKV_OK) {
             struct cmp c = {0};
             run_pair(eh, ed, r, 16, v >= 6 ? 3 : 0, &c);

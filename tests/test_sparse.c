@@ -774,25 +774,34 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         struct synth_model z;
         synth_model_init(&z, arch, 100 + arch);
         memset((void *)z.m.layers[0].w_down.data, 0, z.m.layers[0].w_down.nbytes);
-        static float lm[3][GEN * V];
+        static float lm[4][GEN * V];
         int32_t tk[GEN];
-        for (int k = 0; k < 3; k++) {
+        long long fetched_mid[4] = {0};
+        /* k = 3: after attention with the early fetch (OKV_LA_EARLY=1: layer 1's blocks also chosen at
+         * layer 0's start and fetched, then chosen again after its attention); without a sticky share
+         * the second choice does not look at residency, so the logits are the same bit for bit and
+         * only the traffic grows by what the first choice fetched in vain */
+        for (int k = 0; k < 4; k++) {
             struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
                                            .predict = k ? OKV_PREDICT_LAYER_AHEAD : OKV_PREDICT_ORACLE,
-                                           .ahead_after_attention = k == 2, .track_recall = true};
+                                           .ahead_after_attention = k >= 2, .track_recall = true};
             okv_engine *le = NULL;
+            if (k == 3)
+                setenv("OKV_LA_EARLY", "1", 1);
             CHECK(okv_engine_create(&z.m, be, &ep, &le) == OKV_OK, "layer-ahead engine: %s", okv_last_error());
+            unsetenv("OKV_LA_EARLY");
             if (!le)
                 continue;
             run(le, 32, lm[k], tk, NULL);
             struct okv_engine_stats ls;
             okv_engine_stats_get(le, &ls);
+            fetched_mid[k] = ls.units_fetched;
             CHECK(ls.inline_selections > 0 && ls.units_fetched > 0, "arch %d: layer-ahead (%d) selected nothing", arch, k);
             /* recall of layer-ahead's estimate (layer 1's set against its own queries' set): all of it when
              * the estimate is exact; the oracle has nothing to measure */
             CHECK(k ? ls.recall_total > 0 && ls.recall_hits <= ls.recall_total : ls.recall_total == 0,
                   "arch %d: layer-ahead (%d) recall %lld / %lld", arch, k, (long long)ls.recall_hits, (long long)ls.recall_total);
-            if (k == 2)
+            if (k >= 2)
                 CHECK(ls.recall_hits == ls.recall_total, "arch %d: an exact estimate's recall %lld / %lld", arch,
                       (long long)ls.recall_hits, (long long)ls.recall_total);
             if (k == 1)
@@ -802,6 +811,11 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
         }
         CHECK(!memcmp(lm[0], lm[2], sizeof lm[0]), "arch %d: layer-ahead after attention differs from the oracle with "
               "the MLP output zeroed", arch);
+        CHECK(!memcmp(lm[2], lm[3], sizeof lm[2]), "arch %d: the early fetch changes layer-ahead-attn's logits", arch);
+        CHECK(fetched_mid[3] > fetched_mid[2], "arch %d: the early fetch fetched %lld units, %lld without", arch, fetched_mid[3],
+              fetched_mid[2]);
+        printf("  arch %d: layer-ahead after attention with the early fetch: same logits, %lld units fetched (%lld without)\n",
+               arch, fetched_mid[3], fetched_mid[2]);
         const bool start_differs = memcmp(lm[0], lm[1], sizeof lm[0]) != 0;
         la_start_differs += start_differs;
         printf("  arch %d: layer-ahead after attention equals the oracle with layer 0's MLP zeroed; at the layer's start "

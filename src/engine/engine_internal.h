@@ -72,6 +72,8 @@ struct okv_engine {
     bool la_sticky;             /* layer-ahead: its selections sticky as predictions are (default; OKV_LA_STICKY=0: not) */
     bool la_mid;                /* layer-ahead: layer l+1's blocks chosen after layer l's attention, not at its start
                                    (okv_engine_params.ahead_after_attention, or OKV_LA_MID; forward.c) */
+    bool la_early;              /* la_mid: layer l+1's blocks also chosen and fetched at layer l's start (OKV_LA_EARLY=1, an
+                                   experiment; forward.c) */
     bool verify_defer;          /* okv_engine_params.verify_defer, or OKV_VERIFY_DEFER */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
     bool lend;                  /* dense while room: unclaimed quota chunks are lent as group slots (kv.h) */

@@ -336,7 +336,7 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
         const bool q_ready = la && l == 0;   /* layer 0's own queries, computed for its selection (exact) */
         if (q_ready)
             CK(select_ahead(e, n_seqs, 0, e->q, n, half));
-        if (la && !e->la_mid && l + 1 < c->n_layers)
+        if (la && (!e->la_mid || e->la_early) && l + 1 < c->n_layers)   /* la_early: fetched early, chosen again below */
             CK(select_ahead(e, n_seqs, l + 1, e->qla[(l + 1) & 1], n, half));
         CK(o->rmsnorm(be, e->h, e->x, w->attn_norm, n, dim, c->rms_eps));
         if (!q_ready)
