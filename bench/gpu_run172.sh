@@ -10,6 +10,11 @@
 # draft (and, since session 36, with --kv-verify-inline: the rows merged by rank) / oracle at 512 and 1024
 # (6% and 12% of the context), each cell its own JSON (packed into
 # $OUT/cells.tgz) in the time left.
+# Session 37 ran it (bench/gpu_run173.sh; ACCURACY.md, "chain_long on the 8-layer target, on the GPU"): 274 s of
+# training gave 2 of 16 final codes dense at 8K (partial 0.69). Its weights are kept out of git in
+# build-ckpt/cl8a (target and draft); the next call resumes from them:
+#   bash bench/park_checkpoints.sh keep; M=build-ckpt/cl8a BUDGET=300 bash bench/gpu_run172.sh
+#   (carry build-gc, build-texts and build-ckpt)
 #   bash bench/park_checkpoints.sh keep run15; BUDGET=300 bash bench/gpu_run172.sh
 #   (carry build-gc and build-texts; $OUT/r/{target,draft.tar}, cells.tgz, train.log)
 set -u
@@ -32,6 +37,8 @@ cell() {  # name, then the eval flags
 }
 cell dense --kv-budget dense
 cell layerahead_attn --kv-budget 512,1024 --predict layer-ahead-attn $sparse
+# session 37: with the early fetch (its blocks were in time 16-26% of the time without it)
+OKV_LA_EARLY=1 cell layerahead_attn_early --kv-budget 512,1024 --predict layer-ahead-attn $sparse
 cell layerahead --kv-budget 512,1024 --predict layer-ahead $sparse
 cell current --kv-budget 512,1024 --predict current $sparse
 cell lookahead_draft --kv-budget 512,1024 --predict lookahead --draft model:/tmp/tr/draft $sparse

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # label: model
-# The project's trained evaluation models (train/checkpoints/run10, run12, run14 and run15: 7.3M-parameter
+# The project's trained evaluation models (train/checkpoints/run10, run12, run14, run15 and run16: 7.3M-parameter
 # Llama targets and 0.9M drafts, bf16 safetensors + tokenizer.json, trained on the H200 by
 # train/train.py) load like any checkpoint and do their tasks in the engine at a 1024-token context:
 # - run 12 (session 30: run 11 of session 29, a longer short-context curriculum with 2K batches
@@ -25,6 +25,8 @@
 #   `current` loses them, and the eval's second note says so;
 # - run 15 (multi-value's reference in ascending order) writes every multi-value at 2K dense, and
 #   layer-ahead at a 256-token budget with the codes keeps them (8 of 8 measured; `current` 4 of 8);
+# - run 16 (run 15 trained on for one call) writes vt's chains at 2K dense (7 of 8 measured) and layer-ahead at
+#   256 with the codes writes dense's answers (7 of 8 measured; `current` 4 of 8);
 # - chainlong1 (the reasoning workload's 0.9M model, train/chain_long_cpu.sh) follows 128 lookups at 4K in
 #   at least 3 of 8 samples dense (4 measured), writing ~0.8K tokens a sample, and selecting with each
 #   step's own queries (`oracle`) at a 512-token budget within one sample of dense (5 measured), and so
@@ -38,7 +40,7 @@ cli="$OKV_CLI"
 ck="$OKV_SOURCE_DIR/train/checkpoints"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for m in run10 run12 run14 run15 chainlong1; do
+for m in run10 run12 run14 run15 run16 chainlong1; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
 # one eval sweep on the CPU: NAME eval-args... -> $tmp/NAME.json, NAME.txt (its table), NAME.err
@@ -83,6 +85,9 @@ run_eval r12la --task niah_multivalue --model "$ck/run12/target" --context-len 2
   --kv-budget dense,128 --predict current,layer-ahead "${sel[@]}"
 # run 15's multi-value at 2K, budget 256, codes 2 (bench/ACCURACY.md, "Run 15")
 run_eval r15 --task niah_multivalue --model "$ck/run15/target" --context-len 2048 --num-samples 8 \
+  --kv-budget dense,256 --predict layer-ahead "${sel[@]}"
+# run 16's vt at 2K, budget 256, codes 2 (bench/ACCURACY.md, "Run 16")
+run_eval r16 --task vt --model "$ck/run16/target" --context-len 2048 --num-samples 8 \
   --kv-budget dense,256 --predict layer-ahead "${sel[@]}"
 # chainlong1's 128 lookups at 4K, dense, with the oracle and layer-ahead after attention at 512
 # (bench/ACCURACY.md, "chain_long: a model")
@@ -131,6 +136,11 @@ print(f"run15 multi-value 2K: dense {r15[0]['correct']}/8, budget 256 layer-ahea
       f"({r15[1]['same_as_dense']} = dense)")
 if r15[0]["correct"] < 7 or r15[1]["same_as_dense"] < 7 or r15[1]["fetch_bytes"] <= 0:
     print("FAIL: run 15 should write multi-value at 2K dense and keep it at budget 256 with layer-ahead"); fail += 1
+r16 = json.load(open(f"{d}/r16.json"))["rows"]
+print(f"run16 vt 2K: dense {r16[0]['correct']}/8, budget 256 layer-ahead {r16[1]['correct']}/8 "
+      f"({r16[1]['same_as_dense']} = dense)")
+if r16[0]["correct"] < 6 or r16[1]["same_as_dense"] < 6 or r16[1]["fetch_bytes"] <= 0:
+    print("FAIL: run 16 should write vt at 2K dense and keep it at budget 256 with layer-ahead"); fail += 1
 cl = {r["predict"]: r for r in json.load(open(f"{d}/cl.json"))["rows"]}
 print(f"chainlong1 chain_long 4K: dense {cl['dense']['correct']}/8 ({cl['dense']['gen_tokens'] / 8:.0f} tokens a sample), "
       f"budget 512 oracle {cl['oracle']['correct']}/8, layer-ahead-attn {cl['layer-ahead-attn']['correct']}/8")
