@@ -54,6 +54,9 @@ def main():
     ap.add_argument("--codes-label", default="{mode}, {bits}-bit key codes",
                     help="legend of rows run with key codes (their score blend is not in the JSON: say it here)")
     ap.add_argument("--legend-below", action="store_true", help="the legend under the panel (many lines)")
+    ap.add_argument("--metric", choices=("accuracy", "partial"), default="accuracy",
+                    help="what the task panels plot: exact accuracy with its 95%% interval, or the mean partial "
+                    "credit (chain_long: lookups right in order), which has no interval")
     a = ap.parse_args()
     acc = defaultdict(list)   # (task, ctx) -> rows
     fid = defaultdict(list)   # ctx -> rows
@@ -79,13 +82,17 @@ def main():
             dense = [r for r in rs if r["kv_budget"] == 0]
             if dense:
                 d = dense[0]
-                ax.axhline(d["accuracy"], color="black", lw=1.5, label=f"dense ({d['correct']}/{d['n']})")
-                ax.axhspan(d["ci95"][0], d["ci95"][1], color="gray", alpha=0.15, lw=0)
+                if a.metric == "partial":
+                    ax.axhline(d["partial"], color="black", lw=1.5, label=f"dense ({d['partial']:.3f})")
+                else:
+                    ax.axhline(d["accuracy"], color="black", lw=1.5, label=f"dense ({d['correct']}/{d['n']})")
+                    ax.axhspan(d["ci95"][0], d["ci95"][1], color="gray", alpha=0.15, lw=0)
             n_var = 0
             for mode, (color, marker) in MODES.items():
                 for bits in sorted({r.get("key_code_bits", 0) for r in rs}):
                     for var in sorted({r["variant"] for r in rs if r["predict"] == mode}):
-                        pts = sorted((r["kv_budget"], r["accuracy"], r["ci95"]) for r in rs
+                        pts = sorted((r["kv_budget"], r[a.metric], r["ci95"] if a.metric == "accuracy" else
+                                      [r[a.metric]] * 2) for r in rs
                                      if r["kv_budget"] and r["predict"] == mode and r.get("key_code_bits", 0) == bits
                                      and r["variant"] == var)
                         if not pts:
@@ -102,7 +109,7 @@ def main():
                         ax.errorbar(xs, ys, yerr=err, color=c, marker=m, capsize=3, lw=1.2, alpha=0.85, ls=ls, label=label)
             n = max((r["n"] for r in rs), default=0)
             ax.set_title(f"{task}, context {ctx} (N={n})", fontsize=10)
-            ax.set_ylabel("accuracy (95% Wilson)")
+            ax.set_ylabel("accuracy (95% Wilson)" if a.metric == "accuracy" else "partial credit (mean)")
             ax.set_ylim(-0.05, 1.05)
             ax.axvline(ctx, color="gray", ls=":", lw=1)
         else:
