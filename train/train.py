@@ -215,6 +215,15 @@ def hf_config(c, bos, eos):
     }
 
 
+def save_optimizers(out_dir, models, opts):
+    """The optimizers' state (AdamW moments, fp32: ~8 bytes a parameter) as OUT/optimizer.pt, beside the models'
+    folders, for a --resume on the same machine; it is not part of a checkpoint (the GPU calls bring back
+    target/ and draft/ alone)."""
+    tmp = os.path.join(out_dir, "optimizer.pt.tmp")
+    torch.save({name: opt.state_dict() for (name, _), opt in zip(models, opts)}, tmp)
+    os.replace(tmp, os.path.join(out_dir, "optimizer.pt"))
+
+
 def save_model(model, out_dir, tok_dir, bos, eos, extra):
     from safetensors.torch import save_file
     os.makedirs(out_dir, exist_ok=True)
@@ -559,6 +568,9 @@ def main():
     ap.add_argument("--budget", type=float, default=510, help="wall-clock seconds for the whole run, saving included")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resume", help="a previous OUT folder: continue from its target and draft")
+    ap.add_argument("--resume-optimizer", choices=("auto", "no"), default="auto",
+                    help="auto: with --resume, load the optimizers' moments from its optimizer.pt when it has one (a run "
+                    "on the same machine; committed checkpoints have none) and warm the rate up over 5 steps, not 50")
     ap.add_argument("--texts", help="folder of make_texts.py output (default: made in /tmp/okv_train_texts2, outside "
                     "OUT so that OUT holds only the 8 model files; needs Debian's python3-doc and perl-doc)")
     ap.add_argument("--tasks", default=",".join(TASKS), help="comma list of task families to train")
@@ -703,6 +715,23 @@ def main():
         lr = a.lr if name == "target" else a.draft_lr
         opts.append(torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0}],
                                       lr=lr, betas=(0.9, 0.95), eps=1e-8, fused=amp))
+    # the optimizers' moments from the resumed run (OUT/optimizer.pt, written beside target/ and draft/): a restart
+    # with fresh moments set vt's exact rate in training batches back from ~0.6 to ~0.1 (session 37, runs 16 and 17)
+    opt_file = os.path.join(a.resume, "optimizer.pt") if a.resume else None
+    opt_resumed = False
+    if opt_file and a.resume_optimizer == "auto" and os.path.isfile(opt_file):
+        saved = torch.load(opt_file, map_location=device)
+        for (name, _), opt in zip(models, opts):
+            if name not in saved:   # e.g. a draft trained now that the resumed run did not train
+                log(f"{opt_file} has no moments for the {name}: its optimizer starts afresh")
+                continue
+            try:
+                opt.load_state_dict(saved[name])
+            except (ValueError, KeyError) as e:
+                sys.exit(f"{opt_file}: the {name} optimizer does not fit this model ({e}; --resume-optimizer no "
+                         "starts it afresh)")
+            opt_resumed = True
+        log(f"optimizer moments resumed from {opt_file}" if opt_resumed else f"{opt_file}: nothing resumed")
 
     # evaluation sets: held-out texts (other Python modules), other seed
     report_ctx = [int(c) for c in a.report_ctx.split(",") if c]
@@ -758,7 +787,7 @@ def main():
             sys.exit(f"--text-copy-frac: the training texts ({len(corpus)} tokens) are too short for text copy rows")
         log(f"text copy rows: {a.text_copy_frac} of the rows, from {len(corpus)} tokens of training text")
     copy_rng = np.random.default_rng(data_seed + 7)
-    warm = 50 if a.resume else 150
+    warm = 5 if opt_resumed else 50 if a.resume else 150
     step, toks, seen = 0, 0, 0
     last_log, last_eval = time.time(), time.time()
     ema, cema, task_ema = {}, {}, {}
@@ -870,6 +899,7 @@ def main():
             d = os.path.join(a.out, f"snap_{snapshots.pop(0):g}")
             for name, m in models:
                 save_model(m, os.path.join(d, name), tok_dir, bos, eos, dict(train_record(), snapshot=True))
+            save_optimizers(d, models, opts)
             open(os.path.join(d, "done"), "w").close()
             log(f"snapshot {d} at step {step}")
 
@@ -882,6 +912,7 @@ def main():
     extra = train_record()
     for name, m in models:
         save_model(m, os.path.join(a.out, name), tok_dir, bos, eos, extra)
+    save_optimizers(a.out, models, opts)
     log(f"saved {', '.join(os.path.join(a.out, n) for n, _ in models)} after {step} steps, {toks / 1e6:.1f}M tokens")
 
     # final report: held-out texts at 16K and 32K
