@@ -43,7 +43,6 @@ struct cfg {
     bool merge;
     int sticky;   /* blocks selected beyond k and cut back (not with merge) */
     bool rank;    /* with merge: by rank (okv_resid_item.by_rank) instead of the half share */
-    int shift;    /* rank: the drafted rows' quotas (okv_resid_item.rank_shift) */
 };
 
 /* the logical block of each host id of a sequence (hb: its host block of each logical block) */
@@ -142,8 +141,7 @@ static void run(okv_backend *gpu, const struct cfg *c)
             for (int s = 0; s < S; s++) {
                 reqs[s] = (struct okv_select_req){rows + s * c->rows, c->rows, host + (size_t)s * nb + c->sink, n_cand, K};
                 oreqs[s] = (struct okv_select_req){rows + s * c->rows, 1, host + (size_t)s * nb + c->sink, n_cand, k1c};
-                items[s] = (struct okv_resid_item){okv_resid_chunk(ref, s), c->sink, ++stamp, K > k ? k : 0, c->rank,
-                                                   c->rank ? c->shift : 0};
+                items[s] = (struct okv_resid_item){okv_resid_chunk(ref, s), c->sink, ++stamp, K > k ? k : 0, c->rank};
                 for (int r = 0; r < c->rows; r++)
                     rreqs[s * c->rows + r] = (struct okv_select_req){rows + s * c->rows + r, 1, reqs[s].cand_host, n_cand, k};
             }
@@ -164,7 +162,7 @@ static void run(okv_backend *gpu, const struct cfg *c)
                     to_logical(own + ((size_t)s * nkv + h) * k1c, k1c, hb, c->sink, nb, own_l);
                     if (c->rank) {
                         const int m = okv_sel_merge_rank(rids + ((size_t)s * c->rows * nkv + h) * k, c->rows, nkv * k, k,
-                                                         c->shift, rmerged);
+                                                         rmerged);
                         CHECK(m == k, "rank merge: %d of %d", m, k);
                         to_logical(rmerged, k, hb, c->sink, nb, sel + h * k);
                     } else if (c->merge) {
@@ -263,21 +261,18 @@ int main(void)
         return 1;
     }
     const struct cfg cases[] = {
-        /* what              nkv grp hd  bs  L  S  blocks sink k  cached rows succ merge sticky rank shift */
-        {"plain, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 0, false, 0},
-        {"successors, cached 1.5x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 24, 1, 1, false, 0, false, 0},
-        {"lookahead merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0, false, 0},
-        {"k = n_cand (dense layer)", 1, 2, 128, 16, 1, 2, 40, 1, 39, 39, 1, 0, false, 0, false, 0},
-        {"large k (512 of 1500), hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true, 0, false, 0},
-        {"sticky 4 of 8, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 4, false, 0},
-        {"sticky 8 of 16, cached 2x, successors", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 1, 1, false, 8, false, 0},
-        {"sticky 300 of 600 (k + m > RS_THREADS)", 2, 2, 64, 16, 1, 2, 1500, 1, 600, 1200, 1, 0, false, 300, false, 0},
-        {"rank merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0, true, 0},
-        {"rank merge, 5 rows, cached 2x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 5, 0, true, 0, true, 0},
-        {"rank merge, 512 of 1500, 2 rows, hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true, 0, true, 0},
-        /* session 37 (not yet run on a GPU when added): the drafted rows' quotas, k >> (shift * row) */
-        {"rank merge, 5 rows, quotas shift 1", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 5, 0, true, 0, true, 1},
-        {"rank merge, 3 rows, quotas shift 2, succ", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0, true, 2},
+        /* what              nkv grp hd  bs  L  S  blocks sink k  cached rows succ merge sticky rank */
+        {"plain, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 0, false},
+        {"successors, cached 1.5x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 24, 1, 1, false, 0, false},
+        {"lookahead merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0, false},
+        {"k = n_cand (dense layer)", 1, 2, 128, 16, 1, 2, 40, 1, 39, 39, 1, 0, false, 0, false},
+        {"large k (512 of 1500), hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true, 0, false},
+        {"sticky 4 of 8, quota = k", 2, 2, 64, 16, 2, 3, 64, 1, 8, 8, 1, 0, false, 4, false},
+        {"sticky 8 of 16, cached 2x, successors", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 1, 1, false, 8, false},
+        {"sticky 300 of 600 (k + m > RS_THREADS)", 2, 2, 64, 16, 1, 2, 1500, 1, 600, 1200, 1, 0, false, 300, false},
+        {"rank merge + successors", 3, 3, 64, 8, 2, 3, 80, 2, 12, 18, 3, 2, true, 0, true},
+        {"rank merge, 5 rows, cached 2x", 2, 4, 64, 16, 2, 4, 96, 1, 16, 32, 5, 0, true, 0, true},
+        {"rank merge, 512 of 1500, 2 rows, hd 128", 2, 2, 128, 16, 1, 2, 1500, 1, 512, 640, 2, 1, true, 0, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run(gpu, &cases[i]);

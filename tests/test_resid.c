@@ -118,32 +118,14 @@ int main(void)
                                       9, 5, 1, 3,    /* row 1 */
                                       4, 9, 8, 6};   /* row 2 */
         int32_t out[4];
-        int m = okv_sel_merge_rank(lists, 3, 4, 4, 0, out);
+        int m = okv_sel_merge_rank(lists, 3, 4, 4, out);
         CHECK(m == 4 && out[0] == 5 && out[1] == 9 && out[2] == 4 && out[3] == 2, "rank merge: %d: %d %d %d %d", m, out[0],
               out[1], out[2], out[3]);
-        m = okv_sel_merge_rank(lists, 1, 4, 4, 0, out);   /* one row: its own list */
+        m = okv_sel_merge_rank(lists, 1, 4, 4, out);   /* one row: its own list */
         CHECK(m == 4 && out[0] == 5 && out[1] == 9 && out[2] == 2 && out[3] == 7, "rank merge of one row");
         const int32_t same[2 * 2] = {3, 4, 4, 3};   /* two rows of the same blocks: k of them */
-        m = okv_sel_merge_rank(same, 2, 2, 2, 0, out);
+        m = okv_sel_merge_rank(same, 2, 2, 2, out);
         CHECK(m == 2 && out[0] == 3 && out[1] == 4, "rank merge of equal rows: %d", m);
-        /* quotas (shift 1: row 1 its best 4 >> 1 = 2, row 2 its best 4 >> 2 = 1): 5 9 4, row 1's and
-         * row 2's quotas spent (9 5 / 4), then row 0's 2 */
-        m = okv_sel_merge_rank(lists, 3, 4, 4, 1, out);
-        CHECK(m == 4 && out[0] == 5 && out[1] == 9 && out[2] == 4 && out[3] == 2, "rank merge, shift 1: %d: %d %d %d %d",
-              m, out[0], out[1], out[2], out[3]);
-        m = okv_sel_merge_rank(lists, 3, 4, 4, 2, out);   /* row 1: 1, row 2: 4 >> 4 = 0 -> 1 */
-        CHECK(m == 4 && out[0] == 5 && out[1] == 9 && out[2] == 4 && out[3] == 2, "rank merge, shift 2");
-        const int32_t l2[3 * 4] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};   /* distinct rows */
-        m = okv_sel_merge_rank(l2, 3, 4, 4, 1, out);   /* 1 5 9, then row 0's 2 */
-        CHECK(m == 4 && out[0] == 1 && out[1] == 5 && out[2] == 9 && out[3] == 2, "rank merge, shift 1, distinct");
-        const int32_t l8[2 * 8] = {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18};
-        int32_t o8[8];
-        m = okv_sel_merge_rank(l8, 2, 8, 8, 2, o8);   /* row 1: 8 >> 2 = 2 turns */
-        CHECK(m == 8 && o8[0] == 1 && o8[1] == 11 && o8[2] == 2 && o8[3] == 12 && o8[4] == 3 && o8[7] == 6,
-              "rank merge, shift 2, 8: %d %d %d %d %d .. %d", o8[0], o8[1], o8[2], o8[3], o8[4], o8[7]);
-        CHECK(okv_sel_rank_quota(8, 0, 3) == 8 && okv_sel_rank_quota(8, 1, 3) == 1 && okv_sel_rank_quota(8, 3, 3) == 1 &&
-                  okv_sel_rank_quota(8, 2, 0) == 8 && okv_sel_rank_quota(1000, 2, 1) == 250,
-              "rank quotas");
     }
     {   /* the rank merge one candidate at a time (okv_sel_rank_first, what the CUDA install kernel
          * runs in parallel): the first k candidates it takes, in order, are okv_sel_merge_rank's
@@ -154,7 +136,6 @@ int main(void)
         for (int t = 0; t < 400; t++) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
             const int R = 1 + (int)((s >> 33) % 6), k = 1 + (int)((s >> 40) % 24), pool = k + (int)((s >> 50) % 20);
-            const int shift = t % 4;   /* the drafted rows' quotas (0: none) */
             const int stride = k * (1 + (int)((s >> 20) % 3));
             int32_t lists[6 * 72], ref[24], got[24];
             for (int r = 0; r < R; r++) {   /* a partial shuffle of 0..pool-1 */
@@ -170,10 +151,10 @@ int main(void)
                     lists[r * stride + i] = perm[i];
                 }
             }
-            const int m = okv_sel_merge_rank(lists, R, stride, k, shift, ref);
+            const int m = okv_sel_merge_rank(lists, R, stride, k, ref);
             int n = 0;
             for (int idx = 0; idx < R * k && n < k; idx++)
-                if (okv_sel_rank_first(lists, R, (size_t)stride, k, shift, idx / R, idx % R))
+                if (okv_sel_rank_first(lists, R, (size_t)stride, idx / R, idx % R))
                     got[n++] = lists[(idx % R) * stride + idx / R];
             bad += m != k || n != k || memcmp(ref, got, sizeof(int32_t) * (size_t)k);
             cases++;

@@ -90,7 +90,6 @@ static void run_drafts(okv_engine *e, int chunk, float *logits, struct okv_rng *
 
 static float dense_logits[GEN * V], sparse_logits[GEN * V], dense_logits_tmp[GEN * V];
 static int la_differs;   /* architectures whose layer-ahead run differs from the oracle's */
-static int rank_quota_differs;   /* architectures where the rank merge's quotas changed the run */
 static int la_start_differs;   /* ... and with layer 0's MLP zeroed (where the estimate after attention is exact) */
 static int32_t dense_tok[GEN], sparse_tok[GEN];
 
@@ -668,32 +667,6 @@ static void test_arch(enum okv_arch arch, okv_backend *be)
             CHECK(!memcmp(ls, lr[2], sizeof ls), "arch %d: OKV_LOOKAHEAD_MERGE=share did not override the rank merge", arch);
             okv_engine_free(se);
         }
-        /* the drafted rows' quotas (OKV_RANK_SHIFT=1: row r its best k >> r; an experiment): the backend's
-         * residency gives the host residency's logits and fetches bit for bit */
-        static float lq[2][GEN * V];
-        int64_t fq[2] = {0};
-        setenv("OKV_RANK_SHIFT", "1", 1);
-        for (int h = 0; h < 2; h++) {
-            struct okv_engine_params qp = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
-                                           .predict = OKV_PREDICT_LOOKAHEAD, .merge = OKV_MERGE_RANK, .host_residency = h};
-            okv_engine *qe = NULL;
-            CHECK(okv_engine_create(&sm.m, be, &qp, &qe) == OKV_OK, "rank quota engine: %s", okv_last_error());
-            if (!qe)
-                continue;
-            struct okv_rng dr;
-            okv_rng_seed(&dr, 77);
-            run_drafts(qe, 32, lq[h], &dr);
-            struct okv_engine_stats qs;
-            okv_engine_stats_get(qe, &qs);
-            fq[h] = qs.units_fetched;
-            okv_engine_free(qe);
-        }
-        unsetenv("OKV_RANK_SHIFT");
-        CHECK(!memcmp(lq[0], lq[1], sizeof lq[0]) && fq[0] == fq[1] && fq[0] > 0, "arch %d: rank quotas: the backend's "
-              "residency differs from the host's (%lld vs %lld units fetched)", arch, (long long)fq[0], (long long)fq[1]);
-        rank_quota_differs += memcmp(lq[0], lr[3], sizeof lq[0]) != 0 || fq[0] != fetched[3];
-        printf("  arch %d: rank merge with the drafted rows' quotas (shift 1): backend = host residency, %lld units fetched "
-               "(%lld without)\n", arch, (long long)fq[0], (long long)fetched[3]);
     }
     {   /* a merge rule outside the enum is refused */
         struct okv_engine_params ep = {.block_size = 4, .max_ctx = 512, .max_batch_tokens = 32, .kv_budget = 40,
@@ -961,7 +934,6 @@ int main(void)
     CHECK(la_differs > 0, "layer-ahead equals the oracle on every architecture: the estimate is not used");
     CHECK(la_start_differs > 0, "layer-ahead at a layer's start equals the oracle on every architecture with the MLP zeroed: "
           "the test does not tell the two estimates apart");
-    CHECK(rank_quota_differs > 0, "the rank merge's quotas (OKV_RANK_SHIFT) change no run: they are not used");
     test_score_diagnostics(be);
     okv_backend_free(be);
     for (int t = 0; t < OKV_TAG_COUNT; t++)

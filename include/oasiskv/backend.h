@@ -149,8 +149,6 @@ struct okv_resid_item {
                                      chooses req.k blocks per head alone and the rows' lists are taken by rank in
                                      turn (okv_sel_merge_rank: the rows' firsts, then their seconds, ...),
                                      duplicates skipped; own NULL and keep 0 */
-    int rank_shift;               /* by_rank: drafted row r takes its best req.k >> (rank_shift * r) alone
-                                     (okv_sel_rank_quota; 0: all of them) */
 };
 
 /* A block-selection request for one sequence at one layer: score the candidate

@@ -352,13 +352,6 @@ enum okv_status okv_engine_create(const struct okv_model *m, okv_backend *be, co
          * finds most of its blocks resident or on their way (the GPU measured the choice after
          * attention in time 16-26% of the time on an 8-layer model: one small MLP hides no fetch) */
         e->la_early = e->la_mid && env_flag("OKV_LA_EARLY", false);
-        /* OKV_RANK_SHIFT=s (experiment, 0 to 4): in the rank merge drafted row r takes its best k >> (s*r)
-         * blocks alone (okv_sel_rank_quota), so that rows whose drafts are seldom accepted take fewer turns
-         * (ACCURACY.md: the 8-layer model's chain_long with its trained draft, 0.29 accepted, lost half the
-         * chain at 4 drafted rows a step) */
-        const char *rs = getenv("OKV_RANK_SHIFT");
-        const int rsv = rs && *rs ? atoi(rs) : 0;
-        e->rank_shift = rsv > 0 && rsv <= 4 ? rsv : 0;
         e->verify_defer = env_flag("OKV_VERIFY_DEFER", prm.verify_defer);
     }
     e->stats.device_bytes_capacity = be->ops->kv_device_bytes(okv_kv_storage(e->kv));

@@ -75,7 +75,6 @@ struct okv_engine {
     bool la_early;              /* la_mid: layer l+1's blocks also chosen and fetched at layer l's start (OKV_LA_EARLY=1, an
                                    experiment; forward.c) */
     bool verify_defer;          /* okv_engine_params.verify_defer, or OKV_VERIFY_DEFER */
-    int rank_shift;             /* the rank merge's drafted rows' quotas (OKV_RANK_SHIFT, an experiment; 0: none) */
     int dense_upto;             /* contexts up to this many tokens run dense (the budget, or sink + window) */
     bool lend;                  /* dense while room: unclaimed quota chunks are lent as group slots (kv.h) */
 

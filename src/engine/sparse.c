@@ -414,7 +414,7 @@ static enum okv_status dev_select_install(okv_engine *e, int layer, struct sel_i
             e->step_stamp = 1;
         const int keep = item_k_base(e, layer, &items[i]);   /* sticky: items[i].k selected, keep installed */
         inst[i] = (struct okv_resid_item){okv_resid_chunk(e->resid, seq), sink, e->step_stamp, keep < items[i].k ? keep : 0,
-                                          merge && rank, merge && rank ? e->rank_shift : 0};
+                                          merge && rank};
     }
     st = e->be->ops->select_install(e->be, okv_kv_storage(e->kv), layer, e->sel_q, e->cfg.n_heads, reqs,
                                     merge && !rank ? own : NULL, inst, n, succ);
@@ -639,7 +639,7 @@ static enum okv_status merge_by_rank(okv_engine *e, int layer, struct sel_item *
         items[i].out_at = sub[s0].out_at;
         items[i].k = k;
         for (int h = 0; h < nkv; h++)
-            okv_sel_merge_rank(rowsel + sub[s0].out_at + h * k, items[i].n_rows, nkv * k, k, e->rank_shift,
+            okv_sel_merge_rank(rowsel + sub[s0].out_at + h * k, items[i].n_rows, nkv * k, k,
                                e->sel_logical + items[i].out_at + h * k);
     }
     okv_free(rowsel);

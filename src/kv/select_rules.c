@@ -19,13 +19,11 @@ int okv_sel_merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t
     return m;
 }
 
-int okv_sel_merge_rank(const int32_t *lists, int R, int stride, int k, int shift, int32_t *out)
+int okv_sel_merge_rank(const int32_t *lists, int R, int stride, int k, int32_t *out)
 {
     int m = 0;
     for (int x = 0; x < k && m < k; x++)
         for (int r = 0; r < R && m < k; r++) {
-            if (x >= okv_sel_rank_quota(k, r, shift))
-                continue;
             const int32_t b = lists[(size_t)r * stride + x];
             bool dup = false;
             for (int y = 0; y < m && !dup; y++)

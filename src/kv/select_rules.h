@@ -29,39 +29,21 @@ extern "C" {
 /* own[0..k1) then all[0..k) minus own, into out[0..k) (out must not alias); returns the
  * entries written (k when own and all hold distinct blocks each). */
 int okv_sel_merge(const int32_t *own, int k1, const int32_t *all, int k, int32_t *out);
-/* The rank merge's quota of row r's list of K: row 0 all of it, a drafted row r >= 1 its best
- * K >> (shift * r) (at least 1): with shift s each later row takes 2^-s of the turns of the one
- * before, for drafts that are accepted less often than not (their rows' outputs are thrown away);
- * shift 0: every row all of its list. Integers alone, so host and device agree. */
-static inline OKV_SEL_HD int okv_sel_rank_quota(int K, int r, int shift)
-{
-    if (r == 0 || shift <= 0)
-        return K;
-    const int s = shift * r;
-    const int q = s >= 31 ? 0 : K >> s;
-    return q > 0 ? q : 1;
-}
 /* lists[r * stride + x], x < k, each of R rows' best first -> out[0..k): the rows' firsts in
- * turn, then their seconds, ..., duplicates skipped, a row's entries past its quota
- * (okv_sel_rank_quota with shift) left out (out must not alias); returns the entries written
- * (k when the rows hold k distinct blocks together; row 0 alone has k). */
-int okv_sel_merge_rank(const int32_t *lists, int R, int stride, int k, int shift, int32_t *out);
+ * turn, then their seconds, ..., duplicates skipped (out must not alias); returns the entries
+ * written (k when the rows hold k distinct blocks together). */
+int okv_sel_merge_rank(const int32_t *lists, int R, int stride, int k, int32_t *out);
 /* The rank merge one candidate at a time (cuda_resid.cu takes them in parallel): candidate
- * (x, r), lists[r * stride + x] of lists of K, comes in the order x * R + r and is the first to
- * hold its block unless it lies past its row's quota or an earlier one within its row's quota
- * does (rows before r up to place x, rows after r before it; a list has no repeats).
- * okv_sel_merge_rank's out is the first k candidates for which this returns 1. */
-static inline OKV_SEL_HD int okv_sel_rank_first(const int32_t *lists, int R, size_t stride, int K, int shift, int x,
-                                                int r)
+ * (x, r), lists[r * stride + x], comes in the order x * R + r and is the first to hold its
+ * block unless an earlier one does (rows before r up to place x, rows after r before it; a
+ * list has no repeats). okv_sel_merge_rank's out is the first k candidates for which this
+ * returns 1. */
+static inline OKV_SEL_HD int okv_sel_rank_first(const int32_t *lists, int R, size_t stride, int x, int r)
 {
-    if (x >= okv_sel_rank_quota(K, r, shift))
-        return 0;
     const int32_t b = lists[(size_t)r * stride + x];
     for (int r2 = 0; r2 < R; r2++) {
         const int32_t *l2 = lists + (size_t)r2 * stride;
-        const int q2 = okv_sel_rank_quota(K, r2, shift);
-        int xe = r2 < r ? x + 1 : r2 > r ? x : 0;
-        xe = xe < q2 ? xe : q2;
+        const int xe = r2 < r ? x + 1 : r2 > r ? x : 0;
         for (int x2 = 0; x2 < xe; x2++)
             if (l2[x2] == b)
                 return 0;

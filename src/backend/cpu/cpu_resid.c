@@ -88,7 +88,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
     for (int i = 0; i < n_items; i++) {
         const int k1 = own ? own[i].k : 0, keep = items[i].keep;
         const bool bad_keep = keep < 0 || (keep > 0 && (own || keep > qh || reqs[i].k < keep || reqs[i].k > 2 * keep));
-        const bool bad_rank = items[i].by_rank && (own || keep || reqs[i].n_rows < 1 || items[i].rank_shift < 0);
+        const bool bad_rank = items[i].by_rank && (own || keep || reqs[i].n_rows < 1);
         if (items[i].chunk < 0 || items[i].chunk >= s->max_seqs || (!keep && reqs[i].k > qh) || bad_keep || bad_rank ||
             k1 > reqs[i].k || items[i].stamp == 0 || items[i].sink < 0 || items[i].sink + reqs[i].n_cand > s->max_blocks ||
             (own && own[i].n_cand != reqs[i].n_cand))
@@ -128,7 +128,7 @@ static enum okv_status cpu_select_install(okv_backend *be, okv_bkv *kv, int laye
         for (int h = 0; h < nkv; h++) {
             int32_t *out = sel + (size_t)h * k;
             if (items[i].by_rank) {   /* the rows' lists: [n_rows][nkv][K] from ids + at */
-                okv_sel_merge_rank(ids + at + (size_t)h * K, rq->n_rows, nkv * K, K, items[i].rank_shift, all_l);
+                okv_sel_merge_rank(ids + at + (size_t)h * K, rq->n_rows, nkv * K, K, all_l);
                 for (int x = 0; x < k; x++)
                     out[x] = s->h2l[all_l[x]];
             } else {

@@ -81,9 +81,8 @@ struct rs_item {
     unsigned stamp;
     int keep;                /* > 0: the sticky cut of the k selected to keep (okv_resid_item.keep) */
     int rank_rows;           /* > 0: merged by rank from this many rows' lists, [rows][nkv][k] at ids_off */
-    int rank_shift;          /* the drafted rows' quotas (okv_resid_item.rank_shift, okv_sel_rank_quota) */
 };
-static_assert(sizeof(struct rs_item) == 12 * 4, "an item table entry is 12 int32 (rs_item)");
+static_assert(sizeof(struct rs_item) == 11 * 4, "an item table entry is 11 int32 (rs_item)");
 
 /* exclusive prefix sum of v over the block (RS_THREADS threads); *total gets the sum */
 static __device__ int block_scan(int v, int *total)
@@ -172,7 +171,7 @@ resid_install_k(const struct rs_item *items, const int32_t *cand_all, const int3
         for (int base = 0; base < n && at < k; base += RS_THREADS) {
             const int idx = base + tid;
             int take = 0, b = -1;
-            if (idx < n && okv_sel_rank_first(ia, R, stride, K, it.rank_shift, idx / R, idx % R)) {
+            if (idx < n && okv_sel_rank_first(ia, R, stride, idx / R, idx % R)) {
                 take = 1;
                 b = h2l[ia[(size_t)(idx % R) * stride + idx / R]];
             }
@@ -698,7 +697,7 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
         const struct okv_select_req *rq = &reqs[i];
         const int k1 = own ? own[i].k : 0, keep = items[i].keep;
         const bool bad_keep = keep < 0 || (keep > 0 && (own || keep > qh || rq->k < keep || rq->k > 2 * keep));
-        const bool bad_rank = items[i].by_rank && (own || keep || rq->n_rows < 1 || items[i].rank_shift < 0);
+        const bool bad_rank = items[i].by_rank && (own || keep || rq->n_rows < 1);
         if (items[i].chunk < 0 || items[i].chunk >= r->max_seqs || (!keep && rq->k > qh) || bad_keep || bad_rank ||
             k1 > rq->k || items[i].stamp == 0 || items[i].sink < 0 || items[i].sink + rq->n_cand > r->max_blocks ||
             (own && own[i].n_cand != rq->n_cand))
@@ -712,8 +711,7 @@ static enum okv_status install_on(okv_backend *be, okv_bkv *kv, int layer, const
         r->tab_off[i] = items[i].chunk * r->max_blocks + items[i].sink;
         const int lists = okv_sel_lists(&items[i], rq);
         hi[i] = (struct rs_item){items[i].chunk, items[i].sink, rq->n_cand, rq->k, k1, r->tab_off[i], ids_off, own_off,
-                                 items[i].stamp, keep, items[i].by_rank ? lists : 0,
-                                 items[i].by_rank ? items[i].rank_shift : 0};
+                                 items[i].stamp, keep, items[i].by_rank ? lists : 0};
         ids_off += nkv * rq->k * lists;
         n_x += lists;
         any_rank |= items[i].by_rank;
