@@ -14,8 +14,11 @@
 set -u
 . bench/gpu_env.sh build-gc
 M=${M:-train/checkpoints/run16}
-timeout 90 $B/tests/test_cuda_engine > $OUT/test_cuda_engine.txt 2>&1; echo "test_cuda_engine rc $?: $(tail -n 1 $OUT/test_cuda_engine.txt)"
-grep "early" $OUT/test_cuda_engine.txt | head -4
+# session 37's untested case: test_cuda_engine variant 8 (the early fetch); test_cuda_resid as a check
+for t in test_cuda_resid test_cuda_engine; do
+  timeout 90 $B/tests/$t > $OUT/$t.txt 2>&1; echo "$t rc $?: $(tail -n 1 $OUT/$t.txt)"
+done
+grep -h "early" $OUT/test_cuda_*.txt | head -4
 S="--config bench/configs/llama3-8b --device cuda --steps 20 --warmup 5 --batch 1,4,16 --ctx 8192,32768 --kv-budget 2048 --cache-factor 2 --sticky 0.25 --kv-host-dtype fp8"
 for v in current:0 layer-ahead:0 layer-ahead-attn:0 layer-ahead-attn:1; do
   OKV_LA_EARLY=${v#*:} timeout 110 $B/bench/bench_step $S --predict ${v%:*} 2>&1 | grep -E "^\| [0-9]|rror" | cut -d'|' -f1-11 |
