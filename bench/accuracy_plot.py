@@ -91,15 +91,15 @@ def main():
             for mode, (color, marker) in MODES.items():
                 for bits in sorted({r.get("key_code_bits", 0) for r in rs}):
                     for var in sorted({r["variant"] for r in rs if r["predict"] == mode}):
-                        pts = sorted((r["kv_budget"], r[a.metric], r["ci95"] if a.metric == "accuracy" else
-                                      [r[a.metric]] * 2) for r in rs
+                        pts = sorted((r["kv_budget"], r[a.metric], r["ci95"]) for r in rs
                                      if r["kv_budget"] and r["predict"] == mode and r.get("key_code_bits", 0) == bits
                                      and r["variant"] == var)
                         if not pts:
                             continue
                         xs = [p[0] for p in pts]
                         ys = [p[1] for p in pts]
-                        err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]]
+                        # partial credit has no interval
+                        err = [[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]] if a.metric == "accuracy" else None
                         label = a.codes_label.format(mode=mode, bits=bits) if bits else mode
                         c, m, ls = CODES.get(mode, "tab:purple") if bits else color, marker, "--" if bits else "-"
                         if var:
