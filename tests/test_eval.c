@@ -436,9 +436,9 @@ static void test_end_to_end(void)
     if (!be || !c)
         goto done;
     const struct okv_eval_config cfgs[3] = {
-        {0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false},
-        {1024, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false},
-        {1024, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false},   /* drafts by n-gram */
+        {0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false, false},
+        {1024, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false, false},
+        {1024, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false, false},   /* drafts by n-gram */
     };
     const char *tasks[] = {"niah_single_filler", "qa"};
     for (int t = 0; t < 2; t++) {
@@ -503,13 +503,13 @@ static void test_end_to_end(void)
     /* ... and speculating with verify steps that select with their own queries (verify_inline) */
     /* ... and speculating with stale own tokens deferred (verify_defer), and layer-ahead chosen after
      * the previous layer's attention, and a verify step's rows merged by rank */
-    const struct okv_eval_config sp[7] = {{0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false},
-                                          {112, OKV_PREDICT_ORACLE, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false},
-                                          {112, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, true, false, false, false, false},
-                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, true, false, false, false},
-                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, false, true, false, false},
-                                          {112, OKV_PREDICT_LAYER_AHEAD, 0, NULL, 0, 0, false, 0, 0, false, false, false, true, false},
-                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, true, false, false, true}};
+    const struct okv_eval_config sp[7] = {{0, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false, false},
+                                          {112, OKV_PREDICT_ORACLE, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false, false},
+                                          {112, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, true, false, false, false, false, false},
+                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, true, false, false, false, false},
+                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, false, true, false, false, false},
+                                          {112, OKV_PREDICT_LAYER_AHEAD, 0, NULL, 0, 0, false, 0, 0, false, false, false, true, false, false},
+                                          {112, OKV_PREDICT_LOOKAHEAD, 0, "ngram", 2, 0, false, 0, 0, false, true, false, false, true, false}};
     struct okv_eval_cell cs[7];
     struct okv_eval_run_params rp = {.task = "niah_single_filler", .context_len = 512, .num_samples = 2, .seed = 1,
                                      .max_tokens = 8, .prefill_chunk = 64};
@@ -524,7 +524,7 @@ static void test_end_to_end(void)
     int32_t prompt[150];
     for (int i = 0; i < 150; i++)
         prompt[i] = (int32_t)((i * 37 + 11) % 500);
-    const struct okv_eval_config fc[2] = {{256, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false}, {64 + 32, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false}};
+    const struct okv_eval_config fc[2] = {{256, OKV_PREDICT_CURRENT, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false, false}, {64 + 32, OKV_PREDICT_LOOKAHEAD, 0, NULL, 0, 0, false, 0, 0, false, false, false, false, false, false}};
     struct okv_eval_fid_cell fo[2];
     CHECK(okv_eval_fidelity(m, be, prompt, 150, 40, fc, 2, true, NULL, NULL, fo) == OKV_OK, "fidelity: %s",
           okv_last_error());

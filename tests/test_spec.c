@@ -10,8 +10,13 @@
  *  - verify_defer: stale own tokens are deferred on a sparse budget, never at a full one or inline; the
  *    scheduler (what serve runs) defers the same steps as okv_generate: the same greedy tokens with
  *    n-gram drafts on a sparse budget, with and without the switch;
+ *  - adaptive draft length (okv_spec_len): the acceptance estimate, the cost line and the chosen length
+ *    against hand-computed values; in okv_generate and the scheduler the greedy tokens stay plain
+ *    greedy's, a perfect drafter drafts near the most a step and a useless one near one;
  *  - statistics are consistent; rollback leaks no KV slot in either engine; no
  *    allocation is left at the end; bad drafter names and vocabularies fail clearly. */
+#include <math.h>
+
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/generate.h"
@@ -325,6 +330,245 @@ static void test_sched_defer(okv_backend *be)
     synth_model_free(&tm);
 }
 
+/* ---- adaptive draft length ---- */
+
+/* A drafter that is never right: it proposes the token after the last one, plus one, k times. */
+static enum okv_status wrong_propose(void *ctx, const int32_t *hist, int n_hist, int k, const struct okv_sampling *s,
+                                     struct okv_rng *rng, int32_t *tokens, const float **probs, int *n_out)
+{
+    (void)ctx, (void)s, (void)rng;
+    for (int i = 0; i < k; i++)
+        tokens[i] = (hist[n_hist - 1] + 1 + i) % V;
+    *probs = NULL;
+    *n_out = k;
+    return OKV_OK;
+}
+static void wrong_free(void *ctx) { (void)ctx; }
+
+/* A drafter that is always right and costs nothing: it reads the plain greedy tokens (ctx) ahead. */
+struct oracle_drafter {
+    const int32_t *toks;   /* plain greedy's generated tokens */
+    int n, n_prompt;
+};
+static enum okv_status oracle_propose(void *ctx, const int32_t *hist, int n_hist, int k, const struct okv_sampling *s,
+                                      struct okv_rng *rng, int32_t *tokens, const float **probs, int *n_out)
+{
+    (void)hist, (void)s, (void)rng;
+    const struct oracle_drafter *o = ctx;
+    *n_out = 0;
+    for (int i = n_hist - o->n_prompt; i < o->n && *n_out < k; i++)
+        tokens[(*n_out)++] = o->toks[i];
+    *probs = NULL;
+    return OKV_OK;
+}
+
+static void test_spec_len_unit(void)
+{
+    /* the acceptance estimate: drafts accepted with probability a each, given the ones before */
+    const double as[] = {0.9, 0.5, 0.1};
+    for (int ai = 0; ai < 3; ai++) {
+        struct okv_spec_len c;
+        okv_spec_len_init(&c, 8);
+        CHECK(fabs(okv_spec_len_alpha(&c) - 0.6) < 1e-12, "prior acceptance %g", okv_spec_len_alpha(&c));
+        struct okv_rng rng;
+        okv_rng_seed(&rng, 5 + ai);
+        double sum = 0;
+        int n = 0;
+        for (int step = 0; step < 4000; step++) {
+            int acc = 0;
+            while (acc < 4 && okv_rng_uniform(&rng) < as[ai])
+                acc++;
+            okv_spec_len_observe(&c, 4, acc);
+            if (step >= 1000) {   /* the forgetting estimate, averaged over its noise */
+                sum += okv_spec_len_alpha(&c);
+                n++;
+            }
+        }
+        CHECK(fabs(sum / n - as[ai]) < 0.03, "acceptance %g estimated as %g", as[ai], sum / n);
+        CHECK(c.steps == 4000, "steps counted %lld", (long long)c.steps);
+    }
+
+    /* the chosen length: argmax over k of (1 - a^(k+1)) / (1 - a) / (t0 + k (row + draft)); the forward
+     * times lie on t = 1.9 ms + 0.1 ms a row (k drafts: 2.0 + 0.1 k ms), a draft token costs 0 or 0.6 ms */
+    struct {
+        double alpha, draft;
+        int k_max, want;
+    } cs[] = {
+        {0.9, 0.0, 8, 8},     /* 6.13 / 2.8 = 2.19 at 8 against 5.70 / 2.7 = 2.11 at 7 */
+        {0.2, 0.0, 8, 1},     /* 1.2 / 2.1 = 0.571 at 1, 1.24 / 2.2 = 0.564 at 2 */
+        {0.7, 0.6, 8, 2},     /* 1.7 / 2.7 = 0.630, 2.19 / 3.4 = 0.644, 2.533 / 4.1 = 0.618 */
+        {0.9, 0.6, 8, 4},     /* 3.439 / 4.1 = 0.839, 4.095 / 4.8 = 0.853, 4.686 / 5.5 = 0.852 */
+        {0.99, 0.0, 3, 3},    /* at most k_max */
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        struct okv_spec_len c;
+        okv_spec_len_init(&c, cs[i].k_max);
+        c.trials = 1e6;   /* pin the acceptance */
+        c.accepted = cs[i].alpha * 1e6;
+        struct okv_spec_cost cost;
+        okv_spec_cost_init(&cost);
+        for (int r = 1; r <= 9; r++)
+            okv_spec_cost_forward(&cost, r, 2e-3 + 1e-4 * r - 1e-4);   /* t0 = 2 ms at one row */
+        if (cs[i].draft > 0)
+            okv_spec_cost_draft(&cost, 4, 4 * cs[i].draft * 1e-3);
+        double t0, row;
+        okv_spec_cost_line(&cost, &t0, &row);
+        CHECK(fabs(t0 - 1.9e-3) < 1e-9 && fabs(row - 1e-4) < 1e-9, "cost line: %g + %g a row", t0, row);
+        /* the reference: the same argmax, by brute force */
+        const double d = cs[i].draft * 1e-3;
+        int ref = 1;
+        double best = 0;
+        for (int k = 1; k <= cs[i].k_max; k++) {
+            double a = 0, p = 1;
+            for (int j = 0; j <= k; j++, p *= cs[i].alpha)
+                a += p;
+            const double g = a / (1.9e-3 + 1e-4 * (k + 1) + k * d);
+            if (g > best * (1 + 1e-9)) {
+                best = g;
+                ref = k;
+            }
+        }
+        const int got = okv_spec_len_best(&c, &cost, 1, OKV_SPEC_MAX_TOKENS);
+        CHECK(got == ref, "alpha %.2f, draft %.1f ms, k_max %d: chose %d, the argmax is %d", cs[i].alpha, cs[i].draft,
+              cs[i].k_max, got, ref);
+        CHECK(got == cs[i].want, "alpha %.2f, draft %.1f ms: chose %d, worked out by hand %d", cs[i].alpha, cs[i].draft,
+                  got, cs[i].want);
+        CHECK(okv_spec_len_best(&c, &cost, 1, 2) <= 2 && okv_spec_len_best(&c, &cost, 1, 1) == 1, "the cap is kept");
+        /* the dither: of 16 choices, the best one most often, one less and one more within [1, k_max] */
+        int seen[OKV_SPEC_MAX_TOKENS + 2] = {0};
+        for (int j = 0; j < 16; j++)
+            seen[okv_spec_len_choose(&c, &cost, 1, OKV_SPEC_MAX_TOKENS)]++;
+        CHECK(seen[got] >= 12 && seen[got] + (got > 1 ? seen[got - 1] : 0) + (got < cs[i].k_max ? seen[got + 1] : 0) == 16,
+              "dither around %d: %d of 16", got, seen[got]);
+    }
+    /* one row count only: the prior's split; nothing measured: still a length in range */
+    struct okv_spec_cost cost;
+    okv_spec_cost_init(&cost);
+    double t0, row;
+    okv_spec_cost_line(&cost, &t0, &row);
+    CHECK(t0 == 0 && row == 0, "empty line %g %g", t0, row);
+    struct okv_spec_len c;
+    okv_spec_len_init(&c, 4);
+    const int k0 = okv_spec_len_best(&c, &cost, 1, 4);
+    CHECK(k0 >= 1 && k0 <= 4, "no costs yet: %d", k0);
+    for (int j = 0; j < 10; j++)
+        okv_spec_cost_forward(&cost, 5, 1e-3);
+    okv_spec_cost_line(&cost, &t0, &row);
+    CHECK(t0 > 0 && row > 0 && fabs(t0 + 4 * row - 1e-3) < 1e-12, "one row count: %g + %g a row", t0, row);
+    okv_spec_cost_forward(&cost, 0, 1.0);   /* ignored */
+    okv_spec_cost_forward(&cost, 3, -1.0);
+    okv_spec_len_observe(&c, 0, 0);
+    double t1, r1;
+    okv_spec_cost_line(&cost, &t1, &r1);
+    CHECK(t1 == t0 && r1 == row && c.steps == 0, "bad observations are ignored");
+    okv_spec_len_init(&c, 99);
+    CHECK(c.k_max == OKV_SPEC_MAX_TOKENS, "k_max clamps to %d: %d", OKV_SPEC_MAX_TOKENS, c.k_max);
+}
+
+/* okv_generate and the scheduler with spec_adaptive: plain greedy's tokens; with given costs (a GPU-like
+ * step) a free drafter that is always right drafts near K a step, one that is always wrong near one, and the
+ * target itself as the drafter (always right, but a draft token costs a target step) near one too: drafting
+ * cannot pay there. */
+static void test_adaptive(okv_backend *be)
+{
+    struct synth_model tm;
+    synth_model_init(&tm, OKV_ARCH_LLAMA, 4242);
+    struct okv_rng rng;
+    okv_rng_seed(&rng, 99);
+    int32_t pr[PROMPT];
+    for (int i = 0; i < PROMPT; i++)
+        pr[i] = (int32_t)(okv_rng_next(&rng) % V);
+    okv_drafter *self = make_model_drafter(&tm.m, be, 512), *wrong = NULL, *oracle = NULL;
+    struct oracle_drafter od = {NULL, 0, PROMPT};
+    static const struct okv_drafter_i oracle_i = {.name = "oracle", .propose = oracle_propose, .free = wrong_free};
+    CHECK(okv_drafter_create_custom(&oracle_i, &od, &oracle) == OKV_OK, "custom drafter: %s", okv_last_error());
+    static const struct okv_drafter_i wrong_i = {.name = "wrong", .propose = wrong_propose, .free = wrong_free};
+    CHECK(okv_drafter_create_custom(&wrong_i, NULL, &wrong) == OKV_OK, "custom drafter: %s", okv_last_error());
+    okv_engine *e = make_engine(&tm.m, be, 0, OKV_PREDICT_CURRENT);
+    const struct okv_sampling greedy = {0};
+    const int N = 120, K = 8;
+    struct okv_gen_result plain = {0};
+    if (!self || !wrong || !oracle || !e || gen(e, NULL, 0, pr, PROMPT, greedy, N, &plain, NULL) != OKV_OK)
+        goto done;
+    od.toks = plain.tokens;
+    od.n = plain.n_tokens;
+    /* the costs to choose with (measured ones depend on the machine): a forward of 10 ms + 0.1 ms a row (a
+     * GPU's decode step), a draft token free (the oracle, the wrong drafter) or two target steps (self: so it
+     * measures on this CPU, the drafter's engine one token a forward) */
+    for (int di = 0; di < 3; di++) {
+        okv_drafter *d = di == 0 ? oracle : di == 1 ? wrong : self;
+        struct okv_spec_cost cost;
+        okv_spec_cost_init(&cost);
+        for (int r = 1; r <= 9; r++)
+            okv_spec_cost_forward(&cost, r, 10e-3 + 1e-4 * r);
+        okv_spec_cost_draft(&cost, 1, di == 2 ? 20e-3 : 0.0);
+        struct okv_gen_params gp = {.max_tokens = N, .sampling = greedy, .drafter = d, .spec_tokens = K,
+                                    .spec_adaptive = true, .spec_cost = &cost};
+        struct okv_gen_result r;
+        CHECK(okv_generate(e, NULL, pr, PROMPT, &gp, NULL, NULL, &r) == OKV_OK, "adaptive %s: %s", okv_drafter_name(d),
+              okv_last_error());
+        check_stats(&r.spec, okv_drafter_name(d));
+        check_no_slots(e, d, "adaptive");
+        CHECK(r.n_tokens == N && !memcmp(r.tokens, plain.tokens, sizeof(int32_t) * (size_t)N),
+              "adaptive %s: the tokens differ from plain greedy's", okv_drafter_name(d));
+        const double per_step = r.spec.drafts ? (double)r.spec.draft_tokens / (double)r.spec.drafts : 0;
+        printf("  adaptive, %-24s %3lld verify steps, %.2f drafts a step, acceptance %.3f\n",
+               di == 0 ? "a free drafter, right:" : di == 1 ? "a drafter always wrong:" : "the target as drafter:",
+               (long long)r.spec.drafts, per_step, r.spec.acceptance_rate);
+        if (di == 0)   /* K a step but the dither's one in eight (K - 1) and the last steps (max_tokens) */
+            CHECK(per_step >= K - 1.0 && r.spec.acceptance_rate == 1.0, "oracle drafter: %.2f drafts a step (K %d)",
+                  per_step, K);
+        else if (di == 1)   /* 1 a step but the dither's one in eight (2) and the prior's first steps */
+            CHECK(per_step >= 1.0 && per_step <= 1.5 && r.spec.accepted_tokens == 0, "wrong drafter: %.2f drafts a step",
+                  per_step);
+        else
+            CHECK(per_step <= 1.5 && r.spec.acceptance_rate > 0.95, "self drafter: %.2f drafts a step, acceptance %.3f",
+                  per_step, r.spec.acceptance_rate);
+        okv_gen_result_free(&r);
+    }
+    /* the scheduler: the wrong drafter through serve's loop, adaptive: plain greedy's tokens, ~1 draft a step */
+    struct okv_sched_params sp = {.max_num_seqs = 2, .max_num_batched_tokens = 64, .drafter = wrong, .spec_tokens = K,
+                                  .spec_adaptive = true};
+    okv_sched *s = NULL;
+    CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
+    if (s) {
+        struct sched_out o[2];
+        memset(o, 0, sizeof o);
+        for (int q = 0; q < 2; q++) {
+            struct okv_sched_request rq = {.prompt = pr, .n_prompt = PROMPT, .max_tokens = GEN, .sampling = greedy,
+                                           .ignore_eos = true, .on_token = so_token, .on_finish = so_finish, .user = &o[q]};
+            uint64_t id;
+            CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
+        }
+        bool busy = true;
+        for (int step = 0; busy && step < 5000; step++)
+            if (okv_sched_step(s, &busy) != OKV_OK) {
+                CHECK(0, "sched step: %s", okv_last_error());
+                break;
+            }
+        struct okv_sched_metrics m;
+        okv_sched_metrics(s, &m);
+        for (int q = 0; q < 2; q++)
+            CHECK(o[q].done && o[q].n == GEN && !memcmp(o[q].toks, plain.tokens, sizeof(int32_t) * (size_t)GEN),
+                  "scheduler, adaptive, request %d: %d tokens, %s plain greedy's", q, o[q].n,
+                  o[q].n == GEN && !memcmp(o[q].toks, plain.tokens, sizeof(int32_t) * GEN) ? "equal to" : "not");
+        const double per_step = m.spec_drafts_total ? (double)m.spec_draft_tokens_total / (double)m.spec_drafts_total : 0;
+        printf("  scheduler, adaptive, a drafter always wrong: %llu verify steps, %.2f drafts a step\n",
+               (unsigned long long)m.spec_drafts_total, per_step);
+        CHECK(per_step >= 1.0 && per_step <= 1.6 && m.spec_accepted_tokens_total == 0,
+              "scheduler, wrong drafter: %.2f drafts a step", per_step);
+        okv_sched_free(s);
+    }
+    CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0, "adaptive: slots leaked");
+done:
+    okv_gen_result_free(&plain);
+    okv_engine_free(e);
+    okv_drafter_free(self);
+    okv_drafter_free(wrong);
+    okv_drafter_free(oracle);
+    synth_model_free(&tm);
+}
+
 /* ---- the sampling distribution ---- */
 
 #define SPROMPT 40
@@ -526,9 +770,17 @@ static void test_errors(okv_backend *be)
     synth_model_free(&tm);
 }
 
+static void log_stderr(enum okv_log_level level, const char *msg, void *user)
+{
+    (void)user, (void)level;
+    fprintf(stderr, "  [log] %s\n", msg);
+}
+
 int main(void)
 {
     okv_backend *be = NULL;
+    if (getenv("OKV_TEST_DEBUG"))
+        okv_log_set(log_stderr, NULL, OKV_LOG_LEVEL_DEBUG);
     struct okv_backend_params bp = {.n_threads = 1};
     if (okv_backend_cpu_create(&bp, &be) != OKV_OK)
         return 1;
@@ -537,6 +789,8 @@ int main(void)
     test_greedy(OKV_ARCH_QWEN2, be);
     test_greedy(OKV_ARCH_QWEN3, be);
     test_sched_defer(be);
+    test_spec_len_unit();
+    test_adaptive(be);
     test_sampling(be);
     okv_backend_free(be);
     for (int t = 0; t < OKV_TAG_COUNT; t++)

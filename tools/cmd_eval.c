@@ -51,6 +51,7 @@ static const char *help =
     "                         the dropped token drafted again after it (default: on)\n"
     "  --draft D              speculative decoding in every configuration: ngram, self or model:PATH\n"
     "  --spec-tokens K        draft tokens per step with --draft or lookahead's n-gram drafts (default 4)\n"
+    "  --spec-adaptive        draft 1..K tokens a step, as the running acceptance and the measured costs choose\n"
     "  --max-tokens N         tokens to generate per sample (default: the task's)\n"
     "  --seed S               seed of the samples (default 0); same seed, same samples and results\n"
     "  --first-index I        start at sample I of the seed (default 0): samples I .. I+N-1, numbered\n"
@@ -211,11 +212,13 @@ static void write_json(const struct opts *o, const struct row *rows, int n_rows,
                        "\"accuracy\": %.5f, \"ci95\": [%.5f, %.5f], "
                        "\"partial\": %.5f, \"same_as_dense\": %d, \"copied_from_dense\": %s, \"gen_tokens\": %lld, "
                        "\"seconds\": %.2f, \"fetch_bytes\": %lld, \"resident_in_time\": %.5f, \"spec_acceptance\": %.4f, "
+                       "\"spec_adaptive\": %s, \"drafts_per_step\": %.3f, "
                        "\"prompt_tokens_mean\": %.1f}",
                     c->cfg.dense_layers, c->cfg.cache_factor > 0 ? (double)c->cfg.cache_factor : 1.0, (double)c->cfg.sticky,
                     c->cfg.key_code_bits, c->cfg.verify_inline ? "true" : "false", c->cfg.verify_defer ? "true" : "false", okv_merge_name(c->cfg.merge), drafted_tokens(&c->cfg), c->cfg.host_fp8 ? "fp8" : "auto", c->n, c->correct, c->n ? (double)c->correct / c->n : 0, c->lo, c->hi,
                     c->partial, c->same_as_dense, c->copied_from_dense ? "true" : "false", (long long)c->gen_tokens,
                     c->seconds, (long long)c->fetch_bytes, c->resident_in_time, c->accept_rate,
+                    c->cfg.spec_adaptive ? "true" : "false", c->drafts_per_step,
                     c->n ? (double)c->prompt_tokens / c->n : 0.0);
         }
     }
@@ -453,6 +456,7 @@ int cmd_eval(int argc, char **argv)
     split("--kv-budget", "2048", &budgets);
     split("--predict", "lookahead", &modes);
     int threads = 0, dense_layers = 0, spec_tokens = 0, max_tokens = 0;
+    bool spec_adaptive = false;
     double cache_factor = 1, sticky = 0;
     int key_code_bits = 0;
     enum okv_merge merge = OKV_MERGE_AUTO;   /* --kv-merge */
@@ -514,6 +518,8 @@ int cmd_eval(int argc, char **argv)
                 cli_die("--draft: '%s' is not one of ngram, self, model:PATH", draft);
         } else if (!strcmp(a, "--spec-tokens")) {
             spec_tokens = cli_int(a, cli_value(argc, argv, &i), 1, 32);
+        } else if (!strcmp(a, "--spec-adaptive")) {
+            spec_adaptive = true;
         } else if (!strcmp(a, "--max-tokens")) {
             max_tokens = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
         } else if (!strcmp(a, "--seed")) {
@@ -554,6 +560,8 @@ int cmd_eval(int argc, char **argv)
         any_lookahead |= !strncmp(modes.v[k], "lookahead", 9);
     if (spec_tokens && !draft && !any_lookahead)
         cli_die("eval: --spec-tokens needs --draft (or --predict lookahead, whose n-gram drafts it counts)");
+    if (spec_adaptive && !draft && !any_lookahead)
+        cli_die("eval: --spec-adaptive needs --draft (or --predict lookahead)");
     if (!sweep && !dump_path && (tasks.n > 1 || ctxs.n > 1 || budgets.n > 1 || modes.n > 1))
         cli_die("eval: comma lists need --sweep");
     if (tasks.n == 1 && !strcmp(tasks.v[0], "all")) {
@@ -623,7 +631,7 @@ int cmd_eval(int argc, char **argv)
                                                       draft, spec_tokens, (float)cache_factor, budget && pfp[k],
                                                       (float)sticky, budget ? key_code_bits : 0, budget && host_fp8,
                                                       budget && verify_inline, budget && verify_defer,
-                                                      budget && paa[k], budget ? merge : OKV_MERGE_AUTO};
+                                                      budget && paa[k], budget ? merge : OKV_MERGE_AUTO, spec_adaptive};
         }
     }
     if (!o.model_path)

@@ -49,6 +49,9 @@ static const char *help =
     "  --draft D              speculative decoding: ngram (prompt lookup), self (the model with a streaming\n"
     "                         256-token KV) or model:PATH (a draft model with the same vocabulary)\n"
     "  --spec-tokens K        draft tokens per step with --draft (default 4, at most 32)\n"
+    "  --spec-adaptive        with --draft: draft 1..K tokens a step, the number that maximizes the expected\n"
+    "                         tokens over the step's cost (the running acceptance, the measured forward and\n"
+    "                         draft times)\n"
     "  --kv-verify-inline     sparse with --draft: a verify step selects its blocks with its own rows' queries\n"
     "                         (fetching what the prediction missed) instead of its previous step's prediction\n"
     "  --kv-merge auto|share|rank\n"
@@ -93,6 +96,7 @@ int cmd_generate(int argc, char **argv)
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     const char *draft = NULL;   /* speculative decoding */
     int spec_tokens = 0;
+    bool spec_adaptive = false;
     bool after_attn = false;   /* --predict layer-ahead-attn */
     enum okv_merge merge = OKV_MERGE_AUTO;   /* --kv-merge */
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
@@ -201,6 +205,8 @@ int cmd_generate(int argc, char **argv)
                 cli_die("--draft: '%s' is not one of ngram, self, model:PATH", draft);
         } else if (!strcmp(a, "--spec-tokens")) {
             spec_tokens = cli_int(a, cli_value(argc, argv, &i), 1, OKV_SPEC_MAX_TOKENS);
+        } else if (!strcmp(a, "--spec-adaptive")) {
+            spec_adaptive = true;
         } else {
             cli_die("generate: unknown option '%s' (see oasiskv generate --help)", a);
         }
@@ -211,6 +217,8 @@ int cmd_generate(int argc, char **argv)
         cli_die("generate: --chat needs -p TEXT or --prompt-file FILE");
     if (spec_tokens && !draft)
         cli_die("generate: --spec-tokens needs --draft");
+    if (spec_adaptive && !draft)
+        cli_die("generate: --spec-adaptive needs --draft");
     if (!seed_set)
         gp.sampling.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
     gp.stop = stops;
@@ -288,6 +296,7 @@ int cmd_generate(int argc, char **argv)
             cli_die("--draft %s: %s", draft, okv_last_error());
         gp.drafter = drafter;
         gp.spec_tokens = spec_tokens ? spec_tokens : 4;
+        gp.spec_adaptive = spec_adaptive;
     }
 
     struct stream_ctx sc = {json};
@@ -323,9 +332,9 @@ int cmd_generate(int argc, char **argv)
         printf("}");
         if (drafter)
             printf(", \"spec\": {\"drafts\": %lld, \"draft_tokens\": %lld, \"accepted_tokens\": %lld, "
-                   "\"acceptance_rate\": %.4f, \"mean_acceptance_length\": %.4f, \"deferred\": %lld}",
+                   "\"acceptance_rate\": %.4f, \"mean_acceptance_length\": %.4f, \"deferred\": %lld, \"draft_s\": %.4f}",
                    (long long)res.spec.drafts, (long long)res.spec.draft_tokens, (long long)res.spec.accepted_tokens,
-                   res.spec.acceptance_rate, res.spec.mean_acceptance_length, (long long)res.spec.deferred);
+                   res.spec.acceptance_rate, res.spec.mean_acceptance_length, (long long)res.spec.deferred, res.spec.draft_s);
         printf("}\n");
     } else {
         printf("\n");

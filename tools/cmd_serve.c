@@ -48,6 +48,9 @@ static const char *help =
     "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
     "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
+    "  --spec-adaptive              each request drafts 1..K tokens a step: the number that maximizes its expected\n"
+    "                               tokens over the step's cost (its running acceptance, the measured step and\n"
+    "                               draft times)\n"
     "  --kv-verify-inline           sparse with --draft: a verify step selects its blocks with its own rows'\n"
     "                               queries (fetching what the prediction missed) instead of its previous step's\n"
     "                               prediction, whose queries stand behind the drafted rows (bench/ACCURACY.md)\n"
@@ -175,6 +178,7 @@ int cmd_serve(int argc, char **argv)
     const char *draft = NULL, *tok_path = NULL;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
+    bool spec_adaptive = false;
     double pool_gb = 0, host_gb = 0, cache_factor = 2, gpu_util = 0;
     uint64_t seed = 0;
     bool has_seed = false;
@@ -250,6 +254,8 @@ int cmd_serve(int argc, char **argv)
             verify_defer = a[2] == 'k';
         } else if (!strcmp(a, "--spec-tokens")) {
             spec_k = cli_int(a, cli_value(argc, argv, &i), 1, 32);
+        } else if (!strcmp(a, "--spec-adaptive")) {
+            spec_adaptive = true;
         } else if (!strcmp(a, "--kv-cache-factor")) {
             cache_factor = cli_double(a, cli_value(argc, argv, &i), 1, 64);
             cache_factor_set = true;
@@ -474,11 +480,13 @@ int cmd_serve(int argc, char **argv)
     }
     if (st != OKV_OK)
         cli_die("cannot build the engine: %s", okv_last_error());
+    if (spec_adaptive && !draft)
+        cli_die("serve: --spec-adaptive needs --draft");
     okv_drafter *drafter = NULL;
     if (draft && (st = okv_drafter_ngram_create(NULL, &drafter)) != OKV_OK)
         cli_die("--draft: %s", okv_last_error());
     struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched, .drafter = drafter,
-                                  .spec_tokens = spec_k, .sync_steps = !async_sched};
+                                  .spec_tokens = spec_k, .spec_adaptive = spec_adaptive, .sync_steps = !async_sched};
     okv_sched *s = NULL;
     struct okv_engine_stats es;   /* read before the scheduler's thread runs the engine */
     okv_engine_stats_get(e, &es);

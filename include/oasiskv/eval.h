@@ -151,6 +151,7 @@ struct okv_eval_config {
     bool verify_defer;        /* okv_engine_params.verify_defer */
     bool ahead_after_attention; /* okv_engine_params.ahead_after_attention ("layer-ahead-attn") */
     enum okv_merge merge;     /* okv_engine_params.merge */
+    bool spec_adaptive;       /* okv_gen_params.spec_adaptive: 1..spec_tokens drafts a step */
 };
 
 /* "current", "lookahead", "oracle", "layer-ahead", "layer-ahead-attn", "current-from-prompt" or
@@ -171,6 +172,7 @@ struct okv_eval_cell {
     int64_t fetch_bytes;      /* KV traffic (sparse) */
     double resident_in_time;  /* share of selected units resident when attention started (1 when none) */
     double accept_rate;       /* speculative acceptance (0 without a drafter) */
+    double drafts_per_step;   /* drafted tokens per verify step (0 without a drafter) */
     int64_t prompt_tokens;    /* the samples' prompt tokens, summed: a task whose material runs out (chain's table
                                * is bounded by its word list) makes prompts shorter than the context asked for */
     int64_t prompt_room;      /* the samples' room for a prompt (context - max_tokens), summed */

@@ -121,6 +121,43 @@ okv_engine *okv_drafter_engine(okv_drafter *d);   /* NULL when the drafter runs 
 int okv_spec_verify(const float *logits, int vocab, const int32_t *drafts, const float *q, int k,
                     const struct okv_sampling *s, struct okv_rng *rng, float *scratch, int32_t *next);
 
+/* Adaptive draft length (src/spec/spec_len.c): each step drafts the k in [1, k_max]
+ * that maximizes the expected tokens a step over its cost, (1 - a^(k+1)) / (1 - a)
+ * over T + k * (row + draft), where a is the running per-token acceptance of this
+ * sequence (okv_spec_len) and T, row, draft the measured costs of the loop that runs
+ * the target (okv_spec_cost: a least-squares line of forward seconds against rows,
+ * and the drafter's seconds a token), both with exponential forgetting (~33 steps).
+ * A weak draft (low a) or a costly one (a model drafter on a fast target) drafts
+ * fewer tokens; a good one drafts up to k_max. */
+struct okv_spec_len {
+    int k_max;
+    double trials, accepted;   /* forgetting sums of the drafts reached and accepted */
+    int64_t steps;
+    unsigned n_chosen;
+};
+struct okv_spec_cost {
+    double w, sx, sy, sxx, sxy;   /* forgetting sums of (rows, forward seconds) */
+    double draft_n, draft_s;      /* forgetting sums of drafted tokens and their seconds */
+};
+void okv_spec_len_init(struct okv_spec_len *c, int k_max);
+/* A verify step drafted k tokens; the target accepted the first `accepted`. */
+void okv_spec_len_observe(struct okv_spec_len *c, int k, int accepted);
+double okv_spec_len_alpha(const struct okv_spec_len *c);   /* the running per-token acceptance */
+void okv_spec_cost_init(struct okv_spec_cost *c);
+/* A target forward of `rows` rows (all sequences of a batch) took `seconds`. */
+void okv_spec_cost_forward(struct okv_spec_cost *c, int rows, double seconds);
+/* The drafter proposed `tokens` tokens in `seconds`. */
+void okv_spec_cost_draft(struct okv_spec_cost *c, int tokens, double seconds);
+/* The fitted line: a forward costs t0 + row * rows seconds (0, 0 before any forward). */
+void okv_spec_cost_line(const struct okv_spec_cost *c, double *t0, double *row);
+/* The length that maximizes tokens over cost, at most min(k_max, k_cap) (>= 1 when
+ * k_cap >= 1). base_rows: the rows the step has without this sequence's drafts (1 for
+ * one sequence; in a batch, every sequence's rows). */
+int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap);
+/* okv_spec_len_best, dithered by one every few steps so that the cost line keeps two
+ * row counts to fit; use this one in a decode loop. */
+int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap);
+
 #ifdef __cplusplus
 }
 #endif

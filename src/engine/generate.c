@@ -164,6 +164,10 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
     int32_t pend[OKV_SPEC_MAX_TOKENS + 1];   /* tokens to emit: accepted drafts, then the target's */
     int n_pend = 1;
     int32_t carry = -1;   /* the own token a deferred step dropped (verify_defer), drafted again */
+    struct okv_spec_len len;   /* spec_adaptive: the draft length a step from acceptance and costs */
+    struct okv_spec_cost cost;
+    okv_spec_len_init(&len, K);
+    okv_spec_cost_init(&cost);
     pend[0] = okv_sample(logits0, vocab, &p->sampling, &rng, logits0 + vocab);
     for (;;) {
         bool done = false;
@@ -186,10 +190,15 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
                 rows_tok[1] = hist[n_hist] = carry;   /* hist has room: a token is still to come */
                 lead = 1;
             }
+            int kd = k - lead;
+            if (p->spec_adaptive && kd > 0)
+                kd = okv_spec_len_choose(&len, p->spec_cost ? p->spec_cost : &cost, 1 + lead, kd);
             double t0 = okv_now();
-            st = okv_drafter_propose(p->drafter, hist, n_hist + lead, k - lead, &p->sampling, &drng, rows_tok + 1 + lead,
+            st = okv_drafter_propose(p->drafter, hist, n_hist + lead, kd, &p->sampling, &drng, rows_tok + 1 + lead,
                                      &q, &nd);
-            ss->draft_s += okv_now() - t0;
+            const double dt = okv_now() - t0;
+            ss->draft_s += dt;
+            okv_spec_cost_draft(&cost, nd, dt);
             if (st != OKV_OK)
                 goto done;
             nd += lead;
@@ -205,8 +214,10 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
         }
         const int len0 = okv_engine_seq_len(e, seq);
         struct okv_batch b = {nd + 1, rows_tok, rows_seq, want, is_draft};
+        const double tf = okv_now();
         if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
             goto done;
+        okv_spec_cost_forward(&cost, nd + 1, okv_now() - tf);
         int32_t next;
         int acc = okv_spec_verify(logits, vocab, rows_tok + 1, q, nd, &p->sampling, &rng, scratch, &next);
         if (nd > 0) {
@@ -218,6 +229,8 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
                 ss->pos_accepted[i] += i < acc;
             }
             okv_drafter_accept(p->drafter, acc > lead ? acc - lead : 0);
+            if (acc >= lead)   /* the drafter's own tokens (a carried token is the target's) */
+                okv_spec_len_observe(&len, nd - lead, acc - lead);
             if (acc < nd && (st = okv_engine_seq_truncate(e, seq, len0 + 1 + acc)) != OKV_OK)
                 goto done;
         }
@@ -235,6 +248,12 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
         }
     }
 done:
+    if (p->spec_adaptive) {
+        double t0, row;
+        okv_spec_cost_line(&cost, &t0, &row);
+        OKV_LOG_DEBUG("adaptive drafts: acceptance %.3f, a forward %.3g s + %.3g s a row, a draft token %.3g s",
+                      okv_spec_len_alpha(&len), t0, row, cost.draft_n > 0 ? cost.draft_s / cost.draft_n : 0.0);
+    }
     okv_spec_stats_finish(ss);
     okv_free(hist);
     okv_free(logits);

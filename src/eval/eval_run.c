@@ -155,13 +155,14 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
             goto done;
         }
         double tc = okv_now();
-        int64_t spec_drafted = 0, spec_accepted = 0;
+        int64_t spec_drafted = 0, spec_accepted = 0, spec_steps = 0;
         double psum = 0;
         for (int i = 0; i < N; i++) {
             const struct okv_eval_sample *s = &samples[i];
             struct okv_gen_params gp = {.max_tokens = s->max_tokens, .sampling = {0, 0, 1, p->seed},
                                         .prefill_chunk = chunk, .drafter = dr,
-                                        .spec_tokens = dr ? (cfg->spec_tokens > 0 ? cfg->spec_tokens : 4) : 0};
+                                        .spec_tokens = dr ? (cfg->spec_tokens > 0 ? cfg->spec_tokens : 4) : 0,
+                                        .spec_adaptive = dr && cfg->spec_adaptive};
             struct okv_gen_result res;
             double ts = okv_now();
             if ((st = okv_generate(e, tok, s->tokens, s->n_tokens, &gp, no_stream, NULL, &res)) != OKV_OK) {
@@ -179,6 +180,7 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
             cell->prompt_room += p->context_len - s->max_tokens;
             spec_drafted += res.spec.draft_tokens;
             spec_accepted += res.spec.accepted_tokens;
+            spec_steps += res.spec.drafts;
             bool same = false;
             if (!have_dense) {
                 if (cfg->kv_budget == 0) {
@@ -205,6 +207,7 @@ enum okv_status okv_eval_run(const struct okv_model *m, const okv_tokenizer *tok
         cell->fetch_bytes = es.fetch_bytes;
         cell->resident_in_time = es.units_selected ? (double)es.units_in_time / (double)es.units_selected : 1.0;
         cell->accept_rate = spec_drafted ? (double)spec_accepted / (double)spec_drafted : 0;
+        cell->drafts_per_step = spec_steps ? (double)spec_drafted / (double)spec_steps : 0;
         okv_drafter_free(dr);
         okv_engine_free(e);
         progress(p->progress, p->user, "%s ctx %d %s: %d/%d right (%.1f s)", p->task, p->context_len, label,

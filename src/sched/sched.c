@@ -46,6 +46,8 @@ struct req {
     struct okv_rng draft_rng;
     int32_t drafts[OKV_SPEC_MAX_TOKENS];   /* this step's drafts (speculative decoding) */
     int n_drafts;
+    int n_lead;             /* of them, a carried own token (1) or none (0) */
+    struct okv_spec_len spec_len;   /* spec_adaptive: its running acceptance */
     bool has_carry;         /* carry: the own token its last verify step dropped (verify_defer), the */
     int32_t carry;          /* first draft of its next step, whose fresh first row verifies it */
     bool ignore_eos;
@@ -112,6 +114,9 @@ struct okv_sched {
     int *b_take;             /* [max_seqs] rows of each */
     okv_drafter *drafter;
     int spec_k;
+    bool spec_adaptive;
+    struct okv_spec_cost spec_cost;
+    int last_rows;                    /* spec_adaptive: the rows of the last timed step */   /* spec_adaptive: the measured forward and draft costs */
     uint8_t *b_draft;        /* [max_batch] is_draft of each row */
     int *b_first;            /* [max_seqs] first logit row of each logit request */
     int *b_row1;             /* [max_seqs] batch row of each logit request's first logit row */
@@ -222,6 +227,8 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->spec_k = prm.spec_tokens > 0 ? prm.spec_tokens : 4;
     if (s->spec_k > OKV_SPEC_MAX_TOKENS)
         s->spec_k = OKV_SPEC_MAX_TOKENS;
+    s->spec_adaptive = prm.spec_adaptive;
+    okv_spec_cost_init(&s->spec_cost);
     /* logit rows: one per request, or 1 + k per decoding request with drafts */
     s->b_params = okv_calloc(nb, sizeof *s->b_params, OKV_TAG_SERVER);
     s->b_u = okv_calloc(nb, sizeof *s->b_u, OKV_TAG_SERVER);
@@ -528,6 +535,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 s->b_draft[n + k] = 0;
             }
             n += take;
+            const int prev_drafts = r->n_drafts;
             r->n_drafts = 0;
             if (decode && s->drafter && !r->host_sample) {
                 /* draft what may follow, within max_tokens, the context and the batch */
@@ -540,10 +548,18 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 if (lead)   /* toks has room: a token is still to come */
                     r->drafts[0] = r->toks[r->n_toks] = r->carry;
                 r->has_carry = false;
+                if (s->spec_adaptive && k > lead)
+                {   /* the step's rows without its drafts: the last step's, less its drafts then */
+                    const int base = s->last_rows - prev_drafts > 1 + lead ? s->last_rows - prev_drafts : 1 + lead;
+                    k = lead + okv_spec_len_choose(&r->spec_len, &s->spec_cost, base, k - lead);
+                }
+                const double td = okv_now();
                 if (k > lead && okv_drafter_propose(s->drafter, r->toks, r->n_toks + lead, k - lead, &r->sampling,
                                                     &r->draft_rng, r->drafts + lead, &q, &r->n_drafts) != OKV_OK)
                     r->n_drafts = 0;
+                okv_spec_cost_draft(&s->spec_cost, r->n_drafts, okv_now() - td);
                 r->n_drafts += lead;   /* 0 before, unless proposed */
+                r->n_lead = lead;
                 for (int d = 0; d < r->n_drafts; d++) {
                     s->b_tok[n] = r->drafts[d];
                     s->b_seq[n] = r->seq;
@@ -763,11 +779,16 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             drain(s);
             continue;
         }
+        const double tf = okv_now();
         if (host) {
             /* verification and log-probabilities need the distributions on the host */
             if ((st = grow_rows(&s->v_logits, &s->v_rows_cap, rows, s->vocab)) != OKV_OK)
                 goto failed;
             st = okv_engine_forward(s->e, &b, s->v_logits);
+            if (st == OKV_OK && s->spec_adaptive) {   /* the cost of a step against its rows */
+                okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
+                s->last_rows = n;
+            }
         } else {
             /* sample on the backend: each request's next uniform number, in order. A request
              * sampled on the host draws its own there (as in the path above), and its row on
@@ -892,6 +913,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             s->m.spec_accepted_tokens_total += (uint64_t)acc;
             s->m.spec_deferred_total += defer;
             pthread_mutex_unlock(&s->mu);
+            if (acc >= r->n_lead)   /* the drafter's own tokens (a carried token is the target's) */
+                okv_spec_len_observe(&r->spec_len, r->n_drafts - r->n_lead, acc - r->n_lead);
             r->has_carry = defer;
             r->carry = next;
             int32_t toks[OKV_SPEC_MAX_TOKENS + 1];
@@ -1137,6 +1160,7 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
     r->sampling = rq->sampling;
     okv_rng_seed(&r->rng, rq->sampling.seed);
     okv_rng_seed(&r->draft_rng, rq->sampling.seed ^ 0x5bd1e995u);
+    okv_spec_len_init(&r->spec_len, s->spec_k);
     r->ignore_eos = rq->ignore_eos;
     r->on_token = rq->on_token;
     r->on_finish = rq->on_finish;
