@@ -399,6 +399,7 @@ static void test_spec_len_unit(void)
         {0.7, 0.6, 8, 2},     /* 1.7 / 2.7 = 0.630, 2.19 / 3.4 = 0.644, 2.533 / 4.1 = 0.618 */
         {0.9, 0.6, 8, 4},     /* 3.439 / 4.1 = 0.839, 4.095 / 4.8 = 0.853, 4.686 / 5.5 = 0.852 */
         {0.99, 0.0, 3, 3},    /* at most k_max */
+        {0.05, 0.6, 8, 0},    /* none: 1 / 2.0 = 0.5 against 1.05 / 2.7 = 0.389 at 1 */
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         struct okv_spec_len c;
@@ -416,8 +417,8 @@ static void test_spec_len_unit(void)
         CHECK(fabs(t0 - 1.9e-3) < 1e-9 && fabs(row - 1e-4) < 1e-9, "cost line: %g + %g a row", t0, row);
         /* the reference: the same argmax, by brute force */
         const double d = cs[i].draft * 1e-3;
-        int ref = 1;
-        double best = 0;
+        int ref = 0;
+        double best = 1 / 2.0e-3;   /* no drafts: one token a 2.0 ms step */
         for (int k = 1; k <= cs[i].k_max; k++) {
             double a = 0, p = 1;
             for (int j = 0; j <= k; j++, p *= cs[i].alpha)
@@ -433,8 +434,10 @@ static void test_spec_len_unit(void)
               cs[i].k_max, got, ref);
         CHECK(got == cs[i].want, "alpha %.2f, draft %.1f ms: chose %d, worked out by hand %d", cs[i].alpha, cs[i].draft,
                   got, cs[i].want);
-        CHECK(okv_spec_len_best(&c, &cost, 1, 2) <= 2 && okv_spec_len_best(&c, &cost, 1, 1) == 1, "the cap is kept");
-        /* the dither: of 16 choices, the best one most often, one less and one more within [1, k_max] */
+        CHECK(okv_spec_len_best(&c, &cost, 1, 2) <= 2 && okv_spec_len_best(&c, &cost, 1, 1) == (got > 0) &&
+                  okv_spec_len_best(&c, &cost, 1, 0) == 0,
+              "the cap is kept");
+        /* the dither: of 16 choices, the best one most often, one less (not below 1) and one more (from 0: the probe) */
         int seen[OKV_SPEC_MAX_TOKENS + 2] = {0};
         for (int j = 0; j < 16; j++)
             seen[okv_spec_len_choose(&c, &cost, 1, OKV_SPEC_MAX_TOKENS)]++;
@@ -466,7 +469,7 @@ static void test_spec_len_unit(void)
 }
 
 /* okv_generate and the scheduler with spec_adaptive: plain greedy's tokens; with given costs (a GPU-like
- * step) a free drafter that is always right drafts near K a step, one that is always wrong near one, and the
+ * step) a free drafter that is always right drafts near K a step, one that is always wrong mostly none, and the
  * target itself as the drafter (always right, but a draft token costs a target step) near one too: drafting
  * cannot pay there. */
 static void test_adaptive(okv_backend *be)
@@ -518,15 +521,17 @@ static void test_adaptive(okv_backend *be)
         if (di == 0)   /* K a step but the dither's one in eight (K - 1) and the last steps (max_tokens) */
             CHECK(per_step >= K - 1.0 && r.spec.acceptance_rate == 1.0, "oracle drafter: %.2f drafts a step (K %d)",
                   per_step, K);
-        else if (di == 1)   /* 1 a step but the dither's one in eight (2) and the prior's first steps */
-            CHECK(per_step >= 1.0 && per_step <= 1.5 && r.spec.accepted_tokens == 0, "wrong drafter: %.2f drafts a step",
-                  per_step);
+        else if (di == 1)   /* no drafts once the acceptance has fallen (~1%: drafts are free here), but a probe
+                               every eight steps: fewer than half the steps verify a draft */
+            CHECK(2 * r.spec.drafts < N && r.spec.accepted_tokens == 0,
+                  "wrong drafter: %lld of the steps verified drafts", (long long)r.spec.drafts);
         else
             CHECK(per_step <= 1.5 && r.spec.acceptance_rate > 0.95, "self drafter: %.2f drafts a step, acceptance %.3f",
                   per_step, r.spec.acceptance_rate);
         okv_gen_result_free(&r);
     }
-    /* the scheduler: the wrong drafter through serve's loop, adaptive: plain greedy's tokens, ~1 draft a step */
+    /* the scheduler: the wrong drafter through serve's loop, adaptive (measured costs): plain greedy's tokens,
+     * drafts on fewer than half the steps */
     struct okv_sched_params sp = {.max_num_seqs = 2, .max_num_batched_tokens = 64, .drafter = wrong, .spec_tokens = K,
                                   .spec_adaptive = true};
     okv_sched *s = NULL;
@@ -553,10 +558,11 @@ static void test_adaptive(okv_backend *be)
                   "scheduler, adaptive, request %d: %d tokens, %s plain greedy's", q, o[q].n,
                   o[q].n == GEN && !memcmp(o[q].toks, plain.tokens, sizeof(int32_t) * GEN) ? "equal to" : "not");
         const double per_step = m.spec_drafts_total ? (double)m.spec_draft_tokens_total / (double)m.spec_drafts_total : 0;
-        printf("  scheduler, adaptive, a drafter always wrong: %llu verify steps, %.2f drafts a step\n",
-               (unsigned long long)m.spec_drafts_total, per_step);
-        CHECK(per_step >= 1.0 && per_step <= 1.6 && m.spec_accepted_tokens_total == 0,
-              "scheduler, wrong drafter: %.2f drafts a step", per_step);
+        printf("  scheduler, adaptive, a drafter always wrong: %llu of %d decode steps verified drafts, %.2f drafts a step\n",
+               (unsigned long long)m.spec_drafts_total, 2 * GEN, per_step);
+        CHECK(m.spec_drafts_total < (uint64_t)GEN && m.spec_accepted_tokens_total == 0,
+              "scheduler, wrong drafter: %llu of %d decode steps verified drafts", (unsigned long long)m.spec_drafts_total,
+              2 * GEN);
         okv_sched_free(s);
     }
     CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0, "adaptive: slots leaked");

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -305,7 +306,7 @@ int cmd_serve(int argc, char **argv)
     }
     if (!model_path)
         model_path = cli_default_model();
-    if (verbose)
+    if (verbose && !getenv("OKV_LOG_LEVEL"))   /* the variable, when set, chose the level already */
         okv_log_set(NULL, NULL, OKV_LOG_LEVEL_INFO);
 
     /* SIGINT/SIGTERM: the handler writes the signal to a pipe that the main

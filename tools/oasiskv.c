@@ -1,6 +1,7 @@
 /* oasiskv: the command-line entry point. Subcommands live in cmd_*.c. */
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f)
@@ -15,7 +16,10 @@ static void usage(FILE *f)
           "  bench      benchmark a server (bench serve) or the engine offline (bench throughput)\n"
           "  eval       accuracy of OasisKV against dense attention on long-context tasks\n"
           "\n"
-          "Run 'oasiskv COMMAND --help' for the options of a command.\n", f);
+          "Run 'oasiskv COMMAND --help' for the options of a command.\n"
+          "\n"
+          "environment:\n"
+          "  OKV_LOG_LEVEL   error | warn (default) | info | debug: the messages printed to stderr\n", f);
 }
 
 int main(int argc, char **argv)
@@ -23,6 +27,19 @@ int main(int argc, char **argv)
     if (argc < 2) {
         usage(stderr);
         return 1;
+    }
+    const char *lvl = getenv("OKV_LOG_LEVEL");
+    if (lvl && *lvl) {
+        static const char *const names[] = {"error", "warn", "info", "debug"};
+        int l = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(lvl, names[i]))
+                l = i;
+        if (l < 0) {
+            fprintf(stderr, "oasiskv: OKV_LOG_LEVEL '%s' is not one of error, warn, info, debug\n", lvl);
+            return 2;
+        }
+        okv_log_set(NULL, NULL, (enum okv_log_level)l);
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {

@@ -121,19 +121,21 @@ okv_engine *okv_drafter_engine(okv_drafter *d);   /* NULL when the drafter runs 
 int okv_spec_verify(const float *logits, int vocab, const int32_t *drafts, const float *q, int k,
                     const struct okv_sampling *s, struct okv_rng *rng, float *scratch, int32_t *next);
 
-/* Adaptive draft length (src/spec/spec_len.c): each step drafts the k in [1, k_max]
+/* Adaptive draft length (src/spec/spec_len.c): each step drafts the k in [0, k_max]
  * that maximizes the expected tokens a step over its cost, (1 - a^(k+1)) / (1 - a)
  * over T + k * (row + draft), where a is the running per-token acceptance of this
  * sequence (okv_spec_len) and T, row, draft the measured costs of the loop that runs
  * the target (okv_spec_cost: a least-squares line of forward seconds against rows,
  * and the drafter's seconds a token), both with exponential forgetting (~33 steps).
  * A weak draft (low a) or a costly one (a model drafter on a fast target) drafts
- * fewer tokens; a good one drafts up to k_max. */
+ * fewer tokens (none, but for a probe every few steps, when none pays); a good one
+ * drafts up to k_max. */
 struct okv_spec_len {
     int k_max;
     double trials, accepted;   /* forgetting sums of the drafts reached and accepted */
     int64_t steps;
-    unsigned n_chosen;
+    unsigned n_chosen;         /* choices at 1 and more (the dither's phase) */
+    unsigned idle;             /* choices at 0 since the last probe */
 };
 struct okv_spec_cost {
     double w, sx, sy, sxx, sxy;   /* forgetting sums of (rows, forward seconds) */
@@ -150,12 +152,12 @@ void okv_spec_cost_forward(struct okv_spec_cost *c, int rows, double seconds);
 void okv_spec_cost_draft(struct okv_spec_cost *c, int tokens, double seconds);
 /* The fitted line: a forward costs t0 + row * rows seconds (0, 0 before any forward). */
 void okv_spec_cost_line(const struct okv_spec_cost *c, double *t0, double *row);
-/* The length that maximizes tokens over cost, at most min(k_max, k_cap) (>= 1 when
- * k_cap >= 1). base_rows: the rows the step has without this sequence's drafts (1 for
+/* The length that maximizes tokens over cost, 0..min(k_max, k_cap). base_rows: the rows the step has without this sequence's drafts (1 for
  * one sequence; in a batch, every sequence's rows). */
 int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap);
 /* okv_spec_len_best, dithered by one every few steps so that the cost line keeps two
- * row counts to fit; use this one in a decode loop. */
+ * row counts to fit, and at 0 a one-token probe every 8 to 64 steps (under 3% of the
+ * time) so that the acceptance stays measured; use this one in a decode loop. */
 int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap);
 
 #ifdef __cplusplus

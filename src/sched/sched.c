@@ -115,8 +115,8 @@ struct okv_sched {
     okv_drafter *drafter;
     int spec_k;
     bool spec_adaptive;
-    struct okv_spec_cost spec_cost;
-    int last_rows;                    /* spec_adaptive: the rows of the last timed step */   /* spec_adaptive: the measured forward and draft costs */
+    struct okv_spec_cost spec_cost;   /* spec_adaptive: the measured forward and draft costs */
+    int last_rows;                    /* spec_adaptive: the rows of the last timed step */
     uint8_t *b_draft;        /* [max_batch] is_draft of each row */
     int *b_first;            /* [max_seqs] first logit row of each logit request */
     int *b_row1;             /* [max_seqs] batch row of each logit request's first logit row */
@@ -548,8 +548,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 if (lead)   /* toks has room: a token is still to come */
                     r->drafts[0] = r->toks[r->n_toks] = r->carry;
                 r->has_carry = false;
-                if (s->spec_adaptive && k > lead)
-                {   /* the step's rows without its drafts: the last step's, less its drafts then */
+                if (s->spec_adaptive && k > lead) {   /* the step's rows without its drafts: the last step's, less its drafts then */
                     const int base = s->last_rows - prev_drafts > 1 + lead ? s->last_rows - prev_drafts : 1 + lead;
                     k = lead + okv_spec_len_choose(&r->spec_len, &s->spec_cost, base, k - lead);
                 }
@@ -819,6 +818,10 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                  : s->ovl ? okv_engine_forward_queue_rows(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u,
                                                           s->b_copy, n_copy)
                           : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
+            if (st == OKV_OK && s->spec_adaptive && !s->ovl && !mixed) {   /* a drafter: synchronous steps */
+                okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
+                s->last_rows = n;
+            }
         }
         if (st == OKV_OK)
             break;

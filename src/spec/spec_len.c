@@ -6,7 +6,8 @@
  * (the target always adds one). The step costs C(k) = T + k * (row + draft): T the
  * target's forward without drafts (t0 + row * base_rows: its own row, and in a batch
  * the other sequences'), row what one more verify row adds to it, draft the
- * drafter's time for one token. The length chosen maximizes A(k) / C(k).
+ * drafter's time for one token. The length chosen maximizes A(k) / C(k); k = 0 (no
+ * drafts, A = 1) when no length pays for itself: a draft too weak or too costly.
  *
  * alpha: accepted / trials with exponential forgetting, where a step with k drafts of
  * which a were accepted counts min(a + 1, k) trials (the drafts the verification
@@ -14,18 +15,21 @@
  * OKV_SPEC_LEN_PRIOR_ALPHA starts it.
  * T and row: a least-squares line of forward seconds against rows with the same
  * forgetting. The chosen length is dithered by one every few steps so that the rows
- * vary and the slope stays measured; until there are two distinct row counts the
- * slope is taken as OKV_SPEC_LEN_PRIOR_ROW of the intercept. */
+ * vary and the slope stays measured; at 0, one draft every few steps (as many as keep
+ * these probes under 3% of the time, 8 to 64) keeps the acceptance measured. Until
+ * there are two distinct row counts the slope is taken as OKV_SPEC_LEN_PRIOR_ROW of
+ * the intercept. */
 #include "oasiskv/spec.h"
 
 #include <math.h>
 #include <string.h>
 
 #define OKV_SPEC_LEN_PRIOR_ALPHA 0.6
-#define OKV_SPEC_LEN_PRIOR_TRIALS 4.0
+#define OKV_SPEC_LEN_PRIOR_TRIALS 1.0
 #define OKV_SPEC_LEN_FORGET 0.97      /* per observation: a memory of ~33 steps */
 #define OKV_SPEC_LEN_PRIOR_ROW 0.05   /* a verify row's cost as a share of a step's, until measured */
 #define OKV_SPEC_LEN_DITHER 8         /* one step in this many drafts one less, one one more */
+#define OKV_SPEC_LEN_PROBE_SHARE 0.03 /* at 0 drafts, the share of the time that probes may take */
 
 void okv_spec_len_init(struct okv_spec_len *c, int k_max)
 {
@@ -112,22 +116,30 @@ static double expected_tokens(double alpha, int k)
     return a;
 }
 
-int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap)
+/* The costs that choose a length: a step's without drafts (base), a draft token's (row + draft). */
+static void step_costs(const struct okv_spec_cost *cost, int base_rows, double *base, double *per_draft)
 {
-    int kmax = c->k_max < k_cap ? c->k_max : k_cap;
-    if (kmax <= 1)
-        return kmax < 0 ? 0 : kmax;
     double t0, row;
     okv_spec_cost_line(cost, &t0, &row);
     const double draft = cost->draft_n > 0.0 ? cost->draft_s / cost->draft_n : 0.0;
-    const double alpha = okv_spec_len_alpha(c);
-    if (t0 <= 0.0)   /* nothing measured yet: the acceptance alone, with a row at the prior's share */
+    if (t0 <= 0.0 && row <= 0.0)   /* nothing measured yet: the acceptance alone, a row at the prior's share */
         t0 = 1.0, row = OKV_SPEC_LEN_PRIOR_ROW;
-    const double base = t0 + row * (double)(base_rows > 1 ? base_rows : 1);
-    int best = 1;
-    double best_g = -1.0;
+    *base = t0 + row * (double)(base_rows > 1 ? base_rows : 1);
+    *per_draft = row + draft;
+}
+
+int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap)
+{
+    const int kmax = c->k_max < k_cap ? c->k_max : k_cap;
+    if (kmax <= 0)
+        return 0;
+    double base, per;
+    step_costs(cost, base_rows, &base, &per);
+    const double alpha = okv_spec_len_alpha(c);
+    int best = 0;
+    double best_g = 1.0 / base;   /* no drafts: one token a step */
     for (int k = 1; k <= kmax; k++) {
-        const double g = expected_tokens(alpha, k) / (base + (double)k * (row + draft));
+        const double g = expected_tokens(alpha, k) / (base + (double)k * per);
         if (g > best_g * (1.0 + 1e-9)) {   /* ties: the shorter */
             best_g = g;
             best = k;
@@ -140,6 +152,20 @@ int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost
 {
     int k = okv_spec_len_best(c, cost, base_rows, k_cap);
     const int kmax = c->k_max < k_cap ? c->k_max : k_cap;
+    if (k == 0) {
+        /* nothing pays: a one-token probe now and then keeps the acceptance measured, as often as
+         * OKV_SPEC_LEN_PROBE_SHARE of the time allows (every 8 to 64 steps) */
+        double base, per;
+        step_costs(cost, base_rows, &base, &per);
+        double period = per / (OKV_SPEC_LEN_PROBE_SHARE * base);
+        period = period < OKV_SPEC_LEN_DITHER ? OKV_SPEC_LEN_DITHER : period > 64.0 ? 64.0 : period;
+        if (kmax >= 1 && ++c->idle >= (unsigned)period) {
+            c->idle = 0;
+            return 1;
+        }
+        return 0;
+    }
+    c->idle = 0;
     const unsigned phase = c->n_chosen++ % OKV_SPEC_LEN_DITHER;
     if (phase == OKV_SPEC_LEN_DITHER / 2 && k > 1)
         k--;
