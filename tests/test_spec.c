@@ -368,7 +368,7 @@ static void test_spec_len_unit(void)
     const double as[] = {0.9, 0.5, 0.1};
     for (int ai = 0; ai < 3; ai++) {
         struct okv_spec_len c;
-        okv_spec_len_init(&c, 8);
+        okv_spec_len_init(&c, 0, 8);
         CHECK(fabs(okv_spec_len_alpha(&c) - 0.6) < 1e-12, "prior acceptance %g", okv_spec_len_alpha(&c));
         struct okv_rng rng;
         okv_rng_seed(&rng, 5 + ai);
@@ -403,7 +403,7 @@ static void test_spec_len_unit(void)
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         struct okv_spec_len c;
-        okv_spec_len_init(&c, cs[i].k_max);
+        okv_spec_len_init(&c, 0, cs[i].k_max);
         c.trials = 1e6;   /* pin the acceptance */
         c.accepted = cs[i].alpha * 1e6;
         struct okv_spec_cost cost;
@@ -451,7 +451,7 @@ static void test_spec_len_unit(void)
     okv_spec_cost_line(&cost, &t0, &row);
     CHECK(t0 == 0 && row == 0, "empty line %g %g", t0, row);
     struct okv_spec_len c;
-    okv_spec_len_init(&c, 4);
+    okv_spec_len_init(&c, 0, 4);
     const int k0 = okv_spec_len_best(&c, &cost, 1, 4);
     CHECK(k0 >= 1 && k0 <= 4, "no costs yet: %d", k0);
     for (int j = 0; j < 10; j++)
@@ -464,7 +464,23 @@ static void test_spec_len_unit(void)
     double t1, r1;
     okv_spec_cost_line(&cost, &t1, &r1);
     CHECK(t1 == t0 && r1 == row && c.steps == 0, "bad observations are ignored");
-    okv_spec_len_init(&c, 99);
+    /* k_min 1 (drafted rows choose blocks): the weak draft of the last case still drafts one a step */
+    okv_spec_len_init(&c, 1, 8);
+    c.trials = 1e6;
+    c.accepted = 0.05e6;
+    okv_spec_cost_init(&cost);
+    for (int r = 1; r <= 9; r++)
+        okv_spec_cost_forward(&cost, r, 1.9e-3 + 1e-4 * r);
+    okv_spec_cost_draft(&cost, 4, 4 * 0.6e-3);
+    int lo = 99, hi = 0;
+    for (int j = 0; j < 16; j++) {
+        const int k = okv_spec_len_choose(&c, &cost, 1, 8);
+        lo = k < lo ? k : lo;
+        hi = k > hi ? k : hi;
+    }
+    CHECK(okv_spec_len_best(&c, &cost, 1, 8) == 1 && lo == 1 && hi <= 2, "k_min 1: best %d, chosen %d..%d",
+          okv_spec_len_best(&c, &cost, 1, 8), lo, hi);
+    okv_spec_len_init(&c, 0, 99);
     CHECK(c.k_max == OKV_SPEC_MAX_TOKENS, "k_max clamps to %d: %d", OKV_SPEC_MAX_TOKENS, c.k_max);
 }
 
@@ -529,6 +545,29 @@ static void test_adaptive(okv_backend *be)
             CHECK(per_step <= 1.5 && r.spec.acceptance_rate > 0.95, "self drafter: %.2f drafts a step, acceptance %.3f",
                   per_step, r.spec.acceptance_rate);
         okv_gen_result_free(&r);
+    }
+    /* a sparse engine whose drafted rows choose blocks (lookahead): a step without drafts would select as
+     * `current` does, so the wrong drafter still drafts on every step */
+    {
+        okv_engine *es = make_engine(&tm.m, be, 40, OKV_PREDICT_LOOKAHEAD);
+        struct okv_spec_cost cost;
+        okv_spec_cost_init(&cost);
+        for (int r = 1; r <= 9; r++)
+            okv_spec_cost_forward(&cost, r, 10e-3 + 1e-4 * r);
+        okv_spec_cost_draft(&cost, 1, 0.0);
+        struct okv_gen_params gp = {.max_tokens = N, .sampling = greedy, .drafter = wrong, .spec_tokens = K,
+                                    .spec_adaptive = true, .spec_cost = &cost};
+        struct okv_gen_result r;
+        CHECK(es && okv_engine_drafts_select(es) && !okv_engine_drafts_select(e), "drafts_select: sparse lookahead only");
+        if (es && okv_generate(es, NULL, pr, PROMPT, &gp, NULL, NULL, &r) == OKV_OK) {
+            CHECK(r.n_tokens == N && r.spec.drafts == N - 2 && r.spec.accepted_tokens == 0,   /* the last step has no room */
+                  "sparse lookahead, wrong drafter: %lld of %d steps drafted", (long long)r.spec.drafts, N - 2);
+            check_no_slots(es, wrong, "sparse lookahead adaptive");
+            okv_gen_result_free(&r);
+        } else {
+            CHECK(0, "sparse lookahead adaptive: %s", okv_last_error());
+        }
+        okv_engine_free(es);
     }
     /* the scheduler: the wrong drafter through serve's loop, adaptive (measured costs): plain greedy's tokens,
      * drafts on fewer than half the steps */

@@ -265,6 +265,9 @@ size_t okv_engine_estimate_device_bytes(const struct okv_model_config *c, size_t
 void okv_engine_stats_get(const okv_engine *e, struct okv_engine_stats *out);
 void okv_engine_stats_reset(okv_engine *e);
 bool okv_engine_sparse(const okv_engine *e);
+/* Sparse, and drafted rows take part in choosing blocks (lookahead prediction, or verify steps that select with
+ * their own rows): a step without drafts then selects as `current` would, so an adaptive draft length keeps >= 1. */
+bool okv_engine_drafts_select(const okv_engine *e);
 
 struct okv_batch {
     int n_tokens;

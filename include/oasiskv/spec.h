@@ -131,7 +131,7 @@ int okv_spec_verify(const float *logits, int vocab, const int32_t *drafts, const
  * fewer tokens (none, but for a probe every few steps, when none pays); a good one
  * drafts up to k_max. */
 struct okv_spec_len {
-    int k_max;
+    int k_min, k_max;
     double trials, accepted;   /* forgetting sums of the drafts reached and accepted */
     int64_t steps;
     unsigned n_chosen;         /* choices at 1 and more (the dither's phase) */
@@ -141,7 +141,8 @@ struct okv_spec_cost {
     double w, sx, sy, sxx, sxy;   /* forgetting sums of (rows, forward seconds) */
     double draft_n, draft_s;      /* forgetting sums of drafted tokens and their seconds */
 };
-void okv_spec_len_init(struct okv_spec_len *c, int k_max);
+/* k_min: 0, or 1 where drafted rows also choose the blocks (okv_engine_drafts_select). */
+void okv_spec_len_init(struct okv_spec_len *c, int k_min, int k_max);
 /* A verify step drafted k tokens; the target accepted the first `accepted`. */
 void okv_spec_len_observe(struct okv_spec_len *c, int k, int accepted);
 double okv_spec_len_alpha(const struct okv_spec_len *c);   /* the running per-token acceptance */
@@ -152,7 +153,7 @@ void okv_spec_cost_forward(struct okv_spec_cost *c, int rows, double seconds);
 void okv_spec_cost_draft(struct okv_spec_cost *c, int tokens, double seconds);
 /* The fitted line: a forward costs t0 + row * rows seconds (0, 0 before any forward). */
 void okv_spec_cost_line(const struct okv_spec_cost *c, double *t0, double *row);
-/* The length that maximizes tokens over cost, 0..min(k_max, k_cap). base_rows: the rows the step has without this sequence's drafts (1 for
+/* The length that maximizes tokens over cost, k_min..min(k_max, k_cap). base_rows: the rows the step has without this sequence's drafts (1 for
  * one sequence; in a batch, every sequence's rows). */
 int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap);
 /* okv_spec_len_best, dithered by one every few steps so that the cost line keeps two

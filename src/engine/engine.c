@@ -458,6 +458,11 @@ size_t okv_engine_weight_bytes(const okv_engine *e) { return e->weight_bytes; }
 int okv_engine_block_size(const okv_engine *e) { return okv_kv_geometry(e->kv)->block_size; }
 bool okv_engine_sparse(const okv_engine *e) { return e->resid != NULL; }
 
+bool okv_engine_drafts_select(const okv_engine *e)
+{
+    return e->resid && (e->prm.predict == OKV_PREDICT_LOOKAHEAD || e->verify_inline);
+}
+
 int okv_engine_blocks_total(const okv_engine *e) { return okv_kv_geometry(e->kv)->n_group_slots; }
 
 int okv_engine_blocks_needed(const okv_engine *e, int n_tokens)

@@ -166,7 +166,7 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
     int32_t carry = -1;   /* the own token a deferred step dropped (verify_defer), drafted again */
     struct okv_spec_len len;   /* spec_adaptive: the draft length a step from acceptance and costs */
     struct okv_spec_cost cost;
-    okv_spec_len_init(&len, K);
+    okv_spec_len_init(&len, okv_engine_drafts_select(e) ? 1 : 0, K);
     okv_spec_cost_init(&cost);
     pend[0] = okv_sample(logits0, vocab, &p->sampling, &rng, logits0 + vocab);
     for (;;) {

@@ -1163,7 +1163,7 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
     r->sampling = rq->sampling;
     okv_rng_seed(&r->rng, rq->sampling.seed);
     okv_rng_seed(&r->draft_rng, rq->sampling.seed ^ 0x5bd1e995u);
-    okv_spec_len_init(&r->spec_len, s->spec_k);
+    okv_spec_len_init(&r->spec_len, okv_engine_drafts_select(s->e) ? 1 : 0, s->spec_k);
     r->ignore_eos = rq->ignore_eos;
     r->on_token = rq->on_token;
     r->on_finish = rq->on_finish;

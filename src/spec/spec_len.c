@@ -31,10 +31,11 @@
 #define OKV_SPEC_LEN_DITHER 8         /* one step in this many drafts one less, one one more */
 #define OKV_SPEC_LEN_PROBE_SHARE 0.03 /* at 0 drafts, the share of the time that probes may take */
 
-void okv_spec_len_init(struct okv_spec_len *c, int k_max)
+void okv_spec_len_init(struct okv_spec_len *c, int k_min, int k_max)
 {
     memset(c, 0, sizeof *c);
     c->k_max = k_max < 1 ? 1 : k_max > OKV_SPEC_MAX_TOKENS ? OKV_SPEC_MAX_TOKENS : k_max;
+    c->k_min = k_min < 0 ? 0 : k_min > c->k_max ? c->k_max : k_min;
     c->trials = OKV_SPEC_LEN_PRIOR_TRIALS;
     c->accepted = OKV_SPEC_LEN_PRIOR_ALPHA * OKV_SPEC_LEN_PRIOR_TRIALS;
 }
@@ -136,9 +137,10 @@ int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *
     double base, per;
     step_costs(cost, base_rows, &base, &per);
     const double alpha = okv_spec_len_alpha(c);
-    int best = 0;
-    double best_g = 1.0 / base;   /* no drafts: one token a step */
-    for (int k = 1; k <= kmax; k++) {
+    const int kmin = c->k_min < kmax ? c->k_min : kmax;
+    int best = kmin;
+    double best_g = expected_tokens(alpha, kmin) / (base + (double)kmin * per);   /* k = 0: one token a step */
+    for (int k = kmin + 1; k <= kmax; k++) {
         const double g = expected_tokens(alpha, k) / (base + (double)k * per);
         if (g > best_g * (1.0 + 1e-9)) {   /* ties: the shorter */
             best_g = g;
@@ -167,7 +169,7 @@ int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost
     }
     c->idle = 0;
     const unsigned phase = c->n_chosen++ % OKV_SPEC_LEN_DITHER;
-    if (phase == OKV_SPEC_LEN_DITHER / 2 && k > 1)
+    if (phase == OKV_SPEC_LEN_DITHER / 2 && k > 1 && k > c->k_min)
         k--;
     else if (phase == 0 && c->n_chosen > 1 && k < kmax)
         k++;
