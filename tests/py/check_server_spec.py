@@ -1,5 +1,6 @@
-"""Speculative decoding in the server: `oasiskv serve --draft ngram` must return,
-for concurrent greedy requests, exactly the text of a server without drafts (and,
+"""Speculative decoding in the server: `oasiskv serve --draft ngram` (fixed 4 drafts a step, and
+`--spec-adaptive`: 0..8 a step) must return, for concurrent greedy requests, exactly the text of a
+server without drafts (and,
 asked for logprobs, the same tokens with the same log-probabilities: accepted drafts
 take theirs from their verification rows), and count drafts and accepted tokens in
 /metrics. Standard library only.
@@ -72,15 +73,22 @@ try:
     procs.append(plain)
     spec, p1 = start(["--draft", "ngram", "--spec-tokens", "4"])
     procs.append(spec)
+    adap, p2 = start(["--draft", "ngram", "--spec-tokens", "8", "--spec-adaptive"])
+    procs.append(adap)
     with ThreadPoolExecutor(len(PROMPTS)) as ex:
         want = list(ex.map(lambda pr: complete(p0, pr), PROMPTS))
         got = list(ex.map(lambda pr: complete(p1, pr), PROMPTS))
         want_lp = list(ex.map(lambda pr: complete(p0, pr, 2), PROMPTS[:3]))
         got_lp = list(ex.map(lambda pr: complete(p1, pr, 2), PROMPTS[:3]))
+        got_ad = list(ex.map(lambda pr: complete(p2, pr), PROMPTS))
     for pr, w, g in zip(PROMPTS, want, got):
         if w != g:
             fails += 1
             print(f"FAIL {pr[:30]!r}: with drafts {g!r}, without {w!r}")
+    for pr, w, g in zip(PROMPTS, want, got_ad):
+        if w != g:
+            fails += 1
+            print(f"FAIL {pr[:30]!r}: with adaptive drafts {g!r}, without {w!r}")
     for pr, (wt, wl), (gt, gl) in zip(PROMPTS, want_lp, got_lp):
         same = wt == gt and wl["tokens"] == gl["tokens"] and all(
             abs(a - b) <= 2e-3 for a, b in zip(wl["token_logprobs"], gl["token_logprobs"]))
@@ -98,5 +106,5 @@ finally:
     for p in procs:
         p.terminate()
         p.wait(timeout=30)
-print(f"{len(PROMPTS) + 4 - fails} passed, {fails} failed")
+print(f"{2 * len(PROMPTS) + 4 - fails} passed, {fails} failed")
 sys.exit(1 if fails else 0)

@@ -2,7 +2,8 @@
 # label: model
 # Speculative decoding through the CLI on the real default model (SmolLM2-135M):
 # greedy with --draft ngram / self gives exactly the tokens of plain greedy (also
-# when the output ends on end-of-generation, a stop string or max_tokens), the
+# when the output ends on end-of-generation, a stop string or max_tokens, and with
+# the adaptive draft length), the
 # JSON carries the "spec" statistics, and bad --draft / --spec-tokens values fail
 # with one clear message.
 set -uo pipefail
@@ -70,6 +71,9 @@ same_as_plain "ngram, end of generation" ngram --chat -p "What is the capital of
 same_as_plain "ngram, stop string" ngram --chat -p "$code" -n 64 --stop "return"
 rep="The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The quick brown fox"
 same_as_plain "ngram, repetitive text, K 8" "ngram --spec-tokens 8" -p "$rep" -n 40 --ignore-eos
+# the adaptive length (0..K drafts a step, chosen from the acceptance and the measured costs) keeps the tokens
+same_as_plain "ngram, adaptive, K 8" "ngram --spec-tokens 8 --spec-adaptive" --chat -p "$code" -n 64
+same_as_plain "self, adaptive" "self --spec-adaptive" -p "$rep" -n 40 --ignore-eos
 
 # sampling runs and reports statistics
 if out="$(timeout 120 "$cli" generate -m "$model" --temp 0.8 --seed 7 --json --draft ngram -p "$rep" -n 24 2>&1)" &&
@@ -93,6 +97,7 @@ expect_error "vocabulary mismatch" "vocabulary" --draft "model:$src/tests/data/m
 expect_error "--spec-tokens 0" "out of range" --draft ngram --spec-tokens 0
 expect_error "--spec-tokens 33" "out of range" --draft ngram --spec-tokens 33
 expect_error "--spec-tokens alone" "needs --draft" --spec-tokens 4
+expect_error "--spec-adaptive alone" "needs --draft" --spec-adaptive
 
 echo "test_spec_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
