@@ -15,12 +15,17 @@ set -u
 M=${M:-train/checkpoints/run15}
 C=${C:-64}
 L=/tmp/okv_logs170; mkdir -p $L
+ROWS=${ROWS:-dense bound_current codes_current codes_layerahead codes_layerahead_attn bound_layerahead}
 bash bench/make_text_prompts.sh build-gc/oasiskv $M/target 1024 $C /tmp/text1k_prompts.jsonl
 port=31000
+# ROWS: the rows to run (tags); ROW_UNTIL=S: start no row after S seconds of the script; MAXD=S: end each row's
+# benchmark after S seconds (bench serve --max-duration; the row counts the cut requests' tokens too)
 row() {  # tag kv extra
+  case " $ROWS " in *" $1 "*) ;; *) return ;; esac
+  [ $SECONDS -lt ${ROW_UNTIL:-100000} ] || { echo "$1: no time left"; return; }
   port=$((port + 100))
   TAG=$1 KVS=$2 PORT0=$port DATASET=/tmp/text1k_prompts.jsonl OUT=$L/serve CTX=$((1024 + 16384 + 64)) PROMPTS_PER_SLOT=1 \
-    timeout ${T_RUN:-110} bash bench/serve_ab.sh build-gc "-m $M/target" 2 1000 16384 $C 2048 "--device cuda $3" >> $L/serve.md 2>&1
+    MAX_DURATION=${MAXD:-} timeout ${T_RUN:-110} bash bench/serve_ab.sh build-gc "-m $M/target" 2 1000 16384 $C 2048 "--device cuda $3" >> $L/serve.md 2>&1
   echo "$1: $(tail -1 $L/serve.md)"
   tar cf $OUT/logs.tar -C $L .
 }

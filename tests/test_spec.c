@@ -271,6 +271,25 @@ static void so_finish(void *user, const struct okv_sched_result *r)
     ((struct sched_out *)user)->done = true;
 }
 
+/* Submit n greedy requests of GEN tokens for the prompt pr (outputs in o[0..n)) and step the scheduler until idle. */
+static void sched_run_greedy(okv_sched *s, const int32_t *pr, struct sched_out *o, int n)
+{
+    const struct okv_sampling greedy = {.temperature = 0.0f, .top_p = 1.0f};
+    memset(o, 0, sizeof *o * (size_t)n);
+    for (int q = 0; q < n; q++) {
+        struct okv_sched_request rq = {.prompt = pr, .n_prompt = PROMPT, .max_tokens = GEN, .sampling = greedy,
+                                       .ignore_eos = true, .on_token = so_token, .on_finish = so_finish, .user = &o[q]};
+        uint64_t id;
+        CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
+    }
+    bool busy = true;
+    for (int step = 0; busy && step < 5000; step++)
+        if (okv_sched_step(s, &busy) != OKV_OK) {
+            CHECK(0, "sched step: %s", okv_last_error());
+            break;
+        }
+}
+
 /* One greedy request through the scheduler with n-gram drafts (4 a step) and through okv_generate with
  * the same drafter, on a sparse budget: the two decode loops verify, roll back and (with verify_defer)
  * defer alike, so the tokens must be the same. */
@@ -295,16 +314,7 @@ static void test_sched_defer(okv_backend *be)
         CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
         struct sched_out o = {0};
         if (s) {
-            struct okv_sched_request rq = {.prompt = prompt, .n_prompt = PROMPT, .max_tokens = GEN, .sampling = greedy,
-                                           .ignore_eos = true, .on_token = so_token, .on_finish = so_finish, .user = &o};
-            uint64_t id;
-            CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
-            bool busy = true;
-            for (int step = 0; busy && step < 5000; step++)
-                if (okv_sched_step(s, &busy) != OKV_OK) {
-                    CHECK(0, "sched step: %s", okv_last_error());
-                    break;
-                }
+            sched_run_greedy(s, prompt, &o, 1);
             struct okv_sched_metrics m;
             okv_sched_metrics(s, &m);
             CHECK(df ? m.spec_deferred_total > 0 : m.spec_deferred_total == 0,
@@ -577,19 +587,7 @@ static void test_adaptive(okv_backend *be)
     CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
     if (s) {
         struct sched_out o[2];
-        memset(o, 0, sizeof o);
-        for (int q = 0; q < 2; q++) {
-            struct okv_sched_request rq = {.prompt = pr, .n_prompt = PROMPT, .max_tokens = GEN, .sampling = greedy,
-                                           .ignore_eos = true, .on_token = so_token, .on_finish = so_finish, .user = &o[q]};
-            uint64_t id;
-            CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
-        }
-        bool busy = true;
-        for (int step = 0; busy && step < 5000; step++)
-            if (okv_sched_step(s, &busy) != OKV_OK) {
-                CHECK(0, "sched step: %s", okv_last_error());
-                break;
-            }
+        sched_run_greedy(s, pr, o, 2);
         struct okv_sched_metrics m;
         okv_sched_metrics(s, &m);
         for (int q = 0; q < 2; q++)
