@@ -5,7 +5,8 @@
  *    sparse one with a full budget; with a real sparse budget it runs;
  *  - max_tokens and a callback that stops apply to accepted tokens one by one;
  *  - sampling: the joint distribution of the first three tokens over many seeds
- *    matches the target's exact one (chained okv_sampling_probs), chi-square;
+ *    matches the target's exact one (chained okv_sampling_probs), chi-square, also
+ *    with the adaptive draft length;
  *  - verify_inline: verify steps select with their own queries (counted), sparse and at a full budget;
  *  - verify_defer: stale own tokens are deferred on a sparse budget, never at a full one or inline; the
  *    scheduler (what serve runs) defers the same steps as okv_generate: the same greedy tokens with
@@ -728,13 +729,14 @@ static void test_sampling(okv_backend *be)
         total += exact[i];
     CHECK(fabs(total - 1.0) < 1e-4, "exact joint sums to %g", total);
 
-    okv_drafter *ds[4] = {NULL};
-    const char *names[4] = {"plain", "ngram", "model", "self/bounded"};
+    okv_drafter *ds[5] = {NULL};
+    const char *names[5] = {"plain", "ngram", "model", "self/bounded", "model/adaptive"};
     struct okv_drafter_params np = {.ngram_min = 1};
     CHECK(okv_drafter_ngram_create(&np, &ds[1]) == OKV_OK, "ngram");
     ds[2] = make_model_drafter(&dm.m, be, 512);
     ds[3] = make_model_drafter(&tm.m, be, 12);
-    for (int di = 0; di < 4; di++) {
+    ds[4] = ds[2];   /* the adaptive length (its own measured costs: lengths vary from step to step and run to run) */
+    for (int di = 0; di < 5; di++) {
         memset(counts, 0, sizeof(int) * (size_t)n_cells);
         int outside = 0;
         struct okv_spec_stats sum = {0};
@@ -742,8 +744,12 @@ static void test_sampling(okv_backend *be)
             struct okv_sampling sr = s;
             sr.seed = 1000003ull * (uint64_t)(di + 1) + (uint64_t)r;
             struct okv_gen_result res;
-            if (gen(e, ds[di], 4, pr, SPROMPT, sr, 6, &res, NULL) != OKV_OK)
+            struct okv_gen_params gp = {.max_tokens = 6, .sampling = sr, .drafter = ds[di], .spec_tokens = 4,
+                                        .spec_adaptive = di == 4};
+            if (okv_generate(e, NULL, pr, SPROMPT, &gp, NULL, NULL, &res) != OKV_OK) {
+                CHECK(0, "%s: %s", names[di], okv_last_error());
                 break;
+            }
             CHECK(res.n_tokens == 6, "%s: %d tokens", names[di], res.n_tokens);
             int idx = (res.tokens[0] * V + res.tokens[1]) * V + res.tokens[2];
             int cell = find_cell(n_cells, idx);
@@ -761,6 +767,10 @@ static void test_sampling(okv_backend *be)
             okv_gen_result_free(&res);
         }
         okv_spec_stats_finish(&sum);
+        if (getenv("OKV_TEST_DEBUG"))
+            printf("  %s: position 0 %lld/%lld, 1 %lld/%lld, steps %lld\n", names[di], (long long)sum.pos_accepted[0],
+                   (long long)sum.pos_proposed[0], (long long)sum.pos_accepted[1], (long long)sum.pos_proposed[1],
+                   (long long)sum.drafts);
         check_stats(&sum, names[di]);
         check_no_slots(e, ds[di], names[di]);
         int dof;
@@ -777,7 +787,7 @@ static void test_sampling(okv_backend *be)
                   "%s: rejection sampling not exercised (%lld/%lld)", names[di], (long long)sum.accepted_tokens,
                   (long long)sum.draft_tokens);
     }
-    for (int di = 0; di < 4; di++)
+    for (int di = 0; di < 4; di++)   /* ds[4] is ds[2] */
         okv_drafter_free(ds[di]);
     okv_engine_free(e);
     synth_model_free(&tm);
