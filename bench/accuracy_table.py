@@ -32,6 +32,8 @@ def main():
                     v += " inline"
                 elif r.get("draft") and not r.get("verify_defer"):
                     v += " no defer"
+                if r.get("spec_adaptive"):
+                    v += " adaptive"
                 col = (r["predict"], r.get("key_code_bits", 0), r["kv_budget"], v)
             cols.add(col)
             ns.add(r["n"])
