@@ -38,7 +38,7 @@ def variant(r):
     if r.get("draft"):
         parts.append(f"{r['draft']} drafts")
     if drafting and r.get("spec_tokens"):
-        parts.append(f"0-{r['spec_tokens']} a step, adaptive" if r.get("spec_adaptive") else f"{r['spec_tokens']} a step")
+        parts.append(f"adaptive, at most {r['spec_tokens']} a step" if r.get("spec_adaptive") else f"{r['spec_tokens']} a step")
     if r.get("verify_inline"):
         parts.append("verify inline")
     if drafting and r.get("merge") in ("share", "rank"):
