@@ -117,6 +117,7 @@ struct okv_sched {
     bool spec_adaptive;
     struct okv_spec_cost spec_cost;   /* spec_adaptive: the measured forward and draft costs */
     int last_rows;                    /* spec_adaptive: the rows of the last timed step */
+    bool b_prefill;                   /* this step has prompt rows (its time is no decode step's: not timed) */
     uint8_t *b_draft;        /* [max_batch] is_draft of each row */
     int *b_first;            /* [max_seqs] first logit row of each logit request */
     int *b_row1;             /* [max_seqs] batch row of each logit request's first logit row */
@@ -492,6 +493,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
 {
     int n = 0, nl = 0, nr = 0;
     int lp_rows = s->max_lp_rows;   /* rows of prompt logprobs left this step */
+    s->b_prefill = false;
     /* sparse prefills whose older blocks left the device read them through the staging buffer:
      * chunks past its capacity wait for a later step (sequences attached to a long cached prefix
      * each start that way) */
@@ -506,6 +508,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             bool decode = todo == 1 && r->n_computed > 0;
             if (todo <= 0 || decode != (pass == 0))
                 continue;
+            s->b_prefill |= !decode;
             if (r->pending && (r->n_gen + 1 >= r->max_tokens || r->n_toks + 1 >= s->max_ctx))
                 continue;
             const int stage = okv_engine_stage_need(s->e, r->seq);
@@ -784,7 +787,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             if ((st = grow_rows(&s->v_logits, &s->v_rows_cap, rows, s->vocab)) != OKV_OK)
                 goto failed;
             st = okv_engine_forward(s->e, &b, s->v_logits);
-            if (st == OKV_OK && s->spec_adaptive) {   /* the cost of a step against its rows */
+            if (st == OKV_OK && s->spec_adaptive && !s->b_prefill) {   /* a decode step's cost against its rows */
                 okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
                 s->last_rows = n;
             }
@@ -818,7 +821,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                  : s->ovl ? okv_engine_forward_queue_rows(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u,
                                                           s->b_copy, n_copy)
                           : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
-            if (st == OKV_OK && s->spec_adaptive && !s->ovl && !mixed) {   /* a drafter: synchronous steps */
+            if (st == OKV_OK && s->spec_adaptive && !s->ovl && !mixed && !s->b_prefill) {   /* a drafter: synchronous */
                 okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
                 s->last_rows = n;
             }
