@@ -399,21 +399,6 @@ static void test_spec_len_unit(void)
         CHECK(c.steps == 4000, "steps counted %lld", (long long)c.steps);
     }
 
-    /* per position: a bursty drafter (the first draft right half the time, and then all four) */
-    {
-        struct okv_spec_len c;
-        okv_spec_len_init(&c, 0, 8);
-        for (int step = 0; step < 400; step++)
-            okv_spec_len_observe(&c, 4, step % 2 ? 4 : 0);
-        const double a = okv_spec_len_alpha(&c);   /* 2 accepted of 2.5 reached a step */
-        CHECK(fabs(a - 0.8) < 0.02, "bursty: alpha %g (0.8)", a);
-        CHECK(fabs(okv_spec_len_pos(&c, 0) - 0.5) < 0.03 && okv_spec_len_pos(&c, 1) > 0.97 && okv_spec_len_pos(&c, 3) > 0.97,
-              "bursty: positions 0 / 1 / 3 accept %g / %g / %g (0.5 / 1 / 1)", okv_spec_len_pos(&c, 0),
-              okv_spec_len_pos(&c, 1), okv_spec_len_pos(&c, 3));
-        CHECK(fabs(okv_spec_len_pos(&c, 6) - a) < 1e-12, "bursty: a position never drafted takes alpha: %g",
-              okv_spec_len_pos(&c, 6));
-    }
-
     /* the chosen length: argmax over k of (1 - a^(k+1)) / (1 - a) / (t0 + k (row + draft)); the forward
      * times lie on t = 1.9 ms + 0.1 ms a row (k drafts: 2.0 + 0.1 k ms), a draft token costs 0 or 0.6 ms */
     struct {

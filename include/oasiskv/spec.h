@@ -122,9 +122,9 @@ int okv_spec_verify(const float *logits, int vocab, const int32_t *drafts, const
                     const struct okv_sampling *s, struct okv_rng *rng, float *scratch, int32_t *next);
 
 /* Adaptive draft length (src/spec/spec_len.c): each step drafts the k in [0, k_max]
- * that maximizes the expected tokens a step over its cost, 1 + p0 + p0 p1 + ... over
- * T + k * (row + draft), where p_i is the running acceptance of position i of this
- * sequence's drafts (okv_spec_len) and T, row, draft the measured costs of the loop that runs
+ * that maximizes the expected tokens a step over its cost, (1 - a^(k+1)) / (1 - a)
+ * over T + k * (row + draft), where a is the running per-token acceptance of this
+ * sequence (okv_spec_len) and T, row, draft the measured costs of the loop that runs
  * the target (okv_spec_cost: a least-squares line of forward seconds against rows,
  * and the drafter's seconds a token), both with exponential forgetting (~33 steps).
  * A weak draft (low a) or a costly one (a model drafter on a fast target) drafts
@@ -133,7 +133,6 @@ int okv_spec_verify(const float *logits, int vocab, const int32_t *drafts, const
 struct okv_spec_len {
     int k_min, k_max;
     double trials, accepted;   /* forgetting sums of the drafts reached and accepted */
-    double pos_trials[OKV_SPEC_MAX_TOKENS], pos_accepted[OKV_SPEC_MAX_TOKENS];   /* the same, per position */
     int64_t steps;
     unsigned n_chosen;         /* choices at 1 and more (the dither's phase) */
     unsigned idle;             /* choices at 0 since the last probe */
@@ -147,8 +146,6 @@ void okv_spec_len_init(struct okv_spec_len *c, int k_min, int k_max);
 /* A verify step drafted k tokens; the target accepted the first `accepted`. */
 void okv_spec_len_observe(struct okv_spec_len *c, int k, int accepted);
 double okv_spec_len_alpha(const struct okv_spec_len *c);   /* the running per-token acceptance */
-/* Position i's running acceptance given the drafts before it accepted (shrunk toward alpha). */
-double okv_spec_len_pos(const struct okv_spec_len *c, int i);
 void okv_spec_cost_init(struct okv_spec_cost *c);
 /* A target forward of `rows` rows (all sequences of a batch) took `seconds`. */
 void okv_spec_cost_forward(struct okv_spec_cost *c, int rows, double seconds);

@@ -1,9 +1,9 @@
 /* The draft length a step: chosen from the running acceptance and the measured costs.
  *
- * Model: the drafted token at position i is accepted, given that the ones before it
- * were, with a probability p_i, so k drafts give A(k) = 1 + p0 + p0 p1 + ... tokens a
- * step (the target always adds one); with one p for all positions (the geometric model
- * of speculative decoding) A(k) = (1 - p^(k+1)) / (1 - p). The step costs C(k) = T + k * (row + draft): T the
+ * Model: each drafted token is accepted, given that the ones before it were, with a
+ * probability alpha (the geometric model of speculative decoding), so k drafts give
+ * A(k) = 1 + alpha + ... + alpha^k = (1 - alpha^(k+1)) / (1 - alpha) tokens a step
+ * (the target always adds one). The step costs C(k) = T + k * (row + draft): T the
  * target's forward without drafts (t0 + row * base_rows: its own row, and in a batch
  * the other sequences'), row what one more verify row adds to it, draft the
  * drafter's time for one token. The length chosen maximizes A(k) / C(k); k = 0 (no
@@ -12,11 +12,7 @@
  * alpha: accepted / trials with exponential forgetting, where a step with k drafts of
  * which a were accepted counts min(a + 1, k) trials (the drafts the verification
  * reached) and a successes; a prior of OKV_SPEC_LEN_PRIOR_TRIALS trials at
- * OKV_SPEC_LEN_PRIOR_ALPHA starts it. p_i: position i's own counts (reached, accepted)
- * with the same forgetting, shrunk toward alpha by OKV_SPEC_LEN_POS_PRIOR trials, so a
- * position seldom drafted takes alpha's value and a bursty drafter (n-gram lookups:
- * once one draft is right, the next ones mostly are) gets its later positions' higher
- * rates.
+ * OKV_SPEC_LEN_PRIOR_ALPHA starts it.
  * T and row: a least-squares line of forward seconds against rows with the same
  * forgetting. The chosen length is dithered by one every few steps so that the rows
  * vary and the slope stays measured; at 0, one draft every few steps (as many as keep
@@ -34,7 +30,6 @@
 #define OKV_SPEC_LEN_PRIOR_ROW 0.05   /* a verify row's cost as a share of a step's, until measured */
 #define OKV_SPEC_LEN_DITHER 8         /* one step in this many drafts one less, one one more */
 #define OKV_SPEC_LEN_PROBE_SHARE 0.03 /* at 0 drafts, the share of the time that probes may take */
-#define OKV_SPEC_LEN_POS_PRIOR 2.0    /* a position's acceptance: its own counts and this many trials at alpha */
 
 void okv_spec_len_init(struct okv_spec_len *c, int k_min, int k_max)
 {
@@ -57,19 +52,7 @@ void okv_spec_len_observe(struct okv_spec_len *c, int k, int accepted)
     const double f = pow(OKV_SPEC_LEN_FORGET, trials);
     c->trials = c->trials * f + trials;
     c->accepted = c->accepted * f + accepted;
-    for (int i = 0; i < trials; i++) {   /* position i was reached: the drafts before it were accepted */
-        c->pos_trials[i] = c->pos_trials[i] * OKV_SPEC_LEN_FORGET + 1.0;
-        c->pos_accepted[i] = c->pos_accepted[i] * OKV_SPEC_LEN_FORGET + (i < accepted);
-    }
     c->steps++;
-}
-
-double okv_spec_len_pos(const struct okv_spec_len *c, int i)
-{
-    const double a = okv_spec_len_alpha(c);
-    if (i < 0 || i >= OKV_SPEC_MAX_TOKENS)
-        return a;
-    return (c->pos_accepted[i] + OKV_SPEC_LEN_POS_PRIOR * a) / (c->pos_trials[i] + OKV_SPEC_LEN_POS_PRIOR);
 }
 
 double okv_spec_len_alpha(const struct okv_spec_len *c)
@@ -123,13 +106,12 @@ void okv_spec_cost_line(const struct okv_spec_cost *c, double *t0, double *row)
     }
 }
 
-/* Expected tokens a step with k drafts: 1 + p0 + p0 p1 + ... + p0 ... p(k-1), p_i the acceptance of
- * position i given the drafts before it accepted. */
-static double expected_tokens(const struct okv_spec_len *c, int k)
+/* Expected tokens a step with k drafts: 1 + alpha + ... + alpha^k. */
+static double expected_tokens(double alpha, int k)
 {
     double a = 1.0, p = 1.0;
     for (int i = 0; i < k; i++) {
-        p *= okv_spec_len_pos(c, i);
+        p *= alpha;
         a += p;
     }
     return a;
@@ -154,11 +136,12 @@ int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *
         return 0;
     double base, per;
     step_costs(cost, base_rows, &base, &per);
+    const double alpha = okv_spec_len_alpha(c);
     const int kmin = c->k_min < kmax ? c->k_min : kmax;
     int best = kmin;
-    double best_g = expected_tokens(c, kmin) / (base + (double)kmin * per);   /* k = 0: one token a step */
+    double best_g = expected_tokens(alpha, kmin) / (base + (double)kmin * per);   /* k = 0: one token a step */
     for (int k = kmin + 1; k <= kmax; k++) {
-        const double g = expected_tokens(c, k) / (base + (double)k * per);
+        const double g = expected_tokens(alpha, k) / (base + (double)k * per);
         if (g > best_g * (1.0 + 1e-9)) {   /* ties: the shorter */
             best_g = g;
             best = k;
