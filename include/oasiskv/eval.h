@@ -151,7 +151,7 @@ struct okv_eval_config {
     bool verify_defer;        /* okv_engine_params.verify_defer */
     bool ahead_after_attention; /* okv_engine_params.ahead_after_attention ("layer-ahead-attn") */
     enum okv_merge merge;     /* okv_engine_params.merge */
-    bool spec_adaptive;       /* okv_gen_params.spec_adaptive: 1..spec_tokens drafts a step */
+    bool spec_adaptive;       /* okv_gen_params.spec_adaptive: 0..spec_tokens drafts a step */
 };
 
 /* "current", "lookahead", "oracle", "layer-ahead", "layer-ahead-attn", "current-from-prompt" or

@@ -25,7 +25,7 @@ struct okv_gen_params {
     int prefill_chunk;              /* rows per prefill forward; 0: the engine's max */
     okv_drafter *drafter;           /* speculative decoding (borrowed; reset at the end); NULL: plain decoding */
     int spec_tokens;                /* draft tokens per step, 1..OKV_SPEC_MAX_TOKENS; 0: 4 */
-    bool spec_adaptive;             /* draft 1..spec_tokens a step, as okv_spec_len chooses */
+    bool spec_adaptive;             /* draft 0..spec_tokens a step, as okv_spec_len chooses */
     const struct okv_spec_cost *spec_cost;   /* spec_adaptive: NULL: the costs measured in this call; else these,
                                                 as they are (costs known beforehand; tests) */
 };

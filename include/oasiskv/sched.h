@@ -41,7 +41,7 @@ struct okv_sched_params {
      * is_draft set on the drafts, verified with okv_spec_verify. */
     okv_drafter *drafter;
     int spec_tokens;              /* k; default 4 */
-    bool spec_adaptive;           /* each request drafts 1..k a step (okv_spec_len: its acceptance, the step's cost) */
+    bool spec_adaptive;           /* each request drafts 0..k a step (okv_spec_len: its acceptance, the step's cost) */
     /* Prompt logprobs: prompt rows whose logits one step brings to the host, at most
      * (each is vocab floats; default 256: 128 MB of a 128K vocabulary); a longer prompt
      * spreads over several steps. */
