@@ -440,18 +440,22 @@ static void test_spec_len_unit(void)
                 ref = k;
             }
         }
-        const int got = okv_spec_len_best(&c, &cost, 1, OKV_SPEC_MAX_TOKENS);
+        const int got = okv_spec_len_best(&c, &cost, 1, 0, OKV_SPEC_MAX_TOKENS);
         CHECK(got == ref, "alpha %.2f, draft %.1f ms, k_max %d: chose %d, the argmax is %d", cs[i].alpha, cs[i].draft,
               cs[i].k_max, got, ref);
         CHECK(got == cs[i].want, "alpha %.2f, draft %.1f ms: chose %d, worked out by hand %d", cs[i].alpha, cs[i].draft,
                   got, cs[i].want);
-        CHECK(okv_spec_len_best(&c, &cost, 1, 2) <= 2 && okv_spec_len_best(&c, &cost, 1, 1) == (got > 0) &&
-                  okv_spec_len_best(&c, &cost, 1, 0) == 0,
+        CHECK(okv_spec_len_best(&c, &cost, 1, 0, 2) <= 2 && okv_spec_len_best(&c, &cost, 1, 0, 1) == (got > 0) &&
+                  okv_spec_len_best(&c, &cost, 1, 0, 0) == 0,
               "the cap is kept");
+        if (i == 1)   /* in a batch whose other requests make 4 tokens a step: 5.2 / 2.1 = 2.48 at 1, 5 / 2.0 at 0 */
+            CHECK(okv_spec_len_best(&c, &cost, 1, 4.0, OKV_SPEC_MAX_TOKENS) == 0,
+                  "alpha 0.2 beside others' 4 tokens: chose %d (0: a draft row delays them too)",
+                  okv_spec_len_best(&c, &cost, 1, 4.0, OKV_SPEC_MAX_TOKENS));
         /* the dither: of 16 choices, the best one most often, one less (not below 1) and one more (from 0: the probe) */
         int seen[OKV_SPEC_MAX_TOKENS + 2] = {0};
         for (int j = 0; j < 16; j++)
-            seen[okv_spec_len_choose(&c, &cost, 1, OKV_SPEC_MAX_TOKENS)]++;
+            seen[okv_spec_len_choose(&c, &cost, 1, 0, OKV_SPEC_MAX_TOKENS)]++;
         CHECK(seen[got] >= 12 && seen[got] + (got > 1 ? seen[got - 1] : 0) + (got < cs[i].k_max ? seen[got + 1] : 0) == 16,
               "dither around %d: %d of 16", got, seen[got]);
     }
@@ -463,7 +467,7 @@ static void test_spec_len_unit(void)
     CHECK(t0 == 0 && row == 0, "empty line %g %g", t0, row);
     struct okv_spec_len c;
     okv_spec_len_init(&c, 0, 4);
-    const int k0 = okv_spec_len_best(&c, &cost, 1, 4);
+    const int k0 = okv_spec_len_best(&c, &cost, 1, 0, 4);
     CHECK(k0 >= 1 && k0 <= 4, "no costs yet: %d", k0);
     for (int j = 0; j < 10; j++)
         okv_spec_cost_forward(&cost, 5, 1e-3);
@@ -485,12 +489,12 @@ static void test_spec_len_unit(void)
     okv_spec_cost_draft(&cost, 4, 4 * 0.6e-3);
     int lo = 99, hi = 0;
     for (int j = 0; j < 16; j++) {
-        const int k = okv_spec_len_choose(&c, &cost, 1, 8);
+        const int k = okv_spec_len_choose(&c, &cost, 1, 0, 8);
         lo = k < lo ? k : lo;
         hi = k > hi ? k : hi;
     }
-    CHECK(okv_spec_len_best(&c, &cost, 1, 8) == 1 && lo == 1 && hi <= 2, "k_min 1: best %d, chosen %d..%d",
-          okv_spec_len_best(&c, &cost, 1, 8), lo, hi);
+    CHECK(okv_spec_len_best(&c, &cost, 1, 0, 8) == 1 && lo == 1 && hi <= 2, "k_min 1: best %d, chosen %d..%d",
+          okv_spec_len_best(&c, &cost, 1, 0, 8), lo, hi);
     okv_spec_len_init(&c, 0, 99);
     CHECK(c.k_max == OKV_SPEC_MAX_TOKENS, "k_max clamps to %d: %d", OKV_SPEC_MAX_TOKENS, c.k_max);
 }

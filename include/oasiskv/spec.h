@@ -153,13 +153,17 @@ void okv_spec_cost_forward(struct okv_spec_cost *c, int rows, double seconds);
 void okv_spec_cost_draft(struct okv_spec_cost *c, int tokens, double seconds);
 /* The fitted line: a forward costs t0 + row * rows seconds (0, 0 before any forward). */
 void okv_spec_cost_line(const struct okv_spec_cost *c, double *t0, double *row);
-/* The length that maximizes tokens over cost, k_min..min(k_max, k_cap). base_rows: the rows the step has without this sequence's drafts (1 for
- * one sequence; in a batch, every sequence's rows). */
-int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap);
+/* The length that maximizes tokens over cost, k_min..min(k_max, k_cap). base_rows: the
+ * rows the step has without this sequence's drafts (1 for one sequence; in a batch,
+ * every sequence's rows). others: the tokens the step yields for the other sequences
+ * (0 for one sequence), which a draft row delays as well. */
+int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, double others,
+                      int k_cap);
 /* okv_spec_len_best, dithered by one every few steps so that the cost line keeps two
  * row counts to fit, and at 0 a one-token probe every 8 to 64 steps (under 3% of the
  * time) so that the acceptance stays measured; use this one in a decode loop. */
-int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap);
+int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, double others,
+                        int k_cap);
 
 #ifdef __cplusplus
 }

@@ -192,7 +192,7 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
             }
             int kd = k - lead;
             if (p->spec_adaptive && kd > 0)
-                kd = okv_spec_len_choose(&len, p->spec_cost ? p->spec_cost : &cost, 1 + lead, kd);
+                kd = okv_spec_len_choose(&len, p->spec_cost ? p->spec_cost : &cost, 1 + lead, 0.0, kd);
             double t0 = okv_now();
             st = okv_drafter_propose(p->drafter, hist, n_hist + lead, kd, &p->sampling, &drng, rows_tok + 1 + lead,
                                      &q, &nd);

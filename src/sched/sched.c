@@ -117,6 +117,7 @@ struct okv_sched {
     bool spec_adaptive;
     struct okv_spec_cost spec_cost;   /* spec_adaptive: the measured forward and draft costs */
     int last_rows;                    /* spec_adaptive: the rows of the last timed step */
+    int last_decoders;                /* ... and its requests that sampled a token */
     bool b_prefill;                   /* this step has prompt rows (its time is no decode step's: not timed) */
     uint8_t *b_draft;        /* [max_batch] is_draft of each row */
     int *b_first;            /* [max_seqs] first logit row of each logit request */
@@ -551,9 +552,12 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 if (lead)   /* toks has room: a token is still to come */
                     r->drafts[0] = r->toks[r->n_toks] = r->carry;
                 r->has_carry = false;
-                if (s->spec_adaptive && k > lead) {   /* the step's rows without its drafts: the last step's, less its drafts then */
+                if (s->spec_adaptive && k > lead) {
+                    /* the step's rows without its drafts (the last step's, less its drafts then), and the
+                     * tokens it yields for the other requests (one each at least, as many as the last step's) */
                     const int base = s->last_rows - prev_drafts > 1 + lead ? s->last_rows - prev_drafts : 1 + lead;
-                    k = lead + okv_spec_len_choose(&r->spec_len, &s->spec_cost, base, k - lead);
+                    const double others = s->last_decoders > 1 ? (double)(s->last_decoders - 1) : 0.0;
+                    k = lead + okv_spec_len_choose(&r->spec_len, &s->spec_cost, base, others, k - lead);
                 }
                 const double td = okv_now();
                 if (k > lead && okv_drafter_propose(s->drafter, r->toks, r->n_toks + lead, k - lead, &r->sampling,
@@ -790,6 +794,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             if (st == OKV_OK && s->spec_adaptive && !s->b_prefill) {   /* a decode step's cost against its rows */
                 okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
                 s->last_rows = n;
+                s->last_decoders = nl;
             }
         } else {
             /* sample on the backend: each request's next uniform number, in order. A request
@@ -824,6 +829,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             if (st == OKV_OK && s->spec_adaptive && !s->ovl && !mixed && !s->b_prefill) {   /* a drafter: synchronous */
                 okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
                 s->last_rows = n;
+                s->last_decoders = nl;
             }
         }
         if (st == OKV_OK)

@@ -6,7 +6,9 @@
  * (the target always adds one). The step costs C(k) = T + k * (row + draft): T the
  * target's forward without drafts (t0 + row * base_rows: its own row, and in a batch
  * the other sequences'), row what one more verify row adds to it, draft the
- * drafter's time for one token. The length chosen maximizes A(k) / C(k); k = 0 (no
+ * drafter's time for one token. The length chosen maximizes A(k) / C(k) - in a batch
+ * (A(k) + others) / C(k), where others are the tokens the step yields for the other
+ * sequences, since a draft row delays them as well; k = 0 (no
  * drafts, A = 1) when no length pays for itself: a draft too weak or too costly.
  *
  * alpha: accepted / trials with exponential forgetting, where a step with k drafts of
@@ -129,7 +131,8 @@ static void step_costs(const struct okv_spec_cost *cost, int base_rows, double *
     *per_draft = row + draft;
 }
 
-int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap)
+int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, double others,
+                      int k_cap)
 {
     const int kmax = c->k_max < k_cap ? c->k_max : k_cap;
     if (kmax <= 0)
@@ -139,9 +142,12 @@ int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *
     const double alpha = okv_spec_len_alpha(c);
     const int kmin = c->k_min < kmax ? c->k_min : kmax;
     int best = kmin;
-    double best_g = expected_tokens(alpha, kmin) / (base + (double)kmin * per);   /* k = 0: one token a step */
+    if (others < 0.0)
+        others = 0.0;
+    /* the step's tokens over its time: a draft row delays the other sequences' tokens too */
+    double best_g = (expected_tokens(alpha, kmin) + others) / (base + (double)kmin * per);   /* k = 0: one token */
     for (int k = kmin + 1; k <= kmax; k++) {
-        const double g = expected_tokens(alpha, k) / (base + (double)k * per);
+        const double g = (expected_tokens(alpha, k) + others) / (base + (double)k * per);
         if (g > best_g * (1.0 + 1e-9)) {   /* ties: the shorter */
             best_g = g;
             best = k;
@@ -150,9 +156,10 @@ int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *
     return best;
 }
 
-int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, int k_cap)
+int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, double others,
+                        int k_cap)
 {
-    int k = okv_spec_len_best(c, cost, base_rows, k_cap);
+    int k = okv_spec_len_best(c, cost, base_rows, others, k_cap);
     const int kmax = c->k_max < k_cap ? c->k_max : k_cap;
     if (k == 0) {
         /* nothing pays: a one-token probe now and then keeps the acceptance measured, as often as
