@@ -564,6 +564,10 @@ int cmd_eval(int argc, char **argv)
         cli_die("eval: --spec-tokens needs --draft (or --predict lookahead, whose n-gram drafts it counts)");
     if (spec_adaptive && !draft && !any_lookahead)
         cli_die("eval: --spec-adaptive needs --draft (or --predict lookahead)");
+    for (int k = 0; k < tasks.n; k++)
+        if (!strcmp(tasks.v[k], "fidelity") && (spec_adaptive || (spec_tokens && spec_tokens != 4)))
+            cli_die("eval: fidelity drafts 4 tokens a step, teacher-forced (nothing is verified): --spec-tokens other than 4 "
+                    "and --spec-adaptive do not apply to it");
     if (!sweep && !dump_path && (tasks.n > 1 || ctxs.n > 1 || budgets.n > 1 || modes.n > 1))
         cli_die("eval: comma lists need --sweep");
     if (tasks.n == 1 && !strcmp(tasks.v[0], "all")) {

@@ -117,6 +117,8 @@ expect_error "bad predict" "predict" "$cli" eval -m "$model" --task vt --predict
 expect_error "context too long" "context length" "$cli" eval -m "$model" --task vt --context-len 100000
 expect_error "key codes of 3 bits" "1, 2 or 4" "$cli" eval -m "$model" --task vt --context-len 512 --num-samples 1 --kv-budget 256 --kv-key-codes 3
 expect_error "bad host KV type" "not a host KV type" "$cli" eval -m "$model" --task vt --kv-host-dtype fp4
+expect_error "adaptive drafts without drafts" "needs --draft" "$cli" eval -m "$model" --task vt --predict current --spec-adaptive
+expect_error "fidelity's drafts are fixed" "do not apply" "$cli" eval -m "$model" --task fidelity --predict lookahead --spec-adaptive
 expect_error "context too short" "needs more than" "$cli" eval -m "$model" --task cwe --context-len 64 --kv-budget dense
 expect_error "--spec-tokens without drafts" "needs --draft" "$cli" eval -m "$model" --task vt --predict current --spec-tokens 2
 # (the whole help first: grep -q leaving early would break the pipe under pipefail)
