@@ -559,11 +559,12 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                     const double others = s->last_decoders > 1 ? (double)(s->last_decoders - 1) : 0.0;
                     k = lead + okv_spec_len_choose(&r->spec_len, &s->spec_cost, base, others, k - lead);
                 }
-                const double td = okv_now();
+                const double td = s->spec_adaptive ? okv_now() : 0.0;
                 if (k > lead && okv_drafter_propose(s->drafter, r->toks, r->n_toks + lead, k - lead, &r->sampling,
                                                     &r->draft_rng, r->drafts + lead, &q, &r->n_drafts) != OKV_OK)
                     r->n_drafts = 0;
-                okv_spec_cost_draft(&s->spec_cost, r->n_drafts, okv_now() - td);
+                if (s->spec_adaptive)
+                    okv_spec_cost_draft(&s->spec_cost, r->n_drafts, okv_now() - td);
                 r->n_drafts += lead;   /* 0 before, unless proposed */
                 r->n_lead = lead;
                 for (int d = 0; d < r->n_drafts; d++) {
@@ -791,11 +792,6 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             if ((st = grow_rows(&s->v_logits, &s->v_rows_cap, rows, s->vocab)) != OKV_OK)
                 goto failed;
             st = okv_engine_forward(s->e, &b, s->v_logits);
-            if (st == OKV_OK && s->spec_adaptive && !s->b_prefill) {   /* a decode step's cost against its rows */
-                okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
-                s->last_rows = n;
-                s->last_decoders = nl;
-            }
         } else {
             /* sample on the backend: each request's next uniform number, in order. A request
              * sampled on the host draws its own there (as in the path above), and its row on
@@ -826,11 +822,12 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                  : s->ovl ? okv_engine_forward_queue_rows(s->e, &b, s->inflight ? s->q_prev : NULL, s->b_params, s->b_u,
                                                           s->b_copy, n_copy)
                           : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
-            if (st == OKV_OK && s->spec_adaptive && !s->ovl && !mixed && !s->b_prefill) {   /* a drafter: synchronous */
-                okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
-                s->last_rows = n;
-                s->last_decoders = nl;
-            }
+        }
+        /* adaptive drafts: a synchronous decode step's cost against its rows (with a drafter steps do not overlap) */
+        if (st == OKV_OK && s->spec_adaptive && !s->b_prefill && (host || (!s->ovl && !mixed))) {
+            okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
+            s->last_rows = n;
+            s->last_decoders = nl;
         }
         if (st == OKV_OK)
             break;
