@@ -938,15 +938,15 @@ static void test_gguf_corrupt(void)
     gmodel_free(&g);
 
     tiny_gguf(&g, &small);
-    {   /* Q4_K: 256-element blocks of 144 bytes */
+    {   /* IQ4_XS (256-element blocks of 136 bytes): a valid ggml type the engine does not read */
         struct gt *x = find_t(&g, "blk.0.attn_q.weight");
-        x->type = 12;
+        x->type = 23;
         x->ne[0] = 256;
         x->ne[1] = 1;
         free(x->data);
-        x->nbytes = 144;
-        x->data = calloc(1, 144);
-        expect_gguf_err(&g, OKV_ERR_UNSUPPORTED, "Q4_K", "unsupported type Q4_K");
+        x->nbytes = 136;
+        x->data = calloc(1, 136);
+        expect_gguf_err(&g, OKV_ERR_UNSUPPORTED, "IQ4_XS", "unsupported type IQ4_XS");
     }
     gmodel_free(&g);
 

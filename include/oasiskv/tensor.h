@@ -16,6 +16,15 @@ enum okv_dtype {
     OKV_DTYPE_Q8_0,   /* blocks of 32: {f16 d; i8 qs[32]}, y = qs*d */
     OKV_DTYPE_Q4_0,   /* blocks of 32: {f16 d; u8 qs[16]}, y[j] = ((qs[j]&15)-8)*d, y[j+16] = ((qs[j]>>4)-8)*d */
     OKV_DTYPE_Q4_1,   /* blocks of 32: {f16 d; f16 m; u8 qs[16]}, y[j] = (qs[j]&15)*d+m, y[j+16] = (qs[j]>>4)*d+m */
+    /* the other GGUF (ggml) block formats that llama.cpp's usual presets write (Q2_K .. Q6_K,
+     * Q4_K_M, Q5_K_M, ...); layouts and formulas in src/model/tensor.c */
+    OKV_DTYPE_Q5_0,   /* blocks of 32, 22 bytes: 5-bit q - 16, one f16 scale */
+    OKV_DTYPE_Q5_1,   /* blocks of 32, 24 bytes: 5-bit q, f16 scale and offset */
+    OKV_DTYPE_Q2_K,   /* super-blocks of 256, 84 bytes: 2-bit q, 4-bit scales and mins of 16 */
+    OKV_DTYPE_Q3_K,   /* super-blocks of 256, 110 bytes: 3-bit q, 6-bit scales of 16 */
+    OKV_DTYPE_Q4_K,   /* super-blocks of 256, 144 bytes: 4-bit q, 6-bit scales and mins of 32 */
+    OKV_DTYPE_Q5_K,   /* super-blocks of 256, 176 bytes: 5-bit q, 6-bit scales and mins of 32 */
+    OKV_DTYPE_Q6_K,   /* super-blocks of 256, 210 bytes: 6-bit q - 32, 8-bit scales of 16 */
     OKV_DTYPE_COUNT
 };
 
@@ -49,12 +58,15 @@ struct okv_tensor_view {
 };
 
 const char *okv_dtype_name(enum okv_dtype t);
-/* Bytes of n elements of dtype t (n must be a multiple of 32 for block types). */
+/* Elements a block of dtype t holds: 1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1,
+ * 256 for the K formats. Rows of a block type are whole blocks. */
+int64_t okv_dtype_block(enum okv_dtype t);
+/* Bytes of n elements of dtype t (n must be a multiple of okv_dtype_block(t)). */
 size_t okv_dtype_nbytes(enum okv_dtype t, int64_t n);
 int64_t okv_tensor_nelements(const struct okv_tensor_view *t);
 
 /* Convert elements [start, start+n) of the tensor (flat index) to float32.
- * For block types start and n must be multiples of 32 (rows always are). */
+ * For block types start and n must be multiples of okv_dtype_block (rows always are). */
 enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start, int64_t n, float *out);
 
 #ifdef __cplusplus

@@ -6,6 +6,7 @@
  * in src/util/half.c otherwise. */
 #include "oasiskv/tensor.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #if defined(__F16C__) && defined(__AVX__)
@@ -14,6 +15,7 @@
 #endif
 
 #define QK 32
+#define QK_K 256
 
 static inline float h2f(const uint8_t *p)
 {
@@ -35,19 +37,42 @@ const char *okv_dtype_name(enum okv_dtype t)
     case OKV_DTYPE_Q8_0: return "q8_0";
     case OKV_DTYPE_Q4_0: return "q4_0";
     case OKV_DTYPE_Q4_1: return "q4_1";
+    case OKV_DTYPE_Q5_0: return "q5_0";
+    case OKV_DTYPE_Q5_1: return "q5_1";
+    case OKV_DTYPE_Q2_K: return "q2_k";
+    case OKV_DTYPE_Q3_K: return "q3_k";
+    case OKV_DTYPE_Q4_K: return "q4_k";
+    case OKV_DTYPE_Q5_K: return "q5_k";
+    case OKV_DTYPE_Q6_K: return "q6_k";
     case OKV_DTYPE_COUNT: break;
     }
     return "unknown";
 }
 
-/* Bytes per block of 32 elements (or per element for the plain types). */
+/* Bytes per block (0 for the plain types). */
 static size_t block_bytes(enum okv_dtype t)
 {
     switch (t) {
     case OKV_DTYPE_Q8_0: return 34;
     case OKV_DTYPE_Q4_0: return 18;
     case OKV_DTYPE_Q4_1: return 20;
+    case OKV_DTYPE_Q5_0: return 22;
+    case OKV_DTYPE_Q5_1: return 24;
+    case OKV_DTYPE_Q2_K: return 84;
+    case OKV_DTYPE_Q3_K: return 110;
+    case OKV_DTYPE_Q4_K: return 144;
+    case OKV_DTYPE_Q5_K: return 176;
+    case OKV_DTYPE_Q6_K: return 210;
     default: return 0;
+    }
+}
+
+int64_t okv_dtype_block(enum okv_dtype t)
+{
+    switch (t) {
+    case OKV_DTYPE_Q8_0: case OKV_DTYPE_Q4_0: case OKV_DTYPE_Q4_1: case OKV_DTYPE_Q5_0: case OKV_DTYPE_Q5_1: return QK;
+    case OKV_DTYPE_Q2_K: case OKV_DTYPE_Q3_K: case OKV_DTYPE_Q4_K: case OKV_DTYPE_Q5_K: case OKV_DTYPE_Q6_K: return QK_K;
+    default: return 1;
     }
 }
 
@@ -67,7 +92,7 @@ size_t okv_dtype_nbytes(enum okv_dtype t, int64_t n)
     size_t es = elem_bytes(t);
     if (es)
         return (size_t)n * es;
-    return (size_t)(n / QK) * block_bytes(t);
+    return (size_t)(n / okv_dtype_block(t)) * block_bytes(t);
 }
 
 int64_t okv_tensor_nelements(const struct okv_tensor_view *t)
@@ -139,6 +164,160 @@ static void cvt_q4_1(const uint8_t *src, int64_t nb, float *restrict out)
     }
 }
 
+/* Q5_0 / Q5_1: {f16 d; [f16 m;] u8 qh[4]; u8 qs[16]}. Element j < 16 takes the low nibble
+ * of qs[j], element j + 16 the high one; bit j of the little-endian word qh is the fifth
+ * bit of element j. Q5_0: y = (q - 16) d; Q5_1: y = q d + m. */
+static void cvt_q5(const uint8_t *src, int64_t nb, bool with_min, float *restrict out)
+{
+    const size_t bb = with_min ? 24 : 22;
+    for (int64_t b = 0; b < nb; b++, src += bb, out += QK) {
+        const float d = h2f(src);
+        const float m = with_min ? h2f(src + 2) : 0.0f;
+        const int off = with_min ? 0 : 16;
+        const uint8_t *p = src + (with_min ? 4 : 2);
+        const uint32_t qh = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        const uint8_t *q = p + 4;
+        for (int j = 0; j < QK / 2; j++) {
+            const int lo = (int)(q[j] & 15) | (int)((qh >> j) & 1) << 4;
+            const int hi = (int)(q[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            out[j] = (float)(lo - off) * d + m;
+            out[j + QK / 2] = (float)(hi - off) * d + m;
+        }
+    }
+}
+
+/* The 6-bit scale and min of sub-block j (of 8) packed in 12 bytes (Q4_K, Q5_K): bytes 0-3
+ * hold the scales of 0-3 in their low 6 bits, bytes 4-7 the mins of 0-3; sub-blocks 4-7 take
+ * their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from the top bits of
+ * bytes 0-3 (scales) and 4-7 (mins). */
+static inline void scale_min_k4(const uint8_t *s, int j, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
+/* Q4_K: {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]}; 8 sub-blocks of 32. Each 64 elements
+ * read 32 bytes of qs: the low nibbles are sub-block 2c, the high ones 2c + 1;
+ * y = d sc q - dmin mn. Q5_K adds qh[32] before qs: bit 2c of qh[l] is the fifth bit of
+ * element l of sub-block 2c, bit 2c + 1 that of sub-block 2c + 1. */
+static void cvt_q45_k(const uint8_t *src, int64_t nb, bool five, float *restrict out)
+{
+    const size_t bb = five ? 176 : 144;
+    for (int64_t b = 0; b < nb; b++, src += bb, out += QK_K) {
+        const float d = h2f(src), dmin = h2f(src + 2);
+        const uint8_t *sc = src + 4;
+        const uint8_t *qh = src + 16;
+        const uint8_t *q = src + (five ? 48 : 16);
+        for (int c = 0; c < 4; c++) {
+            int s0, m0, s1, m1;
+            scale_min_k4(sc, 2 * c, &s0, &m0);
+            scale_min_k4(sc, 2 * c + 1, &s1, &m1);
+            const float d0 = d * (float)s0, n0 = dmin * (float)m0, d1 = d * (float)s1, n1 = dmin * (float)m1;
+            float *y = out + 64 * c;
+            const uint8_t *qc = q + 32 * c;
+            for (int l = 0; l < 32; l++) {
+                int lo = qc[l] & 15, hi = qc[l] >> 4;
+                if (five) {
+                    lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+                    hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                }
+                y[l] = d0 * (float)lo - n0;
+                y[l + 32] = d1 * (float)hi - n1;
+            }
+        }
+    }
+}
+
+/* Q6_K: {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}; 16 sub-blocks of 16. Each half of
+ * 128 elements reads 64 bytes of ql, 32 of qh and 8 scales: element l (< 32) of the four
+ * quarters takes ql[l] low, ql[l + 32] low, ql[l] high, ql[l + 32] high as its low 4 bits
+ * and bits 0-1, 2-3, 4-5, 6-7 of qh[l] as its top two; y = d scale (q - 32). */
+static void cvt_q6_k(const uint8_t *src, int64_t nb, float *restrict out)
+{
+    for (int64_t b = 0; b < nb; b++, src += 210, out += QK_K) {
+        const float d = h2f(src + 208);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = src + 64 * h, *qh = src + 128 + 32 * h;
+            const int8_t *sc = (const int8_t *)(src + 192) + 8 * h;
+            float *y = out + 128 * h;
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = ((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32;
+                const int q2 = ((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32;
+                const int q3 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+                y[l] = d * (float)sc[is] * (float)q1;
+                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+        }
+    }
+}
+
+/* Q2_K: {u8 scales[16]; u8 qs[64]; f16 d; f16 dmin}; 16 sub-blocks of 16, each with a
+ * 4-bit scale (low nibble) and min (high nibble). Half h's 32 bytes of qs serve four
+ * rounds j of 2-bit fields (bits 2j, 2j + 1): bytes 0-15 give sub-block 8h + 2j, bytes
+ * 16-31 sub-block 8h + 2j + 1; y = d sc q - dmin mn. */
+static void cvt_q2_k(const uint8_t *src, int64_t nb, float *restrict out)
+{
+    for (int64_t b = 0; b < nb; b++, src += 84, out += QK_K) {
+        const uint8_t *scales = src, *qs = src + 16;
+        const float d = h2f(src + 80), dmin = h2f(src + 82);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q = qs + 32 * h;
+            for (int j = 0; j < 4; j++) {
+                for (int part = 0; part < 2; part++) {
+                    const uint8_t s = scales[8 * h + 2 * j + part];
+                    const float dl = d * (float)(s & 15), ml = dmin * (float)(s >> 4);
+                    float *y = out + 128 * h + 32 * j + 16 * part;
+                    for (int l = 0; l < 16; l++)
+                        y[l] = dl * (float)((q[16 * part + l] >> (2 * j)) & 3) - ml;
+                }
+            }
+        }
+    }
+}
+
+/* Q3_K: {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}; 16 sub-blocks of 16 with 6-bit
+ * scales stored minus 32: scale i takes its low 4 bits from the low (i < 8) or high
+ * (i >= 8) nibble of byte i % 8 and its top 2 from bits 2 (i / 4) of byte 8 + i % 4.
+ * The 2-bit fields are laid out as in Q2_K; round r = 4h + j (of 8) reads bit r of
+ * hmask[l] as the third bit, subtracting 4 where it is clear: y = d (scale - 32) q. */
+static void cvt_q3_k(const uint8_t *src, int64_t nb, float *restrict out)
+{
+    for (int64_t b = 0; b < nb; b++, src += 110, out += QK_K) {
+        const uint8_t *hm = src, *qs = src + 32, *raw = src + 96;
+        const float d = h2f(src + 108);
+        int scale[16];
+        for (int i = 0; i < 16; i++) {
+            const int lo = i < 8 ? raw[i] & 15 : raw[i - 8] >> 4;
+            const int hi = (raw[8 + i % 4] >> (2 * (i / 4))) & 3;
+            scale[i] = (lo | hi << 4) - 32;
+        }
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q = qs + 32 * h;
+            for (int j = 0; j < 4; j++) {
+                const int r = 4 * h + j;
+                for (int part = 0; part < 2; part++) {
+                    const float dl = d * (float)scale[8 * h + 2 * j + part];
+                    float *y = out + 128 * h + 32 * j + 16 * part;
+                    for (int l = 0; l < 16; l++) {
+                        const int k = 16 * part + l;
+                        const int v = ((q[k] >> (2 * j)) & 3) - ((hm[k] >> r) & 1 ? 0 : 4);
+                        y[l] = dl * (float)v;
+                    }
+                }
+            }
+        }
+    }
+}
+
 enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start, int64_t n, float *out)
 {
     if (!t || !out || !t->data)
@@ -161,22 +340,29 @@ enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start
     case OKV_DTYPE_BF16:
         cvt_bf16(src + 2 * start, n, out);
         return OKV_OK;
-    case OKV_DTYPE_Q8_0:
-    case OKV_DTYPE_Q4_0:
-    case OKV_DTYPE_Q4_1:
-        if (start % QK || n % QK)
-            return okv_set_error(OKV_ERR_INVALID_ARG, "tensor '%s' (%s): start %lld and count %lld must be multiples of 32",
-                                 t->name, okv_dtype_name(t->dtype), (long long)start, (long long)n);
-        src += (size_t)(start / QK) * block_bytes(t->dtype);
-        if (t->dtype == OKV_DTYPE_Q8_0)
-            cvt_q8_0(src, n / QK, out);
-        else if (t->dtype == OKV_DTYPE_Q4_0)
-            cvt_q4_0(src, n / QK, out);
-        else
-            cvt_q4_1(src, n / QK, out);
-        return OKV_OK;
     case OKV_DTYPE_COUNT:
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "tensor '%s': unknown dtype %d", t->name, (int)t->dtype);
+    default:
         break;
+    }
+    const int64_t bk = okv_dtype_block(t->dtype);
+    if (start % bk || n % bk)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "tensor '%s' (%s): start %lld and count %lld must be multiples of %lld",
+                             t->name, okv_dtype_name(t->dtype), (long long)start, (long long)n, (long long)bk);
+    src += (size_t)(start / bk) * block_bytes(t->dtype);
+    const int64_t nb = n / bk;
+    switch (t->dtype) {
+    case OKV_DTYPE_Q8_0: cvt_q8_0(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_Q4_0: cvt_q4_0(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_Q4_1: cvt_q4_1(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_Q5_0: cvt_q5(src, nb, false, out); return OKV_OK;
+    case OKV_DTYPE_Q5_1: cvt_q5(src, nb, true, out); return OKV_OK;
+    case OKV_DTYPE_Q2_K: cvt_q2_k(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_Q3_K: cvt_q3_k(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_Q4_K: cvt_q45_k(src, nb, false, out); return OKV_OK;
+    case OKV_DTYPE_Q5_K: cvt_q45_k(src, nb, true, out); return OKV_OK;
+    case OKV_DTYPE_Q6_K: cvt_q6_k(src, nb, out); return OKV_OK;
+    default: break;
     }
     return okv_set_error(OKV_ERR_UNSUPPORTED, "tensor '%s': unknown dtype %d", t->name, (int)t->dtype);
 }

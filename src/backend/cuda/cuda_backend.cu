@@ -309,12 +309,12 @@ static enum okv_status cuda_weight_load(okv_backend *be, const struct okv_tensor
                              "cuda backend: cannot allocate weight %s (%lld elements, %.1f MiB of bf16): %s", t->name,
                              (long long)n, (double)n * 2 / 1048576.0, cudaGetErrorString(e));
     }
-    /* chunks of whole rows, and a multiple of 32 elements for block types */
+    /* chunks of whole rows, and whole blocks (32 or 256 elements) for block types */
     int64_t chunk = (int64_t)c->wstage_cap;
     if (w->row_len <= chunk)
         chunk = chunk / w->row_len * w->row_len;
     else
-        chunk = chunk / 32 * 32;
+        chunk = chunk / okv_dtype_block(t->dtype) * okv_dtype_block(t->dtype);
     int buf = 0;
     for (int64_t at = 0; at < n; at += chunk, buf ^= 1) {
         int64_t len = n - at < chunk ? n - at : chunk;

@@ -544,7 +544,8 @@ static bool slice_rows(const struct okv_tensor_view *t, int64_t lo, int64_t hi, 
 {
     *v = *t;
     if (t->n_dims <= 1 || t->ne[1] == 1) {   /* vector */
-        if ((t->dtype >= OKV_DTYPE_Q8_0) && (lo % 32 || hi % 32))
+        const int64_t bk = okv_dtype_block(t->dtype);
+        if (lo % bk || hi % bk)
             return false;
         size_t off = okv_dtype_nbytes(t->dtype, lo);
         v->ne[0] = hi - lo;
