@@ -1,6 +1,7 @@
 /* label: unit */
 /* Decode-shaped projections from a weight's stored format (src/backend/cpu/cpu_qgemv.c):
- * for Q8_0, Q4_0, Q4_1, F16 and BF16 weights of random content, 1 to 5 rows, with and
+ * for Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, F16 and BF16 weights of random content
+ * (Q2_K and Q3_K too, which take the fp32 path), 1 to 5 rows, with and
  * without a bias, the CPU backend's matmul must equal a double-precision dot product
  * with the weight's dequantised values (okv_tensor_to_f32) within 2e-6 of the row's scale,
  * on the stored-format path (1-4 rows in one pass, 5 in two) and the fp32 path
@@ -67,19 +68,46 @@ static void fill(enum okv_dtype t, uint8_t *p, int64_t n)
             memcpy(p + 2 * i, &h, 2);
         }
         break;
-    default:
+    default: {
+        /* the other block formats: random bytes, their fp16 scale (and min) fields set to
+         * random finite values; offsets as in src/model/tensor.c */
+        const int64_t bk = okv_dtype_block(t);
+        const size_t bb = okv_dtype_nbytes(t, bk);
+        int offs[2] = {-1, -1};
+        switch (t) {
+        case OKV_DTYPE_Q5_0: offs[0] = 0; break;
+        case OKV_DTYPE_Q5_1: case OKV_DTYPE_Q4_K: case OKV_DTYPE_Q5_K: offs[0] = 0, offs[1] = 2; break;
+        case OKV_DTYPE_Q2_K: offs[0] = 80, offs[1] = 82; break;
+        case OKV_DTYPE_Q3_K: offs[0] = 108; break;
+        case OKV_DTYPE_Q6_K: offs[0] = 208; break;
+        default: break;
+        }
+        for (int64_t b = 0; b < n / bk; b++, p += bb) {
+            for (size_t j = 0; j < bb; j++)
+                p[j] = (uint8_t)rnd();
+            for (int i = 0; i < 2; i++)
+                if (offs[i] >= 0) {
+                    uint16_t h = f16_near(bk == 32 ? -5 : -8);
+                    memcpy(p + offs[i], &h, 2);
+                }
+        }
         break;
+    }
     }
 }
 
 static void run(okv_backend *be, const char *label, bool want_q)
 {
-    const enum okv_dtype types[] = {OKV_DTYPE_Q8_0, OKV_DTYPE_Q4_0, OKV_DTYPE_Q4_1, OKV_DTYPE_F16, OKV_DTYPE_BF16};
+    const enum okv_dtype types[] = {OKV_DTYPE_Q8_0, OKV_DTYPE_Q4_0, OKV_DTYPE_Q4_1, OKV_DTYPE_Q5_0, OKV_DTYPE_Q5_1,
+                                    OKV_DTYPE_Q2_K, OKV_DTYPE_Q3_K, OKV_DTYPE_Q4_K, OKV_DTYPE_Q5_K, OKV_DTYPE_Q6_K,
+                                    OKV_DTYPE_F16,  OKV_DTYPE_BF16};
     const int shapes[][2] = {{576, 37}, {1536, 64}, {64, 5}, {32, 3}};   /* k, m */
+    const int shapes_k[][2] = {{768, 37}, {1536, 64}, {256, 5}, {512, 3}};   /* 256-element blocks */
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const enum okv_dtype t = types[ti];
-            const int k = shapes[si][0], m = shapes[si][1];
+            const bool kq = okv_dtype_block(t) == 256;
+            const int k = kq ? shapes_k[si][0] : shapes[si][0], m = kq ? shapes_k[si][1] : shapes[si][1];
             const size_t nbytes = okv_dtype_nbytes(t, (int64_t)k * m);
             uint8_t *raw = malloc(nbytes);
             fill(t, raw, (int64_t)k * m);
@@ -91,7 +119,8 @@ static void run(okv_backend *be, const char *label, bool want_q)
             CHECK(be->ops->weight_load(be, &v, &w) == OKV_OK, "weight_load: %s", okv_last_error());
             if (!w)
                 return;
-            CHECK((w->q != NULL) == want_q, "%s %s: stored format kept %d (want %d)", label, v.name, w->q != NULL, want_q);
+            const bool kept = want_q && okv_cpu_qgemv_type(t);
+            CHECK((w->q != NULL) == kept, "%s %s: stored format kept %d (want %d)", label, v.name, w->q != NULL, kept);
             float *bv = malloc(sizeof(float) * (size_t)m);
             for (int r = 0; r < m; r++)
                 bv[r] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;

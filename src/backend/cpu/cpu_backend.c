@@ -94,6 +94,7 @@ static enum okv_status cpu_weight_load(okv_backend *be, const struct okv_tensor_
     /* matrices in a compact format keep it too, for decode-shaped projections (cpu_qgemv.c) */
     const size_t qbytes = okv_dtype_nbytes(t->dtype, n);
     if (CTX(be)->qgemv && okv_cpu_qgemv_type(t->dtype) && w->rows > 1 && w->row_len % 32 == 0 &&
+        w->row_len % okv_dtype_block(t->dtype) == 0 &&
         (!t->nbytes || t->nbytes >= qbytes)) {
         w->q = okv_malloc(qbytes, OKV_TAG_BACKEND);
         if (!w->q) {

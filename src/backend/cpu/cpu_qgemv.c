@@ -1,6 +1,7 @@
 /* Decode-shaped projections (1 to OKV_CPU_QGEMV_ROWS rows) read straight from the weight's
- * stored format: Q8_0, Q4_0, Q4_1 (GGUF blocks of 32), F16 and BF16, instead of the fp32
- * copy that prefill's sgemm uses. A decode step reads every weight once, so its time is
+ * stored format: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (GGUF blocks of 32), Q4_K, Q5_K, Q6_K (blocks of
+ * 256, read 32 weights at a time), F16 and BF16, instead of the fp32 copy that prefill's
+ * sgemm uses (Q2_K and Q3_K weights take that path at decode too). A decode step reads every weight once, so its time is
  * the weight bytes over memory bandwidth: Q4_1 is 5 bits a weight against fp32's 32.
  *
  * Each block is dequantised in registers with the loader's formula (q d + m, (q - 8) d,
@@ -17,7 +18,13 @@
 
 bool okv_cpu_qgemv_type(enum okv_dtype t)
 {
-    return t == OKV_DTYPE_Q8_0 || t == OKV_DTYPE_Q4_0 || t == OKV_DTYPE_Q4_1 || t == OKV_DTYPE_F16 || t == OKV_DTYPE_BF16;
+    switch (t) {
+    case OKV_DTYPE_Q8_0: case OKV_DTYPE_Q4_0: case OKV_DTYPE_Q4_1: case OKV_DTYPE_Q5_0: case OKV_DTYPE_Q5_1:
+    case OKV_DTYPE_Q4_K: case OKV_DTYPE_Q5_K: case OKV_DTYPE_Q6_K: case OKV_DTYPE_F16: case OKV_DTYPE_BF16:
+        return true;
+    default:
+        return false;
+    }
 }
 
 #ifdef __AVX2__
@@ -28,8 +35,40 @@ static inline float h2f_c(const uint8_t *p)
     return _cvtsh_ss(h);
 }
 
+/* 32 unsigned bytes as four vectors of 8 floats, in order */
+static inline __attribute__((always_inline)) void bytes_to_f32(__m256i q, __m256 f[4])
+{
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    f[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+    f[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+    f[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+    f[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+}
+
+/* bit i of x as byte i: 0x10 where set, 0 where clear (the fifth bit of a Q5 weight) */
+static inline __attribute__((always_inline)) __m256i bits_to_0x10(uint32_t x)
+{
+    const __m256i sh = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
+                                        3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)x), sh), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
+/* the 6-bit scale and min of sub-block j of a Q4_K / Q5_K super-block (src/model/tensor.c) */
+static inline void scale_min_k4(const uint8_t *s, int j, int *sc, int *mn)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
+        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+    }
+}
+
 /* the block's 32 weights as four vectors of 8 (written out: the compiler keeps them in
- * registers) */
+ * registers); for the K formats, weights 32 blk .. 32 blk + 31 of the row */
 static inline __attribute__((always_inline)) void block_v(enum okv_dtype t, const uint8_t *row, int64_t blk, __m256 w[4])
 {
     switch (t) {
@@ -67,6 +106,74 @@ static inline __attribute__((always_inline)) void block_v(enum okv_dtype t, cons
             w[2] = _mm256_mul_ps(_mm256_sub_ps(f2, eight), d);
             w[3] = _mm256_mul_ps(_mm256_sub_ps(f3, eight), d);
         }
+        break;
+    }
+    case OKV_DTYPE_Q5_0:
+    case OKV_DTYPE_Q5_1: {
+        const bool q51 = t == OKV_DTYPE_Q5_1;
+        const uint8_t *b = row + blk * (q51 ? 24 : 22);
+        const __m256 d = _mm256_set1_ps(h2f_c(b));
+        const uint8_t *p = b + (q51 ? 4 : 2);
+        uint32_t qh;
+        memcpy(&qh, p, 4);
+        const __m128i qs = _mm_loadu_si128((const __m128i *)(p + 4));
+        const __m128i mask = _mm_set1_epi8(15);
+        const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), mask), _mm_and_si128(qs, mask));
+        __m256 f[4];
+        bytes_to_f32(_mm256_or_si256(nib, bits_to_0x10(qh)), f);
+        if (q51) {
+            const __m256 m = _mm256_set1_ps(h2f_c(b + 2));
+            for (int i = 0; i < 4; i++)
+                w[i] = _mm256_fmadd_ps(f[i], d, m);
+        } else {   /* (q - 16) d */
+            const __m256 sixteen = _mm256_set1_ps(16.0f);
+            for (int i = 0; i < 4; i++)
+                w[i] = _mm256_mul_ps(_mm256_sub_ps(f[i], sixteen), d);
+        }
+        break;
+    }
+    case OKV_DTYPE_Q4_K:
+    case OKV_DTYPE_Q5_K: {
+        /* sub-block j of the super-block: nibble j & 1 of the 32 bytes of quarter j / 2 */
+        const bool five = t == OKV_DTYPE_Q5_K;
+        const uint8_t *b = row + (blk >> 3) * (five ? 176 : 144);
+        const int j = (int)(blk & 7), c = j >> 1, hi = j & 1;
+        int sc, mn;
+        scale_min_k4(b + 4, j, &sc, &mn);
+        const __m256 d = _mm256_set1_ps(h2f_c(b) * (float)sc), m = _mm256_set1_ps(h2f_c(b + 2) * (float)mn);
+        __m256i q = _mm256_loadu_si256((const __m256i *)(b + (five ? 48 : 16) + 32 * c));
+        q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(4 * hi)), _mm256_set1_epi8(15));
+        if (five) {   /* bit j of qh[l] is the fifth bit of weight l */
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 16));
+            const __m256i h5 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+            q = _mm256_or_si256(q, _mm256_slli_epi16(h5, 4));
+        }
+        __m256 f[4];
+        bytes_to_f32(q, f);
+        for (int i = 0; i < 4; i++)
+            w[i] = _mm256_fmsub_ps(f[i], d, m);
+        break;
+    }
+    case OKV_DTYPE_Q6_K: {
+        /* run r of 32 (of 8): half r / 4; quarter qq = r % 4 takes the low (qq < 2) or high
+         * nibbles of ql[32 (qq & 1) ..], bits 2 qq, 2 qq + 1 of qh[l], and two scales */
+        const uint8_t *b = row + (blk >> 3) * 210;
+        const int r = (int)(blk & 7), h = r >> 2, qq = r & 3;
+        __m256i q = _mm256_loadu_si256((const __m256i *)(b + 64 * h + 32 * (qq & 1)));
+        q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(qq >= 2 ? 4 : 0)), _mm256_set1_epi8(15));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + 32 * h));
+        const __m256i h2 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * qq)), _mm256_set1_epi8(3));
+        q = _mm256_or_si256(q, _mm256_slli_epi16(h2, 4));
+        const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * qq;
+        const float d = h2f_c(b + 208);
+        const __m256 da = _mm256_set1_ps(d * (float)sc[0]), db = _mm256_set1_ps(d * (float)sc[1]);
+        const __m256 c32 = _mm256_set1_ps(32.0f);
+        __m256 f[4];
+        bytes_to_f32(q, f);
+        w[0] = _mm256_mul_ps(_mm256_sub_ps(f[0], c32), da);
+        w[1] = _mm256_mul_ps(_mm256_sub_ps(f[1], c32), da);
+        w[2] = _mm256_mul_ps(_mm256_sub_ps(f[2], c32), db);
+        w[3] = _mm256_mul_ps(_mm256_sub_ps(f[3], c32), db);
         break;
     }
     case OKV_DTYPE_F16: {
@@ -174,6 +281,11 @@ void okv_cpu_qgemv(const okv_bweight *w, const float *x, int n, int m, int r0, i
     case OKV_DTYPE_Q8_0: QG_ROWS(OKV_DTYPE_Q8_0)
     case OKV_DTYPE_Q4_0: QG_ROWS(OKV_DTYPE_Q4_0)
     case OKV_DTYPE_Q4_1: QG_ROWS(OKV_DTYPE_Q4_1)
+    case OKV_DTYPE_Q5_0: QG_ROWS(OKV_DTYPE_Q5_0)
+    case OKV_DTYPE_Q5_1: QG_ROWS(OKV_DTYPE_Q5_1)
+    case OKV_DTYPE_Q4_K: QG_ROWS(OKV_DTYPE_Q4_K)
+    case OKV_DTYPE_Q5_K: QG_ROWS(OKV_DTYPE_Q5_K)
+    case OKV_DTYPE_Q6_K: QG_ROWS(OKV_DTYPE_Q6_K)
     case OKV_DTYPE_F16: QG_ROWS(OKV_DTYPE_F16)
     default: QG_ROWS(OKV_DTYPE_BF16)
     }
