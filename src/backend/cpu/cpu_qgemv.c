@@ -121,14 +121,18 @@ static inline __attribute__((always_inline)) void block_v(enum okv_dtype t, cons
         const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), mask), _mm_and_si128(qs, mask));
         __m256 f[4];
         bytes_to_f32(_mm256_or_si256(nib, bits_to_0x10(qh)), f);
-        if (q51) {
+        if (q51) {   /* written out, as everywhere here: a loop kept w[] on the stack */
             const __m256 m = _mm256_set1_ps(h2f_c(b + 2));
-            for (int i = 0; i < 4; i++)
-                w[i] = _mm256_fmadd_ps(f[i], d, m);
+            w[0] = _mm256_fmadd_ps(f[0], d, m);
+            w[1] = _mm256_fmadd_ps(f[1], d, m);
+            w[2] = _mm256_fmadd_ps(f[2], d, m);
+            w[3] = _mm256_fmadd_ps(f[3], d, m);
         } else {   /* (q - 16) d */
             const __m256 sixteen = _mm256_set1_ps(16.0f);
-            for (int i = 0; i < 4; i++)
-                w[i] = _mm256_mul_ps(_mm256_sub_ps(f[i], sixteen), d);
+            w[0] = _mm256_mul_ps(_mm256_sub_ps(f[0], sixteen), d);
+            w[1] = _mm256_mul_ps(_mm256_sub_ps(f[1], sixteen), d);
+            w[2] = _mm256_mul_ps(_mm256_sub_ps(f[2], sixteen), d);
+            w[3] = _mm256_mul_ps(_mm256_sub_ps(f[3], sixteen), d);
         }
         break;
     }
@@ -150,8 +154,10 @@ static inline __attribute__((always_inline)) void block_v(enum okv_dtype t, cons
         }
         __m256 f[4];
         bytes_to_f32(q, f);
-        for (int i = 0; i < 4; i++)
-            w[i] = _mm256_fmsub_ps(f[i], d, m);
+        w[0] = _mm256_fmsub_ps(f[0], d, m);
+        w[1] = _mm256_fmsub_ps(f[1], d, m);
+        w[2] = _mm256_fmsub_ps(f[2], d, m);
+        w[3] = _mm256_fmsub_ps(f[3], d, m);
         break;
     }
     case OKV_DTYPE_Q6_K: {
