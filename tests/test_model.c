@@ -1246,6 +1246,142 @@ static const char *subst(const char *src, const char *from, const char *to)
     return out;
 }
 
+
+/* A tensor of raw bytes (FP8 weights and their scales, in the tests of FP8 checkpoints). */
+static struct st_t *hf_add_raw(struct hf *h, const char *name, const char *dtype, int rank, int64_t d0, int64_t d1,
+                               const void *bytes, size_t nbytes)
+{
+    struct st_t *t = &h->t[h->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = dtype;
+    t->rank = rank;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->data = malloc(nbytes);
+    memcpy(t->data, bytes, nbytes);
+    t->nbytes = nbytes;
+    return t;
+}
+
+static const char *subst(const char *src, const char *from, const char *to);
+
+/* FP8 checkpoints (their numbers against transformers: test_engine_ref's llama_fp8_block and
+ * qwen2_fp8_channel): the formats' scales, the quantization methods refused by name, and the
+ * faults of the scale tensors. */
+static void test_hf_fp8(const char *dir, struct hf *h)
+{
+    struct okv_model *m = NULL;
+    const char *wq = "model.layers.0.self_attn.q_proj.weight";   /* 64 x 64 */
+    uint8_t q[64 * 64];
+    for (int i = 0; i < 64 * 64; i++) {
+        q[i] = (uint8_t)(rand() & 0xFF);
+        if ((q[i] & 0x7F) == 0x7F)   /* NaN */
+            q[i] ^= 1;
+    }
+    hf_drop(h, wq);
+    hf_add_raw(h, wq, "F8_E4M3", 2, 64, 64, q, sizeof q);
+    char cfg[4096];
+#define QCFG(qc) (snprintf(cfg, sizeof cfg, "%s", subst(k_llama_cfg, "\"torch_dtype\":\"bfloat16\"}", \
+                                                       "\"torch_dtype\":\"bfloat16\",\"quantization_config\":" qc "}")), cfg)
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[32,32]}"), &m),
+              OKV_ERR_FORMAT, "FP8 weight without a scale");
+    CHECK_MSG("has no scale", "FP8 weight without a scale");
+
+    /* 128 x 128-style blocks (here 32 x 32 on a 64 x 64 matrix): a 2 x 2 grid of F32 */
+    const float grid[4] = {0.5f, -2.0f, 0.125f, 3.0f};
+    struct st_t *sc = hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale_inv", "F32", 2, 2, 2, grid, sizeof grid);
+    enum okv_status st;
+    hf_write(h, dir, QCFG("{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[32,32]}"), 1);
+    st = okv_model_load(dir, &m);
+    CHECK(st == OKV_OK, "fp8 blocks: %s", okv_last_error());
+    if (st == OKV_OK) {
+        float row[64];
+        int bad = 0;
+        CHECK(m->layers[0].wq.dtype == OKV_DTYPE_F8_E4M3 && m->cfg.fp8_block[0] == 32, "fp8 view");
+        for (int r = 0; r < 64; r += 9) {
+            CHECK(okv_tensor_to_f32(&m->layers[0].wq, (int64_t)r * 64, 64, row) == OKV_OK, "%s", okv_last_error());
+            for (int c = 0; c < 64; c++)
+                bad += row[c] != okv_e4m3_to_f32(q[r * 64 + c]) * grid[(r / 32) * 2 + c / 32];
+        }
+        /* a range that starts and ends inside rows */
+        float part[100];
+        CHECK(okv_tensor_to_f32(&m->layers[0].wq, 1000, 100, part) == OKV_OK, "%s", okv_last_error());
+        for (int i = 0; i < 100; i++) {
+            const int e = 1000 + i, r = e / 64, c = e % 64;
+            bad += part[i] != okv_e4m3_to_f32(q[e]) * grid[(r / 32) * 2 + c / 32];
+        }
+        CHECK(bad == 0, "fp8 blocks: %d values differ from e4m3(q) x scale", bad);
+        char desc[2048];
+        okv_model_describe(m, desc, sizeof desc);
+        CHECK(strstr(desc, "f8_e4m3") != NULL, "describe names the fp8 weights: %s", desc);
+        okv_model_free(m);
+        m = NULL;
+    }
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"fp8\",\"weight_block_size\":[16,16]}"), &m), OKV_ERR_FORMAT,
+              "a grid the configured blocks do not tile");
+    CHECK_MSG("does not tile", "a grid the configured blocks do not tile");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"fp8\",\"weight_block_size\":[0,128]}"), &m), OKV_ERR_FORMAT,
+              "weight_block_size 0");
+    CHECK_MSG("weight_block_size", "weight_block_size 0");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"fp8\",\"fmt\":\"e5m2\"}"), &m), OKV_ERR_UNSUPPORTED, "fp8 e5m2");
+    CHECK_MSG("e5m2", "fp8 e5m2");
+    sc->dtype = "I32";
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"fp8\"}"), &m), OKV_ERR_UNSUPPORTED, "an I32 scale");
+    CHECK_MSG("weight_scale_inv", "an I32 scale");
+    hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale_inv");
+
+    /* compressed-tensors, per output channel: a [64, 1] BF16 "_scale" */
+    uint16_t ch[64];
+    for (int r = 0; r < 64; r++)
+        ch[r] = okv_f32_to_bf16((float)(r + 1) / 16.0f);
+    hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 2, 64, 1, ch, sizeof ch);
+    const char *ct = "{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":"
+                     "{\"group_0\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":8,\"type\":\"float\","
+                     "\"strategy\":\"channel\"}}},\"ignore\":[\"lm_head\"]}";
+    char ctcfg[4096];
+    snprintf(ctcfg, sizeof ctcfg, "%s", subst(k_llama_cfg, "\"torch_dtype\":\"bfloat16\"}", "\"torch_dtype\":\"bfloat16\",\"quantization_config\":"));
+    snprintf(ctcfg + strlen(ctcfg), sizeof ctcfg - strlen(ctcfg), "%s}", ct);
+    hf_write(h, dir, ctcfg, 1);
+    st = okv_model_load(dir, &m);
+    CHECK(st == OKV_OK, "compressed-tensors channel: %s", okv_last_error());
+    if (st == OKV_OK) {
+        float row[64];
+        int bad = 0;
+        for (int r = 0; r < 64; r += 7) {
+            okv_tensor_to_f32(&m->layers[0].wq, (int64_t)r * 64, 64, row);
+            for (int c = 0; c < 64; c++)
+                bad += row[c] != okv_e4m3_to_f32(q[r * 64 + c]) * okv_bf16_to_f32(ch[r]);
+        }
+        CHECK(bad == 0, "fp8 per channel: %d values differ", bad);
+        okv_model_free(m);
+        m = NULL;
+    }
+    /* the methods that are not read: refused by name before any tensor */
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128}"), &m), OKV_ERR_UNSUPPORTED,
+              "AWQ");
+    CHECK_MSG("awq", "AWQ");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"gptq\",\"bits\":4}"), &m), OKV_ERR_UNSUPPORTED, "GPTQ");
+    CHECK_MSG("gptq", "GPTQ");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\"}"), &m),
+              OKV_ERR_UNSUPPORTED, "compressed-tensors int4");
+    CHECK_MSG("pack-quantized", "compressed-tensors int4");
+    CHECK_ERR(load_cfg(dir, h,
+                       QCFG("{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"g\":{\"weights\":"
+                            "{\"num_bits\":4,\"type\":\"int\"}}}}"),
+                       &m),
+              OKV_ERR_UNSUPPORTED, "compressed-tensors int4 group");
+    CHECK_MSG("4-bit int", "compressed-tensors int4 group");
+    CHECK_ERR(load_cfg(dir, h, QCFG("[1]"), &m), OKV_ERR_FORMAT, "quantization_config not an object");
+    /* a per-channel scale whose length is not the rows' */
+    hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
+    hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 1, 48, 1, ch, 48 * 2);
+    CHECK_ERR(load_cfg(dir, h, ctcfg, &m), OKV_ERR_FORMAT, "a 48-long scale on 64 rows");
+    CHECK_MSG("does not tile", "a 48-long scale on 64 rows");
+    hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
+#undef QCFG
+}
+
 static void test_hf(void)
 {
     char dir[512];
@@ -1430,6 +1566,10 @@ static void test_hf(void)
         okv_model_free(m);
         m = NULL;
     }
+
+    test_hf_fp8(dir, &h);
+    hf_free(&h);
+    hf_tiny(&h, "llama", 2, 64, 4, 2, 16, 96, 128, false);
 
     /* Tensor faults. */
     struct st_t *t = hf_find(&h, "model.layers.1.mlp.up_proj.weight");

@@ -68,6 +68,7 @@ struct okv_model_config {
     bool qkv_bias;
     bool qk_norm;
     bool tied_embeddings;
+    int fp8_block[2];              /* FP8 checkpoints: quantization_config.weight_block_size (rows, cols), 0: none */
 };
 
 struct okv_layer_weights {

@@ -25,6 +25,7 @@ enum okv_dtype {
     OKV_DTYPE_Q4_K,   /* super-blocks of 256, 144 bytes: 4-bit q, 6-bit scales and mins of 32 */
     OKV_DTYPE_Q5_K,   /* super-blocks of 256, 176 bytes: 5-bit q, 6-bit scales and mins of 32 */
     OKV_DTYPE_Q6_K,   /* super-blocks of 256, 210 bytes: 6-bit q - 32, 8-bit scales of 16 */
+    OKV_DTYPE_F8_E4M3, /* one byte an element (OCP E4M3, "fn": no infinities), times the view's scale grid */
     OKV_DTYPE_COUNT
 };
 
@@ -47,6 +48,18 @@ enum okv_shard {
     OKV_SHARD_IN_FFN,
 };
 
+/* The scale of an FP8 weight (Hugging Face "fp8", compressed-tensors and fbgemm FP8
+ * checkpoints: a "<name>_scale_inv" or "<name>_scale" tensor beside it): element (r, c) of
+ * the [rows][cols] matrix is e4m3(q) * grid[r / block_rows][c / block_cols]. A per-tensor
+ * scale is a 1 x 1 grid, a per-channel one rows x 1, a 128 x 128-block one
+ * ceil(rows / 128) x ceil(cols / 128). */
+struct okv_tensor_scale {
+    const void *data;                  /* borrowed; NULL: no scale (other dtypes) */
+    enum okv_dtype dtype;              /* F32, F16 or BF16 */
+    int64_t rows, cols;                /* the grid's shape */
+    int64_t block_rows, block_cols;    /* elements of the matrix each grid value covers */
+};
+
 struct okv_tensor_view {
     char name[OKV_TENSOR_NAME_MAX];
     enum okv_shard shard;              /* set by the engine before loading; files leave it NONE */
@@ -55,6 +68,7 @@ struct okv_tensor_view {
     int64_t ne[OKV_TENSOR_MAX_DIMS];  /* ne[0] innermost (row length); unused dims are 1 */
     const void *data;                  /* borrowed; NULL when the tensor is absent */
     size_t nbytes;
+    struct okv_tensor_scale scale;     /* F8_E4M3 only */
 };
 
 const char *okv_dtype_name(enum okv_dtype t);

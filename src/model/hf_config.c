@@ -165,6 +165,65 @@ static enum okv_status parse_rope(const char *path, const cJSON *r, const char *
                          path, type);
 }
 
+/* "quantization_config": the FP8 weight formats are read (their F8_E4M3 tensors and scales:
+ * src/model/safetensors.c), every other method is refused by name, before a tensor is looked
+ * for (an AWQ or GPTQ folder would otherwise fail on a missing "q_proj.weight"). */
+static enum okv_status check_quant(const char *path, const cJSON *qc, struct okv_model_config *cfg)
+{
+    if (!qc || cJSON_IsNull(qc))
+        return OKV_OK;
+    const cJSON *m = item(qc, "quant_method");
+    if (!cJSON_IsObject(qc) || !cJSON_IsString(m))
+        return okv_set_error(OKV_ERR_FORMAT, "%s: \"quantization_config\" must be an object with a \"quant_method\" string", path);
+    const char *qm = m->valuestring;
+    if (strcmp(qm, "fp8") == 0) {   /* transformers' FineGrainedFP8 (Qwen3 FP8, DeepSeek): 128 x 128 blocks */
+        const cJSON *fmt = item(qc, "fmt");
+        if (fmt && !(cJSON_IsString(fmt) && strcmp(fmt->valuestring, "e4m3") == 0))
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: fp8 \"fmt\" %s is not supported (e4m3)", path,
+                                 cJSON_IsString(fmt) ? fmt->valuestring : "(not a string)");
+        const cJSON *wb = item(qc, "weight_block_size");
+        if (wb) {
+            const cJSON *r = cJSON_GetArrayItem(wb, 0), *c = cJSON_GetArrayItem(wb, 1);
+            if (!cJSON_IsArray(wb) || cJSON_GetArraySize(wb) != 2 || !cJSON_IsNumber(r) || !cJSON_IsNumber(c) ||
+                r->valuedouble < 1 || c->valuedouble < 1 || r->valuedouble > 1 << 20 || c->valuedouble > 1 << 20 ||
+                r->valuedouble != (int)r->valuedouble || c->valuedouble != (int)c->valuedouble)
+                return okv_set_error(OKV_ERR_FORMAT, "%s: quantization_config.weight_block_size must be two positive integers",
+                                     path);
+            cfg->fp8_block[0] = r->valueint;
+            cfg->fp8_block[1] = c->valueint;
+        }
+        return OKV_OK;
+    }
+    if (strcmp(qm, "fbgemm_fp8") == 0)   /* per-channel scales */
+        return OKV_OK;
+    if (strcmp(qm, "compressed-tensors") == 0) {   /* llm-compressor's FP8 ("float-quantized") */
+        const cJSON *fmt = item(qc, "format");
+        if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "float-quantized") != 0 &&
+            strcmp(fmt->valuestring, "naive-quantized") != 0)
+            return okv_set_error(OKV_ERR_UNSUPPORTED,
+                                 "%s: compressed-tensors format \"%s\" is not supported (only FP8 weights: \"float-quantized\")",
+                                 path, fmt->valuestring);
+        const cJSON *groups = item(qc, "config_groups"), *g;
+        cJSON_ArrayForEach(g, groups)
+        {
+            const cJSON *w = item(g, "weights");
+            const cJSON *type = item(w, "type"), *bits = item(w, "num_bits");
+            if (w && !(cJSON_IsString(type) && strcmp(type->valuestring, "float") == 0 && cJSON_IsNumber(bits) &&
+                       bits->valueint == 8))
+                return okv_set_error(OKV_ERR_UNSUPPORTED,
+                                     "%s: compressed-tensors group \"%s\" quantizes weights to %d-bit %s; only 8-bit float (FP8) "
+                                     "weights are supported",
+                                     path, g->string ? g->string : "?", cJSON_IsNumber(bits) ? bits->valueint : 0,
+                                     cJSON_IsString(type) ? type->valuestring : "?");
+        }
+        return OKV_OK;
+    }
+    return okv_set_error(OKV_ERR_UNSUPPORTED,
+                         "%s: quantization method \"%s\" is not supported (FP8 checkpoints are: \"fp8\", \"fbgemm_fp8\", "
+                         "compressed-tensors FP8); use the bf16 / fp16 checkpoint or a GGUF file",
+                         path, qm);
+}
+
 enum okv_status okv_hf_config_parse(const char *path, const char *text, size_t len, struct okv_model_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -250,6 +309,9 @@ enum okv_status okv_hf_config_parse(const char *path, const char *text, size_t l
     else if (rs)
         st = parse_rope(path, rs, "rope_scaling", cfg);
     if (st)
+        goto out;
+
+    if ((st = check_quant(path, item(root, "quantization_config"), cfg)))
         goto out;
 
     if (cfg->arch == OKV_ARCH_QWEN2)

@@ -18,9 +18,13 @@ enum okv_status okv_st_open_file(const char *path, struct okv_st_set **out);
 void okv_st_close(struct okv_st_set *s);   /* NULL is fine */
 int64_t okv_st_n_tensors(const struct okv_st_set *s);
 /* View of a tensor by name: OKV_ERR_NOT_FOUND when absent, OKV_ERR_UNSUPPORTED for
- * dtypes other than F32, F16, BF16 or ranks above 4. */
+ * dtypes other than F32, F16, BF16 and F8_E4M3 (a matrix with a scale tensor beside it,
+ * which the view's scale grid points to) or ranks above 4. */
 enum okv_status okv_st_find(const struct okv_st_set *s, const char *name, struct okv_tensor_view *out);
 bool okv_st_has(const struct okv_st_set *s, const char *name);
+/* The block of the FP8 scale grids (quantization_config.weight_block_size): a grid whose
+ * shape several block sizes fit (320 columns in 3 blocks: 107 or 128) takes this one. */
+void okv_st_set_fp8_block(struct okv_st_set *s, int64_t rows, int64_t cols);
 
 /* Parse a config.json text (len bytes; path names it in messages) into cfg: fills
  * arch, sizes, rope and flags; vocab_size comes from the file. */

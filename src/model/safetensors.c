@@ -62,7 +62,16 @@ struct okv_st_set {
     int64_t n_tensors, cap_tensors;
     uint32_t *hash;       /* index + 1, 0 = empty */
     uint64_t hash_cap;
+    int64_t fp8_block[2]; /* okv_st_set_fp8_block; 0: not given */
 };
+
+void okv_st_set_fp8_block(struct okv_st_set *s, int64_t rows, int64_t cols)
+{
+    if (s) {
+        s->fp8_block[0] = rows > 0 ? rows : 0;
+        s->fp8_block[1] = cols > 0 ? cols : 0;
+    }
+}
 
 static uint64_t hash_str(const char *s)
 {
@@ -470,6 +479,63 @@ int64_t okv_st_n_tensors(const struct okv_st_set *s) { return s ? s->n_tensors :
 
 bool okv_st_has(const struct okv_st_set *s, const char *name) { return st_lookup(s, name) >= 0; }
 
+/* The scale of FP8 weight t: "<name>_scale_inv" (Hugging Face "fp8", 128 x 128 blocks) or
+ * "<name>_scale" (compressed-tensors, fbgemm: per tensor or per output channel), F32, F16
+ * or BF16, a grid that tiles the [rows][cols] matrix. The weight is q times it in every one
+ * of these formats ("_inv" names what the quantizer divided by). */
+static enum okv_status fp8_scale(const struct okv_st_set *s, const struct st_tensor *t, const struct st_file *f,
+                                 const char *name, struct okv_tensor_scale *out)
+{
+    if (t->rank != 2)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: FP8 tensor '%s' has rank %d; only matrices can be FP8", f->path,
+                             name, t->rank);
+    char sn[600];
+    int64_t j = -1;
+    static const char *suffix[] = {"_scale_inv", "_scale"};
+    for (int k = 0; k < 2 && j < 0; k++) {
+        if (snprintf(sn, sizeof sn, "%s%s", name, suffix[k]) >= (int)sizeof sn)
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: tensor name '%s' is too long", f->path, name);
+        j = st_lookup(s, sn);
+    }
+    if (j < 0)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: FP8 tensor '%s' has no scale ('%s_scale_inv' or '%s_scale')", f->path,
+                             name, name, name);
+    const struct st_tensor *ts = &s->tensors[j];
+    const struct st_file *fs = &s->files[ts->file];
+    if (ts->dtype > ST_BF16)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: scale '%s' has dtype %s; supported: F32, F16, BF16", fs->path, sn,
+                             k_st_dtypes[ts->dtype].name);
+    int64_t gr = 1, gc = 1;
+    if (ts->rank == 2)
+        gr = ts->shape[0], gc = ts->shape[1];
+    else if (ts->rank == 1)
+        gr = ts->shape[0];   /* 1: per tensor; rows: one a row */
+    else if (ts->rank > 2)
+        gr = -1;
+    const int64_t rows = t->shape[0], cols = t->shape[1];
+    if (gr < 1 || gc < 1 || gr > rows || gc > cols)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: scale '%s' of shape [%lld, %lld] does not fit FP8 tensor '%s' [%lld, %lld]",
+                             fs->path, sn, (long long)gr, (long long)gc, name, (long long)rows, (long long)cols);
+    int64_t br = (rows + gr - 1) / gr, bc = (cols + gc - 1) / gc;
+    if (gr > 1 && gc > 1) {   /* blocks: the configured size, else one that divides evenly, else 128 */
+        if (s->fp8_block[0] > 0)
+            br = s->fp8_block[0], bc = s->fp8_block[1];
+        else if (rows % gr || cols % gc)
+            br = bc = 128;
+    }
+    if ((rows + br - 1) / br != gr || (cols + bc - 1) / bc != gc)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: scale '%s' ([%lld, %lld]) does not tile FP8 tensor '%s' ([%lld, %lld]) in blocks of %lld x %lld",
+                             fs->path, sn, (long long)gr, (long long)gc, name, (long long)rows, (long long)cols, (long long)br,
+                             (long long)bc);
+    out->data = fs->base + fs->data_off + ts->begin;
+    out->dtype = ts->dtype == ST_F32 ? OKV_DTYPE_F32 : ts->dtype == ST_F16 ? OKV_DTYPE_F16 : OKV_DTYPE_BF16;
+    out->rows = gr;
+    out->cols = gc;
+    out->block_rows = br;
+    out->block_cols = bc;
+    return OKV_OK;
+}
+
 enum okv_status okv_st_find(const struct okv_st_set *s, const char *name, struct okv_tensor_view *out)
 {
     memset(out, 0, sizeof *out);
@@ -479,16 +545,24 @@ enum okv_status okv_st_find(const struct okv_st_set *s, const char *name, struct
                              name);
     const struct st_tensor *t = &s->tensors[i];
     const struct st_file *f = &s->files[t->file];
-    if (t->dtype > ST_BF16)
-        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; supported: F32, F16, BF16", f->path, name,
-                             k_st_dtypes[t->dtype].name);
+    if (t->dtype > ST_BF16 && t->dtype != ST_F8_E4M3)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: tensor '%s' has dtype %s; supported: F32, F16, BF16, F8_E4M3 (with a scale)",
+                             f->path, name, k_st_dtypes[t->dtype].name);
     if (t->rank > OKV_TENSOR_MAX_DIMS)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: tensor '%s' has rank %d (at most %d)", f->path, name, t->rank,
                              OKV_TENSOR_MAX_DIMS);
     if (strlen(name) >= sizeof out->name)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: tensor name '%s' is too long", f->path, name);
     strcpy(out->name, name);
-    out->dtype = t->dtype == ST_F32 ? OKV_DTYPE_F32 : t->dtype == ST_F16 ? OKV_DTYPE_F16 : OKV_DTYPE_BF16;
+    if (t->dtype == ST_F8_E4M3) {
+        enum okv_status st = fp8_scale(s, t, f, name, &out->scale);
+        if (st)
+            return st;
+    }
+    out->dtype = t->dtype == ST_F32    ? OKV_DTYPE_F32
+                 : t->dtype == ST_F16  ? OKV_DTYPE_F16
+                 : t->dtype == ST_BF16 ? OKV_DTYPE_BF16
+                                       : OKV_DTYPE_F8_E4M3;
     out->n_dims = t->rank ? t->rank : 1;
     for (int d = 0; d < OKV_TENSOR_MAX_DIMS; d++)
         out->ne[d] = d < t->rank ? t->shape[t->rank - 1 - d] : 1;

@@ -44,6 +44,7 @@ const char *okv_dtype_name(enum okv_dtype t)
     case OKV_DTYPE_Q4_K: return "q4_k";
     case OKV_DTYPE_Q5_K: return "q5_k";
     case OKV_DTYPE_Q6_K: return "q6_k";
+    case OKV_DTYPE_F8_E4M3: return "f8_e4m3";
     case OKV_DTYPE_COUNT: break;
     }
     return "unknown";
@@ -81,6 +82,7 @@ static size_t elem_bytes(enum okv_dtype t)
     switch (t) {
     case OKV_DTYPE_F32: return 4;
     case OKV_DTYPE_F16: case OKV_DTYPE_BF16: return 2;
+    case OKV_DTYPE_F8_E4M3: return 1;
     default: return 0;
     }
 }
@@ -318,6 +320,53 @@ static void cvt_q3_k(const uint8_t *src, int64_t nb, float *restrict out)
     }
 }
 
+static float scale_at(const struct okv_tensor_scale *s, int64_t i)
+{
+    const uint8_t *p = s->data;
+    switch (s->dtype) {
+    case OKV_DTYPE_F16: return h2f(p + 2 * i);
+    case OKV_DTYPE_BF16: {
+        uint16_t h;
+        uint32_t u;
+        memcpy(&h, p + 2 * i, 2);
+        u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    default: {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        return f;
+    }
+    }
+}
+
+/* FP8 E4M3 elements [start, start + n) of a matrix with rows of ne0, each times its scale */
+static void cvt_f8(const struct okv_tensor_view *t, int64_t start, int64_t n, float *restrict out)
+{
+    float lut[256];
+    for (int i = 0; i < 256; i++)
+        lut[i] = okv_e4m3_to_f32((uint8_t)i);
+    const uint8_t *q = (const uint8_t *)t->data;
+    const struct okv_tensor_scale *s = &t->scale;
+    const int64_t ne0 = t->ne[0];
+    for (int64_t i = start; i < start + n;) {
+        const int64_t r = i / ne0, c0 = i % ne0;
+        int64_t c1 = ne0 < c0 + (start + n - i) ? ne0 : c0 + (start + n - i);   /* to the row's end or the range's */
+        for (int64_t c = c0; c < c1;) {
+            /* one scale value covers columns [c, ce) */
+            const int64_t bc = s->data ? s->block_cols : ne0;
+            const int64_t ce = (c / bc + 1) * bc < c1 ? (c / bc + 1) * bc : c1;
+            const float sc = s->data ? scale_at(s, (r / s->block_rows) * s->cols + c / bc) : 1.0f;
+            for (int64_t k = c; k < ce; k++)
+                out[r * ne0 + k - start] = lut[q[r * ne0 + k]] * sc;
+            c = ce;
+        }
+        i += c1 - c0;
+    }
+}
+
 enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start, int64_t n, float *out)
 {
     if (!t || !out || !t->data)
@@ -339,6 +388,9 @@ enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start
         return OKV_OK;
     case OKV_DTYPE_BF16:
         cvt_bf16(src + 2 * start, n, out);
+        return OKV_OK;
+    case OKV_DTYPE_F8_E4M3:
+        cvt_f8(t, start, n, out);
         return OKV_OK;
     case OKV_DTYPE_COUNT:
         return okv_set_error(OKV_ERR_UNSUPPORTED, "tensor '%s': unknown dtype %d", t->name, (int)t->dtype);

@@ -543,6 +543,8 @@ static enum okv_status tp_mem_read(okv_backend *be, const okv_bmem *m, size_t of
 static bool slice_rows(const struct okv_tensor_view *t, int64_t lo, int64_t hi, struct okv_tensor_view *v)
 {
     *v = *t;
+    if (t->scale.data)   /* FP8 with a scale grid: converted whole rows at a time (slice_cols) */
+        return false;
     if (t->n_dims <= 1 || t->ne[1] == 1) {   /* vector */
         const int64_t bk = okv_dtype_block(t->dtype);
         if (lo % bk || hi % bk)

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Make the FP8 reference checkpoints under tests/data/models: tiny random models saved the
+way FP8 checkpoints on the Hugging Face hub are (F8_E4M3 matrices with a scale tensor beside
+each, BF16 for the rest, a "quantization_config" in config.json), with greedy tokens and
+logits from transformers running the dequantized weights (torch's float8_e4m3fn -> float32
+conversion times the scale, the formats' definition).
+
+  llama_fp8_block     quant_method "fp8" (transformers' FineGrainedFP8: Qwen3-*-FP8, DeepSeek):
+                      128 x 128 blocks, "<name>_scale_inv" F32 of shape [ceil(out/128),
+                      ceil(in/128)]; FFN 320 leaves partial blocks at the edges.
+  qwen2_fp8_channel   quant_method "compressed-tensors", format "float-quantized" (llm-compressor's
+                      FP8 / FP8-dynamic: RedHatAI's checkpoints): per output channel,
+                      "<name>_scale" BF16 of shape [out, 1]; lm_head left unquantized
+                      ("ignore"), q/k/v biases, plus an "input_scale" as static-activation
+                      checkpoints carry (weights-only here: the engine computes activations in
+                      bf16 / fp32 and does not read it).
+
+    python tests/py/make_fp8_models.py      (same packages as make_reference_models.py)"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_reference_models as mrm  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from safetensors.torch import save_file  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
+
+F8 = torch.float8_e4m3fn
+F8_MAX = 448.0
+MATS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+SPECS = [
+    dict(name="llama_fp8_block", cls=LlamaForCausalLM, cfg_cls=LlamaConfig, seed=8000, prompt_len=40,
+         config_form="rope_parameters", lm_std=1.5, scheme="block",
+         cfg=dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=320, vocab_size=mrm.VOCAB, max_position_embeddings=256, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False)),
+    dict(name="qwen2_fp8_channel", cls=Qwen2ForCausalLM, cfg_cls=Qwen2Config, seed=9000, prompt_len=40,
+         config_form="rope_parameters", lm_std=1.5, scheme="channel",
+         cfg=dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                  intermediate_size=192, vocab_size=mrm.VOCAB, max_position_embeddings=256, rms_norm_eps=1e-6,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, use_sliding_window=False,
+                  tie_word_embeddings=False)),
+]
+
+
+def quantize(w, scheme):
+    """(fp8 tensor, scale tensor, dequantized float32 tensor) of an [out, in] float32 matrix."""
+    out_f, in_f = w.shape
+    if scheme == "block":
+        B = 128
+        gr, gc = -(-out_f // B), -(-in_f // B)
+        scale = torch.zeros(gr, gc, dtype=torch.float32)
+        for i in range(gr):
+            for j in range(gc):
+                blk = w[i * B:(i + 1) * B, j * B:(j + 1) * B]
+                scale[i, j] = blk.abs().max().clamp(min=1e-12) / F8_MAX
+        full = scale.repeat_interleave(B, 0)[:out_f].repeat_interleave(B, 1)[:, :in_f]
+    else:
+        scale = (w.abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / F8_MAX).to(torch.bfloat16)
+        full = scale.to(torch.float32).expand(out_f, in_f)
+    q = (w / full).clamp(-F8_MAX, F8_MAX).to(F8)
+    deq = q.to(torch.float32) * full
+    return q, scale, deq
+
+
+def build(spec, seed):
+    model = mrm.build_model(spec, seed)
+    sd = {}
+    deq_sd = {}
+    for k, v in model.state_dict().items():
+        v = v.detach().clone()
+        if k.endswith(".weight") and k.split(".")[-2] in MATS:
+            q, scale, deq = quantize(v, spec["scheme"])
+            sd[k] = q
+            sd[k + ("_scale_inv" if spec["scheme"] == "block" else "_scale")] = scale
+            if spec["scheme"] == "channel":
+                sd[k.replace(".weight", ".input_scale")] = torch.tensor([0.05], dtype=torch.bfloat16)
+            deq_sd[k] = deq
+        else:   # embeddings, norms, biases, lm_head: BF16, as FP8 checkpoints keep them
+            b = v.to(torch.bfloat16)
+            sd[k] = b
+            deq_sd[k] = b.to(torch.float32)
+    ref = mrm.build_model(spec)
+    ref.load_state_dict(deq_sd)
+    ref.eval()
+    return model, sd, ref
+
+
+def quant_config(scheme):
+    if scheme == "block":
+        return {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    return {"quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                "num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False},
+                "input_activations": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "tensor",
+                                      "dynamic": False}}},
+            "ignore": ["lm_head"]}
+
+
+def main():
+    for spec in SPECS:
+        prompt = mrm.make_prompt(spec["seed"], spec["prompt_len"])
+        chosen = None
+        for t in range(mrm.MAX_SEED_TRIES):
+            seed = spec["seed"] + t
+            model, sd, ref = build(spec, seed)
+            toks, logits = mrm.greedy(ref, prompt, mrm.N_STEPS)
+            if min(mrm.top1_margin(r) for r in logits) >= mrm.MARGIN_MIN and len(set(toks)) >= mrm.MIN_DISTINCT:
+                chosen = seed
+                break
+        if chosen is None:
+            raise RuntimeError("no acceptable seed for " + spec["name"])
+        d = os.path.join(mrm.OUT, spec["name"])
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+        os.makedirs(d)
+        with tempfile.TemporaryDirectory() as td:   # config.json as save_pretrained writes it
+            model.config.save_pretrained(td)
+            with open(os.path.join(td, "config.json")) as f:
+                cfg = json.load(f)
+        cfg["quantization_config"] = quant_config(spec["scheme"])
+        cfg["torch_dtype"] = "bfloat16"
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2, sort_keys=True)
+            f.write("\n")
+        save_file(sd, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+        # read back: the saved bytes give the same reference
+        from safetensors.torch import load_file
+        back = load_file(os.path.join(d, "model.safetensors"))
+        assert all(torch.equal(back[k].view(torch.uint8) if back[k].dtype == F8 else back[k],
+                               sd[k].view(torch.uint8) if sd[k].dtype == F8 else sd[k]) for k in sd)
+        # sensitivity: the fp8 bytes without their scales decode to a different model
+        noscale = {k: (v.to(torch.float32) if v.dtype == F8 else v.to(torch.float32)) for k, v in sd.items()
+                   if not (k.endswith("_scale") or k.endswith("_scale_inv") or k.endswith("input_scale"))}
+        m2 = mrm.build_model(spec)
+        m2.load_state_dict(noscale)
+        ntoks, _ = mrm.greedy(m2, prompt, mrm.N_STEPS)
+        f32toks, _ = mrm.greedy(mrm.build_model(spec, chosen), prompt, mrm.N_STEPS)
+        extra = {"method": "transformers_dequantized_fp8", "model_dir": spec["name"], "weight_seed": chosen,
+                 "prompt_seed": spec["seed"], "fp8_scheme": spec["scheme"],
+                 "quantization_config": cfg["quantization_config"],
+                 "without_scales_diverges_at_step": next((i for i, (a, b) in enumerate(zip(ntoks, toks)) if a != b), None),
+                 "n_greedy_equal_to_unquantized_f32": next((i for i, (a, b) in enumerate(zip(f32toks, toks)) if a != b),
+                                                           mrm.N_STEPS)}
+        assert extra["without_scales_diverges_at_step"] is not None
+        mm = mrm.write_reference(os.path.join(d, "reference.json"), os.path.join(d, "logits.f32"), prompt, toks, logits,
+                                 extra)
+        mrm.log("[%s] seed %d, min margin %.4f, %d tensors, without scales diverges at step %s, "
+                "equals the unquantized model for %d steps" % (spec["name"], chosen, mm, len(sd),
+                                                                extra["without_scales_diverges_at_step"],
+                                                                extra["n_greedy_equal_to_unquantized_f32"]))
+
+
+if __name__ == "__main__":
+    main()
