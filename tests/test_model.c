@@ -1318,6 +1318,49 @@ static void test_hf_fp8(const char *dir, struct hf *h)
         okv_model_free(m);
         m = NULL;
     }
+    /* partial blocks: up_proj (96 x 64) in 64 x 64 blocks is a 2 x 1 grid whose second block has 32 rows
+     * (an even split would take blocks of 48); q_proj per tensor meanwhile */
+    {
+        const char *up = "model.layers.0.mlp.up_proj.weight";
+        uint8_t q2[96 * 64];
+        for (int i = 0; i < 96 * 64; i++)
+            q2[i] = (uint8_t)((rand() & 0xFF) & ~0x01) | 0x02;   /* bit 1 set: never 0x7f / 0xff */
+        const float g2[2] = {0.25f, 4.0f}, one = 0.75f;
+        hf_drop(h, up);
+        hf_add_raw(h, up, "F8_E4M3", 2, 96, 64, q2, sizeof q2);
+        hf_add_raw(h, "model.layers.0.mlp.up_proj.weight_scale_inv", "F32", 2, 2, 1, g2, sizeof g2);
+        float keep[4];
+        sc = hf_find(h, "model.layers.0.self_attn.q_proj.weight_scale_inv");   /* hf_drop moves entries */
+        memcpy(keep, sc->data, sizeof keep);
+        sc->shape[0] = sc->shape[1] = 1;
+        sc->nbytes = 4;
+        memcpy(sc->data, &one, 4);
+        hf_write(h, dir, QCFG("{\"quant_method\":\"fp8\",\"weight_block_size\":[64,64]}"), 1);
+        st = okv_model_load(dir, &m);
+        CHECK(st == OKV_OK, "fp8 partial blocks: %s", okv_last_error());
+        if (st == OKV_OK) {
+            float row[64];
+            int bad = 0;
+            for (int r = 0; r < 96; r += 5) {
+                okv_tensor_to_f32(&m->layers[0].w_up, (int64_t)r * 64, 64, row);
+                for (int c = 0; c < 64; c++)
+                    bad += row[c] != okv_e4m3_to_f32(q2[r * 64 + c]) * g2[r / 64];
+                okv_tensor_to_f32(&m->layers[0].wq, (int64_t)(r % 64) * 64, 64, row);
+                for (int c = 0; c < 64; c++)
+                    bad += row[c] != okv_e4m3_to_f32(q[(r % 64) * 64 + c]) * one;
+            }
+            CHECK(bad == 0, "fp8 partial blocks / per tensor: %d values differ", bad);
+            okv_model_free(m);
+            m = NULL;
+        }
+        hf_drop(h, "model.layers.0.mlp.up_proj.weight_scale_inv");
+        hf_drop(h, up);
+        hf_add(h, up, OKV_DTYPE_F16, 2, 96, 64);
+        sc = hf_find(h, "model.layers.0.self_attn.q_proj.weight_scale_inv");
+        sc->shape[0] = sc->shape[1] = 2;
+        sc->nbytes = sizeof keep;
+        memcpy(sc->data, keep, sizeof keep);
+    }
     CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"fp8\",\"weight_block_size\":[16,16]}"), &m), OKV_ERR_FORMAT,
               "a grid the configured blocks do not tile");
     CHECK_MSG("does not tile", "a grid the configured blocks do not tile");
@@ -1326,7 +1369,7 @@ static void test_hf_fp8(const char *dir, struct hf *h)
     CHECK_MSG("weight_block_size", "weight_block_size 0");
     CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"fp8\",\"fmt\":\"e5m2\"}"), &m), OKV_ERR_UNSUPPORTED, "fp8 e5m2");
     CHECK_MSG("e5m2", "fp8 e5m2");
-    sc->dtype = "I32";
+    hf_find(h, "model.layers.0.self_attn.q_proj.weight_scale_inv")->dtype = "I32";
     CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"fp8\"}"), &m), OKV_ERR_UNSUPPORTED, "an I32 scale");
     CHECK_MSG("weight_scale_inv", "an I32 scale");
     hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale_inv");

@@ -517,7 +517,9 @@ static enum okv_status fp8_scale(const struct okv_st_set *s, const struct st_ten
         return okv_set_error(OKV_ERR_FORMAT, "%s: scale '%s' of shape [%lld, %lld] does not fit FP8 tensor '%s' [%lld, %lld]",
                              fs->path, sn, (long long)gr, (long long)gc, name, (long long)rows, (long long)cols);
     int64_t br = (rows + gr - 1) / gr, bc = (cols + gc - 1) / gc;
-    if (gr > 1 && gc > 1) {   /* blocks: the configured size, else one that divides evenly, else 128 */
+    if (!(gr == 1 && gc == 1) && !(gr == rows && gc == 1)) {
+        /* blocks (neither per tensor nor per row): the configured size, else one that divides
+         * evenly, else 128 */
         if (s->fp8_block[0] > 0)
             br = s->fp8_block[0], bc = s->fp8_block[1];
         else if (rows % gr || cols % gc)

@@ -6,14 +6,17 @@ logits from transformers running the dequantized weights (torch's float8_e4m3fn 
 conversion times the scale, the formats' definition).
 
   llama_fp8_block     quant_method "fp8" (transformers' FineGrainedFP8: Qwen3-*-FP8, DeepSeek):
-                      128 x 128 blocks, "<name>_scale_inv" F32 of shape [ceil(out/128),
-                      ceil(in/128)]; FFN 320 leaves partial blocks at the edges.
+                      128 x 128 blocks, "<name>_scale_inv" F32 of shape [out/128, in/128]
+                      (FFN 384; transformers' own FP8 dequantization, which the script also
+                      runs as a cross-check, needs whole blocks; partial ones: test_model).
   qwen2_fp8_channel   quant_method "compressed-tensors", format "float-quantized" (llm-compressor's
                       FP8 / FP8-dynamic: RedHatAI's checkpoints): per output channel,
                       "<name>_scale" BF16 of shape [out, 1]; lm_head left unquantized
-                      ("ignore"), q/k/v biases, plus an "input_scale" as static-activation
-                      checkpoints carry (weights-only here: the engine computes activations in
-                      bf16 / fp32 and does not read it).
+                      ("ignore"), q/k/v biases. Weights only ("input_activations": null), so
+                      that compressed-tensors' own forward, the cross-check, does not quantize
+                      activations: the engine computes them in bf16 / fp32 in every FP8 scheme
+                      (FP8_DYNAMIC and static input scales included; vLLM's FP8 GEMMs quantize
+                      them, so its logits differ from the engine's by that rounding).
 
     python tests/py/make_fp8_models.py      (same packages as make_reference_models.py)"""
 import json
@@ -37,7 +40,7 @@ SPECS = [
     dict(name="llama_fp8_block", cls=LlamaForCausalLM, cfg_cls=LlamaConfig, seed=8000, prompt_len=40,
          config_form="rope_parameters", lm_std=1.5, scheme="block",
          cfg=dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                  intermediate_size=320, vocab_size=mrm.VOCAB, max_position_embeddings=256, rms_norm_eps=1e-5,
+                  intermediate_size=384, vocab_size=mrm.VOCAB, max_position_embeddings=256, rms_norm_eps=1e-5,
                   rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False)),
     dict(name="qwen2_fp8_channel", cls=Qwen2ForCausalLM, cfg_cls=Qwen2Config, seed=9000, prompt_len=40,
          config_form="rope_parameters", lm_std=1.5, scheme="channel",
@@ -78,8 +81,6 @@ def build(spec, seed):
             q, scale, deq = quantize(v, spec["scheme"])
             sd[k] = q
             sd[k + ("_scale_inv" if spec["scheme"] == "block" else "_scale")] = scale
-            if spec["scheme"] == "channel":
-                sd[k.replace(".weight", ".input_scale")] = torch.tensor([0.05], dtype=torch.bfloat16)
             deq_sd[k] = deq
         else:   # embeddings, norms, biases, lm_head: BF16, as FP8 checkpoints keep them
             b = v.to(torch.bfloat16)
@@ -97,9 +98,25 @@ def quant_config(scheme):
     return {"quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
             "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
                 "num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False},
-                "input_activations": {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "tensor",
-                                      "dynamic": False}}},
+                "input_activations": None}},
             "ignore": ["lm_head"]}
+
+
+def library_logits(d, spec, prompt, toks):
+    """transformers' own loading of the folder (FineGrainedFP8 with dequantize=True for "fp8";
+    compressed-tensors' decompression when that package is installed): teacher-forced logits,
+    or None where it cannot load it on the CPU."""
+    from transformers import AutoModelForCausalLM
+    kw = {}
+    if spec["scheme"] == "block":
+        from transformers import FineGrainedFP8Config
+        kw["quantization_config"] = FineGrainedFP8Config(dequantize=True, weight_block_size=(128, 128))
+    try:
+        m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager", **kw).eval()
+    except Exception as e:  # noqa: BLE001
+        mrm.log("[%s] transformers' own loader: not on this CPU (%s)" % (spec["name"], str(e).splitlines()[0][:120]))
+        return None
+    return mrm.teacher_forced(m, prompt, toks)
 
 
 def main():
@@ -148,6 +165,11 @@ def main():
                  "n_greedy_equal_to_unquantized_f32": next((i for i, (a, b) in enumerate(zip(f32toks, toks)) if a != b),
                                                            mrm.N_STEPS)}
         assert extra["without_scales_diverges_at_step"] is not None
+        # cross-check with the library's own reading of the format, where it has one on the CPU
+        lib = library_logits(d, spec, prompt, toks)
+        if lib is not None:
+            extra["transformers_own_loader_max_abs_diff"] = float(np.abs(lib - logits).max())
+            assert extra["transformers_own_loader_max_abs_diff"] < 1e-4, extra
         mm = mrm.write_reference(os.path.join(d, "reference.json"), os.path.join(d, "logits.f32"), prompt, toks, logits,
                                  extra)
         mrm.log("[%s] seed %d, min margin %.4f, %d tensors, without scales diverges at step %s, "
