@@ -1406,9 +1406,16 @@ static void test_hf_fp8(const char *dir, struct hf *h)
     CHECK_MSG("awq", "AWQ");
     CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"gptq\",\"bits\":4}"), &m), OKV_ERR_UNSUPPORTED, "GPTQ");
     CHECK_MSG("gptq", "GPTQ");
-    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\"}"), &m),
-              OKV_ERR_UNSUPPORTED, "compressed-tensors int4");
-    CHECK_MSG("pack-quantized", "compressed-tensors int4");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"compressed-tensors\",\"format\":\"marlin-24\"}"), &m),
+              OKV_ERR_UNSUPPORTED, "compressed-tensors 2:4 sparse");
+    CHECK_MSG("marlin-24", "compressed-tensors 2:4 sparse");
+    CHECK_ERR(load_cfg(dir, h,
+                       QCFG("{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":"
+                            "{\"g\":{\"weights\":{\"num_bits\":4,\"type\":\"int\",\"strategy\":\"group\","
+                            "\"group_size\":128,\"actorder\":\"group\"}}}}"),
+                       &m),
+              OKV_ERR_UNSUPPORTED, "compressed-tensors actorder group");
+    CHECK_MSG("actorder", "compressed-tensors actorder group");
     CHECK_ERR(load_cfg(dir, h,
                        QCFG("{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"g\":{\"weights\":"
                             "{\"num_bits\":4,\"type\":\"int\"}}}}"),
@@ -1416,6 +1423,64 @@ static void test_hf_fp8(const char *dir, struct hf *h)
               OKV_ERR_UNSUPPORTED, "compressed-tensors int4 group");
     CHECK_MSG("4-bit int", "compressed-tensors int4 group");
     CHECK_ERR(load_cfg(dir, h, QCFG("[1]"), &m), OKV_ERR_FORMAT, "quantization_config not an object");
+    /* compressed-tensors pack-quantized (their numbers against the library: test_engine_ref's
+     * llama_w4a16_group, qwen3_w8a16_asym): 4-bit symmetric groups of 32 on q_proj, then faults */
+    {
+        hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
+        hf_drop(h, wq);
+        uint32_t words[64 * 8];   /* 64 rows of 64 4-bit values: 8 words a row */
+        for (int i = 0; i < 64 * 8; i++)
+            words[i] = (uint32_t)rand() * 2654435761u;
+        uint16_t gs[64 * 2];
+        for (int i = 0; i < 128; i++)
+            gs[i] = okv_f32_to_bf16((float)(i % 7 + 1) / 64.0f);
+        const int64_t shape[2] = {64, 64};
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_packed", "I32", 2, 64, 8, words, sizeof words);
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 2, 64, 2, gs, sizeof gs);
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_shape", "I64", 1, 2, 1, shape, sizeof shape);
+        char pk[4096];
+        snprintf(pk, sizeof pk, "%s",
+                 subst(k_llama_cfg, "\"torch_dtype\":\"bfloat16\"}",
+                       "\"torch_dtype\":\"bfloat16\",\"quantization_config\":{\"quant_method\":\"compressed-tensors\","
+                       "\"format\":\"pack-quantized\",\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],"
+                       "\"weights\":{\"num_bits\":4,\"type\":\"int\",\"symmetric\":true,\"strategy\":\"group\","
+                       "\"group_size\":32}}}}}"));
+        hf_write(h, dir, pk, 1);
+        enum okv_status st2 = okv_model_load(dir, &m);
+        CHECK(st2 == OKV_OK, "pack-quantized: %s", okv_last_error());
+        if (st2 == OKV_OK) {
+            float row[64];
+            int bad = 0;
+            CHECK(m->layers[0].wq.dtype == OKV_DTYPE_INT_PACKED && m->cfg.pack_bits == 4 && m->cfg.pack_group == 32,
+                  "packed view");
+            for (int r = 0; r < 64; r += 3) {
+                okv_tensor_to_f32(&m->layers[0].wq, (int64_t)r * 64, 64, row);
+                for (int c = 0; c < 64; c++) {
+                    const int qv = (int)((words[r * 8 + c / 8] >> (4 * (c % 8))) & 15) - 8;
+                    bad += row[c] != (float)qv * okv_bf16_to_f32(gs[r * 2 + c / 32]);
+                }
+            }
+            CHECK(bad == 0, "pack-quantized: %d values differ from (q - 8) x scale", bad);
+            okv_model_free(m);
+            m = NULL;
+        }
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_g_idx", "I32", 1, 64, 1, words, 64 * 4);
+        CHECK_ERR(load_cfg(dir, h, pk, &m), OKV_ERR_UNSUPPORTED, "activation-ordered groups");
+        CHECK_MSG("g_idx", "activation-ordered groups");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.weight_g_idx");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.weight_shape");
+        CHECK_ERR(load_cfg(dir, h, pk, &m), OKV_ERR_FORMAT, "packed without weight_shape");
+        CHECK_MSG("weight_shape", "packed without weight_shape");
+        const int64_t wrong[2] = {64, 40};   /* 40 4-bit values are 5 words, not 8 */
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_shape", "I64", 1, 2, 1, wrong, sizeof wrong);
+        CHECK_ERR(load_cfg(dir, h, pk, &m), OKV_ERR_UNSUPPORTED, "packed words that do not fit the shape");
+        CHECK_MSG("4- and 8-bit", "packed words that do not fit the shape");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.weight_shape");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.weight_packed");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
+        hf_add_raw(h, wq, "F8_E4M3", 2, 64, 64, q, sizeof q);
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 2, 64, 1, ch, sizeof ch);
+    }
     /* a per-channel scale whose length is not the rows' */
     hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
     hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 1, 48, 1, ch, 48 * 2);

@@ -69,6 +69,7 @@ struct okv_model_config {
     bool qk_norm;
     bool tied_embeddings;
     int fp8_block[2];              /* FP8 checkpoints: quantization_config.weight_block_size (rows, cols), 0: none */
+    int pack_bits, pack_group;     /* compressed-tensors pack-quantized: bits (4, 8), group size; 0: none / per channel */
 };
 
 struct okv_layer_weights {

@@ -26,6 +26,8 @@ enum okv_dtype {
     OKV_DTYPE_Q5_K,   /* super-blocks of 256, 176 bytes: 5-bit q, 6-bit scales and mins of 32 */
     OKV_DTYPE_Q6_K,   /* super-blocks of 256, 210 bytes: 6-bit q - 32, 8-bit scales of 16 */
     OKV_DTYPE_F8_E4M3, /* one byte an element (OCP E4M3, "fn": no infinities), times the view's scale grid */
+    OKV_DTYPE_INT_PACKED, /* compressed-tensors "pack-quantized" (W4A16, W8A16): 4- or 8-bit integers packed in
+                             little-endian int32 words along each row, (q - zero) times the scale grid */
     OKV_DTYPE_COUNT
 };
 
@@ -58,6 +60,13 @@ struct okv_tensor_scale {
     enum okv_dtype dtype;              /* F32, F16 or BF16 */
     int64_t rows, cols;                /* the grid's shape */
     int64_t block_rows, block_cols;    /* elements of the matrix each grid value covers */
+    /* INT_PACKED only: element c of row r is bits (4 or 8) wide at bit c * bits of the row's
+     * words (words_per_row int32 each), stored plus 2^(bits-1); the zero points, when the
+     * quantization is asymmetric, are packed the same way down each column of the grid
+     * (int32 words [ceil(rows * bits / 32)][grid cols]), NULL when symmetric. */
+    int bits;
+    int64_t words_per_row;
+    const void *zero;
 };
 
 struct okv_tensor_view {

@@ -196,31 +196,61 @@ static enum okv_status check_quant(const char *path, const cJSON *qc, struct okv
     }
     if (strcmp(qm, "fbgemm_fp8") == 0)   /* per-channel scales */
         return OKV_OK;
-    if (strcmp(qm, "compressed-tensors") == 0) {   /* llm-compressor's FP8 ("float-quantized") */
-        const cJSON *fmt = item(qc, "format");
-        if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "float-quantized") != 0 &&
-            strcmp(fmt->valuestring, "naive-quantized") != 0)
-            return okv_set_error(OKV_ERR_UNSUPPORTED,
-                                 "%s: compressed-tensors format \"%s\" is not supported (only FP8 weights: \"float-quantized\")",
-                                 path, fmt->valuestring);
+    if (strcmp(qm, "compressed-tensors") == 0) {
+        /* llm-compressor's checkpoints: FP8 weights ("float-quantized") or 4- / 8-bit integers
+         * packed in int32 words ("pack-quantized": W4A16, W8A16) */
+        const cJSON *top = item(qc, "format");
         const cJSON *groups = item(qc, "config_groups"), *g;
         cJSON_ArrayForEach(g, groups)
         {
+            const cJSON *gf = item(g, "format");
+            const char *fmt = cJSON_IsString(gf) ? gf->valuestring : cJSON_IsString(top) ? top->valuestring : "";
             const cJSON *w = item(g, "weights");
-            const cJSON *type = item(w, "type"), *bits = item(w, "num_bits");
-            if (w && !(cJSON_IsString(type) && strcmp(type->valuestring, "float") == 0 && cJSON_IsNumber(bits) &&
-                       bits->valueint == 8))
-                return okv_set_error(OKV_ERR_UNSUPPORTED,
-                                     "%s: compressed-tensors group \"%s\" quantizes weights to %d-bit %s; only 8-bit float (FP8) "
-                                     "weights are supported",
-                                     path, g->string ? g->string : "?", cJSON_IsNumber(bits) ? bits->valueint : 0,
-                                     cJSON_IsString(type) ? type->valuestring : "?");
+            if (!w)
+                continue;
+            const cJSON *type = item(w, "type"), *bits = item(w, "num_bits"), *gs = item(w, "group_size"),
+                        *ao = item(w, "actorder"), *strat = item(w, "strategy");
+            const char *ty = cJSON_IsString(type) ? type->valuestring : "?";
+            const int nb = cJSON_IsNumber(bits) ? bits->valueint : 0;
+            const char *gname = g->string ? g->string : "?";
+            if (strcmp(ty, "float") == 0 && nb == 8 &&
+                (!*fmt || strcmp(fmt, "float-quantized") == 0 || strcmp(fmt, "naive-quantized") == 0))
+                continue;
+            if (strcmp(ty, "int") == 0 && (nb == 4 || nb == 8) && strcmp(fmt, "pack-quantized") == 0) {
+                if (cJSON_IsString(ao) && strcmp(ao->valuestring, "group") == 0)
+                    return okv_set_error(OKV_ERR_UNSUPPORTED,
+                                         "%s: compressed-tensors group \"%s\" orders its groups by activation (actorder "
+                                         "\"group\"); not supported",
+                                         path, gname);
+                if (cJSON_IsString(strat) && strcmp(strat->valuestring, "group") != 0 &&
+                    strcmp(strat->valuestring, "channel") != 0)
+                    return okv_set_error(OKV_ERR_UNSUPPORTED,
+                                         "%s: compressed-tensors group \"%s\": strategy \"%s\" of packed weights is not "
+                                         "supported (group, channel)",
+                                         path, gname, strat->valuestring);
+                if (cfg->pack_bits && cfg->pack_bits != nb)
+                    return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: compressed-tensors groups with different bit widths", path);
+                cfg->pack_bits = nb;
+                if (cJSON_IsNumber(gs) && gs->valueint > 0)
+                    cfg->pack_group = gs->valueint;
+                continue;
+            }
+            return okv_set_error(OKV_ERR_UNSUPPORTED,
+                                 "%s: compressed-tensors group \"%s\" quantizes weights to %d-bit %s in format \"%s\"; "
+                                 "supported: 8-bit float (FP8), 4- and 8-bit int \"pack-quantized\"",
+                                 path, gname, nb, ty, *fmt ? fmt : "(none)");
         }
+        if (cJSON_IsString(top) && strcmp(top->valuestring, "float-quantized") != 0 &&
+            strcmp(top->valuestring, "naive-quantized") != 0 && strcmp(top->valuestring, "pack-quantized") != 0 &&
+            strcmp(top->valuestring, "mixed-precision") != 0)
+            return okv_set_error(OKV_ERR_UNSUPPORTED,
+                                 "%s: compressed-tensors format \"%s\" is not supported (float-quantized, pack-quantized)",
+                                 path, top->valuestring);
         return OKV_OK;
     }
     return okv_set_error(OKV_ERR_UNSUPPORTED,
-                         "%s: quantization method \"%s\" is not supported (FP8 checkpoints are: \"fp8\", \"fbgemm_fp8\", "
-                         "compressed-tensors FP8); use the bf16 / fp16 checkpoint or a GGUF file",
+                         "%s: quantization method \"%s\" is not supported (supported: \"fp8\", \"fbgemm_fp8\", "
+                         "\"compressed-tensors\" FP8 and packed int4 / int8); use the bf16 / fp16 checkpoint or a GGUF file",
                          path, qm);
 }
 

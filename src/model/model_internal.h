@@ -25,6 +25,9 @@ bool okv_st_has(const struct okv_st_set *s, const char *name);
 /* The block of the FP8 scale grids (quantization_config.weight_block_size): a grid whose
  * shape several block sizes fit (320 columns in 3 blocks: 107 or 128) takes this one. */
 void okv_st_set_fp8_block(struct okv_st_set *s, int64_t rows, int64_t cols);
+/* compressed-tensors pack-quantized weights: their bits and group size (config_groups.*.weights),
+ * 0 when not given (then taken from the tensors' shapes). */
+void okv_st_set_pack(struct okv_st_set *s, int bits, int64_t group);
 
 /* Parse a config.json text (len bytes; path names it in messages) into cfg: fills
  * arch, sizes, rope and flags; vocab_size comes from the file. */

@@ -63,7 +63,17 @@ struct okv_st_set {
     uint32_t *hash;       /* index + 1, 0 = empty */
     uint64_t hash_cap;
     int64_t fp8_block[2]; /* okv_st_set_fp8_block; 0: not given */
+    int pack_bits;        /* okv_st_set_pack; 0: from the shapes */
+    int64_t pack_group;
 };
+
+void okv_st_set_pack(struct okv_st_set *s, int bits, int64_t group)
+{
+    if (s) {
+        s->pack_bits = bits;
+        s->pack_group = group > 0 ? group : 0;
+    }
+}
 
 void okv_st_set_fp8_block(struct okv_st_set *s, int64_t rows, int64_t cols)
 {
@@ -477,7 +487,103 @@ enum okv_status okv_st_open_dir(const char *dir, struct okv_st_set **out)
 
 int64_t okv_st_n_tensors(const struct okv_st_set *s) { return s ? s->n_tensors : 0; }
 
-bool okv_st_has(const struct okv_st_set *s, const char *name) { return st_lookup(s, name) >= 0; }
+static int64_t lookup_suffix(const struct okv_st_set *s, const char *name, const char *suffix)
+{
+    char n[600];
+    if (snprintf(n, sizeof n, "%s%s", name, suffix) >= (int)sizeof n)
+        return -1;
+    return st_lookup(s, n);
+}
+
+bool okv_st_has(const struct okv_st_set *s, const char *name)
+{
+    return st_lookup(s, name) >= 0 || lookup_suffix(s, name, "_packed") >= 0;
+}
+
+static bool st_int(const struct okv_st_set *s, const struct st_tensor *t, int64_t i, int64_t *out)
+{
+    const uint8_t *p = s->files[t->file].base + s->files[t->file].data_off + t->begin;
+    if (t->dtype == ST_I64 && (size_t)(i + 1) * 8 <= t->nbytes) {
+        memcpy(out, p + 8 * i, 8);
+        return true;
+    }
+    if (t->dtype == ST_I32 && (size_t)(i + 1) * 4 <= t->nbytes) {
+        int32_t v;
+        memcpy(&v, p + 4 * i, 4);
+        *out = v;
+        return true;
+    }
+    return false;
+}
+
+/* compressed-tensors "pack-quantized" weight `name` ("X.weight"): X.weight_packed (I32 [rows,
+ * words]), X.weight_shape ([rows, cols]), X.weight_scale ([rows, groups] or [rows, 1] or [1]),
+ * X.weight_zero_point when asymmetric (I32, packed down the rows: [ceil(rows * bits / 32),
+ * groups]). Activation-ordered groups (X.weight_g_idx) are refused. */
+static enum okv_status packed_view(const struct okv_st_set *s, const char *name, struct okv_tensor_view *out)
+{
+    const int64_t ip = lookup_suffix(s, name, "_packed"), ish = lookup_suffix(s, name, "_shape"),
+                  isc = lookup_suffix(s, name, "_scale"), iz = lookup_suffix(s, name, "_zero_point");
+    const struct st_tensor *P = &s->tensors[ip];
+    const char *path = s->files[P->file].path;
+    if (lookup_suffix(s, name, "_g_idx") >= 0)
+        return okv_set_error(OKV_ERR_UNSUPPORTED,
+                             "%s: '%s' is quantized with activation-ordered groups (%s_g_idx); not supported", path, name,
+                             name);
+    int64_t rows = 0, cols = 0;
+    if (ish < 0 || isc < 0 || P->dtype != ST_I32 || P->rank != 2 || !st_int(s, &s->tensors[ish], 0, &rows) ||
+        !st_int(s, &s->tensors[ish], 1, &cols) || rows != P->shape[0] || cols < 1)
+        return okv_set_error(OKV_ERR_FORMAT,
+                             "%s: packed weight '%s' needs %s_packed (I32 [rows, words]), %s_shape ([rows, cols]) and "
+                             "%s_scale that agree",
+                             path, name, name, name, name);
+    const int64_t wpr = P->shape[1];
+    int bits = s->pack_bits;
+    if (!bits)
+        bits = cols % 32 == 0 && (wpr * 32) % cols == 0 ? (int)(wpr * 32 / cols) : 0;
+    if ((bits != 4 && bits != 8) || wpr != (cols * bits + 31) / 32)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: packed weight '%s' ([%lld, %lld] in %lld words a row): only 4- and 8-bit "
+                             "integers are supported",
+                             path, name, (long long)rows, (long long)cols, (long long)wpr);
+    const struct st_tensor *S = &s->tensors[isc];
+    if (S->dtype > ST_BF16 || S->rank > 2)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: scale of '%s' has dtype %s / rank %d (F32, F16 or BF16, rank <= 2)", path,
+                             name, k_st_dtypes[S->dtype].name, S->rank);
+    int64_t gr = S->rank == 2 ? S->shape[0] : 1, gc = S->rank == 2 ? S->shape[1] : 1;
+    if (S->rank == 1 && S->shape[0] != 1)
+        gr = -1;
+    int64_t group = gc == 1 ? cols : s->pack_group > 0 ? s->pack_group : (cols + gc - 1) / gc;
+    if (!(gr == rows || (gr == 1 && gc == 1)) || (cols + group - 1) / group != gc)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: scale of '%s' ([%lld, %lld]) does not fit its [%lld, %lld] in groups of %lld", path,
+                             name, (long long)gr, (long long)gc, (long long)rows, (long long)cols, (long long)group);
+    const struct st_file *fs = &s->files[S->file];
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->dtype = OKV_DTYPE_INT_PACKED;
+    out->n_dims = 2;
+    out->ne[0] = cols;
+    out->ne[1] = rows;
+    out->ne[2] = out->ne[3] = 1;
+    out->data = s->files[P->file].base + s->files[P->file].data_off + P->begin;
+    out->nbytes = P->nbytes;
+    out->scale.data = fs->base + fs->data_off + S->begin;
+    out->scale.dtype = S->dtype == ST_F32 ? OKV_DTYPE_F32 : S->dtype == ST_F16 ? OKV_DTYPE_F16 : OKV_DTYPE_BF16;
+    out->scale.rows = gr;
+    out->scale.cols = gc;
+    out->scale.block_rows = gr == 1 ? rows : 1;
+    out->scale.block_cols = group;
+    out->scale.bits = bits;
+    out->scale.words_per_row = wpr;
+    if (iz >= 0) {
+        const struct st_tensor *Z = &s->tensors[iz];
+        if (Z->dtype != ST_I32 || Z->rank != 2 || Z->shape[0] != (gr * bits + 31) / 32 || Z->shape[1] != gc)
+            return okv_set_error(OKV_ERR_UNSUPPORTED,
+                                 "%s: zero points of '%s' are not I32 packed down the rows ([%lld, %lld] expected)", path,
+                                 name, (long long)((gr * bits + 31) / 32), (long long)gc);
+        out->scale.zero = s->files[Z->file].base + s->files[Z->file].data_off + Z->begin;
+    }
+    return OKV_OK;
+}
 
 /* The scale of FP8 weight t: "<name>_scale_inv" (Hugging Face "fp8", 128 x 128 blocks) or
  * "<name>_scale" (compressed-tensors, fbgemm: per tensor or per output channel), F32, F16
@@ -542,6 +648,8 @@ enum okv_status okv_st_find(const struct okv_st_set *s, const char *name, struct
 {
     memset(out, 0, sizeof *out);
     int64_t i = st_lookup(s, name);
+    if (i < 0 && lookup_suffix(s, name, "_packed") >= 0)
+        return packed_view(s, name, out);
     if (i < 0)
         return okv_set_error(OKV_ERR_NOT_FOUND, "%s: tensor '%s' not found", s && s->n_files ? s->files[0].path : "safetensors",
                              name);

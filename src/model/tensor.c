@@ -45,6 +45,7 @@ const char *okv_dtype_name(enum okv_dtype t)
     case OKV_DTYPE_Q5_K: return "q5_k";
     case OKV_DTYPE_Q6_K: return "q6_k";
     case OKV_DTYPE_F8_E4M3: return "f8_e4m3";
+    case OKV_DTYPE_INT_PACKED: return "int_packed";
     case OKV_DTYPE_COUNT: break;
     }
     return "unknown";
@@ -367,6 +368,40 @@ static void cvt_f8(const struct okv_tensor_view *t, int64_t start, int64_t n, fl
     }
 }
 
+/* (u >> shift) & mask of the little-endian int32 word w of p */
+static inline uint32_t word_bits(const uint8_t *p, int64_t w, int shift, uint32_t mask)
+{
+    uint32_t x;
+    memcpy(&x, p + 4 * w, 4);
+    return (x >> shift) & mask;
+}
+
+/* INT_PACKED elements [start, start + n): (q - zero) * scale, q and zero signed (stored
+ * plus 2^(bits-1)); bits 4 or 8 never straddle a word */
+static void cvt_packed(const struct okv_tensor_view *t, int64_t start, int64_t n, float *restrict out)
+{
+    const struct okv_tensor_scale *s = &t->scale;
+    const uint8_t *q = t->data, *z = s->zero;
+    const int bits = s->bits, off = 1 << (bits - 1);
+    const uint32_t mask = (1u << bits) - 1;
+    const int64_t ne0 = t->ne[0];
+    for (int64_t i = start; i < start + n;) {   /* a row's stretch at a time, a group's scale and zero once */
+        const int64_t r = i / ne0, c0 = i % ne0, c1 = ne0 < c0 + (start + n - i) ? ne0 : c0 + (start + n - i);
+        const uint8_t *row = q + 4 * r * s->words_per_row;
+        for (int64_t c = c0; c < c1;) {
+            const int64_t g = c / s->block_cols, ce = (g + 1) * s->block_cols < c1 ? (g + 1) * s->block_cols : c1;
+            const int64_t gi = (r / s->block_rows) * s->cols + g;
+            const int zp = z ? (int)word_bits(z, (r * bits / 32) * s->cols + g, (int)(r * bits % 32), mask) - off : 0;
+            const float sc = scale_at(s, gi);
+            for (int64_t k = c; k < ce; k++)
+                out[r * ne0 + k - start] =
+                    (float)((int)word_bits(row, k * bits / 32, (int)(k * bits % 32), mask) - off - zp) * sc;
+            c = ce;
+        }
+        i += c1 - c0;
+    }
+}
+
 enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start, int64_t n, float *out)
 {
     if (!t || !out || !t->data)
@@ -375,6 +410,13 @@ enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start
     if (start < 0 || n < 0 || start > total || n > total - start)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tensor '%s': range [%lld, +%lld) outside its %lld elements", t->name,
                              (long long)start, (long long)n, (long long)total);
+    if (t->dtype == OKV_DTYPE_INT_PACKED) {
+        if (!t->scale.data || (t->scale.bits != 4 && t->scale.bits != 8) || t->scale.block_rows < 1 ||
+            t->scale.block_cols < 1)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "tensor '%s': packed integers without a valid scale", t->name);
+        cvt_packed(t, start, n, out);
+        return OKV_OK;
+    }
     if (okv_dtype_nbytes(t->dtype, start + n) > t->nbytes && t->nbytes)
         return okv_set_error(OKV_ERR_INVALID_ARG, "tensor '%s': range [%lld, +%lld) outside its %zu bytes", t->name,
                              (long long)start, (long long)n, t->nbytes);
