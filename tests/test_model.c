@@ -1401,11 +1401,18 @@ static void test_hf_fp8(const char *dir, struct hf *h)
         m = NULL;
     }
     /* the methods that are not read: refused by name before any tensor */
-    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128}"), &m), OKV_ERR_UNSUPPORTED,
-              "AWQ");
-    CHECK_MSG("awq", "AWQ");
-    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"gptq\",\"bits\":4}"), &m), OKV_ERR_UNSUPPORTED, "GPTQ");
-    CHECK_MSG("gptq", "GPTQ");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"bitsandbytes\",\"load_in_4bit\":true}"), &m),
+              OKV_ERR_UNSUPPORTED, "bitsandbytes");
+    CHECK_MSG("bitsandbytes", "bitsandbytes");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"awq\",\"bits\":4,\"group_size\":128,\"version\":\"gemv\"}"), &m),
+              OKV_ERR_UNSUPPORTED, "AWQ gemv");
+    CHECK_MSG("gemv", "AWQ gemv");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"gptq\",\"bits\":3,\"group_size\":128}"), &m),
+              OKV_ERR_UNSUPPORTED, "GPTQ 3-bit");
+    CHECK_MSG("3 bits", "GPTQ 3-bit");
+    CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"gptq\",\"bits\":4,\"checkpoint_format\":\"marlin\"}"), &m),
+              OKV_ERR_UNSUPPORTED, "GPTQ marlin format");
+    CHECK_MSG("marlin", "GPTQ marlin format");
     CHECK_ERR(load_cfg(dir, h, QCFG("{\"quant_method\":\"compressed-tensors\",\"format\":\"marlin-24\"}"), &m),
               OKV_ERR_UNSUPPORTED, "compressed-tensors 2:4 sparse");
     CHECK_MSG("marlin-24", "compressed-tensors 2:4 sparse");
@@ -1478,6 +1485,51 @@ static void test_hf_fp8(const char *dir, struct hf *h)
         hf_drop(h, "model.layers.0.self_attn.q_proj.weight_shape");
         hf_drop(h, "model.layers.0.self_attn.q_proj.weight_packed");
         hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
+        hf_add_raw(h, wq, "F8_E4M3", 2, 64, 64, q, sizeof q);
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 2, 64, 1, ch, sizeof ch);
+    }
+    /* GPTQ / AWQ (their numbers against GPTQModel: test_engine_ref's llama_gptq_actorder and qwen2_awq): faults */
+    {
+        hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
+        hf_drop(h, wq);
+        uint32_t qw[8 * 64], qz[2 * 8];
+        for (int i = 0; i < 8 * 64; i++)
+            qw[i] = (uint32_t)rand() * 2246822519u;
+        for (int i = 0; i < 16; i++)
+            qz[i] = 0x77777777u;
+        uint16_t sc16[2 * 64];
+        for (int i = 0; i < 128; i++)
+            sc16[i] = okv_f32_to_fp16(0.01f * (float)(i % 5 + 1));
+        int32_t gidx[64];
+        for (int i = 0; i < 64; i++)
+            gidx[i] = (i * 7) % 2;
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.qweight", "I32", 2, 8, 64, qw, sizeof qw);
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.qzeros", "I32", 2, 2, 8, qz, sizeof qz);
+        struct st_t *sct = hf_add_raw(h, "model.layers.0.self_attn.q_proj.scales", "F16", 2, 2, 64, sc16, sizeof sc16);
+        (void)sct;
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.g_idx", "I32", 1, 64, 1, gidx, sizeof gidx);
+        CHECK_ERR(load_cfg(dir, h, k_llama_cfg, &m), OKV_ERR_FORMAT, "qweight without a quantization_config");
+        CHECK_MSG("names neither", "qweight without a quantization_config");
+        char gq[4096];
+        snprintf(gq, sizeof gq, "%s",
+                 subst(k_llama_cfg, "\"torch_dtype\":\"bfloat16\"}",
+                       "\"torch_dtype\":\"bfloat16\",\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":4,"
+                       "\"group_size\":32,\"desc_act\":true,\"checkpoint_format\":\"gptq\"}}"));
+        enum okv_status st3 = load_cfg(dir, h, gq, &m);
+        CHECK(st3 == OKV_OK, "gptq with activation order: %s", okv_last_error());
+        gidx[17] = 2;   /* two groups: 2 is out of range */
+        hf_drop(h, "model.layers.0.self_attn.q_proj.g_idx");
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.g_idx", "I32", 1, 64, 1, gidx, sizeof gidx);
+        CHECK_ERR(load_cfg(dir, h, gq, &m), OKV_ERR_FORMAT, "g_idx out of range");
+        CHECK_MSG("outside", "g_idx out of range");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.g_idx");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.scales");
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.scales", "F16", 2, 1, 64, sc16, 64 * 2);
+        CHECK_ERR(load_cfg(dir, h, gq, &m), OKV_ERR_FORMAT, "scales of one group for two");
+        CHECK_MSG("do not agree", "scales of one group for two");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.scales");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.qzeros");
+        hf_drop(h, "model.layers.0.self_attn.q_proj.qweight");
         hf_add_raw(h, wq, "F8_E4M3", 2, 64, 64, q, sizeof q);
         hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 2, 64, 1, ch, sizeof ch);
     }

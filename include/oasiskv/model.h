@@ -69,7 +69,10 @@ struct okv_model_config {
     bool qk_norm;
     bool tied_embeddings;
     int fp8_block[2];              /* FP8 checkpoints: quantization_config.weight_block_size (rows, cols), 0: none */
-    int pack_bits, pack_group;     /* compressed-tensors pack-quantized: bits (4, 8), group size; 0: none / per channel */
+    int pack_bits, pack_group;     /* packed integer weights (compressed-tensors, GPTQ, AWQ): bits, group size (0: none /
+                                      per channel) */
+    int pack_layout;               /* enum okv_pack_layout */
+    int pack_zero_offset;          /* GPTQ v1 checkpoints store zero points minus one: 1 */
 };
 
 struct okv_layer_weights {

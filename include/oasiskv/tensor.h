@@ -26,8 +26,8 @@ enum okv_dtype {
     OKV_DTYPE_Q5_K,   /* super-blocks of 256, 176 bytes: 5-bit q, 6-bit scales and mins of 32 */
     OKV_DTYPE_Q6_K,   /* super-blocks of 256, 210 bytes: 6-bit q - 32, 8-bit scales of 16 */
     OKV_DTYPE_F8_E4M3, /* one byte an element (OCP E4M3, "fn": no infinities), times the view's scale grid */
-    OKV_DTYPE_INT_PACKED, /* compressed-tensors "pack-quantized" (W4A16, W8A16): 4- or 8-bit integers packed in
-                             little-endian int32 words along each row, (q - zero) times the scale grid */
+    OKV_DTYPE_INT_PACKED, /* integers packed in little-endian int32 words (compressed-tensors pack-quantized,
+                             GPTQ, AWQ): (q - zero) times the scale grid; the layout in okv_tensor_scale */
     OKV_DTYPE_COUNT
 };
 
@@ -67,7 +67,18 @@ struct okv_tensor_scale {
     int bits;
     int64_t words_per_row;
     const void *zero;
+    /* the layout of the words: compressed-tensors (above), or GPTQ / AWQ, whose matrices are
+     * stored [in][out] (transposed): GPTQ's qweight packs 32 / bits inputs of one output a word
+     * ([in * bits / 32][out]), AWQ's 8 outputs of one input ([in][out / 8], nibbles in the order
+     * 0 2 4 6 1 3 5 7); both pack their zero points along the outputs ([groups][out * bits /
+     * 32]), GPTQ's stored minus one ("gptq" v1 checkpoints), and scale by [groups][out]; GPTQ's
+     * group of input i is g_idx[i] (activation order) when g_idx is given, else i / group. */
+    int layout;                        /* enum okv_pack_layout */
+    const void *g_idx;                 /* GPTQ: int32 [in], NULL: i / block_cols */
+    int zero_offset;                   /* added to the stored zero points (GPTQ v1: 1) */
 };
+
+enum okv_pack_layout { OKV_PACK_CT = 0, OKV_PACK_GPTQ, OKV_PACK_AWQ };
 
 struct okv_tensor_view {
     char name[OKV_TENSOR_NAME_MAX];

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define HF_MAX_DIM (1 << 24)
 
@@ -196,6 +197,33 @@ static enum okv_status check_quant(const char *path, const cJSON *qc, struct okv
     }
     if (strcmp(qm, "fbgemm_fp8") == 0)   /* per-channel scales */
         return OKV_OK;
+    if (strcmp(qm, "gptq") == 0 || strcmp(qm, "awq") == 0) {
+        const bool awq = qm[0] == 'a';
+        const cJSON *bits = item(qc, "bits"), *gs = item(qc, "group_size"), *fmt = item(qc, "checkpoint_format"),
+                    *ver = item(qc, "version"), *zp = item(qc, "zero_point");
+        if (!cJSON_IsNumber(bits) || !(bits->valueint == 4 || (!awq && bits->valueint == 8)))
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: %s with %d bits is not supported (%s)", path, qm,
+                                 cJSON_IsNumber(bits) ? bits->valueint : 0, awq ? "4" : "4 or 8");
+        if (gs && !(cJSON_IsNumber(gs) && (gs->valueint == -1 || gs->valueint > 0)))
+            return okv_set_error(OKV_ERR_FORMAT, "%s: %s group_size must be -1 or positive", path, qm);
+        cfg->pack_layout = awq ? OKV_PACK_AWQ : OKV_PACK_GPTQ;
+        cfg->pack_bits = bits->valueint;
+        cfg->pack_group = cJSON_IsNumber(gs) ? gs->valueint : -1;
+        if (!awq) {   /* v1 ("gptq", the usual) stores zero points minus one; v2 as they are */
+            const char *f = cJSON_IsString(fmt) ? fmt->valuestring : "gptq";
+            if (strcmp(f, "gptq") != 0 && strcmp(f, "gptq_v2") != 0)
+                return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: gptq checkpoint_format \"%s\" is not supported (gptq, gptq_v2)",
+                                     path, f);
+            cfg->pack_zero_offset = strcmp(f, "gptq") == 0;
+        } else {
+            const char *v = cJSON_IsString(ver) ? ver->valuestring : "gemm";
+            if (strcasecmp(v, "gemm") != 0)
+                return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: awq version \"%s\" is not supported (gemm)", path, v);
+            if (cJSON_IsFalse(zp))
+                return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: awq without zero points is not supported", path);
+        }
+        return OKV_OK;
+    }
     if (strcmp(qm, "compressed-tensors") == 0) {
         /* llm-compressor's checkpoints: FP8 weights ("float-quantized") or 4- / 8-bit integers
          * packed in int32 words ("pack-quantized": W4A16, W8A16) */
@@ -249,7 +277,7 @@ static enum okv_status check_quant(const char *path, const cJSON *qc, struct okv
         return OKV_OK;
     }
     return okv_set_error(OKV_ERR_UNSUPPORTED,
-                         "%s: quantization method \"%s\" is not supported (supported: \"fp8\", \"fbgemm_fp8\", "
+                         "%s: quantization method \"%s\" is not supported (supported: \"fp8\", \"fbgemm_fp8\", \"gptq\", \"awq\", "
                          "\"compressed-tensors\" FP8 and packed int4 / int8); use the bf16 / fp16 checkpoint or a GGUF file",
                          path, qm);
 }

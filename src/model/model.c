@@ -495,7 +495,7 @@ enum okv_status okv_model_load(const char *path, struct okv_model **out)
         m->priv = s;
         L.st = s;
         okv_st_set_fp8_block(s, m->cfg.fp8_block[0], m->cfg.fp8_block[1]);
-        okv_st_set_pack(s, m->cfg.pack_bits, m->cfg.pack_group);
+        okv_st_set_pack(s, m->cfg.pack_layout, m->cfg.pack_bits, m->cfg.pack_group, m->cfg.pack_zero_offset);
         if (!m->cfg.tied_embeddings && !okv_st_has(s, "lm_head.weight"))
             m->cfg.tied_embeddings = true;
     }

@@ -25,9 +25,10 @@ bool okv_st_has(const struct okv_st_set *s, const char *name);
 /* The block of the FP8 scale grids (quantization_config.weight_block_size): a grid whose
  * shape several block sizes fit (320 columns in 3 blocks: 107 or 128) takes this one. */
 void okv_st_set_fp8_block(struct okv_st_set *s, int64_t rows, int64_t cols);
-/* compressed-tensors pack-quantized weights: their bits and group size (config_groups.*.weights),
- * 0 when not given (then taken from the tensors' shapes). */
-void okv_st_set_pack(struct okv_st_set *s, int bits, int64_t group);
+/* Packed integer weights: their layout (enum okv_pack_layout), bits and group size (0 when not
+ * given: taken from the tensors' shapes; a negative group: one per column), and the offset of
+ * stored zero points (GPTQ v1: 1). */
+void okv_st_set_pack(struct okv_st_set *s, int layout, int bits, int64_t group, int zero_offset);
 
 /* Parse a config.json text (len bytes; path names it in messages) into cfg: fills
  * arch, sizes, rope and flags; vocab_size comes from the file. */

@@ -63,15 +63,19 @@ struct okv_st_set {
     uint32_t *hash;       /* index + 1, 0 = empty */
     uint64_t hash_cap;
     int64_t fp8_block[2]; /* okv_st_set_fp8_block; 0: not given */
-    int pack_bits;        /* okv_st_set_pack; 0: from the shapes */
-    int64_t pack_group;
+    int pack_layout;      /* okv_st_set_pack */
+    int pack_bits;        /* 0: from the shapes */
+    int64_t pack_group;   /* 0: from the shapes; < 0: one group a column */
+    int pack_zero_offset;
 };
 
-void okv_st_set_pack(struct okv_st_set *s, int bits, int64_t group)
+void okv_st_set_pack(struct okv_st_set *s, int layout, int bits, int64_t group, int zero_offset)
 {
     if (s) {
+        s->pack_layout = layout;
         s->pack_bits = bits;
-        s->pack_group = group > 0 ? group : 0;
+        s->pack_group = group;
+        s->pack_zero_offset = zero_offset;
     }
 }
 
@@ -495,9 +499,21 @@ static int64_t lookup_suffix(const struct okv_st_set *s, const char *name, const
     return st_lookup(s, n);
 }
 
+/* "X.weight" -> "X.<suffix>" (GPTQ and AWQ name their tensors beside the module, not the weight) */
+static int64_t lookup_module(const struct okv_st_set *s, const char *name, const char *suffix)
+{
+    const size_t n = strlen(name);
+    if (n < 7 || strcmp(name + n - 7, ".weight") != 0)
+        return -1;
+    char m[600];
+    if (snprintf(m, sizeof m, "%.*s.%s", (int)(n - 7), name, suffix) >= (int)sizeof m)
+        return -1;
+    return st_lookup(s, m);
+}
+
 bool okv_st_has(const struct okv_st_set *s, const char *name)
 {
-    return st_lookup(s, name) >= 0 || lookup_suffix(s, name, "_packed") >= 0;
+    return st_lookup(s, name) >= 0 || lookup_suffix(s, name, "_packed") >= 0 || lookup_module(s, name, "qweight") >= 0;
 }
 
 static bool st_int(const struct okv_st_set *s, const struct st_tensor *t, int64_t i, int64_t *out)
@@ -552,7 +568,7 @@ static enum okv_status packed_view(const struct okv_st_set *s, const char *name,
     int64_t gr = S->rank == 2 ? S->shape[0] : 1, gc = S->rank == 2 ? S->shape[1] : 1;
     if (S->rank == 1 && S->shape[0] != 1)
         gr = -1;
-    int64_t group = gc == 1 ? cols : s->pack_group > 0 ? s->pack_group : (cols + gc - 1) / gc;
+    int64_t group = gc == 1 ? cols : s->pack_group > 0 ? s->pack_group : (cols + gc - 1) / gc;   /* compressed-tensors */
     if (!(gr == rows || (gr == 1 && gc == 1)) || (cols + group - 1) / group != gc)
         return okv_set_error(OKV_ERR_FORMAT, "%s: scale of '%s' ([%lld, %lld]) does not fit its [%lld, %lld] in groups of %lld", path,
                              name, (long long)gr, (long long)gc, (long long)rows, (long long)cols, (long long)group);
@@ -644,12 +660,76 @@ static enum okv_status fp8_scale(const struct okv_st_set *s, const struct st_ten
     return OKV_OK;
 }
 
+/* GPTQ or AWQ weight `name` ("X.weight"): X.qweight, X.qzeros, X.scales (and GPTQ's X.g_idx),
+ * laid out as okv_tensor_scale describes; the method comes from config.json (okv_st_set_pack). */
+static enum okv_status gptq_awq_view(const struct okv_st_set *s, const char *name, struct okv_tensor_view *out)
+{
+    const int64_t iq = lookup_module(s, name, "qweight"), iz = lookup_module(s, name, "qzeros"),
+                  isc = lookup_module(s, name, "scales"), ig = lookup_module(s, name, "g_idx");
+    const struct st_tensor *Q = &s->tensors[iq];
+    const char *path = s->files[Q->file].path;
+    const bool awq = s->pack_layout == OKV_PACK_AWQ;
+    if (s->pack_layout != OKV_PACK_GPTQ && !awq)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: '%s' is stored as GPTQ / AWQ (qweight) but config.json's "
+                             "quantization_config names neither method", path, name);
+    const int bits = s->pack_bits, per = bits ? 32 / bits : 0;
+    if (iz < 0 || isc < 0 || Q->dtype != ST_I32 || Q->rank != 2 || !per)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: '%s' needs I32 qweight and qzeros and a scales tensor beside it", path, name);
+    const struct st_tensor *Z = &s->tensors[iz], *S = &s->tensors[isc];
+    const int64_t in = awq ? Q->shape[0] : Q->shape[0] * per, outn = awq ? Q->shape[1] * per : Q->shape[1];
+    const int64_t group = s->pack_group > 0 ? s->pack_group : in, G = (in + group - 1) / group;
+    if (S->dtype > ST_BF16 || S->rank != 2 || S->shape[0] != G || S->shape[1] != outn || Z->dtype != ST_I32 ||
+        Z->rank != 2 || Z->shape[0] != G || Z->shape[1] * per != outn || outn % per)
+        return okv_set_error(OKV_ERR_FORMAT,
+                             "%s: '%s': qweight [%lld, %lld] (%d-bit, %s), scales and qzeros do not agree on %lld inputs, "
+                             "%lld outputs in groups of %lld",
+                             path, name, (long long)Q->shape[0], (long long)Q->shape[1], bits, awq ? "AWQ" : "GPTQ",
+                             (long long)in, (long long)outn, (long long)group);
+    const uint8_t *gdata = NULL;
+    if (ig >= 0 && !awq) {
+        const struct st_tensor *I = &s->tensors[ig];
+        if (I->dtype != ST_I32 || I->rank != 1 || I->shape[0] != in)
+            return okv_set_error(OKV_ERR_FORMAT, "%s: g_idx of '%s' is not I32 [%lld]", path, name, (long long)in);
+        gdata = s->files[I->file].base + s->files[I->file].data_off + I->begin;
+        for (int64_t k = 0; k < in; k++) {   /* every group index in range: the conversion reads scales with it */
+            int32_t v;
+            memcpy(&v, gdata + 4 * k, 4);
+            if (v < 0 || v >= G)
+                return okv_set_error(OKV_ERR_FORMAT, "%s: g_idx[%lld] of '%s' is %d, outside its %lld groups", path,
+                                     (long long)k, name, v, (long long)G);
+        }
+    }
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->dtype = OKV_DTYPE_INT_PACKED;
+    out->n_dims = 2;
+    out->ne[0] = in;
+    out->ne[1] = outn;
+    out->ne[2] = out->ne[3] = 1;
+    out->data = s->files[Q->file].base + s->files[Q->file].data_off + Q->begin;
+    out->nbytes = Q->nbytes;
+    out->scale.data = s->files[S->file].base + s->files[S->file].data_off + S->begin;
+    out->scale.dtype = S->dtype == ST_F32 ? OKV_DTYPE_F32 : S->dtype == ST_F16 ? OKV_DTYPE_F16 : OKV_DTYPE_BF16;
+    out->scale.rows = G;
+    out->scale.cols = outn;
+    out->scale.block_rows = 1;
+    out->scale.block_cols = group;
+    out->scale.bits = bits;
+    out->scale.zero = s->files[Z->file].base + s->files[Z->file].data_off + Z->begin;
+    out->scale.layout = s->pack_layout;
+    out->scale.g_idx = gdata;
+    out->scale.zero_offset = s->pack_zero_offset;
+    return OKV_OK;
+}
+
 enum okv_status okv_st_find(const struct okv_st_set *s, const char *name, struct okv_tensor_view *out)
 {
     memset(out, 0, sizeof *out);
     int64_t i = st_lookup(s, name);
     if (i < 0 && lookup_suffix(s, name, "_packed") >= 0)
         return packed_view(s, name, out);
+    if (i < 0 && lookup_module(s, name, "qweight") >= 0)
+        return gptq_awq_view(s, name, out);
     if (i < 0)
         return okv_set_error(OKV_ERR_NOT_FOUND, "%s: tensor '%s' not found", s && s->n_files ? s->files[0].path : "safetensors",
                              name);

@@ -402,6 +402,33 @@ static void cvt_packed(const struct okv_tensor_view *t, int64_t start, int64_t n
     }
 }
 
+/* GPTQ / AWQ elements [start, start + n) of the [out][in] matrix (rows r = outputs, columns
+ * c = inputs) from their [in][out]-ordered words (okv_tensor_scale) */
+static void cvt_gptq_awq(const struct okv_tensor_view *t, int64_t start, int64_t n, float *restrict out)
+{
+    static const int awq_nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};   /* output j % 8 sits in this nibble */
+    const struct okv_tensor_scale *s = &t->scale;
+    const uint8_t *q = t->data, *z = s->zero;
+    const int bits = s->bits, per = 32 / bits;
+    const uint32_t mask = (1u << bits) - 1;
+    const int64_t ne0 = t->ne[0], rows = t->ne[1], zw = rows / per;   /* zero words a group */
+    const bool awq = s->layout == OKV_PACK_AWQ;
+    for (int64_t i = start; i < start + n; i++) {
+        const int64_t r = i / ne0, c = i % ne0;
+        int64_t g = c / s->block_cols;
+        if (s->g_idx) {
+            int32_t gi;
+            memcpy(&gi, (const uint8_t *)s->g_idx + 4 * c, 4);
+            g = gi;
+        }
+        const int sh = awq ? bits * awq_nibble[r % 8] : bits * (int)(r % per);
+        const int v = awq ? (int)word_bits(q, c * (rows / 8) + r / 8, sh, mask)
+                          : (int)word_bits(q, (c / per) * rows + r, bits * (int)(c % per), mask);
+        const int zp = (int)word_bits(z, g * zw + r / per, sh, mask) + s->zero_offset;
+        out[i - start] = (float)(v - zp) * scale_at(s, g * rows + r);
+    }
+}
+
 enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start, int64_t n, float *out)
 {
     if (!t || !out || !t->data)
@@ -414,7 +441,10 @@ enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start
         if (!t->scale.data || (t->scale.bits != 4 && t->scale.bits != 8) || t->scale.block_rows < 1 ||
             t->scale.block_cols < 1)
             return okv_set_error(OKV_ERR_INVALID_ARG, "tensor '%s': packed integers without a valid scale", t->name);
-        cvt_packed(t, start, n, out);
+        if (t->scale.layout == OKV_PACK_CT)
+            cvt_packed(t, start, n, out);
+        else
+            cvt_gptq_awq(t, start, n, out);
         return OKV_OK;
     }
     if (okv_dtype_nbytes(t->dtype, start + n) > t->nbytes && t->nbytes)

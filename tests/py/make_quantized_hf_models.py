@@ -27,7 +27,8 @@ FineGrainedFP8 dequantization, compressed-tensors' decompression).
                       "weight_zero_point" I32 packed down the rows ([out/4, in/64]).
 
     python tests/py/make_quantized_hf_models.py   (same packages as make_reference_models.py, plus
-                                                  compressed-tensors for its cross-check)"""
+                                                  compressed-tensors, optimum and gptqmodel (built
+                                                  without CUDA) for the cross-checks)"""
 import json
 import os
 import shutil
@@ -69,7 +70,67 @@ SPECS = [
                   intermediate_size=192, vocab_size=mrm.VOCAB, max_position_embeddings=256, rms_norm_eps=1e-6,
                   rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, use_sliding_window=False,
                   attention_bias=False, tie_word_embeddings=False)),
+    dict(name="llama_gptq_actorder", cls=LlamaForCausalLM, cfg_cls=LlamaConfig, seed=12000, prompt_len=40,
+         config_form="rope_parameters", lm_std=1.5, scheme="gptq", bits=4, group=64, desc_act=True,
+         cfg=dict(hidden_size=256, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=384, vocab_size=mrm.VOCAB, max_position_embeddings=256, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, tie_word_embeddings=False)),
+    dict(name="qwen2_awq", cls=Qwen2ForCausalLM, cfg_cls=Qwen2Config, seed=13000, prompt_len=40,
+         config_form="rope_parameters", lm_std=1.5, scheme="awq", bits=4, group=64,
+         cfg=dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                  intermediate_size=192, vocab_size=mrm.VOCAB, max_position_embeddings=256, rms_norm_eps=1e-6,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, use_sliding_window=False,
+                  tie_word_embeddings=False)),
 ]
+AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]   # nibble k of an AWQ word holds output 8w + AWQ_ORDER[k]
+
+
+def quantize_gptq_awq(w, spec, rng):
+    """GPTQ (v1: zero points stored minus one) or AWQ (GEMM) tensors of an [out, in] float32
+    matrix, asymmetric 4-bit in groups, and its dequantization (q - zero) * scale (fp16 scale)."""
+    out_f, in_f = w.shape
+    group = spec["group"]
+    G = in_f // group
+    if spec.get("desc_act"):   # activation order: input i belongs to the group of its rank in a permutation
+        perm = rng.permutation(in_f)
+        g_idx = np.empty(in_f, dtype=np.int32)
+        g_idx[perm] = np.arange(in_f) // group
+    else:
+        g_idx = (np.arange(in_f) // group).astype(np.int32)
+    gi = torch.from_numpy(g_idx).long()
+    scale = torch.zeros(G, out_f)
+    zero = torch.zeros(G, out_f, dtype=torch.int32)
+    for g in range(G):
+        cols = w[:, gi == g]
+        lo, hi = cols.amin(1).clamp(max=0), cols.amax(1).clamp(min=0)
+        sc = ((hi - lo) / 15).clamp(min=1e-8).half().float()
+        scale[g] = sc
+        zero[g] = torch.round(-lo / sc).clamp(0, 15).int()
+    s_i = scale[gi].T   # [out, in]
+    z_i = zero[gi].T
+    q = (torch.round(w / s_i) + z_i).clamp(0, 15).int()
+    deq = (q - z_i).float() * s_i
+    qn = q.numpy().astype(np.uint32)          # [out, in]
+    zn = zero.numpy().astype(np.uint32)       # [G, out]
+    t = {"scales": scale.half()}
+    if spec["scheme"] == "gptq":
+        qw = np.zeros((in_f // 8, out_f), dtype=np.uint32)
+        for k in range(8):                     # 8 inputs of one output a word
+            qw |= qn.T[k::8, :] << np.uint32(4 * k)
+        zs = (zn - 1) & 15                     # v1: stored minus one
+        qz = np.zeros((G, out_f // 8), dtype=np.uint32)
+        for k in range(8):
+            qz |= zs[:, k::8] << np.uint32(4 * k)
+        t["g_idx"] = torch.from_numpy(g_idx)
+    else:
+        qw = np.zeros((in_f, out_f // 8), dtype=np.uint32)
+        qz = np.zeros((G, out_f // 8), dtype=np.uint32)
+        for k in range(8):                     # 8 outputs of one input a word, in AWQ's order
+            qw |= qn.T[:, AWQ_ORDER[k]::8] << np.uint32(4 * k)
+            qz |= zn[:, AWQ_ORDER[k]::8] << np.uint32(4 * k)
+    t["qweight"] = torch.from_numpy(qw.view(np.int32))
+    t["qzeros"] = torch.from_numpy(qz.view(np.int32))
+    return t, deq
 
 
 def pack_rows(u, bits):
@@ -132,11 +193,17 @@ def quantize(w, scheme):
 
 def build(spec, seed):
     model = mrm.build_model(spec, seed)
+    rng = np.random.default_rng(seed)
     sd = {}
     deq_sd = {}
     for k, v in model.state_dict().items():
         v = v.detach().clone()
-        if k.endswith(".weight") and k.split(".")[-2] in MATS and spec["scheme"] == "int":
+        if k.endswith(".weight") and k.split(".")[-2] in MATS and spec["scheme"] in ("gptq", "awq"):
+            t, deq = quantize_gptq_awq(v, spec, rng)
+            for suffix, x in t.items():
+                sd[k[:-len("weight")] + suffix] = x
+            deq_sd[k] = deq
+        elif k.endswith(".weight") and k.split(".")[-2] in MATS and spec["scheme"] == "int":
             t, deq = quantize_int(v, spec["bits"], spec["group"], spec["symmetric"])
             for suffix, x in t.items():
                 sd[k + suffix[len("weight"):]] = x
@@ -162,6 +229,12 @@ def deq_of(ref):
 
 
 def quant_config(scheme, spec=None):
+    if scheme == "gptq":
+        return {"quant_method": "gptq", "bits": spec["bits"], "group_size": spec["group"], "desc_act": spec["desc_act"],
+                "sym": False, "checkpoint_format": "gptq", "true_sequential": True, "damp_percent": 0.01}
+    if scheme == "awq":
+        return {"quant_method": "awq", "bits": spec["bits"], "group_size": spec["group"], "zero_point": True,
+                "version": "gemm", "modules_to_not_convert": None}
     if scheme == "int":
         return {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
                 "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
@@ -176,6 +249,23 @@ def quant_config(scheme, spec=None):
                 "num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel", "dynamic": False},
                 "input_activations": None}},
             "ignore": ["lm_head"]}
+
+
+def gptqmodel_check(d, ref, prompt, toks):
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float16, device_map="cpu")
+    mine = deq_of(ref)
+    rel = 0.0
+    n = 0
+    for name, mod in m.named_modules():
+        if hasattr(mod, "dequantize_weight") and hasattr(mod, "qweight"):
+            w = mod.dequantize_weight().float().T   # [in, out] there
+            v = mine[name + ".weight"]
+            rel = max(rel, float((w - v).abs().max()) / float(v.abs().max()))
+            n += 1
+    assert n == len(mine), (n, len(mine))
+    lg = mrm.teacher_forced(m, prompt, toks)
+    return rel, [int(x) for x in lg.argmax(1)], float(np.abs(lg - mrm.teacher_forced(ref, prompt, toks)).max())
 
 
 def library_logits(d, spec, prompt, toks):
@@ -228,16 +318,18 @@ def main():
         assert all(torch.equal(back[k].view(torch.uint8) if back[k].dtype == F8 else back[k],
                                sd[k].view(torch.uint8) if sd[k].dtype == F8 else sd[k]) for k in sd)
         f32toks, _ = mrm.greedy(mrm.build_model(spec, chosen), prompt, mrm.N_STEPS)
-        extra = {"method": "transformers_dequantized_fp8" if spec["scheme"] != "int" else "transformers_dequantized_int",
+        fp8 = spec["scheme"] in ("block", "channel")
+        extra = {"method": "transformers_dequantized_fp8" if fp8 else "transformers_dequantized_int",
                  "model_dir": spec["name"], "weight_seed": chosen, "prompt_seed": spec["seed"],
-                 ("fp8_scheme" if spec["scheme"] != "int" else "int_scheme"):
-                     spec["scheme"] if spec["scheme"] != "int" else
-                     "%d-bit %s, groups of %d" % (spec["bits"], "symmetric" if spec["symmetric"] else "asymmetric",
-                                                  spec["group"]),
+                 ("fp8_scheme" if fp8 else "int_scheme"):
+                     spec["scheme"] if fp8 else
+                     "%s %d-bit %s, groups of %d%s" % (spec["scheme"], spec["bits"],
+                                                      "symmetric" if spec.get("symmetric") else "asymmetric",
+                                                      spec["group"], ", activation order" if spec.get("desc_act") else ""),
                  "quantization_config": cfg["quantization_config"],
                  "n_greedy_equal_to_unquantized_f32": next((i for i, (a, b) in enumerate(zip(f32toks, toks)) if a != b),
                                                            mrm.N_STEPS)}
-        if spec["scheme"] != "int":
+        if fp8:
             # sensitivity: the fp8 bytes without their scales decode to a different model
             noscale = {k: v.to(torch.float32) for k, v in sd.items()
                        if not (k.endswith("_scale") or k.endswith("_scale_inv") or k.endswith("input_scale"))}
@@ -263,18 +355,28 @@ def main():
                 worst = max(worst, float((w - v).abs().max()))
             extra["compressed_tensors_decompress_max_abs_diff"] = worst
             assert worst == 0.0, worst
+        if spec["scheme"] in ("gptq", "awq"):
+            # GPTQModel (what transformers loads GPTQ and AWQ checkpoints with) on the CPU: each matrix as its
+            # module dequantizes it (in fp16: within fp16 rounding of ours), and its fp16 forward's greedy tokens
+            rel, lib_toks, lib_diff = gptqmodel_check(d, ref, prompt, toks)
+            extra["gptqmodel_dequantize_max_rel_diff"] = rel
+            extra["gptqmodel_fp16_logits_max_abs_diff"] = lib_diff
+            extra["gptqmodel_fp16_greedy_equal"] = lib_toks == toks
+            assert rel < 2e-3, rel
         # cross-check with the library's own reading of the format, where it has one on the CPU
-        lib = library_logits(d, spec, prompt, toks)
+        lib = library_logits(d, spec, prompt, toks) if spec["scheme"] not in ("gptq", "awq") else None
         if lib is not None:
             extra["transformers_own_loader_max_abs_diff"] = float(np.abs(lib - logits).max())
             assert extra["transformers_own_loader_max_abs_diff"] < 1e-4, extra
         mm = mrm.write_reference(os.path.join(d, "reference.json"), os.path.join(d, "logits.f32"), prompt, toks, logits,
                                  extra)
         mrm.log("[%s] seed %d, min margin %.4f, %d tensors, without scales diverges at step %s, "
-                "equals the unquantized model for %d steps, the library's own loader differs by %s, its decompressor by %s"
+                "equals the unquantized model for %d steps, the library's own loader differs by %s, its decompressor by %s, "
+                "gptqmodel's dequantization by %s (relative), its fp16 logits by %s, greedy equal %s"
                 % (spec["name"], chosen, mm, len(sd), extra.get("without_scales_diverges_at_step"),
                    extra["n_greedy_equal_to_unquantized_f32"], extra.get("transformers_own_loader_max_abs_diff"),
-                   extra.get("compressed_tensors_decompress_max_abs_diff")))
+                   extra.get("compressed_tensors_decompress_max_abs_diff"), extra.get("gptqmodel_dequantize_max_rel_diff"),
+                   extra.get("gptqmodel_fp16_logits_max_abs_diff"), extra.get("gptqmodel_fp16_greedy_equal")))
 
 
 if __name__ == "__main__":
