@@ -92,6 +92,27 @@ int main(void)
         CHECK(0, "load %s: %s", path, okv_last_error());
     }
 
+    /* the other stored formats: llama.cpp's K formats, Hugging Face FP8, GPTQ (activation order), AWQ and
+     * compressed-tensors' packed integers, whose shards are cut from their converted rows and columns */
+    {
+        static const char *const quantized[] = {"llama_kq.Q4_K_M.gguf", "llama_kq.Q2_K.gguf", "llama_fp8_block",
+                                                "llama_gptq_actorder", "qwen2_awq", "llama_w4a16_group"};
+        for (size_t k = 0; k < sizeof quantized / sizeof quantized[0]; k++) {
+            snprintf(path, sizeof path, "%s/tests/data/models/%s", tu_src_dir(), quantized[k]);
+            if (okv_model_load(path, &m) != OKV_OK) {
+                CHECK(0, "load %s: %s", path, okv_last_error());
+                continue;
+            }
+            for (int i = 0; i < PROMPT; i++)
+                prompt[i] = (int32_t)(okv_rng_next(&rng) % (uint64_t)m->cfg.vocab_size);
+            struct okv_engine_params dense = {.block_size = 16, .max_ctx = 256, .max_batch_tokens = 32};
+            char what[128];
+            snprintf(what, sizeof what, "%s dense", quantized[k]);
+            compare(m, &dense, what);
+            okv_model_free(m);
+        }
+    }
+
     /* SmolLM2 (9 heads, 3 KV heads: TP=3), when the default model is there */
     snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", tu_src_dir());
     if (okv_model_load(path, &m) == OKV_OK) {

@@ -543,7 +543,7 @@ static enum okv_status tp_mem_read(okv_backend *be, const okv_bmem *m, size_t of
 static bool slice_rows(const struct okv_tensor_view *t, int64_t lo, int64_t hi, struct okv_tensor_view *v)
 {
     *v = *t;
-    if (t->scale.data)   /* FP8 with a scale grid: converted whole rows at a time (slice_cols) */
+    if (t->scale.data)   /* FP8 or packed integers with a scale grid: rows_f32 converts them */
         return false;
     if (t->n_dims <= 1 || t->ne[1] == 1) {   /* vector */
         const int64_t bk = okv_dtype_block(t->dtype);
@@ -560,6 +560,30 @@ static bool slice_rows(const struct okv_tensor_view *t, int64_t lo, int64_t hi, 
     v->data = (const char *)t->data + (size_t)lo * row;
     v->nbytes = (size_t)(hi - lo) * row;
     return true;
+}
+
+/* Rows [lo, hi) of a matrix whose rows cannot be viewed in place (FP8 and packed integers:
+ * their scale grids and words do not slice with the rows), converted to float32 into *buf. */
+static enum okv_status rows_f32(const struct okv_tensor_view *t, int64_t lo, int64_t hi, struct okv_tensor_view *v,
+                                float **buf)
+{
+    const int64_t ne0 = t->ne[0];
+    float *out = okv_malloc(sizeof(float) * (size_t)((hi - lo) * ne0), OKV_TAG_BACKEND);
+    if (!out)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "tp backend: out of memory slicing %s", t->name);
+    enum okv_status st = okv_tensor_to_f32(t, lo * ne0, (hi - lo) * ne0, out);
+    if (st != OKV_OK) {
+        okv_free(out);
+        return st;
+    }
+    *v = *t;
+    memset(&v->scale, 0, sizeof v->scale);
+    v->dtype = OKV_DTYPE_F32;
+    v->ne[1] = hi - lo;
+    v->data = out;
+    v->nbytes = sizeof(float) * (size_t)((hi - lo) * ne0);
+    *buf = out;
+    return OKV_OK;
 }
 
 /* Columns [lo, hi) of a matrix (or elements of a vector that cannot be sliced in
@@ -586,6 +610,7 @@ static enum okv_status slice_cols(const struct okv_tensor_view *t, int64_t lo, i
     }
     okv_free(row);
     *v = *t;
+    memset(&v->scale, 0, sizeof v->scale);
     v->dtype = OKV_DTYPE_F32;
     v->ne[0] = w;
     v->data = out;
@@ -632,8 +657,10 @@ static enum okv_status tp_weight_load(okv_backend *be, const struct okv_tensor_v
             }
             if (lo == 0 && hi == dim_len)
                 v = *tv;   /* the whole weight (one rank): as stored, as the plain backend loads it */
-            else if (is_in(tv->shard) || !slice_rows(tv, lo, hi, &v))
+            else if (is_in(tv->shard))
                 st = slice_cols(tv, lo, hi, &v, &buf);
+            else if (!slice_rows(tv, lo, hi, &v))
+                st = tv->scale.data && !vec ? rows_f32(tv, lo, hi, &v, &buf) : slice_cols(tv, lo, hi, &v, &buf);
         }
         if (st == OKV_OK && (st = bind(t, r)) == OKV_OK)
             st = OPS(t, r)->weight_load(RK(t, r), &v, &w->w[r]);
