@@ -111,6 +111,11 @@ struct okv_sched_request {
     bool logprobs, prompt_logprobs;
     int top_logprobs;
     okv_sched_logprob_fn on_logprob;
+    /* Structured output (the OpenAI API's response_format {"type": "json_object"}): every
+     * token keeps the text a prefix of a JSON object (include/oasiskv/structured.h) and the
+     * generation ends once the object is complete; sampled on the host, not drafted for.
+     * Needs the scheduler's tokenizer. */
+    bool json_object;
 };
 
 /* Histogram with fixed upper bounds (Prometheus "le"); counts are per bucket, not

@@ -6,6 +6,7 @@
  * called its on_finish and unlinked it from `all` (under the mutex), so that
  * okv_sched_cancel, which finds it in `all` under the mutex, never sees it freed. */
 #include "oasiskv/sched.h"
+#include "oasiskv/structured.h"
 #include "oasiskv/spec.h"
 #include "engine/stopstr.h"
 
@@ -59,7 +60,9 @@ struct req {
     int n_stop_ids;
     int32_t *mask_ids;      /* masked while n_gen < min_tokens: the end-of-generation ids, then stop_ids */
     int n_mask;
-    bool host_sample;       /* its logits come to the host and it samples there (adjust, min_p) */
+    bool host_sample;       /* its logits come to the host and it samples there (adjust, min_p, json) */
+    bool json;              /* structured output: its tokens keep js a prefix of a JSON object */
+    struct okv_json_state js;
 
     struct okv_detok detok;
     char *text;             /* generated text so far */
@@ -84,6 +87,7 @@ struct req {
 struct okv_sched {
     okv_engine *e;
     const okv_tokenizer *tok;
+    okv_token_trie *trie;    /* the vocabulary's bytes, for structured output (built at the first such request, under mu) */
     int max_seqs, max_batch, vocab, max_ctx;
     int max_lp_rows;         /* prompt rows a step brings logits of (okv_sched_params.max_prompt_logit_rows) */
 
@@ -897,14 +901,29 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             }
             if (r->n_drafts == 0) {
                 const float *ls = lg;
-                if (okv_logit_adjust_active(&r->adjust)) {   /* on a copy: log-probabilities stay the model's */
+                if (okv_logit_adjust_active(&r->adjust) || r->json) {   /* on a copy: log-probabilities stay the model's */
                     float *adj = s->v_scratch + s->vocab;
                     memcpy(adj, lg, sizeof(float) * (size_t)s->vocab);
-                    okv_logit_adjust_apply(&r->adjust, adj, s->vocab, r->toks, r->n_prompt, r->n_gen, r->mask_ids,
-                                           r->n_mask, s->a_counts);
+                    if (okv_logit_adjust_active(&r->adjust))
+                        okv_logit_adjust_apply(&r->adjust, adj, s->vocab, r->toks, r->n_prompt, r->n_gen, r->mask_ids,
+                                               r->n_mask, s->a_counts);
+                    /* structured output: only tokens that keep the JSON going, end of generation once it is
+                     * complete; nothing left (complete with ignore_eos, or min_tokens holding the end back):
+                     * the request ends here */
+                    if (r->json && okv_json_mask(&r->js, s->trie, s->eog_ids, r->ignore_eos ? 0 : s->n_eog, adj,
+                                                 s->vocab) == 0) {
+                        finish(s, r, OKV_FINISH_STOP, NULL);
+                        continue;
+                    }
                     ls = adj;
                 }
-                on_sampled(s, r, okv_sample(ls, s->vocab, &r->sampling, &r->rng, s->v_scratch), lg);
+                const int32_t id = okv_sample(ls, s->vocab, &r->sampling, &r->rng, s->v_scratch);
+                if (r->json) {
+                    int nb = 0;
+                    const uint8_t *b = okv_token_trie_bytes(s->trie, id, &nb);
+                    okv_json_feed_n(&r->js, b, (size_t)nb);   /* the mask let only continuations through */
+                }
+                on_sampled(s, r, id, lg);
                 continue;
             }
             /* verify: keep the accepted drafts' KV, drop the rest */
@@ -1079,6 +1098,7 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->q_cp2);
     okv_free(s->q_logits);
     okv_free(s->q_prev);
+    okv_token_trie_free(s->trie);
     okv_free(s);
 }
 
@@ -1161,6 +1181,22 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         r->n_mask = ne + r->n_stop_ids;
     }
     r->host_sample = okv_logit_adjust_active(&r->adjust) || rq->sampling.min_p > 0.0f;
+    if (rq->json_object) {
+        if (!s->tok) {
+            req_free(r);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "scheduler: structured output needs a tokenizer");
+        }
+        pthread_mutex_lock(&s->mu);
+        enum okv_status ts = s->trie ? OKV_OK : okv_token_trie_build(s->tok, &s->trie);
+        pthread_mutex_unlock(&s->mu);
+        if (ts != OKV_OK) {
+            req_free(r);
+            return ts;
+        }
+        r->json = true;
+        okv_json_init(&r->js, true);
+        r->host_sample = true;
+    }
     memcpy(r->toks, rq->prompt, sizeof(int32_t) * (size_t)rq->n_prompt);
     r->n_toks = r->n_prompt = rq->n_prompt;
     r->max_tokens = max_new;

@@ -659,6 +659,7 @@ struct params {
     float bias[MAX_LOGIT_BIAS];
     int32_t stop_ids[MAX_STOP_IDS];   /* stop_token_ids (vLLM's) */
     int n_stop_ids;
+    bool json_object;                 /* response_format {"type": "json_object"} */
 };
 
 /* a JSON number that is a token id of a vocabulary of nv */
@@ -728,11 +729,16 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
     }
     /* known, and not done here: refused rather than ignored when they ask for something */
     const cJSON *rf = field(root, "response_format");
-    if (rf) {
+    if (rf) {   /* text, or JSON mode: any JSON object (a schema is not enforced: refused) */
         const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
-            return fail(e, 400, "response_format", NULL, "only response_format {\"type\": \"text\"} is supported "
-                                                         "(no structured output)");
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "json_object") == 0)
+            p->json_object = true;
+        else if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
+            return fail(e, 400, "response_format", NULL,
+                        "response_format type %s%s%s is not supported (\"text\" and \"json_object\" are; a JSON "
+                        "schema is not enforced)",
+                        cJSON_IsString(t) ? "\"" : "", cJSON_IsString(t) ? t->valuestring : "(missing)",
+                        cJSON_IsString(t) ? "\"" : "");
     }
     static const char *const unsupported[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
                                               "structured_outputs", "allowed_token_ids", "bad_words", "tools",
@@ -1259,7 +1265,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 .adjust = p.adj, .stop_token_ids = p.stop_ids, .n_stop_token_ids = p.n_stop_ids,
                 .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
                 .logprobs = p.lp, .prompt_logprobs = p.lp && p.echo, .top_logprobs = p.lp_top,
-                .on_logprob = job_on_logprob,
+                .on_logprob = job_on_logprob, .json_object = p.json_object,
             };
             st = okv_sched_submit(sv->sched, &rq, &j->sched_id);
             if (st != OKV_OK) {

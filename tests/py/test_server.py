@@ -307,7 +307,9 @@ def main():
                         ({"logit_bias": {str(a_id): 101}}, "a logit_bias of 101"), ({"min_p": 1.5}, "min_p 1.5"),
                         ({"stop_token_ids": [-1]}, "a negative stop token id"),
                         ({"min_tokens": 30}, "min_tokens past max_tokens"),
-                        ({"response_format": {"type": "json_object"}}, "response_format json_object"),
+                        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
+                         "response_format json_schema"),
+                        ({"response_format": {"type": "json"}}, "response_format type json"),
                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
                         ({"guided_json": {"type": "object"}}, "guided_json"), ({"use_beam_search": True}, "beam search"),
                         ({"suffix": "end"}, "a suffix")):
@@ -325,6 +327,43 @@ def main():
     check(st == 400 and is_error_obj(js), "stream_options without stream -> 400")
     st, _, t = comp({"response_format": {"type": "text"}, "tools": [], "tool_choice": "none"})
     check(st == 200 and t == base_text, "response_format text, empty tools and tool_choice none are accepted")
+
+    # ---- structured output: response_format json_object (JSON mode) ----
+    # every answer parses as a JSON object (Python's json), greedy and sampled, chat and completions, streamed
+    # too; the generation ends by itself once the object is complete (finish_reason stop, well before max_tokens)
+    oc = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+    asks = ["Give me a JSON object describing a cat with its name and age.",
+            "List three fruits and their colours.", "What is the capital of France?"]
+    n_ok = 0
+    for i, ask in enumerate(asks):
+        for temp in (0.0, 0.9):
+            r = oc.chat.completions.create(model="smol", messages=[{"role": "user", "content": ask}], max_tokens=200,
+                                           temperature=temp, seed=i, response_format={"type": "json_object"})
+            txt = r.choices[0].message.content
+            try:
+                ok = isinstance(json.loads(txt), dict) and r.choices[0].finish_reason == "stop"
+            except ValueError:
+                ok = False
+            n_ok += ok
+            if not ok:
+                print(f"  json mode: {ask!r} at {temp}: {txt!r} ({r.choices[0].finish_reason})")
+    check(n_ok == 2 * len(asks), f"json_object: {n_ok} of {2 * len(asks)} chat answers are complete JSON objects")
+    st, js, t = comp({"response_format": {"type": "json_object"}, "ignore_eos": False, "max_tokens": 120})
+    try:
+        ok = st == 200 and isinstance(json.loads(t), dict) and js["choices"][0]["finish_reason"] == "stop"
+    except ValueError:
+        ok = False
+    check(ok, f"json_object on /v1/completions after a prose prompt: {t!r}")
+    st, evs, done = stream(port, "/v1/chat/completions",
+                           {"model": "smol", "messages": [{"role": "user", "content": asks[0]}], "max_tokens": 200,
+                            "temperature": 0, "stream": True, "response_format": {"type": "json_object"}})
+    streamed = "".join((e["choices"][0].get("delta") or {}).get("content") or "" for e in evs if e.get("choices"))
+    r = oc.chat.completions.create(model="smol", messages=[{"role": "user", "content": asks[0]}], max_tokens=200,
+                                   temperature=0, response_format={"type": "json_object"})
+    check(st == 200 and done and streamed == r.choices[0].message.content, "json_object streamed = unstreamed")
+    st, js, t = comp({"response_format": {"type": "json_object"}, "ignore_eos": False, "max_tokens": 3})
+    check(st == 200 and js["choices"][0]["finish_reason"] == "length" and t.lstrip().startswith("{"),
+          f"json_object cut by max_tokens: finish_reason length, a JSON prefix ({t!r})")
 
     # ---- vLLM's /tokenize, /detokenize, /version ----
     text = "Tokenize me: naïve café, 42 apples."

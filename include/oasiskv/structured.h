@@ -1,0 +1,60 @@
+/* Structured output: generation constrained to valid JSON (the OpenAI API's
+ * response_format {"type": "json_object"}).
+ *
+ * An incremental, byte-level JSON recognizer (RFC 8259) decides whether a byte can extend
+ * what was generated so far; a trie of the vocabulary's byte strings turns that into a
+ * token mask for each step, so that every sampled token keeps the text a prefix of some
+ * valid JSON text and end-of-generation is allowed once (and only once) it is complete. */
+#ifndef OASISKV_STRUCTURED_H
+#define OASISKV_STRUCTURED_H
+
+#include "oasiskv/common.h"
+#include "oasiskv/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OKV_JSON_MAX_DEPTH 64   /* nesting of objects and arrays */
+#define OKV_JSON_MAX_WS 64      /* whitespace bytes in a row (a model that pads forever is cut off) */
+
+/* The recognizer's state: copyable by value (no pointers). */
+struct okv_json_state {
+    uint64_t stack;        /* bit d: container at depth d is an object (1) or an array (0) */
+    int8_t depth;
+    uint8_t expect;        /* what may come next outside a scalar (internal) */
+    uint8_t lex;           /* the scalar being read: string, number or literal state (internal) */
+    uint8_t aux;           /* literal position, \u digits left, UTF-8 bytes left (internal) */
+    uint8_t aux2;          /* which literal; the first continuation byte's bounds (internal) */
+    uint8_t is_key;        /* the string being read is an object key */
+    uint8_t ws;            /* whitespace bytes in a row */
+    uint8_t object_only;   /* the top-level value must be an object */
+    uint8_t failed;
+};
+
+void okv_json_init(struct okv_json_state *s, bool object_only);
+/* Feed one byte: true when the text stays a prefix of a valid JSON text (the state
+ * advances), false when it cannot (the state is then marked failed). */
+bool okv_json_feed(struct okv_json_state *s, uint8_t c);
+bool okv_json_feed_n(struct okv_json_state *s, const uint8_t *p, size_t n);
+/* The text so far is one complete JSON value (nothing may follow but the end). */
+bool okv_json_complete(const struct okv_json_state *s);
+
+/* The vocabulary as a trie of byte strings (built once per tokenizer). */
+typedef struct okv_token_trie okv_token_trie;
+enum okv_status okv_token_trie_build(const okv_tokenizer *tok, okv_token_trie **out);
+void okv_token_trie_free(okv_token_trie *t);   /* NULL is fine */
+/* The bytes of a token (special tokens have none: n = 0); NULL when out of range. */
+const uint8_t *okv_token_trie_bytes(const okv_token_trie *t, int32_t id, int *n);
+
+/* Set logits[id] to -inf for every id that cannot follow state s: a token whose bytes do
+ * not keep the text a valid prefix, a special token, an empty one, and the end-of-generation
+ * ids eog[n_eog] until the text is complete (then they are the only ones left). Returns the
+ * number of ids left allowed. */
+int okv_json_mask(const struct okv_json_state *s, const okv_token_trie *t, const int32_t *eog, int n_eog, float *logits,
+                  int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

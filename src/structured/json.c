@@ -1,0 +1,504 @@
+/* Structured output: an incremental JSON recognizer (RFC 8259) and the token masks it
+ * gives over a trie of the vocabulary (include/oasiskv/structured.h).
+ *
+ * The recognizer reads one byte at a time: a stack of containers (one bit each: object or
+ * array), what may come next between values (expect), and the state of the scalar being
+ * read (lex: string, escape, \u digits, UTF-8 continuation, the number grammar's states,
+ * true / false / null). Strings are checked as UTF-8 (no overlong forms, no surrogates, no
+ * code points past U+10FFFF) and refuse control bytes. A number ends at the first byte that
+ * cannot continue it, which is then read as structure. */
+#include "oasiskv/structured.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { E_VALUE, E_VALUE_OR_END, E_KEY_OR_END, E_KEY, E_COLON, E_AFTER, E_DONE };
+enum { L_NONE, L_STR, L_ESC, L_UHEX, L_UTF8, L_MINUS, L_ZERO, L_INT, L_DOT, L_FRAC, L_E, L_ESIGN, L_EXP, L_LIT };
+
+static const char *const k_lit[3] = {"true", "false", "null"};
+
+void okv_json_init(struct okv_json_state *s, bool object_only)
+{
+    memset(s, 0, sizeof *s);
+    s->expect = E_VALUE;
+    s->object_only = object_only;
+}
+
+static bool fail(struct okv_json_state *s)
+{
+    s->failed = 1;
+    return false;
+}
+
+static void value_done(struct okv_json_state *s)
+{
+    s->lex = L_NONE;
+    s->expect = s->depth == 0 ? E_DONE : E_AFTER;
+}
+
+static bool top_is_object(const struct okv_json_state *s) { return (s->stack >> (s->depth - 1)) & 1; }
+
+static bool push(struct okv_json_state *s, bool object)
+{
+    if (s->depth >= OKV_JSON_MAX_DEPTH)
+        return fail(s);
+    if (object)
+        s->stack |= 1ull << s->depth;
+    else
+        s->stack &= ~(1ull << s->depth);
+    s->depth++;
+    s->expect = object ? E_KEY_OR_END : E_VALUE_OR_END;
+    return true;
+}
+
+static bool close_container(struct okv_json_state *s)
+{
+    s->depth--;
+    value_done(s);
+    return true;
+}
+
+static bool start_value(struct okv_json_state *s, uint8_t c)
+{
+    if (s->depth == 0 && s->object_only && c != '{')
+        return fail(s);
+    switch (c) {
+    case '{': return push(s, true);
+    case '[': return push(s, false);
+    case '"': s->lex = L_STR; s->is_key = 0; return true;
+    case '-': s->lex = L_MINUS; return true;
+    case '0': s->lex = L_ZERO; return true;
+    case 't': s->lex = L_LIT; s->aux2 = 0; s->aux = 1; return true;
+    case 'f': s->lex = L_LIT; s->aux2 = 1; s->aux = 1; return true;
+    case 'n': s->lex = L_LIT; s->aux2 = 2; s->aux = 1; return true;
+    default:
+        if (c >= '1' && c <= '9') {
+            s->lex = L_INT;
+            return true;
+        }
+        return fail(s);
+    }
+}
+
+/* structure: whitespace, punctuation, the start of a value */
+static bool structural(struct okv_json_state *s, uint8_t c)
+{
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        if (s->expect == E_DONE || ++s->ws > OKV_JSON_MAX_WS)
+            return fail(s);
+        return true;
+    }
+    s->ws = 0;
+    switch (s->expect) {
+    case E_VALUE_OR_END:
+        if (c == ']')
+            return close_container(s);
+        return start_value(s, c);
+    case E_VALUE:
+        return start_value(s, c);
+    case E_KEY_OR_END:
+        if (c == '}')
+            return close_container(s);
+        /* fall through */
+    case E_KEY:
+        if (c != '"')
+            return fail(s);
+        s->lex = L_STR;
+        s->is_key = 1;
+        return true;
+    case E_COLON:
+        if (c != ':')
+            return fail(s);
+        s->expect = E_VALUE;
+        return true;
+    case E_AFTER:
+        if (c == ',') {
+            s->expect = top_is_object(s) ? E_KEY : E_VALUE;
+            return true;
+        }
+        if ((c == '}' && top_is_object(s)) || (c == ']' && !top_is_object(s)))
+            return close_container(s);
+        return fail(s);
+    default:   /* E_DONE: nothing follows a complete value */
+        return fail(s);
+    }
+}
+
+static bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+static bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+bool okv_json_feed(struct okv_json_state *s, uint8_t c)
+{
+    if (s->failed)
+        return false;
+    switch (s->lex) {
+    case L_NONE:
+        return structural(s, c);
+    case L_STR:
+        if (c == '"') {
+            if (s->is_key) {
+                s->lex = L_NONE;
+                s->expect = E_COLON;
+            } else {
+                value_done(s);
+            }
+            return true;
+        }
+        if (c == '\\') {
+            s->lex = L_ESC;
+            return true;
+        }
+        if (c < 0x20)
+            return fail(s);
+        if (c < 0x80)
+            return true;
+        /* a UTF-8 lead byte: continuation bytes left, and the first one's range (aux2: 0 80-BF,
+         * 1 A0-BF, 2 80-9F, 3 90-BF, 4 80-8F: no overlong forms, surrogates or code points past
+         * U+10FFFF) */
+        if (c >= 0xC2 && c <= 0xDF)
+            s->aux = 1, s->aux2 = 0;
+        else if (c == 0xE0)
+            s->aux = 2, s->aux2 = 1;
+        else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF)
+            s->aux = 2, s->aux2 = 0;
+        else if (c == 0xED)
+            s->aux = 2, s->aux2 = 2;
+        else if (c == 0xF0)
+            s->aux = 3, s->aux2 = 3;
+        else if (c >= 0xF1 && c <= 0xF3)
+            s->aux = 3, s->aux2 = 0;
+        else if (c == 0xF4)
+            s->aux = 3, s->aux2 = 4;
+        else
+            return fail(s);
+        s->lex = L_UTF8;
+        return true;
+    case L_UTF8: {
+        static const uint8_t lo[5] = {0x80, 0xA0, 0x80, 0x90, 0x80}, hi[5] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
+        if (c < lo[s->aux2] || c > hi[s->aux2])
+            return fail(s);
+        s->aux2 = 0;
+        if (--s->aux == 0)
+            s->lex = L_STR;
+        return true;
+    }
+    case L_ESC:
+        if (c == 'u') {
+            s->lex = L_UHEX;
+            s->aux = 4;
+            return true;
+        }
+        if (!strchr("\"\\/bfnrt", c) || c == 0)
+            return fail(s);
+        s->lex = L_STR;
+        return true;
+    case L_UHEX:
+        if (!is_hex(c))
+            return fail(s);
+        if (--s->aux == 0)
+            s->lex = L_STR;
+        return true;
+    case L_LIT: {
+        const char *w = k_lit[s->aux2];
+        if (c != (uint8_t)w[s->aux])
+            return fail(s);
+        if (w[++s->aux] == 0)
+            value_done(s);
+        return true;
+    }
+    case L_MINUS:
+        if (c == '0')
+            s->lex = L_ZERO;
+        else if (is_digit(c))
+            s->lex = L_INT;
+        else
+            return fail(s);
+        return true;
+    case L_DOT:
+        if (!is_digit(c))
+            return fail(s);
+        s->lex = L_FRAC;
+        return true;
+    case L_E:
+        if (c == '+' || c == '-')
+            s->lex = L_ESIGN;
+        else if (is_digit(c))
+            s->lex = L_EXP;
+        else
+            return fail(s);
+        return true;
+    case L_ESIGN:
+        if (!is_digit(c))
+            return fail(s);
+        s->lex = L_EXP;
+        return true;
+    case L_ZERO:
+    case L_INT:
+    case L_FRAC:
+    case L_EXP:
+        if (is_digit(c) && s->lex != L_ZERO)
+            return true;
+        if (c == '.' && (s->lex == L_ZERO || s->lex == L_INT)) {
+            s->lex = L_DOT;
+            return true;
+        }
+        if ((c == 'e' || c == 'E') && s->lex != L_EXP) {
+            s->lex = L_E;
+            return true;
+        }
+        /* the number ends here; the byte is structure (a digit after a leading 0 is not) */
+        if (is_digit(c))
+            return fail(s);
+        value_done(s);
+        return structural(s, c);
+    default:
+        return fail(s);
+    }
+}
+
+bool okv_json_feed_n(struct okv_json_state *s, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!okv_json_feed(s, p[i]))
+            return false;
+    return true;
+}
+
+bool okv_json_complete(const struct okv_json_state *s)
+{
+    if (s->failed)
+        return false;
+    if (s->lex == L_NONE)
+        return s->expect == E_DONE;
+    /* a top-level number is complete where it may end */
+    return s->depth == 0 && (s->lex == L_ZERO || s->lex == L_INT || s->lex == L_FRAC || s->lex == L_EXP);
+}
+
+/* ---- the vocabulary's trie ---- */
+
+struct trie_node {
+    int32_t first_edge, n_edges;   /* into edges[] (sorted by byte) */
+    int32_t first_tok, n_tok;      /* into toks[]: ids whose bytes end here */
+};
+
+struct okv_token_trie {
+    struct trie_node *nodes;
+    int32_t n_nodes;
+    uint8_t *edge_byte;
+    int32_t *edge_node;
+    int32_t *toks;
+    int n_vocab;
+    uint8_t *bytes;      /* every token's bytes, one after the other */
+    int64_t *off;        /* [n_vocab + 1] */
+    int max_len;
+};
+
+struct tok_ent {
+    const uint8_t *p;
+    int n;
+    int32_t id;
+};
+
+static int ent_cmp(const void *a, const void *b)
+{
+    const struct tok_ent *x = a, *y = b;
+    const int m = x->n < y->n ? x->n : y->n;
+    const int c = memcmp(x->p, y->p, (size_t)m);
+    if (c)
+        return c;
+    if (x->n != y->n)
+        return x->n - y->n;
+    return x->id - y->id;
+}
+
+void okv_token_trie_free(okv_token_trie *t)
+{
+    if (!t)
+        return;
+    okv_free(t->nodes);
+    okv_free(t->edge_byte);
+    okv_free(t->edge_node);
+    okv_free(t->toks);
+    okv_free(t->bytes);
+    okv_free(t->off);
+    okv_free(t);
+}
+
+const uint8_t *okv_token_trie_bytes(const okv_token_trie *t, int32_t id, int *n)
+{
+    if (!t || id < 0 || id >= t->n_vocab) {
+        *n = 0;
+        return NULL;
+    }
+    *n = (int)(t->off[id + 1] - t->off[id]);
+    return t->bytes + t->off[id];
+}
+
+/* The trie of the sorted entries [lo, hi) that share their first `depth` bytes, as node
+ * `node` (its edges and tokens filled in); children are numbered from *next_node and
+ * their edges from *next_edge. Sorted input makes every node's children contiguous. */
+static void build_node(okv_token_trie *t, const struct tok_ent *e, int lo, int hi, int depth, int32_t node,
+                       int32_t *next_node, int32_t *next_edge, int32_t *next_tok)
+{
+    struct trie_node *nd = &t->nodes[node];
+    nd->first_tok = *next_tok;
+    int i = lo;
+    for (; i < hi && e[i].n == depth; i++)
+        t->toks[(*next_tok)++] = e[i].id;
+    nd->n_tok = *next_tok - nd->first_tok;
+    /* children: runs of equal byte at position depth */
+    int n_children = 0;
+    for (int j = i; j < hi;) {
+        int k = j;
+        while (k < hi && e[k].p[depth] == e[j].p[depth])
+            k++;
+        n_children++;
+        j = k;
+    }
+    nd->first_edge = *next_edge;
+    nd->n_edges = n_children;
+    *next_edge += n_children;
+    int32_t child0 = *next_node;
+    *next_node += n_children;
+    int c = 0;
+    for (int j = i; j < hi; c++) {
+        int k = j;
+        while (k < hi && e[k].p[depth] == e[j].p[depth])
+            k++;
+        t->edge_byte[nd->first_edge + c] = e[j].p[depth];
+        t->edge_node[nd->first_edge + c] = child0 + c;
+        build_node(t, e, j, k, depth + 1, child0 + c, next_node, next_edge, next_tok);
+        nd = &t->nodes[node];
+        j = k;
+    }
+}
+
+enum okv_status okv_token_trie_build(const okv_tokenizer *tok, okv_token_trie **out)
+{
+    *out = NULL;
+    const int n = okv_tokenizer_n_vocab(tok);
+    okv_token_trie *t = okv_calloc(1, sizeof *t, OKV_TAG_ENGINE);
+    struct tok_ent *e = okv_malloc(sizeof *e * (size_t)(n > 0 ? n : 1), OKV_TAG_ENGINE);
+    if (!t || !e || !(t->off = okv_malloc(sizeof(int64_t) * (size_t)(n + 1), OKV_TAG_ENGINE))) {
+        okv_free(e);
+        okv_token_trie_free(t);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "structured output: no memory for the vocabulary trie");
+    }
+    t->n_vocab = n;
+    /* every token's bytes; special tokens (no text without their specialness) get none */
+    size_t cap = 1 << 20, used = 0;
+    t->bytes = okv_malloc(cap, OKV_TAG_ENGINE);
+    int n_ent = 0;
+    for (int32_t id = 0; id < n && t->bytes; id++) {
+        t->off[id] = (int64_t)used;
+        char *plain = NULL, *skip = NULL;
+        size_t lp = 0, ls = 0;
+        if (okv_tokenizer_decode(tok, &id, 1, false, &plain, &lp) != OKV_OK ||
+            okv_tokenizer_decode(tok, &id, 1, true, &skip, &ls) != OKV_OK) {
+            okv_free(plain);
+            okv_free(skip);
+            continue;
+        }
+        if (ls > 0) {   /* ls == 0: a special token (or an empty one): never allowed by the grammar */
+            if (used + ls > cap) {
+                while (used + ls > cap)
+                    cap *= 2;
+                uint8_t *nb = okv_realloc(t->bytes, cap, OKV_TAG_ENGINE);
+                if (!nb) {
+                    okv_free(t->bytes);
+                    t->bytes = NULL;
+                }
+                t->bytes = nb;
+            }
+            if (t->bytes) {
+                memcpy(t->bytes + used, skip, ls);
+                used += ls;
+                n_ent++;
+                if ((int)ls > t->max_len)
+                    t->max_len = (int)ls;
+            }
+        }
+        okv_free(plain);
+        okv_free(skip);
+    }
+    t->off[n] = (int64_t)used;
+    if (!t->bytes) {
+        okv_free(e);
+        okv_token_trie_free(t);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "structured output: no memory for the vocabulary's bytes");
+    }
+    int k = 0;
+    for (int32_t id = 0; id < n; id++)
+        if (t->off[id + 1] > t->off[id])
+            e[k++] = (struct tok_ent){t->bytes + t->off[id], (int)(t->off[id + 1] - t->off[id]), id};
+    qsort(e, (size_t)k, sizeof *e, ent_cmp);
+    /* nodes: at most 1 + the total bytes; edges: one a non-root node */
+    const size_t max_nodes = used + 1;
+    t->nodes = okv_calloc(max_nodes, sizeof *t->nodes, OKV_TAG_ENGINE);
+    t->edge_byte = okv_malloc(max_nodes, OKV_TAG_ENGINE);
+    t->edge_node = okv_malloc(sizeof(int32_t) * max_nodes, OKV_TAG_ENGINE);
+    t->toks = okv_malloc(sizeof(int32_t) * (size_t)(k > 0 ? k : 1), OKV_TAG_ENGINE);
+    if (!t->nodes || !t->edge_byte || !t->edge_node || !t->toks) {
+        okv_free(e);
+        okv_token_trie_free(t);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "structured output: no memory for the vocabulary trie");
+    }
+    int32_t next_node = 1, next_edge = 0, next_tok = 0;
+    build_node(t, e, 0, k, 0, 0, &next_node, &next_edge, &next_tok);
+    t->n_nodes = next_node;
+    okv_free(e);
+    *out = t;
+    return OKV_OK;
+}
+
+int okv_json_mask(const struct okv_json_state *s, const okv_token_trie *t, const int32_t *eog, int n_eog, float *logits,
+                  int n)
+{
+    /* which ids stay allowed: a walk of the trie carrying the recognizer's state, pruned at
+     * the first byte that fails; the allowed ids are marked by setting their logit aside */
+    uint8_t *ok = okv_calloc((size_t)n, 1, OKV_TAG_ENGINE);
+    struct frame {
+        int32_t node;
+        int32_t edge;   /* next edge to try */
+        struct okv_json_state st;
+    } *stk = okv_malloc(sizeof *stk * (size_t)(t->max_len + 2), OKV_TAG_ENGINE);
+    int allowed = 0;
+    if (ok && stk && !s->failed) {
+        int sp = 0;
+        stk[0] = (struct frame){0, 0, *s};
+        while (sp >= 0) {
+            struct frame *f = &stk[sp];
+            const struct trie_node *nd = &t->nodes[f->node];
+            if (f->edge >= nd->n_edges) {
+                sp--;
+                continue;
+            }
+            const int32_t ei = nd->first_edge + f->edge++;
+            struct okv_json_state st = f->st;
+            if (!okv_json_feed(&st, t->edge_byte[ei]))
+                continue;
+            const int32_t child = t->edge_node[ei];
+            const struct trie_node *cn = &t->nodes[child];
+            for (int32_t j = 0; j < cn->n_tok; j++) {
+                const int32_t id = t->toks[cn->first_tok + j];
+                if (id < n)
+                    ok[id] = 1;
+            }
+            stk[++sp] = (struct frame){child, 0, st};
+        }
+    }
+    const bool done = okv_json_complete(s);
+    for (int i = 0; i < n_eog; i++)
+        if (eog[i] >= 0 && eog[i] < n && ok)
+            ok[eog[i]] = done;
+    for (int i = 0; i < n; i++) {
+        if (ok && ok[i])
+            allowed++;
+        else
+            logits[i] = -INFINITY;
+    }
+    okv_free(ok);
+    okv_free(stk);
+    return allowed;
+}

@@ -1,0 +1,135 @@
+/* label: unit */
+/* Structured output (src/structured/json.c): the token mask that the trie walk computes equals
+ * feeding every token's bytes to the recognizer one id at a time, on SmolLM2's vocabulary
+ * (49,152 ids), in states taken at every byte of JSON texts (inside strings, numbers, keys,
+ * nested containers, after a complete value); end-of-generation is allowed exactly when the
+ * text is complete, special tokens never. The recognizer's verdicts against Python's json
+ * module: tests/sh/test_json_ref.sh. */
+#include "oasiskv/structured.h"
+#include "oasiskv/tokenizer.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const k_docs[] = {
+    "{\"name\": \"Felix\", \"age\": 10, \"tags\": [\"a\\u00e9\", -1.5e+3, true, null], \"x\": {\"y\": []}}",
+    "{\n  \"caf\xc3\xa9\": \"\xe4\xb8\xad\\n\",\n  \"n\": 0.25\n}",
+    "{\"a\":[{\"b\":[0,1,2]},{}],\"c\":false}",
+};
+
+int main(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/smollm2/tokenizer.json", tu_src_dir());
+    okv_tokenizer *tok = NULL;
+    if (okv_tokenizer_from_json_file(path, &tok) != OKV_OK) {
+        CHECK(0, "load %s: %s", path, okv_last_error());
+        return tu_finish("test_structured");
+    }
+    okv_token_trie *trie = NULL;
+    CHECK(okv_token_trie_build(tok, &trie) == OKV_OK, "trie: %s", okv_last_error());
+    const int n = okv_tokenizer_n_vocab(tok);
+    int32_t eog[4];
+    int n_eog = 0;
+    for (int32_t id = 0; id < n && n_eog < 4; id++)
+        if (okv_tokenizer_is_eog(tok, id))
+            eog[n_eog++] = id;
+    CHECK(n_eog >= 1, "SmolLM2 has an end-of-generation id");
+    float *lg = malloc(sizeof(float) * (size_t)n);
+    int states = 0, wrong = 0, special_allowed = 0;
+    double t_mask = 0;
+    int n_masks = 0;
+    for (size_t d = 0; d < sizeof k_docs / sizeof k_docs[0]; d++) {
+        struct okv_json_state s;
+        okv_json_init(&s, true);
+        const size_t len = strlen(k_docs[d]);
+        for (size_t i = 0; i <= len; i++) {
+            /* the mask in this state */
+            for (int k = 0; k < n; k++)
+                lg[k] = 0.0f;
+            const double t0 = okv_now();
+            const int allowed = okv_json_mask(&s, trie, eog, n_eog, lg, n);
+            t_mask += okv_now() - t0;
+            n_masks++;
+            /* against feeding each id's bytes */
+            int count = 0;
+            for (int32_t id = 0; id < n; id++) {
+                int nb = 0;
+                const uint8_t *b = okv_token_trie_bytes(trie, id, &nb);
+                bool want;
+                bool is_eog = false;
+                for (int e = 0; e < n_eog; e++)
+                    is_eog |= eog[e] == id;
+                if (is_eog) {
+                    want = okv_json_complete(&s);
+                } else if (nb == 0) {
+                    want = false;   /* special or empty */
+                } else {
+                    struct okv_json_state c = s;
+                    want = okv_json_feed_n(&c, b, (size_t)nb);
+                }
+                const bool got = !isinf(lg[id]);
+                wrong += got != want;
+                count += want;
+                if (got && nb == 0 && !is_eog)
+                    special_allowed++;
+            }
+            CHECK(count == allowed, "doc %zu at byte %zu: the mask counts %d allowed, %d by feeding", d, i, allowed, count);
+            states++;
+            if (i < len)
+                CHECK(okv_json_feed(&s, (uint8_t)k_docs[d][i]), "doc %zu: byte %zu refused", d, i);
+        }
+        CHECK(okv_json_complete(&s), "doc %zu complete at its end", d);
+    }
+    CHECK(wrong == 0, "%d (state, id) pairs where the trie walk and the byte-by-byte feeding disagree", wrong);
+    CHECK(special_allowed == 0, "%d special tokens allowed", special_allowed);
+    printf("  %d states x %d ids: the trie's masks equal feeding each token; %.2f ms a mask on this machine\n", states, n,
+           1e3 * t_mask / n_masks);
+
+    /* the first token of a JSON-object answer: '{' (maybe after whitespace), never a quote or a digit */
+    {
+        struct okv_json_state s;
+        okv_json_init(&s, true);
+        for (int k = 0; k < n; k++)
+            lg[k] = 0.0f;
+        okv_json_mask(&s, trie, eog, n_eog, lg, n);
+        int32_t *ids = NULL;
+        size_t nid = 0;
+        okv_tokenizer_encode(tok, "{", 1, false, false, &ids, &nid);
+        CHECK(nid == 1 && !isinf(lg[ids[0]]), "'{' allowed first");
+        okv_free(ids);
+        okv_tokenizer_encode(tok, "\"", 1, false, false, &ids, &nid);
+        CHECK(nid == 1 && isinf(lg[ids[0]]), "a quote refused first (the value must be an object)");
+        okv_free(ids);
+        for (int e = 0; e < n_eog; e++)
+            CHECK(isinf(lg[eog[e]]), "end of generation refused before the object");
+    }
+    /* limits: nesting past OKV_JSON_MAX_DEPTH, whitespace runs past OKV_JSON_MAX_WS, a failed state */
+    {
+        struct okv_json_state s;
+        okv_json_init(&s, false);
+        int ok = 0;
+        for (int i = 0; i < OKV_JSON_MAX_DEPTH + 1; i++)
+            ok += okv_json_feed(&s, '[');
+        CHECK(ok == OKV_JSON_MAX_DEPTH, "nesting stops at %d (%d accepted)", OKV_JSON_MAX_DEPTH, ok);
+        okv_json_init(&s, false);
+        ok = 0;
+        for (int i = 0; i < OKV_JSON_MAX_WS + 1; i++)
+            ok += okv_json_feed(&s, ' ');
+        CHECK(ok == OKV_JSON_MAX_WS, "whitespace runs stop at %d (%d accepted)", OKV_JSON_MAX_WS, ok);
+        for (int k = 0; k < n; k++)
+            lg[k] = 0.0f;
+        CHECK(okv_json_mask(&s, trie, eog, n_eog, lg, n) == 0, "a failed state allows nothing");
+        okv_json_init(&s, false);
+        CHECK(okv_json_feed_n(&s, (const uint8_t *)"12", 2) && okv_json_complete(&s), "a top-level number is complete");
+        CHECK(!okv_json_feed(&s, ' '), "nothing follows a complete top-level value, whitespace neither");
+    }
+    free(lg);
+    okv_token_trie_free(trie);
+    okv_tokenizer_free(tok);
+    for (int t = 0; t < OKV_TAG_COUNT; t++)
+        CHECK(okv_alloc_live_count(t) == 0, "tag %d: %lld allocations live", t, (long long)okv_alloc_live_count(t));
+    return tu_finish("test_structured");
+}
