@@ -1,4 +1,5 @@
-/* Encoding: added tokens first, then the pre-tokenizer, then BPE merges.
+/* Encoding: added tokens first, then the pre-tokenizer, then BPE merges (byte-level BPE;
+ * SentencePiece-style BPE, spm_segment below, has no pre-tokenizer and starts from characters).
  *
  * 1. Added tokens are found left to right, longest first at each position
  *    (tokenizers' leftmost-longest match); special ones only with parse_special.
@@ -130,6 +131,16 @@ static void try_pair(struct enc *e, int32_t left, int32_t right)
         heap_push(e, c);
 }
 
+static void push_sym(struct enc *e, int32_t *n, int32_t id)
+{
+    e->syms[*n] = (struct sym){ .id = id, .prev = *n - 1, .next = -1 };
+    if (*n > 0)
+        e->syms[*n - 1].next = *n;
+    (*n)++;
+}
+
+static enum okv_status merge_emit(struct enc *e, int32_t n);
+
 /* BPE over one pre-token. */
 static enum okv_status bpe_piece(void *user, const char *s, size_t len)
 {
@@ -161,11 +172,94 @@ static enum okv_status bpe_piece(void *user, const char *s, size_t len)
         if (id < 0)
             continue;           /* a byte the vocabulary lacks (SmolLM2 has no 0xFF): dropped, as
                                  * tokenizers (no unk_token) and llama.cpp do */
-        e->syms[n] = (struct sym){ .id = id, .prev = n - 1, .next = -1 };
-        if (n > 0)
-            e->syms[n - 1].next = n;
-        n++;
+        push_sym(e, &n, id);
     }
+    return merge_emit(e, n);
+}
+
+/* SentencePiece-style BPE over one piece of normalized text: a symbol per character (its
+ * vocabulary id), or, for a character the vocabulary lacks, one per byte ("<0xNN>"), or the
+ * unknown token (consecutive ones fused, as tokenizers' fuse_unk) */
+static enum okv_status spm_piece(struct enc *e, const char *s, size_t len)
+{
+    const okv_tokenizer *t = e->t;
+    enum okv_status st;
+    if (len == 0)
+        return OKV_OK;
+    if (len > INT32_MAX / 2)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: text piece of %zu bytes is too long", t->src, len);
+    if ((st = grow((void **)&e->syms, &e->syms_cap, len, sizeof(struct sym), t)) != OKV_OK ||
+        (st = grow((void **)&e->heap, &e->heap_cap, len, sizeof(struct cand), t)) != OKV_OK)
+        return st;
+    int32_t n = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int k = okv_utf8_decode((const unsigned char *)s + i, len - i, &cp);
+        if (k <= 0)
+            k = 1;              /* an invalid byte: its byte token */
+        int32_t id = okv_tok_lookup(t, s + i, (size_t)k);
+        if (id >= 0 && t->tok_attr[id] == OKV_TOK_ATTR_NORMAL) {
+            push_sym(e, &n, id);
+        } else {
+            for (int b = 0; b < k; b++) {
+                int32_t bid = t->byte_to_id[(uint8_t)s[i + b]];
+                if (bid >= 0)
+                    push_sym(e, &n, bid);
+                else if (t->unk >= 0 && !(n > 0 && e->syms[n - 1].id == t->unk))
+                    push_sym(e, &n, t->unk);
+            }
+        }
+        i += (size_t)k;
+    }
+    return merge_emit(e, n);
+}
+
+/* A segment of text between added tokens, SentencePiece-style: spaces become U+2581, a leading
+ * one is prepended as the tokenizer says (at_start: the segment begins the text), then BPE over
+ * the whole segment, or over each piece that a U+2581 starts (spm_split). */
+static enum okv_status spm_segment(struct enc *e, const char *s, size_t len, bool at_start)
+{
+    const okv_tokenizer *t = e->t;
+    if (len == 0)
+        return OKV_OK;
+    static const char meta[3] = {'\xE2', '\x96', '\x81'};
+    const bool starts_meta = s[0] == ' ' || (len >= 3 && memcmp(s, meta, 3) == 0);
+    const bool prepend = t->spm_prepend == OKV_SPM_PREPEND_NORMALIZER ||
+                         (t->spm_prepend == OKV_SPM_PREPEND_ALWAYS && !starts_meta) ||
+                         (t->spm_prepend == OKV_SPM_PREPEND_FIRST && at_start && !starts_meta);
+    size_t cap = 3 * len + 3, m = 0;
+    enum okv_status st = grow((void **)&e->mapped, &e->mapped_cap, cap, 1, t);
+    if (st != OKV_OK)
+        return st;
+    if (prepend) {
+        memcpy(e->mapped, meta, 3);
+        m = 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == ' ') {
+            memcpy(e->mapped + m, meta, 3);
+            m += 3;
+        } else {
+            e->mapped[m++] = s[i];
+        }
+    }
+    if (!t->spm_split)
+        return spm_piece(e, e->mapped, m);
+    size_t from = 0;
+    for (size_t i = 3; i + 3 <= m; i++)
+        if (memcmp(e->mapped + i, meta, 3) == 0) {
+            if ((st = spm_piece(e, e->mapped + from, i - from)) != OKV_OK)
+                return st;
+            from = i;
+        }
+    return spm_piece(e, e->mapped + from, m - from);
+}
+
+/* The symbols syms[0..n) merged by rank (leftmost on ties) and emitted. */
+static enum okv_status merge_emit(struct enc *e, int32_t n)
+{
+    enum okv_status st;
+    const okv_tokenizer *t = e->t;
     e->heap_n = 0;
     for (int32_t i = 0; i + 1 < n; i++)
         try_pair(e, i, i + 1);
@@ -227,14 +321,16 @@ enum okv_status okv_tokenizer_encode(const okv_tokenizer *t, const char *text, s
             continue;
         }
         if (i > start)
-            st = okv_pretok_split(t, text + start, i - start, bpe_piece, &e);
+            st = t->spm ? spm_segment(&e, text + start, i - start, start == 0)
+                        : okv_pretok_split(t, text + start, i - start, bpe_piece, &e);
         if (st == OKV_OK)
             st = emit(&e, a->id);
         i += a->len;
         start = i;
     }
     if (st == OKV_OK && len > start)
-        st = okv_pretok_split(t, text + start, len - start, bpe_piece, &e);
+        st = t->spm ? spm_segment(&e, text + start, len - start, start == 0)
+                    : okv_pretok_split(t, text + start, len - start, bpe_piece, &e);
     okv_free(e.syms);
     okv_free(e.heap);
     okv_free(e.mapped);

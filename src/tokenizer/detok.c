@@ -41,6 +41,17 @@ enum okv_status okv_tokenizer_decode(const okv_tokenizer *t, const int32_t *ids,
         k += pl;
     }
     s[k] = '\0';
+    /* SentencePiece-style decoders drop the space that the first token's U+2581 stands for */
+    if (t->spm_strip && k > 0 && s[0] == ' ') {
+        size_t first = 0;
+        while (first < n && skipped(t, ids[first], skip_special))
+            first++;
+        if (first < n && t->tok_attr[ids[first]] == OKV_TOK_ATTR_NORMAL &&
+            t->piece_off[ids[first] + 1] > t->piece_off[ids[first]] && t->piece[t->piece_off[ids[first]]] == ' ') {
+            memmove(s, s + 1, k);
+            k--;
+        }
+    }
     *out = s;
     *len = k;
     return OKV_OK;

@@ -197,6 +197,94 @@ static enum okv_status add_merges(okv_tokenizer *t, const cJSON *merges)
 
 static const char *const eos_guesses[] = { "<|end_of_text|>", "<|endoftext|>", "</s>", "<|im_end|>" };
 
+/* SentencePiece-style BPE in a tokenizer.json (Llama 2, Mistral 7B and their conversions):
+ * model.byte_fallback, or a normalizer / pre-tokenizer that writes spaces as U+2581. Llama 2's
+ * layout: normalizer Sequence[Prepend("▁"), Replace(" ", "▁")], no pre-tokenizer, decoder
+ * ending in Strip(" ", 1, 0). Mistral's (and newer conversions'): pre-tokenizer Metaspace
+ * (replacement "▁", prepend_scheme first / always / never, or the older add_prefix_space; split),
+ * no normalizer, decoder Metaspace. */
+struct spm_cfg {
+    bool on, split, strip;
+    int prepend;   /* enum okv_spm_prepend */
+};
+
+static bool is_meta_replace(const cJSON *n)
+{
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(n, "pattern");
+    const char *from = json_str(pat, "String"), *to = json_str(n, "content");
+    return type_is(n, "Replace") && from && to && strcmp(from, " ") == 0 && strcmp(to, "\xE2\x96\x81") == 0;
+}
+
+static enum okv_status parse_spm(const char *path, const cJSON *root, const cJSON *model, struct spm_cfg *c)
+{
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    const cJSON *dec = cJSON_GetObjectItemCaseSensitive(root, "decoder");
+    bool replace = false, prepend = false, other = false;
+    if (norm && !cJSON_IsNull(norm)) {
+        const cJSON *items = type_is(norm, "Sequence") ? cJSON_GetObjectItemCaseSensitive(norm, "normalizers") : NULL, *n;
+        if (items) {
+            cJSON_ArrayForEach(n, items) {
+                if (is_meta_replace(n))
+                    replace = true;
+                else if (type_is(n, "Prepend") && json_str(n, "prepend") && strcmp(json_str(n, "prepend"), "\xE2\x96\x81") == 0)
+                    prepend = true;
+                else
+                    other = true;
+            }
+        } else if (is_meta_replace(norm)) {
+            replace = true;
+        }
+    }
+    const bool meta = type_is(pt, "Metaspace");
+    c->on = json_bool(model, "byte_fallback", false) || replace || meta;
+    if (!c->on)
+        return OKV_OK;
+    if (other)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: a SentencePiece-style tokenizer whose normalizer does more than "
+                             "Prepend(\"\xE2\x96\x81\") and Replace(\" \", \"\xE2\x96\x81\") is not supported", path);
+    if (meta) {
+        const char *rep = json_str(pt, "replacement");
+        if (rep && strcmp(rep, "\xE2\x96\x81") != 0)
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: Metaspace replacement \"%s\" is not supported (U+2581)", path, rep);
+        const char *scheme = json_str(pt, "prepend_scheme");
+        if (!scheme)
+            scheme = json_bool(pt, "add_prefix_space", true) ? "always" : "never";
+        if (strcmp(scheme, "first") == 0)
+            c->prepend = OKV_SPM_PREPEND_FIRST;
+        else if (strcmp(scheme, "always") == 0)
+            c->prepend = OKV_SPM_PREPEND_ALWAYS;
+        else if (strcmp(scheme, "never") == 0)
+            c->prepend = OKV_SPM_PREPEND_NONE;
+        else
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: Metaspace prepend_scheme \"%s\" is not supported", path, scheme);
+        c->split = json_bool(pt, "split", true);
+        if (prepend)
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: both a Prepend normalizer and a Metaspace pre-tokenizer", path);
+    } else if (pt && !cJSON_IsNull(pt)) {
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: a SentencePiece-style tokenizer (byte_fallback) with pre_tokenizer "
+                             "\"%s\" is not supported (none, or Metaspace)", path, json_str(pt, "type") ? json_str(pt, "type") : "?");
+    } else {
+        if (!replace)
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: byte_fallback BPE without the normalizer Replace(\" \", "
+                                 "\"\xE2\x96\x81\") or a Metaspace pre-tokenizer is not supported", path);
+        c->prepend = prepend ? OKV_SPM_PREPEND_NORMALIZER : OKV_SPM_PREPEND_NONE;
+    }
+    /* the decoder drops the first token's leading space: Strip(" ", 1, 0) in a Sequence, or Metaspace with a prepend */
+    if (type_is(dec, "Metaspace")) {
+        const char *scheme = json_str(dec, "prepend_scheme");
+        c->strip = scheme ? strcmp(scheme, "never") != 0 : json_bool(dec, "add_prefix_space", true);
+    } else if (type_is(dec, "Sequence")) {
+        const cJSON *d;
+        cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(dec, "decoders")) {
+            const cJSON *start = cJSON_GetObjectItemCaseSensitive(d, "start");
+            if (type_is(d, "Strip") && cJSON_IsNumber(start) && start->valueint == 1)
+                c->strip = true;
+        }
+    }
+    return OKV_OK;
+}
+
 /* Build the tokenizer from a parsed tokenizer.json. */
 static enum okv_status from_json(const char *path, const cJSON *root, okv_tokenizer **out)
 {
@@ -216,17 +304,18 @@ static enum okv_status from_json(const char *path, const cJSON *root, okv_tokeni
         return okv_set_error(OKV_ERR_FORMAT, "%s: model.merges missing or not an array", path);
     if (added && !cJSON_IsArray(added))
         return okv_set_error(OKV_ERR_FORMAT, "%s: added_tokens is not an array", path);
-    if (json_bool(model, "byte_fallback", false))
-        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: model.byte_fallback (SentencePiece-style BPE) "
-                             "is not supported", path);
-
     enum okv_pretok pretok = OKV_PRETOK_GPT2;
-    enum okv_status st = parse_pretok(path, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &pretok);
+    struct spm_cfg spm = {0};
+    enum okv_status st = parse_spm(path, root, model, &spm);
     if (st != OKV_OK)
         return st;
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    if (norm && !cJSON_IsNull(norm))
-        OKV_LOG_WARN("%s: normalizer \"%s\" ignored", path, json_str(norm, "type") ? json_str(norm, "type") : "?");
+    if (!spm.on) {
+        if ((st = parse_pretok(path, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &pretok)) != OKV_OK)
+            return st;
+        const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+        if (norm && !cJSON_IsNull(norm))
+            OKV_LOG_WARN("%s: normalizer \"%s\" ignored", path, json_str(norm, "type") ? json_str(norm, "type") : "?");
+    }
 
     /* The vocabulary size: the largest id + 1 over vocab and added tokens. */
     int32_t max_id = -1, id = 0;
@@ -271,6 +360,10 @@ static enum okv_status from_json(const char *path, const cJSON *root, okv_tokeni
 
     t->pretok = pretok;
     t->ignore_merges = json_bool(model, "ignore_merges", false);
+    t->spm = spm.on;
+    t->spm_prepend = (uint8_t)spm.prepend;
+    t->spm_split = spm.split;
+    t->spm_strip = spm.strip;
     const char *unk = json_str(model, "unk_token");
     if (unk)
         t->unk = okv_tok_lookup(t, unk, strlen(unk));

@@ -25,6 +25,13 @@ enum okv_tok_attr {
     OKV_TOK_ATTR_BYTE = 6,
 };
 
+enum okv_spm_prepend {
+    OKV_SPM_PREPEND_NONE = 0,
+    OKV_SPM_PREPEND_NORMALIZER, /* normalizer Prepend("\u2581") (Llama 2): every segment, always */
+    OKV_SPM_PREPEND_ALWAYS,     /* Metaspace "always": every segment not starting with U+2581 */
+    OKV_SPM_PREPEND_FIRST,      /* Metaspace "first" (Mistral): the segment at the text's start only, likewise */
+};
+
 /* One pre-tokenizer regex: the compiled pattern, shared read-only by all threads. */
 struct okv_pretok_re {
     pcre2_code *code;
@@ -86,6 +93,16 @@ struct okv_tokenizer {
 
     int32_t bos, eos, unk;
     bool add_bos;
+
+    /* SentencePiece-style BPE (Llama 2, Mistral 7B, ...): no byte-level mapping; spaces are
+     * "\xE2\x96\x81" (U+2581) in the vocabulary, merges start from characters, a character the
+     * vocabulary lacks falls back to its bytes' "<0xNN>" tokens (byte_to_id). spm_prepend: when a
+     * segment of text (between added tokens) gets a leading U+2581; spm_split: Metaspace's split
+     * (each U+2581 starts a piece); spm_strip: decoding drops the first token's leading space. */
+    bool spm;
+    uint8_t spm_prepend;        /* enum okv_spm_prepend */
+    bool spm_split;
+    bool spm_strip;
 
     char *chat_template;        /* NUL-terminated copy, or NULL */
     enum okv_chat_format chat_format;

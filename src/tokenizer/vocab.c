@@ -296,11 +296,40 @@ static int cmp_added(const void *pa, const void *pb)
 /* Bytes a token decodes to: the byte-level mapping undone when every character
  * is one of the 256, else the raw string (tokenizers' ByteLevel decoder does the
  * same); added tokens are raw text. */
+/* "<0xNN>": the byte NN (SentencePiece byte fallback), or -1 */
+static int spm_byte(const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
+        return -1;
+    const char *h = strchr(hex, s[3]), *l = strchr(hex, s[4]);
+    if (!h || !l || !s[3] || !s[4])
+        return -1;
+    return (int)((h - hex) * 16 + (l - hex));
+}
+
 static size_t token_piece(const okv_tokenizer *t, int32_t id, char *out)
 {
     const char *s = t->arena + t->tok_off[id];
     size_t len = t->tok_len[id];
     uint8_t a = t->tok_attr[id];
+    if (t->spm && (a == OKV_TOK_ATTR_NORMAL || a == OKV_TOK_ATTR_BYTE)) {
+        const int b = spm_byte(s, len);
+        if (b >= 0) {
+            out[0] = (char)b;
+            return 1;
+        }
+        size_t n = 0;   /* U+2581 (3 bytes) -> ' ' */
+        for (size_t i = 0; i < len;) {
+            if (i + 3 <= len && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
+                out[n++] = ' ';
+                i += 3;
+            } else {
+                out[n++] = s[i++];
+            }
+        }
+        return n;
+    }
     if (a == OKV_TOK_ATTR_NORMAL || a == OKV_TOK_ATTR_BYTE) {
         size_t n = 0, i = 0;
         while (i < len) {
@@ -334,8 +363,8 @@ enum okv_status okv_tok_finalize(okv_tokenizer *t)
                              t->src, t->bos, t->eos, t->unk, t->n_vocab);
 
     for (int b = 0; b < 256; b++) {
-        char s[4];
-        int n = okv_utf8_encode(okv_tok_byte_to_cp((uint8_t)b), s);
+        char s[8];
+        int n = t->spm ? snprintf(s, sizeof s, "<0x%02X>", b) : okv_utf8_encode(okv_tok_byte_to_cp((uint8_t)b), s);
         t->byte_to_id[b] = okv_tok_lookup(t, s, (size_t)n);
     }
 

@@ -6,7 +6,8 @@
  * prints {"n_vocab": N, "pretok": P, "plain": [[ids]...], "special": [[ids]...],
  *         "roundtrip_fail": [indices], "encode_seconds": s}
  * plain: parse_special off; special: parse_special on; both without BOS.
- * roundtrip_fail: strings where decode(encode(s)) != s (either mode). */
+ * roundtrip_fail: strings where decode(encode(s)) != s (either mode); decoded_hex: decode of the
+ * special mode's ids (special tokens kept), in hex. */
 #include "oasiskv/gguf.h"
 #include "oasiskv/tokenizer.h"
 
@@ -84,6 +85,7 @@ int main(int argc, char **argv)
     }
     int n_items = cJSON_GetArraySize(corpus);
     char *fails = calloc((size_t)n_items + 1, 1);
+    char **decoded = calloc((size_t)n_items + 1, sizeof(char *));   /* special mode's decode, hex */
     double secs = 0;
     printf("{\"n_vocab\": %d, \"pretok\": %d", okv_tokenizer_n_vocab(t), (int)okv_tokenizer_pretok(t));
     for (int mode = 0; mode < 2; mode++) {
@@ -107,6 +109,11 @@ int main(int argc, char **argv)
             }
             if (dl != sl || memcmp(back, s, sl) != 0)
                 fails[i] = 1;
+            if (mode == 1 && (decoded[i] = malloc(2 * dl + 1))) {
+                for (size_t k = 0; k < dl; k++)
+                    sprintf(decoded[i] + 2 * k, "%02x", (unsigned char)back[k]);
+                decoded[i][2 * dl] = 0;
+            }
             printf(i ? ",\n" : "\n");
             print_ids(ids, n);
             okv_free(ids);
@@ -119,6 +126,12 @@ int main(int argc, char **argv)
     for (int i = 0, k = 0; i < n_items; i++)
         if (fails[i])
             printf(k++ ? ",%d" : "%d", i);
+    printf("],\n\"decoded_hex\": [");
+    for (int i = 0; i < n_items; i++) {
+        printf(i ? ",\"%s\"" : "\"%s\"", decoded[i] ? decoded[i] : "");
+        free(decoded[i]);
+    }
+    free(decoded);
     printf("],\n\"encode_seconds\": %.6f}\n", secs);
     free(fails);
     cJSON_Delete(corpus);
