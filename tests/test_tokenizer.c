@@ -446,8 +446,16 @@ static void test_json_errors(void)
                       OKV_ERR_FORMAT, "added_tokens[0]", "added token without content");
     expect_json_error("{" PRE_BL ",\"model\":{\"type\":\"Unigram\"," VOCAB_AB ",\"merges\":[]}}",
                       OKV_ERR_UNSUPPORTED, "Unigram", "unigram");
-    expect_json_error("{\"pre_tokenizer\":{\"type\":\"Metaspace\"},\"model\":{\"type\":\"BPE\"," VOCAB_AB ",\"merges\":[]}}",
-                      OKV_ERR_UNSUPPORTED, "Metaspace", "metaspace");
+    /* SentencePiece-style forms this tokenizer does not read (the ones it reads: test_tokenizer_ref) */
+    expect_json_error("{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"_\"},\"model\":{\"type\":\"BPE\","
+                      VOCAB_AB ",\"merges\":[]}}",
+                      OKV_ERR_UNSUPPORTED, "Metaspace replacement", "metaspace with another replacement");
+    expect_json_error("{" PRE_BL ",\"model\":{\"type\":\"BPE\",\"byte_fallback\":true," VOCAB_AB ",\"merges\":[]}}",
+                      OKV_ERR_UNSUPPORTED, "byte_fallback", "byte fallback with a byte-level pre-tokenizer");
+    expect_json_error("{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFKC\"},{\"type\":\"Replace\","
+                      "\"pattern\":{\"String\":\" \"},\"content\":\"\xE2\x96\x81\"}]},\"model\":{\"type\":\"BPE\"," VOCAB_AB
+                      ",\"merges\":[]}}",
+                      OKV_ERR_UNSUPPORTED, "normalizer", "a SentencePiece normalizer with NFKC");
     expect_json_error("{\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
                       "{\"Regex\":\"\\\\w+\"},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\","
                       "\"use_regex\":false}]},\"model\":{\"type\":\"BPE\"," VOCAB_AB ",\"merges\":[]}}",
