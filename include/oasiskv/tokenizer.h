@@ -29,6 +29,9 @@ enum okv_chat_format {
     OKV_CHAT_FORMAT_NONE = 0,
     OKV_CHAT_FORMAT_CHATML,   /* <|im_start|>role\ncontent<|im_end|>\n */
     OKV_CHAT_FORMAT_LLAMA3,   /* <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> */
+    OKV_CHAT_FORMAT_LLAMA2,   /* <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] assistant </s> */
+    OKV_CHAT_FORMAT_MISTRAL,  /* <s>[INST] user [/INST]assistant</s> (Mistral 7B Instruct v0.1 / v0.2) */
+    OKV_CHAT_FORMAT_MISTRAL3, /* <s>[INST] user[/INST] assistant</s>, the system message in the last user turn (v0.3) */
 };
 
 /* Load from GGUF metadata (tokenizer.ggml.*). The caller owns *out. */

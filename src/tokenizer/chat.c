@@ -1,6 +1,7 @@
-/* Chat templates. We do not run Jinja: we recognise the two families the models we
+/* Chat templates. We do not run Jinja: we recognise the families the models we
  * serve use and render them in C, reproducing what transformers'
- * apply_chat_template renders for their templates.
+ * apply_chat_template renders for their templates (ChatML, Llama 3, and the [INST]
+ * formats of Llama 2 and Mistral 7B, render_llama2 / render_mistral below).
  *
  * ChatML (SmolLM2, Qwen2/2.5/3):
  *     [<|im_start|>system\n{default}<|im_end|>\n]   when the template has a default
@@ -65,6 +66,12 @@ void okv_chat_detect(okv_tokenizer *t)
         t->chat_format = OKV_CHAT_FORMAT_CHATML;
     else if (tpl && strstr(tpl, "<|start_header_id|>"))
         t->chat_format = OKV_CHAT_FORMAT_LLAMA3;
+    else if (tpl && strstr(tpl, "[INST]") && strstr(tpl, "<<SYS>>"))
+        t->chat_format = OKV_CHAT_FORMAT_LLAMA2;
+    else if (tpl && strstr(tpl, "[INST]") && (strstr(tpl, "' [/INST]'") || strstr(tpl, "\" [/INST]\"")))
+        t->chat_format = OKV_CHAT_FORMAT_MISTRAL;
+    else if (tpl && strstr(tpl, "[INST]") && strstr(tpl, "[/INST]"))
+        t->chat_format = OKV_CHAT_FORMAT_MISTRAL3;
     else if (!tpl && okv_tok_lookup(t, "<|im_start|>", 12) >= 0 && okv_tok_lookup(t, "<|im_end|>", 10) >= 0)
         t->chat_format = OKV_CHAT_FORMAT_CHATML;
     else if (!tpl && okv_tok_lookup(t, "<|start_header_id|>", 19) >= 0 && okv_tok_lookup(t, "<|eot_id|>", 10) >= 0)
@@ -163,6 +170,94 @@ static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, 
         put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* [INST] formats: an optional system message, then user and assistant turns alternating from a
+ * user turn (the templates raise an exception otherwise) */
+static enum okv_status inst_roles(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, size_t *first)
+{
+    *first = n > 0 && strcmp(m[0].role, "system") == 0;
+    for (size_t i = *first; i < n; i++) {
+        const char *want = (i - *first) % 2 == 0 ? "user" : "assistant";
+        if (strcmp(m[i].role, want) != 0)
+            return okv_set_error(OKV_ERR_INVALID_ARG,
+                                 "%s: chat message %zu has role \"%s\": after an optional system message this model's "
+                                 "template needs user and assistant turns alternating, from a user turn",
+                                 t->src, i, m[i].role);
+    }
+    return OKV_OK;
+}
+
+/* Python's str.strip() (as the Llama 2 template calls it): whitespace at both ends */
+static void put_stripped(struct sbuf *b, const char *s) { put_trimmed(b, s); }
+
+/* Llama 2 chat:
+ *     {bos}[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user.strip()} [/INST] {assistant.strip()} {eos}{bos}[INST] ...
+ * the system block inside the first user turn (content = block + user, then stripped) */
+static void render_llama2(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, size_t first, struct sbuf *b)
+{
+    const char *bos = t->bos_text ? t->bos_text : "";
+    const char *eos = t->eos >= 0 ? t->arena + t->tok_off[t->eos] : "";
+    for (size_t i = first; i < n; i++) {
+        if (strcmp(m[i].role, "user") == 0) {
+            put(b, bos);
+            put(b, "[INST] ");
+            if (i == first && first == 1) {   /* '<<SYS>>\n' + system + '\n<</SYS>>\n\n' + content, stripped */
+                struct sbuf c = {0};
+                put(&c, "<<SYS>>\n");
+                put(&c, m[0].content);
+                put(&c, "\n<</SYS>>\n\n");
+                put(&c, m[i].content);
+                if (c.oom)
+                    b->oom = true;
+                else
+                    put_stripped(b, c.s);
+                okv_free(c.s);
+            } else {
+                put_stripped(b, m[i].content);
+            }
+            put(b, " [/INST]");
+        } else {
+            put(b, " ");
+            put_stripped(b, m[i].content);
+            put(b, " ");
+            put(b, eos);
+        }
+    }
+}
+
+/* Mistral 7B Instruct v0.1 / v0.2:  {bos}[INST] {user} [/INST]{assistant}{eos}[INST] ...
+ * (the template has no system role: a system message is put before the first user turn's
+ * text, with a blank line, as the v0.3 template does for the last one).
+ * v0.3:  {bos}[INST] {user}[/INST] {assistant|trim}{eos}[INST] ...  with the system message
+ * before the last user turn's text ("[INST] {system}\n\n{user}[/INST]"). */
+static void render_mistral(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, size_t first, bool v3,
+                           struct sbuf *b)
+{
+    const char *eos = t->eos >= 0 ? t->arena + t->tok_off[t->eos] : "";
+    size_t last_user = n;
+    for (size_t i = first; i < n; i++)
+        if (strcmp(m[i].role, "user") == 0)
+            last_user = i;
+    put(b, t->bos_text ? t->bos_text : "");
+    for (size_t i = first; i < n; i++) {
+        if (strcmp(m[i].role, "user") == 0) {
+            put(b, "[INST] ");
+            if (first == 1 && i == (v3 ? last_user : first)) {
+                put(b, m[0].content);
+                put(b, "\n\n");
+            }
+            put(b, m[i].content);
+            put(b, v3 ? "[/INST]" : " [/INST]");
+        } else if (v3) {
+            put(b, " ");
+            put_trimmed(b, m[i].content);
+            put(b, eos);
+        } else {
+            put(b, m[i].content);
+            put(b, eos);
+        }
+    }
+}
+
 enum okv_status okv_tokenizer_apply_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs,
                                          size_t n, bool add_generation_prompt, char **out)
 {
@@ -175,10 +270,23 @@ enum okv_status okv_tokenizer_apply_chat(const okv_tokenizer *t, const struct ok
     switch (t->chat_format) {
     case OKV_CHAT_FORMAT_CHATML: render_chatml(t, msgs, n, add_generation_prompt, &b); break;
     case OKV_CHAT_FORMAT_LLAMA3: render_llama3(t, msgs, n, add_generation_prompt, &b); break;
+    case OKV_CHAT_FORMAT_LLAMA2:
+    case OKV_CHAT_FORMAT_MISTRAL:
+    case OKV_CHAT_FORMAT_MISTRAL3: {   /* these templates have no generation prompt: the text ends with [/INST] */
+        size_t first;
+        enum okv_status st = inst_roles(t, msgs, n, &first);
+        if (st != OKV_OK)
+            return st;
+        if (t->chat_format == OKV_CHAT_FORMAT_LLAMA2)
+            render_llama2(t, msgs, n, first, &b);
+        else
+            render_mistral(t, msgs, n, first, t->chat_format == OKV_CHAT_FORMAT_MISTRAL3, &b);
+        break;
+    }
     case OKV_CHAT_FORMAT_NONE:
     default:
         return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: no known chat format (template: %s)", t->src,
-                             t->chat_template ? "not ChatML or Llama-3" : "none");
+                             t->chat_template ? "not ChatML, Llama-3, Llama-2 or Mistral [INST]" : "none");
     }
     put(&b, "");                /* an empty conversation still yields "" */
     if (b.oom) {

@@ -53,3 +53,42 @@ for name, tpl in TEMPLATES:
                                        bos_token="<|begin_of_text|>", eos_token="<|eot_id|>")
         print(f"    {c_str(out[0])},")
     print("};")
+
+# ---- the [INST] formats (session 39): Llama 2 chat, Mistral 7B Instruct v0.1/v0.2 and v0.3 (its template without
+# the tool-calling branches), with their own bos / eos and conversations their templates accept ----
+LLAMA2 = ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}"
+          "{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
+          "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+          "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = "
+          "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}"
+          "{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+          "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}")
+MISTRAL = ("{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+           "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+           "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+           "{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}"
+           "{% endif %}{% endfor %}")
+MISTRAL3 = ("{%- if messages[0][\"role\"] == \"system\" %}{%- set system_message = messages[0][\"content\"] %}"
+            "{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}"
+            "{%- for message in loop_messages %}{%- if (message[\"role\"] == \"user\") != (loop.index0 % 2 == 0) %}"
+            "{{- raise_exception(\"After the optional system message, conversation roles must alternate user/assistant/user/assistant/...\") }}"
+            "{%- endif %}{%- endfor %}{{- bos_token }}{%- for message in loop_messages %}{%- if message[\"role\"] == \"user\" %}"
+            "{%- if loop.last and system_message is defined %}{{- \"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\" }}"
+            "{%- else %}{{- \"[INST] \" + message[\"content\"] + \"[/INST]\" }}{%- endif %}{%- elif message[\"role\"] == \"assistant\" %}"
+            "{{- \" \" + message[\"content\"]|trim + eos_token}}{%- else %}{{- raise_exception(\"Only user and assistant roles are supported, "
+            "with the exception of an initial optional system message!\") }}{%- endif %}{%- endfor %}")
+INST_CONVS = [
+    [{"role": "user", "content": "Hi"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"},
+     {"role": "assistant", "content": "4"}, {"role": "user", "content": "  And 3+3?  \n"}],
+    [{"role": "user", "content": " padded "}, {"role": "assistant", "content": " ok \n"}, {"role": "user", "content": "x"}],
+]
+for name, tpl, convs in (("LLAMA2", LLAMA2, INST_CONVS), ("MISTRAL", MISTRAL, [INST_CONVS[0], INST_CONVS[2]]),
+                         ("MISTRAL3", MISTRAL3, INST_CONVS)):
+    print(f"static const char TPL_{name}[] = {c_str(tpl)};")
+    print(f"static const char *const EXPECT_{name}[] = {{")
+    for msgs in convs:
+        out, _ = render_jinja_template(conversations=[msgs], chat_template=tpl, add_generation_prompt=True,
+                                       bos_token="<s>", eos_token="</s>")
+        print(f"    {c_str(out[0])},")
+    print("};")
