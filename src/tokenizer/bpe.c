@@ -65,6 +65,20 @@ static enum okv_status emit(struct enc *e, int32_t id)
 
 static bool merge_find(const okv_tokenizer *t, int32_t a, int32_t b, int32_t *rank, int32_t *result)
 {
+    if (t->spm_score_rank) {   /* llama.cpp's SentencePiece BPE: the concatenation, if it is a token */
+        char buf[512];
+        const uint32_t la = t->tok_len[a], lb = t->tok_len[b];
+        if (la + lb > sizeof buf)
+            return false;
+        memcpy(buf, t->arena + t->tok_off[a], la);
+        memcpy(buf + la, t->arena + t->tok_off[b], lb);
+        const int32_t id = okv_tok_lookup(t, buf, la + lb);
+        if (id < 0 || (t->tok_attr[id] != OKV_TOK_ATTR_NORMAL && t->tok_attr[id] != OKV_TOK_ATTR_USER))
+            return false;
+        *rank = t->spm_score_rank[id];
+        *result = id;
+        return true;
+    }
     if (!t->merges)
         return false;
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;

@@ -1,5 +1,7 @@
 /* Tokenizer from GGUF metadata (llama.cpp's layout):
- *   tokenizer.ggml.model        "gpt2" (byte-level BPE; the only model supported)
+ *   tokenizer.ggml.model        "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE: Llama 2,
+ *                               Mistral 7B; tokenizer.ggml.scores instead of merges, a space
+ *                               prefix unless tokenizer.ggml.add_space_prefix is false)
  *   tokenizer.ggml.tokens       [string]  byte-level token strings, id = index
  *   tokenizer.ggml.token_type   [int]     1 normal, 2 unknown, 3 control, 4 user, 5 unused, 6 byte
  *   tokenizer.ggml.merges       [string]  "A B", rank = index
@@ -11,7 +13,9 @@
 #include "tok_internal.h"
 #include "oasiskv/gguf.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define KEY_MODEL "tokenizer.ggml.model"
@@ -55,6 +59,55 @@ static enum okv_pretok pretok_from_name(const char *src, const char *s, size_t n
     return OKV_PRETOK_GPT2;
 }
 
+static const float *g_scores;   /* qsort context (loading is not concurrent with itself here: see spm_scores) */
+
+static int score_cmp(const void *a, const void *b)
+{
+    const float x = g_scores[*(const int32_t *)a], y = g_scores[*(const int32_t *)b];
+    return x > y ? -1 : x < y ? 1 : 0;
+}
+
+/* llama.cpp's SentencePiece BPE: the dense rank of each token's score (0 = highest) */
+static enum okv_status spm_scores(okv_tokenizer *t, const okv_gguf *g)
+{
+    enum okv_gguf_type et;
+    uint64_t n = 0;
+    if (!okv_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &n) || n != (uint64_t)t->n_vocab)
+        return okv_set_error(OKV_ERR_FORMAT, "%s: tokenizer.ggml.scores must be a float array of %d entries (one per token)",
+                             t->src, t->n_vocab);
+    float *sc = okv_malloc(sizeof(float) * (size_t)n, OKV_TAG_TOKENIZER);
+    int32_t *ord = okv_malloc(sizeof(int32_t) * (size_t)n, OKV_TAG_TOKENIZER);
+    t->spm_score_rank = okv_malloc(sizeof(int32_t) * (size_t)n, OKV_TAG_TOKENIZER);
+    if (!sc || !ord || !t->spm_score_rank) {
+        okv_free(sc);
+        okv_free(ord);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: out of memory for the token scores", t->src);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        if (!okv_gguf_arr_f32(g, "tokenizer.ggml.scores", i, &sc[i]) || sc[i] != sc[i]) {
+            okv_free(sc);
+            okv_free(ord);
+            return okv_set_error(OKV_ERR_FORMAT, "%s: tokenizer.ggml.scores[%llu] is not a number", t->src,
+                                 (unsigned long long)i);
+        }
+        ord[i] = (int32_t)i;
+    }
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;   /* qsort has no context argument */
+    pthread_mutex_lock(&mu);
+    g_scores = sc;
+    qsort(ord, (size_t)n, sizeof *ord, score_cmp);
+    pthread_mutex_unlock(&mu);
+    int32_t r = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (i > 0 && sc[ord[i]] != sc[ord[i - 1]])
+            r++;
+        t->spm_score_rank[ord[i]] = r;
+    }
+    okv_free(sc);
+    okv_free(ord);
+    return OKV_OK;
+}
+
 static enum okv_status load(okv_tokenizer *t, const okv_gguf *g)
 {
     const char *src = t->src;
@@ -91,7 +144,16 @@ static enum okv_status load(okv_tokenizer *t, const okv_gguf *g)
     if ((st = okv_tok_index_vocab(t)) != OKV_OK)
         return st;
 
-    if (!okv_gguf_get_arr(g, KEY_MERGES, &et, &n_merges) || et != OKV_GGUF_TYPE_STRING)
+    if (t->spm) {   /* scores, no merges; spaces as U+2581 with a prefix, byte fallback */
+        if ((st = spm_scores(t, g)) != OKV_OK)
+            return st;
+        bool prefix = true;
+        if (okv_gguf_has(g, "tokenizer.ggml.add_space_prefix") &&
+            !okv_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &prefix))
+            return okv_set_error(OKV_ERR_FORMAT, "%s: tokenizer.ggml.add_space_prefix is not a bool", src);
+        t->spm_prepend = prefix ? OKV_SPM_PREPEND_NORMALIZER : OKV_SPM_PREPEND_NONE;
+        t->spm_strip = prefix;
+    } else if (!okv_gguf_get_arr(g, KEY_MERGES, &et, &n_merges) || et != OKV_GGUF_TYPE_STRING)
         return okv_set_error(OKV_ERR_FORMAT, "%s: %s missing or not a string array", src, KEY_MERGES);
     if ((st = okv_tok_reserve_merges(t, (size_t)n_merges)) != OKV_OK)
         return st;
@@ -119,10 +181,10 @@ static enum okv_status load(okv_tokenizer *t, const okv_gguf *g)
     size_t pre_len = 4;
     if (okv_gguf_has(g, KEY_PRE) && !okv_gguf_get_str(g, KEY_PRE, &pre, &pre_len))
         return okv_set_error(OKV_ERR_FORMAT, "%s: %s is not a string", src, KEY_PRE);
-    t->pretok = pretok_from_name(src, pre, pre_len, &t->ignore_merges);
+    t->pretok = t->spm ? OKV_PRETOK_GPT2 : pretok_from_name(src, pre, pre_len, &t->ignore_merges);
 
-    /* llama.cpp adds BOS by default only for Llama-3's BPE; the key overrides. */
-    t->add_bos = t->pretok == OKV_PRETOK_LLAMA3;
+    /* llama.cpp adds BOS by default for SentencePiece vocabularies and Llama-3's BPE; the key overrides. */
+    t->add_bos = t->spm || t->pretok == OKV_PRETOK_LLAMA3;
     if (okv_gguf_has(g, "tokenizer.ggml.add_bos_token") &&
         !okv_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos))
         return okv_set_error(OKV_ERR_FORMAT, "%s: tokenizer.ggml.add_bos_token is not a bool", src);
@@ -149,8 +211,10 @@ enum okv_status okv_tokenizer_from_gguf(const okv_gguf *g, okv_tokenizer **out)
 
     if (!okv_gguf_get_str(g, KEY_MODEL, &model, &model_len))
         return okv_set_error(OKV_ERR_FORMAT, "%s: %s missing: no tokenizer in this file", path, KEY_MODEL);
-    if (!str_is(model, model_len, "gpt2"))
-        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: %s = \"%.*s\": only \"gpt2\" (byte-level BPE) is supported",
+    const bool spm = str_is(model, model_len, "llama");
+    if (!spm && !str_is(model, model_len, "gpt2"))
+        return okv_set_error(OKV_ERR_UNSUPPORTED,
+                             "%s: %s = \"%.*s\": only \"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece BPE) are supported",
                              path, KEY_MODEL, (int)model_len, model);
     if (!okv_gguf_get_arr(g, KEY_TOKENS, &et, &n_tokens) || et != OKV_GGUF_TYPE_STRING)
         return okv_set_error(OKV_ERR_FORMAT, "%s: %s missing or not a string array", path, KEY_TOKENS);
@@ -162,6 +226,7 @@ enum okv_status okv_tokenizer_from_gguf(const okv_gguf *g, okv_tokenizer **out)
     enum okv_status st = okv_tok_create((int32_t)n_tokens, path, &t);
     if (st != OKV_OK)
         return st;
+    t->spm = spm;
     if ((st = load(t, g)) != OKV_OK) {
         okv_tokenizer_free(t);
         return st;

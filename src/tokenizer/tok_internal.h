@@ -100,6 +100,10 @@ struct okv_tokenizer {
      * segment of text (between added tokens) gets a leading U+2581; spm_split: Metaspace's split
      * (each U+2581 starts a piece); spm_strip: decoding drops the first token's leading space. */
     bool spm;
+    int32_t *spm_score_rank;    /* GGUF "llama" vocabularies (llama.cpp's SentencePiece BPE): no merges list;
+                                 * two symbols merge when their concatenation is a token, the pair whose
+                                 * token scores highest first (this: the dense rank of the scores, 0 =
+                                 * highest), leftmost on ties; NULL when merges come from a list */
     uint8_t spm_prepend;        /* enum okv_spm_prepend */
     bool spm_split;
     bool spm_strip;

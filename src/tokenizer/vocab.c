@@ -441,6 +441,7 @@ void okv_tokenizer_free(okv_tokenizer *t)
     okv_free(t->chat_template);
     okv_free(t->chat_default_system);
     okv_free(t->bos_text);
+    okv_free(t->spm_score_rank);
     okv_free(t);
 }
 

@@ -97,6 +97,26 @@ for label, c_src, ref_path in pairs:
     for i in rt[:5]:
         print(f"  roundtrip failure #{i} {corpus[i][:60]!r}")
 
+# A GGUF vocabulary in llama.cpp's SentencePiece layout ("llama": scores, no merges) against llama.cpp's own
+# tokenization of the corpus (tests/py/make_spm_gguf.py ran llama-tokenize; it is not in this environment)
+spm_gguf = os.path.join(data, "tok_llama2", "tok_llama2.gguf")
+with open(os.path.join(data, "tok_llama2", "llamacpp_ids.json")) as f:
+    llamacpp = json.load(f)
+proc = subprocess.run([dump, spm_gguf, corpus_path], capture_output=True)
+if proc.returncode != 0:
+    print(f"llama2-style GGUF (llama.cpp): FAIL, okv_tok_dump exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
+    failed = True
+else:
+    got = json.loads(proc.stdout)
+    bad = {mode: [i for i in range(len(corpus)) if got[mode][i] != llamacpp[mode][i]] for mode in ("plain", "special")}
+    for mode in bad:
+        for i in bad[mode][:5]:
+            print(f"  {mode} mismatch #{i} {corpus[i][:60]!r}: C {got[mode][i][:12]} vs llama.cpp {llamacpp[mode][i][:12]}")
+    ok = not bad["plain"] and not bad["special"]
+    failed |= not ok
+    print(f"llama2-style GGUF (SentencePiece scores) against llama.cpp: {'ok' if ok else 'FAIL'}: mismatches "
+          f"plain={len(bad['plain'])} special={len(bad['special'])} of {len(corpus)}")
+
 if failed:
     sys.exit(1)
 if gguf_missing:
