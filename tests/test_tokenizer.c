@@ -625,7 +625,7 @@ static void test_gguf_errors(void)
     okv_log_set(NULL, NULL, OKV_LOG_LEVEL_WARN);
     static const struct { int flags; enum okv_status want; const char *needle; } cases[] = {
         { G_NO_MODEL, OKV_ERR_FORMAT, "tokenizer.ggml.model" },
-        { G_LLAMA_MODEL, OKV_ERR_UNSUPPORTED, "tokenizer.ggml.model" },
+        { G_LLAMA_MODEL, OKV_ERR_FORMAT, "tokenizer.ggml.scores" },   /* SentencePiece without its scores */
         { G_NO_TOKENS, OKV_ERR_FORMAT, "tokenizer.ggml.tokens" },
         { G_BAD_MERGE, OKV_ERR_FORMAT, "tokenizer.ggml.merges[1]" },
         { G_BAD_BOS, OKV_ERR_FORMAT, "bos_token_id" },

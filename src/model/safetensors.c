@@ -532,6 +532,27 @@ static bool st_int(const struct okv_st_set *s, const struct st_tensor *t, int64_
     return false;
 }
 
+/* The fields every packed-integer view shares: a [rows][cols] matrix whose words are tensor P, with
+ * the scale grid S of gr x gc values */
+static void packed_fill(const struct okv_st_set *s, const char *name, const struct st_tensor *P, const struct st_tensor *S,
+                        int64_t rows, int64_t cols, int64_t gr, int64_t gc, int bits, struct okv_tensor_view *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->dtype = OKV_DTYPE_INT_PACKED;
+    out->n_dims = 2;
+    out->ne[0] = cols;
+    out->ne[1] = rows;
+    out->ne[2] = out->ne[3] = 1;
+    out->data = s->files[P->file].base + s->files[P->file].data_off + P->begin;
+    out->nbytes = P->nbytes;
+    out->scale.data = s->files[S->file].base + s->files[S->file].data_off + S->begin;
+    out->scale.dtype = S->dtype == ST_F32 ? OKV_DTYPE_F32 : S->dtype == ST_F16 ? OKV_DTYPE_F16 : OKV_DTYPE_BF16;
+    out->scale.rows = gr;
+    out->scale.cols = gc;
+    out->scale.bits = bits;
+}
+
 /* compressed-tensors "pack-quantized" weight `name` ("X.weight"): X.weight_packed (I32 [rows,
  * words]), X.weight_shape ([rows, cols]), X.weight_scale ([rows, groups] or [rows, 1] or [1]),
  * X.weight_zero_point when asymmetric (I32, packed down the rows: [ceil(rows * bits / 32),
@@ -572,23 +593,9 @@ static enum okv_status packed_view(const struct okv_st_set *s, const char *name,
     if (!(gr == rows || (gr == 1 && gc == 1)) || (cols + group - 1) / group != gc)
         return okv_set_error(OKV_ERR_FORMAT, "%s: scale of '%s' ([%lld, %lld]) does not fit its [%lld, %lld] in groups of %lld", path,
                              name, (long long)gr, (long long)gc, (long long)rows, (long long)cols, (long long)group);
-    const struct st_file *fs = &s->files[S->file];
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", name);
-    out->dtype = OKV_DTYPE_INT_PACKED;
-    out->n_dims = 2;
-    out->ne[0] = cols;
-    out->ne[1] = rows;
-    out->ne[2] = out->ne[3] = 1;
-    out->data = s->files[P->file].base + s->files[P->file].data_off + P->begin;
-    out->nbytes = P->nbytes;
-    out->scale.data = fs->base + fs->data_off + S->begin;
-    out->scale.dtype = S->dtype == ST_F32 ? OKV_DTYPE_F32 : S->dtype == ST_F16 ? OKV_DTYPE_F16 : OKV_DTYPE_BF16;
-    out->scale.rows = gr;
-    out->scale.cols = gc;
+    packed_fill(s, name, P, S, rows, cols, gr, gc, bits, out);
     out->scale.block_rows = gr == 1 ? rows : 1;
     out->scale.block_cols = group;
-    out->scale.bits = bits;
     out->scale.words_per_row = wpr;
     if (iz >= 0) {
         const struct st_tensor *Z = &s->tensors[iz];
@@ -699,22 +706,9 @@ static enum okv_status gptq_awq_view(const struct okv_st_set *s, const char *nam
                                      (long long)k, name, v, (long long)G);
         }
     }
-    memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", name);
-    out->dtype = OKV_DTYPE_INT_PACKED;
-    out->n_dims = 2;
-    out->ne[0] = in;
-    out->ne[1] = outn;
-    out->ne[2] = out->ne[3] = 1;
-    out->data = s->files[Q->file].base + s->files[Q->file].data_off + Q->begin;
-    out->nbytes = Q->nbytes;
-    out->scale.data = s->files[S->file].base + s->files[S->file].data_off + S->begin;
-    out->scale.dtype = S->dtype == ST_F32 ? OKV_DTYPE_F32 : S->dtype == ST_F16 ? OKV_DTYPE_F16 : OKV_DTYPE_BF16;
-    out->scale.rows = G;
-    out->scale.cols = outn;
+    packed_fill(s, name, Q, S, outn, in, G, outn, bits, out);
     out->scale.block_rows = 1;
     out->scale.block_cols = group;
-    out->scale.bits = bits;
     out->scale.zero = s->files[Z->file].base + s->files[Z->file].data_off + Z->begin;
     out->scale.layout = s->pack_layout;
     out->scale.g_idx = gdata;

@@ -5,6 +5,7 @@
  * instructions when the build enables them (-mf16c) and the portable converter
  * in src/util/half.c otherwise. */
 #include "oasiskv/tensor.h"
+#include "model/kquant.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -189,21 +190,6 @@ static void cvt_q5(const uint8_t *src, int64_t nb, bool with_min, float *restric
     }
 }
 
-/* The 6-bit scale and min of sub-block j (of 8) packed in 12 bytes (Q4_K, Q5_K): bytes 0-3
- * hold the scales of 0-3 in their low 6 bits, bytes 4-7 the mins of 0-3; sub-blocks 4-7 take
- * their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits from the top bits of
- * bytes 0-3 (scales) and 4-7 (mins). */
-static inline void scale_min_k4(const uint8_t *s, int j, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
-        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
-}
-
 /* Q4_K: {f16 d; f16 dmin; u8 scales[12]; u8 qs[128]}; 8 sub-blocks of 32. Each 64 elements
  * read 32 bytes of qs: the low nibbles are sub-block 2c, the high ones 2c + 1;
  * y = d sc q - dmin mn. Q5_K adds qh[32] before qs: bit 2c of qh[l] is the fifth bit of
@@ -218,8 +204,8 @@ static void cvt_q45_k(const uint8_t *src, int64_t nb, bool five, float *restrict
         const uint8_t *q = src + (five ? 48 : 16);
         for (int c = 0; c < 4; c++) {
             int s0, m0, s1, m1;
-            scale_min_k4(sc, 2 * c, &s0, &m0);
-            scale_min_k4(sc, 2 * c + 1, &s1, &m1);
+            okv_kq_scale_min(sc, 2 * c, &s0, &m0);
+            okv_kq_scale_min(sc, 2 * c + 1, &s1, &m1);
             const float d0 = d * (float)s0, n0 = dmin * (float)m0, d1 = d * (float)s1, n1 = dmin * (float)m1;
             float *y = out + 64 * c;
             const uint8_t *qc = q + 32 * c;

@@ -155,6 +155,18 @@ static void push_sym(struct enc *e, int32_t *n, int32_t id)
 
 static enum okv_status merge_emit(struct enc *e, int32_t n);
 
+/* room for a piece of len bytes: a symbol a byte at most, and their candidate pairs */
+static enum okv_status piece_room(struct enc *e, size_t len)
+{
+    enum okv_status st;
+    if (len > INT32_MAX / 2)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: text piece of %zu bytes is too long", e->t->src, len);
+    if ((st = grow((void **)&e->syms, &e->syms_cap, len, sizeof(struct sym), e->t)) != OKV_OK ||
+        (st = grow((void **)&e->heap, &e->heap_cap, len, sizeof(struct cand), e->t)) != OKV_OK)
+        return st;
+    return OKV_OK;
+}
+
 /* BPE over one pre-token. */
 static enum okv_status bpe_piece(void *user, const char *s, size_t len)
 {
@@ -163,8 +175,8 @@ static enum okv_status bpe_piece(void *user, const char *s, size_t len)
     enum okv_status st;
     if (len == 0)
         return OKV_OK;
-    if (len > INT32_MAX / 2)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: text piece of %zu bytes is too long", t->src, len);
+    if ((st = piece_room(e, len)) != OKV_OK)
+        return st;
 
     if (t->ignore_merges) {
         if ((st = grow((void **)&e->mapped, &e->mapped_cap, 2 * len, 1, t)) != OKV_OK)
@@ -177,9 +189,6 @@ static enum okv_status bpe_piece(void *user, const char *s, size_t len)
             return emit(e, id);
     }
 
-    if ((st = grow((void **)&e->syms, &e->syms_cap, len, sizeof(struct sym), t)) != OKV_OK ||
-        (st = grow((void **)&e->heap, &e->heap_cap, len, sizeof(struct cand), t)) != OKV_OK)
-        return st;
     int32_t n = 0;
     for (size_t i = 0; i < len; i++) {
         int32_t id = t->byte_to_id[(uint8_t)s[i]];
@@ -200,10 +209,7 @@ static enum okv_status spm_piece(struct enc *e, const char *s, size_t len)
     enum okv_status st;
     if (len == 0)
         return OKV_OK;
-    if (len > INT32_MAX / 2)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: text piece of %zu bytes is too long", t->src, len);
-    if ((st = grow((void **)&e->syms, &e->syms_cap, len, sizeof(struct sym), t)) != OKV_OK ||
-        (st = grow((void **)&e->heap, &e->heap_cap, len, sizeof(struct cand), t)) != OKV_OK)
+    if ((st = piece_room(e, len)) != OKV_OK)
         return st;
     int32_t n = 0;
     for (size_t i = 0; i < len;) {

@@ -9,6 +9,7 @@
  * time, in a fixed order: the results differ from the fp32 path's only by the order of
  * the sums (tests/test_cpu_qgemv.c bounds it). */
 #include "backend/cpu/cpu_internal.h"
+#include "model/kquant.h"
 
 #include <string.h>
 
@@ -53,18 +54,6 @@ static inline __attribute__((always_inline)) __m256i bits_to_0x10(uint32_t x)
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)x), sh), bit);
     return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
-}
-
-/* the 6-bit scale and min of sub-block j of a Q4_K / Q5_K super-block (src/model/tensor.c) */
-static inline void scale_min_k4(const uint8_t *s, int j, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 15) | (s[j - 4] >> 6) << 4;
-        *mn = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-    }
 }
 
 /* the block's 32 weights as four vectors of 8 (written out: the compiler keeps them in
@@ -143,7 +132,7 @@ static inline __attribute__((always_inline)) void block_v(enum okv_dtype t, cons
         const uint8_t *b = row + (blk >> 3) * (five ? 176 : 144);
         const int j = (int)(blk & 7), c = j >> 1, hi = j & 1;
         int sc, mn;
-        scale_min_k4(b + 4, j, &sc, &mn);
+        okv_kq_scale_min(b + 4, j, &sc, &mn);
         const __m256 d = _mm256_set1_ps(h2f_c(b) * (float)sc), m = _mm256_set1_ps(h2f_c(b + 2) * (float)mn);
         __m256i q = _mm256_loadu_si256((const __m256i *)(b + (five ? 48 : 16) + 32 * c));
         q = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(4 * hi)), _mm256_set1_epi8(15));
