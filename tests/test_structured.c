@@ -2,8 +2,8 @@
 /* Structured output (src/structured/json.c): the token mask that the trie walk computes equals
  * feeding every token's bytes to the recognizer one id at a time, on SmolLM2's vocabulary
  * (49,152 ids), in states taken at every byte of JSON texts (inside strings, numbers, keys,
- * nested containers, after a complete value); end-of-generation is allowed exactly when the
- * text is complete, special tokens never. The recognizer's verdicts against Python's json
+ * nested containers, after a complete value), and under a JSON schema; end-of-generation is
+ * allowed exactly when the text is complete, special tokens never. The recognizer's verdicts against Python's json
  * module: tests/sh/test_json_ref.sh. */
 #include "oasiskv/structured.h"
 #include "oasiskv/tokenizer.h"
@@ -41,10 +41,22 @@ int main(void)
     int states = 0, wrong = 0, special_allowed = 0;
     double t_mask = 0;
     int n_masks = 0;
-    for (size_t d = 0; d < sizeof k_docs / sizeof k_docs[0]; d++) {
+    /* the last document under a JSON schema: names, enum values and integers narrow the masks */
+    static const char schema[] = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":"
+                                 "{\"type\":\"integer\"},\"color\":{\"enum\":[\"red\",\"blue\"]},\"tags\":{\"type\":"
+                                 "\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":2}},\"required\":[\"name\",\"age\"]}";
+    okv_json_schema *sch = NULL;
+    CHECK(okv_json_schema_compile(schema, sizeof schema - 1, &sch) == OKV_OK, "schema: %s", okv_last_error());
+    static const char *const k_schema_doc = "{\"name\": \"Felix\", \"age\": 10, \"color\": \"blue\", \"tags\": [\"a\", \"b\"]}";
+    const size_t n_docs = sizeof k_docs / sizeof k_docs[0];
+    for (size_t d = 0; d <= n_docs; d++) {
         struct okv_json_state s;
-        okv_json_init(&s, true);
-        const size_t len = strlen(k_docs[d]);
+        const char *doc = d < n_docs ? k_docs[d] : k_schema_doc;
+        if (d < n_docs)
+            okv_json_init(&s, true);
+        else
+            okv_json_init_schema(&s, sch);
+        const size_t len = strlen(doc);
         for (size_t i = 0; i <= len; i++) {
             /* the mask in this state */
             for (int k = 0; k < n; k++)
@@ -79,7 +91,7 @@ int main(void)
             CHECK(count == allowed, "doc %zu at byte %zu: the mask counts %d allowed, %d by feeding", d, i, allowed, count);
             states++;
             if (i < len)
-                CHECK(okv_json_feed(&s, (uint8_t)k_docs[d][i]), "doc %zu: byte %zu refused", d, i);
+                CHECK(okv_json_feed(&s, (uint8_t)doc[i]), "doc %zu: byte %zu refused", d, i);
         }
         CHECK(okv_json_complete(&s), "doc %zu complete at its end", d);
     }
@@ -126,6 +138,18 @@ int main(void)
         CHECK(okv_json_feed_n(&s, (const uint8_t *)"12", 2) && okv_json_complete(&s), "a top-level number is complete");
         CHECK(!okv_json_feed(&s, ' '), "nothing follows a complete top-level value, whitespace neither");
     }
+    /* under the schema: after {"name": "x", "age": the mask allows digits and '-', not a quote or '1.' */
+    {
+        struct okv_json_state s;
+        okv_json_init_schema(&s, sch);
+        const char *pre = "{\"name\": \"x\", \"age\": ";
+        okv_json_feed_n(&s, (const uint8_t *)pre, strlen(pre));
+        struct okv_json_state c = s;
+        CHECK(okv_json_feed(&c, '7') && !okv_json_feed(&c, '.'), "an integer takes no fraction");
+        c = s;
+        CHECK(!okv_json_feed(&c, '"'), "a string where an integer goes is refused");
+    }
+    okv_json_schema_free(sch);
     free(lg);
     okv_token_trie_free(trie);
     okv_tokenizer_free(tok);

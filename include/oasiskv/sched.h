@@ -116,6 +116,11 @@ struct okv_sched_request {
      * generation ends once the object is complete; sampled on the host, not drafted for.
      * Needs the scheduler's tokenizer. */
     bool json_object;
+    /* ... or a JSON value following this JSON schema (response_format json_schema, vLLM's guided_json):
+     * its text (json_schema_len bytes), compiled at submission (okv_json_schema_compile: a schema
+     * outside the supported subset fails the submission, naming the keyword); NULL: none */
+    const char *json_schema;
+    size_t json_schema_len;
 };
 
 /* Histogram with fixed upper bounds (Prometheus "le"); counts are per bucket, not

@@ -17,8 +17,22 @@ extern "C" {
 
 #define OKV_JSON_MAX_DEPTH 64   /* nesting of objects and arrays */
 #define OKV_JSON_MAX_WS 64      /* whitespace bytes in a row (a model that pads forever is cut off) */
+#define OKV_JSON_SCHEMA_DEPTH 16 /* nesting under a JSON schema */
 
-/* The recognizer's state: copyable by value (no pointers). */
+/* A JSON schema compiled for generation (the OpenAI API's response_format json_schema, vLLM's
+ * guided_json). The subset: "type" (one or a list), "properties" (generated in their order;
+ * "required" ones always, the others may be left out; no property the schema does not name),
+ * "required", "additionalProperties" (extra properties are never generated), "items",
+ * "minItems", "maxItems", "enum" and "const" of strings, "anyOf" / "oneOf" whose alternatives
+ * are of different JSON types (Optional[X]), "$ref" to "#/$defs/..." or "#/definitions/...",
+ * and the annotations (title, description, default, examples, format: not enforced). Any other
+ * keyword is refused by name: a constraint that is not enforced is not accepted. Strings that
+ * the schema names (property names, enum values) are generated as their minimal JSON escape. */
+typedef struct okv_json_schema okv_json_schema;
+enum okv_status okv_json_schema_compile(const char *text, size_t len, okv_json_schema **out);
+void okv_json_schema_free(okv_json_schema *s);   /* NULL is fine */
+
+/* The recognizer's state: copyable by value (the schema is borrowed and never written). */
 struct okv_json_state {
     uint64_t stack;        /* bit d: container at depth d is an object (1) or an array (0) */
     int8_t depth;
@@ -30,9 +44,22 @@ struct okv_json_state {
     uint8_t ws;            /* whitespace bytes in a row */
     uint8_t object_only;   /* the top-level value must be an object */
     uint8_t failed;
+    /* under a schema (NULL: any JSON): the schema node of each container, and its progress (an
+     * object's next property, an array's items), the node of the next value, the names or
+     * values a string being read may still become (match 1: a property name, 2: an enum) */
+    const okv_json_schema *sch;
+    int16_t node[OKV_JSON_SCHEMA_DEPTH];
+    int16_t pos[OKV_JSON_SCHEMA_DEPTH];
+    int16_t val;
+    uint8_t match;
+    uint8_t integer;
+    uint16_t kpos;
+    uint64_t cand;
 };
 
 void okv_json_init(struct okv_json_state *s, bool object_only);
+/* The recognizer for documents of schema sch (borrowed: it must outlive the state). */
+void okv_json_init_schema(struct okv_json_state *s, const okv_json_schema *sch);
 /* Feed one byte: true when the text stays a prefix of a valid JSON text (the state
  * advances), false when it cannot (the state is then marked failed). */
 bool okv_json_feed(struct okv_json_state *s, uint8_t c);

@@ -61,8 +61,9 @@ struct req {
     int32_t *mask_ids;      /* masked while n_gen < min_tokens: the end-of-generation ids, then stop_ids */
     int n_mask;
     bool host_sample;       /* its logits come to the host and it samples there (adjust, min_p, json) */
-    bool json;              /* structured output: its tokens keep js a prefix of a JSON object */
+    bool json;              /* structured output: its tokens keep js a prefix of a JSON object (or of schema's) */
     struct okv_json_state js;
+    okv_json_schema *schema;
 
     struct okv_detok detok;
     char *text;             /* generated text so far */
@@ -195,6 +196,7 @@ static void req_free(struct req *r)
     okv_free(r->mask_ids);
     okv_free(r->toks);
     okv_free(r->text);
+    okv_json_schema_free(r->schema);
     okv_free(r);
 }
 
@@ -1181,10 +1183,16 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         r->n_mask = ne + r->n_stop_ids;
     }
     r->host_sample = okv_logit_adjust_active(&r->adjust) || rq->sampling.min_p > 0.0f;
-    if (rq->json_object) {
+    if (rq->json_object || rq->json_schema) {
         if (!s->tok) {
             req_free(r);
             return okv_set_error(OKV_ERR_INVALID_ARG, "scheduler: structured output needs a tokenizer");
+        }
+        enum okv_status cs = rq->json_schema ? okv_json_schema_compile(rq->json_schema, rq->json_schema_len, &r->schema)
+                                             : OKV_OK;
+        if (cs != OKV_OK) {
+            req_free(r);
+            return cs;
         }
         pthread_mutex_lock(&s->mu);
         enum okv_status ts = s->trie ? OKV_OK : okv_token_trie_build(s->tok, &s->trie);
@@ -1194,7 +1202,10 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
             return ts;
         }
         r->json = true;
-        okv_json_init(&r->js, true);
+        if (r->schema)
+            okv_json_init_schema(&r->js, r->schema);
+        else
+            okv_json_init(&r->js, true);
         r->host_sample = true;
     }
     memcpy(r->toks, rq->prompt, sizeof(int32_t) * (size_t)rq->n_prompt);

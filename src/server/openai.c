@@ -18,6 +18,7 @@
  * continuous_usage_stats too (vLLM's), every chunk carries the usage so far. */
 #define _GNU_SOURCE
 #include "server/server_internal.h"
+#include "oasiskv/structured.h"
 
 #include <errno.h>
 #include <math.h>
@@ -660,6 +661,8 @@ struct params {
     int32_t stop_ids[MAX_STOP_IDS];   /* stop_token_ids (vLLM's) */
     int n_stop_ids;
     bool json_object;                 /* response_format {"type": "json_object"} */
+    bool has_schema;                  /* response_format json_schema / guided_json: its text */
+    char schema[16384];
 };
 
 /* a JSON number that is a token id of a vocabulary of nv */
@@ -729,18 +732,51 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
     }
     /* known, and not done here: refused rather than ignored when they ask for something */
     const cJSON *rf = field(root, "response_format");
-    if (rf) {   /* text, or JSON mode: any JSON object (a schema is not enforced: refused) */
+    const cJSON *schema = NULL;   /* response_format json_schema's "schema", or vLLM's guided_json */
+    const char *schema_field = NULL;
+    if (rf) {   /* text, JSON mode (any JSON object), or a JSON schema */
         const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
-        if (cJSON_IsString(t) && strcmp(t->valuestring, "json_object") == 0)
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "json_object") == 0) {
             p->json_object = true;
-        else if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0)
+        } else if (cJSON_IsString(t) && strcmp(t->valuestring, "json_schema") == 0) {
+            const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+            schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+            schema_field = "response_format";
+            if (!cJSON_IsObject(schema))
+                return fail(e, 400, "response_format", NULL,
+                            "response_format json_schema needs {\"json_schema\": {\"name\": ..., \"schema\": {...}}}");
+        } else if (!cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0) {
             return fail(e, 400, "response_format", NULL,
-                        "response_format type %s%s%s is not supported (\"text\" and \"json_object\" are; a JSON "
-                        "schema is not enforced)",
+                        "response_format type %s%s%s is not supported (\"text\", \"json_object\", \"json_schema\")",
                         cJSON_IsString(t) ? "\"" : "", cJSON_IsString(t) ? t->valuestring : "(missing)",
                         cJSON_IsString(t) ? "\"" : "");
+        }
     }
-    static const char *const unsupported[] = {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
+    const cJSON *gj = field(root, "guided_json");
+    if (gj && !cJSON_IsNull(gj)) {
+        if (schema)
+            return fail(e, 400, "guided_json", NULL, "guided_json and a response_format json_schema: give one");
+        schema = gj;
+        schema_field = "guided_json";
+    }
+    if (schema) {   /* vLLM takes guided_json as an object or as its JSON text */
+        char *txt = cJSON_IsString(schema) ? NULL : cJSON_PrintUnformatted(schema);
+        const char *src = cJSON_IsString(schema) ? schema->valuestring : txt;
+        okv_json_schema *cs = NULL;
+        const enum okv_status st = src ? okv_json_schema_compile(src, strlen(src), &cs) : OKV_ERR_NO_MEMORY;
+        okv_json_schema_free(cs);
+        if (st != OKV_OK) {
+            cJSON_free(txt);
+            return fail(e, 400, schema_field, NULL, "%s", okv_last_error());
+        }
+        snprintf(p->schema, sizeof p->schema, "%s", src);
+        const bool fits = strlen(src) < sizeof p->schema;
+        cJSON_free(txt);
+        if (!fits)
+            return fail(e, 400, schema_field, NULL, "the JSON schema is longer than %zu bytes", sizeof p->schema - 1);
+        p->has_schema = true;
+    }
+    static const char *const unsupported[] = {"guided_regex", "guided_choice", "guided_grammar",
                                               "structured_outputs", "allowed_token_ids", "bad_words", "tools",
                                               "functions", "logits_processors"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
@@ -1266,6 +1302,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
                 .logprobs = p.lp, .prompt_logprobs = p.lp && p.echo, .top_logprobs = p.lp_top,
                 .on_logprob = job_on_logprob, .json_object = p.json_object,
+                .json_schema = p.has_schema ? p.schema : NULL, .json_schema_len = p.has_schema ? strlen(p.schema) : 0,
             };
             st = okv_sched_submit(sv->sched, &rq, &j->sched_id);
             if (st != OKV_OK) {

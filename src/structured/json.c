@@ -8,6 +8,7 @@
  * code points past U+10FFFF) and refuse control bytes. A number ends at the first byte that
  * cannot continue it, which is then read as structure. */
 #include "oasiskv/structured.h"
+#include "structured/schema_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,12 +24,109 @@ void okv_json_init(struct okv_json_state *s, bool object_only)
     memset(s, 0, sizeof *s);
     s->expect = E_VALUE;
     s->object_only = object_only;
+    s->val = -1;
+}
+
+void okv_json_init_schema(struct okv_json_state *s, const okv_json_schema *sch)
+{
+    okv_json_init(s, false);
+    s->sch = sch;
+    s->val = (int16_t)sch->root;
 }
 
 static bool fail(struct okv_json_state *s)
 {
     s->failed = 1;
     return false;
+}
+
+/* ---- the schema's side (s->sch set): which values, names and closings the schema allows ---- */
+
+static const struct snode *snode(const struct okv_json_state *s, int id) { return id >= 0 ? &s->sch->nodes[id] : NULL; }
+
+/* the node of the container at the top (NULL: unconstrained) */
+static const struct snode *top_node(const struct okv_json_state *s)
+{
+    return s->sch && s->depth > 0 && s->depth <= OKV_JSON_SCHEMA_DEPTH ? snode(s, s->node[s->depth - 1]) : NULL;
+}
+
+/* an object's properties that may come next: from pos on, up to and including the first required one */
+static uint64_t next_props(const struct snode *n, const okv_json_schema *sch, int pos)
+{
+    uint64_t m = 0;
+    for (int j = pos; j < n->n_props; j++) {
+        m |= 1ull << j;
+        if (sch->props[n->first_prop + j].required)
+            break;
+    }
+    return m;
+}
+
+static bool required_left(const struct snode *n, const okv_json_schema *sch, int pos)
+{
+    for (int j = pos; j < n->n_props; j++)
+        if (sch->props[n->first_prop + j].required)
+            return true;
+    return false;
+}
+
+/* candidate i's bytes (a property name or an enum string) */
+static const char *cand_text(const struct okv_json_state *s, int i, int32_t *len)
+{
+    const struct snode *n = s->match == 1 ? top_node(s) : snode(s, s->val);
+    if (s->match == 1) {
+        const struct sprop *p = &s->sch->props[n->first_prop + i];
+        *len = p->name_len;
+        return s->sch->lit + p->name_off;
+    }
+    const struct slit *l = &s->sch->lits[n->first_lit + i];
+    *len = l->len;
+    return s->sch->lit + l->off;
+}
+
+/* a string byte (between the quotes, as written) narrows the candidates */
+static bool match_byte(struct okv_json_state *s, uint8_t c)
+{
+    uint64_t keep = 0;
+    for (uint64_t m = s->cand; m; m &= m - 1) {
+        const int i = __builtin_ctzll(m);
+        int32_t len;
+        const char *t = cand_text(s, i, &len);
+        if (s->kpos < len && (uint8_t)t[s->kpos] == c)
+            keep |= 1ull << i;
+    }
+    s->cand = keep;
+    s->kpos++;
+    return keep ? true : fail(s);
+}
+
+/* the closing quote: the candidate that the string spelled out whole (names and values are distinct) */
+static int match_end(struct okv_json_state *s)
+{
+    for (uint64_t m = s->cand; m; m &= m - 1) {
+        const int i = __builtin_ctzll(m);
+        int32_t len;
+        cand_text(s, i, &len);
+        if (len == s->kpos)
+            return i;
+    }
+    return -1;
+}
+
+/* the node a value starting with byte c must follow: s->val, through a union by c's type; -2 when the
+ * schema has no value of that type there */
+static int value_node(const struct okv_json_state *s, uint8_t c)
+{
+    const int t = c == '{' ? T_OBJECT : c == '[' ? T_ARRAY : c == '"' ? T_STRING : c == 't' || c == 'f' ? T_BOOLEAN
+                  : c == 'n' ? T_NULL : T_NUMBER;
+    const struct snode *n = snode(s, s->val);
+    if (!n || n->kind == N_ANY)
+        return -1;
+    if (n->kind == N_UNION) {
+        const int a = n->alt[t];
+        return a < 0 ? -2 : a;
+    }
+    return node_type(n->kind) == t ? s->val : -2;
 }
 
 static void value_done(struct okv_json_state *s)
@@ -39,14 +137,20 @@ static void value_done(struct okv_json_state *s)
 
 static bool top_is_object(const struct okv_json_state *s) { return (s->stack >> (s->depth - 1)) & 1; }
 
-static bool push(struct okv_json_state *s, bool object)
+static bool push(struct okv_json_state *s, bool object, int node)
 {
-    if (s->depth >= OKV_JSON_MAX_DEPTH)
+    if (s->depth >= OKV_JSON_MAX_DEPTH || (s->sch && s->depth >= OKV_JSON_SCHEMA_DEPTH))
         return fail(s);
     if (object)
         s->stack |= 1ull << s->depth;
     else
         s->stack &= ~(1ull << s->depth);
+    if (s->sch) {
+        s->node[s->depth] = (int16_t)node;
+        s->pos[s->depth] = 0;
+        const struct snode *n = snode(s, node);
+        s->val = (int16_t)(!object && n ? n->items : -1);   /* an array's first item */
+    }
     s->depth++;
     s->expect = object ? E_KEY_OR_END : E_VALUE_OR_END;
     return true;
@@ -54,6 +158,11 @@ static bool push(struct okv_json_state *s, bool object)
 
 static bool close_container(struct okv_json_state *s)
 {
+    const struct snode *n = top_node(s);
+    if (n && n->kind == N_OBJECT && required_left(n, s->sch, s->pos[s->depth - 1]))
+        return fail(s);   /* a required property is missing */
+    if (n && n->kind == N_ARRAY && s->pos[s->depth - 1] < n->min_items)
+        return fail(s);
     s->depth--;
     value_done(s);
     return true;
@@ -63,9 +172,26 @@ static bool start_value(struct okv_json_state *s, uint8_t c)
 {
     if (s->depth == 0 && s->object_only && c != '{')
         return fail(s);
+    int node = -1;
+    if (s->sch) {
+        const struct snode *top = top_node(s);
+        if (top && top->kind == N_ARRAY && s->pos[s->depth - 1]++ >= top->max_items)
+            return fail(s);   /* one item too many */
+        if ((node = value_node(s, c)) == -2)
+            return fail(s);
+        const struct snode *n = snode(s, node);
+        s->integer = n && n->kind == N_INTEGER;
+        s->match = 0;
+        if (n && n->kind == N_STRING && n->n_lit > 0) {   /* an enum: the string must spell one of them */
+            s->val = (int16_t)node;
+            s->match = 2;
+            s->kpos = 0;
+            s->cand = n->n_lit >= 64 ? ~0ull : (1ull << n->n_lit) - 1;
+        }
+    }
     switch (c) {
-    case '{': return push(s, true);
-    case '[': return push(s, false);
+    case '{': return push(s, true, node);
+    case '[': return push(s, false, node);
     case '"': s->lex = L_STR; s->is_key = 0; return true;
     case '-': s->lex = L_MINUS; return true;
     case '0': s->lex = L_ZERO; return true;
@@ -101,12 +227,22 @@ static bool structural(struct okv_json_state *s, uint8_t c)
         if (c == '}')
             return close_container(s);
         /* fall through */
-    case E_KEY:
+    case E_KEY: {
         if (c != '"')
             return fail(s);
         s->lex = L_STR;
         s->is_key = 1;
+        s->match = 0;
+        const struct snode *n = top_node(s);
+        if (n && n->kind == N_OBJECT) {   /* a name among the properties that may come next */
+            s->match = 1;
+            s->kpos = 0;
+            s->cand = next_props(n, s->sch, s->pos[s->depth - 1]);
+            if (!s->cand)
+                return fail(s);
+        }
         return true;
+    }
     case E_COLON:
         if (c != ':')
             return fail(s);
@@ -114,6 +250,16 @@ static bool structural(struct okv_json_state *s, uint8_t c)
         return true;
     case E_AFTER:
         if (c == ',') {
+            const struct snode *n = top_node(s);
+            if (n && n->kind == N_OBJECT && s->pos[s->depth - 1] >= n->n_props)
+                return fail(s);   /* no property left to write */
+            if (n && n->kind == N_ARRAY) {
+                if (s->pos[s->depth - 1] >= n->max_items)
+                    return fail(s);
+                s->val = (int16_t)n->items;
+            } else if (s->sch && !top_is_object(s)) {
+                s->val = -1;   /* an unconstrained array's next item */
+            }
             s->expect = top_is_object(s) ? E_KEY : E_VALUE;
             return true;
         }
@@ -132,11 +278,28 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c)
 {
     if (s->failed)
         return false;
+    /* a property name or an enum value: every byte between the quotes, as written, narrows the candidates */
+    if (s->match && (s->lex == L_ESC || s->lex == L_UHEX || s->lex == L_UTF8 || (s->lex == L_STR && c != '"')) &&
+        !match_byte(s, c))
+        return false;
     switch (s->lex) {
     case L_NONE:
         return structural(s, c);
     case L_STR:
         if (c == '"') {
+            if (s->match) {
+                const int i = match_end(s);
+                if (i < 0)
+                    return fail(s);
+                if (s->match == 1) {   /* the property's value follows; the next name comes after it */
+                    const struct snode *n = top_node(s);
+                    s->pos[s->depth - 1] = (int16_t)(i + 1);
+                    s->val = (int16_t)s->sch->props[n->first_prop + i].node;
+                }
+                s->match = 0;
+            } else if (s->sch && s->is_key) {
+                s->val = -1;   /* a name in an unconstrained object: any value */
+            }
             if (s->is_key) {
                 s->lex = L_NONE;
                 s->expect = E_COLON;
@@ -240,10 +403,14 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c)
         if (is_digit(c) && s->lex != L_ZERO)
             return true;
         if (c == '.' && (s->lex == L_ZERO || s->lex == L_INT)) {
+            if (s->integer)
+                return fail(s);
             s->lex = L_DOT;
             return true;
         }
         if ((c == 'e' || c == 'E') && s->lex != L_EXP) {
+            if (s->integer)
+                return fail(s);
             s->lex = L_E;
             return true;
         }

@@ -307,11 +307,11 @@ def main():
                         ({"logit_bias": {str(a_id): 101}}, "a logit_bias of 101"), ({"min_p": 1.5}, "min_p 1.5"),
                         ({"stop_token_ids": [-1]}, "a negative stop token id"),
                         ({"min_tokens": 30}, "min_tokens past max_tokens"),
-                        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
-                         "response_format json_schema"),
+                        ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
+                         "response_format json_schema without a schema"),
                         ({"response_format": {"type": "json"}}, "response_format type json"),
                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-                        ({"guided_json": {"type": "object"}}, "guided_json"), ({"use_beam_search": True}, "beam search"),
+                        ({"guided_regex": "a+"}, "guided_regex"), ({"use_beam_search": True}, "beam search"),
                         ({"suffix": "end"}, "a suffix")):
         st, js, _ = comp(extra)
         check(st == 400 and is_error_obj(js), f"{what} -> 400 ({js['error']['message'][:60] if st == 400 else st})")
@@ -361,6 +361,37 @@ def main():
     r = oc.chat.completions.create(model="smol", messages=[{"role": "user", "content": asks[0]}], max_tokens=200,
                                    temperature=0, response_format={"type": "json_object"})
     check(st == 200 and done and streamed == r.choices[0].message.content, "json_object streamed = unstreamed")
+    # a JSON schema (response_format json_schema through the openai client, and vLLM's guided_json): the answers
+    # validate against it (jsonschema), with the enum's values and the required properties
+    import jsonschema
+    pet = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                            "kind": {"enum": ["cat", "dog", "fish"]}, "indoor": {"type": "boolean"},
+                                            "toys": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+                                            "owner": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+           "required": ["name", "age", "kind", "indoor"]}
+    n_ok = 0
+    for i, temp in enumerate((0.0, 0.7, 1.0)):
+        r = oc.chat.completions.create(
+            model="smol", messages=[{"role": "user", "content": "Describe a pet as JSON."}], max_tokens=300,
+            temperature=temp, seed=i, response_format={"type": "json_schema", "json_schema": {"name": "pet", "schema": pet}})
+        txt = r.choices[0].message.content
+        try:
+            jsonschema.validate(json.loads(txt), pet)
+            n_ok += r.choices[0].finish_reason == "stop"
+        except (ValueError, jsonschema.ValidationError) as ex:
+            print(f"  json_schema at {temp}: {txt!r}: {str(ex)[:100]}")
+    check(n_ok == 3, f"response_format json_schema: {n_ok} of 3 answers validate against the schema")
+    st, js, t = comp({"guided_json": pet, "ignore_eos": False, "max_tokens": 300})
+    try:
+        jsonschema.validate(json.loads(t), pet)
+        ok = js["choices"][0]["finish_reason"] == "stop"
+    except (ValueError, jsonschema.ValidationError, TypeError):
+        ok = False
+    check(st == 200 and ok, f"guided_json (vLLM's) on /v1/completions: {t!r}")
+    for bad, what in (({"type": "string", "pattern": "^a"}, "pattern"), ({"type": "integer", "minimum": 0}, "minimum")):
+        st, js, _ = comp({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": bad}}})
+        check(st == 400 and what in js["error"]["message"], f"a schema with {what} -> 400 naming it "
+              f"({js['error']['message'][:80] if st == 400 else st})")
     st, js, t = comp({"response_format": {"type": "json_object"}, "ignore_eos": False, "max_tokens": 3})
     check(st == 200 and js["choices"][0]["finish_reason"] == "length" and t.lstrip().startswith("{"),
           f"json_object cut by max_tokens: finish_reason length, a JSON prefix ({t!r})")

@@ -1,0 +1,426 @@
+/* Structured output: a JSON schema compiled into the nodes that the recognizer follows
+ * (include/oasiskv/structured.h names the subset). Each node is one JSON type with its
+ * constraints, or a union dispatched on the type of a value's first byte; "$ref"s to
+ * "#/$defs/..." (pydantic) or "#/definitions/..." become node indices, so recursive schemas
+ * are a cycle of nodes. */
+#include "structured/schema_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+struct cctx {
+    okv_json_schema *s;
+    const cJSON *root;
+    enum okv_status st;   /* of the first error */
+    struct { const char *ref; int node; } refs[64];
+    int n_refs;
+    int depth;
+};
+
+/* record an error (the first one's status is the compile's); returns -1 */
+static int err(struct cctx *c, enum okv_status st, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (c->st == OKV_OK) {
+        c->st = st;
+        okv_set_error(st, "%s", buf);
+    }
+    return -1;
+}
+
+static int new_node(struct cctx *c)
+{
+    okv_json_schema *s = c->s;
+    if (s->n_nodes == s->cap_nodes) {
+        int cap = s->cap_nodes ? 2 * s->cap_nodes : 16;
+        if (cap > OKV_SCHEMA_MAX_NODES)
+            return err(c, OKV_ERR_UNSUPPORTED, "JSON schema: more than %d nodes", OKV_SCHEMA_MAX_NODES);
+        struct snode *n = okv_realloc(s->nodes, sizeof *n * (size_t)cap, OKV_TAG_SERVER);
+        if (!n)
+            return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
+        s->nodes = n;
+        s->cap_nodes = cap;
+    }
+    struct snode *n = &s->nodes[s->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->kind = N_ANY;
+    n->items = -1;
+    n->max_items = INT32_MAX;
+    for (int t = 0; t < T_COUNT; t++)
+        n->alt[t] = -1;
+    return s->n_nodes++;
+}
+
+/* a string's minimal JSON escape (the bytes between the quotes), into the literal arena */
+static int add_literal(struct cctx *c, const char *str, int32_t *off, int32_t *len)
+{
+    okv_json_schema *s = c->s;
+    const size_t n = strlen(str);
+    if (s->lit_len + 6 * n + 1 > s->lit_cap) {
+        size_t cap = s->lit_cap ? s->lit_cap : 256;
+        while (cap < s->lit_len + 6 * n + 1)
+            cap *= 2;
+        char *p = okv_realloc(s->lit, cap, OKV_TAG_SERVER);
+        if (!p)
+            return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
+        s->lit = p;
+        s->lit_cap = cap;
+    }
+    *off = (int32_t)s->lit_len;
+    char *o = s->lit + s->lit_len;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)str[i];
+        if (ch == '"' || ch == '\\') {
+            o[k++] = '\\';
+            o[k++] = (char)ch;
+        } else if (ch == '\n') {
+            o[k++] = '\\', o[k++] = 'n';
+        } else if (ch == '\t') {
+            o[k++] = '\\', o[k++] = 't';
+        } else if (ch == '\r') {
+            o[k++] = '\\', o[k++] = 'r';
+        } else if (ch < 0x20) {
+            k += (size_t)snprintf(o + k, 7, "\\u%04x", ch);
+        } else {
+            o[k++] = (char)ch;
+        }
+    }
+    *len = (int32_t)k;
+    s->lit_len += k;
+    return 0;
+}
+
+static bool annotation(const char *k)
+{
+    static const char *const ok[] = {"title", "description", "default", "examples", "format", "$schema", "$id",
+                                     "$comment", "$defs", "definitions", "readOnly", "writeOnly", "deprecated",
+                                     "discriminator", "strict"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (strcmp(k, ok[i]) == 0)
+            return true;
+    return false;
+}
+
+static int compile(struct cctx *c, const cJSON *j, const char *where);
+
+static int type_of(const char *t)
+{
+    static const char *const names[T_COUNT] = {"object", "array", "string", "number", "boolean", "null"};
+    for (int i = 0; i < T_COUNT; i++)
+        if (strcmp(t, names[i]) == 0)
+            return i;
+    return strcmp(t, "integer") == 0 ? T_NUMBER : -1;
+}
+
+/* one JSON type's node: its constraints from j */
+static int compile_type(struct cctx *c, const cJSON *j, const char *type, const char *where)
+{
+    const int t = type_of(type);
+    if (t < 0)
+        return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: type \"%s\" is not a JSON type", where, type);
+    int id = new_node(c);
+    if (id < 0)
+        return -1;
+    static const uint8_t kinds[T_COUNT] = {N_OBJECT, N_ARRAY, N_STRING, N_NUMBER, N_BOOLEAN, N_NULL};
+    c->s->nodes[id].kind = strcmp(type, "integer") == 0 ? N_INTEGER : kinds[t];
+    if (t == T_OBJECT) {
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(j, "properties"), *p;
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(j, "required");
+        if (props && !cJSON_IsObject(props))
+            return err(c, OKV_ERR_FORMAT, "JSON schema %s: \"properties\" is not an object", where);
+        if (req && !cJSON_IsArray(req))
+            return err(c, OKV_ERR_FORMAT, "JSON schema %s: \"required\" is not an array", where);
+        int n = cJSON_GetArraySize(props);
+        if (n > 64)
+            return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: more than 64 properties", where);
+        /* every required name must be a property (it could never be generated otherwise) */
+        const cJSON *r;
+        cJSON_ArrayForEach(r, req) {
+            if (!cJSON_IsString(r) || !cJSON_GetObjectItemCaseSensitive(props, r->valuestring))
+                return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: required \"%s\" is not among its properties",
+                                     where, cJSON_IsString(r) ? r->valuestring : "?");
+        }
+        okv_json_schema *s = c->s;
+        if (s->n_props + n > s->cap_props) {
+            int cap = s->cap_props ? s->cap_props : 16;
+            while (cap < s->n_props + n)
+                cap *= 2;
+            struct sprop *np = okv_realloc(s->props, sizeof *np * (size_t)cap, OKV_TAG_SERVER);
+            if (!np)
+                return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
+            s->props = np;
+            s->cap_props = cap;
+        }
+        const int first = s->n_props;
+        s->n_props += n;
+        s->nodes[id].first_prop = first;
+        s->nodes[id].n_props = n;
+        int k = 0;
+        cJSON_ArrayForEach(p, props) {
+            char w[256];
+            snprintf(w, sizeof w, "%s.%s", where, p->string);
+            struct sprop *sp = &c->s->props[first + k];
+            if (add_literal(c, p->string, &sp->name_off, &sp->name_len) < 0)
+                return -1;
+            sp->required = false;
+            cJSON_ArrayForEach(r, req)
+                sp->required |= strcmp(r->valuestring, p->string) == 0;
+            const int child = compile(c, p, w);
+            if (child < 0)
+                return -1;
+            c->s->props[first + k].node = child;
+            k++;
+        }
+    } else if (t == T_ARRAY) {
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items");
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(j, "minItems"), *mx = cJSON_GetObjectItemCaseSensitive(j, "maxItems");
+        if ((mn && (!cJSON_IsNumber(mn) || mn->valuedouble < 0)) || (mx && (!cJSON_IsNumber(mx) || mx->valuedouble < 0)))
+            return err(c, OKV_ERR_FORMAT, "JSON schema %s: minItems / maxItems must be non-negative numbers", where);
+        int child = -1;
+        if (items) {
+            char w[256];
+            snprintf(w, sizeof w, "%s[]", where);
+            if ((child = compile(c, items, w)) < 0)
+                return -1;
+        }
+        struct snode *nd = &c->s->nodes[id];
+        nd->items = child;
+        nd->min_items = mn ? (int32_t)mn->valuedouble : 0;
+        nd->max_items = mx ? (int32_t)(mx->valuedouble > INT32_MAX ? INT32_MAX : mx->valuedouble) : INT32_MAX;
+        if (nd->min_items > nd->max_items)
+            return err(c, OKV_ERR_FORMAT, "JSON schema %s: minItems > maxItems", where);
+    }
+    return id;
+}
+
+/* a union of nodes, one per JSON type of its first byte */
+static int make_union(struct cctx *c, const int *alts, int n, const char *where)
+{
+    int id = new_node(c);
+    if (id < 0)
+        return -1;
+    c->s->nodes[id].kind = N_UNION;
+    for (int i = 0; i < n; i++) {
+        const struct snode *a = &c->s->nodes[alts[i]];
+        if (a->kind == N_ANY)
+            return alts[i];   /* anything goes */
+        int ts[T_COUNT], nt = 0;
+        if (a->kind == N_UNION) {
+            for (int t = 0; t < T_COUNT; t++)
+                if (a->alt[t] >= 0)
+                    ts[nt++] = t;
+        } else {
+            ts[nt++] = node_type(a->kind);
+        }
+        for (int k = 0; k < nt; k++) {
+            const int t = ts[k];
+            const int target = a->kind == N_UNION ? a->alt[t] : alts[i];
+            if (c->s->nodes[id].alt[t] >= 0 && c->s->nodes[id].alt[t] != target)
+                return err(c, OKV_ERR_UNSUPPORTED,
+                                     "JSON schema %s: alternatives of the same JSON type (%s) are not supported", where,
+                                     t == T_OBJECT ? "object" : t == T_ARRAY ? "array" : t == T_STRING ? "string"
+                                     : t == T_NUMBER ? "number" : t == T_BOOLEAN ? "boolean" : "null");
+            c->s->nodes[id].alt[t] = target;
+        }
+    }
+    return id;
+}
+
+static int compile(struct cctx *c, const cJSON *j, const char *where)
+{
+    if (++c->depth > 64) {
+        c->depth--;
+        return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: nested too deeply", where);
+    }
+    int id = -1;
+    if (cJSON_IsTrue(j) || (cJSON_IsObject(j) && !j->child)) {
+        id = new_node(c);   /* any value */
+        goto out;
+    }
+    if (!cJSON_IsObject(j)) {
+        err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: a schema must be an object (or true)", where);
+        goto out;
+    }
+    const cJSON *k;
+    cJSON_ArrayForEach(k, j) {
+        static const char *const known[] = {"type", "properties", "required", "additionalProperties", "items",
+                                            "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "$ref"};
+        bool ok = annotation(k->string);
+        for (size_t i = 0; i < sizeof known / sizeof known[0] && !ok; i++)
+            ok = strcmp(k->string, known[i]) == 0;
+        if (!ok) {
+            err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: keyword \"%s\" is not supported (a constraint that is "
+                          "not enforced is not accepted)", where, k->string);
+            goto out;
+        }
+    }
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(j, "$ref");
+    if (ref) {
+        const char *r = cJSON_IsString(ref) ? ref->valuestring : "";
+        const char *name = strncmp(r, "#/$defs/", 8) == 0 ? r + 8 : strncmp(r, "#/definitions/", 14) == 0 ? r + 14 : NULL;
+        const cJSON *defs = cJSON_GetObjectItemCaseSensitive(c->root, strncmp(r, "#/$defs/", 8) == 0 ? "$defs" : "definitions");
+        const cJSON *target = name ? cJSON_GetObjectItemCaseSensitive(defs, name) : NULL;
+        if (!target) {
+            err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: $ref \"%s\" is not a definition of this schema", where, r);
+            goto out;
+        }
+        for (int i = 0; i < c->n_refs; i++)
+            if (strcmp(c->refs[i].ref, r) == 0) {
+                id = c->refs[i].node;   /* compiled, or being compiled (a recursive schema) */
+                goto out;
+            }
+        if (c->n_refs == 64) {
+            err(c, OKV_ERR_UNSUPPORTED, "JSON schema: more than 64 definitions");
+            goto out;
+        }
+        /* a forwarding node, filled once the definition is compiled (recursion comes back to it) */
+        const int fwd = new_node(c);
+        if (fwd < 0)
+            goto out;
+        c->refs[c->n_refs].ref = r;
+        c->refs[c->n_refs++].node = fwd;
+        const int body = compile(c, target, r);
+        if (body < 0)
+            goto out;
+        c->s->nodes[fwd] = c->s->nodes[body];
+        id = fwd;
+        goto out;
+    }
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(j, "enum"), *cn = cJSON_GetObjectItemCaseSensitive(j, "const");
+    if (en || cn) {
+        const cJSON *list = en, *v;
+        cJSON *one = NULL;
+        if (!en) {
+            one = cJSON_CreateArray();
+            cJSON_AddItemToArray(one, cJSON_Duplicate(cn, 1));
+            list = one;
+        }
+        int n = cJSON_GetArraySize(list);
+        bool strings = cJSON_IsArray(list) && n > 0 && n <= 64;
+        cJSON_ArrayForEach(v, list)
+            strings &= cJSON_IsString(v);
+        if (!strings) {
+            cJSON_Delete(one);
+            err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: enum / const of other values than 1 to 64 strings", where);
+            goto out;
+        }
+        if ((id = new_node(c)) < 0) {
+            cJSON_Delete(one);
+            goto out;
+        }
+        okv_json_schema *s = c->s;
+        if (s->n_lits + n > s->cap_lits) {
+            int cap = s->cap_lits ? s->cap_lits : 16;
+            while (cap < s->n_lits + n)
+                cap *= 2;
+            struct slit *nl = okv_realloc(s->lits, sizeof *nl * (size_t)cap, OKV_TAG_SERVER);
+            if (!nl) {
+                cJSON_Delete(one);
+                err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
+                id = -1;
+                goto out;
+            }
+            s->lits = nl;
+            s->cap_lits = cap;
+        }
+        s->nodes[id].kind = N_STRING;
+        s->nodes[id].first_lit = s->n_lits;
+        s->nodes[id].n_lit = n;
+        cJSON_ArrayForEach(v, list) {
+            struct slit *l = &c->s->lits[c->s->n_lits++];
+            if (add_literal(c, v->valuestring, &l->off, &l->len) < 0) {
+                id = -1;
+                break;
+            }
+        }
+        cJSON_Delete(one);
+        goto out;
+    }
+    const cJSON *any = cJSON_GetObjectItemCaseSensitive(j, "anyOf");
+    if (!any)
+        any = cJSON_GetObjectItemCaseSensitive(j, "oneOf");
+    if (any) {
+        int alts[16], n = 0;
+        const cJSON *a;
+        if (!cJSON_IsArray(any) || cJSON_GetArraySize(any) < 1 || cJSON_GetArraySize(any) > 16) {
+            err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: anyOf / oneOf must list 1 to 16 schemas", where);
+            goto out;
+        }
+        cJSON_ArrayForEach(a, any) {
+            char w[256];
+            snprintf(w, sizeof w, "%s|%d", where, n);
+            if ((alts[n++] = compile(c, a, w)) < 0)
+                goto out;
+        }
+        id = n == 1 ? alts[0] : make_union(c, alts, n, where);
+        goto out;
+    }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(j, "type");
+    if (!type) {
+        id = new_node(c);   /* no type: any value (the other keywords are annotations) */
+        goto out;
+    }
+    if (cJSON_IsString(type)) {
+        id = compile_type(c, j, type->valuestring, where);
+        goto out;
+    }
+    if (cJSON_IsArray(type) && cJSON_GetArraySize(type) >= 1 && cJSON_GetArraySize(type) <= 7) {
+        int alts[8], n = 0;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, type) {
+            if (!cJSON_IsString(t)) {
+                err(c, OKV_ERR_FORMAT, "JSON schema %s: \"type\" lists a non-string", where);
+                goto out;
+            }
+            if ((alts[n++] = compile_type(c, j, t->valuestring, where)) < 0)
+                goto out;
+        }
+        id = n == 1 ? alts[0] : make_union(c, alts, n, where);
+        goto out;
+    }
+    err(c, OKV_ERR_FORMAT, "JSON schema %s: \"type\" must be a string or a list of strings", where);
+out:
+    c->depth--;
+    return id;
+}
+
+enum okv_status okv_json_schema_compile(const char *text, size_t len, okv_json_schema **out)
+{
+    *out = NULL;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root)
+        return okv_set_error(OKV_ERR_FORMAT, "JSON schema: not valid JSON");
+    okv_json_schema *s = okv_calloc(1, sizeof *s, OKV_TAG_SERVER);
+    if (!s) {
+        cJSON_Delete(root);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "JSON schema: no memory");
+    }
+    struct cctx c = {.s = s, .root = root};
+    const int top = compile(&c, root, "#");
+    cJSON_Delete(root);
+    if (top < 0) {
+        okv_json_schema_free(s);
+        return c.st != OKV_OK ? c.st : OKV_ERR_FORMAT;
+    }
+    s->root = top;
+    *out = s;
+    return OKV_OK;
+}
+
+void okv_json_schema_free(okv_json_schema *s)
+{
+    if (!s)
+        return;
+    okv_free(s->nodes);
+    okv_free(s->props);
+    okv_free(s->lits);
+    okv_free(s->lit);
+    okv_free(s);
+}

@@ -1,0 +1,58 @@
+/* Structured output: the compiled JSON schema (src/structured/schema.c) as the recognizer
+ * (src/structured/json.c) reads it. */
+#ifndef OKV_STRUCTURED_SCHEMA_INTERNAL_H
+#define OKV_STRUCTURED_SCHEMA_INTERNAL_H
+
+#include "oasiskv/structured.h"
+
+#define OKV_SCHEMA_MAX_NODES 4096
+
+/* the JSON types, as a value's first byte tells them */
+enum { T_OBJECT, T_ARRAY, T_STRING, T_NUMBER, T_BOOLEAN, T_NULL, T_COUNT };
+enum { N_ANY, N_OBJECT, N_ARRAY, N_STRING, N_NUMBER, N_INTEGER, N_BOOLEAN, N_NULL, N_UNION };
+
+struct snode {
+    uint8_t kind;
+    int32_t first_prop, n_props;   /* object: props[first_prop ..], in generation order */
+    int32_t items;                 /* array: the items' node, -1 any */
+    int32_t min_items, max_items;
+    int32_t first_lit, n_lit;      /* string: lits[first_lit ..] it must be one of; n_lit 0: any string */
+    int32_t alt[T_COUNT];          /* union: the node for a value of each type, -1 none */
+};
+
+struct sprop {
+    int32_t name_off, name_len;    /* the name's minimal JSON escape, in lit */
+    int32_t node;
+    bool required;
+};
+
+struct slit {
+    int32_t off, len;              /* the string's minimal JSON escape, in lit */
+};
+
+struct okv_json_schema {
+    struct snode *nodes;
+    int n_nodes, cap_nodes;
+    struct sprop *props;
+    int n_props, cap_props;
+    struct slit *lits;
+    int n_lits, cap_lits;
+    char *lit;
+    size_t lit_len, lit_cap;
+    int root;
+};
+
+static inline int node_type(uint8_t kind)
+{
+    switch (kind) {
+    case N_OBJECT: return T_OBJECT;
+    case N_ARRAY: return T_ARRAY;
+    case N_STRING: return T_STRING;
+    case N_NUMBER: case N_INTEGER: return T_NUMBER;
+    case N_BOOLEAN: return T_BOOLEAN;
+    case N_NULL: return T_NULL;
+    default: return -1;
+    }
+}
+
+#endif
