@@ -146,9 +146,11 @@ static bool push(struct okv_json_state *s, bool object, int node)
     else
         s->stack &= ~(1ull << s->depth);
     if (s->sch) {
+        const struct snode *n = snode(s, node);
+        if (n && n->kind == N_OBJECT && n->open)
+            node = -1, n = NULL;   /* an object the schema leaves open: unconstrained inside */
         s->node[s->depth] = (int16_t)node;
         s->pos[s->depth] = 0;
-        const struct snode *n = snode(s, node);
         s->val = (int16_t)(!object && n ? n->items : -1);   /* an array's first item */
     }
     s->depth++;

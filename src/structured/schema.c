@@ -158,6 +158,7 @@ static int compile_type(struct cctx *c, const cJSON *j, const char *type, const 
             s->props = np;
             s->cap_props = cap;
         }
+        c->s->nodes[id].open = props == NULL;   /* {"type": "object"} alone: any object */
         const int first = s->n_props;
         s->n_props += n;
         s->nodes[id].first_prop = first;

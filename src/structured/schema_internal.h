@@ -13,6 +13,7 @@ enum { N_ANY, N_OBJECT, N_ARRAY, N_STRING, N_NUMBER, N_INTEGER, N_BOOLEAN, N_NUL
 
 struct snode {
     uint8_t kind;
+    bool open;                     /* object without "properties": any names and values */
     int32_t first_prop, n_props;   /* object: props[first_prop ..], in generation order */
     int32_t items;                 /* array: the items' node, -1 any */
     int32_t min_items, max_items;
