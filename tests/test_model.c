@@ -1266,6 +1266,13 @@ static struct st_t *hf_add_raw(struct hf *h, const char *name, const char *dtype
 
 static const char *subst(const char *src, const char *from, const char *to);
 
+/* q_proj back to FP8 q with its per-channel BF16 scale ch (after a case that replaced them) */
+static void fp8_q_proj(struct hf *h, const char *wq, const uint8_t *q, const uint16_t *ch)
+{
+    hf_add_raw(h, wq, "F8_E4M3", 2, 64, 64, q, 64 * 64);
+    hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 2, 64, 1, ch, 64 * 2);
+}
+
 /* FP8 checkpoints (their numbers against transformers: test_engine_ref's llama_fp8_block and
  * qwen2_fp8_channel): the formats' scales, the quantization methods refused by name, and the
  * faults of the scale tensors. */
@@ -1485,8 +1492,7 @@ static void test_hf_fp8(const char *dir, struct hf *h)
         hf_drop(h, "model.layers.0.self_attn.q_proj.weight_shape");
         hf_drop(h, "model.layers.0.self_attn.q_proj.weight_packed");
         hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
-        hf_add_raw(h, wq, "F8_E4M3", 2, 64, 64, q, sizeof q);
-        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 2, 64, 1, ch, sizeof ch);
+        fp8_q_proj(h, wq, q, ch);
     }
     /* GPTQ / AWQ (their numbers against GPTQModel: test_engine_ref's llama_gptq_actorder and qwen2_awq): faults */
     {
@@ -1505,8 +1511,7 @@ static void test_hf_fp8(const char *dir, struct hf *h)
             gidx[i] = (i * 7) % 2;
         hf_add_raw(h, "model.layers.0.self_attn.q_proj.qweight", "I32", 2, 8, 64, qw, sizeof qw);
         hf_add_raw(h, "model.layers.0.self_attn.q_proj.qzeros", "I32", 2, 2, 8, qz, sizeof qz);
-        struct st_t *sct = hf_add_raw(h, "model.layers.0.self_attn.q_proj.scales", "F16", 2, 2, 64, sc16, sizeof sc16);
-        (void)sct;
+        hf_add_raw(h, "model.layers.0.self_attn.q_proj.scales", "F16", 2, 2, 64, sc16, sizeof sc16);
         hf_add_raw(h, "model.layers.0.self_attn.q_proj.g_idx", "I32", 1, 64, 1, gidx, sizeof gidx);
         CHECK_ERR(load_cfg(dir, h, k_llama_cfg, &m), OKV_ERR_FORMAT, "qweight without a quantization_config");
         CHECK_MSG("names neither", "qweight without a quantization_config");
@@ -1530,8 +1535,7 @@ static void test_hf_fp8(const char *dir, struct hf *h)
         hf_drop(h, "model.layers.0.self_attn.q_proj.scales");
         hf_drop(h, "model.layers.0.self_attn.q_proj.qzeros");
         hf_drop(h, "model.layers.0.self_attn.q_proj.qweight");
-        hf_add_raw(h, wq, "F8_E4M3", 2, 64, 64, q, sizeof q);
-        hf_add_raw(h, "model.layers.0.self_attn.q_proj.weight_scale", "BF16", 2, 64, 1, ch, sizeof ch);
+        fp8_q_proj(h, wq, q, ch);
     }
     /* a per-channel scale whose length is not the rows' */
     hf_drop(h, "model.layers.0.self_attn.q_proj.weight_scale");
