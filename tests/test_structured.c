@@ -149,6 +149,39 @@ int main(void)
         c = s;
         CHECK(!okv_json_feed(&c, '"'), "a string where an integer goes is refused");
     }
+    /* guided_choice: the text is one of the strings; a choice that another extends is complete and goes on */
+    {
+        const char *const choices[] = {"yes", "no", "yes please", "caf\xc3\xa9"};
+        okv_json_schema *ch = NULL;
+        CHECK(okv_json_choice_compile(choices, 4, &ch) == OKV_OK, "choice: %s", okv_last_error());
+        struct okv_json_state s;
+        okv_json_init_schema(&s, ch);
+        CHECK(!okv_json_complete(&s), "nothing written is no choice");
+        for (int k = 0; k < n; k++)
+            lg[k] = 0.0f;
+        const int allowed = okv_json_mask(&s, trie, eog, n_eog, lg, n);
+        int bad = 0, count = 0;
+        for (int32_t id = 0; id < n; id++) {
+            int nb = 0;
+            const uint8_t *b = okv_token_trie_bytes(trie, id, &nb);
+            struct okv_json_state c = s;
+            const bool want = nb > 0 && okv_json_feed_n(&c, b, (size_t)nb);
+            bad += want != !isinf(lg[id]);
+            count += want;
+        }
+        CHECK(bad == 0 && count == allowed && allowed > 0, "choice mask: %d ids differ from feeding, %d allowed", bad,
+              allowed);
+        CHECK(okv_json_feed_n(&s, (const uint8_t *)"yes", 3) && okv_json_complete(&s), "\"yes\" is a choice");
+        struct okv_json_state c = s;
+        CHECK(okv_json_feed_n(&c, (const uint8_t *)" please", 7) && okv_json_complete(&c), "\"yes please\" is one");
+        c = s;
+        CHECK(!okv_json_feed(&c, '!'), "\"yes!\" is none");
+        okv_json_init_schema(&c, ch);
+        CHECK(okv_json_feed_n(&c, (const uint8_t *)"caf\xc3\xa9", 5) && okv_json_complete(&c), "a non-ASCII choice");
+        okv_json_schema_free(ch);
+        const char *none[] = {"a", ""};
+        CHECK(okv_json_choice_compile(none, 2, &ch) == OKV_ERR_INVALID_ARG && !ch, "an empty choice is refused");
+    }
     okv_json_schema_free(sch);
     free(lg);
     okv_token_trie_free(trie);

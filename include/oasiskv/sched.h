@@ -121,6 +121,9 @@ struct okv_sched_request {
      * outside the supported subset fails the submission, naming the keyword); NULL: none */
     const char *json_schema;
     size_t json_schema_len;
+    /* ... or one of these strings, the whole text (vLLM's guided_choice; copied at submission) */
+    const char *const *choices;
+    int n_choices;
 };
 
 /* Histogram with fixed upper bounds (Prometheus "le"); counts are per bucket, not

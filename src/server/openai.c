@@ -647,6 +647,7 @@ static bool get_bool(const cJSON *o, const char *name, bool *out, struct perr *e
     return true;
 }
 
+#define MAX_CHOICES 64   /* guided_choice's strings */
 struct params {
     struct okv_sampling samp;
     long max_tokens;
@@ -663,6 +664,8 @@ struct params {
     bool json_object;                 /* response_format {"type": "json_object"} */
     bool has_schema;                  /* response_format json_schema / guided_json: its text */
     char schema[16384];
+    const char *choices[MAX_CHOICES]; /* guided_choice (borrowed from the JSON tree) */
+    int n_choices;
 };
 
 /* a JSON number that is a token id of a vocabulary of nv */
@@ -752,10 +755,23 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
                         cJSON_IsString(t) ? "\"" : "");
         }
     }
+    const cJSON *gc = field(root, "guided_choice");   /* vLLM's: the answer is one of these strings */
+    if (gc && !cJSON_IsNull(gc)) {
+        const cJSON *x;
+        if (!cJSON_IsArray(gc) || cJSON_GetArraySize(gc) < 1 || cJSON_GetArraySize(gc) > MAX_CHOICES)
+            return fail(e, 400, "guided_choice", NULL, "'guided_choice' must list 1 to %d strings", MAX_CHOICES);
+        cJSON_ArrayForEach(x, gc) {
+            if (!cJSON_IsString(x) || !*x->valuestring)
+                return fail(e, 400, "guided_choice", NULL, "'guided_choice' must list non-empty strings");
+            p->choices[p->n_choices++] = x->valuestring;
+        }
+        if (p->json_object || schema_field)
+            return fail(e, 400, "guided_choice", NULL, "guided_choice and a JSON response_format: give one");
+    }
     const cJSON *gj = field(root, "guided_json");
     if (gj && !cJSON_IsNull(gj)) {
-        if (schema)
-            return fail(e, 400, "guided_json", NULL, "guided_json and a response_format json_schema: give one");
+        if (schema || p->n_choices)
+            return fail(e, 400, "guided_json", NULL, "guided_json and a response_format json_schema or guided_choice: give one");
         schema = gj;
         schema_field = "guided_json";
     }
@@ -776,7 +792,7 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
             return fail(e, 400, schema_field, NULL, "the JSON schema is longer than %zu bytes", sizeof p->schema - 1);
         p->has_schema = true;
     }
-    static const char *const unsupported[] = {"guided_regex", "guided_choice", "guided_grammar",
+    static const char *const unsupported[] = {"guided_regex", "guided_grammar",
                                               "structured_outputs", "allowed_token_ids", "bad_words", "tools",
                                               "functions", "logits_processors"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
@@ -1303,6 +1319,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 .logprobs = p.lp, .prompt_logprobs = p.lp && p.echo, .top_logprobs = p.lp_top,
                 .on_logprob = job_on_logprob, .json_object = p.json_object,
                 .json_schema = p.has_schema ? p.schema : NULL, .json_schema_len = p.has_schema ? strlen(p.schema) : 0,
+                .choices = p.choices, .n_choices = p.n_choices,
             };
             st = okv_sched_submit(sv->sched, &rq, &j->sched_id);
             if (st != OKV_OK) {

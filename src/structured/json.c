@@ -32,6 +32,12 @@ void okv_json_init_schema(struct okv_json_state *s, const okv_json_schema *sch)
     okv_json_init(s, false);
     s->sch = sch;
     s->val = (int16_t)sch->root;
+    if (sch->choice) {   /* the whole text is one of the root's strings, as they are */
+        const int n = sch->nodes[sch->root].n_lit;
+        s->match = 3;
+        s->kpos = 0;
+        s->cand = n >= 64 ? ~0ull : (1ull << n) - 1;
+    }
 }
 
 static bool fail(struct okv_json_state *s)
@@ -70,10 +76,10 @@ static bool required_left(const struct snode *n, const okv_json_schema *sch, int
     return false;
 }
 
-/* candidate i's bytes (a property name or an enum string) */
+/* candidate i's bytes (a property name, an enum string, a choice) */
 static const char *cand_text(const struct okv_json_state *s, int i, int32_t *len)
 {
-    const struct snode *n = s->match == 1 ? top_node(s) : snode(s, s->val);
+    const struct snode *n = s->match == 1 ? top_node(s) : s->match == 3 ? snode(s, s->sch->root) : snode(s, s->val);
     if (s->match == 1) {
         const struct sprop *p = &s->sch->props[n->first_prop + i];
         *len = p->name_len;
@@ -280,6 +286,8 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c)
 {
     if (s->failed)
         return false;
+    if (s->match == 3)   /* a choice among strings: the text itself narrows the candidates */
+        return match_byte(s, c);
     /* a property name or an enum value: every byte between the quotes, as written, narrows the candidates */
     if (s->match && (s->lex == L_ESC || s->lex == L_UHEX || s->lex == L_UTF8 || (s->lex == L_STR && c != '"')) &&
         !match_byte(s, c))
@@ -438,6 +446,8 @@ bool okv_json_complete(const struct okv_json_state *s)
 {
     if (s->failed)
         return false;
+    if (s->match == 3)
+        return match_end((struct okv_json_state *)s) >= 0;
     if (s->lex == L_NONE)
         return s->expect == E_DONE;
     /* a top-level number is complete where it may end */

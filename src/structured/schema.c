@@ -425,3 +425,43 @@ void okv_json_schema_free(okv_json_schema *s)
     okv_free(s->lit);
     okv_free(s);
 }
+
+enum okv_status okv_json_choice_compile(const char *const *choices, int n, okv_json_schema **out)
+{
+    *out = NULL;
+    if (n < 1 || n > 64)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "a choice needs 1 to 64 strings (%d given)", n);
+    okv_json_schema *s = okv_calloc(1, sizeof *s, OKV_TAG_SERVER);
+    if (!s)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "choice: no memory");
+    struct cctx c = {.s = s};
+    size_t total = 1;
+    for (int i = 0; i < n; i++)
+        total += strlen(choices[i]);
+    const int id = new_node(&c);
+    s->lits = okv_malloc(sizeof *s->lits * (size_t)n, OKV_TAG_SERVER);
+    s->lit = okv_malloc(total, OKV_TAG_SERVER);
+    if (id < 0 || !s->lits || !s->lit) {
+        okv_json_schema_free(s);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "choice: no memory");
+    }
+    for (int i = 0; i < n; i++) {   /* as they are (the text is not JSON) */
+        const size_t l = strlen(choices[i]);
+        if (l == 0) {
+            okv_json_schema_free(s);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "choice %d is empty", i);
+        }
+        s->lits[i] = (struct slit){(int32_t)s->lit_len, (int32_t)l};
+        memcpy(s->lit + s->lit_len, choices[i], l);
+        s->lit_len += l;
+    }
+    s->n_lits = s->cap_lits = n;
+    s->lit_cap = total;
+    s->nodes[id].kind = N_STRING;
+    s->nodes[id].first_lit = 0;
+    s->nodes[id].n_lit = n;
+    s->root = id;
+    s->choice = true;
+    *out = s;
+    return OKV_OK;
+}

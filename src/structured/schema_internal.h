@@ -41,6 +41,7 @@ struct okv_json_schema {
     char *lit;
     size_t lit_len, lit_cap;
     int root;
+    bool choice;                   /* okv_json_choice_compile: the text is one of the root's strings, raw */
 };
 
 static inline int node_type(uint8_t kind)

@@ -388,6 +388,20 @@ def main():
     except (ValueError, jsonschema.ValidationError, TypeError):
         ok = False
     check(st == 200 and ok, f"guided_json (vLLM's) on /v1/completions: {t!r}")
+    # vLLM's guided_choice: the answer is one of the strings, whole
+    labels = ["positive", "negative", "neutral"]
+    got = []
+    for i, temp in enumerate((0.0, 1.0, 1.0)):
+        st, js, _ = request(port, "POST", "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Is 'I loved this film' positive or negative?"}], "max_tokens": 10,
+            "temperature": temp, "seed": i, "guided_choice": labels})
+        got.append((st, js["choices"][0]["message"]["content"] if st == 200 else None,
+                    js["choices"][0]["finish_reason"] if st == 200 else None))
+    check(all(s_ == 200 and c in labels and f == "stop" for s_, c, f in got), f"guided_choice: answers {got}")
+    for bad, what in (({"guided_choice": []}, "an empty guided_choice"), ({"guided_choice": ["a", 3]}, "a non-string choice"),
+                      ({"guided_choice": ["a"], "response_format": {"type": "json_object"}}, "guided_choice with JSON mode")):
+        st, js, _ = comp(bad)
+        check(st == 400 and is_error_obj(js), f"{what} -> 400 ({js['error']['message'][:60] if st == 400 else st})")
     for bad, what in (({"type": "string", "pattern": "^a"}, "pattern"), ({"type": "integer", "minimum": 0}, "minimum")):
         st, js, _ = comp({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": bad}}})
         check(st == 400 and what in js["error"]["message"], f"a schema with {what} -> 400 naming it "
