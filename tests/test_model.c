@@ -938,15 +938,15 @@ static void test_gguf_corrupt(void)
     gmodel_free(&g);
 
     tiny_gguf(&g, &small);
-    {   /* IQ4_XS (256-element blocks of 136 bytes): a valid ggml type the engine does not read */
+    {   /* IQ2_XXS (256-element blocks of 66 bytes): a valid ggml type the engine does not read */
         struct gt *x = find_t(&g, "blk.0.attn_q.weight");
-        x->type = 23;
+        x->type = 16;
         x->ne[0] = 256;
         x->ne[1] = 1;
         free(x->data);
-        x->nbytes = 136;
-        x->data = calloc(1, 136);
-        expect_gguf_err(&g, OKV_ERR_UNSUPPORTED, "IQ4_XS", "unsupported type IQ4_XS");
+        x->nbytes = 66;
+        x->data = calloc(1, 66);
+        expect_gguf_err(&g, OKV_ERR_UNSUPPORTED, "IQ2_XXS", "unsupported type IQ2_XXS");
     }
     gmodel_free(&g);
 

@@ -25,6 +25,8 @@ enum okv_dtype {
     OKV_DTYPE_Q4_K,   /* super-blocks of 256, 144 bytes: 4-bit q, 6-bit scales and mins of 32 */
     OKV_DTYPE_Q5_K,   /* super-blocks of 256, 176 bytes: 5-bit q, 6-bit scales and mins of 32 */
     OKV_DTYPE_Q6_K,   /* super-blocks of 256, 210 bytes: 6-bit q - 32, 8-bit scales of 16 */
+    OKV_DTYPE_IQ4_NL, /* blocks of 32, 18 bytes: f16 scale, 4-bit indices into a fixed non-linear table */
+    OKV_DTYPE_IQ4_XS, /* super-blocks of 256, 136 bytes: IQ4_NL's table with 6-bit scales of 32 */
     OKV_DTYPE_F8_E4M3, /* one byte an element (OCP E4M3, "fn": no infinities), times the view's scale grid */
     OKV_DTYPE_INT_PACKED, /* integers packed in little-endian int32 words (compressed-tensors pack-quantized,
                              GPTQ, AWQ): (q - zero) times the scale grid; the layout in okv_tensor_scale */

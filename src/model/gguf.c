@@ -706,12 +706,14 @@ static enum okv_status make_view(const okv_gguf *g, const struct gguf_tensor *t,
     case 12: dt = OKV_DTYPE_Q4_K; break;
     case 13: dt = OKV_DTYPE_Q5_K; break;
     case 14: dt = OKV_DTYPE_Q6_K; break;
+    case 20: dt = OKV_DTYPE_IQ4_NL; break;
+    case 23: dt = OKV_DTYPE_IQ4_XS; break;
     case 30: dt = OKV_DTYPE_BF16; break;
     default: {
         const char *tn = t->type < N_GGML_TYPES && k_ggml_types[t->type].name ? k_ggml_types[t->type].name : "unknown";
         return okv_set_error(OKV_ERR_UNSUPPORTED,
                              "%s: tensor '%s' has ggml type %s (%u); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                             "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K",
+                             "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS",
                              g->path, t->name, tn, t->type);
     }
     }

@@ -45,6 +45,8 @@ const char *okv_dtype_name(enum okv_dtype t)
     case OKV_DTYPE_Q4_K: return "q4_k";
     case OKV_DTYPE_Q5_K: return "q5_k";
     case OKV_DTYPE_Q6_K: return "q6_k";
+    case OKV_DTYPE_IQ4_NL: return "iq4_nl";
+    case OKV_DTYPE_IQ4_XS: return "iq4_xs";
     case OKV_DTYPE_F8_E4M3: return "f8_e4m3";
     case OKV_DTYPE_INT_PACKED: return "int_packed";
     case OKV_DTYPE_COUNT: break;
@@ -66,6 +68,8 @@ static size_t block_bytes(enum okv_dtype t)
     case OKV_DTYPE_Q4_K: return 144;
     case OKV_DTYPE_Q5_K: return 176;
     case OKV_DTYPE_Q6_K: return 210;
+    case OKV_DTYPE_IQ4_NL: return 18;
+    case OKV_DTYPE_IQ4_XS: return 136;
     default: return 0;
     }
 }
@@ -73,8 +77,10 @@ static size_t block_bytes(enum okv_dtype t)
 int64_t okv_dtype_block(enum okv_dtype t)
 {
     switch (t) {
-    case OKV_DTYPE_Q8_0: case OKV_DTYPE_Q4_0: case OKV_DTYPE_Q4_1: case OKV_DTYPE_Q5_0: case OKV_DTYPE_Q5_1: return QK;
-    case OKV_DTYPE_Q2_K: case OKV_DTYPE_Q3_K: case OKV_DTYPE_Q4_K: case OKV_DTYPE_Q5_K: case OKV_DTYPE_Q6_K: return QK_K;
+    case OKV_DTYPE_Q8_0: case OKV_DTYPE_Q4_0: case OKV_DTYPE_Q4_1: case OKV_DTYPE_Q5_0: case OKV_DTYPE_Q5_1:
+    case OKV_DTYPE_IQ4_NL: return QK;
+    case OKV_DTYPE_Q2_K: case OKV_DTYPE_Q3_K: case OKV_DTYPE_Q4_K: case OKV_DTYPE_Q5_K: case OKV_DTYPE_Q6_K:
+    case OKV_DTYPE_IQ4_XS: return QK_K;
     default: return 1;
     }
 }
@@ -307,6 +313,44 @@ static void cvt_q3_k(const uint8_t *src, int64_t nb, float *restrict out)
     }
 }
 
+/* IQ4_NL and IQ4_XS: 4-bit indices into this fixed table (ggml's kvalues_iq4nl) */
+static const int8_t k_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* IQ4_NL: {f16 d; u8 qs[16]}: element j < 16 the low nibble of qs[j], j + 16 the high one; y = d table[q] */
+static void cvt_iq4_nl(const uint8_t *src, int64_t nb, float *restrict out)
+{
+    for (int64_t b = 0; b < nb; b++, src += 18, out += QK) {
+        const float d = h2f(src);
+        const uint8_t *q = src + 2;
+        for (int j = 0; j < QK / 2; j++) {
+            out[j] = d * (float)k_iq4nl[q[j] & 15];
+            out[j + QK / 2] = d * (float)k_iq4nl[q[j] >> 4];
+        }
+    }
+}
+
+/* IQ4_XS: {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}: sub-block i (of 8) scales by d (ls - 32), ls
+ * its 6 bits: the low 4 from nibble i % 2 of scales_l[i / 2], the top 2 from bits 2i of scales_h; its 32
+ * elements as IQ4_NL's from 16 bytes of qs */
+static void cvt_iq4_xs(const uint8_t *src, int64_t nb, float *restrict out)
+{
+    for (int64_t b = 0; b < nb; b++, src += 136, out += QK_K) {
+        const float d = h2f(src);
+        const uint16_t sh = (uint16_t)(src[2] | src[3] << 8);
+        const uint8_t *sl = src + 4, *q = src + 8;
+        for (int i = 0; i < 8; i++) {
+            const int ls = ((sl[i / 2] >> (4 * (i % 2))) & 15) | ((sh >> (2 * i)) & 3) << 4;
+            const float dl = d * (float)(ls - 32);
+            const uint8_t *qi = q + 16 * i;
+            float *y = out + 32 * i;
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * (float)k_iq4nl[qi[j] & 15];
+                y[j + 16] = dl * (float)k_iq4nl[qi[j] >> 4];
+            }
+        }
+    }
+}
+
 static float scale_at(const struct okv_tensor_scale *s, int64_t i)
 {
     const uint8_t *p = s->data;
@@ -472,6 +516,8 @@ enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start
     case OKV_DTYPE_Q4_K: cvt_q45_k(src, nb, false, out); return OKV_OK;
     case OKV_DTYPE_Q5_K: cvt_q45_k(src, nb, true, out); return OKV_OK;
     case OKV_DTYPE_Q6_K: cvt_q6_k(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ4_NL: cvt_iq4_nl(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ4_XS: cvt_iq4_xs(src, nb, out); return OKV_OK;
     default: break;
     }
     return okv_set_error(OKV_ERR_UNSUPPORTED, "tensor '%s': unknown dtype %d", t->name, (int)t->dtype);

@@ -36,7 +36,7 @@ SPEC = dict(
              rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
              tie_word_embeddings=False),
 )
-PRESETS = ["Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "Q5_1"]
+PRESETS = ["Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "Q5_1", "IQ4_XS"]
 
 
 def quantize(tool, src, dst, preset):
