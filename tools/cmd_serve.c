@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *help =
@@ -88,6 +89,9 @@ static const char *help =
     "                               scored by half their keys' max product as the codes see them and half Quest's\n"
     "                               bound (bench/ACCURACY.md)\n"
     "  --ctx N, --max-model-len N   context length to serve (default: the model's)\n"
+    "  --generation-config auto|vllm|DIR  default sampling parameters (temperature, top_p, top_k, min_p,\n"
+    "                               repetition_penalty, max_new_tokens as max_tokens) from generation_config.json: auto\n"
+    "                               (default) the model folder's, DIR another folder's, vllm none (vLLM's flag)\n"
     "  --seed S                     requests without a seed sample with seeds derived from S in arrival order, so that\n"
     "                               a run is reproducible (default: seeds from the clock)\n"
     "  --block-size N               KV block size in tokens (default 16)\n"
@@ -183,6 +187,7 @@ int cmd_serve(int argc, char **argv)
     double pool_gb = 0, host_gb = 0, cache_factor = 2, gpu_util = 0;
     uint64_t seed = 0;
     bool has_seed = false;
+    const char *gen_config = "auto";   /* vLLM's --generation-config: auto (the model folder's), vllm (none), or a folder */
     bool cache_factor_set = false, max_seqs_set = false;
     double sticky = 0.25;
     int key_code_bits = 0;
@@ -296,6 +301,8 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--seed")) {
             seed = cli_u64(a, cli_value(argc, argv, &i));
             has_seed = true;
+        } else if (!strcmp(a, "--generation-config")) {
+            gen_config = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--gpu-memory-utilization")) {
             gpu_util = cli_double(a, cli_value(argc, argv, &i), 0.01, 1.0);
         } else if (a[0] != '-' && i == 1 && !model_path) {
@@ -499,6 +506,39 @@ int cmd_serve(int argc, char **argv)
                                     .model_alias = name ? NULL : model_path, .model_root = model_path,
                                     .api_key = api_key, .max_ctx = okv_engine_max_ctx(e), .has_seed = has_seed,
                                     .seed = seed};
+    /* the model's sampling defaults, as vLLM takes them (generation_config.json beside the weights) */
+    {
+        struct stat gs;
+        const char *gdir = strcmp(gen_config, "vllm") == 0                        ? NULL
+                           : strcmp(gen_config, "auto") != 0                      ? gen_config
+                           : stat(model_path, &gs) == 0 && S_ISDIR(gs.st_mode) ? model_path
+                                                                               : NULL;
+        if (strcmp(gen_config, "auto") != 0 && strcmp(gen_config, "vllm") != 0 &&
+            !(stat(gen_config, &gs) == 0 && S_ISDIR(gs.st_mode)))
+            cli_die("--generation-config %s: not auto, vllm or a folder", gen_config);
+        if (gdir && okv_gen_defaults_load(gdir, &srv.gen) != OKV_OK)
+            cli_die("%s", okv_last_error());
+        const struct okv_gen_defaults *g = &srv.gen;
+        if (g->has_temperature || g->has_top_p || g->has_top_k || g->has_min_p || g->has_repetition_penalty ||
+            g->has_max_tokens) {
+            char line[256];
+            int k = 0;
+            if (g->has_temperature)
+                k += snprintf(line + k, sizeof line - (size_t)k, " temperature %g", (double)g->temperature);
+            if (g->has_top_p)
+                k += snprintf(line + k, sizeof line - (size_t)k, " top_p %g", (double)g->top_p);
+            if (g->has_top_k)
+                k += snprintf(line + k, sizeof line - (size_t)k, " top_k %d", g->top_k);
+            if (g->has_min_p)
+                k += snprintf(line + k, sizeof line - (size_t)k, " min_p %g", (double)g->min_p);
+            if (g->has_repetition_penalty)
+                k += snprintf(line + k, sizeof line - (size_t)k, " repetition_penalty %g", (double)g->repetition_penalty);
+            if (g->has_max_tokens)
+                k += snprintf(line + k, sizeof line - (size_t)k, " max_tokens %ld", g->max_tokens);
+            fprintf(stderr, "oasiskv serve: default sampling parameters from %s/generation_config.json (as vLLM):%s; "
+                            "requests override them, --generation-config vllm ignores the file\n", gdir, line);
+        }
+    }
     okv_server *sv = NULL;
     if ((st = okv_server_create(s, tok, &srv, &sv)) != OKV_OK)
         cli_die("%s", okv_last_error());

@@ -19,6 +19,20 @@ extern "C" {
 
 typedef struct okv_server okv_server;
 
+/* Default sampling parameters from a model's generation_config.json, as vLLM takes them
+ * (--generation-config auto, its default): temperature, top_p, top_k, min_p,
+ * repetition_penalty, and max_new_tokens as the default max_tokens. A request's own value
+ * wins; a field the file lacks keeps the OpenAI default. */
+struct okv_gen_defaults {
+    bool has_temperature, has_top_p, has_top_k, has_min_p, has_repetition_penalty, has_max_tokens;
+    float temperature, top_p, min_p, repetition_penalty;
+    int top_k;
+    long max_tokens;
+};
+/* Read dir/generation_config.json into *d (zeroed first). No file: OKV_OK with nothing set; a
+ * malformed file or an out-of-range value: an error naming it. */
+enum okv_status okv_gen_defaults_load(const char *dir, struct okv_gen_defaults *d);
+
 struct okv_server_params {
     const char *host;             /* address to bind; default 127.0.0.1 */
     int port;                     /* 0: any free port (see okv_server_port) */
@@ -31,6 +45,7 @@ struct okv_server_params {
     bool has_seed;                /* requests without a seed draw from seeds derived from seed, in arrival order
                                      (vLLM's --seed); otherwise from the clock */
     uint64_t seed;
+    struct okv_gen_defaults gen;  /* sampling defaults (generation_config.json); all unset: the OpenAI API's */
 };
 
 /* Start serving on the scheduler (which must be started: okv_sched_start) and

@@ -417,6 +417,7 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->max_ctx = p->max_ctx;
     sv->max_body = p->max_body_bytes ? p->max_body_bytes : (size_t)4 << 20;
     sv->has_seed = p->has_seed;
+    sv->gen = p->gen;
     sv->seed = p->seed;
     atomic_init(&sv->n_unseeded, 0);
     sv->created = (long)time(NULL);
@@ -487,3 +488,53 @@ void okv_server_free(okv_server *sv)
     okv_free(sv->api_key);
     okv_free(sv);
 }
+
+enum okv_status okv_gen_defaults_load(const char *dir, struct okv_gen_defaults *d)
+{
+    memset(d, 0, sizeof *d);
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/generation_config.json", dir) >= (int)sizeof path)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: path too long", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return OKV_OK;   /* none: the defaults stay the OpenAI API's */
+    char buf[65536];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    cJSON *j = cJSON_ParseWithLength(buf, n);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return okv_set_error(OKV_ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    /* the fields vLLM takes, with the ranges its requests accept */
+    static const struct { const char *key; double lo, hi; } k[] = {
+        {"temperature", 0, 1000}, {"top_p", 1e-9, 1}, {"top_k", -1, 1e9}, {"min_p", 0, 1},
+        {"repetition_penalty", 1e-6, 2}, {"max_new_tokens", 1, 1e9},
+    };
+    bool *has[] = {&d->has_temperature, &d->has_top_p, &d->has_top_k, &d->has_min_p, &d->has_repetition_penalty,
+                   &d->has_max_tokens};
+    enum okv_status st = OKV_OK;
+    for (size_t i = 0; i < sizeof k / sizeof k[0] && st == OKV_OK; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k[i].key);
+        if (!v || cJSON_IsNull(v))
+            continue;
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= k[i].lo && v->valuedouble <= k[i].hi)) {
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: \"%s\" must be a number in [%g, %g]", path, k[i].key, k[i].lo, k[i].hi);
+            break;
+        }
+        *has[i] = true;
+        const double x = v->valuedouble;
+        switch (i) {
+        case 0: d->temperature = (float)x; break;
+        case 1: d->top_p = (float)x; break;
+        case 2: d->top_k = (int)x; break;
+        case 3: d->min_p = (float)x; break;
+        case 4: d->repetition_penalty = (float)x; break;
+        default: d->max_tokens = (long)x; break;
+        }
+    }
+    cJSON_Delete(j);
+    return st;
+}
+

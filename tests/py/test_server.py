@@ -902,6 +902,34 @@ def main():
         sv.stop()
     check(runs[0] == runs[1] and None not in runs[0] and runs[0][0] != runs[0][1],
           f"serve --seed 7: the same texts after a restart, the two requests apart ({runs[0]})")
+    # --generation-config: the model's sampling defaults, as vLLM takes them from generation_config.json
+    import tempfile
+    with tempfile.TemporaryDirectory() as gdir:
+        with open(os.path.join(gdir, "generation_config.json"), "w") as f:
+            json.dump({"temperature": 0.0, "repetition_penalty": 1.3, "max_new_tokens": 7, "do_sample": False}, f)
+        sv = Server("--generation-config", gdir)
+        body = {"prompt": "The cat sat on the mat. The cat", "ignore_eos": True}
+        st_d, js_d, _ = request(sv.port, "POST", "/v1/completions", body)
+        st_e, js_e, _ = request(sv.port, "POST", "/v1/completions",
+                                {**body, "temperature": 0, "repetition_penalty": 1.3, "max_tokens": 7})
+        st_o, js_o, _ = request(sv.port, "POST", "/v1/completions", {**body, "max_tokens": 9, "repetition_penalty": 1.0})
+        st_p, js_p, _ = request(sv.port, "POST", "/v1/completions",
+                                {**body, "temperature": 0, "max_tokens": 9, "repetition_penalty": 1.0})
+        check(st_d == 200 and st_e == 200 and js_d["usage"]["completion_tokens"] == 7
+              and js_d["choices"][0]["text"] == js_e["choices"][0]["text"]
+              and "generation_config.json" in sv.logs(),
+              f"--generation-config DIR: a request without sampling fields takes the file's (greedy, repetition 1.3, "
+              f"7 tokens): {js_d['choices'][0]['text']!r}")
+        check(st_o == 200 and st_p == 200 and js_o["usage"]["completion_tokens"] == 9
+              and js_o["choices"][0]["text"] == js_p["choices"][0]["text"] != js_d["choices"][0]["text"],
+              "the request's own max_tokens and repetition_penalty win over the file's (its temperature still applies)")
+        sv.stop()
+        with open(os.path.join(gdir, "generation_config.json"), "w") as f:
+            f.write('{"temperature": -1}')
+        r = subprocess.run([CLI, "serve", MODEL, "--port", "0", "--generation-config", gdir], capture_output=True,
+                           text=True, timeout=60)
+        check(r.returncode == 1 and "temperature" in r.stderr, f"a generation_config.json with temperature -1: exit "
+              f"{r.returncode}, {r.stderr.strip()[:90]!r}")
     for extra, what in ((["--gpu-memory-utilization", "0.9"], "--gpu-memory-utilization on the CPU backend"),
                         (["--gpu-memory-utilization", "0.9", "--kv-pool-gb", "1"], "--gpu-memory-utilization with --kv-pool-gb"),
                         (["--dtype", "int3"], "--dtype int3")):
