@@ -647,7 +647,7 @@ static bool get_bool(const cJSON *o, const char *name, bool *out, struct perr *e
     return true;
 }
 
-#define MAX_CHOICES 64   /* guided_choice's strings */
+#define MAX_GUIDED_CHOICES 64   /* guided_choice's strings */
 struct params {
     struct okv_sampling samp;
     long max_tokens;
@@ -664,7 +664,7 @@ struct params {
     bool json_object;                 /* response_format {"type": "json_object"} */
     bool has_schema;                  /* response_format json_schema / guided_json: its text */
     char schema[16384];
-    const char *choices[MAX_CHOICES]; /* guided_choice (borrowed from the JSON tree) */
+    const char *choices[MAX_GUIDED_CHOICES]; /* guided_choice (borrowed from the JSON tree) */
     int n_choices;
 };
 
@@ -759,8 +759,8 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
     const cJSON *gc = field(root, "guided_choice");   /* vLLM's: the answer is one of these strings */
     if (gc && !cJSON_IsNull(gc)) {
         const cJSON *x;
-        if (!cJSON_IsArray(gc) || cJSON_GetArraySize(gc) < 1 || cJSON_GetArraySize(gc) > MAX_CHOICES)
-            return fail(e, 400, "guided_choice", NULL, "'guided_choice' must list 1 to %d strings", MAX_CHOICES);
+        if (!cJSON_IsArray(gc) || cJSON_GetArraySize(gc) < 1 || cJSON_GetArraySize(gc) > MAX_GUIDED_CHOICES)
+            return fail(e, 400, "guided_choice", NULL, "'guided_choice' must list 1 to %d strings", MAX_GUIDED_CHOICES);
         cJSON_ArrayForEach(x, gc) {
             if (!cJSON_IsString(x) || !*x->valuestring)
                 return fail(e, 400, "guided_choice", NULL, "'guided_choice' must list non-empty strings");
