@@ -182,6 +182,70 @@ int main(void)
         const char *none[] = {"a", ""};
         CHECK(okv_json_choice_compile(none, 2, &ch) == OKV_ERR_INVALID_ARG && !ch, "an empty choice is refused");
     }
+    /* the mask cache: the same masks as the walk, over a document fed token by token as a model writes it
+     * (SmolLM2's tokenization of a pretty-printed object, twice: the second pass all hits); ids whose logit is
+     * -inf already do not poison an entry */
+    {
+        okv_json_mask_cache *mc = NULL;
+        CHECK(okv_json_mask_cache_create(n, 256, &mc) == OKV_OK, "cache: %s", okv_last_error());
+        const char *doc = "{\n  \"name\": \"Felix the cat\",\n  \"age\": 10,\n  \"tags\": [\"indoor\", \"lazy\", \"orange\"],\n"
+                          "  \"owner\": {\"name\": \"Ann\", \"city\": \"Paris\"},\n  \"notes\": \"likes to sleep in the sun "
+                          "and to eat fish\"\n}";
+        int32_t *ids = NULL;
+        size_t nid = 0;
+        okv_tokenizer_encode(tok, doc, strlen(doc), false, false, &ids, &nid);
+        float *lc = malloc(sizeof(float) * (size_t)n);
+        int diff = 0;
+        double t_walk = 0, t_cache = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            struct okv_json_state s;
+            okv_json_init(&s, true);
+            for (size_t i = 0; i <= nid; i++) {
+                for (int k = 0; k < n; k++)
+                    lg[k] = lc[k] = (k % 97 == 0) ? -INFINITY : 0.0f;
+                double t0 = okv_now();
+                const int a = okv_json_mask(&s, trie, eog, n_eog, lg, n);
+                double t1 = okv_now();
+                const int b = okv_json_mask_cached(mc, &s, trie, eog, n_eog, lc, n);
+                double t2 = okv_now();
+                t_walk += t1 - t0;
+                t_cache += t2 - t1;
+                diff += a != b || memcmp(lg, lc, sizeof(float) * (size_t)n) != 0;
+                if (i < nid) {
+                    int nb = 0;
+                    const uint8_t *by = okv_token_trie_bytes(trie, ids[i], &nb);
+                    okv_json_feed_n(&s, by, (size_t)nb);
+                }
+            }
+        }
+        uint64_t hits, misses;
+        okv_json_mask_cache_stats(mc, &hits, &misses);
+        CHECK(diff == 0, "%d masks from the cache differ from the walk's", diff);
+        CHECK(hits >= nid + 1, "the second pass hits every state (%llu hits, %llu misses)", (unsigned long long)hits,
+              (unsigned long long)misses);
+        printf("  mask cache over a %zu-token object, twice: %llu hits, %llu misses (first pass: %llu); %.3f ms a mask "
+               "through it against %.3f ms walking\n", nid, (unsigned long long)hits, (unsigned long long)misses,
+               (unsigned long long)(hits - (nid + 1)), 1e3 * t_cache / (2.0 * (double)(nid + 1)),
+               1e3 * t_walk / (2.0 * (double)(nid + 1)));
+        /* two schemas, one after the other (the second may take the first's address): no mask of the first */
+        for (int k = 0; k < 2; k++) {
+            const char *sc = k == 0 ? "{\"enum\": [\"alpha\", \"beta\"]}" : "{\"enum\": [\"gamma\", \"delta\"]}";
+            okv_json_schema *one = NULL;
+            okv_json_schema_compile(sc, strlen(sc), &one);
+            struct okv_json_state s;
+            okv_json_init_schema(&s, one);
+            okv_json_feed(&s, '"');
+            for (int q = 0; q < n; q++)
+                lg[q] = lc[q] = 0.0f;
+            okv_json_mask(&s, trie, eog, n_eog, lg, n);
+            okv_json_mask_cached(mc, &s, trie, eog, n_eog, lc, n);
+            CHECK(memcmp(lg, lc, sizeof(float) * (size_t)n) == 0, "schema %d: the cache's mask is its own", k);
+            okv_json_schema_free(one);
+        }
+        free(lc);
+        okv_free(ids);
+        okv_json_mask_cache_free(mc);
+    }
     okv_json_schema_free(sch);
     free(lg);
     okv_token_trie_free(trie);

@@ -84,6 +84,18 @@ const uint8_t *okv_token_trie_bytes(const okv_token_trie *t, int32_t id, int *n)
 int okv_json_mask(const struct okv_json_state *s, const okv_token_trie *t, const int32_t *eog, int n_eog, float *logits,
                   int n);
 
+/* A cache of masks by recognizer state: generation revisits the same states (inside a string,
+ * after a property's colon, ...), whose masks are then a copy instead of a trie walk. Direct-mapped
+ * by a hash of the state's bytes and the end-of-generation ids' count; an entry holds the allowed
+ * ids as a bitset. Not thread-safe: one cache a thread (the scheduler's). */
+typedef struct okv_json_mask_cache okv_json_mask_cache;
+enum okv_status okv_json_mask_cache_create(int n_vocab, int slots, okv_json_mask_cache **out);
+void okv_json_mask_cache_free(okv_json_mask_cache *c);   /* NULL is fine */
+/* okv_json_mask through the cache (the same result); hits and misses are counted */
+int okv_json_mask_cached(okv_json_mask_cache *c, const struct okv_json_state *s, const okv_token_trie *t,
+                         const int32_t *eog, int n_eog, float *logits, int n);
+void okv_json_mask_cache_stats(const okv_json_mask_cache *c, uint64_t *hits, uint64_t *misses);
+
 #ifdef __cplusplus
 }
 #endif

@@ -89,6 +89,7 @@ struct okv_sched {
     okv_engine *e;
     const okv_tokenizer *tok;
     okv_token_trie *trie;    /* the vocabulary's bytes, for structured output (built at the first such request, under mu) */
+    okv_json_mask_cache *masks;   /* structured output's masks by state (with the trie; the engine thread uses it) */
     int max_seqs, max_batch, vocab, max_ctx;
     int max_lp_rows;         /* prompt rows a step brings logits of (okv_sched_params.max_prompt_logit_rows) */
 
@@ -912,8 +913,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                     /* structured output: only tokens that keep the JSON going, end of generation once it is
                      * complete; nothing left (complete with ignore_eos, or min_tokens holding the end back):
                      * the request ends here */
-                    if (r->json && okv_json_mask(&r->js, s->trie, s->eog_ids, r->ignore_eos ? 0 : s->n_eog, adj,
-                                                 s->vocab) == 0) {
+                    if (r->json && okv_json_mask_cached(s->masks, &r->js, s->trie, s->eog_ids, r->ignore_eos ? 0 : s->n_eog,
+                                                        adj, s->vocab) == 0) {
                         finish(s, r, OKV_FINISH_STOP, NULL);
                         continue;
                     }
@@ -1101,6 +1102,7 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->q_logits);
     okv_free(s->q_prev);
     okv_token_trie_free(s->trie);
+    okv_json_mask_cache_free(s->masks);
     okv_free(s);
 }
 
@@ -1197,6 +1199,8 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         }
         pthread_mutex_lock(&s->mu);
         enum okv_status ts = s->trie ? OKV_OK : okv_token_trie_build(s->tok, &s->trie);
+        if (ts == OKV_OK && !s->masks)
+            ts = okv_json_mask_cache_create(s->vocab, 256, &s->masks);
         pthread_mutex_unlock(&s->mu);
         if (ts != OKV_OK) {
             req_free(r);

@@ -681,3 +681,123 @@ int okv_json_mask(const struct okv_json_state *s, const okv_token_trie *t, const
     okv_free(stk);
     return allowed;
 }
+
+/* ---- masks by state ---- */
+
+struct mask_entry {
+    bool used;
+    int n_eog, allowed;
+    struct okv_json_state key;
+    uint64_t *bits;
+};
+
+struct okv_json_mask_cache {
+    int n_vocab, slots;
+    struct mask_entry *e;
+    uint64_t *bits;   /* slots x words */
+    size_t words;
+    float *zeros;     /* n_vocab: a miss computes its mask here */
+    uint64_t hits, misses;
+};
+
+enum okv_status okv_json_mask_cache_create(int n_vocab, int slots, okv_json_mask_cache **out)
+{
+    *out = NULL;
+    okv_json_mask_cache *c = okv_calloc(1, sizeof *c, OKV_TAG_ENGINE);
+    if (!c)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "structured output: no memory for the mask cache");
+    c->n_vocab = n_vocab;
+    c->slots = slots > 0 ? slots : 1;
+    c->words = ((size_t)n_vocab + 63) / 64;
+    c->e = okv_calloc((size_t)c->slots, sizeof *c->e, OKV_TAG_ENGINE);
+    c->bits = okv_malloc(sizeof(uint64_t) * c->words * (size_t)c->slots, OKV_TAG_ENGINE);
+    c->zeros = okv_malloc(sizeof(float) * (size_t)(n_vocab > 0 ? n_vocab : 1), OKV_TAG_ENGINE);
+    if (!c->e || !c->bits || !c->zeros) {
+        okv_json_mask_cache_free(c);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "structured output: no memory for the mask cache");
+    }
+    for (int i = 0; i < c->slots; i++)
+        c->e[i].bits = c->bits + c->words * (size_t)i;
+    *out = c;
+    return OKV_OK;
+}
+
+void okv_json_mask_cache_free(okv_json_mask_cache *c)
+{
+    if (!c)
+        return;
+    okv_free(c->e);
+    okv_free(c->bits);
+    okv_free(c->zeros);
+    okv_free(c);
+}
+
+void okv_json_mask_cache_stats(const okv_json_mask_cache *c, uint64_t *hits, uint64_t *misses)
+{
+    *hits = c ? c->hits : 0;
+    *misses = c ? c->misses : 0;
+}
+
+/* the state as a key: its fields, not its padding (so that equal states compare equal) */
+static void state_key(const struct okv_json_state *s, struct okv_json_state *k)
+{
+    memset(k, 0, sizeof *k);
+    k->stack = s->stack;
+    k->depth = s->depth;
+    k->expect = s->expect;
+    k->lex = s->lex;
+    k->aux = s->aux;
+    k->aux2 = s->aux2;
+    k->is_key = s->is_key;
+    k->ws = s->ws;
+    k->object_only = s->object_only;
+    k->failed = s->failed;
+    k->sch = s->sch ? (const okv_json_schema *)(uintptr_t)s->sch->id : NULL;   /* the schema's id, not its address */
+    if (s->sch)
+        for (int d = 0; d < s->depth && d < OKV_JSON_SCHEMA_DEPTH; d++) {
+            k->node[d] = s->node[d];
+            k->pos[d] = s->pos[d];
+        }
+    k->val = s->val;
+    k->match = s->match;
+    k->integer = s->integer;
+    k->kpos = s->kpos;
+    k->cand = s->cand;
+}
+
+int okv_json_mask_cached(okv_json_mask_cache *c, const struct okv_json_state *s, const okv_token_trie *t,
+                         const int32_t *eog, int n_eog, float *logits, int n)
+{
+    if (!c || n != c->n_vocab)
+        return okv_json_mask(s, t, eog, n_eog, logits, n);
+    struct okv_json_state k;
+    state_key(s, &k);
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)n_eog;   /* FNV-1a over the key's bytes */
+    const uint8_t *p = (const uint8_t *)&k;
+    for (size_t i = 0; i < sizeof k; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    struct mask_entry *e = &c->e[h % (uint64_t)c->slots];
+    if (e->used && e->n_eog == n_eog && memcmp(&e->key, &k, sizeof k) == 0) {
+        c->hits++;
+        for (int i = 0; i < n; i++)
+            if (!((e->bits[i >> 6] >> (i & 63)) & 1))
+                logits[i] = -INFINITY;
+        return e->allowed;
+    }
+    c->misses++;
+    /* the mask of zeros (logits that are -inf already must not read as refused by the grammar) */
+    memset(c->zeros, 0, sizeof(float) * (size_t)n);
+    const int allowed = okv_json_mask(s, t, eog, n_eog, c->zeros, n);
+    memset(e->bits, 0, sizeof(uint64_t) * c->words);
+    for (int i = 0; i < n; i++)
+        if (!isinf(c->zeros[i]))
+            e->bits[i >> 6] |= 1ull << (i & 63);
+        else
+            logits[i] = -INFINITY;
+    e->used = true;
+    e->n_eog = n_eog;
+    e->allowed = allowed;
+    e->key = k;
+    return allowed;
+}
+

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -392,6 +393,12 @@ out:
     return id;
 }
 
+uint64_t okv_json_schema_next_id(void)
+{
+    static _Atomic uint64_t next = 1;
+    return atomic_fetch_add(&next, 1);
+}
+
 enum okv_status okv_json_schema_compile(const char *text, size_t len, okv_json_schema **out)
 {
     *out = NULL;
@@ -411,6 +418,7 @@ enum okv_status okv_json_schema_compile(const char *text, size_t len, okv_json_s
         return c.st != OKV_OK ? c.st : OKV_ERR_FORMAT;
     }
     s->root = top;
+    s->id = okv_json_schema_next_id();
     *out = s;
     return OKV_OK;
 }
@@ -462,6 +470,7 @@ enum okv_status okv_json_choice_compile(const char *const *choices, int n, okv_j
     s->nodes[id].n_lit = n;
     s->root = id;
     s->choice = true;
+    s->id = okv_json_schema_next_id();
     *out = s;
     return OKV_OK;
 }

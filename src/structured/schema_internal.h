@@ -42,7 +42,10 @@ struct okv_json_schema {
     size_t lit_len, lit_cap;
     int root;
     bool choice;                   /* okv_json_choice_compile: the text is one of the root's strings, raw */
+    uint64_t id;                   /* unique for the process: the mask cache's key (an address can be reused) */
 };
+
+uint64_t okv_json_schema_next_id(void);
 
 static inline int node_type(uint8_t kind)
 {
