@@ -246,6 +246,42 @@ int main(void)
         okv_free(ids);
         okv_json_mask_cache_free(mc);
     }
+    /* a SentencePiece vocabulary (Llama 2's layout): a token's U+2581 is a space in its bytes, at the start too (the
+     * streamed text keeps it; only a whole decode drops the first one), and its byte tokens are their bytes */
+    {
+        char p2[1024];
+        snprintf(p2, sizeof p2, "%s/tests/data/tok_llama2/tokenizer.json", tu_src_dir());
+        okv_tokenizer *spm = NULL;
+        okv_token_trie *tr2 = NULL;
+        CHECK(okv_tokenizer_from_json_file(p2, &spm) == OKV_OK && okv_token_trie_build(spm, &tr2) == OKV_OK, "llama2-style "
+              "trie: %s", okv_last_error());
+        int spaced = 0, wrong = 0, bytes_ok = 0;
+        for (int32_t id = 0; spm && tr2 && id < okv_tokenizer_n_vocab(spm); id++) {
+            const char *str = okv_tokenizer_token_str(spm, id);
+            int nb = 0;
+            const uint8_t *b = okv_token_trie_bytes(tr2, id, &nb);
+            if (str && strncmp(str, "\xE2\x96\x81", 3) == 0) {   /* every U+2581 a space, the first one included */
+                char want[256];
+                size_t w = 0;
+                for (size_t i = 0; str[i] && w < sizeof want; i++) {
+                    if (strncmp(str + i, "\xE2\x96\x81", 3) == 0) {
+                        want[w++] = ' ';
+                        i += 2;
+                    } else {
+                        want[w++] = str[i];
+                    }
+                }
+                spaced++;
+                wrong += !(nb == (int)w && memcmp(b, want, w) == 0);
+            }
+            if (str && strcmp(str, "<0x7B>") == 0)
+                bytes_ok = nb == 1 && b[0] == '{';
+        }
+        CHECK(spaced > 10 && wrong == 0, "%d of %d tokens starting with U+2581 lack their space in the trie", wrong, spaced);
+        CHECK(bytes_ok, "the byte token <0x7B> is the byte '{'");
+        okv_token_trie_free(tr2);
+        okv_tokenizer_free(spm);
+    }
     okv_json_schema_free(sch);
     free(lg);
     okv_token_trie_free(trie);

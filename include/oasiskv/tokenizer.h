@@ -53,6 +53,10 @@ enum okv_pretok okv_tokenizer_pretok(const okv_tokenizer *t);
 enum okv_chat_format okv_tokenizer_chat_format(const okv_tokenizer *t);
 /* The token's vocabulary string (byte-level form), NULL when out of range. */
 const char *okv_tokenizer_token_str(const okv_tokenizer *t, int32_t id);
+/* The bytes a token stands for in running text (*len of them; a SentencePiece token's U+2581 as a
+ * space, a byte token as its byte, nothing stripped), NULL when out of range; *special (may be
+ * NULL) is set for control tokens, which have no text of their own. */
+const char *okv_tokenizer_piece(const okv_tokenizer *t, int32_t id, size_t *len, bool *special);
 
 /* Encode text (len bytes; need not be valid UTF-8). With add_bos the BOS id is
  * prepended when the model has one. With parse_special, added/special tokens in

@@ -571,14 +571,13 @@ enum okv_status okv_token_trie_build(const okv_tokenizer *tok, okv_token_trie **
     int n_ent = 0;
     for (int32_t id = 0; id < n && t->bytes; id++) {
         t->off[id] = (int64_t)used;
-        char *plain = NULL, *skip = NULL;
-        size_t lp = 0, ls = 0;
-        if (okv_tokenizer_decode(tok, &id, 1, false, &plain, &lp) != OKV_OK ||
-            okv_tokenizer_decode(tok, &id, 1, true, &skip, &ls) != OKV_OK) {
-            okv_free(plain);
-            okv_free(skip);
-            continue;
-        }
+        /* the token's text as it runs in the output (a SentencePiece token's leading space kept: the whole
+         * text's decode drops it at the start, the streamed text does not) */
+        bool special = false;
+        size_t ls = 0;
+        const char *skip = okv_tokenizer_piece(tok, id, &ls, &special);
+        if (special)
+            ls = 0;
         if (ls > 0) {   /* ls == 0: a special token (or an empty one): never allowed by the grammar */
             if (used + ls > cap) {
                 while (used + ls > cap)
@@ -598,8 +597,6 @@ enum okv_status okv_token_trie_build(const okv_tokenizer *tok, okv_token_trie **
                     t->max_len = (int)ls;
             }
         }
-        okv_free(plain);
-        okv_free(skip);
     }
     t->off[n] = (int64_t)used;
     if (!t->bytes) {

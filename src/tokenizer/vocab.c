@@ -457,6 +457,19 @@ bool okv_tokenizer_is_eog(const okv_tokenizer *t, int32_t id)
     return id >= 0 && id < t->n_vocab && t->tok_eog[id];
 }
 
+const char *okv_tokenizer_piece(const okv_tokenizer *t, int32_t id, size_t *len, bool *special)
+{
+    *len = 0;
+    if (special)
+        *special = false;
+    if (!t || id < 0 || id >= t->n_vocab)
+        return NULL;
+    if (special)
+        *special = t->tok_attr[id] == OKV_TOK_ATTR_CONTROL;
+    *len = t->piece_off[id + 1] - t->piece_off[id];
+    return t->piece + t->piece_off[id];
+}
+
 const char *okv_tokenizer_token_str(const okv_tokenizer *t, int32_t id)
 {
     if (id < 0 || id >= t->n_vocab)
