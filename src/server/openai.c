@@ -340,9 +340,14 @@ static char *token_text(const okv_tokenizer *tok, int32_t id, char **raw, size_t
 {
     *raw = NULL;
     *raw_len = 0;
-    if (okv_tokenizer_decode(tok, &id, 1, false, raw, raw_len) != OKV_OK) {
-        *raw = NULL;
-        *raw_len = 0;
+    /* the token's text as it runs in the output (a SentencePiece token's leading space kept, which a one-token
+     * decode would strip: the entries' text_offset add up to the text) */
+    size_t pl = 0;
+    const char *piece = okv_tokenizer_piece(tok, id, &pl, NULL);
+    if (piece && (*raw = okv_malloc(pl + 1, OKV_TAG_SERVER))) {
+        memcpy(*raw, piece, pl);
+        (*raw)[pl] = 0;
+        *raw_len = pl;
     }
     if (*raw && utf8_ok((const unsigned char *)*raw, *raw_len))
         return okv_strdup(*raw, OKV_TAG_SERVER);
