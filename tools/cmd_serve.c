@@ -518,26 +518,10 @@ int cmd_serve(int argc, char **argv)
             cli_die("--generation-config %s: not auto, vllm or a folder", gen_config);
         if (gdir && okv_gen_defaults_load(gdir, &srv.gen) != OKV_OK)
             cli_die("%s", okv_last_error());
-        const struct okv_gen_defaults *g = &srv.gen;
-        if (g->has_temperature || g->has_top_p || g->has_top_k || g->has_min_p || g->has_repetition_penalty ||
-            g->has_max_tokens) {
-            char line[256];
-            int k = 0;
-            if (g->has_temperature)
-                k += snprintf(line + k, sizeof line - (size_t)k, " temperature %g", (double)g->temperature);
-            if (g->has_top_p)
-                k += snprintf(line + k, sizeof line - (size_t)k, " top_p %g", (double)g->top_p);
-            if (g->has_top_k)
-                k += snprintf(line + k, sizeof line - (size_t)k, " top_k %d", g->top_k);
-            if (g->has_min_p)
-                k += snprintf(line + k, sizeof line - (size_t)k, " min_p %g", (double)g->min_p);
-            if (g->has_repetition_penalty)
-                k += snprintf(line + k, sizeof line - (size_t)k, " repetition_penalty %g", (double)g->repetition_penalty);
-            if (g->has_max_tokens)
-                k += snprintf(line + k, sizeof line - (size_t)k, " max_tokens %ld", g->max_tokens);
+        char line[256];
+        if (okv_gen_defaults_describe(&srv.gen, line, sizeof line))
             fprintf(stderr, "oasiskv serve: default sampling parameters from %s/generation_config.json (as vLLM):%s; "
                             "requests override them, --generation-config vllm ignores the file\n", gdir, line);
-        }
     }
     okv_server *sv = NULL;
     if ((st = okv_server_create(s, tok, &srv, &sv)) != OKV_OK)

@@ -23,15 +23,25 @@ typedef struct okv_server okv_server;
  * (--generation-config auto, its default): temperature, top_p, top_k, min_p,
  * repetition_penalty, and max_new_tokens as the default max_tokens. A request's own value
  * wins; a field the file lacks keeps the OpenAI default. */
-struct okv_gen_defaults {
-    bool has_temperature, has_top_p, has_top_k, has_min_p, has_repetition_penalty, has_max_tokens;
-    float temperature, top_p, min_p, repetition_penalty;
-    int top_k;
-    long max_tokens;
+enum okv_gen_field {
+    OKV_GEN_TEMPERATURE, OKV_GEN_TOP_P, OKV_GEN_TOP_K, OKV_GEN_MIN_P, OKV_GEN_REPETITION_PENALTY, OKV_GEN_MAX_TOKENS,
+    OKV_GEN_COUNT
 };
+struct okv_gen_defaults {
+    bool has[OKV_GEN_COUNT];
+    double value[OKV_GEN_COUNT];
+};
+/* value of field f when the file set it, else dflt */
+static inline double okv_gen_default(const struct okv_gen_defaults *d, enum okv_gen_field f, double dflt)
+{
+    return d->has[f] ? d->value[f] : dflt;
+}
 /* Read dir/generation_config.json into *d (zeroed first). No file: OKV_OK with nothing set; a
  * malformed file or an out-of-range value: an error naming it. */
 enum okv_status okv_gen_defaults_load(const char *dir, struct okv_gen_defaults *d);
+/* " temperature 0.7 top_p 0.8 ..." for the fields set (the request parameters' names) into buf;
+ * returns false when none is set. */
+bool okv_gen_defaults_describe(const struct okv_gen_defaults *d, char *buf, size_t n);
 
 struct okv_server_params {
     const char *host;             /* address to bind; default 127.0.0.1 */

@@ -358,12 +358,8 @@ static float scale_at(const struct okv_tensor_scale *s, int64_t i)
     case OKV_DTYPE_F16: return h2f(p + 2 * i);
     case OKV_DTYPE_BF16: {
         uint16_t h;
-        uint32_t u;
         memcpy(&h, p + 2 * i, 2);
-        u = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
+        return okv_bf16_to_f32(h);
     }
     default: {
         float f;

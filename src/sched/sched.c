@@ -904,10 +904,11 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             }
             if (r->n_drafts == 0) {
                 const float *ls = lg;
-                if (okv_logit_adjust_active(&r->adjust) || r->json) {   /* on a copy: log-probabilities stay the model's */
+                const bool adjust = okv_logit_adjust_active(&r->adjust);
+                if (adjust || r->json) {   /* on a copy: log-probabilities stay the model's */
                     float *adj = s->v_scratch + s->vocab;
                     memcpy(adj, lg, sizeof(float) * (size_t)s->vocab);
-                    if (okv_logit_adjust_active(&r->adjust))
+                    if (adjust)
                         okv_logit_adjust_apply(&r->adjust, adj, s->vocab, r->toks, r->n_prompt, r->n_gen, r->mask_ids,
                                                r->n_mask, s->a_counts);
                     /* structured output: only tokens that keep the JSON going, end of generation once it is

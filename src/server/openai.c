@@ -684,8 +684,8 @@ static bool is_token_id(const cJSON *x, int nv)
  * that ask for what this server does not do (structured output, tools, beam search, ...) */
 static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, struct perr *e)
 {
-    double pres = 0, freq = 0, rep = sv->gen.has_repetition_penalty ? sv->gen.repetition_penalty : 1,
-           min_p = sv->gen.has_min_p ? sv->gen.min_p : 0;
+    double pres = 0, freq = 0, rep = okv_gen_default(&sv->gen, OKV_GEN_REPETITION_PENALTY, 1),
+           min_p = okv_gen_default(&sv->gen, OKV_GEN_MIN_P, 0);
     long min_tokens = 0;
     if (!get_num(root, "presence_penalty", -2, 2, &pres, e) || !get_num(root, "frequency_penalty", -2, 2, &freq, e) ||
         !get_num(root, "repetition_penalty", 1e-6, 2, &rep, e) || !get_num(root, "min_p", 0, 1, &min_p, e) ||
@@ -854,8 +854,8 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
     p->max_given = given;
 
     const struct okv_gen_defaults *gd = &sv->gen;   /* the model's generation_config.json, where it sets them */
-    double temp = gd->has_temperature ? gd->temperature : 1.0, top_p = gd->has_top_p ? gd->top_p : 1.0;
-    long top_k = gd->has_top_k ? gd->top_k : -1;
+    double temp = okv_gen_default(gd, OKV_GEN_TEMPERATURE, 1.0), top_p = okv_gen_default(gd, OKV_GEN_TOP_P, 1.0);
+    long top_k = (long)okv_gen_default(gd, OKV_GEN_TOP_K, -1);
     if (!get_num(root, "temperature", 0, 1000, &temp, e) || !get_num(root, "top_p", 1e-9, 1, &top_p, e) ||
         !get_int(root, "top_k", -1, INT32_MAX, &top_k, NULL, e))
         return false;
@@ -1304,7 +1304,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     for (int i = 0; i < n_prompts && st == OKV_OK; i++)
         for (int k = 0; k < n_choices && st == OKV_OK; k++) {
             long max_tokens = p.max_given           ? p.max_tokens
-                              : sv->gen.has_max_tokens ? sv->gen.max_tokens   /* generation_config.json's max_new_tokens */
+                              : sv->gen.has[OKV_GEN_MAX_TOKENS] ? (long)sv->gen.value[OKV_GEN_MAX_TOKENS]   /* max_new_tokens */
                               : chat                   ? sv->max_ctx - (long)prompts[i].n
                                                        : 16;
             if (echo_only)

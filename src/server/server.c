@@ -489,6 +489,14 @@ void okv_server_free(okv_server *sv)
     okv_free(sv);
 }
 
+/* generation_config.json's keys (the order of enum okv_gen_field), the names requests use, and the ranges
+ * requests accept */
+static const struct { const char *key, *param; double lo, hi; } k_gen[OKV_GEN_COUNT] = {
+    {"temperature", "temperature", 0, 1000},   {"top_p", "top_p", 1e-9, 1},
+    {"top_k", "top_k", -1, 1e9},               {"min_p", "min_p", 0, 1},
+    {"repetition_penalty", "repetition_penalty", 1e-6, 2}, {"max_new_tokens", "max_tokens", 1, 1e9},
+};
+
 enum okv_status okv_gen_defaults_load(const char *dir, struct okv_gen_defaults *d)
 {
     memset(d, 0, sizeof *d);
@@ -507,34 +515,31 @@ enum okv_status okv_gen_defaults_load(const char *dir, struct okv_gen_defaults *
         cJSON_Delete(j);
         return okv_set_error(OKV_ERR_FORMAT, "%s: not a JSON object", path);
     }
-    /* the fields vLLM takes, with the ranges its requests accept */
-    static const struct { const char *key; double lo, hi; } k[] = {
-        {"temperature", 0, 1000}, {"top_p", 1e-9, 1}, {"top_k", -1, 1e9}, {"min_p", 0, 1},
-        {"repetition_penalty", 1e-6, 2}, {"max_new_tokens", 1, 1e9},
-    };
-    bool *has[] = {&d->has_temperature, &d->has_top_p, &d->has_top_k, &d->has_min_p, &d->has_repetition_penalty,
-                   &d->has_max_tokens};
     enum okv_status st = OKV_OK;
-    for (size_t i = 0; i < sizeof k / sizeof k[0] && st == OKV_OK; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k[i].key);
+    for (int i = 0; i < OKV_GEN_COUNT && st == OKV_OK; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k_gen[i].key);
         if (!v || cJSON_IsNull(v))
             continue;
-        if (!cJSON_IsNumber(v) || !(v->valuedouble >= k[i].lo && v->valuedouble <= k[i].hi)) {
-            st = okv_set_error(OKV_ERR_FORMAT, "%s: \"%s\" must be a number in [%g, %g]", path, k[i].key, k[i].lo, k[i].hi);
-            break;
-        }
-        *has[i] = true;
-        const double x = v->valuedouble;
-        switch (i) {
-        case 0: d->temperature = (float)x; break;
-        case 1: d->top_p = (float)x; break;
-        case 2: d->top_k = (int)x; break;
-        case 3: d->min_p = (float)x; break;
-        case 4: d->repetition_penalty = (float)x; break;
-        default: d->max_tokens = (long)x; break;
-        }
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= k_gen[i].lo && v->valuedouble <= k_gen[i].hi))
+            st = okv_set_error(OKV_ERR_FORMAT, "%s: \"%s\" must be a number in [%g, %g]", path, k_gen[i].key, k_gen[i].lo,
+                               k_gen[i].hi);
+        d->has[i] = st == OKV_OK;
+        d->value[i] = v->valuedouble;
     }
     cJSON_Delete(j);
     return st;
+}
+
+bool okv_gen_defaults_describe(const struct okv_gen_defaults *d, char *buf, size_t n)
+{
+    size_t k = 0;
+    bool any = false;
+    buf[0] = 0;
+    for (int i = 0; i < OKV_GEN_COUNT; i++)
+        if (d->has[i] && k < n) {
+            k += (size_t)snprintf(buf + k, n - k, " %s %g", k_gen[i].param, d->value[i]);
+            any = true;
+        }
+    return any;
 }
 
