@@ -7,8 +7,10 @@
  * engine thread only appends text pieces and the final result under the job's
  * mutex and signals; the connection thread waits with a timeout so that it can
  * notice a client that went away (the socket's read side hung up) and cancel.
- * A request of several choices (a list of completions prompts, n > 1; not streamed)
- * has one job a choice, all queued at once, the reply built when the last finishes.
+ * A request of several choices (a list of completions prompts, n > 1) has one job a
+ * choice, all queued at once; the jobs of a request share one lock and condition (struct
+ * jsync), so that one connection thread waits on all of them: a reply is built when the
+ * last finishes, a stream interleaves the choices' chunks (each with its index) as they come.
  * Log-probabilities (logprobs, echo, top_logprobs) reach a job as entries beside its
  * text; a streamed piece carries the entries of the tokens before it.
  *
@@ -32,10 +34,17 @@
 #define MAX_STOP 16
 #define MAX_STOP_IDS 64
 #define MAX_LOGIT_BIAS 1024
+#define MAX_CHOICES 64   /* prompts x n of one request */
 
-struct job {
+/* The lock and condition of a request's jobs (one for all its choices), freed with the last job. */
+struct jsync {
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    atomic_int refs;
+};
+
+struct job {
+    struct jsync *sy;
     atomic_int refs;
     okv_server *sv;
     uint64_t sched_id;
@@ -66,26 +75,32 @@ struct job {
     int completion_tokens;
     char error[256];
 
-    /* connection thread: the stream being written */
-    struct srv_buf out;
-    size_t out_pos;
+    /* connection thread: this choice in the stream being written */
+    int index;                    /* the choice's index (prompt i, choice k: i * n + k) */
     bool sent_role, done;
     long lp_offset;               /* characters of the text streamed so far (text_offset) */
 };
+
+static void jsync_unref(struct jsync *sy)
+{
+    if (atomic_fetch_sub(&sy->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&sy->mu);
+    pthread_cond_destroy(&sy->cv);
+    okv_free(sy);
+}
 
 static void job_unref(struct job *j)
 {
     if (atomic_fetch_sub(&j->refs, 1) != 1)
         return;
-    pthread_mutex_destroy(&j->mu);
-    pthread_cond_destroy(&j->cv);
+    jsync_unref(j->sy);
     okv_free(j->text.s);
     okv_free(j->ends);
     okv_free(j->lp_ends);
     okv_free(j->tok_ends);
     okv_free(j->lps);
     okv_free(j->echo);
-    okv_free(j->out.s);
     okv_free(j);
 }
 
@@ -101,10 +116,10 @@ static void http_release(struct job *j)
 static void job_on_token(void *user, int32_t token, const char *text, size_t len)
 {
     struct job *j = user;
-    pthread_mutex_lock(&j->mu);
+    pthread_mutex_lock(&j->sy->mu);
     j->n_tokens++;
     if (!len) {
-        pthread_mutex_unlock(&j->mu);
+        pthread_mutex_unlock(&j->sy->mu);
         return;
     }
     if (j->stream && j->n_pieces == j->cap_pieces) {
@@ -129,40 +144,40 @@ static void job_on_token(void *user, int32_t token, const char *text, size_t len
         j->tok_ends[j->n_pieces] = j->n_tokens;
         j->ends[j->n_pieces++] = j->text.len;
     }
-    pthread_cond_signal(&j->cv);
-    pthread_mutex_unlock(&j->mu);
+    pthread_cond_signal(&j->sy->cv);
+    pthread_mutex_unlock(&j->sy->mu);
 }
 
 static void job_on_logprob(void *user, const struct okv_token_logprob *lp)
 {
     struct job *j = user;
-    pthread_mutex_lock(&j->mu);
+    pthread_mutex_lock(&j->sy->mu);
     if (j->n_lps == j->cap_lps) {
         int cap = j->cap_lps ? j->cap_lps * 2 : 64;
         struct okv_token_logprob *v = okv_realloc(j->lps, sizeof *v * (size_t)cap, OKV_TAG_SERVER);
         if (!v) {
             j->lp_oom = true;
-            pthread_mutex_unlock(&j->mu);
+            pthread_mutex_unlock(&j->sy->mu);
             return;
         }
         j->lps = v;
         j->cap_lps = cap;
     }
     j->lps[j->n_lps++] = *lp;
-    pthread_mutex_unlock(&j->mu);
+    pthread_mutex_unlock(&j->sy->mu);
 }
 
 static void job_on_finish(void *user, const struct okv_sched_result *r)
 {
     struct job *j = user;
-    pthread_mutex_lock(&j->mu);
+    pthread_mutex_lock(&j->sy->mu);
     j->finished = true;
     j->reason = r->reason;
     j->completion_tokens = r->completion_tokens;
     if (r->error)
         snprintf(j->error, sizeof j->error, "%s", r->error);
-    pthread_cond_signal(&j->cv);
-    pthread_mutex_unlock(&j->mu);
+    pthread_cond_signal(&j->sy->cv);
+    pthread_mutex_unlock(&j->sy->mu);
     job_unref(j);
 }
 
@@ -176,13 +191,24 @@ static bool peer_gone(int fd)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
-/* With j->mu held: wait until there is a piece to send or the job finished.
- * Every 200 ms (tokens of a non-streamed request wake us more often than that)
- * look whether the client hung up, or the server is stopping: then cancel.
- * Returns false (mu released) when the client hung up. */
-static bool job_wait(struct job *j)
+/* whether the connection thread has something to do for one of js[0..n): a piece to send,
+ * or a finish not yet sent (done: sent; a non-streamed job is never done before it is read) */
+static bool jobs_ready(struct job *const *js, int n)
 {
-    while (!j->finished && j->n_pieces == 0) {
+    for (int i = 0; i < n; i++)
+        if (!js[i]->done && (js[i]->finished || js[i]->n_pieces > 0))
+            return true;
+    return false;
+}
+
+/* With the jobs' lock held (the jobs of one request share it): wait until one of js[0..n)
+ * has a piece to send or finished. Every 200 ms (tokens of a non-streamed request wake us
+ * more often than that) look whether the client hung up, or the server is stopping: then
+ * cancel them all. Returns false (the lock released) when the client hung up. */
+static bool jobs_wait(struct job *const *js, int n)
+{
+    struct job *j = js[0];
+    while (!jobs_ready(js, n)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 200 * 1000 * 1000;
@@ -190,18 +216,19 @@ static bool job_wait(struct job *j)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        pthread_cond_timedwait(&j->sy->cv, &j->sy->mu, &ts);
         double now = okv_now();
-        if (j->finished || j->n_pieces > 0 || now < j->next_check)
+        if (jobs_ready(js, n) || now < j->next_check)
             continue;
         j->next_check = now + 0.2;
         bool gone = peer_gone(j->fd), stopping = atomic_load(&j->sv->stopping);
         if (gone || stopping) {
-            pthread_mutex_unlock(&j->mu);
-            okv_sched_cancel(j->sv->sched, j->sched_id);
+            pthread_mutex_unlock(&j->sy->mu);
+            for (int i = 0; i < n; i++)
+                okv_sched_cancel(j->sv->sched, js[i]->sched_id);
             if (gone)
                 return false;
-            pthread_mutex_lock(&j->mu);
+            pthread_mutex_lock(&j->sy->mu);
         }
     }
     return true;
@@ -235,8 +262,6 @@ static cJSON *base_obj(const struct job *j, const char *object)
 
 static void add_logprobs(const struct job *j, cJSON *choice, const struct okv_token_logprob *v, int n, long *offset);
 
-/* One stream chunk: text (NULL for none) and finish reason (NULL while running); with
- * logprobs, the entries v[0..nv) (*offset: the text's characters before them). */
 /* o with the usage so far when the client asked for it in every chunk (vLLM's
  * stream_options.continuous_usage_stats, with include_usage) */
 static cJSON *with_usage(const struct job *j, cJSON *o, int completion)
@@ -246,13 +271,15 @@ static cJSON *with_usage(const struct job *j, cJSON *o, int completion)
     return o;
 }
 
+/* One stream chunk of choice j: text (NULL for none) and finish reason (NULL while running);
+ * with logprobs, the entries v[0..nv) (*offset: the text's characters before them). */
 static cJSON *chunk_obj(const struct job *j, const char *text, size_t len, const char *finish, bool role,
                         const struct okv_token_logprob *v, int nv, long *offset)
 {
     cJSON *o = base_obj(j, j->chat ? "chat.completion.chunk" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", j->index);
     char *t = NULL;
     if (text) {
         t = okv_malloc(len + 1, OKV_TAG_SERVER);
@@ -480,107 +507,156 @@ static void put_event(struct srv_buf *b, cJSON *o)
 
 /* ---- streaming (connection thread, called by MHD) ---- */
 
+/* A streamed request: its choices' jobs (one lock for all), the events not yet written. */
+struct stream {
+    struct job *jobs[MAX_CHOICES];
+    int nj, n_per_prompt;         /* n_per_prompt choices share a prompt (usage counts it once) */
+    struct srv_buf out;
+    size_t out_pos;
+    bool roles_sent, done;
+};
+
+/* The pieces and the finish of job j taken (the jobs' lock held) and put as events;
+ * returns false when the job ended in an error (its event put). */
+static bool stream_take(struct stream *s, struct job *j)
+{
+    struct srv_buf text = j->text;
+    size_t *ends = j->ends;
+    int *lp_ends = j->lp_ends, *tok_ends = j->tok_ends;
+    int n_pieces = j->n_pieces;
+    j->text = (struct srv_buf){0};
+    j->ends = NULL;
+    j->lp_ends = NULL;
+    j->tok_ends = NULL;
+    j->n_pieces = j->cap_pieces = 0;
+    /* log-probability entries: those of the pieces taken, and all of them at the end;
+     * entries of tokens whose text is still held back stay for a later piece */
+    int n_lp = j->finished ? j->n_lps : n_pieces > 0 ? lp_ends[n_pieces - 1] : 0;
+    struct okv_token_logprob *lps = NULL;
+    if (n_lp > 0) {
+        lps = okv_malloc(sizeof *lps * (size_t)n_lp, OKV_TAG_SERVER);
+        if (lps) {
+            memcpy(lps, j->lps, sizeof *lps * (size_t)n_lp);
+            memmove(j->lps, j->lps + n_lp, sizeof *lps * (size_t)(j->n_lps - n_lp));
+            j->n_lps -= n_lp;
+        } else {
+            text.oom = true;
+        }
+    }
+    const bool oom = text.oom || j->lp_oom;
+    bool ok = true;
+    size_t at = 0;
+    int lp_at = 0;
+    for (int i = 0; i < n_pieces && !oom; i++) {
+        const int lp_end = lps ? lp_ends[i] : 0;
+        put_event(&s->out, with_usage(j, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL,
+                                                   lp_end - lp_at, &j->lp_offset),
+                                      tok_ends[i]));
+        at = ends[i];
+        lp_at = lp_end;
+    }
+    okv_free(text.s);
+    okv_free(ends);
+    okv_free(lp_ends);
+    okv_free(tok_ends);
+    if (oom)
+        s->out.oom = true;
+    if (j->finished && !oom) {
+        j->done = true;
+        if (j->reason == OKV_FINISH_ERROR) {
+            put_event(&s->out, srv_error_obj(j->error[0] ? j->error : "generation failed", "server_error", NULL, NULL));
+            ok = false;
+        } else {
+            put_event(&s->out, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish_name(j->reason), false,
+                                                       lps ? lps + lp_at : NULL, lps ? n_lp - lp_at : 0, &j->lp_offset),
+                                          j->completion_tokens));
+        }
+    }
+    okv_free(lps);
+    return ok;
+}
+
+/* The last events of a stream whose choices all finished: the usage chunk when asked, [DONE]. */
+static void stream_end(struct stream *s)
+{
+    const struct job *j0 = s->jobs[0];
+    if (j0->include_usage) {
+        int prompt = 0, completion = 0;
+        for (int i = 0; i < s->nj; i++) {
+            if (i % s->n_per_prompt == 0)
+                prompt += s->jobs[i]->prompt_tokens;
+            completion += s->jobs[i]->completion_tokens;
+        }
+        cJSON *o = base_obj(j0, j0->chat ? "chat.completion.chunk" : "text_completion");
+        cJSON_AddArrayToObject(o, "choices");
+        cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion));
+        put_event(&s->out, o);
+    }
+    srv_buf_put(&s->out, "data: [DONE]\n\n", 14);
+    s->done = true;
+}
+
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    struct job *j = cls;
+    struct stream *s = cls;
     for (;;) {
-        if (j->out_pos < j->out.len) {
-            size_t n = j->out.len - j->out_pos < max ? j->out.len - j->out_pos : max;
-            memcpy(buf, j->out.s + j->out_pos, n);
-            j->out_pos += n;
-            if (j->out_pos == j->out.len)
-                j->out_pos = j->out.len = 0;
+        if (s->out_pos < s->out.len) {
+            size_t n = s->out.len - s->out_pos < max ? s->out.len - s->out_pos : max;
+            memcpy(buf, s->out.s + s->out_pos, n);
+            s->out_pos += n;
+            if (s->out_pos == s->out.len)
+                s->out_pos = s->out.len = 0;
             return (ssize_t)n;
         }
-        if (j->done)
+        if (s->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        if (j->out.oom)
+        if (s->out.oom)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (j->chat && !j->sent_role) {
-            j->sent_role = true;
-            put_event(&j->out, with_usage(j, chunk_obj(j, NULL, 0, NULL, true, NULL, 0, NULL), 0));
+        if (s->jobs[0]->chat && !s->roles_sent) {   /* each choice's first chunk: the role */
+            s->roles_sent = true;
+            for (int i = 0; i < s->nj; i++)
+                put_event(&s->out, with_usage(s->jobs[i], chunk_obj(s->jobs[i], NULL, 0, NULL, true, NULL, 0, NULL), 0));
             continue;
         }
-        pthread_mutex_lock(&j->mu);
-        if (!job_wait(j))
+        struct jsync *sy = s->jobs[0]->sy;
+        pthread_mutex_lock(&sy->mu);
+        if (!jobs_wait(s->jobs, s->nj))
             return MHD_CONTENT_READER_END_WITH_ERROR;   /* the client is gone; cancelled */
-        struct srv_buf text = j->text;
-        size_t *ends = j->ends;
-        int *lp_ends = j->lp_ends, *tok_ends = j->tok_ends;
-        int n_pieces = j->n_pieces;
-        j->text = (struct srv_buf){0};
-        j->ends = NULL;
-        j->lp_ends = NULL;
-        j->tok_ends = NULL;
-        j->n_pieces = j->cap_pieces = 0;
-        /* log-probability entries: those of the pieces taken, and all of them at the end;
-         * entries of tokens whose text is still held back stay for a later piece */
-        int n_lp = j->finished ? j->n_lps : n_pieces > 0 ? lp_ends[n_pieces - 1] : 0;
-        struct okv_token_logprob *lps = NULL;
-        if (n_lp > 0) {
-            lps = okv_malloc(sizeof *lps * (size_t)n_lp, OKV_TAG_SERVER);
-            if (lps) {
-                memcpy(lps, j->lps, sizeof *lps * (size_t)n_lp);
-                memmove(j->lps, j->lps + n_lp, sizeof *lps * (size_t)(j->n_lps - n_lp));
-                j->n_lps -= n_lp;
-            } else {
-                text.oom = true;
-            }
+        bool failed = false, all_done = true;
+        for (int i = 0; i < s->nj; i++) {   /* in the choices' order */
+            struct job *j = s->jobs[i];
+            if (!j->done && !failed && !s->out.oom && (j->n_pieces > 0 || j->finished))
+                failed = !stream_take(s, j);
+            all_done &= j->done;
         }
-        text.oom |= j->lp_oom;
-        bool finished = j->finished, oom = text.oom;
-        enum okv_finish reason = j->reason;
-        int completion = j->completion_tokens;
-        char err[256];
-        memcpy(err, j->error, sizeof err);
-        pthread_mutex_unlock(&j->mu);
-
-        size_t at = 0;
-        int lp_at = 0;
-        for (int i = 0; i < n_pieces && !oom; i++) {
-            const int lp_end = lps ? lp_ends[i] : 0;
-            put_event(&j->out, with_usage(j, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL,
-                                                       lp_end - lp_at, &j->lp_offset),
-                                          tok_ends[i]));
-            at = ends[i];
-            lp_at = lp_end;
+        pthread_mutex_unlock(&sy->mu);
+        if (failed) {   /* a choice's error ends the stream: the others are cancelled */
+            for (int i = 0; i < s->nj; i++)
+                okv_sched_cancel(s->jobs[0]->sv->sched, s->jobs[i]->sched_id);
+            srv_buf_put(&s->out, "data: [DONE]\n\n", 14);
+            s->done = true;
+        } else if (all_done && !s->out.oom) {
+            stream_end(s);
         }
-        okv_free(text.s);
-        okv_free(ends);
-        okv_free(lp_ends);
-        okv_free(tok_ends);
-        if (oom)
-            j->out.oom = true;
-        if (finished) {
-            if (reason == OKV_FINISH_ERROR) {
-                put_event(&j->out, srv_error_obj(err[0] ? err : "generation failed", "server_error", NULL, NULL));
-            } else {
-                put_event(&j->out, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish_name(reason), false,
-                                                           lps ? lps + lp_at : NULL, lps ? n_lp - lp_at : 0, &j->lp_offset),
-                                              completion));
-                if (j->include_usage) {
-                    cJSON *o = base_obj(j, j->chat ? "chat.completion.chunk" : "text_completion");
-                    cJSON_AddArrayToObject(o, "choices");
-                    cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, completion));
-                    put_event(&j->out, o);
-                }
-            }
-            srv_buf_put(&j->out, "data: [DONE]\n\n", 14);
-            j->done = true;
-        }
-        okv_free(lps);
     }
 }
 
 static void stream_free(void *cls)
 {
-    struct job *j = cls;
-    pthread_mutex_lock(&j->mu);
-    bool finished = j->finished;
-    pthread_mutex_unlock(&j->mu);
-    if (!finished)
-        okv_sched_cancel(j->sv->sched, j->sched_id);
-    http_release(j);
+    struct stream *s = cls;
+    struct jsync *sy = s->jobs[0]->sy;
+    pthread_mutex_lock(&sy->mu);
+    bool unfinished[MAX_CHOICES];
+    for (int i = 0; i < s->nj; i++)
+        unfinished[i] = !s->jobs[i]->finished;
+    pthread_mutex_unlock(&sy->mu);
+    for (int i = 0; i < s->nj; i++) {
+        if (unfinished[i])
+            okv_sched_cancel(s->jobs[i]->sv->sched, s->jobs[i]->sched_id);
+        http_release(s->jobs[i]);
+    }
+    okv_free(s->out.s);
+    okv_free(s);
 }
 
 /* ---- request parsing ---- */
@@ -1183,17 +1259,24 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
     return srv_reply_json(c, MHD_HTTP_OK, o);
 }
 
-#define MAX_CHOICES 64   /* prompts x n of one request */
-
-/* A job for one choice: prompt pr, its echo text when asked (NULL: out of memory). */
+/* A job for choice `index`: prompt pr, its echo text when asked; *sy is the request's lock,
+ * made by its first job (NULL: out of memory). */
 static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, const struct params *p,
-                           const struct prompt *pr, bool echo_only, const char *id)
+                           const struct prompt *pr, bool echo_only, const char *id, int index, struct jsync **sy)
 {
+    if (!*sy) {
+        if (!(*sy = okv_calloc(1, sizeof **sy, OKV_TAG_SERVER)))
+            return NULL;
+        pthread_mutex_init(&(*sy)->mu, NULL);
+        pthread_cond_init(&(*sy)->cv, NULL);
+        atomic_init(&(*sy)->refs, 1);   /* the request's own, let go once its jobs hold theirs */
+    }
     struct job *j = okv_calloc(1, sizeof *j, OKV_TAG_SERVER);
     if (!j)
         return NULL;
-    pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
+    atomic_fetch_add(&(*sy)->refs, 1);
+    j->sy = *sy;
+    j->index = index;
     atomic_init(&j->refs, 2);   /* the connection and the scheduler */
     j->sv = sv;
     j->chat = chat;
@@ -1272,10 +1355,6 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     } else if (!completion_prompts(sv, root, prompts, (int)(MAX_CHOICES / n_choices), &n_prompts, &e)) {
         goto bad;
     }
-    if (p.stream && n_prompts * n_choices > 1) {
-        fail(&e, 400, n_choices > 1 ? "n" : "prompt", NULL, "a streamed request has one choice (one prompt, n = 1)");
-        goto bad;
-    }
     for (int i = 0; i < n_prompts; i++) {
         const size_t n_ids = prompts[i].n;
         char which[32] = "";   /* in a list of prompts, which one */
@@ -1301,6 +1380,10 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
              (unsigned long long)atomic_fetch_add(&sv->n_ids, 1));
 
     enum okv_status st = OKV_OK;
+    struct jsync *sy = NULL;   /* the lock of the request's jobs */
+    struct stream *sm = p.stream ? okv_calloc(1, sizeof *sm, OKV_TAG_SERVER) : NULL;
+    if (p.stream && !sm)
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < n_prompts && st == OKV_OK; i++)
         for (int k = 0; k < n_choices && st == OKV_OK; k++) {
             long max_tokens = p.max_given           ? p.max_tokens
@@ -1314,7 +1397,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                                    p.adj.min_tokens, max_tokens);
                 break;
             }
-            struct job *j = job_new(sv, c, chat, &p, &prompts[i], echo_only, id);
+            struct job *j = job_new(sv, c, chat, &p, &prompts[i], echo_only, id, nj, &sy);
             if (!j) {
                 st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
                 break;
@@ -1345,6 +1428,8 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
             atomic_fetch_add(&sv->n_active, 1);
             jobs[nj++] = j;
         }
+    if (sy)
+        jsync_unref(sy);   /* the jobs hold it now */
     for (int i = 0; i < n_prompts; i++)
         okv_free(prompts[i].ids);
     n_prompts = 0;
@@ -1359,6 +1444,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
             okv_sched_cancel(sv->sched, jobs[i]->sched_id);
             http_release(jobs[i]);
         }
+        okv_free(sm);
         if (atomic_load(&sv->stopping))
             return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
                                    "The server is shutting down.");
@@ -1368,11 +1454,12 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     }
 
     if (p.stream) {
-        struct job *j = jobs[0];
-        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, j, stream_free);
+        memcpy(sm->jobs, jobs, sizeof *jobs * (size_t)nj);
+        sm->nj = nj;
+        sm->n_per_prompt = (int)n_choices;
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, sm, stream_free);
         if (!r) {
-            okv_sched_cancel(sv->sched, j->sched_id);
-            http_release(j);
+            stream_free(sm);   /* cancels the choices */
             return MHD_NO;
         }
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
@@ -1382,24 +1469,23 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         return ret;
     }
 
-    for (int i = 0; i < nj; i++) {
-        struct job *j = jobs[i];
-        if (atomic_load(&sv->stopping))   /* shutting down: every choice left is cancelled at once */
-            for (int k = i; k < nj; k++)
-                okv_sched_cancel(sv->sched, jobs[k]->sched_id);
-        pthread_mutex_lock(&j->mu);
-        while (!j->finished) {
-            if (!job_wait(j)) {   /* client gone: this choice is cancelled, the others too */
-                for (int k = 0; k < nj; k++) {
-                    if (k != i)
-                        okv_sched_cancel(sv->sched, jobs[k]->sched_id);
-                    http_release(jobs[k]);
-                }
-                return MHD_NO;
-            }
+    /* all choices finished (each marked done as it is seen), or the client gone */
+    pthread_mutex_lock(&jobs[0]->sy->mu);
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < nj; i++) {
+            jobs[i]->done |= jobs[i]->finished;
+            left += !jobs[i]->done;
         }
-        pthread_mutex_unlock(&j->mu);
+        if (!left)
+            break;
+        if (!jobs_wait(jobs, nj)) {   /* client gone: the choices are cancelled */
+            for (int k = 0; k < nj; k++)
+                http_release(jobs[k]);
+            return MHD_NO;
+        }
     }
+    pthread_mutex_unlock(&jobs[0]->sy->mu);
     ret = reply_final(jobs, nj, (int)n_choices, c);
     for (int i = 0; i < nj; i++)
         http_release(jobs[i]);

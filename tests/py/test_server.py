@@ -505,6 +505,51 @@ def main():
                         {"messages": msgs, "max_tokens": 6, "temperature": 0, "n": 2, "ignore_eos": True})
     check(st == 200 and [c["message"]["content"] for c in js["choices"]] == [chat_text, chat_text],
           "chat with n = 2 (greedy): two equal choices")
+    # streamed: the choices' chunks interleave, each with its index; each choice's text and finish equal the
+    # unstreamed request's (same seed), the usage chunk sums them
+    def by_index(evs, key="text"):
+        out = {}
+        for e in evs:
+            for c in e.get("choices") or []:
+                piece = c.get("text") if key == "text" else (c.get("delta") or {}).get("content")
+                d = out.setdefault(c["index"], {"text": "", "finish": [], "role": 0})
+                d["text"] += piece or ""
+                d["role"] += (c.get("delta") or {}).get("role") == "assistant"
+                if c.get("finish_reason"):
+                    d["finish"].append(c["finish_reason"])
+        return out
+    body = {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.9, "seed": 11, "n": 3, "ignore_eos": True}
+    st, evs, done = stream(port, "/v1/completions", dict(body, stream=True, stream_options={"include_usage": True}))
+    got = by_index(evs)
+    check(st == 200 and done and sorted(got) == [0, 1, 2] and [got[i]["text"] for i in range(3)] == texts
+          and all(got[i]["finish"] == ["length"] for i in range(3)) and all(len(e["choices"]) == 1 for e in evs[:-1])
+          and evs[-1]["choices"] == [] and evs[-1]["usage"] == {"prompt_tokens": n_once, "completion_tokens": 24,
+                                                               "total_tokens": n_once + 24},
+          "n = 3 streamed: three indexed choices equal to the unstreamed ones, one finish each, usage summed")
+    st, evs, done = stream(port, "/v1/completions",
+                           {"prompt": [prompt, "Once upon a time"], "max_tokens": 8, "temperature": 0, "n": 2,
+                            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+    got = by_index(evs)
+    st1, js1, _ = request(port, "POST", "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 8,
+                                                             "temperature": 0, "ignore_eos": True})
+    once_text = js1["choices"][0]["text"] if st1 == 200 else None
+    check(st == 200 and done and [got.get(i, {}).get("text") for i in range(4)] == [ref_text, ref_text, once_text, once_text]
+          and evs[-1]["usage"]["prompt_tokens"] == n_prompt + n_once and evs[-1]["usage"]["completion_tokens"] == 32,
+          "2 prompts x n = 2 streamed: choices 0-1 of the first prompt, 2-3 of the second, each equal to its request alone")
+    st, evs, done = stream(port, "/v1/chat/completions",
+                           {"messages": msgs, "max_tokens": 6, "temperature": 0, "n": 2, "ignore_eos": True,
+                            "stream": True})
+    got = by_index(evs, "delta")
+    check(st == 200 and done and sorted(got) == [0, 1] and all(got[i]["text"] == chat_text and got[i]["role"] == 1
+                                                              and got[i]["finish"] == ["length"] for i in range(2)),
+          "chat with n = 2 streamed: a role chunk per choice, then each choice's text, equal to the unstreamed")
+    chunks = list(client.chat.completions.create(model="smol", messages=msgs, max_tokens=6, temperature=0, n=2,
+                                                 stream=True, extra_body={"ignore_eos": True}))
+    parts = {0: "", 1: ""}
+    for ch in chunks:
+        for c in ch.choices:
+            parts[c.index] += c.delta.content or ""
+    check(parts == {0: chat_text, 1: chat_text}, "openai client: chat with n = 2 streamed, each choice's text")
 
     # ---- log-probabilities: completions (logprobs, echo), chat (logprobs, top_logprobs) ----
     st, js, _ = request(port, "POST", "/v1/completions",
@@ -671,6 +716,12 @@ def main():
     c.close()
     idle, m = wait_idle(port)
     check(idle, "client disconnect during a non-streamed request: KV and running back to 0")
+    st, evs, _ = stream(port, "/v1/completions", {"prompt": "Tell me a long story.", "max_tokens": 900, "n": 3,
+                                                  "temperature": 0.8, "ignore_eos": True, "stream": True},
+                        stop_after=30)
+    idle, m = wait_idle(port)
+    check(st == 200 and len({c["index"] for e in evs for c in e["choices"]}) == 3 and idle,
+          "client disconnect mid-stream of n = 3: all three choices cancelled, KV and running back to 0")
 
     # ---- bad input: OpenAI error objects, right status, the server keeps serving ----
     big_prompt = "hello " * (CTX + 100)
@@ -702,7 +753,6 @@ def main():
         ("stop of wrong type", "/v1/completions", {"prompt": "x", "stop": 3}, None, 400),
         ("stream of wrong type", "/v1/completions", {"prompt": "x", "stream": "yes"}, None, 400),
         ("n past 64", "/v1/completions", {"prompt": "x", "n": 65}, None, 400),
-        ("n > 1 streamed", "/v1/completions", {"prompt": "x", "n": 2, "stream": True}, None, 400),
         ("65 prompts", "/v1/completions", {"prompt": ["a"] * 65}, None, 400),
         ("a list of prompts with a number", "/v1/completions", {"prompt": ["a", 3]}, None, 400),
         ("logprobs past 20", "/v1/completions", {"prompt": "x", "logprobs": 21}, None, 400),
