@@ -8,6 +8,7 @@
 #include "oasiskv/structured.h"
 #include "oasiskv/tokenizer.h"
 #include "testutil.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -227,6 +228,59 @@ int main(void)
                "through it against %.3f ms walking\n", nid, (unsigned long long)hits, (unsigned long long)misses,
                (unsigned long long)(hits - (nid + 1)), 1e3 * t_cache / (2.0 * (double)(nid + 1)),
                1e3 * t_walk / (2.0 * (double)(nid + 1)));
+        /* a step's masks filled at once on a pool's threads (okv_json_mask_cache_fill, what the scheduler does
+         * before sampling): the states of the document's prefixes, 16 a step, each twice (two requests in one
+         * state: one walk); then every lookup of the step hits, and its mask is the walk's */
+        {
+            okv_json_mask_cache *mf = NULL;
+            okv_threadpool *pool = NULL;
+            CHECK(okv_json_mask_cache_create(n, 1024, &mf) == OKV_OK && okv_threadpool_create(4, &pool) == OKV_OK,
+                  "fill: %s", okv_last_error());
+            struct okv_json_state *st = malloc(sizeof *st * (nid + 1));
+            okv_json_init(&st[0], true);
+            for (size_t i = 0; i < nid; i++) {
+                st[i + 1] = st[i];
+                int nb = 0;
+                const uint8_t *by = okv_token_trie_bytes(trie, ids[i], &nb);
+                okv_json_feed_n(&st[i + 1], by, (size_t)nb);
+            }
+            int fdiff = 0, n_put = 0, n_steps = 0;
+            uint64_t h0, m0, h1, m1;
+            okv_json_mask_cache_stats(mf, &h0, &m0);
+            double t_fill = 0;
+            for (size_t a0 = 0; a0 <= nid; a0 += 16) {
+                const struct okv_json_state *step[32];
+                int ns = 0;
+                for (size_t i = a0; i <= nid && i < a0 + 16; i++) {
+                    step[ns++] = &st[i];
+                    step[ns++] = &st[i];
+                }
+                double t0 = okv_now();
+                n_put += okv_json_mask_cache_fill(mf, step, ns, trie, eog, n_eog, pool);
+                t_fill += okv_now() - t0;
+                n_steps++;
+                for (int q = 0; q < ns; q++) {
+                    for (int k = 0; k < n; k++)
+                        lg[k] = lc[k] = 0.0f;
+                    const int a = okv_json_mask(step[q], trie, eog, n_eog, lg, n);
+                    const int b = okv_json_mask_cached(mf, step[q], trie, eog, n_eog, lc, n);
+                    fdiff += a != b || memcmp(lg, lc, sizeof(float) * (size_t)n) != 0;
+                }
+            }
+            okv_json_mask_cache_stats(mf, &h1, &m1);
+            CHECK(fdiff == 0, "%d masks after a fill differ from the walk's", fdiff);
+            CHECK(m1 == m0 && h1 - h0 == 2 * (nid + 1), "after each fill every lookup of its step hits (%llu hits, "
+                  "%llu misses)", (unsigned long long)(h1 - h0), (unsigned long long)(m1 - m0));
+            CHECK(n_put > 0 && n_put <= (int)(nid + 1), "a fill walks each distinct state once (%d put for %zu states)",
+                  n_put, nid + 1);
+            CHECK(okv_json_mask_cache_fill(mf, (const struct okv_json_state *const *)&(const struct okv_json_state *){&st[0]},
+                                           1, trie, eog, n_eog, pool) == 0, "a fill of a cached state walks nothing");
+            printf("  mask cache fill, %d steps of 16 states (each twice) on %d threads: %d walks, %.3f ms a step\n",
+                   n_steps, okv_threadpool_size(pool), n_put, 1e3 * t_fill / n_steps);
+            free(st);
+            okv_threadpool_free(pool);
+            okv_json_mask_cache_free(mf);
+        }
         /* two schemas, one after the other (the second may take the first's address): no mask of the first */
         for (int k = 0; k < 2; k++) {
             const char *sc = k == 0 ? "{\"enum\": [\"alpha\", \"beta\"]}" : "{\"enum\": [\"gamma\", \"delta\"]}";

@@ -154,6 +154,9 @@ struct okv_sched_metrics {
     uint64_t spec_draft_tokens_total;
     uint64_t spec_accepted_tokens_total;
     uint64_t spec_deferred_total;        /* verify steps whose own token was dropped (verify_defer) */
+    uint64_t structured_masks_total;     /* structured output: masks applied */
+    uint64_t structured_walks_total;     /* of the masks, walks of the vocabulary's trie (the rest came from the cache) */
+    double structured_mask_seconds;      /* time the engine thread spent on the masks (walks on the pool included) */
     struct okv_engine_stats engine;      /* the engine's counters after the last step */
 };
 

@@ -95,6 +95,12 @@ void okv_json_mask_cache_free(okv_json_mask_cache *c);   /* NULL is fine */
 int okv_json_mask_cached(okv_json_mask_cache *c, const struct okv_json_state *s, const okv_token_trie *t,
                          const int32_t *eog, int n_eog, float *logits, int n);
 void okv_json_mask_cache_stats(const okv_json_mask_cache *c, uint64_t *hits, uint64_t *misses);
+/* Put the masks of the states s[0..n_states) that the cache lacks into it, walking the trie for
+ * each distinct one on pool's threads (NULL: this thread alone), so that a step's requests then
+ * find their masks there (unless two of them fall in one slot). Returns the number of masks put. */
+struct okv_threadpool;
+int okv_json_mask_cache_fill(okv_json_mask_cache *c, const struct okv_json_state *const *s, int n_states,
+                             const okv_token_trie *t, const int32_t *eog, int n_eog, struct okv_threadpool *pool);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include "oasiskv/structured.h"
 #include "oasiskv/spec.h"
 #include "engine/stopstr.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -16,6 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* structured output: masks kept by state, and the threads that walk a step's missing ones */
+#define MASK_SLOTS 1024
+#define MASK_THREADS 16
 
 /* vLLM's histogram buckets, so that dashboards built for it read ours. */
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
@@ -90,6 +96,8 @@ struct okv_sched {
     const okv_tokenizer *tok;
     okv_token_trie *trie;    /* the vocabulary's bytes, for structured output (built at the first such request, under mu) */
     okv_json_mask_cache *masks;   /* structured output's masks by state (with the trie; the engine thread uses it) */
+    okv_threadpool *mask_pool;    /* the threads that walk a step's missing masks at once (with the trie) */
+    const struct okv_json_state **mask_st;   /* [max_seqs] a step's structured states (engine thread) */
     int max_seqs, max_batch, vocab, max_ctx;
     int max_lp_rows;         /* prompt rows a step brings logits of (okv_sched_params.max_prompt_logit_rows) */
 
@@ -884,6 +892,24 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             /* full blocks of accepted tokens join the prefix cache (drafts past n_toks wait for verification) */
             okv_engine_prefix_register(s->e, r->seq, r->toks, r->n_computed < r->n_toks ? r->n_computed : r->n_toks);
         }
+        if (s->masks) {   /* the structured requests' masks this step lacks: walked on several threads at once */
+            const double t0 = okv_now();
+            int walks = 0;
+            for (int eos = 0; eos < 2; eos++) {
+                int ns = 0;
+                for (int i = 0; i < nl; i++) {
+                    const struct req *r = s->b_req[i];
+                    if (r->json && r->n_drafts == 0 && (host || (mixed && r->host_sample)) && r->ignore_eos == !eos)
+                        s->mask_st[ns++] = &r->js;
+                }
+                walks += okv_json_mask_cache_fill(s->masks, s->mask_st, ns, s->trie, s->eog_ids, eos ? s->n_eog : 0,
+                                                  s->mask_pool);
+            }
+            pthread_mutex_lock(&s->mu);
+            s->m.structured_walks_total += (uint64_t)walks;
+            s->m.structured_mask_seconds += okv_now() - t0;
+            pthread_mutex_unlock(&s->mu);
+        }
         for (int i = 0, k = 0; i < nl; i++) {
             struct req *r = s->b_req[i];
             if (r->lp_prompt && r->plp_next == 0)   /* a one-token prompt: its entry before the first generated one */
@@ -914,10 +940,22 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                     /* structured output: only tokens that keep the JSON going, end of generation once it is
                      * complete; nothing left (complete with ignore_eos, or min_tokens holding the end back):
                      * the request ends here */
-                    if (r->json && okv_json_mask_cached(s->masks, &r->js, s->trie, s->eog_ids, r->ignore_eos ? 0 : s->n_eog,
-                                                        adj, s->vocab) == 0) {
-                        finish(s, r, OKV_FINISH_STOP, NULL);
-                        continue;
+                    if (r->json) {
+                        const double t0 = okv_now();
+                        uint64_t m0, m1, h;
+                        okv_json_mask_cache_stats(s->masks, &h, &m0);
+                        const int allowed = okv_json_mask_cached(s->masks, &r->js, s->trie, s->eog_ids,
+                                                                 r->ignore_eos ? 0 : s->n_eog, adj, s->vocab);
+                        okv_json_mask_cache_stats(s->masks, &h, &m1);
+                        pthread_mutex_lock(&s->mu);
+                        s->m.structured_masks_total++;
+                        s->m.structured_walks_total += m1 - m0;
+                        s->m.structured_mask_seconds += okv_now() - t0;
+                        pthread_mutex_unlock(&s->mu);
+                        if (allowed == 0) {
+                            finish(s, r, OKV_FINISH_STOP, NULL);
+                            continue;
+                        }
                     }
                     ls = adj;
                 }
@@ -1104,6 +1142,8 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->q_prev);
     okv_token_trie_free(s->trie);
     okv_json_mask_cache_free(s->masks);
+    okv_threadpool_free(s->mask_pool);
+    okv_free(s->mask_st);
     okv_free(s);
 }
 
@@ -1201,7 +1241,16 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         pthread_mutex_lock(&s->mu);
         enum okv_status ts = s->trie ? OKV_OK : okv_token_trie_build(s->tok, &s->trie);
         if (ts == OKV_OK && !s->masks)
-            ts = okv_json_mask_cache_create(s->vocab, 256, &s->masks);
+            ts = okv_json_mask_cache_create(s->vocab, MASK_SLOTS, &s->masks);
+        if (ts == OKV_OK && !s->mask_st && !(s->mask_st = okv_malloc(sizeof *s->mask_st * (size_t)s->max_seqs, OKV_TAG_SERVER)))
+            ts = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
+        if (ts == OKV_OK && !s->mask_pool) {
+            long nc = sysconf(_SC_NPROCESSORS_ONLN);
+            const char *ev = getenv("OKV_MASK_THREADS");   /* for measuring: 1 walks on the engine thread alone */
+            if (ev && atol(ev) > 0)
+                nc = atol(ev);
+            ts = okv_threadpool_create(nc < 1 ? 1 : nc > MASK_THREADS ? MASK_THREADS : (int)nc, &s->mask_pool);
+        }
         pthread_mutex_unlock(&s->mu);
         if (ts != OKV_OK) {
             req_free(r);

@@ -184,6 +184,13 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
     metric(&b, "oasiskv:spec_deferred_total", "counter",
            "Verify steps whose own token was dropped because it came from a row that read a stale predicted "
            "selection; the last accepted draft ran again (--kv-verify-defer).", label, (double)m.spec_deferred_total);
+    metric(&b, "oasiskv:structured_masks_total", "counter", "Structured output: token masks applied.", label,
+           (double)m.structured_masks_total);
+    metric(&b, "oasiskv:structured_walks_total", "counter",
+           "Structured output: masks computed by walking the vocabulary (the rest were cached by state).", label,
+           (double)m.structured_walks_total);
+    metric(&b, "oasiskv:structured_mask_seconds_total", "counter",
+           "Structured output: time the engine thread spent on token masks.", label, m.structured_mask_seconds);
     metric(&b, "oasiskv:kv_device_bytes", "gauge", "Bytes of the device KV tier in use.", label,
            (double)es->device_bytes);
     metric(&b, "oasiskv:kv_host_bytes", "gauge", "Bytes of the host KV tier in use.", label, (double)es->host_bytes);

@@ -9,6 +9,7 @@
  * cannot continue it, which is then read as structure. */
 #include "oasiskv/structured.h"
 #include "structured/schema_internal.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -628,54 +629,80 @@ enum okv_status okv_token_trie_build(const okv_tokenizer *tok, okv_token_trie **
     return OKV_OK;
 }
 
-int okv_json_mask(const struct okv_json_state *s, const okv_token_trie *t, const int32_t *eog, int n_eog, float *logits,
-                  int n)
+/* The ids allowed after state s as a bitset (bits[(n + 63) / 64], cleared first): a walk of the
+ * trie carrying the recognizer's state, pruned at the first byte that fails; the end-of-generation
+ * ids once the text is complete. Returns the number allowed, -1 when out of memory. Reads t and s
+ * only: several threads may walk at once. */
+static int mask_bits(const struct okv_json_state *s, const okv_token_trie *t, const int32_t *eog, int n_eog,
+                     uint64_t *bits, int n)
 {
-    /* which ids stay allowed: a walk of the trie carrying the recognizer's state, pruned at
-     * the first byte that fails; the allowed ids are marked by setting their logit aside */
-    uint8_t *ok = okv_calloc((size_t)n, 1, OKV_TAG_ENGINE);
+    memset(bits, 0, sizeof(uint64_t) * (((size_t)n + 63) / 64));
     struct frame {
         int32_t node;
         int32_t edge;   /* next edge to try */
         struct okv_json_state st;
     } *stk = okv_malloc(sizeof *stk * (size_t)(t->max_len + 2), OKV_TAG_ENGINE);
-    int allowed = 0;
-    if (ok && stk && !s->failed) {
-        int sp = 0;
+    if (!stk)
+        return -1;
+    int sp = s->failed ? -1 : 0;
+    if (sp == 0)
         stk[0] = (struct frame){0, 0, *s};
-        while (sp >= 0) {
-            struct frame *f = &stk[sp];
-            const struct trie_node *nd = &t->nodes[f->node];
-            if (f->edge >= nd->n_edges) {
-                sp--;
-                continue;
-            }
-            const int32_t ei = nd->first_edge + f->edge++;
-            struct okv_json_state st = f->st;
-            if (!okv_json_feed(&st, t->edge_byte[ei]))
-                continue;
-            const int32_t child = t->edge_node[ei];
-            const struct trie_node *cn = &t->nodes[child];
-            for (int32_t j = 0; j < cn->n_tok; j++) {
-                const int32_t id = t->toks[cn->first_tok + j];
-                if (id < n)
-                    ok[id] = 1;
-            }
-            stk[++sp] = (struct frame){child, 0, st};
+    while (sp >= 0) {
+        struct frame *f = &stk[sp];
+        const struct trie_node *nd = &t->nodes[f->node];
+        if (f->edge >= nd->n_edges) {
+            sp--;
+            continue;
         }
+        const int32_t ei = nd->first_edge + f->edge++;
+        struct okv_json_state st = f->st;
+        if (!okv_json_feed(&st, t->edge_byte[ei]))
+            continue;
+        const int32_t child = t->edge_node[ei];
+        const struct trie_node *cn = &t->nodes[child];
+        for (int32_t j = 0; j < cn->n_tok; j++) {
+            const int32_t id = t->toks[cn->first_tok + j];
+            if (id < n)
+                bits[id >> 6] |= 1ull << (id & 63);
+        }
+        stk[++sp] = (struct frame){child, 0, st};
     }
+    okv_free(stk);
     const bool done = okv_json_complete(s);
     for (int i = 0; i < n_eog; i++)
-        if (eog[i] >= 0 && eog[i] < n && ok)
-            ok[eog[i]] = done;
-    for (int i = 0; i < n; i++) {
-        if (ok && ok[i])
-            allowed++;
-        else
+        if (eog[i] >= 0 && eog[i] < n) {
+            if (done)
+                bits[eog[i] >> 6] |= 1ull << (eog[i] & 63);
+            else
+                bits[eog[i] >> 6] &= ~(1ull << (eog[i] & 63));
+        }
+    int allowed = 0;
+    for (size_t w = 0; w < ((size_t)n + 63) / 64; w++)
+        allowed += __builtin_popcountll(bits[w]);
+    return allowed;
+}
+
+/* logits[i] = -inf where bit i is clear */
+static void apply_bits(const uint64_t *bits, float *logits, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!((bits[i >> 6] >> (i & 63)) & 1))
             logits[i] = -INFINITY;
+}
+
+int okv_json_mask(const struct okv_json_state *s, const okv_token_trie *t, const int32_t *eog, int n_eog, float *logits,
+                  int n)
+{
+    uint64_t *bits = okv_malloc(sizeof(uint64_t) * (((size_t)n + 63) / 64 + 1), OKV_TAG_ENGINE);
+    const int allowed = bits ? mask_bits(s, t, eog, n_eog, bits, n) : -1;
+    if (allowed < 0) {   /* out of memory: nothing allowed (the request ends) */
+        for (int i = 0; i < n; i++)
+            logits[i] = -INFINITY;
+        okv_free(bits);
+        return 0;
     }
-    okv_free(ok);
-    okv_free(stk);
+    apply_bits(bits, logits, n);
+    okv_free(bits);
     return allowed;
 }
 
@@ -693,7 +720,6 @@ struct okv_json_mask_cache {
     struct mask_entry *e;
     uint64_t *bits;   /* slots x words */
     size_t words;
-    float *zeros;     /* n_vocab: a miss computes its mask here */
     uint64_t hits, misses;
 };
 
@@ -708,8 +734,7 @@ enum okv_status okv_json_mask_cache_create(int n_vocab, int slots, okv_json_mask
     c->words = ((size_t)n_vocab + 63) / 64;
     c->e = okv_calloc((size_t)c->slots, sizeof *c->e, OKV_TAG_ENGINE);
     c->bits = okv_malloc(sizeof(uint64_t) * c->words * (size_t)c->slots, OKV_TAG_ENGINE);
-    c->zeros = okv_malloc(sizeof(float) * (size_t)(n_vocab > 0 ? n_vocab : 1), OKV_TAG_ENGINE);
-    if (!c->e || !c->bits || !c->zeros) {
+    if (!c->e || !c->bits) {
         okv_json_mask_cache_free(c);
         return okv_set_error(OKV_ERR_NO_MEMORY, "structured output: no memory for the mask cache");
     }
@@ -725,7 +750,6 @@ void okv_json_mask_cache_free(okv_json_mask_cache *c)
         return;
     okv_free(c->e);
     okv_free(c->bits);
-    okv_free(c->zeros);
     okv_free(c);
 }
 
@@ -762,35 +786,41 @@ static void state_key(const struct okv_json_state *s, struct okv_json_state *k)
     k->cand = s->cand;
 }
 
+/* the slot of state s (its key in *k) */
+static struct mask_entry *slot_of(okv_json_mask_cache *c, const struct okv_json_state *s, int n_eog,
+                                  struct okv_json_state *k)
+{
+    state_key(s, k);
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)n_eog;   /* FNV-1a over the key's bytes */
+    const uint8_t *p = (const uint8_t *)k;
+    for (size_t i = 0; i < sizeof *k; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return &c->e[h % (uint64_t)c->slots];
+}
+
+static bool slot_holds(const struct mask_entry *e, const struct okv_json_state *k, int n_eog)
+{
+    return e->used && e->n_eog == n_eog && memcmp(&e->key, k, sizeof *k) == 0;
+}
+
 int okv_json_mask_cached(okv_json_mask_cache *c, const struct okv_json_state *s, const okv_token_trie *t,
                          const int32_t *eog, int n_eog, float *logits, int n)
 {
     if (!c || n != c->n_vocab)
         return okv_json_mask(s, t, eog, n_eog, logits, n);
     struct okv_json_state k;
-    state_key(s, &k);
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)n_eog;   /* FNV-1a over the key's bytes */
-    const uint8_t *p = (const uint8_t *)&k;
-    for (size_t i = 0; i < sizeof k; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    struct mask_entry *e = &c->e[h % (uint64_t)c->slots];
-    if (e->used && e->n_eog == n_eog && memcmp(&e->key, &k, sizeof k) == 0) {
+    struct mask_entry *e = slot_of(c, s, n_eog, &k);
+    if (slot_holds(e, &k, n_eog)) {
         c->hits++;
-        for (int i = 0; i < n; i++)
-            if (!((e->bits[i >> 6] >> (i & 63)) & 1))
-                logits[i] = -INFINITY;
+        apply_bits(e->bits, logits, n);
         return e->allowed;
     }
     c->misses++;
-    /* the mask of zeros (logits that are -inf already must not read as refused by the grammar) */
-    memset(c->zeros, 0, sizeof(float) * (size_t)n);
-    const int allowed = okv_json_mask(s, t, eog, n_eog, c->zeros, n);
-    memset(e->bits, 0, sizeof(uint64_t) * c->words);
-    for (int i = 0; i < n; i++)
-        if (!isinf(c->zeros[i]))
-            e->bits[i >> 6] |= 1ull << (i & 63);
-        else
-            logits[i] = -INFINITY;
+    e->used = false;
+    const int allowed = mask_bits(s, t, eog, n_eog, e->bits, n);
+    if (allowed < 0)
+        return okv_json_mask(s, t, eog, n_eog, logits, n);   /* out of memory: its own answer (nothing allowed) */
+    apply_bits(e->bits, logits, n);
     e->used = true;
     e->n_eog = n_eog;
     e->allowed = allowed;
@@ -798,3 +828,68 @@ int okv_json_mask_cached(okv_json_mask_cache *c, const struct okv_json_state *s,
     return allowed;
 }
 
+/* ---- filling the cache on several threads ---- */
+
+struct fill_job {
+    const okv_token_trie *t;
+    const int32_t *eog;
+    int n_eog, n;
+    const struct okv_json_state *const *st;   /* the missing states */
+    uint64_t *bits;                           /* [n_miss][words] */
+    int *allowed;
+    size_t words;
+};
+
+static void fill_one(void *ctx, int64_t i)
+{
+    struct fill_job *f = ctx;
+    f->allowed[i] = mask_bits(f->st[i], f->t, f->eog, f->n_eog, f->bits + f->words * (size_t)i, f->n);
+}
+
+int okv_json_mask_cache_fill(okv_json_mask_cache *c, const struct okv_json_state *const *s, int n_states,
+                             const okv_token_trie *t, const int32_t *eog, int n_eog, struct okv_threadpool *pool)
+{
+    if (!c || n_states <= 0)
+        return 0;
+    const struct okv_json_state **miss = okv_malloc(sizeof *miss * (size_t)n_states, OKV_TAG_ENGINE);
+    struct okv_json_state *keys = okv_malloc(sizeof *keys * (size_t)n_states, OKV_TAG_ENGINE);
+    struct mask_entry **slots = okv_malloc(sizeof *slots * (size_t)n_states, OKV_TAG_ENGINE);
+    int n_miss = 0;
+    if (miss && keys && slots)
+        for (int i = 0; i < n_states; i++) {
+            struct mask_entry *e = slot_of(c, s[i], n_eog, &keys[n_miss]);
+            if (slot_holds(e, &keys[n_miss], n_eog))
+                continue;
+            bool dup = false;   /* two requests in one state: one walk */
+            for (int m = 0; m < n_miss && !dup; m++)
+                dup = memcmp(&keys[m], &keys[n_miss], sizeof *keys) == 0;
+            if (dup)
+                continue;
+            slots[n_miss] = e;
+            miss[n_miss++] = s[i];
+        }
+    uint64_t *bits = n_miss ? okv_malloc(sizeof(uint64_t) * c->words * (size_t)n_miss, OKV_TAG_ENGINE) : NULL;
+    int *allowed = n_miss ? okv_malloc(sizeof(int) * (size_t)n_miss, OKV_TAG_ENGINE) : NULL;
+    int filled = 0;
+    if (bits && allowed) {
+        struct fill_job f = {t, eog, n_eog, c->n_vocab, miss, bits, allowed, c->words};
+        okv_parallel_for(pool, n_miss, fill_one, &f);
+        for (int m = 0; m < n_miss; m++) {   /* two misses of one slot: the later one stays */
+            if (allowed[m] < 0)
+                continue;
+            struct mask_entry *e = slots[m];
+            memcpy(e->bits, bits + c->words * (size_t)m, sizeof(uint64_t) * c->words);
+            e->used = true;
+            e->n_eog = n_eog;
+            e->allowed = allowed[m];
+            e->key = keys[m];
+            filled++;
+        }
+    }
+    okv_free(bits);
+    okv_free(allowed);
+    okv_free(miss);
+    okv_free(keys);
+    okv_free(slots);
+    return filled;
+}
