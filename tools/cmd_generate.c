@@ -3,6 +3,7 @@
 #include "oasiskv/backend.h"
 #include "oasiskv/engine.h"
 #include "oasiskv/generate.h"
+#include "oasiskv/structured.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,10 @@ static const char *help =
     "                         sparse with --draft, greedy: a verify step whose drafted rows read the predicted set\n"
     "                         drops its own token and runs its last accepted draft again on a fresh prediction,\n"
     "                         the dropped token drafted again after it (default: on)\n"
+    "  --json-object          structured output: the text is a JSON object (the server's response_format\n"
+    "                         json_object); not with --draft\n"
+    "  --json-schema FILE     structured output: the text is an instance of the JSON schema in FILE (the subset\n"
+    "                         the server takes; - for standard input)\n"
     "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 
@@ -103,6 +108,7 @@ int cmd_generate(int argc, char **argv)
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     const char *stops[16];
     int n_stop = 0;
+    char *schema_text = NULL;   /* --json-schema FILE's text */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -171,6 +177,11 @@ int cmd_generate(int argc, char **argv)
             block = cli_int(a, cli_value(argc, argv, &i), 1, 256);
         } else if (!strcmp(a, "--prefill-chunk")) {
             chunk = cli_int(a, cli_value(argc, argv, &i), 1, 1 << 16);
+        } else if (!strcmp(a, "--json-object")) {
+            gp.json_object = true;
+        } else if (!strcmp(a, "--json-schema")) {
+            okv_free(schema_text);
+            schema_text = cli_read_text(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--kv-budget")) {
@@ -270,6 +281,16 @@ int cmd_generate(int argc, char **argv)
     if (host_fp8 && kv_budget == 0)
         fprintf(stderr, "oasiskv generate: note: --kv-host-dtype fp8 applies to the host tier of sparse mode (--kv-budget N); dense "
                         "generation has none\n");
+    okv_json_schema *schema = NULL;
+    if (schema_text) {
+        if (okv_json_schema_compile(schema_text, strlen(schema_text), &schema) != OKV_OK)
+            cli_die("--json-schema: %s", okv_last_error());
+        gp.json_schema = schema;
+    }
+    if ((gp.json_object || schema) && !tok)
+        cli_die("--json-object / --json-schema: %s has no tokenizer (tokenizer.json)", model_path);
+    if ((gp.json_object || schema) && draft)
+        cli_die("--json-object / --json-schema run without --draft");
     okv_backend *be = cli_backend(device, threads, tp, &m->cfg);
     int need = (int)n_ids + gp.max_tokens;
     if (need > max_ctx)
@@ -351,6 +372,8 @@ int cmd_generate(int argc, char **argv)
     okv_free(ids);
     okv_free(prompt_buf);
     okv_free(ids_buf);
+    okv_free(schema_text);
+    okv_json_schema_free(schema);
     okv_drafter_free(drafter);
     okv_engine_free(e);
     okv_backend_free(be);

@@ -28,6 +28,11 @@ struct okv_gen_params {
     bool spec_adaptive;             /* draft 0..spec_tokens a step, as okv_spec_len chooses */
     const struct okv_spec_cost *spec_cost;   /* spec_adaptive: NULL: the costs measured in this call; else these,
                                                 as they are (costs known beforehand; tests) */
+    /* structured output (needs the tokenizer; not with a drafter): each token keeps the text a prefix of a JSON
+     * object (json_object) or of an instance of json_schema (borrowed; oasiskv/structured.h), the end of generation
+     * allowed once it is complete; a complete text with ignore_eos ends with finish_reason "stop" */
+    bool json_object;
+    const struct okv_json_schema *json_schema;
 };
 
 /* Called for each generated token with the new text it completes (may be empty,

@@ -10,6 +10,7 @@
  * drafts and the target's token one by one through the same checks as plain
  * decoding (end of generation, stop strings, callback, max_tokens). */
 #include "oasiskv/generate.h"
+#include "oasiskv/structured.h"
 #include "engine/stopstr.h"
 
 #include <string.h>
@@ -133,6 +134,56 @@ static enum okv_status decode_plain(okv_engine *e, int seq, struct gen_out *g, f
             return st;
         id = next;
     }
+}
+
+/* Structured output: one forward per token with its logits on the host, masked by the JSON
+ * recognizer's state (oasiskv/structured.h), then sampled; logits holds the prefill's last row
+ * and has room for 2 * vocab floats. */
+static enum okv_status decode_json(okv_engine *e, int seq, struct gen_out *g, float *logits, int vocab)
+{
+    const struct okv_gen_params *p = g->p;
+    okv_token_trie *trie = NULL;
+    enum okv_status st = okv_token_trie_build(g->tok, &trie);
+    if (st != OKV_OK)
+        return st;
+    const int nv = okv_tokenizer_n_vocab(g->tok) < vocab ? okv_tokenizer_n_vocab(g->tok) : vocab;
+    int32_t *eog = okv_malloc(sizeof(int32_t) * (size_t)(nv + 1), OKV_TAG_ENGINE);
+    int n_eog = 0;
+    if (!eog) {
+        okv_token_trie_free(trie);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "generate: out of memory");
+    }
+    for (int id = 0; id < nv && !p->ignore_eos; id++)
+        if (okv_tokenizer_is_eog(g->tok, id))
+            eog[n_eog++] = id;
+    struct okv_json_state js;
+    if (p->json_schema)
+        okv_json_init_schema(&js, p->json_schema);
+    else
+        okv_json_init(&js, true);
+    struct okv_rng rng;
+    okv_rng_seed(&rng, p->sampling.seed);
+    for (;;) {
+        if (okv_json_mask(&js, trie, eog, n_eog, logits, vocab) == 0) {   /* complete, and nothing may follow */
+            g->res->finish_reason = "stop";
+            break;
+        }
+        const int32_t id = okv_sample(logits, vocab, &p->sampling, &rng, logits + vocab);
+        int nb = 0;
+        const uint8_t *by = okv_token_trie_bytes(trie, id, &nb);
+        okv_json_feed_n(&js, by, (size_t)nb);
+        bool done;
+        if ((st = emit_token(g, id, &done)) != OKV_OK || done)
+            break;
+        int32_t one_id = id, one_seq = seq;
+        uint8_t one_want = 1;
+        struct okv_batch b = {1, &one_id, &one_seq, &one_want, NULL};
+        if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
+            break;
+    }
+    okv_free(eog);
+    okv_token_trie_free(trie);
+    return st;
 }
 
 /* Speculative decoding; logits holds the prefill's last row. */
@@ -276,6 +327,11 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
     if (p->drafter && (p->spec_tokens < 0 || p->spec_tokens > OKV_SPEC_MAX_TOKENS))
         return okv_set_error(OKV_ERR_INVALID_ARG, "generate: spec_tokens %d must be in [1, %d]", p->spec_tokens,
                              OKV_SPEC_MAX_TOKENS);
+    const bool json = p->json_object || p->json_schema;
+    if (json && !tok)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "generate: structured output needs the model's tokenizer");
+    if (json && p->drafter)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "generate: structured output runs without speculative decoding (a drafter)");
     if (p->drafter && okv_engine_max_batch_tokens(e) < 2)
         return okv_set_error(OKV_ERR_INVALID_ARG, "generate: speculative decoding needs batches of 2 rows or more (engine has %d)",
                              okv_engine_max_batch_tokens(e));
@@ -310,6 +366,8 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
     res->finish_reason = "length";
     if (p->drafter)
         st = decode_spec(e, seq, &g, prompt, n_prompt, logits, vocab);
+    else if (json)
+        st = decode_json(e, seq, &g, logits, vocab);
     else
         st = decode_plain(e, seq, &g, logits, vocab);
     if (st != OKV_OK)
