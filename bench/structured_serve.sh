@@ -2,9 +2,10 @@
 # Structured output under load: `oasiskv serve` answers C concurrent chat requests with response_format
 # json_object (and, as the baseline, the same requests unconstrained), N requests in all; one row a server.
 # Each row: the wall time, completion tokens/s, how many answers parse as JSON objects, and from the
-# server's /metrics the masks applied, the trie walks among them, and the engine thread's time a mask. The structured rows run with the
-# masks' pool of threads (the default) and with OKV_MASK_THREADS=1 (every missing mask walked on the
-# engine thread, one request after another).
+# server's /metrics the rows sampled on the host, the structured masks made by walking the vocabulary
+# (the rest came from the cache), and the engine thread's time a host-sampled row (masks, draws). The
+# structured rows run with the host sampling's pool of threads (the default) and with OKV_HOST_THREADS=1
+# (every row masked and drawn on the engine thread, one request after another).
 #   bench/structured_serve.sh BUILD_DIR "MODEL ARGS" CONCURRENCY N_REQUESTS [MAX_TOKENS] [extra serve args]
 # Example (CPU): bench/structured_serve.sh build "-m models/SmolLM2-135M-Instruct.Q4_1.gguf" 8 16 128
 set -u
@@ -12,9 +13,9 @@ B=$1; MODEL=$2; C=$3; N=$4; MAXT=${5:-200}; EXTRA=${6:-}
 OUT=${OUT:-/tmp/okv_out}
 mkdir -p "$OUT"
 port=${PORT0:-18700}
-echo "| run | concurrency | requests | wall s | completion tok/s | JSON objects | masks | walks | engine thread ms a mask |"
+echo "| run | concurrency | requests | wall s | completion tok/s | JSON objects | host rows | walks | engine thread ms a row |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for run in "plain|" "json, mask pool|" "json, engine thread alone|OKV_MASK_THREADS=1"; do
+for run in "plain|" "json, host pool|" "json, engine thread alone|OKV_HOST_THREADS=1"; do
   name=${run%%|*}; envs=${run#*|}
   port=$((port + 1))
   log="$OUT/structured_${port}.log"
@@ -48,11 +49,11 @@ dt = time.time() - t0
 toks = sum(r[0] for r in res)
 m = {}
 for line in urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode().splitlines():
-    if line.startswith("oasiskv:structured_"):
+    if line.startswith("oasiskv:structured_") or line.startswith("oasiskv:host_sampl"):
         k, v = line.split()[0].split("{")[0], float(line.split()[-1])
         m[k] = v
-nm = m.get("oasiskv:structured_masks_total", 0)
-ms = 1e3 * m.get("oasiskv:structured_mask_seconds_total", 0) / nm if nm else 0
+nm = m.get("oasiskv:host_sampled_rows_total", 0)
+ms = 1e3 * m.get("oasiskv:host_sampling_seconds_total", 0) / nm if nm else 0
 print(f"| {name} | {conc} | {n} | {dt:.1f} | {toks / dt:.1f} | {sum(r[1] for r in res)} of {n} | {nm:.0f} | "
       f"{m.get('oasiskv:structured_walks_total', 0):.0f} | {ms:.3f} |")
 PY

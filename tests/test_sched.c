@@ -301,6 +301,45 @@ static void test_extras(okv_engine *e, const struct okv_model_config *c, const i
           "penalties and logit_bias through the scheduler = the adjusted greedy loop (%d tokens)", adj.n);
     CHECK(differ > 0, "the adjustments changed the greedy tokens (%d of %d differ)", differ, EX_GEN);
 
+    /* four requests sampled on the host in one step (penalties, min_p: drawn on the host pool, each with its
+     * own random numbers): each one's tokens equal the same request run alone */
+    {
+        struct okv_sched_request four[4];
+        static struct out alone[4], together[4];
+        for (int i = 0; i < 4; i++) {
+            four[i] = base;
+            four[i].sampling = (struct okv_sampling){.temperature = i % 2 ? 0.9f : 0.0f, .top_p = i == 3 ? 0.8f : 1.0f,
+                                                     .seed = 11u + (uint64_t)i, .min_p = i % 2 ? 0.02f : 0.0f};
+            four[i].adjust = (struct okv_logit_adjust){.frequency_penalty = 0.2f * (float)(i + 1)};
+            four[i].on_token = on_token;
+            four[i].on_finish = on_finish;
+            ex_run(e, &four[i], &alone[i]);
+        }
+        struct okv_sched_params sp = {.max_num_seqs = 4, .max_num_batched_tokens = 64};
+        okv_sched *s = NULL;
+        CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
+        uint64_t id;
+        for (int i = 0; s && i < 4; i++) {
+            memset(&together[i], 0, sizeof together[i]);
+            four[i].user = &together[i];
+            CHECK(okv_sched_submit(s, &four[i], &id) == OKV_OK, "submit: %s", okv_last_error());
+        }
+        bool busy = s != NULL;
+        for (int step = 0; busy && step < 5000; step++)
+            CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
+        struct okv_sched_metrics mt = {0};
+        if (s)
+            okv_sched_metrics(s, &mt);
+        okv_sched_free(s);
+        int same = 0;
+        for (int i = 0; i < 4; i++)
+            same += together[i].done && together[i].n == EX_GEN && alone[i].n == EX_GEN &&
+                    !memcmp(together[i].toks, alone[i].toks, sizeof(int32_t) * EX_GEN);
+        CHECK(same == 4, "host-sampled requests together equal each alone (%d of 4)", same);
+        CHECK(mt.host_sampled_rows_total >= 4 * EX_GEN, "the rows were sampled on the host (%llu)",
+              (unsigned long long)mt.host_sampled_rows_total);
+    }
+
     /* stop_token_ids end the generation at that id (not part of the output) ... (on the adjusted
      * request: this model's plain greedy output repeats one id) */
     int first = 2;   /* the first id, from the third on, not generated before it */

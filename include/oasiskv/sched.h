@@ -154,9 +154,10 @@ struct okv_sched_metrics {
     uint64_t spec_draft_tokens_total;
     uint64_t spec_accepted_tokens_total;
     uint64_t spec_deferred_total;        /* verify steps whose own token was dropped (verify_defer) */
+    uint64_t host_sampled_rows_total;    /* rows sampled on the host without drafts (adjustments, min_p, structure) */
+    double host_sampling_seconds;        /* the engine thread's time on them (masks, adjustments, draws; on a pool) */
     uint64_t structured_masks_total;     /* structured output: masks applied */
-    uint64_t structured_walks_total;     /* of the masks, walks of the vocabulary's trie (the rest came from the cache) */
-    double structured_mask_seconds;      /* time the engine thread spent on the masks (walks on the pool included) */
+    uint64_t structured_walks_total;     /* masks made by walking the vocabulary's trie once a step (the rest: cached) */
     struct okv_engine_stats engine;      /* the engine's counters after the last step */
 };
 

@@ -95,6 +95,10 @@ void okv_json_mask_cache_free(okv_json_mask_cache *c);   /* NULL is fine */
 int okv_json_mask_cached(okv_json_mask_cache *c, const struct okv_json_state *s, const okv_token_trie *t,
                          const int32_t *eog, int n_eog, float *logits, int n);
 void okv_json_mask_cache_stats(const okv_json_mask_cache *c, uint64_t *hits, uint64_t *misses);
+/* The cached mask of state s applied to logits, its count of allowed ids returned; -1 (logits
+ * untouched) when the cache lacks it. Reads the cache only (nothing counted): several threads may
+ * look up at once while none changes it. */
+int okv_json_mask_lookup(const okv_json_mask_cache *c, const struct okv_json_state *s, int n_eog, float *logits, int n);
 /* Put the masks of the states s[0..n_states) that the cache lacks into it, walking the trie for
  * each distinct one on pool's threads (NULL: this thread alone), so that a step's requests then
  * find their masks there (unless two of them fall in one slot). Returns the number of masks put. */

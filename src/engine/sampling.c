@@ -185,6 +185,67 @@ static int cand_cmp(const void *a, const void *b)
     return x->id - y->id;
 }
 
+/* The candidates that hold the sorted prefix the filters keep, sorted into c (logit descending, id
+ * ascending); returns their count. A histogram of z = (l - max) / T in PRE_BINS bins of PRE_NATS / PRE_BINS
+ * nats (a bin is a monotone function of the logit, the last one taking everything below) bounds the
+ * prefix: top_k's by the bin where the count reaches k, min_p's by the bin of ln(min_p) (the tighter of
+ * the two: top_p is measured against the mass of their prefix, which must be whole); top_p alone by the
+ * bin where the mass of every logit reaches top_p; a bin of margin for rounding. The logits in the bins up
+ * to the bound are gathered and sorted: a few instead of the whole vocabulary when the distribution has a
+ * head. *full_sum: the mass of every logit (float terms, double sum), top_p alone's normaliser. */
+#define PRE_BINS 1024
+#define PRE_NATS 40.0f
+static int candidates(const float *logits, int n, float mx, float inv_t, int k, bool use_p, float top_p, bool use_min_p,
+                      float min_p, struct cand *c, double *full_sum)
+{
+    uint32_t cnt[PRE_BINS] = {0};
+    double mass[PRE_BINS] = {0};
+    const float scale = (float)PRE_BINS / PRE_NATS;
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        const float z = (logits[i] - mx) * inv_t;
+        float b = -z * scale;
+        const int bi = b < (float)(PRE_BINS - 1) ? (int)b : PRE_BINS - 1;   /* -inf and NaN: the last bin */
+        const double e = (double)expf(z);
+        cnt[bi]++;
+        mass[bi] += e;
+        total += e;
+    }
+    *full_sum = total;
+    int bound = PRE_BINS - 1;
+    if (k < n) {
+        uint32_t acc = 0;
+        for (int b = 0; b < PRE_BINS; b++)
+            if ((acc += cnt[b]) >= (uint32_t)k) {
+                bound = b;
+                break;
+            }
+    }
+    if (use_min_p) {
+        const float b = -logf(min_p) * scale + 1.0f;
+        const int bm = b < (float)(PRE_BINS - 1) ? (int)b : PRE_BINS - 1;
+        bound = bm < bound ? bm : bound;
+    }
+    if (use_p && k == n && !use_min_p) {   /* top_p alone (with top_k or min_p, their prefix holds the mass
+                                                   top_p is measured against) */
+        double acc = 0;
+        for (int b = 0; b < PRE_BINS; b++)
+            if ((acc += mass[b]) >= (double)top_p * total * (1.0 + 1e-6)) {
+                bound = b + 1 < bound ? b + 1 : bound;
+                break;
+            }
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        const float b = -((logits[i] - mx) * inv_t) * scale;
+        const int bi = b < (float)(PRE_BINS - 1) ? (int)b : PRE_BINS - 1;
+        if (bi <= bound)
+            c[m++] = (struct cand){logits[i], i};
+    }
+    qsort(c, (size_t)m, sizeof *c, cand_cmp);
+    return m;
+}
+
 void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p, float *probs)
 {
     memset(probs, 0, sizeof(float) * (size_t)n);
@@ -196,8 +257,8 @@ void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p
     int k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
     bool use_p = p->top_p > 0.0f && p->top_p < 1.0f;
     const bool use_min_p = p->min_p > 0.0f;
+    const float mx = logits[okv_argmax(logits, n)];
     if (k == n && !use_p && !use_min_p) {
-        float mx = logits[okv_argmax(logits, n)];
         double sum = 0;
         for (int i = 0; i < n; i++) {
             probs[i] = expf((logits[i] - mx) * inv_t);
@@ -212,11 +273,10 @@ void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p
         probs[okv_argmax(logits, n)] = 1.0f;
         return;
     }
-    for (int i = 0; i < n; i++) {
-        c[i].logit = logits[i];
-        c[i].id = i;
-    }
-    qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    double full_sum = 0;
+    const bool whole = k == n && !use_min_p;   /* top_p alone: normalised over every logit */
+    const int m = candidates(logits, n, mx, inv_t, k, use_p, p->top_p, use_min_p, p->min_p, c, &full_sum);
+    k = k < m ? k : m;
     if (use_min_p)   /* min_p first (vLLM's order): the candidates at least min_p x the most likely */
         for (int i = 1; i < k; i++)
             if (exp((double)(c[i].logit - c[0].logit) * inv_t) < (double)p->min_p) {
@@ -224,8 +284,12 @@ void okv_sampling_probs(const float *logits, int n, const struct okv_sampling *p
                 break;
             }
     double sum = 0;
-    for (int i = 0; i < k; i++)
-        sum += exp((double)(c[i].logit - c[0].logit) * inv_t);
+    if (whole) {
+        sum = full_sum;
+    } else {
+        for (int i = 0; i < k; i++)
+            sum += exp((double)(c[i].logit - c[0].logit) * inv_t);
+    }
     int keep = k;
     if (use_p) {
         double cum = 0;
@@ -249,6 +313,28 @@ int32_t okv_sample_u(const float *logits, int n, const struct okv_sampling *p, d
 {
     if (p->temperature <= 0.0f)
         return okv_argmax(logits, n);
+    const bool plain = !(p->top_k > 0 && p->top_k < n) && !(p->top_p > 0.0f && p->top_p < 1.0f) && !(p->min_p > 0.0f);
+    if (plain) {   /* okv_sampling_probs's softmax, normalised as the walk goes: the same draws, two passes fewer */
+        const int32_t best = okv_argmax(logits, n);
+        const float mx = logits[best], inv_t = 1.0f / p->temperature;
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            scratch[i] = expf((logits[i] - mx) * inv_t);
+            sum += scratch[i];
+        }
+        double cum = 0;
+        int32_t last = -1;
+        for (int i = 0; i < n; i++) {
+            const float pi = (float)(scratch[i] / sum);
+            if (pi <= 0.0f)
+                continue;
+            cum += pi;
+            last = i;
+            if (u < cum)
+                return i;
+        }
+        return last >= 0 ? last : best;
+    }
     okv_sampling_probs(logits, n, p, scratch);
     double cum = 0;
     int32_t last = -1;

@@ -19,9 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* structured output: masks kept by state, and the threads that walk a step's missing ones */
-#define MASK_SLOTS 1024
-#define MASK_THREADS 16
+#define MASK_SLOTS 1024   /* structured output: masks kept by state */
+#define HOST_THREADS 16   /* at most, sampling rows on the host */
 
 /* vLLM's histogram buckets, so that dashboards built for it read ours. */
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
@@ -96,8 +95,18 @@ struct okv_sched {
     const okv_tokenizer *tok;
     okv_token_trie *trie;    /* the vocabulary's bytes, for structured output (built at the first such request, under mu) */
     okv_json_mask_cache *masks;   /* structured output's masks by state (with the trie; the engine thread uses it) */
-    okv_threadpool *mask_pool;    /* the threads that walk a step's missing masks at once (with the trie) */
-    const struct okv_json_state **mask_st;   /* [max_seqs] a step's structured states (engine thread) */
+    /* rows sampled on the host (logit adjustments, min_p, structured output, drafts' steps): their masks,
+     * adjustments and draws run on a pool of threads (engine thread; made at the first step with two) */
+    okv_threadpool *host_pool;
+    bool host_pool_tried;
+    int hs_workers;               /* scratch sets below (the pool's size) */
+    float *hs_scratch;            /* [hs_workers][2 * vocab]: a row's adjusted logits, then the sampler's scratch */
+    int *hs_counts;               /* [hs_workers][vocab] zeros: the adjustments' counts */
+    const struct okv_json_state **mask_st;   /* [max_seqs] a step's structured states */
+    struct hs_row { struct req *r; const float *lg; int i; } *hs_rows;   /* [max_seqs] this step's */
+    int32_t *hs_id;               /* [max_seqs] by logit row i: the id drawn, -1: structured output ends the request */
+    _Atomic int hs_next;          /* the next of hs_rows to take */
+    int hs_n;
     int max_seqs, max_batch, vocab, max_ctx;
     int max_lp_rows;         /* prompt rows a step brings logits of (okv_sched_params.max_prompt_logit_rows) */
 
@@ -235,6 +244,9 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     const size_t ns = (size_t)s->max_seqs, nb = (size_t)s->max_batch;
     s->running = okv_calloc(ns, sizeof *s->running, OKV_TAG_SERVER);
     s->b_req = okv_calloc(ns, sizeof *s->b_req, OKV_TAG_SERVER);
+    s->hs_rows = okv_calloc(ns, sizeof *s->hs_rows, OKV_TAG_SERVER);
+    s->hs_id = okv_calloc(ns, sizeof *s->hs_id, OKV_TAG_SERVER);
+    s->mask_st = okv_calloc(ns, sizeof *s->mask_st, OKV_TAG_SERVER);
     s->b_all = okv_calloc(ns, sizeof *s->b_all, OKV_TAG_SERVER);
     s->b_take = okv_calloc(ns, sizeof *s->b_take, OKV_TAG_SERVER);
     s->b_tok = okv_calloc(nb, sizeof *s->b_tok, OKV_TAG_SERVER);
@@ -285,7 +297,8 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     }
     if (!s->running || !s->b_req || !s->b_all || !s->b_take || !s->b_tok || !s->b_seq || !s->b_want || !s->b_params ||
         !s->b_u || !s->b_copy || !s->b_ids || !s->b_rng || !s->b_draft || !s->b_first || !s->b_row1 || !s->b_lidx ||
-        !s->v_scratch || !s->a_counts || (tok && !s->eog_ids) || !s->q_req || !s->q_req2 || !s->q_cp || !s->q_cp2 || !s->q_prev) {
+        !s->v_scratch || !s->a_counts || (tok && !s->eog_ids) || !s->q_req || !s->q_req2 || !s->q_cp || !s->q_cp2 || !s->q_prev ||
+        !s->hs_rows || !s->hs_id || !s->mask_st) {
         okv_sched_free(s);
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     }
@@ -623,6 +636,102 @@ static void report_first_prompt(struct req *r)
 
 /* One sampled token of request r: stream it, and finish r when it is done. lg: the
  * logits row it was drawn from when the step brought logits to the host (NULL: none). */
+/* One pool worker of host_sample_rows: rows taken in turn, with scratch set w. */
+static void hs_worker(void *ctx, int64_t w)
+{
+    okv_sched *s = ctx;
+    float *adj = s->hs_scratch + (size_t)w * 2 * (size_t)s->vocab, *scratch = adj + s->vocab;
+    int *counts = s->hs_counts + (size_t)w * (size_t)s->vocab;
+    for (int j; (j = atomic_fetch_add(&s->hs_next, 1)) < s->hs_n;) {
+        struct req *r = s->hs_rows[j].r;
+        const float *ls = s->hs_rows[j].lg;
+        const bool adjust = okv_logit_adjust_active(&r->adjust);
+        int32_t id = 0;
+        if (adjust || r->json) {   /* on a copy: log-probabilities stay the model's */
+            memcpy(adj, ls, sizeof(float) * (size_t)s->vocab);
+            if (adjust)
+                okv_logit_adjust_apply(&r->adjust, adj, s->vocab, r->toks, r->n_prompt, r->n_gen, r->mask_ids, r->n_mask,
+                                       counts);
+            /* structured output: only tokens that keep the JSON going, end of generation once it is complete;
+             * nothing left (complete with ignore_eos, or min_tokens holding the end back): the request ends */
+            if (r->json) {
+                const int n_eog = r->ignore_eos ? 0 : s->n_eog;
+                int allowed = okv_json_mask_lookup(s->masks, &r->js, n_eog, adj, s->vocab);
+                if (allowed < 0)   /* its slot taken by another state of this step: walked here */
+                    allowed = okv_json_mask(&r->js, s->trie, s->eog_ids, n_eog, adj, s->vocab);
+                if (allowed == 0)
+                    id = -1;
+            }
+            ls = adj;
+        }
+        s->hs_id[s->hs_rows[j].i] = id < 0 ? -1 : okv_sample(ls, s->vocab, &r->sampling, &r->rng, scratch);
+    }
+}
+
+/* The draws of a step's rows sampled on the host without drafts (logit adjustments, structured output's
+ * masks, the sampler; each request's own random numbers, so the same draws in any order), into
+ * hs_id[i] by logit row i, on the host pool: first the structured masks this step lacks, each distinct
+ * state walked once (okv_json_mask_cache_fill), then the rows, taken in turn by the pool's workers. */
+static void host_sample_rows(okv_sched *s, int nl, bool host, bool mixed)
+{
+    const double t0 = okv_now();
+    int nh = 0, n_json = 0;
+    for (int i = 0, k = 0; i < nl; i++) {   /* each row's logits: as the collecting loop finds them */
+        struct req *r = s->b_req[i];
+        const bool copied = host || (mixed && (r->lp_gen || r->host_sample));
+        const int li = host ? s->b_first[i] : copied ? k++ : -1;
+        if ((host || (mixed && r->host_sample)) && r->n_drafts == 0) {
+            s->hs_rows[nh++] = (struct hs_row){r, s->v_logits + (size_t)li * (size_t)s->vocab, i};
+            n_json += r->json;
+        }
+    }
+    if (nh == 0)
+        return;
+    if (nh > 1 && !s->host_pool_tried) {   /* the pool, at the first step with two such rows */
+        s->host_pool_tried = true;
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        const char *ev = getenv("OKV_HOST_THREADS");   /* for measuring: 1 samples on the engine thread alone */
+        if (ev && atol(ev) > 0)
+            nc = atol(ev);
+        const int nt = nc < 1 ? 1 : nc > HOST_THREADS ? HOST_THREADS : (int)nc;
+        float *sc = nt > 1 ? okv_malloc(sizeof(float) * 2 * (size_t)s->vocab * (size_t)nt, OKV_TAG_SERVER) : NULL;
+        int *cn = sc ? okv_calloc((size_t)s->vocab * (size_t)nt, sizeof(int), OKV_TAG_SERVER) : NULL;
+        if (cn && okv_threadpool_create(nt, &s->host_pool) == OKV_OK) {
+            s->hs_scratch = sc;
+            s->hs_counts = cn;
+            s->hs_workers = nt;
+        } else {   /* one worker: the engine thread, with the scheduler's own scratch */
+            okv_free(sc);
+            okv_free(cn);
+            s->host_pool = NULL;
+        }
+    }
+    if (!s->host_pool) {
+        s->hs_scratch = s->v_scratch;   /* [2 * vocab] */
+        s->hs_counts = s->a_counts;
+        s->hs_workers = 1;
+    }
+    int walks = 0;
+    if (n_json && s->masks)
+        for (int eos = 0; eos < 2; eos++) {
+            int ns = 0;
+            for (int j = 0; j < nh; j++)
+                if (s->hs_rows[j].r->json && s->hs_rows[j].r->ignore_eos == !eos)
+                    s->mask_st[ns++] = &s->hs_rows[j].r->js;
+            walks += okv_json_mask_cache_fill(s->masks, s->mask_st, ns, s->trie, s->eog_ids, eos ? s->n_eog : 0,
+                                              s->host_pool);
+        }
+    s->hs_n = nh;
+    atomic_store(&s->hs_next, 0);
+    okv_parallel_for(s->host_pool, nh < s->hs_workers ? nh : s->hs_workers, hs_worker, s);
+    pthread_mutex_lock(&s->mu);
+    s->m.host_sampled_rows_total += (uint64_t)nh;
+    s->m.host_sampling_seconds += okv_now() - t0;
+    s->m.structured_masks_total += (uint64_t)n_json;
+    s->m.structured_walks_total += (uint64_t)walks;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const float *lg)
 {
     double now = okv_now();
@@ -892,24 +1001,7 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             /* full blocks of accepted tokens join the prefix cache (drafts past n_toks wait for verification) */
             okv_engine_prefix_register(s->e, r->seq, r->toks, r->n_computed < r->n_toks ? r->n_computed : r->n_toks);
         }
-        if (s->masks) {   /* the structured requests' masks this step lacks: walked on several threads at once */
-            const double t0 = okv_now();
-            int walks = 0;
-            for (int eos = 0; eos < 2; eos++) {
-                int ns = 0;
-                for (int i = 0; i < nl; i++) {
-                    const struct req *r = s->b_req[i];
-                    if (r->json && r->n_drafts == 0 && (host || (mixed && r->host_sample)) && r->ignore_eos == !eos)
-                        s->mask_st[ns++] = &r->js;
-                }
-                walks += okv_json_mask_cache_fill(s->masks, s->mask_st, ns, s->trie, s->eog_ids, eos ? s->n_eog : 0,
-                                                  s->mask_pool);
-            }
-            pthread_mutex_lock(&s->mu);
-            s->m.structured_walks_total += (uint64_t)walks;
-            s->m.structured_mask_seconds += okv_now() - t0;
-            pthread_mutex_unlock(&s->mu);
-        }
+        host_sample_rows(s, nl, host, mixed);
         for (int i = 0, k = 0; i < nl; i++) {
             struct req *r = s->b_req[i];
             if (r->lp_prompt && r->plp_next == 0)   /* a one-token prompt: its entry before the first generated one */
@@ -928,38 +1020,12 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                 on_sampled(s, r, s->b_ids[i], lg);
                 continue;
             }
-            if (r->n_drafts == 0) {
-                const float *ls = lg;
-                const bool adjust = okv_logit_adjust_active(&r->adjust);
-                if (adjust || r->json) {   /* on a copy: log-probabilities stay the model's */
-                    float *adj = s->v_scratch + s->vocab;
-                    memcpy(adj, lg, sizeof(float) * (size_t)s->vocab);
-                    if (adjust)
-                        okv_logit_adjust_apply(&r->adjust, adj, s->vocab, r->toks, r->n_prompt, r->n_gen, r->mask_ids,
-                                               r->n_mask, s->a_counts);
-                    /* structured output: only tokens that keep the JSON going, end of generation once it is
-                     * complete; nothing left (complete with ignore_eos, or min_tokens holding the end back):
-                     * the request ends here */
-                    if (r->json) {
-                        const double t0 = okv_now();
-                        uint64_t m0, m1, h;
-                        okv_json_mask_cache_stats(s->masks, &h, &m0);
-                        const int allowed = okv_json_mask_cached(s->masks, &r->js, s->trie, s->eog_ids,
-                                                                 r->ignore_eos ? 0 : s->n_eog, adj, s->vocab);
-                        okv_json_mask_cache_stats(s->masks, &h, &m1);
-                        pthread_mutex_lock(&s->mu);
-                        s->m.structured_masks_total++;
-                        s->m.structured_walks_total += m1 - m0;
-                        s->m.structured_mask_seconds += okv_now() - t0;
-                        pthread_mutex_unlock(&s->mu);
-                        if (allowed == 0) {
-                            finish(s, r, OKV_FINISH_STOP, NULL);
-                            continue;
-                        }
-                    }
-                    ls = adj;
+            if (r->n_drafts == 0) {   /* sampled by host_sample_rows */
+                if (s->hs_id[i] < 0) {   /* structured output with nothing left to allow: the request ends here */
+                    finish(s, r, OKV_FINISH_STOP, NULL);
+                    continue;
                 }
-                const int32_t id = okv_sample(ls, s->vocab, &r->sampling, &r->rng, s->v_scratch);
+                const int32_t id = s->hs_id[i];
                 if (r->json) {
                     int nb = 0;
                     const uint8_t *b = okv_token_trie_bytes(s->trie, id, &nb);
@@ -1126,6 +1192,11 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->b_row1);
     okv_free(s->b_lidx);
     okv_free(s->v_logits);
+    okv_threadpool_free(s->host_pool);
+    if (s->hs_scratch != s->v_scratch)   /* the pool's own (without a pool: the scheduler's scratch) */
+        okv_free(s->hs_scratch);
+    if (s->hs_counts != s->a_counts)
+        okv_free(s->hs_counts);
     okv_free(s->v_scratch);
     okv_free(s->a_counts);
     okv_free(s->eog_ids);
@@ -1142,8 +1213,9 @@ void okv_sched_free(okv_sched *s)
     okv_free(s->q_prev);
     okv_token_trie_free(s->trie);
     okv_json_mask_cache_free(s->masks);
-    okv_threadpool_free(s->mask_pool);
     okv_free(s->mask_st);
+    okv_free(s->hs_rows);
+    okv_free(s->hs_id);
     okv_free(s);
 }
 
@@ -1242,15 +1314,7 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         enum okv_status ts = s->trie ? OKV_OK : okv_token_trie_build(s->tok, &s->trie);
         if (ts == OKV_OK && !s->masks)
             ts = okv_json_mask_cache_create(s->vocab, MASK_SLOTS, &s->masks);
-        if (ts == OKV_OK && !s->mask_st && !(s->mask_st = okv_malloc(sizeof *s->mask_st * (size_t)s->max_seqs, OKV_TAG_SERVER)))
-            ts = okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
-        if (ts == OKV_OK && !s->mask_pool) {
-            long nc = sysconf(_SC_NPROCESSORS_ONLN);
-            const char *ev = getenv("OKV_MASK_THREADS");   /* for measuring: 1 walks on the engine thread alone */
-            if (ev && atol(ev) > 0)
-                nc = atol(ev);
-            ts = okv_threadpool_create(nc < 1 ? 1 : nc > MASK_THREADS ? MASK_THREADS : (int)nc, &s->mask_pool);
-        }
+
         pthread_mutex_unlock(&s->mu);
         if (ts != OKV_OK) {
             req_free(r);

@@ -189,8 +189,12 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
     metric(&b, "oasiskv:structured_walks_total", "counter",
            "Structured output: masks computed by walking the vocabulary (the rest were cached by state).", label,
            (double)m.structured_walks_total);
-    metric(&b, "oasiskv:structured_mask_seconds_total", "counter",
-           "Structured output: time the engine thread spent on token masks.", label, m.structured_mask_seconds);
+    metric(&b, "oasiskv:host_sampled_rows_total", "counter",
+           "Rows sampled on the host (logit adjustments, min_p, structured output), drafts' verification aside.", label,
+           (double)m.host_sampled_rows_total);
+    metric(&b, "oasiskv:host_sampling_seconds_total", "counter",
+           "Time the engine thread spent sampling rows on the host (masks, adjustments, draws, on a pool of threads).",
+           label, m.host_sampling_seconds);
     metric(&b, "oasiskv:kv_device_bytes", "gauge", "Bytes of the device KV tier in use.", label,
            (double)es->device_bytes);
     metric(&b, "oasiskv:kv_host_bytes", "gauge", "Bytes of the host KV tier in use.", label, (double)es->host_bytes);

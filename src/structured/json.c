@@ -787,7 +787,7 @@ static void state_key(const struct okv_json_state *s, struct okv_json_state *k)
 }
 
 /* the slot of state s (its key in *k) */
-static struct mask_entry *slot_of(okv_json_mask_cache *c, const struct okv_json_state *s, int n_eog,
+static struct mask_entry *slot_of(const okv_json_mask_cache *c, const struct okv_json_state *s, int n_eog,
                                   struct okv_json_state *k)
 {
     state_key(s, k);
@@ -826,6 +826,18 @@ int okv_json_mask_cached(okv_json_mask_cache *c, const struct okv_json_state *s,
     e->allowed = allowed;
     e->key = k;
     return allowed;
+}
+
+int okv_json_mask_lookup(const okv_json_mask_cache *c, const struct okv_json_state *s, int n_eog, float *logits, int n)
+{
+    if (!c || n != c->n_vocab)
+        return -1;
+    struct okv_json_state k;
+    const struct mask_entry *e = slot_of(c, s, n_eog, &k);
+    if (!slot_holds(e, &k, n_eog))
+        return -1;
+    apply_bits(e->bits, logits, n);
+    return e->allowed;
 }
 
 /* ---- filling the cache on several threads ---- */
