@@ -245,8 +245,11 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
             if (p->spec_adaptive && kd > 0)
                 kd = okv_spec_len_choose(&len, p->spec_cost ? p->spec_cost : &cost, 1 + lead, 0.0, kd);
             double t0 = okv_now();
-            st = okv_drafter_propose(p->drafter, hist, n_hist + lead, kd, &p->sampling, &drng, rows_tok + 1 + lead,
-                                     &q, &nd);
+            /* none chosen: the drafter is not called (a draft model catches up on the tokens it missed in one
+             * batch when it drafts again, instead of a forward a token), as in the scheduler */
+            st = kd > 0 ? okv_drafter_propose(p->drafter, hist, n_hist + lead, kd, &p->sampling, &drng, rows_tok + 1 + lead,
+                                              &q, &nd)
+                        : OKV_OK;
             const double dt = okv_now() - t0;
             ss->draft_s += dt;
             okv_spec_cost_draft(&cost, nd, dt);
