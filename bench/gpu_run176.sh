@@ -22,6 +22,6 @@ for kv in dense 2048; do
   done
 done
 echo "spec done at $SECONDS s"
-M=$M ROWS="dense bound_current codes_current codes_layerahead" ROW_UNTIL=$((490 - SECONDS)) MAXD=60 T_RUN=95 \
+M=$M ROWS="dense bound_current codes_current codes_layerahead" ROW_UNTIL=$((${UNTIL:-490} - SECONDS)) MAXD=60 T_RUN=95 \
   bash bench/gpu_run170.sh
 echo "done at $SECONDS s"

@@ -6,6 +6,7 @@
 # compressed-tensors W4A16/W8A16 folders: their bf16 copies are made from the loader's float32 conversion, in
 # chunks of whole blocks (cuda_backend.cu). (2) JSON mode through a CUDA server: the host-sampled row path with the
 # token mask (SmolLM2, 6 requests, each answer must parse as a JSON object).
+# (3), added in session 40: JSON mode under load (bench/structured_serve.sh).
 #   bash bench/gpu_run178.sh     (carry build-gc; the checkpoints under train/ are not needed)
 set -u
 . bench/gpu_env.sh build-gc
@@ -38,4 +39,7 @@ for i, ask in enumerate(asks):
 print(f"cuda json mode: {ok} of {2 * len(asks)} answers are complete JSON objects")
 PY
 kill $SP; wait $SP 2>/dev/null
+# (3) JSON mode under load (session 40): 128 chat requests at c64, plain / JSON with the masks' thread pool /
+# JSON with every mask walked on the engine thread (OKV_MASK_THREADS=1)
+OUT=$OUT/ss timeout 150 bash bench/structured_serve.sh $B "-m models/SmolLM2-135M-Instruct.Q4_1.gguf" 64 128 300 "--device cuda" | tee $OUT/structured.md
 echo "done at $SECONDS s"
