@@ -455,7 +455,7 @@ static void test_spec_len_unit(void)
         /* the dither: of 16 choices, the best one most often, one less (not below 1) and one more (from 0: the probe) */
         int seen[OKV_SPEC_MAX_TOKENS + 2] = {0};
         for (int j = 0; j < 16; j++)
-            seen[okv_spec_len_choose(&c, &cost, 1, 0, OKV_SPEC_MAX_TOKENS)]++;
+            seen[okv_spec_len_choose(&c, &cost, 1, 0, OKV_SPEC_MAX_TOKENS, true)]++;
         CHECK(seen[got] >= 12 && seen[got] + (got > 1 ? seen[got - 1] : 0) + (got < cs[i].k_max ? seen[got + 1] : 0) == 16,
               "dither around %d: %d of 16", got, seen[got]);
     }
@@ -489,12 +489,26 @@ static void test_spec_len_unit(void)
     okv_spec_cost_draft(&cost, 4, 4 * 0.6e-3);
     int lo = 99, hi = 0;
     for (int j = 0; j < 16; j++) {
-        const int k = okv_spec_len_choose(&c, &cost, 1, 0, 8);
+        const int k = okv_spec_len_choose(&c, &cost, 1, 0, 8, true);
         lo = k < lo ? k : lo;
         hi = k > hi ? k : hi;
     }
     CHECK(okv_spec_len_best(&c, &cost, 1, 0, 8) == 1 && lo == 1 && hi <= 2, "k_min 1: best %d, chosen %d..%d",
           okv_spec_len_best(&c, &cost, 1, 0, 8), lo, hi);
+    /* the same weak draft at k_min 0: nothing pays, so a one-token probe now and then; a due probe waits while
+     * probe_ok is false (a batch step that drafts for no one) and runs at the first step that allows it */
+    okv_spec_len_init(&c, 0, 8);
+    c.trials = 1e6;
+    c.accepted = 0.05e6;
+    int probes = 0, waited = 0;
+    for (int j = 0; j < 200; j++)
+        probes += okv_spec_len_choose(&c, &cost, 1, 0, 8, true);
+    CHECK(probes >= 3 && probes <= 25, "nothing pays: %d probes in 200 steps", probes);
+    for (int j = 0; j < 200; j++)
+        waited += okv_spec_len_choose(&c, &cost, 1, 0, 8, false);
+    CHECK(waited == 0, "probes wait while not allowed (%d drafted)", waited);
+    CHECK(okv_spec_len_choose(&c, &cost, 1, 0, 8, true) == 1 && okv_spec_len_choose(&c, &cost, 1, 0, 8, true) == 0,
+          "the waiting probe runs at the first step allowed, once");
     okv_spec_len_init(&c, 0, 99);
     CHECK(c.k_max == OKV_SPEC_MAX_TOKENS, "k_max clamps to %d: %d", OKV_SPEC_MAX_TOKENS, c.k_max);
 }

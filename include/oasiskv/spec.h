@@ -161,9 +161,11 @@ int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *
                       int k_cap);
 /* okv_spec_len_best, dithered by one every few steps so that the cost line keeps two
  * row counts to fit, and at 0 a one-token probe every 8 to 64 steps (under 3% of the
- * time) so that the acceptance stays measured; use this one in a decode loop. */
+ * time) so that the acceptance stays measured; use this one in a decode loop. A probe
+ * that is due waits while probe_ok is false (in a batch: a step that drafts for no other
+ * sequence, where one probe would send every row through the drafted steps' path). */
 int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, double others,
-                        int k_cap);
+                        int k_cap, bool probe_ok);
 
 #ifdef __cplusplus
 }

@@ -243,7 +243,7 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
             }
             int kd = k - lead;
             if (p->spec_adaptive && kd > 0)
-                kd = okv_spec_len_choose(&len, p->spec_cost ? p->spec_cost : &cost, 1 + lead, 0.0, kd);
+                kd = okv_spec_len_choose(&len, p->spec_cost ? p->spec_cost : &cost, 1 + lead, 0.0, kd, true);
             double t0 = okv_now();
             /* none chosen: the drafter is not called (a draft model catches up on the tokens it missed in one
              * batch when it drafts again, instead of a forward a token), as in the scheduler */

@@ -21,6 +21,7 @@
 
 #define MASK_SLOTS 1024   /* structured output: masks kept by state */
 #define HOST_THREADS 16   /* at most, sampling rows on the host */
+#define PROBE_EVERY 16    /* adaptive drafts: where no request drafts, probes wait for every 16th step */
 
 /* vLLM's histogram buckets, so that dashboards built for it read ours. */
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
@@ -141,6 +142,7 @@ struct okv_sched {
     struct okv_spec_cost spec_cost;   /* spec_adaptive: the measured forward and draft costs */
     int last_rows;                    /* spec_adaptive: the rows of the last timed step */
     int last_decoders;                /* ... and its requests that sampled a token */
+    unsigned spec_steps;              /* batches built (adaptive drafts' probe clock) */
     bool b_prefill;                   /* this step has prompt rows (its time is no decode step's: not timed) */
     uint8_t *b_draft;        /* [max_batch] is_draft of each row */
     int *b_first;            /* [max_seqs] first logit row of each logit request */
@@ -521,6 +523,8 @@ static void admit(struct okv_sched *s)
 static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
 {
     int n = 0, nl = 0, nr = 0;
+    bool step_drafts = false;   /* a request drafts in this step (adaptive drafts: probes may join it) */
+    s->spec_steps++;
     int lp_rows = s->max_lp_rows;   /* rows of prompt logprobs left this step */
     s->b_prefill = false;
     /* sparse prefills whose older blocks left the device read them through the staging buffer:
@@ -585,7 +589,11 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                      * tokens it yields for the other requests (one each at least, as many as the last step's) */
                     const int base = s->last_rows - prev_drafts > 1 + lead ? s->last_rows - prev_drafts : 1 + lead;
                     const double others = s->last_decoders > 1 ? (double)(s->last_decoders - 1) : 0.0;
-                    k = lead + okv_spec_len_choose(&r->spec_len, &s->spec_cost, base, others, k - lead);
+                    /* a probe (one draft where none pays) sends the whole step through the drafted steps'
+                     * path (logits to the host, no overlap): probes run on steps that draft anyway, or on
+                     * every PROBE_EVERY-th decode step, where all the requests due probe together */
+                    const bool probe_ok = step_drafts || s->spec_steps % PROBE_EVERY == 0;
+                    k = lead + okv_spec_len_choose(&r->spec_len, &s->spec_cost, base, others, k - lead, probe_ok);
                 }
                 const double td = s->spec_adaptive ? okv_now() : 0.0;
                 if (k > lead && okv_drafter_propose(s->drafter, r->toks, r->n_toks + lead, k - lead, &r->sampling,
@@ -594,6 +602,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                 if (s->spec_adaptive)
                     okv_spec_cost_draft(&s->spec_cost, r->n_drafts, okv_now() - td);
                 r->n_drafts += lead;   /* 0 before, unless proposed */
+                step_drafts |= r->n_drafts > 0;
                 r->n_lead = lead;
                 for (int d = 0; d < r->n_drafts; d++) {
                     s->b_tok[n] = r->drafts[d];

@@ -157,7 +157,7 @@ int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *
 }
 
 int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, double others,
-                        int k_cap)
+                        int k_cap, bool probe_ok)
 {
     int k = okv_spec_len_best(c, cost, base_rows, others, k_cap);
     const int kmax = c->k_max < k_cap ? c->k_max : k_cap;
@@ -168,11 +168,13 @@ int okv_spec_len_choose(struct okv_spec_len *c, const struct okv_spec_cost *cost
         step_costs(cost, base_rows, &base, &per);
         double period = per / (OKV_SPEC_LEN_PROBE_SHARE * base);
         period = period < OKV_SPEC_LEN_DITHER ? OKV_SPEC_LEN_DITHER : period > 64.0 ? 64.0 : period;
-        if (kmax >= 1 && ++c->idle >= (unsigned)period) {
+        if (c->idle < (unsigned)period)
+            c->idle++;
+        if (kmax >= 1 && probe_ok && c->idle >= (unsigned)period) {
             c->idle = 0;
             return 1;
         }
-        return 0;
+        return 0;   /* (a due probe waits for a step where it may run) */
     }
     c->idle = 0;
     const unsigned phase = c->n_chosen++ % OKV_SPEC_LEN_DITHER;
