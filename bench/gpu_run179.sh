@@ -8,7 +8,7 @@
 # check (the GPU's sampler against okv_sample_u, whose candidate gathering changed; the draws should not).
 # (3) The adaptive draft length in generate after the drafter is no longer called on steps that draft none
 # (run 16, chain at 16K so that 256 tokens fit, dense; session 40 at 32K: adaptive with the trained draft made 539
-# tok/s against plain's 2,714, 65 tokens a run).
+# tok/s against plain's 2,714, 65 tokens a run). (4) gpu_run177's serving rows after the per-step gate.
 #   bash bench/park_checkpoints.sh keep run16; bash bench/gpu_run179.sh     (carry build-gc)
 set -u
 . bench/gpu_env.sh build-gc
@@ -25,4 +25,8 @@ for d in model:$T/draft ngram; do
   echo "### chain 16K dense, draft ${d%%:*}"
   timeout 90 bash bench/spec_adaptive.sh $B/oasiskv $T/target $d "--prompt-tokens @/tmp/c.ids" 256 "--device cuda --kv-budget dense"
 done | tee $R/spec16k.md
+# (4) The adaptive draft length in the server after session 40's per-step gate (overlapped steps where the batch
+# drafts none): gpu_run177's rows (run 16, budget 2048 + codes, 4K English prompts, c16 and c64; session 40 before
+# the gate: c64 no drafts 38,436 tok/s, adaptive 24,730), in the time left.
+UNTIL=$((560 - SECONDS)) bash bench/gpu_run177.sh 2>&1 | tail -12
 echo "done at $SECONDS s"

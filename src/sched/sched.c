@@ -22,6 +22,9 @@
 #define MASK_SLOTS 1024   /* structured output: masks kept by state */
 #define HOST_THREADS 16   /* at most, sampling rows on the host */
 #define PROBE_EVERY 16    /* adaptive drafts: where no request drafts, probes wait for every 16th step */
+#define GATE_EVERY 24     /* adaptive drafts, overlapped: the other mode tried every 24 decode steps ... */
+#define GATE_TRIAL 3      /* ... for 3 steps */
+#define GATE_FORGET 0.7   /* per observation: a trial mostly replaces its mode's rate */
 
 /* vLLM's histogram buckets, so that dashboards built for it read ours. */
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
@@ -143,6 +146,14 @@ struct okv_sched {
     int last_rows;                    /* spec_adaptive: the rows of the last timed step */
     int last_decoders;                /* ... and its requests that sampled a token */
     unsigned spec_steps;              /* batches built (adaptive drafts' probe clock) */
+    /* adaptive drafts with overlapped decoding: whether a step drafts at all (draft_now), from the tokens a
+     * decoding request gets a second in the steps that drafted (mode 1: drained first, logits to the host)
+     * and in those that did not (mode 0: overlapped, sampled on the device); sums with forgetting */
+    bool draft_now;
+    double gate_tok[2], gate_time[2];
+    unsigned gate_steps;              /* decode steps since the other mode's last trial */
+    int gate_trial;                   /* steps of the other mode left in its trial */
+    struct { bool valid, collected; int mode, decoders; double t; uint64_t gen0, tokens; } gate_prev;
     bool b_prefill;                   /* this step has prompt rows (its time is no decode step's: not timed) */
     uint8_t *b_draft;        /* [max_batch] is_draft of each row */
     int *b_first;            /* [max_seqs] first logit row of each logit request */
@@ -292,7 +303,10 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->q_cp = okv_calloc(nb, sizeof *s->q_cp, OKV_TAG_SERVER);
     s->q_cp2 = okv_calloc(nb, sizeof *s->q_cp2, OKV_TAG_SERVER);
     s->q_prev = okv_calloc(nb, sizeof *s->q_prev, OKV_TAG_SERVER);
-    s->ovl = !prm.sync_steps && !prm.drafter && okv_engine_can_queue(e);
+    /* with a drafter, steps overlap only where the adaptive length decides, step by step, that the batch drafts
+     * nothing (a drafted step needs its requests' last tokens: it lets the queued step land first) */
+    s->ovl = !prm.sync_steps && (!prm.drafter || prm.spec_adaptive) && okv_engine_can_queue(e);
+    s->draft_now = true;
     {
         const char *ar = getenv("OKV_SCHED_ALL_ROWS");
         s->all_rows = ar && !strcmp(ar, "1");
@@ -573,7 +587,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
             n += take;
             const int prev_drafts = r->n_drafts;
             r->n_drafts = 0;
-            if (decode && s->drafter && !r->host_sample) {
+            if (decode && s->drafter && !r->host_sample && s->draft_now && !r->pending) {
                 /* draft what may follow, within max_tokens, the context and the batch */
                 int k = s->spec_k, room = r->max_tokens - r->n_gen - 1, ctx_room = s->max_ctx - r->n_toks - 1;
                 k = k < room ? k : room;
@@ -592,7 +606,7 @@ static int build_batch(struct okv_sched *s, int *n_logit_reqs, int *n_reqs)
                     /* a probe (one draft where none pays) sends the whole step through the drafted steps'
                      * path (logits to the host, no overlap): probes run on steps that draft anyway, or on
                      * every PROBE_EVERY-th decode step, where all the requests due probe together */
-                    const bool probe_ok = step_drafts || s->spec_steps % PROBE_EVERY == 0;
+                    const bool probe_ok = step_drafts || s->ovl || s->spec_steps % PROBE_EVERY == 0;
                     k = lead + okv_spec_len_choose(&r->spec_len, &s->spec_cost, base, others, k - lead, probe_ok);
                 }
                 const double td = s->spec_adaptive ? okv_now() : 0.0;
@@ -876,10 +890,63 @@ static void drain(struct okv_sched *s)
  * batch, the engine's lists and launches, streaming the tokens) overlaps the device's. A
  * step that needs logits on the host, or that cannot be queued, first lets the queued
  * one land. */
+/* Adaptive drafts with overlapped decoding: whether this step drafts at all. The mode with the higher measured
+ * rate (a decoding request's tokens a second), the other one tried for GATE_TRIAL steps every GATE_EVERY; a mode
+ * not measured yet is tried first (drafting first: it is what the server was asked for). */
+static bool gate_decide(struct okv_sched *s)
+{
+    if (s->gate_time[1] <= 0.0)
+        return true;
+    if (s->gate_time[0] <= 0.0)
+        return false;
+    const bool best = s->gate_tok[1] / s->gate_time[1] > s->gate_tok[0] / s->gate_time[0];
+    if (s->gate_trial > 0) {
+        s->gate_trial--;
+        return !best;
+    }
+    if (++s->gate_steps >= GATE_EVERY) {
+        OKV_LOG_DEBUG("scheduler: drafted steps %.1f tokens/s a request, overlapped steps without drafts %.1f",
+                      s->gate_tok[1] / s->gate_time[1], s->gate_tok[0] / s->gate_time[0]);
+        s->gate_steps = 0;
+        s->gate_trial = GATE_TRIAL - 1;
+        return !best;
+    }
+    return best;
+}
+
+/* A decode step issued at t, in mode 1 where drafts were allowed (the gate's arm, whether or not a request
+ * drafted): the step before it is measured from its issue to this one's (its tokens a decoding request over
+ * that time: counted when the step was collected within its call, else one a request); a step with prompt rows
+ * is not measured. */
+static void gate_issue(struct okv_sched *s, bool prefill, int mode, int decoders, double t, bool collected)
+{
+    if (s->gate_prev.valid && t > s->gate_prev.t && s->gate_prev.decoders > 0) {
+        const int m = s->gate_prev.mode;
+        const uint64_t tok = s->gate_prev.tokens;
+        s->gate_tok[m] = s->gate_tok[m] * GATE_FORGET + (double)tok / (double)s->gate_prev.decoders;
+        s->gate_time[m] = s->gate_time[m] * GATE_FORGET + (t - s->gate_prev.t);
+    }
+    s->gate_prev.valid = !prefill && decoders > 0;
+    s->gate_prev.collected = collected;
+    s->gate_prev.mode = mode;
+    s->gate_prev.decoders = decoders;
+    s->gate_prev.t = t;
+    pthread_mutex_lock(&s->mu);
+    s->gate_prev.gen0 = s->m.generation_tokens_total;
+    pthread_mutex_unlock(&s->mu);
+    s->gate_prev.tokens = (uint64_t)decoders;
+}
+
 static enum okv_status step(struct okv_sched *s, bool *busy)
 {
     take_queue(s);
     admit(s);
+    const bool gate = s->drafter && s->spec_adaptive && s->ovl;
+    if (gate) {   /* the step drafts: its requests' last tokens first (the queued step lands) */
+        s->draft_now = gate_decide(s);
+        if (s->draft_now)
+            drain(s);
+    }
     enum okv_status st = OKV_OK;
     int nl = 0, nr = 0, n = 0;
     bool host = false;   /* every logit row comes to the host (drafts' verification, prompt log-probabilities) */
@@ -957,6 +1024,8 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
                           : okv_engine_forward_sample(s->e, &b, s->b_params, s->b_u, s->b_ids, NULL);
         }
         /* adaptive drafts: a synchronous decode step's cost against its rows (with a drafter steps do not overlap) */
+        if (st == OKV_OK && gate)
+            gate_issue(s, s->b_prefill, s->draft_now, nl, tf, host || mixed);
         if (st == OKV_OK && s->spec_adaptive && !s->b_prefill && (host || (!s->ovl && !mixed))) {
             okv_spec_cost_forward(&s->spec_cost, n, okv_now() - tf);
             s->last_rows = n;
@@ -1110,6 +1179,11 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
         pthread_mutex_unlock(&s->mu);
     } else {
         drain(s);   /* nothing new to run: let the queued step land */
+    }
+    if (gate && s->gate_prev.valid && s->gate_prev.collected) {   /* collected within its call: its tokens */
+        pthread_mutex_lock(&s->mu);
+        s->gate_prev.tokens = s->m.generation_tokens_total - s->gate_prev.gen0;
+        pthread_mutex_unlock(&s->mu);
     }
     update_snapshot(s);
     *busy = s->n_running > 0 || s->n_waiting > 0 || s->inflight;
