@@ -40,6 +40,6 @@ print(f"cuda json mode: {ok} of {2 * len(asks)} answers are complete JSON object
 PY
 kill $SP; wait $SP 2>/dev/null
 # (3) JSON mode under load (session 40): 128 chat requests at c64, plain / JSON with the masks' thread pool /
-# JSON with every mask walked on the engine thread (OKV_MASK_THREADS=1)
+# JSON with every mask walked on the engine thread (OKV_MASK_THREADS=1 then; OKV_HOST_THREADS=1 since)
 OUT=$OUT/ss timeout 150 bash bench/structured_serve.sh $B "-m models/SmolLM2-135M-Instruct.Q4_1.gguf" 64 128 300 "--device cuda" | tee $OUT/structured.md
 echo "done at $SECONDS s"

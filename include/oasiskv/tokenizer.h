@@ -49,6 +49,9 @@ int32_t okv_tokenizer_eos(const okv_tokenizer *t);   /* -1 if none */
 bool okv_tokenizer_add_bos(const okv_tokenizer *t);  /* whether encode adds BOS by default */
 /* True for end-of-generation tokens: eos, <|im_end|>, <|eot_id|>, <|endoftext|>, ... */
 bool okv_tokenizer_is_eog(const okv_tokenizer *t, int32_t id);
+/* The end-of-generation ids below n_ids (a model's vocabulary may be smaller), ascending, into out
+ * (NULL: only counted); returns their number. */
+int okv_tokenizer_eog_ids(const okv_tokenizer *t, int n_ids, int32_t *out);
 enum okv_pretok okv_tokenizer_pretok(const okv_tokenizer *t);
 enum okv_chat_format okv_tokenizer_chat_format(const okv_tokenizer *t);
 /* The token's vocabulary string (byte-level form), NULL when out of range. */

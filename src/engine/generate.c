@@ -146,16 +146,12 @@ static enum okv_status decode_json(okv_engine *e, int seq, struct gen_out *g, fl
     enum okv_status st = okv_token_trie_build(g->tok, &trie);
     if (st != OKV_OK)
         return st;
-    const int nv = okv_tokenizer_n_vocab(g->tok) < vocab ? okv_tokenizer_n_vocab(g->tok) : vocab;
-    int32_t *eog = okv_malloc(sizeof(int32_t) * (size_t)(nv + 1), OKV_TAG_ENGINE);
-    int n_eog = 0;
+    int32_t *eog = okv_malloc(sizeof(int32_t) * ((size_t)okv_tokenizer_eog_ids(g->tok, vocab, NULL) + 1), OKV_TAG_ENGINE);
     if (!eog) {
         okv_token_trie_free(trie);
         return okv_set_error(OKV_ERR_NO_MEMORY, "generate: out of memory");
     }
-    for (int id = 0; id < nv && !p->ignore_eos; id++)
-        if (okv_tokenizer_is_eog(g->tok, id))
-            eog[n_eog++] = id;
+    const int n_eog = p->ignore_eos ? 0 : okv_tokenizer_eog_ids(g->tok, vocab, eog);
     struct okv_json_state js;
     if (p->json_schema)
         okv_json_init_schema(&js, p->json_schema);

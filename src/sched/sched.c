@@ -284,19 +284,9 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->v_scratch = okv_malloc(sizeof(float) * 2 * (size_t)s->vocab, OKV_TAG_SERVER);
     s->a_counts = okv_calloc((size_t)s->vocab, sizeof *s->a_counts, OKV_TAG_SERVER);
     if (tok) {
-        const int nv = okv_tokenizer_n_vocab(tok) < s->vocab ? okv_tokenizer_n_vocab(tok) : s->vocab;
-        for (int pass = 0; pass < 2; pass++) {   /* count, then fill */
-            int k = 0;
-            for (int id = 0; id < nv; id++)
-                if (okv_tokenizer_is_eog(tok, id)) {
-                    if (pass)
-                        s->eog_ids[k] = id;
-                    k++;
-                }
-            if (!pass && !(s->eog_ids = okv_calloc((size_t)k + 1, sizeof *s->eog_ids, OKV_TAG_SERVER)))
-                break;
-            s->n_eog = k;
-        }
+        const int k = okv_tokenizer_eog_ids(tok, s->vocab, NULL);
+        if ((s->eog_ids = okv_calloc((size_t)k + 1, sizeof *s->eog_ids, OKV_TAG_SERVER)))
+            s->n_eog = okv_tokenizer_eog_ids(tok, s->vocab, s->eog_ids);
     }
     s->q_req = okv_calloc(nb, sizeof *s->q_req, OKV_TAG_SERVER);
     s->q_req2 = okv_calloc(nb, sizeof *s->q_req2, OKV_TAG_SERVER);

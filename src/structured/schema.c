@@ -35,19 +35,30 @@ static int err(struct cctx *c, enum okv_status st, const char *fmt, ...)
     return -1;
 }
 
+/* *p with room for `need` elements of `elem` bytes, its capacity *cap doubled from `first` as needed;
+ * false when out of memory (*p as it was) */
+static bool reserve(void **p, size_t *cap, size_t need, size_t elem, size_t first)
+{
+    if (need <= *cap)
+        return true;
+    size_t nc = *cap ? *cap : first;
+    while (nc < need)
+        nc *= 2;
+    void *np = okv_realloc(*p, elem * nc, OKV_TAG_SERVER);
+    if (!np)
+        return false;
+    *p = np;
+    *cap = nc;
+    return true;
+}
+
 static int new_node(struct cctx *c)
 {
     okv_json_schema *s = c->s;
-    if (s->n_nodes == s->cap_nodes) {
-        int cap = s->cap_nodes ? 2 * s->cap_nodes : 16;
-        if (cap > OKV_SCHEMA_MAX_NODES)
-            return err(c, OKV_ERR_UNSUPPORTED, "JSON schema: more than %d nodes", OKV_SCHEMA_MAX_NODES);
-        struct snode *n = okv_realloc(s->nodes, sizeof *n * (size_t)cap, OKV_TAG_SERVER);
-        if (!n)
-            return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
-        s->nodes = n;
-        s->cap_nodes = cap;
-    }
+    if (s->n_nodes >= OKV_SCHEMA_MAX_NODES)
+        return err(c, OKV_ERR_UNSUPPORTED, "JSON schema: more than %d nodes", OKV_SCHEMA_MAX_NODES);
+    if (!reserve((void **)&s->nodes, &s->cap_nodes, (size_t)s->n_nodes + 1, sizeof *s->nodes, 16))
+        return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
     struct snode *n = &s->nodes[s->n_nodes];
     memset(n, 0, sizeof *n);
     n->kind = N_ANY;
@@ -63,16 +74,8 @@ static int add_literal(struct cctx *c, const char *str, int32_t *off, int32_t *l
 {
     okv_json_schema *s = c->s;
     const size_t n = strlen(str);
-    if (s->lit_len + 6 * n + 1 > s->lit_cap) {
-        size_t cap = s->lit_cap ? s->lit_cap : 256;
-        while (cap < s->lit_len + 6 * n + 1)
-            cap *= 2;
-        char *p = okv_realloc(s->lit, cap, OKV_TAG_SERVER);
-        if (!p)
-            return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
-        s->lit = p;
-        s->lit_cap = cap;
-    }
+    if (!reserve((void **)&s->lit, &s->lit_cap, s->lit_len + 6 * n + 1, 1, 256))
+        return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
     *off = (int32_t)s->lit_len;
     char *o = s->lit + s->lit_len;
     size_t k = 0;
@@ -149,16 +152,8 @@ static int compile_type(struct cctx *c, const cJSON *j, const char *type, const 
                                      where, cJSON_IsString(r) ? r->valuestring : "?");
         }
         okv_json_schema *s = c->s;
-        if (s->n_props + n > s->cap_props) {
-            int cap = s->cap_props ? s->cap_props : 16;
-            while (cap < s->n_props + n)
-                cap *= 2;
-            struct sprop *np = okv_realloc(s->props, sizeof *np * (size_t)cap, OKV_TAG_SERVER);
-            if (!np)
-                return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
-            s->props = np;
-            s->cap_props = cap;
-        }
+        if (!reserve((void **)&s->props, &s->cap_props, (size_t)(s->n_props + n), sizeof *s->props, 16))
+            return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
         c->s->nodes[id].open = props == NULL;   /* {"type": "object"} alone: any object */
         const int first = s->n_props;
         s->n_props += n;
@@ -318,19 +313,11 @@ static int compile(struct cctx *c, const cJSON *j, const char *where)
             goto out;
         }
         okv_json_schema *s = c->s;
-        if (s->n_lits + n > s->cap_lits) {
-            int cap = s->cap_lits ? s->cap_lits : 16;
-            while (cap < s->n_lits + n)
-                cap *= 2;
-            struct slit *nl = okv_realloc(s->lits, sizeof *nl * (size_t)cap, OKV_TAG_SERVER);
-            if (!nl) {
-                cJSON_Delete(one);
-                err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
-                id = -1;
-                goto out;
-            }
-            s->lits = nl;
-            s->cap_lits = cap;
+        if (!reserve((void **)&s->lits, &s->cap_lits, (size_t)(s->n_lits + n), sizeof *s->lits, 16)) {
+            cJSON_Delete(one);
+            err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
+            id = -1;
+            goto out;
         }
         s->nodes[id].kind = N_STRING;
         s->nodes[id].first_lit = s->n_lits;
@@ -463,7 +450,8 @@ enum okv_status okv_json_choice_compile(const char *const *choices, int n, okv_j
         memcpy(s->lit + s->lit_len, choices[i], l);
         s->lit_len += l;
     }
-    s->n_lits = s->cap_lits = n;
+    s->n_lits = n;
+    s->cap_lits = (size_t)n;
     s->lit_cap = total;
     s->nodes[id].kind = N_STRING;
     s->nodes[id].first_lit = 0;

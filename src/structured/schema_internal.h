@@ -33,11 +33,14 @@ struct slit {
 
 struct okv_json_schema {
     struct snode *nodes;
-    int n_nodes, cap_nodes;
+    int n_nodes;
+    size_t cap_nodes;
     struct sprop *props;
-    int n_props, cap_props;
+    int n_props;
+    size_t cap_props;
     struct slit *lits;
-    int n_lits, cap_lits;
+    int n_lits;
+    size_t cap_lits;
     char *lit;
     size_t lit_len, lit_cap;
     int root;

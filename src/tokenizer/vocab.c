@@ -457,6 +457,19 @@ bool okv_tokenizer_is_eog(const okv_tokenizer *t, int32_t id)
     return id >= 0 && id < t->n_vocab && t->tok_eog[id];
 }
 
+int okv_tokenizer_eog_ids(const okv_tokenizer *t, int n_ids, int32_t *out)
+{
+    const int n = n_ids < t->n_vocab ? n_ids : t->n_vocab;
+    int k = 0;
+    for (int32_t id = 0; id < n; id++)
+        if (t->tok_eog[id]) {
+            if (out)
+                out[k] = id;
+            k++;
+        }
+    return k;
+}
+
 const char *okv_tokenizer_piece(const okv_tokenizer *t, int32_t id, size_t *len, bool *special)
 {
     *len = 0;
