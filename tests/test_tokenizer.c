@@ -359,10 +359,10 @@ static void test_chat(void)
         { "llama3", TPL_LLAMA3, EXPECT_LLAMA3, OKV_CHAT_FORMAT_LLAMA3 },
         { "llama3.1", TPL_LLAMA31, EXPECT_LLAMA31, OKV_CHAT_FORMAT_LLAMA3 },
     };
-    const struct okv_chat_msg c0[] = { { "user", "Hi" } };
-    const struct okv_chat_msg c1[] = { { "system", "Be brief." }, { "user", "What is 2+2?" }, { "assistant", "4" },
-                                       { "user", "  And 3+3?  \n" } };
-    const struct okv_chat_msg c2[] = { { "user", " padded " } };
+    const struct okv_chat_msg c0[] = { { .role = "user", .content = "Hi" } };
+    const struct okv_chat_msg c1[] = { { .role = "system", .content = "Be brief." }, { .role = "user", .content = "What is 2+2?" }, { .role = "assistant", .content = "4" },
+                                       { .role = "user", .content = "  And 3+3?  \n" } };
+    const struct okv_chat_msg c2[] = { { .role = "user", .content = " padded " } };
     const struct { const struct okv_chat_msg *m; size_t n; bool gen; } convs[] = { { c0, 1, true }, { c1, 4, true }, { c2, 1, false } };
 
     char dir[256], path[300];
@@ -410,7 +410,7 @@ static void test_chat(void)
             { "mistral v0.1", TPL_MISTRAL, EXPECT_MISTRAL, OKV_CHAT_FORMAT_MISTRAL, 2, { 0, 2 } },
             { "mistral v0.3", TPL_MISTRAL3, EXPECT_MISTRAL3, OKV_CHAT_FORMAT_MISTRAL3, 3, { 0, 1, 2 } },
         };
-        const struct okv_chat_msg i2[] = { { "user", " padded " }, { "assistant", " ok \n" }, { "user", "x" } };
+        const struct okv_chat_msg i2[] = { { .role = "user", .content = " padded " }, { .role = "assistant", .content = " ok \n" }, { .role = "user", .content = "x" } };
         const struct { const struct okv_chat_msg *m; size_t n; } iconv[] = { { c0, 1 }, { c1, 4 }, { i2, 3 } };
         for (size_t k = 0; k < sizeof(inst) / sizeof(inst[0]); k++) {
             struct tiny d = { .added = { "<s>", "</s>", "[INST]", "[/INST]" }, .added_special = { true, true, true, true } };
@@ -439,11 +439,96 @@ static void test_chat(void)
                 okv_free(o);
             }
             /* roles that do not alternate: refused, as the templates raise */
-            const struct okv_chat_msg bad[] = { { "user", "a" }, { "user", "b" } };
+            const struct okv_chat_msg bad[] = { { .role = "user", .content = "a" }, { .role = "user", .content = "b" } };
             char *o = NULL;
             CHECK(okv_tokenizer_apply_chat(ti, bad, 2, true, &o) == OKV_ERR_INVALID_ARG && !o &&
                       strstr(okv_last_error(), "alternat"), "%s: two user turns in a row: %s", inst[k].name, okv_last_error());
             okv_tokenizer_free(ti);
+        }
+    }
+    /* Tools: Qwen2.5's template (tests/data/chat_tools.json, rendered by transformers with tools, tool calls and
+     * tool results: tests/py/make_chat_tools_expect.py) */
+    {
+        snprintf(path, sizeof(path), "%s/tests/data/chat_tools.json",
+                 getenv("OKV_SOURCE_DIR") ? getenv("OKV_SOURCE_DIR") : ".");
+        cJSON *root = NULL;
+        FILE *fx = fopen(path, "rb");
+        if (fx) {
+            static char buf[1 << 16];
+            const size_t got = fread(buf, 1, sizeof buf - 1, fx);
+            buf[got] = 0;
+            fclose(fx);
+            root = cJSON_Parse(buf);
+        }
+        CHECK(root != NULL, "read %s", path);
+        struct tiny d = { .added = { "<|im_start|>", "<|im_end|>" }, .added_special = { true, true } };
+        cJSON *j = tiny_json(&d);
+        snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+        write_json(path, j);
+        cJSON_Delete(j);
+        cJSON *cfg = cJSON_CreateObject();
+        cJSON_AddStringToObject(cfg, "chat_template", cJSON_GetObjectItem(root, "template")->valuestring);
+        cJSON_AddStringToObject(cfg, "eos_token", "<|im_end|>");
+        snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+        write_json(path, cfg);
+        cJSON_Delete(cfg);
+        okv_tokenizer *tq = NULL;
+        CHECK(okv_tokenizer_from_hf_dir(dir, &tq) == OKV_OK, "qwen2.5 with tools: %s", okv_last_error());
+        if (tq && root) {
+            CHECK(okv_tokenizer_chat_format(tq) == OKV_CHAT_FORMAT_CHATML &&
+                  okv_tokenizer_chat_tools(tq) == OKV_CHAT_TOOLS_HERMES, "qwen2.5: ChatML with Hermes tools");
+            const cJSON *cs;
+            int ci = 0;
+            cJSON_ArrayForEach(cs, cJSON_GetObjectItem(root, "cases")) {
+                const cJSON *tl = cJSON_GetObjectItem(cs, "tools"), *ms = cJSON_GetObjectItem(cs, "messages");
+                const char *tools[8];
+                struct okv_chat_msg m[16];
+                struct okv_chat_tool_call calls[16][4];
+                int nt = 0, nm = 0;
+                const cJSON *x;
+                cJSON_ArrayForEach(x, tl) tools[nt++] = x->valuestring;
+                cJSON_ArrayForEach(x, ms) {
+                    m[nm] = (struct okv_chat_msg){ .role = cJSON_GetObjectItem(x, "role")->valuestring,
+                                                   .content = cJSON_GetObjectItem(x, "content")->valuestring,
+                                                   .tool_calls = calls[nm] };
+                    const cJSON *c;
+                    cJSON_ArrayForEach(c, cJSON_GetObjectItem(x, "tool_calls")) {
+                        calls[nm][m[nm].n_tool_calls++] = (struct okv_chat_tool_call){
+                            cJSON_GetObjectItem(c, "name")->valuestring, cJSON_GetObjectItem(c, "arguments")->valuestring };
+                    }
+                    nm++;
+                }
+                char *o = NULL;
+                const char *want = cJSON_GetObjectItem(cs, "expect")->valuestring;
+                enum okv_status st = okv_tokenizer_apply_chat_tools(tq, m, (size_t)nm, tools, (size_t)nt,
+                                                                    cJSON_IsTrue(cJSON_GetObjectItem(cs, "gen")), &o);
+                CHECK(st == OKV_OK && o && strcmp(o, want) == 0, "tools conversation %d (%s):\n got  [%s]\n want [%s]", ci,
+                      okv_last_error(), o ? o : "(null)", want);
+                okv_free(o);
+                ci++;
+            }
+            CHECK(ci == 5, "the fixture's conversations: %d", ci);
+        }
+        okv_tokenizer_free(tq);
+        cJSON_Delete(root);
+        /* a template without tools: tools, tool calls and tool results are refused, naming the problem */
+        okv_tokenizer *tn = load_tiny(&(struct tiny){ .added = { "<|im_start|>", "<|im_end|>" },
+                                                      .added_special = { true, true } });
+        if (tn) {
+            CHECK(okv_tokenizer_chat_tools(tn) == OKV_CHAT_TOOLS_NONE, "guessed ChatML: no tools");
+            const char *tool = "{\"type\": \"function\", \"function\": {\"name\": \"f\"}}";
+            const struct okv_chat_tool_call tc = { "f", "{}" };
+            const struct okv_chat_msg withcall[] = { { .role = "user", .content = "x" },
+                                                     { .role = "assistant", .content = "", .tool_calls = &tc, .n_tool_calls = 1 } };
+            const struct okv_chat_msg result[] = { { .role = "tool", .content = "1" } };
+            char *o = NULL;
+            CHECK(okv_tokenizer_apply_chat_tools(tn, withcall, 1, &tool, 1, true, &o) == OKV_ERR_UNSUPPORTED && !o &&
+                  strstr(okv_last_error(), "does not render tools"), "tools refused: %s", okv_last_error());
+            CHECK(okv_tokenizer_apply_chat(tn, withcall, 2, true, &o) == OKV_ERR_UNSUPPORTED && !o &&
+                  strstr(okv_last_error(), "tool calls"), "a tool call refused: %s", okv_last_error());
+            CHECK(okv_tokenizer_apply_chat(tn, result, 1, true, &o) == OKV_ERR_UNSUPPORTED && !o &&
+                  strstr(okv_last_error(), "tool's result"), "a tool result refused: %s", okv_last_error());
+            okv_tokenizer_free(tn);
         }
     }
     /* No template and no chat tokens: unsupported. With the tokens: guessed. */
@@ -704,7 +789,7 @@ static void test_real(const okv_tokenizer *t, const char *what)
     CHECK(strcmp(okv_tokenizer_token_str(t, 1), "<|im_start|>") == 0, "token 1");
 
     /* transformers' apply_chat_template with the model's template (tests/py/make_smollm2_tokenizer.py). */
-    const struct okv_chat_msg m[] = { { "user", "Hi" } };
+    const struct okv_chat_msg m[] = { { .role = "user", .content = "Hi" } };
     char *out = NULL;
     CHECK(okv_tokenizer_apply_chat(t, m, 1, true, &out) == OKV_OK &&
           strcmp(out, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"

@@ -254,8 +254,8 @@ int cmd_generate(int argc, char **argv)
             struct okv_chat_msg msgs[2];
             size_t nm = 0;
             if (system)
-                msgs[nm++] = (struct okv_chat_msg){"system", system};
-            msgs[nm++] = (struct okv_chat_msg){"user", prompt};
+                msgs[nm++] = (struct okv_chat_msg){.role = "system", .content = system};
+            msgs[nm++] = (struct okv_chat_msg){.role = "user", .content = prompt};
             if ((st = okv_tokenizer_apply_chat(tok, msgs, nm, true, &text)) != OKV_OK)
                 cli_die("--chat: %s", okv_last_error());
         }

@@ -89,10 +89,28 @@ int okv_detok_push(const okv_tokenizer *t, struct okv_detok *d, int32_t id, bool
 /* Flush what is pending at the end of a generation (as U+FFFD). */
 int okv_detok_flush(struct okv_detok *d, char *out, size_t cap);
 
-struct okv_chat_msg {
-    const char *role;     /* "system", "user", "assistant" */
-    const char *content;
+/* A function call an assistant message made (OpenAI's tool_calls): its name and its arguments as
+ * the JSON text the template writes (transformers' tojson: Python's json.dumps). */
+struct okv_chat_tool_call {
+    const char *name;
+    const char *arguments;
 };
+
+struct okv_chat_msg {
+    const char *role;     /* "system", "user", "assistant", "tool" (a tool's result: templates with tools) */
+    const char *content;
+    const struct okv_chat_tool_call *tool_calls;   /* an assistant message's calls (templates with tools) */
+    int n_tool_calls;
+};
+
+/* How the model's template offers tools and how its replies call them. */
+enum okv_chat_tools {
+    OKV_CHAT_TOOLS_NONE = 0,
+    OKV_CHAT_TOOLS_HERMES,   /* ChatML with a "# Tools" system block listing them in <tools></tools>, calls written
+                                as <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> (Qwen2.5, Qwen3,
+                                Hermes 2 Pro), results as <tool_response> in a user turn */
+};
+enum okv_chat_tools okv_tokenizer_chat_tools(const okv_tokenizer *t);
 /* Render messages with the model's chat template; with add_generation_prompt the
  * assistant header is appended. *out allocated (okv_free). OKV_ERR_UNSUPPORTED when
  * the model has no known chat format. Like transformers' apply_chat_template, the
@@ -100,6 +118,13 @@ struct okv_chat_msg {
  * parse_special and without add_bos. */
 enum okv_status okv_tokenizer_apply_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs,
                                          size_t n, bool add_generation_prompt, char **out);
+/* The same with tools offered: tools[0..n_tools) are the tool definitions as JSON text (transformers' tojson
+ * of each, e.g. {"type": "function", "function": {...}}). Messages with tool calls or of role "tool", and
+ * n_tools > 0, need a template with tools (okv_tokenizer_chat_tools); others are refused with
+ * OKV_ERR_UNSUPPORTED. */
+enum okv_status okv_tokenizer_apply_chat_tools(const okv_tokenizer *t, const struct okv_chat_msg *msgs, size_t n,
+                                               const char *const *tools, size_t n_tools, bool add_generation_prompt,
+                                               char **out);
 
 #ifdef __cplusplus
 }

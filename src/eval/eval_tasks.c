@@ -672,7 +672,7 @@ static enum okv_status build(struct tstate *t, int n, char **prompt, size_t *con
         return okv_set_error(OKV_ERR_NO_MEMORY, "eval: out of memory");
     }
     const okv_tokenizer *tok = t->c->tok;
-    struct okv_chat_msg msg = {"user", b.s};
+    struct okv_chat_msg msg = {.role = "user", .content = b.s};
     char *chat = NULL;
     bool is_chat = okv_tokenizer_chat_format(tok) != OKV_CHAT_FORMAT_NONE;
     struct sbuf p = {0};

@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "server/server_internal.h"
 #include "oasiskv/structured.h"
+#include "server/tools.h"
 
 #include <errno.h>
 #include <math.h>
@@ -75,6 +76,14 @@ struct job {
     int completion_tokens;
     char error[256];
 
+    /* tools (chat): AUTO, the reply's <tool_call> blocks become tool_calls; FORCED, the reply is the
+     * arguments of tool_name */
+    enum srv_tool_choice tool_mode;
+    char tool_name[SRV_TOOL_NAME_MAX + 1];
+    struct srv_tool_stream ts;    /* connection thread: the stream's reading of the calls (AUTO) */
+    int n_calls_sent;             /* connection thread: tool calls streamed */
+    char call_id[48];             /* FORCED, streamed: the call's id */
+
     /* connection thread: this choice in the stream being written */
     int index;                    /* the choice's index (prompt i, choice k: i * n + k) */
     bool sent_role, done;
@@ -101,6 +110,7 @@ static void job_unref(struct job *j)
     okv_free(j->tok_ends);
     okv_free(j->lps);
     okv_free(j->echo);
+    srv_tool_stream_free(&j->ts);
     okv_free(j);
 }
 
@@ -516,6 +526,70 @@ struct stream {
     bool roles_sent, done;
 };
 
+static void add_tool_calls_from(cJSON *msg, const struct srv_tool_call *calls, int n, int first);
+
+/* A piece of a chat reply with tools (p[0..n), final: the reply ended) put as an event: FORCED, the piece of
+ * the call's arguments (the first with the call's id and name); AUTO, the content that can no longer be
+ * part of a call and the calls that closed. With logprobs, the piece's entries v[0..nv). */
+static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_t n, bool final,
+                           const struct okv_token_logprob *v, int nv, int completion)
+{
+    struct srv_buf content = {0};
+    struct srv_tool_call *calls = NULL;
+    int nc = 0;
+    cJSON *o = NULL;
+    if (j->tool_mode == SRV_TOOLS_FORCED) {
+        if (n == 0 && nv == 0)
+            return;
+        char *t = okv_malloc(n + 1, OKV_TAG_SERVER);
+        if (!t) {
+            s->out.oom = true;
+            return;
+        }
+        memcpy(t, p, n);
+        t[n] = 0;
+        o = chunk_obj(j, NULL, 0, NULL, false, v, nv, &j->lp_offset);
+        cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
+                                                    "delta");
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "index", 0);
+        if (!j->n_calls_sent) {
+            srv_tool_call_id(j->call_id);
+            cJSON_AddStringToObject(c, "id", j->call_id);
+            cJSON_AddStringToObject(c, "type", "function");
+        }
+        cJSON *fn = cJSON_AddObjectToObject(c, "function");
+        if (!j->n_calls_sent)
+            cJSON_AddStringToObject(fn, "name", j->tool_name);
+        cJSON_AddStringToObject(fn, "arguments", t);
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), c);
+        j->n_calls_sent = 1;
+        okv_free(t);
+    } else {
+        if (!srv_tool_stream_feed(&j->ts, p, n, final, &content, &calls, &nc)) {
+            s->out.oom = true;
+            goto out;
+        }
+        if (content.len == 0 && nc == 0 && nv == 0)
+            goto out;
+        o = chunk_obj(j, content.len ? content.s : NULL, content.len, NULL, false, v, nv, &j->lp_offset);
+        if (nc > 0)
+            add_tool_calls_from(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
+                                                 "delta"),
+                calls, nc, j->n_calls_sent);
+        j->n_calls_sent += nc;
+    }
+    put_event(&s->out, with_usage(j, o, completion));
+out:
+    for (int i = 0; i < nc; i++) {
+        okv_free(calls[i].name);
+        okv_free(calls[i].arguments);
+    }
+    okv_free(calls);
+    okv_free(content.s);
+}
+
 /* The pieces and the finish of job j taken (the jobs' lock held) and put as events;
  * returns false when the job ended in an error (its event put). */
 static bool stream_take(struct stream *s, struct job *j)
@@ -547,11 +621,15 @@ static bool stream_take(struct stream *s, struct job *j)
     bool ok = true;
     size_t at = 0;
     int lp_at = 0;
+    const bool tools = j->chat && j->tool_mode != SRV_TOOLS_OFF;
     for (int i = 0; i < n_pieces && !oom; i++) {
         const int lp_end = lps ? lp_ends[i] : 0;
-        put_event(&s->out, with_usage(j, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL,
-                                                   lp_end - lp_at, &j->lp_offset),
-                                      tok_ends[i]));
+        if (tools)
+            put_tool_piece(s, j, text.s + at, ends[i] - at, false, lps ? lps + lp_at : NULL, lp_end - lp_at, tok_ends[i]);
+        else
+            put_event(&s->out, with_usage(j, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL,
+                                                       lp_end - lp_at, &j->lp_offset),
+                                          tok_ends[i]));
         at = ends[i];
         lp_at = lp_end;
     }
@@ -567,7 +645,13 @@ static bool stream_take(struct stream *s, struct job *j)
             put_event(&s->out, srv_error_obj(j->error[0] ? j->error : "generation failed", "server_error", NULL, NULL));
             ok = false;
         } else {
-            put_event(&s->out, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish_name(j->reason), false,
+            const char *finish = finish_name(j->reason);
+            if (tools && j->tool_mode == SRV_TOOLS_AUTO) {   /* what the reading held back */
+                put_tool_piece(s, j, "", 0, true, NULL, 0, j->completion_tokens);
+                if (j->n_calls_sent > 0 && j->reason == OKV_FINISH_STOP)
+                    finish = "tool_calls";
+            }
+            put_event(&s->out, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish, false,
                                                        lps ? lps + lp_at : NULL, lps ? n_lp - lp_at : 0, &j->lp_offset),
                                           j->completion_tokens));
         }
@@ -747,6 +831,8 @@ struct params {
     char schema[16384];
     const char *choices[MAX_GUIDED_CHOICES]; /* guided_choice (borrowed from the JSON tree) */
     int n_choices;
+    enum srv_tool_choice tool_mode;   /* chat with tools: AUTO reads the reply's calls, FORCED makes it one */
+    char tool_name[SRV_TOOL_NAME_MAX + 1];   /* FORCED: the function */
 };
 
 /* a JSON number that is a token id of a vocabulary of nv */
@@ -758,7 +844,7 @@ static bool is_token_id(const cJSON *x, int nv)
 /* vLLM's and the OpenAI API's sampling extras: presence / frequency / repetition penalties,
  * min_p, min_tokens, logit_bias, stop_token_ids; and a clear error for the known parameters
  * that ask for what this server does not do (structured output, tools, beam search, ...) */
-static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, struct perr *e)
+static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struct params *p, struct perr *e)
 {
     double pres = 0, freq = 0, rep = okv_gen_default(&sv->gen, OKV_GEN_REPETITION_PENALTY, 1),
            min_p = okv_gen_default(&sv->gen, OKV_GEN_MIN_P, 0);
@@ -875,8 +961,8 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
         p->has_schema = true;
     }
     static const char *const unsupported[] = {"guided_regex", "guided_grammar",
-                                              "structured_outputs", "allowed_token_ids", "bad_words", "tools",
-                                              "functions", "logits_processors"};
+                                              "structured_outputs", "allowed_token_ids", "bad_words",
+                                              "functions", "function_call", "logits_processors"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         const cJSON *v = field(root, unsupported[i]);
         if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0) && !(cJSON_IsObject(v) && !v->child))
@@ -885,9 +971,17 @@ static bool parse_extras(okv_server *sv, const cJSON *root, struct params *p, st
     const cJSON *sfx = field(root, "suffix");
     if (sfx && !(cJSON_IsString(sfx) && !*sfx->valuestring))
         return fail(e, 400, "suffix", NULL, "'suffix' (text after the completion) is not supported by this server");
-    const cJSON *tc = field(root, "tool_choice");
-    if (tc && !(cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")))
-        return fail(e, 400, "tool_choice", NULL, "'tool_choice' is not supported by this server (no tools)");
+    /* tools (chat): read with the messages (srv_tools_parse); completions have none */
+    if (!chat_req) {
+        static const char *const chat_only[] = {"tools", "tool_choice", "parallel_tool_calls"};
+        for (size_t i = 0; i < sizeof chat_only / sizeof chat_only[0]; i++) {
+            const cJSON *v = field(root, chat_only[i]);
+            if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0) &&
+                !(cJSON_IsString(v) && !strcmp(v->valuestring, "none")))
+                return fail(e, 400, chat_only[i], NULL, "'%s' is for chat completions (/v1/chat/completions)",
+                            chat_only[i]);
+        }
+    }
     const cJSON *beam = field(root, "use_beam_search");
     if (beam && !cJSON_IsFalse(beam))
         return fail(e, 400, "use_beam_search", NULL, "beam search is not supported by this server");
@@ -1018,7 +1112,7 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
             return fail(e, 400, "max_tokens", NULL, "'max_tokens' = 0 needs 'echo': true");
     }
     p->lp_top = (int)top;
-    return parse_extras(sv, root, p, e);
+    return parse_extras(sv, root, chat, p, e);
 }
 
 /* One prompt of a request: its ids, and (completions) the JSON item it came from, for echo. */
@@ -1083,7 +1177,50 @@ static bool completion_prompts(okv_server *sv, const cJSON *root, struct prompt 
 }
 
 /* Chat messages through the model's chat template. */
-static bool chat_prompt(okv_server *sv, const cJSON *root, int32_t **ids, size_t *n, struct perr *e)
+/* An assistant message's "tool_calls" into m (their arguments, JSON text in the request, written as the
+ * template's tojson writes them; the strings owned by *calls_owned). */
+static bool msg_tool_calls(const cJSON *tcs, int i, struct okv_chat_msg *m, struct okv_chat_tool_call **calls_owned,
+                           struct perr *e)
+{
+    if (!cJSON_IsArray(tcs))
+        return fail(e, 400, "messages", NULL, "messages[%d].tool_calls must be an array", i);
+    const int n = cJSON_GetArraySize(tcs);
+    if (n == 0)
+        return true;
+    struct okv_chat_tool_call *c = okv_calloc((size_t)n, sizeof *c, OKV_TAG_SERVER);
+    if (!c)
+        return fail(e, 500, NULL, NULL, "out of memory");
+    *calls_owned = c;
+    m->tool_calls = c;
+    const cJSON *tc;
+    int k = 0;
+    cJSON_ArrayForEach(tc, tcs) {
+        const cJSON *fn = cJSON_IsObject(tc) ? field(tc, "function") : NULL;
+        const cJSON *name = cJSON_IsObject(fn) ? field(fn, "name") : NULL;
+        const cJSON *args = cJSON_IsObject(fn) ? field(fn, "arguments") : NULL;
+        if (!cJSON_IsString(name) || !cJSON_IsString(args))
+            return fail(e, 400, "messages", NULL, "messages[%d].tool_calls[%d] must be {\"type\": \"function\", "
+                        "\"function\": {\"name\": string, \"arguments\": JSON text}}", i, k);
+        cJSON *a = cJSON_Parse(args->valuestring);
+        if (!a)
+            return fail(e, 400, "messages", NULL, "messages[%d].tool_calls[%d].function.arguments is not valid JSON", i, k);
+        struct srv_buf b = {0};
+        srv_pyjson(a, &b);
+        srv_buf_put(&b, "", 1);
+        cJSON_Delete(a);
+        if (b.oom) {
+            okv_free(b.s);
+            return fail(e, 500, NULL, NULL, "out of memory");
+        }
+        c[k].name = name->valuestring;
+        c[k].arguments = b.s;
+        m->n_tool_calls = ++k;
+    }
+    return true;
+}
+
+static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tools *tools, int32_t **ids, size_t *n,
+                        struct perr *e)
 {
     const cJSON *msgs = field(root, "messages");
     if (!msgs || !cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
@@ -1091,9 +1228,10 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, int32_t **ids, size_t
     int cnt = cJSON_GetArraySize(msgs);
     struct okv_chat_msg *m = okv_calloc((size_t)cnt, sizeof *m, OKV_TAG_SERVER);
     char **owned = okv_calloc((size_t)cnt, sizeof *owned, OKV_TAG_SERVER);
+    struct okv_chat_tool_call **calls = okv_calloc((size_t)cnt, sizeof *calls, OKV_TAG_SERVER);
     bool ok = false;
     char *text = NULL;
-    if (!m || !owned) {
+    if (!m || !owned || !calls) {
         fail(e, 500, NULL, NULL, "out of memory");
         goto done;
     }
@@ -1108,12 +1246,19 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, int32_t **ids, size_t
         const char *r = role->valuestring;
         if (!strcmp(r, "developer"))
             r = "system";
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-            fail(e, 400, "messages", NULL, "messages[%d]: role '%.50s' is not supported (system, user, assistant)", i,
-                 role->valuestring);
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool")) {
+            fail(e, 400, "messages", NULL, "messages[%d]: role '%.50s' is not supported (system, user, assistant, tool)",
+                 i, role->valuestring);
             goto done;
         }
         m[i].role = r;
+        const cJSON *tcs = field(msg, "tool_calls");
+        if (tcs && strcmp(r, "assistant") != 0) {
+            fail(e, 400, "messages", NULL, "messages[%d]: only an assistant message has tool_calls", i);
+            goto done;
+        }
+        if (tcs && !msg_tool_calls(tcs, i, &m[i], &calls[i], e))
+            goto done;
         const cJSON *content = field(msg, "content");
         if (!content) {
             m[i].content = "";
@@ -1148,7 +1293,8 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, int32_t **ids, size_t
         }
         i++;
     }
-    if (okv_tokenizer_apply_chat(sv->tok, m, (size_t)cnt, true, &text) != OKV_OK) {
+    if (okv_tokenizer_apply_chat_tools(sv->tok, m, (size_t)cnt, (const char *const *)tools->defs, (size_t)tools->n,
+                                       true, &text) != OKV_OK) {
         fail(e, 400, "messages", NULL, "cannot apply the chat template: %s", okv_last_error());
         goto done;
     }
@@ -1162,6 +1308,13 @@ done:
     if (owned)
         for (int k = 0; k < cnt; k++)
             okv_free(owned[k]);
+    if (calls && m)
+        for (int k = 0; k < cnt; k++) {
+            for (int c = 0; c < m[k].n_tool_calls; c++)
+                okv_free((char *)calls[k][c].arguments);
+            okv_free(calls[k]);
+        }
+    okv_free(calls);
     okv_free(owned);
     okv_free(m);
     okv_free(text);
@@ -1191,13 +1344,61 @@ static enum MHD_Result reply_perr(struct MHD_Connection *c, const struct perr *e
                                                       e->param, e->code));
 }
 
+/* A message's "tool_calls" (the reply's calls; in a stream, delta entries from index first on). */
+static void add_tool_calls_from(cJSON *msg, const struct srv_tool_call *calls, int n, int first)
+{
+    cJSON *arr = cJSON_AddArrayToObject(msg, "tool_calls");
+    for (int i = 0; i < n; i++) {
+        cJSON *c = cJSON_CreateObject();
+        char id[48];
+        srv_tool_call_id(id);
+        if (first >= 0)
+            cJSON_AddNumberToObject(c, "index", first + i);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        cJSON *fn = cJSON_AddObjectToObject(c, "function");
+        cJSON_AddStringToObject(fn, "name", calls[i].name);
+        cJSON_AddStringToObject(fn, "arguments", calls[i].arguments);
+        cJSON_AddItemToArray(arr, c);
+    }
+}
+
+static void add_tool_calls(cJSON *msg, const struct srv_tool_reply *r) { add_tool_calls_from(msg, r->calls, r->n, -1); }
+
 /* The choice of a finished job (index i), or NULL when out of memory. */
 static cJSON *choice_obj(const struct job *j, int i)
 {
     cJSON *ch = cJSON_CreateObject();
     cJSON_AddNumberToObject(ch, "index", i);
     const char *text = j->text.s ? j->text.s : "";
-    if (j->chat) {
+    const char *finish = j->echo_only ? "length" : finish_name(j->reason);
+    if (j->chat && j->tool_mode != SRV_TOOLS_OFF) {
+        cJSON *msg = cJSON_AddObjectToObject(ch, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        struct srv_tool_reply r = {0};
+        if (j->tool_mode == SRV_TOOLS_FORCED) {   /* the text is the arguments */
+            struct srv_tool_call c = {.name = (char *)j->tool_name, .arguments = (char *)text};
+            r.calls = &c;
+            r.n = 1;
+            cJSON_AddNullToObject(msg, "content");
+            add_tool_calls(msg, &r);
+        } else {
+            if (!srv_tools_read_reply(text, strlen(text), &r)) {
+                cJSON_Delete(ch);
+                return NULL;
+            }
+            if (r.content)
+                cJSON_AddStringToObject(msg, "content", r.content);
+            else
+                cJSON_AddNullToObject(msg, "content");
+            if (r.n > 0) {
+                add_tool_calls(msg, &r);
+                if (j->reason == OKV_FINISH_STOP)
+                    finish = "tool_calls";
+            }
+            srv_tool_reply_free(&r);
+        }
+    } else if (j->chat) {
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
         cJSON_AddStringToObject(msg, "content", text);
@@ -1222,7 +1423,7 @@ static cJSON *choice_obj(const struct job *j, int i)
     while (j->echo_only && n_lps > 0 && !j->lps[n_lps - 1].prompt)   /* the prompt's entries alone */
         n_lps--;
     add_logprobs(j, ch, j->lps, n_lps, &offset);
-    cJSON_AddStringToObject(ch, "finish_reason", j->echo_only ? "length" : finish_name(j->reason));
+    cJSON_AddStringToObject(ch, "finish_reason", finish);
     return ch;
 }
 
@@ -1288,6 +1489,8 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
     j->lp = p->lp;
     j->lp_top = p->lp_top;
     j->echo_only = echo_only;
+    j->tool_mode = p->tool_mode;
+    snprintf(j->tool_name, sizeof j->tool_name, "%s", p->tool_name);
     snprintf(j->id, sizeof j->id, "%s", id);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
@@ -1349,8 +1552,34 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     if (!parse_common(sv, root, chat, &p, &e) || !get_int(root, "n", 1, MAX_CHOICES, &n_choices, NULL, &e))
         goto bad;
     if (chat) {
+        struct srv_tools tools;
+        const char *tparam = NULL;
+        if (!srv_tools_parse(sv->tok, root, &tools, e.msg, sizeof e.msg, &tparam)) {
+            e.status = tparam ? 400 : 500;
+            e.param = tparam;
+            goto bad;
+        }
         n_prompts = 1;   /* (freed at bad:, NULL until chat_prompt succeeds) */
-        if (!chat_prompt(sv, root, &prompts[0].ids, &prompts[0].n, &e))
+        bool ok = chat_prompt(sv, root, &tools, &prompts[0].ids, &prompts[0].n, &e);
+        if (ok && tools.choice == SRV_TOOLS_FORCED) {   /* the reply: the function's arguments, under its schema */
+            if (p.has_schema || p.json_object || p.n_choices) {
+                ok = fail(&e, 400, "tool_choice", NULL, "a forced tool call and a response_format / guided_*: give one");
+            } else if (strlen(tools.params) >= sizeof p.schema) {
+                ok = fail(&e, 400, "tools", NULL, "the parameters schema of '%s' is longer than %zu bytes", tools.name,
+                          sizeof p.schema - 1);
+            } else {
+                okv_json_schema *cs = NULL;
+                if (okv_json_schema_compile(tools.params, strlen(tools.params), &cs) != OKV_OK)
+                    ok = fail(&e, 400, "tools", NULL, "the parameters of '%s': %s", tools.name, okv_last_error());
+                okv_json_schema_free(cs);
+                snprintf(p.schema, sizeof p.schema, "%s", tools.params);
+                p.has_schema = true;
+            }
+        }
+        p.tool_mode = tools.choice;
+        snprintf(p.tool_name, sizeof p.tool_name, "%s", tools.name);
+        srv_tools_free(&tools);
+        if (!ok)
             goto bad;
     } else if (!completion_prompts(sv, root, prompts, (int)(MAX_CHOICES / n_choices), &n_prompts, &e)) {
         goto bad;
@@ -1515,8 +1744,17 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
         fail(&e, 400, NULL, NULL, NUL_ESCAPE_MSG);
     } else if (get_bool(root, "add_special_tokens", &special, &e) && model_ok(sv, root, &e)) {
         const cJSON *pr = field(root, "prompt");
-        if (field(root, "messages"))
-            ok = chat_prompt(sv, root, &ids, &n, &e);
+        struct srv_tools tools = {0};
+        const char *tparam = NULL;
+        if (field(root, "messages")) {   /* with the tools listed, as a chat request with them would be */
+            if (!srv_tools_parse(sv->tok, root, &tools, e.msg, sizeof e.msg, &tparam)) {
+                e.status = tparam ? 400 : 500;
+                e.param = tparam;
+            } else {
+                ok = chat_prompt(sv, root, &tools, &ids, &n, &e);
+            }
+            srv_tools_free(&tools);
+        }
         else if (!pr || !cJSON_IsString(pr))
             fail(&e, 400, "prompt", NULL, "'prompt' (a string) or 'messages' is required");
         else if (okv_tokenizer_encode(sv->tok, pr->valuestring, strlen(pr->valuestring),

@@ -18,7 +18,17 @@
  *     <|start_header_id|>assistant<|end_header_id|>\n\n   with add_generation_prompt
  * Llama-3.1 and later (template mentions "Cutting Knowledge Date"): a system block is
  * always rendered first, with the dates the template defaults to, holding the
- * system message (trimmed) if messages[0] is one. Tools are not supported. */
+ * system message (trimmed) if messages[0] is one; tools are not rendered there.
+ *
+ * Tools (OKV_CHAT_TOOLS_HERMES: a ChatML template that lists tools in <tools></tools> and has replies call
+ * them in <tool_call></tool_call>, as Qwen2.5's and Qwen3's do):
+ *     <|im_start|>system\n[{system or the default}\n\n]# Tools\n\n...<tools>\n{tool}\n{tool}\n</tools>\n\n
+ *         ...</tool_call><|im_end|>\n               the system message (messages[0], if one) goes here
+ *     <|im_start|>assistant[\n{content}]\n<tool_call>\n{"name": "{name}", "arguments": {arguments}}\n</tool_call>...
+ *         <|im_end|>\n                               an assistant message with tool calls
+ *     <|im_start|>user\n<tool_response>\n{content}\n</tool_response>...<|im_end|>\n
+ *                                                   a run of "tool" messages, one user turn
+ *   as those templates render them (transformers' apply_chat_template with tools=...). */
 #include "tok_internal.h"
 
 #include <string.h>
@@ -80,7 +90,13 @@ void okv_chat_detect(okv_tokenizer *t)
         t->chat_default_system = chatml_default_system(tpl);
     if (t->chat_format == OKV_CHAT_FORMAT_LLAMA3)
         t->chat_llama31 = tpl && strstr(tpl, "Cutting Knowledge Date");
+    t->chat_tools = OKV_CHAT_TOOLS_NONE;
+    if (t->chat_format == OKV_CHAT_FORMAT_CHATML && tpl && strstr(tpl, "<tools>") && strstr(tpl, "<tool_call>") &&
+        strstr(tpl, "<tool_response>") && strstr(tpl, "# Tools"))
+        t->chat_tools = OKV_CHAT_TOOLS_HERMES;
 }
+
+enum okv_chat_tools okv_tokenizer_chat_tools(const okv_tokenizer *t) { return t->chat_tools; }
 
 /* A growing NUL-terminated string. */
 struct sbuf {
@@ -123,17 +139,60 @@ static void put_trimmed(struct sbuf *b, const char *s)
     put_n(b, s, n);
 }
 
-static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n,
-                          bool gen, struct sbuf *b)
+static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, const char *const *tools,
+                          size_t n_tools, bool gen, struct sbuf *b)
 {
-    if (t->chat_default_system && n > 0 && strcmp(m[0].role, "system") != 0) {
+    size_t first = 0;
+    if (n_tools > 0) {   /* the tools' system block, holding the system message */
+        const char *sys = n > 0 && strcmp(m[0].role, "system") == 0 ? m[0].content : t->chat_default_system;
+        first = n > 0 && strcmp(m[0].role, "system") == 0;
+        put(b, "<|im_start|>system\n");
+        if (sys) {
+            put(b, sys);
+            put(b, "\n\n");
+        }
+        put(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+        for (size_t k = 0; k < n_tools; k++) {
+            put(b, "\n");
+            put(b, tools[k]);
+        }
+        put(b, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+               "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+               "<args-json-object>}\n</tool_call><|im_end|>\n");
+    } else if (t->chat_default_system && n > 0 && strcmp(m[0].role, "system") != 0) {
         put(b, "<|im_start|>system\n");
         put(b, t->chat_default_system);
         put(b, "<|im_end|>\n");
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = first; i < n; i++) {
+        if (strcmp(m[i].role, "tool") == 0) {   /* a run of tool results: one user turn */
+            if (i == 0 || strcmp(m[i - 1].role, "tool") != 0)
+                put(b, "<|im_start|>user");
+            put(b, "\n<tool_response>\n");
+            put(b, m[i].content);
+            put(b, "\n</tool_response>");
+            if (i + 1 == n || strcmp(m[i + 1].role, "tool") != 0)
+                put(b, "<|im_end|>\n");
+            continue;
+        }
         put(b, "<|im_start|>");
         put(b, m[i].role);
+        if (m[i].n_tool_calls > 0) {
+            if (m[i].content[0]) {
+                put(b, "\n");
+                put(b, m[i].content);
+            }
+            for (int k = 0; k < m[i].n_tool_calls; k++) {
+                put(b, "\n<tool_call>\n{\"name\": \"");
+                put(b, m[i].tool_calls[k].name);
+                put(b, "\", \"arguments\": ");
+                put(b, m[i].tool_calls[k].arguments);
+                put(b, "}\n</tool_call>");
+            }
+            put(b, "<|im_end|>\n");
+            continue;
+        }
         put(b, "\n");
         put(b, m[i].content);
         put(b, "<|im_end|>\n");
@@ -261,14 +320,35 @@ static void render_mistral(const okv_tokenizer *t, const struct okv_chat_msg *m,
 enum okv_status okv_tokenizer_apply_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs,
                                          size_t n, bool add_generation_prompt, char **out)
 {
+    return okv_tokenizer_apply_chat_tools(t, msgs, n, NULL, 0, add_generation_prompt, out);
+}
+
+enum okv_status okv_tokenizer_apply_chat_tools(const okv_tokenizer *t, const struct okv_chat_msg *msgs, size_t n,
+                                               const char *const *tools, size_t n_tools, bool add_generation_prompt,
+                                               char **out)
+{
     *out = NULL;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content)
             return okv_set_error(OKV_ERR_INVALID_ARG, "chat message %zu has no %s", i,
                                  msgs[i].role ? "content" : "role");
+        for (int k = 0; k < msgs[i].n_tool_calls; k++)
+            if (!msgs[i].tool_calls[k].name || !msgs[i].tool_calls[k].arguments)
+                return okv_set_error(OKV_ERR_INVALID_ARG, "chat message %zu: tool call %d has no %s", i, k,
+                                     msgs[i].tool_calls[k].name ? "arguments" : "name");
+        if (t->chat_tools == OKV_CHAT_TOOLS_NONE && (msgs[i].n_tool_calls > 0 || strcmp(msgs[i].role, "tool") == 0))
+            return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: chat message %zu %s, and this model's chat template does not "
+                                 "render tool calls", t->src, i,
+                                 msgs[i].n_tool_calls > 0 ? "has tool calls" : "is a tool's result");
+    }
+    for (size_t k = 0; k < n_tools; k++)
+        if (!tools || !tools[k])
+            return okv_set_error(OKV_ERR_INVALID_ARG, "tool %zu has no definition", k);
+    if (n_tools > 0 && t->chat_tools == OKV_CHAT_TOOLS_NONE)
+        return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: this model's chat template does not render tools", t->src);
     struct sbuf b = { 0 };
     switch (t->chat_format) {
-    case OKV_CHAT_FORMAT_CHATML: render_chatml(t, msgs, n, add_generation_prompt, &b); break;
+    case OKV_CHAT_FORMAT_CHATML: render_chatml(t, msgs, n, tools, n_tools, add_generation_prompt, &b); break;
     case OKV_CHAT_FORMAT_LLAMA3: render_llama3(t, msgs, n, add_generation_prompt, &b); break;
     case OKV_CHAT_FORMAT_LLAMA2:
     case OKV_CHAT_FORMAT_MISTRAL:

@@ -112,6 +112,7 @@ struct okv_tokenizer {
     enum okv_chat_format chat_format;
     char *chat_default_system;  /* ChatML default system prompt found in the template, or NULL */
     bool chat_llama31;          /* Llama-3.1 template: system header with dates */
+    enum okv_chat_tools chat_tools;   /* how the template offers tools (none: it does not) */
     char *bos_text;             /* raw text of bos (templates render it), or NULL */
 };
 

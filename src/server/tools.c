@@ -1,0 +1,514 @@
+/* Tools (function calling): see tools.h. */
+#include "server/tools.h"
+
+#include "oasiskv/common.h"
+#include "oasiskv/sampling.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CALL_OPEN "<tool_call>"
+#define CALL_CLOSE "</tool_call>"
+
+/* ---- Python's json.dumps ---- */
+
+static void py_string(const char *s, struct srv_buf *b)
+{
+    srv_buf_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        const char *esc = NULL;
+        char u[8];
+        switch (*p) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        default:
+            if (*p < 0x20) {
+                snprintf(u, sizeof u, "\\u%04x", *p);
+                esc = u;
+            }
+        }
+        if (esc)
+            srv_buf_put(b, esc, strlen(esc));
+        else
+            srv_buf_put(b, (const char *)p, 1);
+    }
+    srv_buf_put(b, "\"", 1);
+}
+
+/* Python's repr of a finite double: the shortest digits that read back as it, in fixed notation when the
+ * decimal exponent is in [-4, 16), else as d.ddde[+-]XX */
+static void py_float(double v, struct srv_buf *b)
+{
+    char e[40];
+    int prec = 1;
+    for (; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec - 1, v);
+        if (strtod(e, NULL) == v)
+            break;
+    }
+    /* e: [-]d[.ddd]e[+-]XX */
+    const bool neg = e[0] == '-';
+    char digits[24];
+    int nd = 0;
+    const char *p = e + neg;
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9')
+            digits[nd++] = *p;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    digits[nd] = 0;
+    const int exp = atoi(p + 1);
+    char out[64];
+    int n = 0;
+    if (neg)
+        out[n++] = '-';
+    if (exp >= -4 && exp < 16) {
+        if (exp < 0) {
+            out[n++] = '0';
+            out[n++] = '.';
+            for (int i = 0; i < -exp - 1; i++)
+                out[n++] = '0';
+            for (int i = 0; i < nd; i++)
+                out[n++] = digits[i];
+        } else {
+            for (int i = 0; i <= exp; i++)
+                out[n++] = i < nd ? digits[i] : '0';
+            out[n++] = '.';
+            if (nd > exp + 1)
+                for (int i = exp + 1; i < nd; i++)
+                    out[n++] = digits[i];
+            else
+                out[n++] = '0';
+        }
+        out[n] = 0;
+    } else {
+        out[n++] = digits[0];
+        if (nd > 1) {
+            out[n++] = '.';
+            for (int i = 1; i < nd; i++)
+                out[n++] = digits[i];
+        }
+        n += snprintf(out + n, sizeof out - (size_t)n, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+    srv_buf_put(b, out, strlen(out));
+}
+
+void srv_pyjson(const cJSON *v, struct srv_buf *b)
+{
+    if (cJSON_IsObject(v)) {
+        srv_buf_put(b, "{", 1);
+        const cJSON *x;
+        bool first = true;
+        cJSON_ArrayForEach(x, v) {
+            if (!first)
+                srv_buf_put(b, ", ", 2);
+            first = false;
+            py_string(x->string ? x->string : "", b);
+            srv_buf_put(b, ": ", 2);
+            srv_pyjson(x, b);
+        }
+        srv_buf_put(b, "}", 1);
+    } else if (cJSON_IsArray(v)) {
+        srv_buf_put(b, "[", 1);
+        const cJSON *x;
+        bool first = true;
+        cJSON_ArrayForEach(x, v) {
+            if (!first)
+                srv_buf_put(b, ", ", 2);
+            first = false;
+            srv_pyjson(x, b);
+        }
+        srv_buf_put(b, "]", 1);
+    } else if (cJSON_IsString(v)) {
+        py_string(v->valuestring, b);
+    } else if (cJSON_IsNumber(v)) {
+        const double d = v->valuedouble;
+        if (!isfinite(d)) {
+            srv_buf_put(b, isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity", isnan(d) ? 3 : d > 0 ? 8 : 9);
+        } else if (d == floor(d) && fabs(d) < 9007199254740992.0) {   /* a JSON integer (2^53: exactly one) */
+            srv_buf_printf(b, "%.0f", d);
+        } else {
+            py_float(d, b);
+        }
+    } else if (cJSON_IsTrue(v)) {
+        srv_buf_put(b, "true", 4);
+    } else if (cJSON_IsFalse(v)) {
+        srv_buf_put(b, "false", 5);
+    } else {
+        srv_buf_put(b, "null", 4);
+    }
+}
+
+static char *pyjson_text(const cJSON *v)
+{
+    struct srv_buf b = {0};
+    srv_pyjson(v, &b);
+    srv_buf_put(&b, "", 1);
+    if (b.oom) {
+        okv_free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* ---- the request ---- */
+
+static bool tfail(char *err, size_t errlen, const char **param, const char *p, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static bool tfail(char *err, size_t errlen, const char **param, const char *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    *param = p;
+    return false;
+}
+
+static bool name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > SRV_TOOL_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.'))
+            return false;
+    }
+    return true;
+}
+
+void srv_tools_free(struct srv_tools *t)
+{
+    for (int i = 0; i < t->n; i++)
+        okv_free(t->defs[i]);
+    okv_free(t->params);
+    memset(t, 0, sizeof *t);
+}
+
+bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_tools *t, char *err, size_t errlen,
+                     const char **param)
+{
+    memset(t, 0, sizeof *t);
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    const cJSON *par = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
+    if (tools && cJSON_IsNull(tools))
+        tools = NULL;
+    if (tc && cJSON_IsNull(tc))
+        tc = NULL;
+    if (par && !cJSON_IsNull(par) && !cJSON_IsBool(par))
+        return tfail(err, errlen, param, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    if (tools && !cJSON_IsArray(tools))
+        return tfail(err, errlen, param, "tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
+    const int n = tools ? cJSON_GetArraySize(tools) : 0;
+    if (n > SRV_MAX_TOOLS)
+        return tfail(err, errlen, param, "tools", "at most %d tools", SRV_MAX_TOOLS);
+    const cJSON *fn_of[SRV_MAX_TOOLS];
+    int i = 0;
+    const cJSON *tool;
+    cJSON_ArrayForEach(tool, tools) {
+        const cJSON *type = cJSON_IsObject(tool) ? cJSON_GetObjectItemCaseSensitive(tool, "type") : NULL;
+        const cJSON *fn = cJSON_IsObject(tool) ? cJSON_GetObjectItemCaseSensitive(tool, "function") : NULL;
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(fn))
+            return tfail(err, errlen, param, "tools",
+                         "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., ...}}", i);
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsString(name) || !name_ok(name->valuestring))
+            return tfail(err, errlen, param, "tools",
+                         "tools[%d].function.name must be 1 to %d of a-z, A-Z, 0-9, '_', '-' and '.'", i,
+                         SRV_TOOL_NAME_MAX);
+        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
+        if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc))
+            return tfail(err, errlen, param, "tools", "tools[%d].function.description must be a string", i);
+        const cJSON *pars = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        if (pars && !cJSON_IsNull(pars) && !cJSON_IsObject(pars))
+            return tfail(err, errlen, param, "tools", "tools[%d].function.parameters must be a JSON schema object", i);
+        for (int k = 0; k < i; k++)
+            if (!strcmp(cJSON_GetObjectItemCaseSensitive(fn_of[k], "name")->valuestring, name->valuestring))
+                return tfail(err, errlen, param, "tools", "tools[%d]: the function '%s' is defined twice", i,
+                             name->valuestring);
+        fn_of[i++] = fn;
+    }
+    /* tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name": ...}} */
+    int forced = -1;
+    t->choice = n > 0 ? SRV_TOOLS_AUTO : SRV_TOOLS_OFF;
+    if (tc) {
+        if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")) {
+            t->choice = SRV_TOOLS_OFF;
+        } else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "auto")) {
+            if (n == 0)
+                return tfail(err, errlen, param, "tool_choice", "tool_choice 'auto' needs 'tools'");
+        } else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")) {
+            if (n == 0)
+                return tfail(err, errlen, param, "tool_choice", "tool_choice 'required' needs 'tools'");
+            if (n > 1)
+                return tfail(err, errlen, param, "tool_choice",
+                             "tool_choice 'required' with %d tools is not supported by this server (a call that "
+                             "must be one of several functions); name the function: {\"type\": \"function\", "
+                             "\"function\": {\"name\": ...}}, or give one tool", n);
+            forced = 0;
+        } else if (cJSON_IsObject(tc)) {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type");
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            const cJSON *name = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+            if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsString(name))
+                return tfail(err, errlen, param, "tool_choice",
+                             "tool_choice must be \"none\", \"auto\", \"required\" or "
+                             "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+            for (int k = 0; k < n && forced < 0; k++)
+                if (!strcmp(cJSON_GetObjectItemCaseSensitive(fn_of[k], "name")->valuestring, name->valuestring))
+                    forced = k;
+            if (forced < 0)
+                return tfail(err, errlen, param, "tool_choice", "tool_choice names the function '%.64s', which is not "
+                             "among 'tools'", name->valuestring);
+        } else {
+            return tfail(err, errlen, param, "tool_choice",
+                         "tool_choice must be \"none\", \"auto\", \"required\" or "
+                         "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+        }
+    }
+    const bool can_list = okv_tokenizer_chat_tools(tok) != OKV_CHAT_TOOLS_NONE;
+    if (t->choice == SRV_TOOLS_AUTO && forced < 0 && !can_list)
+        return tfail(err, errlen, param, "tools",
+                     "this model's chat template does not offer tools (it has no tool-call format this server "
+                     "reads: Hermes/Qwen <tool_call>), so tool_choice 'auto' cannot work; force a call with "
+                     "tool_choice {\"type\": \"function\", \"function\": {\"name\": ...}}, or send no tools");
+    if (forced >= 0) {
+        t->choice = SRV_TOOLS_FORCED;
+        snprintf(t->name, sizeof t->name, "%s", cJSON_GetObjectItemCaseSensitive(fn_of[forced], "name")->valuestring);
+        const cJSON *pars = cJSON_GetObjectItemCaseSensitive(fn_of[forced], "parameters");
+        if (pars && cJSON_IsObject(pars)) {
+            t->params = cJSON_PrintUnformatted(pars);
+            if (t->params) {   /* cJSON's allocation into ours */
+                char *c = okv_malloc(strlen(t->params) + 1, OKV_TAG_SERVER);
+                if (c)
+                    strcpy(c, t->params);
+                cJSON_free(t->params);
+                t->params = c;
+            }
+        } else {   /* no parameters: the arguments are an empty object */
+            t->params = okv_malloc(64, OKV_TAG_SERVER);
+            if (t->params)
+                snprintf(t->params, 64, "{\"type\": \"object\", \"additionalProperties\": false}");
+        }
+        if (!t->params)
+            return tfail(err, errlen, param, NULL, "out of memory");
+    }
+    /* the definitions the prompt lists: all of them, unless "none" or the template cannot list them */
+    if (t->choice != SRV_TOOLS_OFF && can_list) {
+        i = 0;
+        cJSON_ArrayForEach(tool, tools) {
+            if (!(t->defs[i] = pyjson_text(tool))) {
+                t->n = i;
+                srv_tools_free(t);
+                return tfail(err, errlen, param, NULL, "out of memory");
+            }
+            t->n = ++i;
+        }
+    }
+    return true;
+}
+
+/* ---- reading the reply ---- */
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *c = okv_malloc(n + 1, OKV_TAG_SERVER);
+    if (c) {
+        memcpy(c, s, n);
+        c[n] = 0;
+    }
+    return c;
+}
+
+/* One call's text (between the tags): {"name": string, "arguments": object} -> *c; 0 when it is not one,
+ * -1 when out of memory, 1 when read */
+static int read_call(const char *s, size_t n, struct srv_tool_call *c)
+{
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(s, n, &end, false);
+    while (o && end && end < s + n && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t'))
+        end++;
+    if (o && end != s + n) {   /* something after the object */
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    const cJSON *name = o ? cJSON_GetObjectItemCaseSensitive(o, "name") : NULL;
+    const cJSON *args = o ? cJSON_GetObjectItemCaseSensitive(o, "arguments") : NULL;
+    if (!args && o)   /* some models write "parameters" */
+        args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+    if (!cJSON_IsObject(o) || !cJSON_IsString(name) || !cJSON_IsObject(args)) {
+        cJSON_Delete(o);
+        return 0;
+    }
+    c->name = dup_n(name->valuestring, strlen(name->valuestring));
+    c->arguments = pyjson_text(args);
+    cJSON_Delete(o);
+    if (!c->name || !c->arguments) {
+        okv_free(c->name);
+        okv_free(c->arguments);
+        c->name = c->arguments = NULL;
+        return -1;
+    }
+    return 1;
+}
+
+static const char *find_n(const char *hay, size_t n, const char *needle)
+{
+    const size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (hay[i] == needle[0] && !memcmp(hay + i, needle, k))
+            return hay + i;
+    return NULL;
+}
+
+void srv_tool_reply_free(struct srv_tool_reply *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        okv_free(r->calls[i].name);
+        okv_free(r->calls[i].arguments);
+    }
+    okv_free(r->calls);
+    okv_free(r->content);
+    memset(r, 0, sizeof *r);
+}
+
+bool srv_tools_read_reply(const char *text, size_t len, struct srv_tool_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *first = find_n(text, len, CALL_OPEN);
+    const char *end = text + len;
+    bool ok = first != NULL;
+    for (const char *p = first; ok && p;) {
+        const char *body = p + strlen(CALL_OPEN);
+        const char *close = find_n(body, (size_t)(end - body), CALL_CLOSE);
+        const char *stop = close ? close : end;   /* a call the reply ended in (cut off or no closing tag) */
+        struct srv_tool_call *v = okv_realloc(out->calls, sizeof *v * (size_t)(out->n + 1), OKV_TAG_SERVER);
+        if (!v)
+            goto oom;
+        out->calls = v;
+        memset(&v[out->n], 0, sizeof *v);
+        const int r = read_call(body, (size_t)(stop - body), &v[out->n]);
+        if (r < 0)
+            goto oom;
+        if (r == 0) {
+            ok = false;
+            break;
+        }
+        out->n++;
+        p = close ? find_n(close, (size_t)(end - close), CALL_OPEN) : NULL;
+    }
+    if (!ok) {   /* no calls: the whole text is the content */
+        srv_tool_reply_free(out);
+        if (!(out->content = dup_n(text, len)))
+            return false;
+        return true;
+    }
+    if (first > text && !(out->content = dup_n(text, (size_t)(first - text))))
+        goto oom;
+    return true;
+oom:
+    srv_tool_reply_free(out);
+    return false;
+}
+
+void srv_tool_stream_free(struct srv_tool_stream *s)
+{
+    okv_free(s->held.s);
+    memset(s, 0, sizeof *s);
+}
+
+/* the length of the longest suffix of p[0..n) that is a proper prefix of tag */
+static size_t partial_tag(const char *p, size_t n, const char *tag)
+{
+    const size_t k = strlen(tag);
+    for (size_t m = k - 1 < n ? k - 1 : n; m > 0; m--)
+        if (!memcmp(p + n - m, tag, m))
+            return m;
+    return 0;
+}
+
+bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bool final, struct srv_buf *content,
+                          struct srv_tool_call **calls, int *n_calls)
+{
+    srv_buf_put(&s->held, p, n);
+    if (s->held.oom)
+        return false;
+    for (;;) {
+        char *h = s->held.s;
+        size_t hn = s->held.len;
+        if (s->bad) {   /* everything as content */
+            srv_buf_put(content, h, hn);
+            s->held.len = 0;
+            return !content->oom;
+        }
+        if (!s->in_call) {
+            const char *open = find_n(h, hn, CALL_OPEN);
+            if (open) {
+                if (s->n_calls == 0)   /* content: the text before the first call only */
+                    srv_buf_put(content, h, (size_t)(open - h));
+                const size_t used = (size_t)(open - h) + strlen(CALL_OPEN);
+                memmove(h, h + used, hn - used);
+                s->held.len = hn - used;
+                s->in_call = true;
+                continue;
+            }
+            const size_t keep = final ? 0 : partial_tag(h, hn, CALL_OPEN);
+            if (s->n_calls == 0)
+                srv_buf_put(content, h, hn - keep);
+            memmove(h, h + hn - keep, keep);
+            s->held.len = keep;
+            return !content->oom;
+        }
+        const char *close = find_n(h, hn, CALL_CLOSE);
+        if (!close && !final)
+            return true;   /* the call is still being written */
+        const size_t body = close ? (size_t)(close - h) : hn;
+        struct srv_tool_call c = {0};
+        const int r = read_call(h, body, &c);
+        if (r < 0)
+            return false;
+        if (r == 0) {   /* not a call: it goes out as the text it was */
+            s->bad = true;
+            srv_buf_put(content, CALL_OPEN, strlen(CALL_OPEN));
+            continue;
+        }
+        struct srv_tool_call *v = okv_realloc(*calls, sizeof *v * (size_t)(*n_calls + 1), OKV_TAG_SERVER);
+        if (!v) {
+            okv_free(c.name);
+            okv_free(c.arguments);
+            return false;
+        }
+        *calls = v;
+        v[(*n_calls)++] = c;
+        s->n_calls++;
+        s->in_call = false;
+        const size_t used = close ? body + strlen(CALL_CLOSE) : hn;
+        memmove(h, h + used, hn - used);
+        s->held.len = hn - used;
+        if (!close)
+            return true;
+    }
+}
+
+void srv_tool_call_id(char out[48])
+{
+    static atomic_uint_fast64_t counter;
+    struct okv_rng r;
+    okv_rng_seed(&r, (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(okv_now() * 1e9) ^
+                         (atomic_fetch_add(&counter, 1) << 32));
+    const uint64_t a = okv_rng_next(&r), b = okv_rng_next(&r);
+    snprintf(out, 48, "chatcmpl-tool-%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
+}

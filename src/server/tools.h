@@ -1,0 +1,78 @@
+/* Tools (function calling) for the chat completions API: the request's "tools" and "tool_choice", the
+ * tool calls and results in its messages, and the tool calls read back out of a reply.
+ *
+ * tool_choice "auto" (the default with tools): the tools go into the prompt as the model's chat template
+ * lists them (a template with tools: okv_tokenizer_chat_tools), and the reply's calls, written in the
+ * template's format (Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>), come back as
+ * "tool_calls" with finish_reason "tool_calls"; the text before the first call is the content.
+ * "required" with one tool, or {"type": "function", "function": {"name": N}}: the reply is the
+ * arguments of that function, generated under its "parameters" schema (structured output), and comes back
+ * as one tool call (finish_reason "stop", as the OpenAI API gives for a forced call); this works with any
+ * template (the tools are listed in the prompt where the template can). "none": the tools are not offered.
+ * A tool's definition and a call's arguments are written into the prompt as transformers' tojson writes
+ * them (Python's json.dumps, ensure_ascii off), so that the prompt is the one the template renders. */
+#ifndef OKV_SERVER_TOOLS_H
+#define OKV_SERVER_TOOLS_H
+
+#include "server/server_internal.h"
+
+#define SRV_MAX_TOOLS 128
+#define SRV_TOOL_NAME_MAX 64   /* the OpenAI API's limit on a function's name */
+
+enum srv_tool_choice { SRV_TOOLS_OFF, SRV_TOOLS_AUTO, SRV_TOOLS_FORCED };
+
+struct srv_tools {
+    enum srv_tool_choice choice;
+    int n;                          /* tools given (and offered in the prompt, unless choice is OFF) */
+    char *defs[SRV_MAX_TOOLS];      /* each tool as tojson writes it (owned) */
+    char name[SRV_TOOL_NAME_MAX + 1];   /* FORCED: the function called */
+    char *params;                   /* FORCED: its "parameters" schema as JSON text (owned) */
+};
+
+/* Read "tools", "tool_choice" and "parallel_tool_calls" of a chat request. False with *err (a message for
+ * a 400 reply) and *param (the field) set when they are malformed or ask for what cannot be done. */
+bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_tools *t, char *err, size_t errlen,
+                     const char **param);
+void srv_tools_free(struct srv_tools *t);
+
+/* v as Python's json.dumps(v, ensure_ascii=False) writes it (", " and ": " separators; a number that is an
+ * integer is written as one, others as Python's repr of the double). Where it differs: a float literal with
+ * an integer value (1.0, 1e2: json.dumps writes 1.0 and 100.0, this 1 and 100, the parsed tree keeping no
+ * int/float distinction) and integers past 2^53 (rounded to a double). */
+void srv_pyjson(const cJSON *v, struct srv_buf *b);
+
+/* A reply's tool calls (Hermes format). */
+struct srv_tool_call {
+    char *name;
+    char *arguments;   /* JSON text, as json.dumps writes it */
+};
+struct srv_tool_reply {
+    char *content;     /* the text before the first call; NULL when there is none (or it is empty) */
+    struct srv_tool_call *calls;
+    int n;
+};
+/* Read text[0..len): with calls that all parse, *out holds them and the text before them; otherwise (no
+ * call, or one that is not {"name": string, "arguments": object}) the whole text is the content and there
+ * are no calls. False when out of memory. */
+bool srv_tools_read_reply(const char *text, size_t len, struct srv_tool_reply *out);
+void srv_tool_reply_free(struct srv_tool_reply *r);
+
+/* The same read as a stream: text fed as it comes; content that can no longer be part of a call is given
+ * back to send, calls as they close. */
+struct srv_tool_stream {
+    struct srv_buf held;   /* text not sent yet: a possible "<tool_call>" opening, or a call being read */
+    bool in_call;
+    bool bad;              /* a call did not parse: the rest goes out as content */
+    int n_calls;
+};
+/* Feed text (final: the reply ended). Appends what may be sent as content to *content and the calls that
+ * closed to *calls (srv_tool_call entries, *n_calls of them, grown with okv_realloc). False when out of
+ * memory. */
+bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bool final, struct srv_buf *content,
+                          struct srv_tool_call **calls, int *n_calls);
+void srv_tool_stream_free(struct srv_tool_stream *s);
+
+/* A tool call's id: "chatcmpl-tool-" and 32 hex digits. */
+void srv_tool_call_id(char out[48]);
+
+#endif

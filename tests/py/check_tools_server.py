@@ -1,0 +1,257 @@
+"""Tools (function calling) through `oasiskv serve`, as an OpenAI client sees them (run by
+tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
+
+- its own template (no tools): tools with tool_choice "auto" refused with a clear error; a forced call
+  (tool_choice naming the function, or "required" with one tool) generated under the function's parameters
+  schema, returned as tool_calls through the official openai client, streamed as argument deltas that join
+  to the same arguments; tool results refused; the malformed tools and choices refused by name;
+- Qwen2.5's template with tools (--tokenizer: SmolLM2's tokenizer.json with that template,
+  tests/data/chat_tools.json): /tokenize of a conversation with tools, tool calls and tool results equal to
+  the Hugging Face tokenizer's ids of the text transformers renders; replies parsed into tool_calls
+  (guided_choice makes the model write a call, or plain text), streamed and not, with finish_reason
+  "tool_calls"; a free greedy reply well formed either way.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import openai
+from tokenizers import Tokenizer
+
+CLI, MODEL, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
+FIX = json.load(open(os.path.join(SRC, "tests", "data", "chat_tools.json")))
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def start(extra):
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    p = subprocess.Popen([CLI, "serve", "-m", MODEL, "--port", "0", "--threads", "2", "--ctx", "2048",
+                          "--kv-pool-gb", "0.25", "--served-model-name", "smol", *extra],
+                         stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(log.name).read())
+        if m:
+            return p, int(m.group(1))
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise RuntimeError("server did not start: " + open(log.name).read())
+
+
+def post(port, path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def sse(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                 data=json.dumps(dict(body, stream=True)).encode(),
+                                 headers={"Content-Type": "application/json"})
+    evs = []
+    with urllib.request.urlopen(req, timeout=120) as r:
+        for line in r:
+            line = line.strip()
+            if line.startswith(b"data: ") and line[6:] != b"[DONE]":
+                evs.append(json.loads(line[6:]))
+    return evs
+
+
+def joined(evs):
+    """content, tool calls (by index: id, name, arguments joined) and the finish reason of a streamed reply"""
+    content, calls, finish = "", {}, None
+    for ev in evs:
+        for ch in ev.get("choices", []):
+            d = ch.get("delta", {})
+            content += d.get("content") or ""
+            for tc in d.get("tool_calls") or []:
+                c = calls.setdefault(tc["index"], {"id": None, "name": "", "arguments": ""})
+                c["id"] = tc.get("id") or c["id"]
+                fn = tc.get("function") or {}
+                c["name"] += fn.get("name") or ""
+                c["arguments"] += fn.get("arguments") or ""
+            finish = ch.get("finish_reason") or finish
+    return content, [calls[k] for k in sorted(calls)], finish
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "enum": ["Paris", "Oslo", "Lima"]},
+        "days": {"type": "integer"}}, "required": ["city", "days"], "additionalProperties": False}}}
+SEARCH = {"type": "function", "function": {"name": "search", "parameters": {
+    "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}
+UNITS = {"type": "function", "function": {"name": "set_units", "parameters": {
+    "type": "object", "properties": {"unit": {"type": "string", "enum": ["metric", "imperial"]}}, "required": ["unit"]}}}
+MSGS = [{"role": "user", "content": "What is the weather in Paris for the next 3 days?"}]
+
+
+def own_template(port):
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
+    st, js = post(port, "/v1/chat/completions", {"messages": MSGS, "tools": [WEATHER], "max_tokens": 8})
+    check(st == 400 and js["error"]["param"] == "tools" and "does not offer tools" in js["error"]["message"],
+          f"own template: tool_choice auto refused ({st}: {js.get('error', {}).get('message', '')[:90]})")
+    forced = {"type": "function", "function": {"name": "get_weather"}}
+    r = client.chat.completions.create(model="smol", messages=MSGS, tools=[WEATHER, SEARCH], tool_choice=forced,
+                                       max_tokens=60, temperature=0)
+    ch = r.choices[0]
+    tc = ch.message.tool_calls or []
+    args = None
+    if tc:
+        try:
+            args = json.loads(tc[0].function.arguments)
+        except ValueError:
+            pass
+    check(len(tc) == 1 and tc[0].type == "function" and tc[0].function.name == "get_weather" and
+          tc[0].id.startswith("chatcmpl-tool-") and ch.message.content is None and ch.finish_reason == "stop",
+          f"forced call through the openai client: {tc[0].function if tc else None}, finish {ch.finish_reason}")
+    check(isinstance(args, dict) and set(args) == {"city", "days"} and args["city"] in ("Paris", "Oslo", "Lima") and
+          isinstance(args["days"], int), f"the arguments follow the parameters schema: {args}")
+    evs = sse(port, {"messages": MSGS, "tools": [WEATHER, SEARCH], "tool_choice": forced, "max_tokens": 60,
+                     "temperature": 0})
+    content, calls, finish = joined(evs)
+    first = next((ev for ev in evs if ev["choices"] and ev["choices"][0]["delta"].get("tool_calls")), None)
+    check(len(calls) == 1 and calls[0]["name"] == "get_weather" and calls[0]["id"] and
+          calls[0]["arguments"] == tc[0].function.arguments and content == "" and finish == "stop" and first and
+          first["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "get_weather",
+          f"forced call streamed: {len(evs)} events, arguments {calls[0]['arguments'] if calls else None!r}")
+    r = client.chat.completions.create(model="smol", messages=MSGS, tools=[UNITS], tool_choice="required",
+                                       max_tokens=200, temperature=0)
+    tc = r.choices[0].message.tool_calls or []
+    ok = r.choices[0].finish_reason == "stop" and len(tc) == 1 and tc[0].function.name == "set_units"
+    check(ok and json.loads(tc[0].function.arguments)["unit"] in ("metric", "imperial"),
+          f"required with one tool: {tc[0].function if tc else None}, finish {r.choices[0].finish_reason}")
+    r = client.chat.completions.create(model="smol", messages=MSGS, tools=[SEARCH], tool_choice="required",
+                                       max_tokens=3, temperature=0)
+    tc = r.choices[0].message.tool_calls or []
+    check(r.choices[0].finish_reason == "length" and len(tc) == 1 and len(tc[0].function.arguments) > 0,
+          f"a forced call cut off by max_tokens: finish length, its arguments as far as written "
+          f"({tc[0].function.arguments if tc else None!r})")
+    r = client.chat.completions.create(model="smol", messages=MSGS, tools=[WEATHER], tool_choice="none", max_tokens=5,
+                                       temperature=0)
+    check(r.choices[0].message.content and not r.choices[0].message.tool_calls, "tool_choice none: a plain reply")
+    bad = [({"tools": [WEATHER, SEARCH], "tool_choice": "required"}, "tool_choice", "name the function"),
+           ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice",
+            "not among"),
+           ({"tools": [{"type": "function", "function": {"name": "x y"}}], "tool_choice": "required"}, "tools", "name"),
+           ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+               "type": "object", "properties": {"a": {"type": "string", "pattern": "^a"}}}}}], "tool_choice": "required"},
+            "tools", "pattern"),
+           ({"messages": MSGS + [{"role": "tool", "content": "sunny"}]}, "messages", "tool"),
+           ({"tools": [WEATHER], "tool_choice": forced, "response_format": {"type": "json_object"}}, "tool_choice",
+            "give one")]
+    for body, param, word in bad:
+        st, js = post(port, "/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 4}, **body))
+        check(st == 400 and js["error"]["param"] == param and word in js["error"]["message"],
+              f"refused ({param}): {js.get('error', {}).get('message', '')[:100]}")
+    st, js = post(port, "/v1/completions", {"prompt": "x", "tools": [WEATHER], "max_tokens": 2})
+    check(st == 400 and js["error"]["param"] == "tools", "tools on /v1/completions refused")
+
+
+def hermes_template(port):
+    hf = Tokenizer.from_file(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"))
+    for i, case in enumerate(FIX["cases"]):
+        msgs = []
+        for m in case["messages"]:
+            o = {"role": m["role"], "content": m["content"]}
+            if m["tool_calls"]:
+                o["tool_calls"] = [{"id": f"c{k}", "type": "function",
+                                    "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                   for k, c in enumerate(m["tool_calls"])]
+            msgs.append(o)
+        body = {"messages": msgs}
+        if case["tools"]:
+            body["tools"] = [json.loads(t) for t in case["tools"]]
+        if not case["gen"]:
+            continue   # /tokenize always adds the generation prompt
+        st, js = post(port, "/tokenize", body)
+        want = hf.encode(case["expect"], add_special_tokens=False).ids
+        check(st == 200 and js["tokens"] == want, f"/tokenize of conversation {i} with tools = the HF tokenizer's ids of "
+              f"transformers' rendering ({len(want)} tokens; {st} {str(js)[:80] if st != 200 else ''})")
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}\n</tool_call>'
+    two = call + '\n<tool_call>\n{"name": "search", "arguments": {"q": "umbrella \\"sale\\""}}\n</tool_call>'
+    for text, n in ((call, 1), (two, 2)):
+        body = {"messages": MSGS, "tools": [WEATHER, SEARCH], "max_tokens": 80, "temperature": 0,
+                "guided_choice": [text]}
+        st, js = post(port, "/v1/chat/completions", body)
+        ch = js["choices"][0] if st == 200 else {}
+        tc = ch.get("message", {}).get("tool_calls") or []
+        check(st == 200 and len(tc) == n and tc[0]["function"]["name"] == "get_weather" and
+              json.loads(tc[0]["function"]["arguments"]) == {"city": "Oslo", "days": 2} and
+              ch["message"]["content"] is None and ch["finish_reason"] == "tool_calls" and
+              (n == 1 or json.loads(tc[1]["function"]["arguments"]) == {"q": 'umbrella "sale"'}),
+              f"a reply of {n} call(s) read into tool_calls: {[t['function'] for t in tc]}")
+        content, calls, finish = joined(sse(port, body))
+        check(content == "" and finish == "tool_calls" and
+              [(c["name"], json.loads(c["arguments"])) for c in calls] ==
+              [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in tc] and all(c["id"] for c in calls),
+              f"the same reply streamed: {calls}")
+    body = {"messages": MSGS, "tools": [WEATHER], "max_tokens": 20, "temperature": 0,
+            "guided_choice": ["It is <tool sunny>"]}
+    st, js = post(port, "/v1/chat/completions", body)
+    check(st == 200 and js["choices"][0]["message"]["content"] == "It is <tool sunny>" and
+          not js["choices"][0]["message"].get("tool_calls") and js["choices"][0]["finish_reason"] == "stop",
+          f"a reply without calls is content: {js['choices'][0]['message'] if st == 200 else js}")
+    content, calls, finish = joined(sse(port, body))
+    check(content == "It is <tool sunny>" and not calls and finish == "stop", f"streamed: {content!r} {finish}")
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
+    r = client.chat.completions.create(model="smol", messages=MSGS, tools=[WEATHER, SEARCH], max_tokens=40,
+                                       temperature=0)
+    m = r.choices[0].message
+    check((m.content is not None or m.tool_calls) and r.choices[0].finish_reason in ("stop", "length", "tool_calls"),
+          f"a free reply with tools offered: content {str(m.content)[:40]!r}, calls {m.tool_calls}")
+    hist = MSGS + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": '{"forecast": "sun"}'}]
+    r = client.chat.completions.create(model="smol", messages=hist, tools=[WEATHER], max_tokens=10, temperature=0)
+    check(r.choices[0].finish_reason in ("stop", "length", "tool_calls"), "a conversation with a tool's result answered")
+    st, js = post(port, "/v1/chat/completions", {"messages": MSGS[:1] + [{"role": "assistant", "tool_calls": [
+        {"type": "function", "function": {"name": "f", "arguments": "{not json"}}]}], "max_tokens": 2})
+    check(st == 400 and "arguments is not valid JSON" in js["error"]["message"], "bad arguments refused")
+
+
+def main():
+    p, port = start([])
+    try:
+        own_template(port)
+    finally:
+        p.terminate()
+        p.wait(30)
+    tdir = tempfile.mkdtemp()
+    try:
+        shutil.copy(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"), tdir)
+        cfg = json.load(open(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer_config.json")))
+        cfg["chat_template"] = FIX["template"]
+        json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
+        p, port = start(["--tokenizer", tdir])
+        try:
+            hermes_template(port)
+        finally:
+            p.terminate()
+            p.wait(30)
+    finally:
+        shutil.rmtree(tdir)
+    print(f"{len(failures)} failed" if failures else "all passed")
+    sys.exit(1 if failures else 0)
+
+
+main()

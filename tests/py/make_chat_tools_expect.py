@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Reference renderings for tools in chat templates (tests/test_tokenizer.c, tests/test_tools.c), made with
+transformers' Jinja renderer and Python's json module, written to tests/data/chat_tools.json:
+
+- "template": Qwen2.5-Instruct's chat template (its tokenizer_config.json), which lists tools in <tools> and
+  writes calls in <tool_call> (Hermes format);
+- "cases": conversations with tools, tool calls and tool results: the tools as json.dumps writes them (the
+  template's tojson), the messages, and what apply_chat_template renders;
+- "pyjson": JSON texts and what json.dumps(json.loads(text), ensure_ascii=False) writes, the form the server
+  must give tools and arguments in (its srv_pyjson).
+
+    python3 tests/py/make_chat_tools_expect.py      (needs transformers; no model, no torch)"""
+import json
+import os
+import sys
+
+from transformers.utils.chat_template_utils import render_jinja_template
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "data", "chat_tools.json")
+TEMPLATE = json.load(open(sys.argv[1])) if len(sys.argv) > 1 else json.load(open(OUT))["template"]
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city, in \"C\" or \"F\".",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city, e.g. Zürich"},
+        "unit": {"type": "string", "enum": ["C", "F"]}}, "required": ["city"]}}}
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Search the web.\nReturns the top results.",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string"}, "k": {"type": "integer", "minimum": 1}},
+                   "required": ["q"]}}}
+NOPARAM = {"type": "function", "function": {"name": "now"}}
+
+
+def call(name, args):
+    return {"type": "function", "function": {"name": name, "arguments": args}}
+
+
+CASES = [
+    ([WEATHER], [{"role": "user", "content": "Weather in Paris?"}], True),
+    ([WEATHER, SEARCH, NOPARAM], [{"role": "system", "content": "Be terse."},
+                                  {"role": "user", "content": "Weather in Paris, and search \"cats\"."}], True),
+    ([WEATHER, SEARCH], [
+        {"role": "user", "content": "Weather in Paris and Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [call("get_weather", {"city": "Paris"}),
+                                                            call("get_weather", {"city": "Oslo", "unit": "C"})]},
+        {"role": "tool", "content": "{\"t\": 21.5}"},
+        {"role": "tool", "content": "{\"t\": -3}"},
+        {"role": "assistant", "content": "Paris 21.5, Oslo -3."},
+        {"role": "user", "content": "Thanks"}], True),
+    ([SEARCH], [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "find x"},
+        {"role": "assistant", "content": "Let me look.", "tool_calls": [call("search", {"q": "x", "k": 3})]},
+        {"role": "tool", "content": "nothing"}], True),
+    # no tools offered, but a conversation that had calls (the template renders it all the same)
+    ([], [{"role": "user", "content": "hi"},
+          {"role": "assistant", "content": "", "tool_calls": [call("now", {})]},
+          {"role": "tool", "content": "12:00"}], False),
+]
+
+cases = []
+for tools, msgs, gen in CASES:
+    out, _ = render_jinja_template(conversations=[msgs], tools=tools or None, chat_template=TEMPLATE,
+                                   add_generation_prompt=gen)
+    cases.append({"tools": [json.dumps(t, ensure_ascii=False) for t in tools],
+                  "messages": [{"role": m["role"], "content": m["content"],
+                                "tool_calls": [{"name": c["function"]["name"],
+                                                "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}
+                                               for c in m.get("tool_calls", [])]} for m in msgs],
+                  "gen": gen, "expect": out[0]})
+
+PYJSON = ['{"a": 1, "b": [true, false, null], "c": {}}', '[]', '{"x": 0.1, "y": 1e-07, "z": 1.5e20, "w": 123456.789}',
+          '{"big": 9007199254740991, "neg": -42, "f": -0.0001, "g": 2.5e-5, "h": 1e16, "i": 1.7976931348623157e308}',
+          '{"s": "tab\\there \\"q\\" back\\\\slash \\u0001 \\u001f \\u007f / ünï 漢字 \\ud83d\\ude00"}',
+          '{"nested": {"deep": [[1, 2], {"k": "v"}], "empty": []}, "order": {"z": 1, "a": 2}}',
+          '3.14159', '"\\b\\f\\n\\r"', '[0.5, 100, -7.25e-10, 1.25e-3, 5e-324]']
+# (not here: a float literal with an integer value, 1.0 or 1e2, which json.dumps writes as 1.0 and 100.0 and the
+# server as 1 and 100 - cJSON keeps no int/float distinction - and integers past 2^53, which a double rounds)
+pyjson = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False)} for t in PYJSON]
+
+json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson}, open(OUT, "w"), ensure_ascii=False, indent=1)
+print(f"wrote {OUT}: {len(cases)} conversations, {len(pyjson)} json.dumps cases")

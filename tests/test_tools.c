@@ -1,0 +1,249 @@
+/* label: unit */
+/* Tools (function calling) in the server (src/server/tools.c): tool definitions and call arguments written as
+ * Python's json.dumps writes them (the reference: tests/data/chat_tools.json, made by Python's json module,
+ * tests/py/make_chat_tools_expect.py); the reply's <tool_call> blocks read into calls, whole and as a
+ * stream fed in pieces of every size (the same calls and content either way); the request's tools and
+ * tool_choice read, with the errors of the malformed ones. */
+#include "server/tools.h"
+#include "oasiskv/tokenizer.h"
+#include "testutil.h"
+
+#include <cjson/cJSON.h>
+
+static void test_pyjson(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/data/chat_tools.json", tu_src_dir());
+    char *fx = tu_read_file(path, NULL);
+    cJSON *root = fx ? cJSON_Parse(fx) : NULL;
+    free(fx);
+    CHECK(root != NULL, "read %s", path);
+    const cJSON *c;
+    int n = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "pyjson")) {
+        const char *in = cJSON_GetObjectItem(c, "in")->valuestring, *want = cJSON_GetObjectItem(c, "out")->valuestring;
+        cJSON *v = cJSON_Parse(in);
+        struct srv_buf b = {0};
+        srv_pyjson(v, &b);
+        srv_buf_put(&b, "", 1);
+        CHECK(v && !b.oom && strcmp(b.s, want) == 0, "json.dumps of %s:\n got  %s\n want %s", in, b.s ? b.s : "", want);
+        okv_free(b.s);
+        cJSON_Delete(v);
+        n++;
+    }
+    CHECK(n >= 9, "pyjson cases: %d", n);
+    /* a case's tools as the server writes them, against json.dumps (the fixture's tool strings) */
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(c, "tools")) {
+            cJSON *v = cJSON_Parse(t->valuestring);
+            struct srv_buf b = {0};
+            srv_pyjson(v, &b);
+            srv_buf_put(&b, "", 1);
+            CHECK(b.s && strcmp(b.s, t->valuestring) == 0, "a tool:\n got  %s\n want %s", b.s ? b.s : "", t->valuestring);
+            okv_free(b.s);
+            cJSON_Delete(v);
+        }
+    }
+    cJSON_Delete(root);
+}
+
+struct reply_case {
+    const char *text;
+    const char *content;   /* NULL: none */
+    int n;
+    const char *names[3];
+    const char *args[3];
+};
+
+static const struct reply_case REPLIES[] = {
+    {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", NULL, 1,
+     {"get_weather"}, {"{\"city\": \"Paris\"}"}},
+    {"Sure.\n<tool_call>\n{\"name\":\"a\",\"arguments\":{\"x\":[1,2.5,\"\\u00e9\"]}}\n</tool_call>\n<tool_call>\n"
+     "{\"name\": \"b\", \"arguments\": {}}\n</tool_call>", "Sure.\n", 2, {"a", "b"},
+     {"{\"x\": [1, 2.5, \"\xc3\xa9\"]}", "{}"}},
+    /* cut off before the closing tag: the call is read to the end */
+    {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": \"v\"}}\n", NULL, 1, {"f"}, {"{\"k\": \"v\"}"}},
+    /* no call */
+    {"Just text, with a < and <tool and </tool_call>.", "Just text, with a < and <tool and </tool_call>.", 0, {0}, {0}},
+    /* a call that is not {"name", "arguments"}: all of it is content */
+    {"x<tool_call>{\"name\": 3}</tool_call>", "x<tool_call>{\"name\": 3}</tool_call>", 0, {0}, {0}},
+    {"<tool_call>{\"name\": \"f\", \"arguments\": {}} trailing</tool_call>",
+     "<tool_call>{\"name\": \"f\", \"arguments\": {}} trailing</tool_call>", 0, {0}, {0}},
+    /* text between and after calls is dropped (the content is what comes before the first) */
+    {"<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call> and <tool_call>{\"name\": \"g\", "
+     "\"arguments\": {\"b\": null}}</tool_call> bye", NULL, 2, {"f", "g"}, {"{\"a\": 1}", "{\"b\": null}"}},
+};
+
+/* the stream's reading of text fed in pieces of `step` bytes */
+static void stream_read(const char *text, size_t step, struct srv_buf *content, struct srv_tool_call **calls, int *n)
+{
+    struct srv_tool_stream s = {0};
+    const size_t len = strlen(text);
+    *calls = NULL;
+    *n = 0;
+    for (size_t at = 0; at < len; at += step) {
+        const size_t k = len - at < step ? len - at : step;
+        CHECK(srv_tool_stream_feed(&s, text + at, k, false, content, calls, n), "feed");
+    }
+    CHECK(srv_tool_stream_feed(&s, "", 0, true, content, calls, n), "final feed");
+    srv_buf_put(content, "", 1);
+    srv_tool_stream_free(&s);
+}
+
+static void test_replies(void)
+{
+    for (size_t i = 0; i < sizeof REPLIES / sizeof REPLIES[0]; i++) {
+        const struct reply_case *rc = &REPLIES[i];
+        struct srv_tool_reply r;
+        CHECK(srv_tools_read_reply(rc->text, strlen(rc->text), &r), "read");
+        CHECK((rc->content == NULL) == (r.content == NULL) && (!rc->content || !strcmp(rc->content, r.content)),
+              "reply %zu content: [%s] want [%s]", i, r.content ? r.content : "(null)", rc->content ? rc->content : "(null)");
+        CHECK(r.n == rc->n, "reply %zu: %d calls, want %d", i, r.n, rc->n);
+        for (int k = 0; k < r.n && k < rc->n; k++)
+            CHECK(!strcmp(r.calls[k].name, rc->names[k]) && !strcmp(r.calls[k].arguments, rc->args[k]),
+                  "reply %zu call %d: %s %s", i, k, r.calls[k].name, r.calls[k].arguments);
+        /* the stream: the same calls in every piece size; its content is what the whole read gives, except
+         * that a call which does not parse sends the text before it first (it cannot be taken back) */
+        for (size_t step = 1; step <= strlen(rc->text) + 1; step++) {
+            struct srv_buf content = {0};
+            struct srv_tool_call *calls;
+            int n;
+            stream_read(rc->text, step, &content, &calls, &n);
+            const char *want = rc->content ? rc->content : "";
+            CHECK(n == rc->n && !strcmp(content.s, want), "reply %zu in pieces of %zu: %d calls, content [%s] want [%s]",
+                  i, step, n, content.s, want);
+            for (int k = 0; k < n && k < rc->n; k++) {
+                CHECK(!strcmp(calls[k].name, rc->names[k]) && !strcmp(calls[k].arguments, rc->args[k]),
+                      "stream %zu/%zu call %d", i, step, k);
+                okv_free(calls[k].name);
+                okv_free(calls[k].arguments);
+            }
+            okv_free(calls);
+            okv_free(content.s);
+        }
+        srv_tool_reply_free(&r);
+    }
+    char id1[48], id2[48];
+    srv_tool_call_id(id1);
+    srv_tool_call_id(id2);
+    CHECK(!strncmp(id1, "chatcmpl-tool-", 14) && strlen(id1) == 14 + 32 && strcmp(id1, id2) != 0, "ids %s %s", id1, id2);
+}
+
+/* a ChatML tokenizer with or without Qwen2.5's tools template */
+static okv_tokenizer *chatml_tok(bool tools)
+{
+    char dir[256], path[320];
+    snprintf(dir, sizeof dir, "/tmp/okv_test_tools_%d_%d", (int)getpid(), tools);
+    snprintf(path, sizeof path, "mkdir -p %s", dir);
+    if (system(path) != 0)
+        return NULL;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    FILE *f = fopen(path, "w");
+    fputs("{\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false}, "
+          "\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": []}, \"added_tokens\": ["
+          "{\"id\": 2, \"content\": \"<|im_start|>\", \"special\": true}, {\"id\": 3, \"content\": \"<|im_end|>\", "
+          "\"special\": true}]}", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    f = fopen(path, "w");
+    cJSON *cfg = cJSON_CreateObject();
+    cJSON_AddStringToObject(cfg, "chat_template",
+                            tools ? "{%- if tools %}# Tools <tools></tools> <tool_call></tool_call>{%- endif %}"
+                                    "<tool_response><|im_start|>"
+                                  : "{{ '<|im_start|>' + message['role'] }}");
+    char *t = cJSON_Print(cfg);
+    fputs(t, f);
+    fclose(f);
+    cJSON_free(t);
+    cJSON_Delete(cfg);
+    okv_tokenizer *tok = NULL;
+    CHECK(okv_tokenizer_from_hf_dir(dir, &tok) == OKV_OK, "tokenizer: %s", okv_last_error());
+    snprintf(path, sizeof path, "rm -rf %s", dir);
+    if (system(path) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return tok;
+}
+
+static bool parse_req(const okv_tokenizer *tok, const char *body, struct srv_tools *t, char *err, const char **param)
+{
+    cJSON *root = cJSON_Parse(body);
+    CHECK(root != NULL, "body %s", body);
+    const bool ok = root && srv_tools_parse(tok, root, t, err, 512, param);
+    cJSON_Delete(root);
+    return ok;
+}
+
+static void test_request(void)
+{
+    okv_tokenizer *th = chatml_tok(true), *tn = chatml_tok(false);
+    if (!th || !tn) {
+        okv_tokenizer_free(th);
+        okv_tokenizer_free(tn);
+        return;
+    }
+    CHECK(okv_tokenizer_chat_tools(th) == OKV_CHAT_TOOLS_HERMES && okv_tokenizer_chat_tools(tn) == OKV_CHAT_TOOLS_NONE,
+          "templates");
+    const char *F = "{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", "
+                    "\"properties\": {\"x\": {\"type\": \"integer\"}}, \"required\": [\"x\"]}}}";
+    const char *G = "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}";
+    char body[2048], err[512];
+    const char *param;
+    struct srv_tools t;
+    /* auto (the default with tools): listed, in json.dumps form */
+    snprintf(body, sizeof body, "{\"tools\": [%s, %s]}", F, G);
+    CHECK(parse_req(th, body, &t, err, &param) && t.choice == SRV_TOOLS_AUTO && t.n == 2 &&
+          !strcmp(t.defs[1], "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}"), "auto: %s", err);
+    srv_tools_free(&t);
+    /* no tools, or none: off */
+    CHECK(parse_req(tn, "{\"messages\": []}", &t, err, &param) && t.choice == SRV_TOOLS_OFF && t.n == 0, "no tools");
+    snprintf(body, sizeof body, "{\"tools\": [%s], \"tool_choice\": \"none\"}", F);
+    CHECK(parse_req(tn, body, &t, err, &param) && t.choice == SRV_TOOLS_OFF && t.n == 0, "none: %s", err);
+    srv_tools_free(&t);
+    /* named: forced, its parameters the schema; with a template without tools too (nothing listed) */
+    snprintf(body, sizeof body, "{\"tools\": [%s, %s], \"tool_choice\": {\"type\": \"function\", \"function\": "
+             "{\"name\": \"f\"}}}", F, G);
+    CHECK(parse_req(tn, body, &t, err, &param) && t.choice == SRV_TOOLS_FORCED && !strcmp(t.name, "f") && t.n == 0 &&
+          t.params && strstr(t.params, "\"required\":[\"x\"]"), "named: %s", err);
+    srv_tools_free(&t);
+    snprintf(body, sizeof body, "{\"tools\": [%s], \"tool_choice\": \"required\"}", G);
+    CHECK(parse_req(th, body, &t, err, &param) && t.choice == SRV_TOOLS_FORCED && !strcmp(t.name, "g") && t.n == 1 &&
+          t.params && strstr(t.params, "additionalProperties"), "required, one tool without parameters: %s", err);
+    srv_tools_free(&t);
+    /* the refused, each with its message */
+    static const struct { const char *body; const char *param, *msg; bool hermes; } bad[] = {
+        {"{\"tools\": {}}", "tools", "must be an array", true},
+        {"{\"tools\": [{\"type\": \"code\"}]}", "tools", "tools[0] must be", true},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"bad name\"}}]}", "tools", "name must be", true},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": 3}}]}", "tools",
+         "parameters must be", true},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": \"function\", "
+         "\"function\": {\"name\": \"f\"}}]}", "tools", "defined twice", true},
+        {"{\"tool_choice\": \"auto\"}", "tool_choice", "needs 'tools'", true},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"tool_choice\": \"sometimes\"}",
+         "tool_choice", "must be", true},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"tool_choice\": {\"type\": "
+         "\"function\", \"function\": {\"name\": \"h\"}}}", "tool_choice", "not among", true},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": \"function\", "
+         "\"function\": {\"name\": \"g\"}}], \"tool_choice\": \"required\"}", "tool_choice", "name the function", true},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}", "tools", "does not offer tools", false},
+        {"{\"parallel_tool_calls\": 1}", "parallel_tool_calls", "boolean", true},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        param = NULL;
+        err[0] = 0;
+        CHECK(!parse_req(bad[i].hermes ? th : tn, bad[i].body, &t, err, &param) && param &&
+                  !strcmp(param, bad[i].param) && strstr(err, bad[i].msg),
+              "bad %zu (%s): param %s, '%s'", i, bad[i].body, param ? param : "(null)", err);
+    }
+    okv_tokenizer_free(th);
+    okv_tokenizer_free(tn);
+}
+
+int main(void)
+{
+    test_pyjson();
+    test_replies();
+    test_request();
+    return tu_finish("test_tools");
+}
