@@ -5,6 +5,7 @@
  * stream fed in pieces of every size (the same calls and content either way); the request's tools and
  * tool_choice read, with the errors of the malformed ones. */
 #include "server/tools.h"
+#include "oasiskv/structured.h"
 #include "oasiskv/tokenizer.h"
 #include "testutil.h"
 
@@ -208,8 +209,46 @@ static void test_request(void)
     srv_tools_free(&t);
     snprintf(body, sizeof body, "{\"tools\": [%s], \"tool_choice\": \"required\"}", G);
     CHECK(parse_req(th, body, &t, err, &param) && t.choice == SRV_TOOLS_FORCED && !strcmp(t.name, "g") && t.n == 1 &&
-          t.params && strstr(t.params, "additionalProperties"), "required, one tool without parameters: %s", err);
+          t.params && !strcmp(t.params, "{\"type\": \"object\", \"properties\": {}}"),
+          "required, one tool without parameters: %s", err);
     srv_tools_free(&t);
+    /* required with several: an array of calls, a union of the functions by name (one call without parallel) */
+    for (int par = 0; par < 2; par++) {
+        snprintf(body, sizeof body, "{\"tools\": [%s, %s], \"tool_choice\": \"required\"%s}", F, G,
+                 par ? ", \"parallel_tool_calls\": false" : "");
+        CHECK(parse_req(th, body, &t, err, &param) && t.choice == SRV_TOOLS_REQUIRED && t.params &&
+              strstr(t.params, "\"anyOf\"") && strstr(t.params, "\"const\":\"g\"") &&
+              (strstr(t.params, "\"maxItems\":1") != NULL) == (par == 1), "required, two tools: %s", t.params);
+        okv_json_schema *cs = NULL;
+        CHECK(t.params && okv_json_schema_compile(t.params, strlen(t.params), &cs) == OKV_OK, "its schema compiles: %s",
+              okv_last_error());
+        if (cs) {   /* the calls it admits, and not */
+            static const struct { const char *doc; bool ok; } docs[] = {
+                {"[{\"name\": \"f\", \"parameters\": {\"x\": 3}}]", true},
+                {"[{\"name\": \"g\", \"parameters\": {}}, {\"name\": \"f\", \"parameters\": {\"x\": -1}}]", true},
+                {"[{\"name\": \"g\", \"parameters\": {\"x\": 3}}]", false},
+                {"[{\"name\": \"f\", \"parameters\": {}}]", false},
+                {"[{\"name\": \"h\", \"parameters\": {}}]", false},
+                {"[]", false},
+            };
+            for (size_t k = 0; k < sizeof docs / sizeof docs[0]; k++) {
+                struct okv_json_state st;
+                okv_json_init_schema(&st, cs);
+                const bool done = okv_json_feed_n(&st, (const uint8_t *)docs[k].doc, strlen(docs[k].doc)) &&
+                                  okv_json_complete(&st);
+                const bool want = docs[k].ok && !(par == 1 && strstr(docs[k].doc, "}, {"));
+                CHECK(done == want, "parallel %d: %s %s", par, docs[k].doc, done ? "admitted" : "refused");
+            }
+            okv_json_schema_free(cs);
+        }
+        srv_tools_free(&t);
+    }
+    struct srv_tool_reply rr;
+    const char *req2 = "[{\"name\": \"f\", \"parameters\": {\"x\":3}}, {\"name\": \"g\", \"parameters\": {}}]";
+    CHECK(srv_tools_read_required(req2, strlen(req2), &rr) && rr.n == 2 && !strcmp(rr.calls[0].arguments, "{\"x\": 3}") &&
+          !strcmp(rr.calls[1].name, "g") && !rr.content, "a required reply read: %d calls", rr.n);
+    srv_tool_reply_free(&rr);
+    CHECK(!srv_tools_read_required("[{\"name\": \"f\", \"param", 20, &rr) && rr.n == 0, "a cut-off required reply");
     /* the refused, each with its message */
     static const struct { const char *body; const char *param, *msg; bool hermes; } bad[] = {
         {"{\"tools\": {}}", "tools", "must be an array", true},
@@ -224,8 +263,9 @@ static void test_request(void)
          "tool_choice", "must be", true},
         {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"tool_choice\": {\"type\": "
          "\"function\", \"function\": {\"name\": \"h\"}}}", "tool_choice", "not among", true},
-        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": \"function\", "
-         "\"function\": {\"name\": \"g\"}}], \"tool_choice\": \"required\"}", "tool_choice", "name the function", true},
+        {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"$defs\": {}}}}, "
+         "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}], \"tool_choice\": \"required\"}", "tool_choice", "$defs",
+         true},
         {"{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}", "tools", "does not offer tools", false},
         {"{\"parallel_tool_calls\": 1}", "parallel_tool_calls", "boolean", true},
     };

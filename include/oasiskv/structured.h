@@ -24,7 +24,9 @@ extern "C" {
  * "required" ones always, the others may be left out; no property the schema does not name),
  * "required", "additionalProperties" (extra properties are never generated), "items",
  * "minItems", "maxItems", "enum" and "const" of strings, "anyOf" / "oneOf" whose alternatives
- * are of different JSON types (Optional[X]), "$ref" to "#/$defs/..." or "#/definitions/...",
+ * are of different JSON types (Optional[X]) or are objects told apart by a discriminator (a property all of
+ * them require, with enum / const strings no two share; generated first in each), "$ref" to "#/$defs/..." or
+ * "#/definitions/...",
  * and the annotations (title, description, default, examples, format: not enforced). Any other
  * keyword is refused by name: a constraint that is not enforced is not accepted. Strings that
  * the schema names (property names, enum values) are generated as their minimal JSON escape. */

@@ -565,6 +565,28 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
         cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), c);
         j->n_calls_sent = 1;
         okv_free(t);
+    } else if (j->tool_mode == SRV_TOOLS_REQUIRED) {   /* the array, read once it is complete */
+        srv_buf_put(&j->ts.held, p, n);
+        if (j->ts.held.oom) {
+            s->out.oom = true;
+            return;
+        }
+        if (!final && nv == 0)
+            return;
+        struct srv_tool_reply r = {0};
+        const bool got = final && srv_tools_read_required(j->ts.held.s ? j->ts.held.s : "", j->ts.held.len, &r);
+        if (final && !got)   /* cut off: the text as it is */
+            srv_buf_put(&content, j->ts.held.s ? j->ts.held.s : "", j->ts.held.len);
+        if (!got && content.len == 0 && nv == 0)
+            goto out;
+        o = chunk_obj(j, content.len ? content.s : NULL, content.len, NULL, false, v, nv, &j->lp_offset);
+        if (got)
+            add_tool_calls_from(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
+                                                 "delta"),
+                r.calls, r.n, 0);
+        j->n_calls_sent += r.n;
+        srv_tool_reply_free(&r);
     } else {
         if (!srv_tool_stream_feed(&j->ts, p, n, final, &content, &calls, &nc)) {
             s->out.oom = true;
@@ -646,7 +668,7 @@ static bool stream_take(struct stream *s, struct job *j)
             ok = false;
         } else {
             const char *finish = finish_name(j->reason);
-            if (tools && j->tool_mode == SRV_TOOLS_AUTO) {   /* what the reading held back */
+            if (tools && (j->tool_mode == SRV_TOOLS_AUTO || j->tool_mode == SRV_TOOLS_REQUIRED)) {   /* what was held */
                 put_tool_piece(s, j, "", 0, true, NULL, 0, j->completion_tokens);
                 if (j->n_calls_sent > 0 && j->reason == OKV_FINISH_STOP)
                     finish = "tool_calls";
@@ -1382,6 +1404,16 @@ static cJSON *choice_obj(const struct job *j, int i)
             r.n = 1;
             cJSON_AddNullToObject(msg, "content");
             add_tool_calls(msg, &r);
+        } else if (j->tool_mode == SRV_TOOLS_REQUIRED) {   /* the text is the array of calls (unless cut off) */
+            if (srv_tools_read_required(text, strlen(text), &r)) {
+                cJSON_AddNullToObject(msg, "content");
+                add_tool_calls(msg, &r);
+                if (j->reason == OKV_FINISH_STOP)
+                    finish = "tool_calls";
+            } else {
+                cJSON_AddStringToObject(msg, "content", text);
+            }
+            srv_tool_reply_free(&r);
         } else {
             if (!srv_tools_read_reply(text, strlen(text), &r)) {
                 cJSON_Delete(ch);
@@ -1561,16 +1593,18 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         }
         n_prompts = 1;   /* (freed at bad:, NULL until chat_prompt succeeds) */
         bool ok = chat_prompt(sv, root, &tools, &prompts[0].ids, &prompts[0].n, &e);
-        if (ok && tools.choice == SRV_TOOLS_FORCED) {   /* the reply: the function's arguments, under its schema */
+        if (ok && (tools.choice == SRV_TOOLS_FORCED || tools.choice == SRV_TOOLS_REQUIRED)) {
+            /* the reply: the function's arguments under its schema, or the array of calls under theirs */
             if (p.has_schema || p.json_object || p.n_choices) {
                 ok = fail(&e, 400, "tool_choice", NULL, "a forced tool call and a response_format / guided_*: give one");
             } else if (strlen(tools.params) >= sizeof p.schema) {
-                ok = fail(&e, 400, "tools", NULL, "the parameters schema of '%s' is longer than %zu bytes", tools.name,
-                          sizeof p.schema - 1);
+                ok = fail(&e, 400, "tools", NULL, "the parameters schema of %s is longer than %zu bytes",
+                          tools.name[0] ? tools.name : "the tools", sizeof p.schema - 1);
             } else {
                 okv_json_schema *cs = NULL;
                 if (okv_json_schema_compile(tools.params, strlen(tools.params), &cs) != OKV_OK)
-                    ok = fail(&e, 400, "tools", NULL, "the parameters of '%s': %s", tools.name, okv_last_error());
+                    ok = fail(&e, 400, "tools", NULL, "the parameters of %s: %s", tools.name[0] ? tools.name : "the tools",
+                              okv_last_error());
                 okv_json_schema_free(cs);
                 snprintf(p.schema, sizeof p.schema, "%s", tools.params);
                 p.has_schema = true;

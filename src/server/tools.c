@@ -253,12 +253,10 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
         } else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")) {
             if (n == 0)
                 return tfail(err, errlen, param, "tool_choice", "tool_choice 'required' needs 'tools'");
-            if (n > 1)
-                return tfail(err, errlen, param, "tool_choice",
-                             "tool_choice 'required' with %d tools is not supported by this server (a call that "
-                             "must be one of several functions); name the function: {\"type\": \"function\", "
-                             "\"function\": {\"name\": ...}}, or give one tool", n);
-            forced = 0;
+            if (n == 1)
+                forced = 0;
+            else
+                t->choice = SRV_TOOLS_REQUIRED;
         } else if (cJSON_IsObject(tc)) {
             const cJSON *type = cJSON_GetObjectItemCaseSensitive(tc, "type");
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
@@ -301,7 +299,50 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
         } else {   /* no parameters: the arguments are an empty object */
             t->params = okv_malloc(64, OKV_TAG_SERVER);
             if (t->params)
-                snprintf(t->params, 64, "{\"type\": \"object\", \"additionalProperties\": false}");
+                snprintf(t->params, 64, "{\"type\": \"object\", \"properties\": {}}");
+        }
+        if (!t->params)
+            return tfail(err, errlen, param, NULL, "out of memory");
+    } else if (t->choice == SRV_TOOLS_REQUIRED) {   /* an array of calls, each one of the functions */
+        cJSON *sch = cJSON_CreateObject(), *alts = cJSON_CreateArray();
+        cJSON_AddStringToObject(sch, "type", "array");
+        cJSON_AddNumberToObject(sch, "minItems", 1);
+        if (par && cJSON_IsFalse(par))
+            cJSON_AddNumberToObject(sch, "maxItems", 1);
+        cJSON_AddItemToObject(cJSON_AddObjectToObject(sch, "items"), "anyOf", alts);
+        for (int k = 0; k < n; k++) {
+            const cJSON *pars = cJSON_GetObjectItemCaseSensitive(fn_of[k], "parameters");
+            if (pars && (cJSON_GetObjectItemCaseSensitive(pars, "$defs") ||
+                         cJSON_GetObjectItemCaseSensitive(pars, "definitions"))) {
+                cJSON_Delete(sch);
+                return tfail(err, errlen, param, "tool_choice", "tool_choice 'required' with several tools: the "
+                             "parameters of '%s' have $defs, which this server cannot put under one schema; name the "
+                             "function in tool_choice", cJSON_GetObjectItemCaseSensitive(fn_of[k], "name")->valuestring);
+            }
+            cJSON *a = cJSON_CreateObject(), *props = cJSON_CreateObject(), *req = cJSON_CreateArray();
+            cJSON_AddStringToObject(a, "type", "object");
+            cJSON_AddStringToObject(cJSON_AddObjectToObject(props, "name"), "const",
+                                    cJSON_GetObjectItemCaseSensitive(fn_of[k], "name")->valuestring);
+            if (pars && cJSON_IsObject(pars)) {
+                cJSON_AddItemToObject(props, "parameters", cJSON_Duplicate(pars, 1));
+            } else {
+                cJSON *e = cJSON_AddObjectToObject(props, "parameters");
+                cJSON_AddStringToObject(e, "type", "object");
+                cJSON_AddObjectToObject(e, "properties");
+            }
+            cJSON_AddItemToObject(a, "properties", props);
+            cJSON_AddItemToArray(req, cJSON_CreateString("name"));
+            cJSON_AddItemToArray(req, cJSON_CreateString("parameters"));
+            cJSON_AddItemToObject(a, "required", req);
+            cJSON_AddItemToArray(alts, a);
+        }
+        char *txt = cJSON_PrintUnformatted(sch);
+        cJSON_Delete(sch);
+        if (txt) {
+            t->params = okv_malloc(strlen(txt) + 1, OKV_TAG_SERVER);
+            if (t->params)
+                strcpy(t->params, txt);
+            cJSON_free(txt);
         }
         if (!t->params)
             return tfail(err, errlen, param, NULL, "out of memory");
@@ -422,6 +463,37 @@ bool srv_tools_read_reply(const char *text, size_t len, struct srv_tool_reply *o
 oom:
     srv_tool_reply_free(out);
     return false;
+}
+
+bool srv_tools_read_required(const char *text, size_t len, struct srv_tool_reply *out)
+{
+    memset(out, 0, sizeof *out);
+    cJSON *arr = cJSON_ParseWithLength(text, len);
+    bool ok = cJSON_IsArray(arr) && cJSON_GetArraySize(arr) > 0;
+    const cJSON *it, *items = ok ? arr : NULL;
+    cJSON_ArrayForEach(it, items) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+        const cJSON *pars = cJSON_GetObjectItemCaseSensitive(it, "parameters");
+        struct srv_tool_call *v = cJSON_IsString(name) && cJSON_IsObject(pars)
+                                      ? okv_realloc(out->calls, sizeof *v * (size_t)(out->n + 1), OKV_TAG_SERVER)
+                                      : NULL;
+        if (!v) {
+            ok = false;
+            break;
+        }
+        out->calls = v;
+        v[out->n].name = dup_n(name->valuestring, strlen(name->valuestring));
+        v[out->n].arguments = pyjson_text(pars);
+        out->n++;
+        if (!v[out->n - 1].name || !v[out->n - 1].arguments) {
+            ok = false;
+            break;
+        }
+    }
+    cJSON_Delete(arr);
+    if (!ok)
+        srv_tool_reply_free(out);
+    return ok;
 }
 
 void srv_tool_stream_free(struct srv_tool_stream *s)

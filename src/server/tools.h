@@ -5,10 +5,14 @@
  * lists them (a template with tools: okv_tokenizer_chat_tools), and the reply's calls, written in the
  * template's format (Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>), come back as
  * "tool_calls" with finish_reason "tool_calls"; the text before the first call is the content.
- * "required" with one tool, or {"type": "function", "function": {"name": N}}: the reply is the
- * arguments of that function, generated under its "parameters" schema (structured output), and comes back
- * as one tool call (finish_reason "stop", as the OpenAI API gives for a forced call); this works with any
- * template (the tools are listed in the prompt where the template can). "none": the tools are not offered.
+ * {"type": "function", "function": {"name": N}} (or "required" with one tool): the reply is the arguments
+ * of that function, generated under its "parameters" schema (structured output), and comes back as one tool
+ * call (finish_reason "stop", as the OpenAI API gives for a forced call). "required" with several tools: the
+ * reply is a JSON array of {"name": ..., "parameters": {...}} generated under a schema whose items are a
+ * union of the functions told apart by "name" (as vLLM does it; parallel_tool_calls false: one item), and
+ * comes back as those calls (finish_reason "tool_calls"; streamed once the array is complete). Forced calls
+ * work with any template (the tools are listed in the prompt where the template can). "none": the tools
+ * are not offered.
  * A tool's definition and a call's arguments are written into the prompt as transformers' tojson writes
  * them (Python's json.dumps, ensure_ascii off), so that the prompt is the one the template renders. */
 #ifndef OKV_SERVER_TOOLS_H
@@ -19,14 +23,15 @@
 #define SRV_MAX_TOOLS 128
 #define SRV_TOOL_NAME_MAX 64   /* the OpenAI API's limit on a function's name */
 
-enum srv_tool_choice { SRV_TOOLS_OFF, SRV_TOOLS_AUTO, SRV_TOOLS_FORCED };
+enum srv_tool_choice { SRV_TOOLS_OFF, SRV_TOOLS_AUTO, SRV_TOOLS_FORCED, SRV_TOOLS_REQUIRED };
 
 struct srv_tools {
     enum srv_tool_choice choice;
     int n;                          /* tools given (and offered in the prompt, unless choice is OFF) */
     char *defs[SRV_MAX_TOOLS];      /* each tool as tojson writes it (owned) */
     char name[SRV_TOOL_NAME_MAX + 1];   /* FORCED: the function called */
-    char *params;                   /* FORCED: its "parameters" schema as JSON text (owned) */
+    char *params;                   /* FORCED: its "parameters" schema; REQUIRED: the calls' array schema (JSON
+                                       text, owned) */
 };
 
 /* Read "tools", "tool_choice" and "parallel_tool_calls" of a chat request. False with *err (a message for
@@ -56,6 +61,9 @@ struct srv_tool_reply {
  * are no calls. False when out of memory. */
 bool srv_tools_read_reply(const char *text, size_t len, struct srv_tool_reply *out);
 void srv_tool_reply_free(struct srv_tool_reply *r);
+/* A REQUIRED reply, [{"name": ..., "parameters": {...}}, ...]: its calls; false when it is not one (cut off)
+ * or out of memory (*out then empty). */
+bool srv_tools_read_required(const char *text, size_t len, struct srv_tool_reply *out);
 
 /* The same read as a stream: text fed as it comes; content that can no longer be part of a call is given
  * back to send, calls as they close. */

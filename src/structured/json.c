@@ -168,8 +168,8 @@ static bool push(struct okv_json_state *s, bool object, int node)
 static bool close_container(struct okv_json_state *s)
 {
     const struct snode *n = top_node(s);
-    if (n && n->kind == N_OBJECT && required_left(n, s->sch, s->pos[s->depth - 1]))
-        return fail(s);   /* a required property is missing */
+    if (n && ((n->kind == N_OBJECT && required_left(n, s->sch, s->pos[s->depth - 1])) || n->kind == N_OBJUNION))
+        return fail(s);   /* a required property is missing (an alternative's discriminator too) */
     if (n && n->kind == N_ARRAY && s->pos[s->depth - 1] < n->min_items)
         return fail(s);
     s->depth--;
@@ -243,7 +243,7 @@ static bool structural(struct okv_json_state *s, uint8_t c)
         s->is_key = 1;
         s->match = 0;
         const struct snode *n = top_node(s);
-        if (n && n->kind == N_OBJECT) {   /* a name among the properties that may come next */
+        if (n && (n->kind == N_OBJECT || n->kind == N_OBJUNION)) {   /* a name among the properties that may come next */
             s->match = 1;
             s->kpos = 0;
             s->cand = next_props(n, s->sch, s->pos[s->depth - 1]);
@@ -306,6 +306,10 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c)
                     const struct snode *n = top_node(s);
                     s->pos[s->depth - 1] = (int16_t)(i + 1);
                     s->val = (int16_t)s->sch->props[n->first_prop + i].node;
+                } else if (s->match == 2 && !s->is_key) {
+                    const struct snode *t = top_node(s);
+                    if (t && t->kind == N_OBJUNION)   /* the discriminator's value: its alternative goes on */
+                        s->node[s->depth - 1] = (int16_t)s->sch->lits[snode(s, s->val)->first_lit + i].alt;
                 }
                 s->match = 0;
             } else if (s->sch && s->is_key) {

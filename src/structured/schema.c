@@ -197,13 +197,112 @@ static int compile_type(struct cctx *c, const cJSON *j, const char *type, const 
     return id;
 }
 
-/* a union of nodes, one per JSON type of its first byte */
+/* whether two literals (minimal escapes in the arena) are the same string */
+static bool same_lit(const okv_json_schema *s, int32_t off_a, int32_t len_a, int32_t off_b, int32_t len_b)
+{
+    return len_a == len_b && memcmp(s->lit + off_a, s->lit + off_b, (size_t)len_a) == 0;
+}
+
+/* objects of n alternatives (closed objects, nodes objs[]) as one N_OBJUNION node: the first property of
+ * objs[0] that every alternative requires with string values (enum / const), no value in two of them, is the
+ * discriminator; each alternative then writes it first */
+static int make_objunion(struct cctx *c, const int *objs, int n, const char *where)
+{
+    okv_json_schema *s = c->s;
+    const int np0 = s->nodes[objs[0]].n_props;
+    for (int p = 0; p < np0; p++) {
+        const struct sprop d0 = s->props[s->nodes[objs[0]].first_prop + p];
+        int where_in[16], total = 0;
+        bool ok = d0.required;
+        for (int i = 0; i < n && ok; i++) {
+            const struct snode *a = &s->nodes[objs[i]];
+            where_in[i] = -1;
+            for (int k = 0; k < a->n_props; k++) {
+                const struct sprop *q = &s->props[a->first_prop + k];
+                if (same_lit(s, q->name_off, q->name_len, d0.name_off, d0.name_len))
+                    where_in[i] = k;
+            }
+            const struct sprop *q = where_in[i] >= 0 ? &s->props[a->first_prop + where_in[i]] : NULL;
+            ok = q && q->required && s->nodes[q->node].kind == N_STRING && s->nodes[q->node].n_lit > 0;
+            if (ok)
+                total += s->nodes[q->node].n_lit;
+        }
+        if (!ok || total > 64)
+            continue;
+        /* no value selects two alternatives */
+        for (int i = 0; i < n && ok; i++)
+            for (int j = i + 1; j < n && ok; j++) {
+                const struct snode *ei = &s->nodes[s->props[s->nodes[objs[i]].first_prop + where_in[i]].node];
+                const struct snode *ej = &s->nodes[s->props[s->nodes[objs[j]].first_prop + where_in[j]].node];
+                for (int x = 0; x < ei->n_lit && ok; x++)
+                    for (int y = 0; y < ej->n_lit && ok; y++) {
+                        const struct slit *lx = &s->lits[ei->first_lit + x], *ly = &s->lits[ej->first_lit + y];
+                        ok = !same_lit(s, lx->off, lx->len, ly->off, ly->len);
+                    }
+            }
+        if (!ok)
+            continue;
+        const int e = new_node(c), u = e >= 0 ? new_node(c) : -1;
+        if (u < 0)
+            return -1;
+        if (!reserve((void **)&s->lits, &s->cap_lits, (size_t)(s->n_lits + total), sizeof *s->lits, 16) ||
+            !reserve((void **)&s->props, &s->cap_props, (size_t)s->n_props + 1, sizeof *s->props, 16))
+            return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory");
+        s->nodes[e].kind = N_STRING;
+        s->nodes[e].first_lit = s->n_lits;
+        s->nodes[e].n_lit = total;
+        for (int i = 0; i < n; i++) {
+            const int first = s->nodes[objs[i]].first_prop;
+            const struct snode *ei = &s->nodes[s->props[first + where_in[i]].node];
+            for (int x = 0; x < ei->n_lit; x++) {
+                s->lits[s->n_lits] = s->lits[ei->first_lit + x];
+                s->lits[s->n_lits++].alt = objs[i];
+            }
+            /* the discriminator first: the alternative goes on after it */
+            const struct sprop dp = s->props[first + where_in[i]];
+            memmove(&s->props[first + 1], &s->props[first], sizeof dp * (size_t)where_in[i]);
+            s->props[first] = dp;
+        }
+        s->props[s->n_props] = (struct sprop){d0.name_off, d0.name_len, e, true};
+        s->nodes[u].kind = N_OBJUNION;
+        s->nodes[u].first_prop = s->n_props++;
+        s->nodes[u].n_props = 1;
+        return u;
+    }
+    return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: alternatives that are objects need a discriminator: a property "
+               "that every one of them requires, with string values (enum / const) that tell them apart", where);
+}
+
+/* a union of nodes, one per JSON type of its first byte (objects of several alternatives: make_objunion) */
 static int make_union(struct cctx *c, const int *alts, int n, const char *where)
 {
+    int objs[16], n_obj = 0;
+    for (int i = 0; i < n; i++) {
+        const struct snode *a = &c->s->nodes[alts[i]];
+        const int o = a->kind == N_UNION ? a->alt[T_OBJECT] : node_type(a->kind) == T_OBJECT ? alts[i] : -1;
+        bool seen = false;
+        for (int k = 0; k < n_obj; k++)
+            seen |= objs[k] == o;
+        if (o >= 0 && !seen)
+            objs[n_obj++] = o;
+    }
+    int objunion = -1;
+    if (n_obj > 1) {
+        for (int k = 0; k < n_obj; k++) {
+            const struct snode *o = &c->s->nodes[objs[k]];
+            if (o->kind != N_OBJECT || o->open)
+                return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: alternatives that are objects must each list "
+                           "their properties (a discriminated union)", where);
+        }
+        if ((objunion = make_objunion(c, objs, n_obj, where)) < 0)
+            return -1;
+    }
     int id = new_node(c);
     if (id < 0)
         return -1;
     c->s->nodes[id].kind = N_UNION;
+    if (objunion >= 0)
+        c->s->nodes[id].alt[T_OBJECT] = objunion;
     for (int i = 0; i < n; i++) {
         const struct snode *a = &c->s->nodes[alts[i]];
         if (a->kind == N_ANY)
@@ -219,6 +318,8 @@ static int make_union(struct cctx *c, const int *alts, int n, const char *where)
         for (int k = 0; k < nt; k++) {
             const int t = ts[k];
             const int target = a->kind == N_UNION ? a->alt[t] : alts[i];
+            if (t == T_OBJECT && objunion >= 0)
+                continue;   /* the objects' union took them */
             if (c->s->nodes[id].alt[t] >= 0 && c->s->nodes[id].alt[t] != target)
                 return err(c, OKV_ERR_UNSUPPORTED,
                                      "JSON schema %s: alternatives of the same JSON type (%s) are not supported", where,
@@ -324,6 +425,7 @@ static int compile(struct cctx *c, const cJSON *j, const char *where)
         s->nodes[id].n_lit = n;
         cJSON_ArrayForEach(v, list) {
             struct slit *l = &c->s->lits[c->s->n_lits++];
+            l->alt = -1;
             if (add_literal(c, v->valuestring, &l->off, &l->len) < 0) {
                 id = -1;
                 break;
@@ -446,7 +548,7 @@ enum okv_status okv_json_choice_compile(const char *const *choices, int n, okv_j
             okv_json_schema_free(s);
             return okv_set_error(OKV_ERR_INVALID_ARG, "choice %d is empty", i);
         }
-        s->lits[i] = (struct slit){(int32_t)s->lit_len, (int32_t)l};
+        s->lits[i] = (struct slit){(int32_t)s->lit_len, (int32_t)l, -1};
         memcpy(s->lit + s->lit_len, choices[i], l);
         s->lit_len += l;
     }

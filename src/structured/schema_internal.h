@@ -9,7 +9,11 @@
 
 /* the JSON types, as a value's first byte tells them */
 enum { T_OBJECT, T_ARRAY, T_STRING, T_NUMBER, T_BOOLEAN, T_NULL, T_COUNT };
-enum { N_ANY, N_OBJECT, N_ARRAY, N_STRING, N_NUMBER, N_INTEGER, N_BOOLEAN, N_NULL, N_UNION };
+/* N_OBJUNION: objects of several alternatives told apart by a discriminator, a property every alternative
+ * requires (written first) whose string values (enum / const) differ between them: the node has that one
+ * property, of a string node listing all the values, each value's slit naming its alternative, which the
+ * object follows once the value is read */
+enum { N_ANY, N_OBJECT, N_ARRAY, N_STRING, N_NUMBER, N_INTEGER, N_BOOLEAN, N_NULL, N_UNION, N_OBJUNION };
 
 struct snode {
     uint8_t kind;
@@ -29,6 +33,7 @@ struct sprop {
 
 struct slit {
     int32_t off, len;              /* the string's minimal JSON escape, in lit */
+    int32_t alt;                   /* a discriminator's value: the alternative it selects (else -1) */
 };
 
 struct okv_json_schema {
@@ -53,7 +58,7 @@ uint64_t okv_json_schema_next_id(void);
 static inline int node_type(uint8_t kind)
 {
     switch (kind) {
-    case N_OBJECT: return T_OBJECT;
+    case N_OBJECT: case N_OBJUNION: return T_OBJECT;
     case N_ARRAY: return T_ARRAY;
     case N_STRING: return T_STRING;
     case N_NUMBER: case N_INTEGER: return T_NUMBER;

@@ -5,7 +5,8 @@ usage: check_json_schema_ref.py OKV_JSON_CHECK [SEED]
 
 For each schema of the list (objects with required and optional properties, nested objects,
 arrays with minItems / maxItems, string enums and consts, integers and numbers, type lists,
-Optional[X] as anyOf [X, null], pydantic's $defs with a recursive $ref):
+Optional[X] as anyOf [X, null], pydantic's $defs with a recursive $ref, a discriminated union of objects:
+the server's form for a tool call that must be one of several functions):
   - soundness: 150 random walks over the bytes the recognizer accepts, each to a complete
     document: every one parses (json) and validates (jsonschema);
   - completeness: 150 instances drawn from the schema in Python (properties in the schema's
@@ -45,11 +46,37 @@ SCHEMAS = [
                                       "x": {}, "y": {"type": "number"}, "o": {"type": "object"}},
      "required": ["v", "w", "x", "o"]},
     {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 4},
+    {"type": "array", "minItems": 1, "maxItems": 3, "items": {"anyOf": [
+        {"type": "object", "properties": {"name": {"const": "get_weather"}, "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"]}}, "required": ["name", "parameters"]},
+        {"type": "object", "properties": {"parameters": {"type": "object", "properties": {"q": {"type": "string"}},
+                                                         "required": ["q"]},
+                                          "note": {"type": "string"}, "name": {"enum": ["search", "find"]}},
+         "required": ["name", "parameters"]},
+        {"type": "null"}]}},
 ]
 UNSUPPORTED = [({"type": "string", "pattern": "^a"}, "pattern"), ({"type": "integer", "minimum": 3}, "minimum"),
                ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}}, "maxLength"),
                ({"allOf": [{"type": "string"}]}, "allOf"), ({"enum": [1, 2]}, "enum"),
-               ({"anyOf": [{"type": "object"}, {"type": "object", "properties": {"a": {}}}]}, "same JSON type")]
+               ({"anyOf": [{"type": "object"}, {"type": "object", "properties": {"a": {}}}]}, "discriminated union"),
+               ({"anyOf": [{"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
+                           {"type": "object", "properties": {"k": {"enum": ["b", "a"]}}, "required": ["k"]}]},
+                "discriminator"),
+               ({"anyOf": [{"type": "string"}, {"type": "string", "enum": ["x"]}]}, "same JSON type")]
+
+
+def discriminator(alts):
+    """the property that tells object alternatives apart, as the server picks it: the first of the first
+    alternative that all of them require with const / enum values"""
+    objs = [a for a in alts if a.get("type") == "object"]
+    if len(objs) < 2:
+        return None
+    for k in objs[0].get("properties", {}):
+        if all(k in o.get("required", []) and ("const" in o["properties"][k] or "enum" in o["properties"][k])
+               for o in objs):
+            return k
+    return None
 
 
 def ws(rng):
@@ -60,8 +87,8 @@ def dump_str(s):
     return json.dumps(s, ensure_ascii=False)
 
 
-def draw(rng, sch, root, depth=0):
-    """an instance of sch written as text, properties in schema order"""
+def draw(rng, sch, root, depth=0, first=None):
+    """an instance of sch written as text, properties in schema order (a union's discriminator first)"""
     if "$ref" in sch:
         return draw(rng, root["$defs"][sch["$ref"].split("/")[-1]], root, depth + 1)
     if "enum" in sch:
@@ -69,7 +96,7 @@ def draw(rng, sch, root, depth=0):
     if "const" in sch:
         return dump_str(sch["const"])
     if "anyOf" in sch:
-        return draw(rng, rng.choice(sch["anyOf"]), root, depth)
+        return draw(rng, rng.choice(sch["anyOf"]), root, depth, discriminator(sch["anyOf"]))
     t = sch.get("type")
     if isinstance(t, list):
         t = rng.choice(t)
@@ -81,6 +108,8 @@ def draw(rng, sch, root, depth=0):
                               for i in range(rng.randint(0, 3))) + "}"
     if t == "object":
         props = sch.get("properties", {})
+        if first in props:
+            props = dict([(first, props[first])] + [(k, v) for k, v in props.items() if k != first])
         req = set(sch.get("required", []))
         parts = []
         for k, v in props.items():
@@ -210,6 +239,13 @@ def breakages(rng, sch):
         out.append(("[" + ",".join(["1"] * (s.get("maxItems", 3) + 1)) + "]", "too many items"))
         out.append(("[1]" if s.get("minItems", 0) > 1 else "[]", "too few items") if s.get("minItems", 0) > 0 else ("[1.5]", "a float"))
         out.append(('["a", 2]', "a string item"))
+        if "anyOf" in s.get("items", {}):   # a discriminated union of objects
+            out += [('[{"name": "get_weather", "parameters": {"q": "x"}}]', "another alternative's properties"),
+                    ('[{"name": "search", "parameters": {"city": "x"}}]', "another alternative's properties"),
+                    ('[{"name": "lookup", "parameters": {}}]', "a discriminator value no alternative has"),
+                    ('[{"parameters": {"q": "x"}}]', "no discriminator"),
+                    ('[{"name": "find", "parameters": {"q": "x"}, "note": 3}]', "a wrong type in the alternative"),
+                    ('[{}]', "an empty object")]
     return out
 
 

@@ -4,7 +4,8 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
 - its own template (no tools): tools with tool_choice "auto" refused with a clear error; a forced call
   (tool_choice naming the function, or "required" with one tool) generated under the function's parameters
   schema, returned as tool_calls through the official openai client, streamed as argument deltas that join
-  to the same arguments; tool results refused; the malformed tools and choices refused by name;
+  to the same arguments; "required" with several tools (an array of calls, one with parallel_tool_calls
+  false) valid for the function each names, streamed the same; tool results refused; the malformed tools and choices refused by name;
 - Qwen2.5's template with tools (--tokenizer: SmolLM2's tokenizer.json with that template,
   tests/data/chat_tools.json): /tokenize of a conversation with tools, tool calls and tool results equal to
   the Hugging Face tokenizer's ids of the text transformers renders; replies parsed into tool_calls
@@ -149,7 +150,24 @@ def own_template(port):
     r = client.chat.completions.create(model="smol", messages=MSGS, tools=[WEATHER], tool_choice="none", max_tokens=5,
                                        temperature=0)
     check(r.choices[0].message.content and not r.choices[0].message.tool_calls, "tool_choice none: a plain reply")
-    bad = [({"tools": [WEATHER, SEARCH], "tool_choice": "required"}, "tool_choice", "name the function"),
+    for par in (True, False):
+        body = {"messages": MSGS, "tools": [WEATHER, UNITS], "tool_choice": "required", "max_tokens": 150,
+                "temperature": 0, "parallel_tool_calls": par}
+        st, js = post(port, "/v1/chat/completions", body)
+        ch = js["choices"][0] if st == 200 else {}
+        tc = ch.get("message", {}).get("tool_calls") or []
+        names = [t["function"]["name"] for t in tc]
+        args = [json.loads(t["function"]["arguments"]) for t in tc]
+        valid = all((n == "get_weather" and set(a) == {"city", "days"}) or (n == "set_units" and "unit" in a)
+                    for n, a in zip(names, args))
+        check(st == 200 and ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None and tc and valid
+              and (par or len(tc) == 1), f"required with two tools (parallel {par}): {list(zip(names, args))}")
+        content, calls, finish = joined(sse(port, body))
+        check(finish == "tool_calls" and content == "" and
+              [(c["name"], json.loads(c["arguments"])) for c in calls] == list(zip(names, args)),
+              f"streamed the same: {[(c['name'], c['arguments']) for c in calls]}")
+    bad = [({"tools": [WEATHER, {"type": "function", "function": {"name": "g", "parameters": {"$defs": {}}}}],
+             "tool_choice": "required"}, "tool_choice", "$defs"),
            ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice",
             "not among"),
            ({"tools": [{"type": "function", "function": {"name": "x y"}}], "tool_choice": "required"}, "tools", "name"),
