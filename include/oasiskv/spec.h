@@ -137,9 +137,12 @@ struct okv_spec_len {
     unsigned n_chosen;         /* choices at 1 and more (the dither's phase) */
     unsigned idle;             /* choices at 0 since the last probe */
 };
+#define OKV_SPEC_COST_WARM_ROWS 64
 struct okv_spec_cost {
     double w, sx, sy, sxx, sxy;   /* forgetting sums of (rows, forward seconds) */
     double draft_n, draft_s;      /* forgetting sums of drafted tokens and their seconds */
+    uint8_t seen[OKV_SPEC_COST_WARM_ROWS + 1];   /* forwards seen of each row count up to 64 (the first two of a
+                                                    count are left out: a GPU's one-time costs of a new shape) */
 };
 /* k_min: 0, or 1 where drafted rows also choose the blocks (okv_engine_drafts_select). */
 void okv_spec_len_init(struct okv_spec_len *c, int k_min, int k_max);
@@ -149,6 +152,10 @@ double okv_spec_len_alpha(const struct okv_spec_len *c);   /* the running per-to
 void okv_spec_cost_init(struct okv_spec_cost *c);
 /* A target forward of `rows` rows (all sequences of a batch) took `seconds`. */
 void okv_spec_cost_forward(struct okv_spec_cost *c, int rows, double seconds);
+/* Whether a forward of `rows` rows is one to measure: false for the first two of each row count up to
+ * OKV_SPEC_COST_WARM_ROWS (counted here), whose time holds a backend's one-time costs of a new shape (kernels
+ * loaded, graphs captured: an 8-row step took 52 ms once on an H100 where it then takes 0.7 ms). */
+bool okv_spec_cost_settled(struct okv_spec_cost *c, int rows);
 /* The drafter proposed `tokens` tokens in `seconds`. */
 void okv_spec_cost_draft(struct okv_spec_cost *c, int tokens, double seconds);
 /* The fitted line: a forward costs t0 + row * rows seconds (0, 0 before any forward). */

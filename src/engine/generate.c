@@ -12,6 +12,7 @@
 #include "oasiskv/generate.h"
 #include "oasiskv/structured.h"
 #include "engine/stopstr.h"
+#include "engine/engine_internal.h"
 
 #include <string.h>
 
@@ -182,6 +183,48 @@ static enum okv_status decode_json(okv_engine *e, int seq, struct gen_out *g, fl
     return st;
 }
 
+/* Speculative decoding's step shapes (1 to rows rows) run twice each on a scratch sequence before the prompt,
+ * on a GPU backend: its first steps of a shape pay one-time costs (kernels loaded, cuBLAS plans, the step's
+ * graph captured on the second sighting; an 8-row step took 52 ms once on an H100 where it then takes 0.7 ms,
+ * session 41) that would otherwise land in the decode time and in the adaptive length's cost line, which then
+ * stops drafting. Best effort: where the scratch sequence or a step fails, the rest stays cold. */
+static void warm_spec_shapes(okv_engine *e, int rows, int32_t tok, int vocab)
+{
+    if (!strcmp(e->be->ops->name, "cpu") || rows < 2)
+        return;
+    int seq = -1;
+    float *lg = okv_malloc(sizeof(float) * (size_t)vocab * (size_t)rows, OKV_TAG_ENGINE);
+    int32_t t[OKV_SPEC_MAX_TOKENS + 2], sq[OKV_SPEC_MAX_TOKENS + 2];
+    uint8_t want[OKV_SPEC_MAX_TOKENS + 2], dr[OKV_SPEC_MAX_TOKENS + 2];
+    if (!lg || rows > OKV_SPEC_MAX_TOKENS + 1 || okv_engine_seq_create(e, &seq) != OKV_OK) {
+        okv_free(lg);
+        return;
+    }
+    const double t0 = okv_now();
+    for (int i = 0; i < rows; i++) {
+        t[i] = tok;
+        sq[i] = seq;
+        want[i] = 1;
+    }
+    bool ok = true;
+    {   /* one token of context, then each shape twice, cut back to it */
+        dr[0] = 0;
+        struct okv_batch b = {1, t, sq, want, dr};
+        ok = okv_engine_forward(e, &b, lg) == OKV_OK;
+    }
+    for (int r = 1; r <= rows && ok; r++)
+        for (int rep = 0; rep < 2 && ok; rep++) {
+            for (int i = 0; i < r; i++)
+                dr[i] = i > 0;
+            struct okv_batch b = {r, t, sq, want, dr};
+            ok = okv_engine_forward(e, &b, lg) == OKV_OK && okv_engine_seq_truncate(e, seq, 1) == OKV_OK;
+        }
+    okv_engine_seq_free(e, seq);
+    okv_free(lg);
+    OKV_LOG_DEBUG("speculative decoding: steps of 1 to %d rows warmed in %.1f ms%s", rows, 1e3 * (okv_now() - t0),
+                  ok ? "" : " (stopped by an error)");
+}
+
 /* Speculative decoding; logits holds the prefill's last row. */
 static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, const int32_t *prompt, int n_prompt,
                                    float *logits0, int vocab)
@@ -215,6 +258,8 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
     struct okv_spec_cost cost;
     okv_spec_len_init(&len, okv_engine_drafts_select(e) ? 1 : 0, K);
     okv_spec_cost_init(&cost);
+    long long fwd_n[OKV_SPEC_MAX_TOKENS + 2] = {0};   /* debug: forwards and their seconds by rows */
+    double fwd_s[OKV_SPEC_MAX_TOKENS + 2] = {0};
     pend[0] = okv_sample(logits0, vocab, &p->sampling, &rng, logits0 + vocab);
     for (;;) {
         bool done = false;
@@ -267,7 +312,11 @@ static enum okv_status decode_spec(okv_engine *e, int seq, struct gen_out *g, co
         const double tf = okv_now();
         if ((st = okv_engine_forward(e, &b, logits)) != OKV_OK)
             goto done;
-        okv_spec_cost_forward(&cost, nd + 1, okv_now() - tf);
+        const double dtf = okv_now() - tf;
+        if (okv_spec_cost_settled(&cost, nd + 1))
+            okv_spec_cost_forward(&cost, nd + 1, dtf);
+        fwd_n[nd + 1]++;
+        fwd_s[nd + 1] += dtf;
         int32_t next;
         int acc = okv_spec_verify(logits, vocab, rows_tok + 1, q, nd, &p->sampling, &rng, scratch, &next);
         if (nd > 0) {
@@ -304,6 +353,10 @@ done:
         OKV_LOG_DEBUG("adaptive drafts: acceptance %.3f, a forward %.3g s + %.3g s a row, a draft token %.3g s",
                       okv_spec_len_alpha(&len), t0, row, cost.draft_n > 0 ? cost.draft_s / cost.draft_n : 0.0);
     }
+    for (int r = 1; r <= OKV_SPEC_MAX_TOKENS + 1; r++)
+        if (fwd_n[r] > 0)
+            OKV_LOG_DEBUG("speculative decoding: %lld forwards of %d rows, %.3f ms each", fwd_n[r], r,
+                          1e3 * fwd_s[r] / (double)fwd_n[r]);
     okv_spec_stats_finish(ss);
     okv_free(hist);
     okv_free(logits);
@@ -354,6 +407,12 @@ enum okv_status okv_generate(okv_engine *e, const okv_tokenizer *tok, const int3
     if ((st = okv_engine_seq_create(e, &seq)) != OKV_OK)
         goto done;
     res->prompt_tokens = n_prompt;
+    if (p->drafter) {   /* the verify steps' shapes, outside the timed prefill and decode */
+        int K = p->spec_tokens > 0 ? p->spec_tokens : 4;
+        if (K > okv_engine_max_batch_tokens(e) - 1)
+            K = okv_engine_max_batch_tokens(e) - 1;
+        warm_spec_shapes(e, K + 1, prompt[0], vocab);
+    }
 
     /* prefill in chunks; logits of the last prompt token only */
     double t0 = okv_now();

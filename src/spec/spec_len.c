@@ -76,6 +76,14 @@ void okv_spec_cost_forward(struct okv_spec_cost *c, int rows, double seconds)
     c->sxy = c->sxy * f + x * seconds;
 }
 
+bool okv_spec_cost_settled(struct okv_spec_cost *c, int rows)
+{
+    if (rows <= 0 || rows > OKV_SPEC_COST_WARM_ROWS || c->seen[rows] >= 2)
+        return true;
+    c->seen[rows]++;
+    return false;
+}
+
 void okv_spec_cost_draft(struct okv_spec_cost *c, int tokens, double seconds)
 {
     if (tokens <= 0 || !(seconds >= 0.0))
