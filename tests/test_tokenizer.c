@@ -454,32 +454,39 @@ static void test_chat(void)
         cJSON *root = NULL;
         FILE *fx = fopen(path, "rb");
         if (fx) {
-            static char buf[1 << 16];
+            static char buf[1 << 17];
             const size_t got = fread(buf, 1, sizeof buf - 1, fx);
             buf[got] = 0;
             fclose(fx);
             root = cJSON_Parse(buf);
         }
         CHECK(root != NULL, "read %s", path);
-        struct tiny d = { .added = { "<|im_start|>", "<|im_end|>" }, .added_special = { true, true } };
+        for (int fam = 0; fam < 2 && root; fam++) {   /* Qwen2.5 (Hermes), then Llama 3.1 */
+        const cJSON *fx = fam == 0 ? root : cJSON_GetObjectItem(root, "llama31");
+        struct tiny d = { .added = { "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>",
+                                     "<|end_header_id|>", "<|eot_id|>" },
+                          .added_special = { true, true, true, true, true, true } };
         cJSON *j = tiny_json(&d);
         snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
         write_json(path, j);
         cJSON_Delete(j);
         cJSON *cfg = cJSON_CreateObject();
-        cJSON_AddStringToObject(cfg, "chat_template", cJSON_GetObjectItem(root, "template")->valuestring);
-        cJSON_AddStringToObject(cfg, "eos_token", "<|im_end|>");
+        cJSON_AddStringToObject(cfg, "chat_template", cJSON_GetObjectItem(fx, "template")->valuestring);
+        cJSON_AddStringToObject(cfg, "bos_token", fam ? "<|begin_of_text|>" : "<|im_start|>");
+        cJSON_AddStringToObject(cfg, "eos_token", fam ? "<|eot_id|>" : "<|im_end|>");
         snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
         write_json(path, cfg);
         cJSON_Delete(cfg);
         okv_tokenizer *tq = NULL;
-        CHECK(okv_tokenizer_from_hf_dir(dir, &tq) == OKV_OK, "qwen2.5 with tools: %s", okv_last_error());
-        if (tq && root) {
-            CHECK(okv_tokenizer_chat_format(tq) == OKV_CHAT_FORMAT_CHATML &&
-                  okv_tokenizer_chat_tools(tq) == OKV_CHAT_TOOLS_HERMES, "qwen2.5: ChatML with Hermes tools");
+        CHECK(okv_tokenizer_from_hf_dir(dir, &tq) == OKV_OK, "%s with tools: %s", fam ? "llama3.1" : "qwen2.5",
+              okv_last_error());
+        if (tq) {
+            CHECK(okv_tokenizer_chat_format(tq) == (fam ? OKV_CHAT_FORMAT_LLAMA3 : OKV_CHAT_FORMAT_CHATML) &&
+                  okv_tokenizer_chat_tools(tq) == (fam ? OKV_CHAT_TOOLS_LLAMA31 : OKV_CHAT_TOOLS_HERMES),
+                  "%s: its tool format", fam ? "llama3.1" : "qwen2.5");
             const cJSON *cs;
             int ci = 0;
-            cJSON_ArrayForEach(cs, cJSON_GetObjectItem(root, "cases")) {
+            cJSON_ArrayForEach(cs, cJSON_GetObjectItem(fx, "cases")) {
                 const cJSON *tl = cJSON_GetObjectItem(cs, "tools"), *ms = cJSON_GetObjectItem(cs, "messages");
                 const char *tools[8];
                 struct okv_chat_msg m[16];
@@ -502,14 +509,27 @@ static void test_chat(void)
                 const char *want = cJSON_GetObjectItem(cs, "expect")->valuestring;
                 enum okv_status st = okv_tokenizer_apply_chat_tools(tq, m, (size_t)nm, tools, (size_t)nt,
                                                                     cJSON_IsTrue(cJSON_GetObjectItem(cs, "gen")), &o);
-                CHECK(st == OKV_OK && o && strcmp(o, want) == 0, "tools conversation %d (%s):\n got  [%s]\n want [%s]", ci,
-                      okv_last_error(), o ? o : "(null)", want);
+                CHECK(st == OKV_OK && o && strcmp(o, want) == 0, "%s tools conversation %d (%s):\n got  [%s]\n want [%s]",
+                      fam ? "llama3.1" : "qwen2.5", ci, okv_last_error(), o ? o : "(null)", want);
                 okv_free(o);
                 ci++;
             }
-            CHECK(ci == 5, "the fixture's conversations: %d", ci);
+            CHECK(ci == (fam ? 3 : 5), "the fixture's conversations: %d", ci);
+            if (fam) {   /* two calls in one turn, and tools with nothing after the system message: refused */
+                const struct okv_chat_tool_call two[2] = { { "f", "{}" }, { "g", "{}" } };
+                const struct okv_chat_msg m2[] = { { .role = "user", .content = "x" },
+                                                   { .role = "assistant", .content = "", .tool_calls = two, .n_tool_calls = 2 } };
+                const struct okv_chat_msg sys[] = { { .role = "system", .content = "s" } };
+                const char *tool = "{}";
+                char *o = NULL;
+                CHECK(okv_tokenizer_apply_chat(tq, m2, 2, true, &o) == OKV_ERR_UNSUPPORTED && !o &&
+                      strstr(okv_last_error(), "one a message"), "two calls refused: %s", okv_last_error());
+                CHECK(okv_tokenizer_apply_chat_tools(tq, sys, 1, &tool, 1, true, &o) == OKV_ERR_INVALID_ARG && !o &&
+                      strstr(okv_last_error(), "first message"), "no first message refused: %s", okv_last_error());
+            }
         }
         okv_tokenizer_free(tq);
+        }
         cJSON_Delete(root);
         /* a template without tools: tools, tool calls and tool results are refused, naming the problem */
         okv_tokenizer *tn = load_tiny(&(struct tiny){ .added = { "<|im_start|>", "<|im_end|>" },

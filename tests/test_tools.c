@@ -33,6 +33,20 @@ static void test_pyjson(void)
         n++;
     }
     CHECK(n >= 9, "pyjson cases: %d", n);
+    n = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "pyjson4")) {   /* json.dumps(indent=4): Llama 3.1's tools */
+        const char *in = cJSON_GetObjectItem(c, "in")->valuestring, *want = cJSON_GetObjectItem(c, "out")->valuestring;
+        cJSON *v = cJSON_Parse(in);
+        struct srv_buf b = {0};
+        srv_pyjson_indent(v, &b, 4);
+        srv_buf_put(&b, "", 1);
+        CHECK(v && !b.oom && strcmp(b.s, want) == 0, "json.dumps(indent=4) of %s:\n got  %s\n want %s", in, b.s ? b.s : "",
+              want);
+        okv_free(b.s);
+        cJSON_Delete(v);
+        n++;
+    }
+    CHECK(n >= 9, "pyjson4 cases: %d", n);
     /* a case's tools as the server writes them, against json.dumps (the fixture's tool strings) */
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
         const cJSON *t;
@@ -50,6 +64,7 @@ static void test_pyjson(void)
 }
 
 struct reply_case {
+    enum okv_chat_tools fmt;
     const char *text;
     const char *content;   /* NULL: none */
     int n;
@@ -58,28 +73,37 @@ struct reply_case {
 };
 
 static const struct reply_case REPLIES[] = {
-    {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", NULL, 1,
+    {OKV_CHAT_TOOLS_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", NULL, 1,
      {"get_weather"}, {"{\"city\": \"Paris\"}"}},
-    {"Sure.\n<tool_call>\n{\"name\":\"a\",\"arguments\":{\"x\":[1,2.5,\"\\u00e9\"]}}\n</tool_call>\n<tool_call>\n"
+    {OKV_CHAT_TOOLS_HERMES, "Sure.\n<tool_call>\n{\"name\":\"a\",\"arguments\":{\"x\":[1,2.5,\"\\u00e9\"]}}\n</tool_call>\n<tool_call>\n"
      "{\"name\": \"b\", \"arguments\": {}}\n</tool_call>", "Sure.\n", 2, {"a", "b"},
      {"{\"x\": [1, 2.5, \"\xc3\xa9\"]}", "{}"}},
     /* cut off before the closing tag: the call is read to the end */
-    {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": \"v\"}}\n", NULL, 1, {"f"}, {"{\"k\": \"v\"}"}},
+    {OKV_CHAT_TOOLS_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": \"v\"}}\n", NULL, 1, {"f"}, {"{\"k\": \"v\"}"}},
     /* no call */
-    {"Just text, with a < and <tool and </tool_call>.", "Just text, with a < and <tool and </tool_call>.", 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_HERMES, "Just text, with a < and <tool and </tool_call>.", "Just text, with a < and <tool and </tool_call>.", 0, {0}, {0}},
     /* a call that is not {"name", "arguments"}: all of it is content */
-    {"x<tool_call>{\"name\": 3}</tool_call>", "x<tool_call>{\"name\": 3}</tool_call>", 0, {0}, {0}},
-    {"<tool_call>{\"name\": \"f\", \"arguments\": {}} trailing</tool_call>",
+    {OKV_CHAT_TOOLS_HERMES, "x<tool_call>{\"name\": 3}</tool_call>", "x<tool_call>{\"name\": 3}</tool_call>", 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}} trailing</tool_call>",
      "<tool_call>{\"name\": \"f\", \"arguments\": {}} trailing</tool_call>", 0, {0}, {0}},
     /* text between and after calls is dropped (the content is what comes before the first) */
-    {"<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call> and <tool_call>{\"name\": \"g\", "
+    {OKV_CHAT_TOOLS_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call> and <tool_call>{\"name\": \"g\", "
      "\"arguments\": {\"b\": null}}</tool_call> bye", NULL, 2, {"f", "g"}, {"{\"a\": 1}", "{\"b\": null}"}},
+    /* Llama 3.1: a reply that is call objects (';' between), else content */
+    {OKV_CHAT_TOOLS_LLAMA31, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", NULL, 1, {"get_weather"},
+     {"{\"city\": \"Oslo\"}"}},
+    {OKV_CHAT_TOOLS_LLAMA31, " \n{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {\"k\": [1]}}", NULL, 2,
+     {"a", "b"}, {"{}", "{\"k\": [1]}"}},
+    {OKV_CHAT_TOOLS_LLAMA31, "The weather {is} fine.", "The weather {is} fine.", 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_LLAMA31, "{\"name\": \"a\", \"parameters\": {\"x\": ", "{\"name\": \"a\", \"parameters\": {\"x\": ", 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_LLAMA31, "{\"answer\": 42}", "{\"answer\": 42}", 0, {0}, {0}},
 };
 
 /* the stream's reading of text fed in pieces of `step` bytes */
-static void stream_read(const char *text, size_t step, struct srv_buf *content, struct srv_tool_call **calls, int *n)
+static void stream_read(enum okv_chat_tools fmt, const char *text, size_t step, struct srv_buf *content,
+                        struct srv_tool_call **calls, int *n)
 {
-    struct srv_tool_stream s = {0};
+    struct srv_tool_stream s = {.fmt = fmt};
     const size_t len = strlen(text);
     *calls = NULL;
     *n = 0;
@@ -97,7 +121,7 @@ static void test_replies(void)
     for (size_t i = 0; i < sizeof REPLIES / sizeof REPLIES[0]; i++) {
         const struct reply_case *rc = &REPLIES[i];
         struct srv_tool_reply r;
-        CHECK(srv_tools_read_reply(rc->text, strlen(rc->text), &r), "read");
+        CHECK(srv_tools_read_reply(rc->fmt, rc->text, strlen(rc->text), &r), "read");
         CHECK((rc->content == NULL) == (r.content == NULL) && (!rc->content || !strcmp(rc->content, r.content)),
               "reply %zu content: [%s] want [%s]", i, r.content ? r.content : "(null)", rc->content ? rc->content : "(null)");
         CHECK(r.n == rc->n, "reply %zu: %d calls, want %d", i, r.n, rc->n);
@@ -110,7 +134,7 @@ static void test_replies(void)
             struct srv_buf content = {0};
             struct srv_tool_call *calls;
             int n;
-            stream_read(rc->text, step, &content, &calls, &n);
+            stream_read(rc->fmt, rc->text, step, &content, &calls, &n);
             const char *want = rc->content ? rc->content : "";
             CHECK(n == rc->n && !strcmp(content.s, want), "reply %zu in pieces of %zu: %d calls, content [%s] want [%s]",
                   i, step, n, content.s, want);

@@ -109,6 +109,11 @@ enum okv_chat_tools {
     OKV_CHAT_TOOLS_HERMES,   /* ChatML with a "# Tools" system block listing them in <tools></tools>, calls written
                                 as <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call> (Qwen2.5, Qwen3,
                                 Hermes 2 Pro), results as <tool_response> in a user turn */
+    OKV_CHAT_TOOLS_LLAMA31,  /* Llama 3.1 / 3.2 / 3.3 JSON calls: "Environment: ipython" in the system block, the tools
+                                (tojson(indent=4)) and instructions in the first user turn, one call an assistant
+                                turn written {"name": ..., "parameters": {...}}, results in ipython turns. The
+                                template writes a tool result's text as JSON (tojson of the string): the caller
+                                passes a "tool" message's content so encoded, and each tool as json.dumps(indent=4) */
 };
 enum okv_chat_tools okv_tokenizer_chat_tools(const okv_tokenizer *t);
 /* Render messages with the model's chat template; with add_generation_prompt the

@@ -1281,6 +1281,7 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
         }
         if (tcs && !msg_tool_calls(tcs, i, &m[i], &calls[i], e))
             goto done;
+        const bool as_json = !strcmp(r, "tool") && okv_tokenizer_chat_tools(sv->tok) == OKV_CHAT_TOOLS_LLAMA31;
         const cJSON *content = field(msg, "content");
         if (!content) {
             m[i].content = "";
@@ -1312,6 +1313,21 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
         } else {
             fail(e, 400, "messages", NULL, "messages[%d].content must be a string or an array of text parts", i);
             goto done;
+        }
+        if (as_json) {   /* Llama 3.1's template writes a tool's result as a JSON string (tojson) */
+            cJSON *str = cJSON_CreateString(m[i].content);
+            struct srv_buf b = {0};
+            srv_pyjson(str, &b);
+            srv_buf_put(&b, "", 1);
+            cJSON_Delete(str);
+            if (b.oom) {
+                okv_free(b.s);
+                fail(e, 500, NULL, NULL, "out of memory");
+                goto done;
+            }
+            okv_free(owned[i]);
+            owned[i] = b.s;
+            m[i].content = b.s;
         }
         i++;
     }
@@ -1415,7 +1431,7 @@ static cJSON *choice_obj(const struct job *j, int i)
             }
             srv_tool_reply_free(&r);
         } else {
-            if (!srv_tools_read_reply(text, strlen(text), &r)) {
+            if (!srv_tools_read_reply(okv_tokenizer_chat_tools(j->sv->tok), text, strlen(text), &r)) {
                 cJSON_Delete(ch);
                 return NULL;
             }
@@ -1522,6 +1538,7 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
     j->lp_top = p->lp_top;
     j->echo_only = echo_only;
     j->tool_mode = p->tool_mode;
+    j->ts.fmt = okv_tokenizer_chat_tools(sv->tok);
     snprintf(j->tool_name, sizeof j->tool_name, "%s", p->tool_name);
     snprintf(j->id, sizeof j->id, "%s", id);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);

@@ -103,32 +103,36 @@ static void py_float(double v, struct srv_buf *b)
     srv_buf_put(b, out, strlen(out));
 }
 
-void srv_pyjson(const cJSON *v, struct srv_buf *b)
+/* a newline and the indentation of `level` (indent > 0) */
+static void py_newline(struct srv_buf *b, int indent, int level)
 {
-    if (cJSON_IsObject(v)) {
-        srv_buf_put(b, "{", 1);
+    srv_buf_put(b, "\n", 1);
+    for (int i = 0; i < indent * level; i++)
+        srv_buf_put(b, " ", 1);
+}
+
+static void pyjson_at(const cJSON *v, struct srv_buf *b, int indent, int level)
+{
+    const bool obj = cJSON_IsObject(v);
+    if (obj || cJSON_IsArray(v)) {
+        srv_buf_put(b, obj ? "{" : "[", 1);
         const cJSON *x;
         bool first = true;
         cJSON_ArrayForEach(x, v) {
             if (!first)
-                srv_buf_put(b, ", ", 2);
+                srv_buf_put(b, indent > 0 ? "," : ", ", indent > 0 ? 1 : 2);
+            if (indent > 0)
+                py_newline(b, indent, level + 1);
             first = false;
-            py_string(x->string ? x->string : "", b);
-            srv_buf_put(b, ": ", 2);
-            srv_pyjson(x, b);
+            if (obj) {
+                py_string(x->string ? x->string : "", b);
+                srv_buf_put(b, ": ", 2);
+            }
+            pyjson_at(x, b, indent, level + 1);
         }
-        srv_buf_put(b, "}", 1);
-    } else if (cJSON_IsArray(v)) {
-        srv_buf_put(b, "[", 1);
-        const cJSON *x;
-        bool first = true;
-        cJSON_ArrayForEach(x, v) {
-            if (!first)
-                srv_buf_put(b, ", ", 2);
-            first = false;
-            srv_pyjson(x, b);
-        }
-        srv_buf_put(b, "]", 1);
+        if (indent > 0 && !first)
+            py_newline(b, indent, level);
+        srv_buf_put(b, obj ? "}" : "]", 1);
     } else if (cJSON_IsString(v)) {
         py_string(v->valuestring, b);
     } else if (cJSON_IsNumber(v)) {
@@ -149,10 +153,13 @@ void srv_pyjson(const cJSON *v, struct srv_buf *b)
     }
 }
 
-static char *pyjson_text(const cJSON *v)
+void srv_pyjson(const cJSON *v, struct srv_buf *b) { pyjson_at(v, b, 0, 0); }
+void srv_pyjson_indent(const cJSON *v, struct srv_buf *b, int indent) { pyjson_at(v, b, indent, 0); }
+
+static char *pyjson_text_indent(const cJSON *v, int indent)
 {
     struct srv_buf b = {0};
-    srv_pyjson(v, &b);
+    pyjson_at(v, &b, indent, 0);
     srv_buf_put(&b, "", 1);
     if (b.oom) {
         okv_free(b.s);
@@ -160,6 +167,8 @@ static char *pyjson_text(const cJSON *v)
     }
     return b.s;
 }
+
+static char *pyjson_text(const cJSON *v) { return pyjson_text_indent(v, 0); }
 
 /* ---- the request ---- */
 
@@ -351,7 +360,7 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
     if (t->choice != SRV_TOOLS_OFF && can_list) {
         i = 0;
         cJSON_ArrayForEach(tool, tools) {
-            if (!(t->defs[i] = pyjson_text(tool))) {
+            if (!(t->defs[i] = pyjson_text_indent(tool, okv_tokenizer_chat_tools(tok) == OKV_CHAT_TOOLS_LLAMA31 ? 4 : 0))) {
                 t->n = i;
                 srv_tools_free(t);
                 return tfail(err, errlen, param, NULL, "out of memory");
@@ -426,9 +435,52 @@ void srv_tool_reply_free(struct srv_tool_reply *r)
     memset(r, 0, sizeof *r);
 }
 
-bool srv_tools_read_reply(const char *text, size_t len, struct srv_tool_reply *out)
+/* Llama 3.1: the text (past leading whitespace) is one or more call objects separated by ';' -> calls; 0 when
+ * it is not, -1 when out of memory */
+static int read_json_calls(const char *text, size_t len, struct srv_tool_reply *out)
+{
+    const char *p = text, *end = text + len;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r'))
+        p++;
+    if (p == end || *p != '{')
+        return 0;
+    while (p < end) {
+        const char *stop = NULL;
+        cJSON *o = cJSON_ParseWithLengthOpts(p, (size_t)(end - p), &stop, false);
+        if (!o || !stop)
+            return 0;
+        cJSON_Delete(o);
+        struct srv_tool_call *v = okv_realloc(out->calls, sizeof *v * (size_t)(out->n + 1), OKV_TAG_SERVER);
+        if (!v)
+            return -1;
+        out->calls = v;
+        memset(&v[out->n], 0, sizeof *v);
+        const int r = read_call(p, (size_t)(stop - p), &v[out->n]);
+        if (r <= 0)
+            return r;
+        out->n++;
+        p = stop;
+        while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ';'))
+            p++;
+    }
+    return 1;
+}
+
+bool srv_tools_read_reply(enum okv_chat_tools fmt, const char *text, size_t len, struct srv_tool_reply *out)
 {
     memset(out, 0, sizeof *out);
+    if (fmt == OKV_CHAT_TOOLS_LLAMA31) {
+        const int r = read_json_calls(text, len, out);
+        if (r < 0) {
+            srv_tool_reply_free(out);
+            return false;
+        }
+        if (r == 0) {
+            srv_tool_reply_free(out);
+            return (out->content = dup_n(text, len)) != NULL;
+        }
+        return true;
+    }
     const char *first = find_n(text, len, CALL_OPEN);
     const char *end = text + len;
     bool ok = first != NULL;
@@ -515,6 +567,49 @@ static size_t partial_tag(const char *p, size_t n, const char *tag)
 bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bool final, struct srv_buf *content,
                           struct srv_tool_call **calls, int *n_calls)
 {
+    if (s->fmt == OKV_CHAT_TOOLS_LLAMA31) {   /* a reply that opens with '{' is read whole at its end */
+        if (s->lead == 1) {
+            srv_buf_put(content, p, n);
+            return !content->oom;
+        }
+        srv_buf_put(&s->held, p, n);
+        if (s->held.oom)
+            return false;
+        size_t i = 0;
+        while (i < s->held.len && strchr(" \n\t\r", s->held.s[i]))
+            i++;
+        if (s->lead == 0 && i < s->held.len)
+            s->lead = s->held.s[i] == '{' ? 2 : 1;
+        if (s->lead == 1 || (final && s->lead == 0)) {
+            srv_buf_put(content, s->held.s, s->held.len);
+            s->held.len = 0;
+            return !content->oom;
+        }
+        if (!final)
+            return true;
+        struct srv_tool_reply r;
+        if (!srv_tools_read_reply(s->fmt, s->held.s, s->held.len, &r))
+            return false;
+        if (r.n == 0)
+            srv_buf_put(content, s->held.s, s->held.len);
+        struct srv_tool_call *v = r.n ? okv_realloc(*calls, sizeof *v * (size_t)(*n_calls + r.n), OKV_TAG_SERVER) : NULL;
+        if (r.n && !v) {
+            srv_tool_reply_free(&r);
+            return false;
+        }
+        for (int k = 0; k < r.n; k++) {
+            v[*n_calls + k] = r.calls[k];
+            r.calls[k].name = r.calls[k].arguments = NULL;
+        }
+        if (r.n) {
+            *calls = v;
+            *n_calls += r.n;
+            s->n_calls += r.n;
+        }
+        srv_tool_reply_free(&r);
+        s->held.len = 0;
+        return !content->oom;
+    }
     srv_buf_put(&s->held, p, n);
     if (s->held.oom)
         return false;

@@ -45,8 +45,12 @@ void srv_tools_free(struct srv_tools *t);
  * an integer value (1.0, 1e2: json.dumps writes 1.0 and 100.0, this 1 and 100, the parsed tree keeping no
  * int/float distinction) and integers past 2^53 (rounded to a double). */
 void srv_pyjson(const cJSON *v, struct srv_buf *b);
+/* The same with json.dumps's indent (Llama 3.1's tools: tojson(indent=4)): items on lines of their own, "," and
+ * ": " separators. */
+void srv_pyjson_indent(const cJSON *v, struct srv_buf *b, int indent);
 
-/* A reply's tool calls (Hermes format). */
+/* A reply's tool calls: Hermes, <tool_call>{"name": ..., "arguments": {...}}</tool_call> blocks after the
+ * content; Llama 3.1, a reply that is {"name": ..., "parameters": {...}} (several separated by ';'). */
 struct srv_tool_call {
     char *name;
     char *arguments;   /* JSON text, as json.dumps writes it */
@@ -59,7 +63,7 @@ struct srv_tool_reply {
 /* Read text[0..len): with calls that all parse, *out holds them and the text before them; otherwise (no
  * call, or one that is not {"name": string, "arguments": object}) the whole text is the content and there
  * are no calls. False when out of memory. */
-bool srv_tools_read_reply(const char *text, size_t len, struct srv_tool_reply *out);
+bool srv_tools_read_reply(enum okv_chat_tools fmt, const char *text, size_t len, struct srv_tool_reply *out);
 void srv_tool_reply_free(struct srv_tool_reply *r);
 /* A REQUIRED reply, [{"name": ..., "parameters": {...}}, ...]: its calls; false when it is not one (cut off)
  * or out of memory (*out then empty). */
@@ -68,7 +72,10 @@ bool srv_tools_read_required(const char *text, size_t len, struct srv_tool_reply
 /* The same read as a stream: text fed as it comes; content that can no longer be part of a call is given
  * back to send, calls as they close. */
 struct srv_tool_stream {
-    struct srv_buf held;   /* text not sent yet: a possible "<tool_call>" opening, or a call being read */
+    enum okv_chat_tools fmt;   /* set before the first feed */
+    struct srv_buf held;   /* text not sent yet: a possible "<tool_call>" opening, or a call being read (Llama 3.1:
+                              a reply that opens with '{', read at its end) */
+    int lead;              /* Llama 3.1: 0 undecided (whitespace so far), 1 content, 2 calls */
     bool in_call;
     bool bad;              /* a call did not parse: the rest goes out as content */
     int n_calls;

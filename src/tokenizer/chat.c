@@ -94,6 +94,9 @@ void okv_chat_detect(okv_tokenizer *t)
     if (t->chat_format == OKV_CHAT_FORMAT_CHATML && tpl && strstr(tpl, "<tools>") && strstr(tpl, "<tool_call>") &&
         strstr(tpl, "<tool_response>") && strstr(tpl, "# Tools"))
         t->chat_tools = OKV_CHAT_TOOLS_HERMES;
+    if (t->chat_format == OKV_CHAT_FORMAT_LLAMA3 && t->chat_llama31 && strstr(tpl, "Environment: ipython") &&
+        strstr(tpl, "tools_in_user_message") && strstr(tpl, "\"parameters\": "))
+        t->chat_tools = OKV_CHAT_TOOLS_LLAMA31;
 }
 
 enum okv_chat_tools okv_tokenizer_chat_tools(const okv_tokenizer *t) { return t->chat_tools; }
@@ -201,24 +204,53 @@ static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, 
         put(b, "<|im_start|>assistant\n");
 }
 
-static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n,
-                          bool gen, struct sbuf *b)
+static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, const char *const *tools,
+                          size_t n_tools, bool gen, struct sbuf *b)
 {
     const char *bos = t->bos_text ? t->bos_text : "";
     size_t first = 0;
     if (t->chat_llama31) {
         put(b, bos);
-        put(b, "<|start_header_id|>system<|end_header_id|>\n\n"
-               "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+        put(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+        if (n_tools > 0)
+            put(b, "Environment: ipython\n");
+        put(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
         if (n > 0 && strcmp(m[0].role, "system") == 0) {
             put_trimmed(b, m[0].content);
             first = 1;
         }
         put(b, "<|eot_id|>");
+        if (n_tools > 0) {   /* the tools go into the first message after the system one (the caller checked it is there) */
+            put(b, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a "
+                   "JSON for a function call with its proper arguments that best answers the given prompt.\n\n"
+                   "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and "
+                   "its value}.Do not use variables.\n\n");
+            for (size_t k = 0; k < n_tools; k++) {
+                put(b, tools[k]);
+                put(b, "\n\n");
+            }
+            put_trimmed(b, m[first].content);
+            put(b, "<|eot_id|>");
+            first++;
+        }
     } else if (n > 0) {
         put(b, bos);
     }
     for (size_t i = first; i < n; i++) {
+        if (t->chat_tools == OKV_CHAT_TOOLS_LLAMA31 && m[i].n_tool_calls > 0) {   /* one call (checked) */
+            put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            put(b, m[i].tool_calls[0].name);
+            put(b, "\", \"parameters\": ");
+            put(b, m[i].tool_calls[0].arguments);
+            put(b, "}<|eot_id|>");
+            continue;
+        }
+        if (t->chat_tools == OKV_CHAT_TOOLS_LLAMA31 && strcmp(m[i].role, "tool") == 0) {
+            put(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            put(b, m[i].content);
+            put(b, "<|eot_id|>");
+            continue;
+        }
         put(b, "<|start_header_id|>");
         put(b, m[i].role);
         put(b, "<|end_header_id|>\n\n");
@@ -349,7 +381,20 @@ enum okv_status okv_tokenizer_apply_chat_tools(const okv_tokenizer *t, const str
     struct sbuf b = { 0 };
     switch (t->chat_format) {
     case OKV_CHAT_FORMAT_CHATML: render_chatml(t, msgs, n, tools, n_tools, add_generation_prompt, &b); break;
-    case OKV_CHAT_FORMAT_LLAMA3: render_llama3(t, msgs, n, add_generation_prompt, &b); break;
+    case OKV_CHAT_FORMAT_LLAMA3: {
+        if (t->chat_tools == OKV_CHAT_TOOLS_LLAMA31) {
+            const size_t first = n > 0 && strcmp(msgs[0].role, "system") == 0;
+            if (n_tools > 0 && first >= n)
+                return okv_set_error(OKV_ERR_INVALID_ARG, "%s: this model's template puts the tools into the first "
+                                     "message after the system one, and there is none", t->src);
+            for (size_t i = 0; i < n; i++)
+                if (msgs[i].n_tool_calls > 1)
+                    return okv_set_error(OKV_ERR_UNSUPPORTED, "chat message %zu has %d tool calls: this model's template "
+                                         "takes one a message", i, msgs[i].n_tool_calls);
+        }
+        render_llama3(t, msgs, n, tools, n_tools, add_generation_prompt, &b);
+        break;
+    }
     case OKV_CHAT_FORMAT_LLAMA2:
     case OKV_CHAT_FORMAT_MISTRAL:
     case OKV_CHAT_FORMAT_MISTRAL3: {   /* these templates have no generation prompt: the text ends with [/INST] */

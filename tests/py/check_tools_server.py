@@ -10,7 +10,9 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
   tests/data/chat_tools.json): /tokenize of a conversation with tools, tool calls and tool results equal to
   the Hugging Face tokenizer's ids of the text transformers renders; replies parsed into tool_calls
   (guided_choice makes the model write a call, or plain text), streamed and not, with finish_reason
-  "tool_calls"; a free greedy reply well formed either way.
+  "tool_calls"; a free greedy reply well formed either way;
+- Llama 3.1's template the same way (tools as json.dumps(indent=4) in the first user turn, tool results as JSON
+  strings, replies that are {"name", "parameters"} objects read into tool_calls).
 """
 import json
 import os
@@ -247,6 +249,45 @@ def hermes_template(port):
     check(st == 400 and "arguments is not valid JSON" in js["error"]["message"], "bad arguments refused")
 
 
+def llama31_template(port):
+    """Llama 3.1's template over SmolLM2's tokenizer (its bos <|im_start|> for <|begin_of_text|>; the header tokens
+    are plain text to both tokenizers)"""
+    hf = Tokenizer.from_file(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"))
+    for i, case in enumerate(FIX["llama31"]["cases"]):
+        if not case["gen"]:
+            continue
+        msgs = []
+        for m in case["messages"]:
+            o = {"role": m["role"], "content": json.loads(m["content"]) if m["role"] == "tool" else m["content"]}
+            if m["tool_calls"]:
+                o["tool_calls"] = [{"id": "c0", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                   for c in m["tool_calls"]]
+            msgs.append(o)
+        body = {"messages": msgs, "tools": [json.loads(t) for t in case["tools"]]}
+        st, js = post(port, "/tokenize", body)
+        want = hf.encode(case["expect"].replace("<|begin_of_text|>", "<|im_start|>"), add_special_tokens=False).ids
+        check(st == 200 and js["tokens"] == want, f"llama3.1: /tokenize of conversation {i} with tools = the HF ids of "
+              f"transformers' rendering ({len(want)} tokens; {st} {str(js)[:80] if st != 200 else ''})")
+    call = '{"name": "get_weather", "parameters": {"city": "Lima", "days": 1}}'
+    body = {"messages": MSGS, "tools": [WEATHER, SEARCH], "max_tokens": 60, "temperature": 0, "guided_choice": [call]}
+    st, js = post(port, "/v1/chat/completions", body)
+    ch = js["choices"][0] if st == 200 else {}
+    tc = ch.get("message", {}).get("tool_calls") or []
+    check(st == 200 and len(tc) == 1 and tc[0]["function"]["name"] == "get_weather" and
+          json.loads(tc[0]["function"]["arguments"]) == {"city": "Lima", "days": 1} and ch["message"]["content"] is None
+          and ch["finish_reason"] == "tool_calls", f"llama3.1: a JSON call read into tool_calls: {tc}")
+    content, calls, finish = joined(sse(port, body))
+    check(content == "" and finish == "tool_calls" and len(calls) == 1 and
+          json.loads(calls[0]["arguments"]) == {"city": "Lima", "days": 1}, f"llama3.1: streamed the same: {calls}")
+    body["guided_choice"] = ["Sunny {mostly}."]
+    content, calls, finish = joined(sse(port, body))
+    check(content == "Sunny {mostly}." and not calls and finish == "stop", f"llama3.1: plain text streamed: {content!r}")
+    st, js = post(port, "/v1/chat/completions", {"messages": MSGS + [{"role": "assistant", "tool_calls": [
+        {"type": "function", "function": {"name": "a", "arguments": "{}"}},
+        {"type": "function", "function": {"name": "b", "arguments": "{}"}}]}], "max_tokens": 2})
+    check(st == 400 and "one a message" in js["error"]["message"], "llama3.1: two calls in a turn refused")
+
+
 def main():
     p, port = start([])
     try:
@@ -263,6 +304,14 @@ def main():
         p, port = start(["--tokenizer", tdir])
         try:
             hermes_template(port)
+        finally:
+            p.terminate()
+            p.wait(30)
+        cfg["chat_template"] = FIX["llama31"]["template"]
+        json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
+        p, port = start(["--tokenizer", tdir])
+        try:
+            llama31_template(port)
         finally:
             p.terminate()
             p.wait(30)

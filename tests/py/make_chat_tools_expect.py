@@ -7,9 +7,13 @@ transformers' Jinja renderer and Python's json module, written to tests/data/cha
 - "cases": conversations with tools, tool calls and tool results: the tools as json.dumps writes them (the
   template's tojson), the messages, and what apply_chat_template renders;
 - "pyjson": JSON texts and what json.dumps(json.loads(text), ensure_ascii=False) writes, the form the server
-  must give tools and arguments in (its srv_pyjson).
+  must give tools and arguments in (its srv_pyjson), and with indent=4 ("pyjson4", Llama 3.1's tools);
+- "llama31": the same for Llama 3.1's template (tools in the first user turn as tojson(indent=4), one call a
+  turn as {"name", "parameters"}, results in ipython turns written as JSON strings): the tools as
+  json.dumps(indent=4) and the tool results as json.dumps of their text, as the C renderer takes them.
 
-    python3 tests/py/make_chat_tools_expect.py      (needs transformers; no model, no torch)"""
+    python3 tests/py/make_chat_tools_expect.py [QWEN25_TEMPLATE.json LLAMA31_TEMPLATE.json]
+    (needs transformers; no model, no torch; the templates default to the fixture's)"""
 import json
 import os
 import sys
@@ -19,6 +23,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "chat_tools.json")
 TEMPLATE = json.load(open(sys.argv[1])) if len(sys.argv) > 1 else json.load(open(OUT))["template"]
+LLAMA31 = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else json.load(open(OUT))["llama31"]["template"]
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city, in \"C\" or \"F\".",
@@ -79,5 +84,33 @@ PYJSON = ['{"a": 1, "b": [true, false, null], "c": {}}', '[]', '{"x": 0.1, "y": 
 # server as 1 and 100 - cJSON keeps no int/float distinction - and integers past 2^53, which a double rounds)
 pyjson = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False)} for t in PYJSON]
 
-json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson}, open(OUT, "w"), ensure_ascii=False, indent=1)
+pyjson4 = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False, indent=4)} for t in PYJSON]
+
+L31_CASES = [
+    ([WEATHER], [{"role": "user", "content": " Weather in Paris? "}], True),
+    ([WEATHER, SEARCH, NOPARAM], [
+        {"role": "system", "content": " Be terse. "},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [call("get_weather", {"city": "Oslo", "unit": "C"})]},
+        {"role": "tool", "content": "{\"t\": -3, \"sky\": \"snow \u00e9\"}"},
+        {"role": "assistant", "content": "It is -3 C."},
+        {"role": "user", "content": "Thanks"}], True),
+    ([], [{"role": "user", "content": "hi"},
+          {"role": "assistant", "content": "", "tool_calls": [call("now", {})]},
+          {"role": "tool", "content": "12:00\n"}], False),
+]
+l31 = []
+for tools, msgs, gen in L31_CASES:
+    out, _ = render_jinja_template(conversations=[msgs], tools=tools or None, chat_template=LLAMA31,
+                                   add_generation_prompt=gen, bos_token="<|begin_of_text|>")
+    l31.append({"tools": [json.dumps(t, ensure_ascii=False, indent=4) for t in tools],
+                "messages": [{"role": m["role"],
+                              "content": json.dumps(m["content"], ensure_ascii=False) if m["role"] == "tool" else m["content"],
+                              "tool_calls": [{"name": c["function"]["name"],
+                                              "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}
+                                             for c in m.get("tool_calls", [])]} for m in msgs],
+                "gen": gen, "expect": out[0]})
+
+json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson4": pyjson4,
+           "llama31": {"template": LLAMA31, "cases": l31}}, open(OUT, "w"), ensure_ascii=False, indent=1)
 print(f"wrote {OUT}: {len(cases)} conversations, {len(pyjson)} json.dumps cases")
