@@ -44,6 +44,8 @@ void cli_load_format(const char *path, bool dummy, struct okv_model **m, okv_tok
 /* Load a tokenizer from a folder (tokenizer.json + tokenizer_config.json), a
  * tokenizer.json file or a .gguf file (--tokenizer); dies on failure. */
 okv_tokenizer *cli_load_tokenizer(const char *path);
+/* --chat-template ARG: a file of the Jinja template, or the template itself; dies naming what is wrong. */
+void cli_chat_template(okv_tokenizer *tok, const char *arg);
 /* Parses a --load-format value: "auto" (false) or "dummy" (true); dies otherwise. */
 bool cli_load_format_arg(const char *v);
 

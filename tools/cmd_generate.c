@@ -26,6 +26,7 @@ static const char *help =
     "  --ignore-eos           keep generating through end-of-generation tokens\n"
     "  --chat                 wrap the prompt in the model's chat template\n"
     "  --system TEXT          system message for --chat\n"
+    "  --chat-template T      the chat template for --chat: a file of it (Jinja), or the text itself\n"
     "  --threads N            CPU threads (default: all cores)\n"
     "  --device NAME          cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
@@ -93,6 +94,7 @@ int cmd_generate(int argc, char **argv)
     int tp = 1;
     struct okv_gen_params gp = {.max_tokens = 128, .sampling = {0.8f, 40, 0.95f, 0}};
     bool seed_set = false, chat = false, json = false;
+    const char *chat_tpl = NULL;
     int threads = 0, ctx = 0, block = 16, chunk = 512;
     int kv_budget = 2048, dense_layers = 0;
     double kv_device_mb = 0, cache_factor = 1, sticky = 0;
@@ -165,6 +167,8 @@ int cmd_generate(int argc, char **argv)
             chat = true;
         } else if (!strcmp(a, "--system")) {
             system = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--chat-template")) {
+            chat_tpl = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--threads")) {
             threads = cli_int(a, cli_value(argc, argv, &i), 1, 256);
         } else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) {
@@ -227,6 +231,8 @@ int cmd_generate(int argc, char **argv)
         cli_die("generate: give exactly one of -p TEXT, --prompt-file FILE or --prompt-tokens IDS");
     if (chat && !prompt)
         cli_die("generate: --chat needs -p TEXT or --prompt-file FILE");
+    if (chat_tpl && !chat)
+        cli_die("generate: --chat-template needs --chat");
     if (spec_tokens && !draft)
         cli_die("generate: --spec-tokens needs --draft");
     if (spec_adaptive && !draft)
@@ -242,6 +248,8 @@ int cmd_generate(int argc, char **argv)
     struct okv_model *m = NULL;
     okv_tokenizer *tok = NULL;
     cli_load_format(model_path, dummy, &m, &tok);
+    if (chat_tpl)
+        cli_chat_template(tok, chat_tpl);
 
     int32_t *ids = NULL;
     size_t n_ids = 0;

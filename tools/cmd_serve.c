@@ -49,6 +49,9 @@ static const char *help =
     "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
     "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
     "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
+    "  --chat-template T            the chat template: a file of it (Jinja), or the text itself (default: the\n"
+    "                               tokenizer's); ChatML, Llama 3, Llama 2 and Mistral [INST] are rendered, with\n"
+    "                               tools in the Hermes and Llama 3.1 formats\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
     "  --spec-adaptive              each request drafts 0..K tokens a step: the number that maximizes its expected\n"
     "                               tokens over the step's cost (its running acceptance, the measured step and\n"
@@ -180,7 +183,7 @@ int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = NULL;
     int tp = 1;
-    const char *draft = NULL, *tok_path = NULL;
+    const char *draft = NULL, *tok_path = NULL, *chat_tpl = NULL;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
     bool spec_adaptive = false;
@@ -250,6 +253,8 @@ int cmd_serve(int argc, char **argv)
             dummy = cli_load_format_arg(cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--tokenizer")) {
             tok_path = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--chat-template")) {
+            chat_tpl = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--predict")) {
             predict = cli_predict(cli_value(argc, argv, &i), NULL, &after_attn);
         } else if (!strcmp(a, "--kv-verify-inline")) {
@@ -354,6 +359,8 @@ int cmd_serve(int argc, char **argv)
     }
     if (!tok)
         cli_die("%s has no tokenizer (tokenizer.json): the server needs one", model_path);
+    if (chat_tpl)
+        cli_chat_template(tok, chat_tpl);
     const struct okv_model_config *cfg = &m->cfg;
     int max_ctx = ctx > 0 ? ctx : (cfg->max_ctx > 0 ? cfg->max_ctx : 4096);
 

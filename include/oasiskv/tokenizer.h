@@ -54,6 +54,8 @@ bool okv_tokenizer_is_eog(const okv_tokenizer *t, int32_t id);
 int okv_tokenizer_eog_ids(const okv_tokenizer *t, int n_ids, int32_t *out);
 enum okv_pretok okv_tokenizer_pretok(const okv_tokenizer *t);
 enum okv_chat_format okv_tokenizer_chat_format(const okv_tokenizer *t);
+/* Replace the model's chat template (vLLM's --chat-template): its format and tool format are read again. */
+enum okv_status okv_tokenizer_set_chat_template(okv_tokenizer *t, const char *tpl, size_t len);
 /* The token's vocabulary string (byte-level form), NULL when out of range. */
 const char *okv_tokenizer_token_str(const okv_tokenizer *t, int32_t id);
 /* The bytes a token stands for in running text (*len of them; a SentencePiece token's U+2581 as a

@@ -101,6 +101,18 @@ void okv_chat_detect(okv_tokenizer *t)
 
 enum okv_chat_tools okv_tokenizer_chat_tools(const okv_tokenizer *t) { return t->chat_tools; }
 
+enum okv_status okv_tokenizer_set_chat_template(okv_tokenizer *t, const char *tpl, size_t len)
+{
+    enum okv_status st = okv_tok_set_chat_template(t, tpl, len);
+    if (st != OKV_OK)
+        return st;
+    okv_free(t->chat_default_system);
+    t->chat_default_system = NULL;
+    t->chat_llama31 = false;
+    okv_chat_detect(t);
+    return OKV_OK;
+}
+
 /* A growing NUL-terminated string. */
 struct sbuf {
     char *s;

@@ -6,12 +6,12 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
   schema, returned as tool_calls through the official openai client, streamed as argument deltas that join
   to the same arguments; "required" with several tools (an array of calls, one with parallel_tool_calls
   false) valid for the function each names, streamed the same; tool results refused; the malformed tools and choices refused by name;
-- Qwen2.5's template with tools (--tokenizer: SmolLM2's tokenizer.json with that template,
-  tests/data/chat_tools.json): /tokenize of a conversation with tools, tool calls and tool results equal to
+- Qwen2.5's template with tools (serve --chat-template FILE, tests/data/chat_tools.json's): /tokenize of a conversation with tools, tool calls and tool results equal to
   the Hugging Face tokenizer's ids of the text transformers renders; replies parsed into tool_calls
   (guided_choice makes the model write a call, or plain text), streamed and not, with finish_reason
   "tool_calls"; a free greedy reply well formed either way;
-- Llama 3.1's template the same way (tools as json.dumps(indent=4) in the first user turn, tool results as JSON
+- Llama 3.1's template (--tokenizer: SmolLM2's tokenizer.json with that template in its tokenizer_config.json) the
+  same way (tools as json.dumps(indent=4) in the first user turn, tool results as JSON
   strings, replies that are {"name", "parameters"} objects read into tool_calls).
 """
 import json
@@ -301,7 +301,9 @@ def main():
         cfg = json.load(open(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer_config.json")))
         cfg["chat_template"] = FIX["template"]
         json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
-        p, port = start(["--tokenizer", tdir])
+        tpl = os.path.join(tdir, "qwen25.jinja")   # serve --chat-template: the model's tokenizer, another template
+        open(tpl, "w").write(FIX["template"])
+        p, port = start(["--chat-template", tpl])
         try:
             hermes_template(port)
         finally:

@@ -141,6 +141,22 @@ PY
   printf '{"type": "objec"}' > "$tmp/bad_schema.json"
   expect_error "bad --json-schema" "json-schema.*objec.*not a JSON type" $cli generate -m "$smol" -p hi --json-schema "$tmp/bad_schema.json"
   expect_error "--json-object with --draft" "without --draft" $cli generate -m "$smol" -p hi --json-object --draft ngram
+  # --chat-template: a file, or the template itself, replaces the model's (a prompt's tokens count it); bad ones refused
+  python3 -c 'import json,sys; open(sys.argv[2], "w").write(json.load(open(sys.argv[1]))["template"])' \
+    "$OKV_SOURCE_DIR/tests/data/chat_tools.json" "$tmp/qwen.jinja"
+  a="$(timeout 60 $cli generate -m "$smol" --chat -p hi -n 1 --temp 0 --json)"
+  b="$(timeout 60 $cli generate -m "$smol" --chat -p hi -n 1 --temp 0 --json --chat-template "$tmp/qwen.jinja")"
+  c="$(timeout 60 $cli generate -m "$smol" --chat -p hi -n 1 --temp 0 --json \
+       --chat-template "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}")"
+  if python3 - "$a" "$b" "$c" <<'PY'
+import json, sys
+a, b, c = (len(json.loads(x)["prompt_tokens"]) for x in sys.argv[1:])
+assert b > a > c, (a, b, c)   # Qwen's default system prompt is longer than SmolLM2's; the plain ChatML has none
+PY
+  then ok; else bad "--chat-template: prompt tokens $a / $b / $c"; fi
+  expect_error "--chat-template of no file" "give a file" $cli generate -m "$smol" --chat -p hi --chat-template /nonexistent
+  expect_error "--chat-template of no known format" "not a template" $cli generate -m "$smol" --chat -p hi --chat-template "{{ x }}"
+  expect_error "--chat-template without --chat" "needs --chat" $cli generate -m "$smol" -p hi --chat-template "$tmp/qwen.jinja"
 else
   echo "SKIP: structured output in generate (no $smol; scripts/fetch_model.sh fetches it)"
 fi
