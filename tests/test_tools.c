@@ -4,6 +4,7 @@
  * tests/py/make_chat_tools_expect.py); the reply's <tool_call> blocks read into calls, whole and as a
  * stream fed in pieces of every size (the same calls and content either way); the request's tools and
  * tool_choice read, with the errors of the malformed ones. */
+#include "server/reasoning.h"
 #include "server/tools.h"
 #include "oasiskv/structured.h"
 #include "oasiskv/tokenizer.h"
@@ -304,8 +305,53 @@ static void test_request(void)
     okv_tokenizer_free(tn);
 }
 
+/* serve --reasoning-parser: the <think> part apart, whole and fed in pieces of every size */
+static void test_reasoning(void)
+{
+    static const struct { enum okv_reasoning kind; const char *text, *think, *answer; } cases[] = {
+        {OKV_REASONING_DEEPSEEK_R1, "plan a\nplan b</think>\n\nThe answer.", "plan a\nplan b", "\n\nThe answer."},
+        {OKV_REASONING_DEEPSEEK_R1, " <think>\nx</think>y", "\nx", "y"},
+        {OKV_REASONING_DEEPSEEK_R1, "cut off while thinking <", "cut off while thinking <", NULL},
+        {OKV_REASONING_DEEPSEEK_R1, "<think></think>", NULL, NULL},
+        {OKV_REASONING_DEEPSEEK_R1, "", NULL, NULL},
+        {OKV_REASONING_QWEN3, "<think>\nhmm</think>\n\nHi <there>.", "\nhmm", "\n\nHi <there>."},
+        {OKV_REASONING_QWEN3, "No thinking </think> here", NULL, "No thinking </think> here"},
+        {OKV_REASONING_QWEN3, "<thin", NULL, "<thin"},
+        {OKV_REASONING_QWEN3, "\n<think>a</thi", "a</thi", NULL},
+        {OKV_REASONING_QWEN3, "<think>r</think><tool_call>{}</tool_call>", "r", "<tool_call>{}</tool_call>"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *think = NULL, *answer = NULL;
+        const char *t = cases[i].text;
+        CHECK(srv_reasoning_split(cases[i].kind, t, strlen(t), &think, &answer), "split %zu", i);
+        CHECK((think == NULL) == (cases[i].think == NULL) && (!think || !strcmp(think, cases[i].think)) &&
+                  (answer == NULL) == (cases[i].answer == NULL) && (!answer || !strcmp(answer, cases[i].answer)),
+              "split %zu [%s]: think [%s] answer [%s]", i, t, think ? think : "(null)", answer ? answer : "(null)");
+        okv_free(think);
+        okv_free(answer);
+        for (size_t step = 1; step <= strlen(t) + 1; step++) {
+            struct srv_reasoning_stream rs = {0};
+            struct srv_buf r = {0}, c = {0};
+            for (size_t at = 0; at < strlen(t); at += step) {
+                const size_t k = strlen(t) - at < step ? strlen(t) - at : step;
+                CHECK(srv_reasoning_feed(cases[i].kind, &rs, t + at, k, false, &r, &c), "feed");
+            }
+            CHECK(srv_reasoning_feed(cases[i].kind, &rs, "", 0, true, &r, &c), "final feed");
+            srv_buf_put(&r, "", 1);
+            srv_buf_put(&c, "", 1);
+            const char *wt = cases[i].think ? cases[i].think : "", *wa = cases[i].answer ? cases[i].answer : "";
+            CHECK(!strcmp(r.s, wt) && !strcmp(c.s, wa), "stream %zu in pieces of %zu: think [%s] answer [%s]", i, step,
+                  r.s, c.s);
+            okv_free(r.s);
+            okv_free(c.s);
+            srv_reasoning_stream_free(&rs);
+        }
+    }
+}
+
 int main(void)
 {
+    test_reasoning();
     test_pyjson();
     test_replies();
     test_request();

@@ -52,6 +52,8 @@ static const char *help =
     "  --chat-template T            the chat template: a file of it (Jinja), or the text itself (default: the\n"
     "                               tokenizer's); ChatML, Llama 3, Llama 2 and Mistral [INST] are rendered, with\n"
     "                               tools in the Hermes and Llama 3.1 formats\n"
+    "  --reasoning-parser P         deepseek_r1 | qwen3: a chat reply's <think>...</think> part comes back as\n"
+    "                               \"reasoning_content\" (streamed as such deltas), the rest as the content\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
     "  --spec-adaptive              each request drafts 0..K tokens a step: the number that maximizes its expected\n"
     "                               tokens over the step's cost (its running acceptance, the measured step and\n"
@@ -184,6 +186,7 @@ int cmd_serve(int argc, char **argv)
     const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = NULL;
     int tp = 1;
     const char *draft = NULL, *tok_path = NULL, *chat_tpl = NULL;
+    enum okv_reasoning reasoning = OKV_REASONING_NONE;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
     bool spec_adaptive = false;
@@ -255,6 +258,14 @@ int cmd_serve(int argc, char **argv)
             tok_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--chat-template")) {
             chat_tpl = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--reasoning-parser")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (!strcmp(v, "deepseek_r1"))
+                reasoning = OKV_REASONING_DEEPSEEK_R1;
+            else if (!strcmp(v, "qwen3"))
+                reasoning = OKV_REASONING_QWEN3;
+            else
+                cli_die("--reasoning-parser %s: not one of deepseek_r1, qwen3", v);
         } else if (!strcmp(a, "--predict")) {
             predict = cli_predict(cli_value(argc, argv, &i), NULL, &after_attn);
         } else if (!strcmp(a, "--kv-verify-inline")) {
@@ -512,7 +523,7 @@ int cmd_serve(int argc, char **argv)
     struct okv_server_params srv = {.host = host, .port = port, .model_name = name ? name : default_name,
                                     .model_alias = name ? NULL : model_path, .model_root = model_path,
                                     .api_key = api_key, .max_ctx = okv_engine_max_ctx(e), .has_seed = has_seed,
-                                    .seed = seed};
+                                    .seed = seed, .reasoning = reasoning};
     /* the model's sampling defaults, as vLLM takes them (generation_config.json beside the weights) */
     {
         struct stat gs;

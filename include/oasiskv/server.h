@@ -43,6 +43,9 @@ enum okv_status okv_gen_defaults_load(const char *dir, struct okv_gen_defaults *
  * returns false when none is set. */
 bool okv_gen_defaults_describe(const struct okv_gen_defaults *d, char *buf, size_t n);
 
+/* How a reasoning model's thinking comes back (vLLM's --reasoning-parser): src/server/reasoning.h */
+enum okv_reasoning { OKV_REASONING_NONE = 0, OKV_REASONING_DEEPSEEK_R1, OKV_REASONING_QWEN3 };
+
 struct okv_server_params {
     const char *host;             /* address to bind; default 127.0.0.1 */
     int port;                     /* 0: any free port (see okv_server_port) */
@@ -56,6 +59,7 @@ struct okv_server_params {
                                      (vLLM's --seed); otherwise from the clock */
     uint64_t seed;
     struct okv_gen_defaults gen;  /* sampling defaults (generation_config.json); all unset: the OpenAI API's */
+    enum okv_reasoning reasoning; /* chat replies' <think> part as "reasoning_content"; NONE: left in the content */
 };
 
 /* Start serving on the scheduler (which must be started: okv_sched_start) and

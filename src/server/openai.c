@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "server/server_internal.h"
 #include "oasiskv/structured.h"
+#include "server/reasoning.h"
 #include "server/tools.h"
 
 #include <errno.h>
@@ -81,6 +82,8 @@ struct job {
     enum srv_tool_choice tool_mode;
     char tool_name[SRV_TOOL_NAME_MAX + 1];
     struct srv_tool_stream ts;    /* connection thread: the stream's reading of the calls (AUTO) */
+    enum okv_reasoning reasoning; /* chat with serve --reasoning-parser: the <think> part apart */
+    struct srv_reasoning_stream rs;   /* connection thread: the stream's reading of it */
     int n_calls_sent;             /* connection thread: tool calls streamed */
     char call_id[48];             /* FORCED, streamed: the call's id */
 
@@ -111,6 +114,7 @@ static void job_unref(struct job *j)
     okv_free(j->lps);
     okv_free(j->echo);
     srv_tool_stream_free(&j->ts);
+    srv_reasoning_stream_free(&j->rs);
     okv_free(j);
 }
 
@@ -612,6 +616,43 @@ out:
     okv_free(content.s);
 }
 
+/* A piece of a chat reply (p[0..n), final: the reply ended) put as events: with a reasoning parser its thinking
+ * as "reasoning_content" deltas, the rest (and without one, all of it) as content or, with tools, tool calls. */
+static void put_chat_piece(struct stream *s, struct job *j, const char *p, size_t n, bool final,
+                           const struct okv_token_logprob *v, int nv, int completion)
+{
+    const bool tools = j->tool_mode != SRV_TOOLS_OFF;
+    struct srv_buf rb = {0}, cb = {0};
+    if (j->reasoning != OKV_REASONING_NONE) {
+        if (!srv_reasoning_feed(j->reasoning, &j->rs, p, n, final, &rb, &cb)) {
+            s->out.oom = true;
+            goto out;
+        }
+        if (rb.len > 0 || (nv > 0 && cb.len == 0)) {
+            cJSON *o = chunk_obj(j, NULL, 0, NULL, false, v, nv, &j->lp_offset);
+            if (rb.len > 0) {
+                srv_buf_put(&rb, "", 1);
+                cJSON_AddStringToObject(
+                    cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
+                                                     "delta"),
+                    "reasoning_content", rb.oom ? "" : rb.s);
+            }
+            put_event(&s->out, with_usage(j, o, completion));
+            v = NULL;
+            nv = 0;
+        }
+        p = cb.s ? cb.s : "";
+        n = cb.len;
+    }
+    if (tools)
+        put_tool_piece(s, j, p, n, final, v, nv, completion);
+    else if (n > 0 || nv > 0)
+        put_event(&s->out, with_usage(j, chunk_obj(j, p, n, NULL, false, v, nv, &j->lp_offset), completion));
+out:
+    okv_free(rb.s);
+    okv_free(cb.s);
+}
+
 /* The pieces and the finish of job j taken (the jobs' lock held) and put as events;
  * returns false when the job ended in an error (its event put). */
 static bool stream_take(struct stream *s, struct job *j)
@@ -644,10 +685,11 @@ static bool stream_take(struct stream *s, struct job *j)
     size_t at = 0;
     int lp_at = 0;
     const bool tools = j->chat && j->tool_mode != SRV_TOOLS_OFF;
+    const bool chat_read = tools || j->reasoning != OKV_REASONING_NONE;   /* the reply is read as it streams */
     for (int i = 0; i < n_pieces && !oom; i++) {
         const int lp_end = lps ? lp_ends[i] : 0;
-        if (tools)
-            put_tool_piece(s, j, text.s + at, ends[i] - at, false, lps ? lps + lp_at : NULL, lp_end - lp_at, tok_ends[i]);
+        if (chat_read)
+            put_chat_piece(s, j, text.s + at, ends[i] - at, false, lps ? lps + lp_at : NULL, lp_end - lp_at, tok_ends[i]);
         else
             put_event(&s->out, with_usage(j, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL,
                                                        lp_end - lp_at, &j->lp_offset),
@@ -668,9 +710,9 @@ static bool stream_take(struct stream *s, struct job *j)
             ok = false;
         } else {
             const char *finish = finish_name(j->reason);
-            if (tools && (j->tool_mode == SRV_TOOLS_AUTO || j->tool_mode == SRV_TOOLS_REQUIRED)) {   /* what was held */
-                put_tool_piece(s, j, "", 0, true, NULL, 0, j->completion_tokens);
-                if (j->n_calls_sent > 0 && j->reason == OKV_FINISH_STOP)
+            if (chat_read) {   /* what the reading held back */
+                put_chat_piece(s, j, "", 0, true, NULL, 0, j->completion_tokens);
+                if (j->tool_mode != SRV_TOOLS_FORCED && j->n_calls_sent > 0 && j->reason == OKV_FINISH_STOP)
                     finish = "tool_calls";
             }
             put_event(&s->out, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish, false,
@@ -1410,6 +1452,14 @@ static cJSON *choice_obj(const struct job *j, int i)
     cJSON_AddNumberToObject(ch, "index", i);
     const char *text = j->text.s ? j->text.s : "";
     const char *finish = j->echo_only ? "length" : finish_name(j->reason);
+    char *think = NULL, *answer = NULL;   /* with a reasoning parser: the reply's two parts */
+    if (j->chat && j->reasoning != OKV_REASONING_NONE) {
+        if (!srv_reasoning_split(j->reasoning, text, strlen(text), &think, &answer)) {
+            cJSON_Delete(ch);
+            return NULL;
+        }
+        text = answer ? answer : "";
+    }
     if (j->chat && j->tool_mode != SRV_TOOLS_OFF) {
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
@@ -1432,6 +1482,8 @@ static cJSON *choice_obj(const struct job *j, int i)
             srv_tool_reply_free(&r);
         } else {
             if (!srv_tools_read_reply(okv_tokenizer_chat_tools(j->sv->tok), text, strlen(text), &r)) {
+                okv_free(think);
+                okv_free(answer);
                 cJSON_Delete(ch);
                 return NULL;
             }
@@ -1449,7 +1501,10 @@ static cJSON *choice_obj(const struct job *j, int i)
     } else if (j->chat) {
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddStringToObject(msg, "content", text);
+        if (j->reasoning != OKV_REASONING_NONE && !answer)
+            cJSON_AddNullToObject(msg, "content");
+        else
+            cJSON_AddStringToObject(msg, "content", text);
     } else if (j->echo) {   /* the prompt's text, then the completion (none with max_tokens 0) */
         struct srv_buf t = {0};
         srv_buf_put(&t, j->echo, strlen(j->echo));
@@ -1470,6 +1525,15 @@ static cJSON *choice_obj(const struct job *j, int i)
     int n_lps = j->n_lps;
     while (j->echo_only && n_lps > 0 && !j->lps[n_lps - 1].prompt)   /* the prompt's entries alone */
         n_lps--;
+    if (j->chat && j->reasoning != OKV_REASONING_NONE) {
+        cJSON *msg = cJSON_GetObjectItemCaseSensitive(ch, "message");
+        if (think)
+            cJSON_AddStringToObject(msg, "reasoning_content", think);
+        else
+            cJSON_AddNullToObject(msg, "reasoning_content");
+    }
+    okv_free(think);
+    okv_free(answer);
     add_logprobs(j, ch, j->lps, n_lps, &offset);
     cJSON_AddStringToObject(ch, "finish_reason", finish);
     return ch;
@@ -1539,6 +1603,7 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
     j->echo_only = echo_only;
     j->tool_mode = p->tool_mode;
     j->ts.fmt = okv_tokenizer_chat_tools(sv->tok);
+    j->reasoning = chat ? sv->reasoning : OKV_REASONING_NONE;
     snprintf(j->tool_name, sizeof j->tool_name, "%s", p->tool_name);
     snprintf(j->id, sizeof j->id, "%s", id);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);

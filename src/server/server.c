@@ -429,6 +429,7 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->max_body = p->max_body_bytes ? p->max_body_bytes : (size_t)4 << 20;
     sv->has_seed = p->has_seed;
     sv->gen = p->gen;
+    sv->reasoning = p->reasoning;
     sv->seed = p->seed;
     atomic_init(&sv->n_unseeded, 0);
     sv->created = (long)time(NULL);

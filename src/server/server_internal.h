@@ -23,6 +23,7 @@ struct okv_server {
     atomic_uint_fast64_t n_ids;   /* request ids */
     bool has_seed;                /* okv_server_params.seed */
     struct okv_gen_defaults gen;  /* okv_server_params.gen */
+    enum okv_reasoning reasoning; /* okv_server_params.reasoning */
     uint64_t seed;
     atomic_uint_fast64_t n_unseeded;   /* requests without a seed so far (with has_seed) */
     atomic_int n_active;          /* completion handlers running, and jobs whose reply is not out yet */

@@ -9,7 +9,8 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
 - Qwen2.5's template with tools (serve --chat-template FILE, tests/data/chat_tools.json's): /tokenize of a conversation with tools, tool calls and tool results equal to
   the Hugging Face tokenizer's ids of the text transformers renders; replies parsed into tool_calls
   (guided_choice makes the model write a call, or plain text), streamed and not, with finish_reason
-  "tool_calls"; a free greedy reply well formed either way;
+  "tool_calls"; a free greedy reply well formed either way; with --reasoning-parser qwen3, a reply's <think>
+  part as reasoning_content (message, stream deltas), its calls read from the rest;
 - Llama 3.1's template (--tokenizer: SmolLM2's tokenizer.json with that template in its tokenizer_config.json) the
   same way (tools as json.dumps(indent=4) in the first user turn, tool results as JSON
   strings, replies that are {"name", "parameters"} objects read into tool_calls).
@@ -136,7 +137,7 @@ def own_template(port):
     check(len(calls) == 1 and calls[0]["name"] == "get_weather" and calls[0]["id"] and
           calls[0]["arguments"] == tc[0].function.arguments and content == "" and finish == "stop" and first and
           first["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "get_weather",
-          f"forced call streamed: {len(evs)} events, arguments {calls[0]['arguments'] if calls else None!r}")
+          f"forced call streamed: {len(evs)} events, arguments {calls[0]['arguments'] if calls else None!r}, content {content!r}, finish {finish}")
     r = client.chat.completions.create(model="smol", messages=MSGS, tools=[UNITS], tool_choice="required",
                                        max_tokens=200, temperature=0)
     tc = r.choices[0].message.tool_calls or []
@@ -247,6 +248,24 @@ def hermes_template(port):
     st, js = post(port, "/v1/chat/completions", {"messages": MSGS[:1] + [{"role": "assistant", "tool_calls": [
         {"type": "function", "function": {"name": "f", "arguments": "{not json"}}]}], "max_tokens": 2})
     check(st == 400 and "arguments is not valid JSON" in js["error"]["message"], "bad arguments refused")
+    # --reasoning-parser qwen3: the <think> part as reasoning_content (the replies above open without it: content)
+    think = "<think>\nThe user wants Oslo.\n</think>\n\n"
+    for tail, n_calls in (("It is cold.", 0), (call, 1)):
+        body = {"messages": MSGS, "tools": [WEATHER], "max_tokens": 120, "temperature": 0,
+                "guided_choice": [think + tail]}
+        st, js = post(port, "/v1/chat/completions", body)
+        m = js["choices"][0]["message"] if st == 200 else {}
+        tc = m.get("tool_calls") or []
+        ok = st == 200 and m.get("reasoning_content") == "\nThe user wants Oslo.\n" and len(tc) == n_calls
+        ok = ok and (m["content"] == "\n\nIt is cold." if n_calls == 0 else
+                     m["content"] == "\n\n" and json.loads(tc[0]["function"]["arguments"])["city"] == "Oslo")
+        check(ok, f"reasoning_content apart ({n_calls} calls): {m}")
+        evs = sse(port, body)
+        content, calls, finish = joined(evs)
+        reasoning = "".join((ch.get("delta") or {}).get("reasoning_content") or "" for ev in evs for ch in ev["choices"])
+        check(reasoning == m.get("reasoning_content") and content == m.get("content") and len(calls) == n_calls and
+              finish == js["choices"][0]["finish_reason"],
+              f"streamed as reasoning_content deltas: {reasoning!r} / {content!r} / {len(calls)} calls / {finish}")
 
 
 def llama31_template(port):
@@ -303,7 +322,7 @@ def main():
         json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
         tpl = os.path.join(tdir, "qwen25.jinja")   # serve --chat-template: the model's tokenizer, another template
         open(tpl, "w").write(FIX["template"])
-        p, port = start(["--chat-template", tpl])
+        p, port = start(["--chat-template", tpl, "--reasoning-parser", "qwen3"])
         try:
             hermes_template(port)
         finally:
