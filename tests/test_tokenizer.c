@@ -350,6 +350,28 @@ static const char *const EXPECT_MISTRAL3[] = {
     "<s>[INST]  padded [/INST] ok</s>[INST] x[/INST]",
 };
 
+/* A tiny tokenizer with the chat tokens in dir, with template tpl and a Llama 3 (or ChatML) bos / eos. */
+static okv_tokenizer *chat_tok(const char *dir, const char *tpl, bool llama)
+{
+    char path[300];
+    struct tiny d = { .added = { "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>",
+                                 "<|end_header_id|>", "<|eot_id|>" },
+                      .added_special = { true, true, true, true, true, true } };
+    cJSON *j = tiny_json(&d);
+    snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+    write_json(path, j);
+    cJSON_Delete(j);
+    cJSON *cfg = cJSON_CreateObject();
+    cJSON_AddStringToObject(cfg, "chat_template", tpl);
+    cJSON_AddStringToObject(cfg, "bos_token", llama ? "<|begin_of_text|>" : "<|im_start|>");
+    cJSON_AddStringToObject(cfg, "eos_token", llama ? "<|eot_id|>" : "<|im_end|>");
+    snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+    write_json(path, cfg);
+    cJSON_Delete(cfg);
+    okv_tokenizer *t = NULL;
+    return okv_tokenizer_from_hf_dir(dir, &t) == OKV_OK ? t : NULL;
+}
+
 static void test_chat(void)
 {
     static const struct { const char *name; const char *tpl; const char *const *expect; enum okv_chat_format fmt; } tpls[] = {
@@ -371,22 +393,8 @@ static void test_chat(void)
     if (system(path) != 0) { printf("mkdir failed\n"); exit(1); }
     for (size_t k = 0; k < sizeof(tpls) / sizeof(tpls[0]); k++) {
         bool llama = tpls[k].fmt == OKV_CHAT_FORMAT_LLAMA3;
-        struct tiny d = { .added = { "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>",
-                                     "<|end_header_id|>", "<|eot_id|>" },
-                          .added_special = { true, true, true, true, true, true } };
-        cJSON *j = tiny_json(&d);
-        snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
-        write_json(path, j);
-        cJSON_Delete(j);
-        cJSON *cfg = cJSON_CreateObject();
-        cJSON_AddStringToObject(cfg, "chat_template", tpls[k].tpl);
-        cJSON_AddStringToObject(cfg, "bos_token", llama ? "<|begin_of_text|>" : "<|im_start|>");
-        cJSON_AddStringToObject(cfg, "eos_token", llama ? "<|eot_id|>" : "<|im_end|>");
-        snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-        write_json(path, cfg);
-        cJSON_Delete(cfg);
-        okv_tokenizer *t = NULL;
-        CHECK(okv_tokenizer_from_hf_dir(dir, &t) == OKV_OK, "%s: %s", tpls[k].name, okv_last_error());
+        okv_tokenizer *t = chat_tok(dir, tpls[k].tpl, llama);
+        CHECK(t != NULL, "%s: %s", tpls[k].name, okv_last_error());
         if (!t)
             continue;
         CHECK(okv_tokenizer_chat_format(t) == tpls[k].fmt, "%s: format", tpls[k].name);
@@ -463,23 +471,8 @@ static void test_chat(void)
         CHECK(root != NULL, "read %s", path);
         for (int fam = 0; fam < 2 && root; fam++) {   /* Qwen2.5 (Hermes), then Llama 3.1 */
         const cJSON *fx = fam == 0 ? root : cJSON_GetObjectItem(root, "llama31");
-        struct tiny d = { .added = { "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>",
-                                     "<|end_header_id|>", "<|eot_id|>" },
-                          .added_special = { true, true, true, true, true, true } };
-        cJSON *j = tiny_json(&d);
-        snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
-        write_json(path, j);
-        cJSON_Delete(j);
-        cJSON *cfg = cJSON_CreateObject();
-        cJSON_AddStringToObject(cfg, "chat_template", cJSON_GetObjectItem(fx, "template")->valuestring);
-        cJSON_AddStringToObject(cfg, "bos_token", fam ? "<|begin_of_text|>" : "<|im_start|>");
-        cJSON_AddStringToObject(cfg, "eos_token", fam ? "<|eot_id|>" : "<|im_end|>");
-        snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-        write_json(path, cfg);
-        cJSON_Delete(cfg);
-        okv_tokenizer *tq = NULL;
-        CHECK(okv_tokenizer_from_hf_dir(dir, &tq) == OKV_OK, "%s with tools: %s", fam ? "llama3.1" : "qwen2.5",
-              okv_last_error());
+        okv_tokenizer *tq = chat_tok(dir, cJSON_GetObjectItem(fx, "template")->valuestring, fam == 1);
+        CHECK(tq != NULL, "%s with tools: %s", fam ? "llama3.1" : "qwen2.5", okv_last_error());
         if (tq) {
             CHECK(okv_tokenizer_chat_format(tq) == (fam ? OKV_CHAT_FORMAT_LLAMA3 : OKV_CHAT_FORMAT_CHATML) &&
                   okv_tokenizer_chat_tools(tq) == (fam ? OKV_CHAT_TOOLS_LLAMA31 : OKV_CHAT_TOOLS_HERMES),

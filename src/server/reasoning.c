@@ -8,15 +8,6 @@
 #define OPEN "<think>"
 #define CLOSE "</think>"
 
-static const char *find_n(const char *hay, size_t n, const char *needle)
-{
-    const size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++)
-        if (hay[i] == needle[0] && !memcmp(hay + i, needle, k))
-            return hay + i;
-    return NULL;
-}
-
 static char *dup_or_null(const char *s, size_t n)
 {
     if (n == 0)
@@ -42,7 +33,7 @@ bool srv_reasoning_split(enum okv_reasoning kind, const char *text, size_t len, 
     *reasoning = *content = NULL;
     const size_t ws = lead_ws(text, len);
     const bool opens = len - ws >= strlen(OPEN) && !memcmp(text + ws, OPEN, strlen(OPEN));
-    const char *close = find_n(text, len, CLOSE);
+    const char *close = srv_find(text, len, CLOSE);
     if (kind == OKV_REASONING_QWEN3 && !opens) {   /* no thinking: all content */
         *content = dup_or_null(text, len);
         return len == 0 || *content;
@@ -67,16 +58,6 @@ void srv_reasoning_stream_free(struct srv_reasoning_stream *s)
 {
     okv_free(s->held.s);
     memset(s, 0, sizeof *s);
-}
-
-/* the length of the longest suffix of p[0..n) that is a proper prefix of tag */
-static size_t partial(const char *p, size_t n, const char *tag)
-{
-    const size_t k = strlen(tag);
-    for (size_t m = k - 1 < n ? k - 1 : n; m > 0; m--)
-        if (!memcmp(p + n - m, tag, m))
-            return m;
-    return 0;
 }
 
 bool srv_reasoning_feed(enum okv_reasoning kind, struct srv_reasoning_stream *s, const char *p, size_t n, bool final,
@@ -111,7 +92,7 @@ bool srv_reasoning_feed(enum okv_reasoning kind, struct srv_reasoning_stream *s,
         }
     }
     /* thinking, up to </think> */
-    const char *close = find_n(h, hn, CLOSE);
+    const char *close = srv_find(h, hn, CLOSE);
     if (close) {
         srv_buf_put(reasoning, h, (size_t)(close - h));
         const char *c = close + strlen(CLOSE);
@@ -120,7 +101,7 @@ bool srv_reasoning_feed(enum okv_reasoning kind, struct srv_reasoning_stream *s,
         s->phase = 2;
         return !reasoning->oom && !content->oom;
     }
-    const size_t keep = final ? 0 : partial(h, hn, CLOSE);
+    const size_t keep = final ? 0 : srv_partial_tag(h, hn, CLOSE);
     srv_buf_put(reasoning, h, hn - keep);
     memmove(h, h + hn - keep, keep);
     s->held.len = keep;

@@ -94,6 +94,24 @@ void srv_buf_printf(struct srv_buf *b, const char *fmt, ...)
     }
 }
 
+const char *srv_find(const char *hay, size_t n, const char *needle)
+{
+    const size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (hay[i] == needle[0] && !memcmp(hay + i, needle, k))
+            return hay + i;
+    return NULL;
+}
+
+size_t srv_partial_tag(const char *p, size_t n, const char *tag)
+{
+    const size_t k = strlen(tag);
+    for (size_t m = k - 1 < n ? k - 1 : n; m > 0; m--)
+        if (!memcmp(p + n - m, tag, m))
+            return m;
+    return 0;
+}
+
 bool srv_buf_reserve(struct srv_buf *b, size_t more)
 {
     if (b->oom)

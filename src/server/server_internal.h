@@ -40,6 +40,11 @@ bool srv_buf_reserve(struct srv_buf *b, size_t more);
 void srv_buf_put(struct srv_buf *b, const char *data, size_t len);
 void srv_buf_printf(struct srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Text helpers of the replies' readers (tools.c, reasoning.c): the first needle in hay[0..n) (NULL: none); the
+ * length of the longest suffix of p[0..n) that is a proper prefix of tag (a tag split across stream pieces). */
+const char *srv_find(const char *hay, size_t n, const char *needle);
+size_t srv_partial_tag(const char *p, size_t n, const char *tag);
+
 /* Send obj (consumed) as a JSON reply. */
 enum MHD_Result srv_reply_json(struct MHD_Connection *c, unsigned status, cJSON *obj);
 /* Send an OpenAI error object. type: "invalid_request_error", "authentication_error",

@@ -415,15 +415,6 @@ static int read_call(const char *s, size_t n, struct srv_tool_call *c)
     return 1;
 }
 
-static const char *find_n(const char *hay, size_t n, const char *needle)
-{
-    const size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++)
-        if (hay[i] == needle[0] && !memcmp(hay + i, needle, k))
-            return hay + i;
-    return NULL;
-}
-
 void srv_tool_reply_free(struct srv_tool_reply *r)
 {
     for (int i = 0; i < r->n; i++) {
@@ -481,12 +472,12 @@ bool srv_tools_read_reply(enum okv_chat_tools fmt, const char *text, size_t len,
         }
         return true;
     }
-    const char *first = find_n(text, len, CALL_OPEN);
+    const char *first = srv_find(text, len, CALL_OPEN);
     const char *end = text + len;
     bool ok = first != NULL;
     for (const char *p = first; ok && p;) {
         const char *body = p + strlen(CALL_OPEN);
-        const char *close = find_n(body, (size_t)(end - body), CALL_CLOSE);
+        const char *close = srv_find(body, (size_t)(end - body), CALL_CLOSE);
         const char *stop = close ? close : end;   /* a call the reply ended in (cut off or no closing tag) */
         struct srv_tool_call *v = okv_realloc(out->calls, sizeof *v * (size_t)(out->n + 1), OKV_TAG_SERVER);
         if (!v)
@@ -501,7 +492,7 @@ bool srv_tools_read_reply(enum okv_chat_tools fmt, const char *text, size_t len,
             break;
         }
         out->n++;
-        p = close ? find_n(close, (size_t)(end - close), CALL_OPEN) : NULL;
+        p = close ? srv_find(close, (size_t)(end - close), CALL_OPEN) : NULL;
     }
     if (!ok) {   /* no calls: the whole text is the content */
         srv_tool_reply_free(out);
@@ -552,16 +543,6 @@ void srv_tool_stream_free(struct srv_tool_stream *s)
 {
     okv_free(s->held.s);
     memset(s, 0, sizeof *s);
-}
-
-/* the length of the longest suffix of p[0..n) that is a proper prefix of tag */
-static size_t partial_tag(const char *p, size_t n, const char *tag)
-{
-    const size_t k = strlen(tag);
-    for (size_t m = k - 1 < n ? k - 1 : n; m > 0; m--)
-        if (!memcmp(p + n - m, tag, m))
-            return m;
-    return 0;
 }
 
 bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bool final, struct srv_buf *content,
@@ -622,7 +603,7 @@ bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bo
             return !content->oom;
         }
         if (!s->in_call) {
-            const char *open = find_n(h, hn, CALL_OPEN);
+            const char *open = srv_find(h, hn, CALL_OPEN);
             if (open) {
                 if (s->n_calls == 0)   /* content: the text before the first call only */
                     srv_buf_put(content, h, (size_t)(open - h));
@@ -632,14 +613,14 @@ bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bo
                 s->in_call = true;
                 continue;
             }
-            const size_t keep = final ? 0 : partial_tag(h, hn, CALL_OPEN);
+            const size_t keep = final ? 0 : srv_partial_tag(h, hn, CALL_OPEN);
             if (s->n_calls == 0)
                 srv_buf_put(content, h, hn - keep);
             memmove(h, h + hn - keep, keep);
             s->held.len = keep;
             return !content->oom;
         }
-        const char *close = find_n(h, hn, CALL_CLOSE);
+        const char *close = srv_find(h, hn, CALL_CLOSE);
         if (!close && !final)
             return true;   /* the call is still being written */
         const size_t body = close ? (size_t)(close - h) : hn;
