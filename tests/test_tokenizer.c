@@ -350,21 +350,24 @@ static const char *const EXPECT_MISTRAL3[] = {
     "<s>[INST]  padded [/INST] ok</s>[INST] x[/INST]",
 };
 
-/* A tiny tokenizer with the chat tokens in dir, with template tpl and a Llama 3 (or ChatML) bos / eos. */
-static okv_tokenizer *chat_tok(const char *dir, const char *tpl, bool llama)
+/* A tiny tokenizer with the chat tokens in dir, with template tpl and the bos / eos of a family: 0 ChatML, 1 Llama 3,
+ * 2 DeepSeek-R1 */
+static okv_tokenizer *chat_tok(const char *dir, const char *tpl, int fam)
 {
     char path[300];
+    const bool llama = fam == 1;
     struct tiny d = { .added = { "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>",
-                                 "<|end_header_id|>", "<|eot_id|>" },
-                      .added_special = { true, true, true, true, true, true } };
+                                 "<|end_header_id|>", "<|eot_id|>", fam == 2 ? "<｜begin▁of▁sentence｜>" : NULL,
+                                 fam == 2 ? "<｜end▁of▁sentence｜>" : NULL },
+                      .added_special = { true, true, true, true, true, true, true, true } };
     cJSON *j = tiny_json(&d);
     snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
     write_json(path, j);
     cJSON_Delete(j);
     cJSON *cfg = cJSON_CreateObject();
     cJSON_AddStringToObject(cfg, "chat_template", tpl);
-    cJSON_AddStringToObject(cfg, "bos_token", llama ? "<|begin_of_text|>" : "<|im_start|>");
-    cJSON_AddStringToObject(cfg, "eos_token", llama ? "<|eot_id|>" : "<|im_end|>");
+    cJSON_AddStringToObject(cfg, "bos_token", fam == 2 ? "<｜begin▁of▁sentence｜>" : llama ? "<|begin_of_text|>" : "<|im_start|>");
+    cJSON_AddStringToObject(cfg, "eos_token", fam == 2 ? "<｜end▁of▁sentence｜>" : llama ? "<|eot_id|>" : "<|im_end|>");
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
     write_json(path, cfg);
     cJSON_Delete(cfg);
@@ -393,7 +396,7 @@ static void test_chat(void)
     if (system(path) != 0) { printf("mkdir failed\n"); exit(1); }
     for (size_t k = 0; k < sizeof(tpls) / sizeof(tpls[0]); k++) {
         bool llama = tpls[k].fmt == OKV_CHAT_FORMAT_LLAMA3;
-        okv_tokenizer *t = chat_tok(dir, tpls[k].tpl, llama);
+        okv_tokenizer *t = chat_tok(dir, tpls[k].tpl, llama ? 1 : 0);
         CHECK(t != NULL, "%s: %s", tpls[k].name, okv_last_error());
         if (!t)
             continue;
@@ -469,14 +472,17 @@ static void test_chat(void)
             root = cJSON_Parse(buf);
         }
         CHECK(root != NULL, "read %s", path);
-        for (int fam = 0; fam < 2 && root; fam++) {   /* Qwen2.5 (Hermes), then Llama 3.1 */
-        const cJSON *fx = fam == 0 ? root : cJSON_GetObjectItem(root, "llama31");
-        okv_tokenizer *tq = chat_tok(dir, cJSON_GetObjectItem(fx, "template")->valuestring, fam == 1);
-        CHECK(tq != NULL, "%s with tools: %s", fam ? "llama3.1" : "qwen2.5", okv_last_error());
+        static const char *const fam_name[3] = {"qwen2.5", "llama3.1", "deepseek-r1"};
+        for (int fam = 0; fam < 3 && root; fam++) {   /* Qwen2.5 (Hermes), Llama 3.1, DeepSeek-R1 (no tools) */
+        const cJSON *fx = fam == 0 ? root : cJSON_GetObjectItem(root, fam == 1 ? "llama31" : "deepseek_r1");
+        okv_tokenizer *tq = chat_tok(dir, cJSON_GetObjectItem(fx, "template")->valuestring, fam);
+        CHECK(tq != NULL, "%s: %s", fam_name[fam], okv_last_error());
         if (tq) {
-            CHECK(okv_tokenizer_chat_format(tq) == (fam ? OKV_CHAT_FORMAT_LLAMA3 : OKV_CHAT_FORMAT_CHATML) &&
-                  okv_tokenizer_chat_tools(tq) == (fam ? OKV_CHAT_TOOLS_LLAMA31 : OKV_CHAT_TOOLS_HERMES),
-                  "%s: its tool format", fam ? "llama3.1" : "qwen2.5");
+            static const enum okv_chat_format fmts[3] = {OKV_CHAT_FORMAT_CHATML, OKV_CHAT_FORMAT_LLAMA3,
+                                                         OKV_CHAT_FORMAT_DEEPSEEK_R1};
+            static const enum okv_chat_tools tfs[3] = {OKV_CHAT_TOOLS_HERMES, OKV_CHAT_TOOLS_LLAMA31, OKV_CHAT_TOOLS_NONE};
+            CHECK(okv_tokenizer_chat_format(tq) == fmts[fam] && okv_tokenizer_chat_tools(tq) == tfs[fam],
+                  "%s: its format and tool format", fam_name[fam]);
             const cJSON *cs;
             int ci = 0;
             cJSON_ArrayForEach(cs, cJSON_GetObjectItem(fx, "cases")) {
@@ -502,13 +508,13 @@ static void test_chat(void)
                 const char *want = cJSON_GetObjectItem(cs, "expect")->valuestring;
                 enum okv_status st = okv_tokenizer_apply_chat_tools(tq, m, (size_t)nm, tools, (size_t)nt,
                                                                     cJSON_IsTrue(cJSON_GetObjectItem(cs, "gen")), &o);
-                CHECK(st == OKV_OK && o && strcmp(o, want) == 0, "%s tools conversation %d (%s):\n got  [%s]\n want [%s]",
-                      fam ? "llama3.1" : "qwen2.5", ci, okv_last_error(), o ? o : "(null)", want);
+                CHECK(st == OKV_OK && o && strcmp(o, want) == 0, "%s conversation %d (%s):\n got  [%s]\n want [%s]",
+                      fam_name[fam], ci, okv_last_error(), o ? o : "(null)", want);
                 okv_free(o);
                 ci++;
             }
             CHECK(ci == (fam ? 3 : 5), "the fixture's conversations: %d", ci);
-            if (fam) {   /* two calls in one turn, and tools with nothing after the system message: refused */
+            if (fam == 1) {   /* two calls in one turn, and tools with nothing after the system message: refused */
                 const struct okv_chat_tool_call two[2] = { { "f", "{}" }, { "g", "{}" } };
                 const struct okv_chat_msg m2[] = { { .role = "user", .content = "x" },
                                                    { .role = "assistant", .content = "", .tool_calls = two, .n_tool_calls = 2 } };

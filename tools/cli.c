@@ -296,7 +296,7 @@ void cli_chat_template(okv_tokenizer *tok, const char *arg)
         cli_die("--chat-template %s: %s", arg, txt ? okv_last_error() : "out of memory");
     free(txt);
     if (okv_tokenizer_chat_format(tok) == OKV_CHAT_FORMAT_NONE)
-        cli_die("--chat-template %s: not a template OasisKV renders (ChatML, Llama 3, Llama 2 or Mistral [INST])",
+        cli_die("--chat-template %s: not a template OasisKV renders (ChatML, Llama 3, Llama 2, Mistral [INST] or DeepSeek-R1)",
                 arg);
 }
 

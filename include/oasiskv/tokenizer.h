@@ -32,6 +32,8 @@ enum okv_chat_format {
     OKV_CHAT_FORMAT_LLAMA2,   /* <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] assistant </s> */
     OKV_CHAT_FORMAT_MISTRAL,  /* <s>[INST] user [/INST]assistant</s> (Mistral 7B Instruct v0.1 / v0.2) */
     OKV_CHAT_FORMAT_MISTRAL3, /* <s>[INST] user[/INST] assistant</s>, the system message in the last user turn (v0.3) */
+    OKV_CHAT_FORMAT_DEEPSEEK_R1, /* {bos}{system}<｜User｜>user<｜Assistant｜>answer<｜end▁of▁sentence｜>...<｜Assistant｜><think>\n
+                                    (DeepSeek-R1 and its Qwen / Llama distills) */
 };
 
 /* Load from GGUF metadata (tokenizer.ggml.*). The caller owns *out. */

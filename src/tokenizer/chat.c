@@ -20,6 +20,12 @@
  * always rendered first, with the dates the template defaults to, holding the
  * system message (trimmed) if messages[0] is one; tools are not rendered there.
  *
+ * DeepSeek-R1 (and its distills):
+ *     {bos}{the last system message}<｜User｜>{user}<｜Assistant｜>{answer}<｜end▁of▁sentence｜>...
+ *     <｜Assistant｜><think>\n                   with add_generation_prompt
+ *   an assistant message's text before its last </think> (its thinking) is left out, as the template does;
+ *   its tool-call turns are not rendered (the server refuses tool calls for it).
+ *
  * Tools (OKV_CHAT_TOOLS_HERMES: a ChatML template that lists tools in <tools></tools> and has replies call
  * them in <tool_call></tool_call>, as Qwen2.5's and Qwen3's do):
  *     <|im_start|>system\n[{system or the default}\n\n]# Tools\n\n...<tools>\n{tool}\n{tool}\n</tools>\n\n
@@ -76,6 +82,8 @@ void okv_chat_detect(okv_tokenizer *t)
         t->chat_format = OKV_CHAT_FORMAT_CHATML;
     else if (tpl && strstr(tpl, "<|start_header_id|>"))
         t->chat_format = OKV_CHAT_FORMAT_LLAMA3;
+    else if (tpl && strstr(tpl, "<｜User｜>") && strstr(tpl, "<｜Assistant｜>"))
+        t->chat_format = OKV_CHAT_FORMAT_DEEPSEEK_R1;
     else if (tpl && strstr(tpl, "[INST]") && strstr(tpl, "<<SYS>>"))
         t->chat_format = OKV_CHAT_FORMAT_LLAMA2;
     else if (tpl && strstr(tpl, "[INST]") && (strstr(tpl, "' [/INST]'") || strstr(tpl, "\" [/INST]\"")))
@@ -273,6 +281,31 @@ static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, 
         put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+static void render_deepseek_r1(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, bool gen, struct sbuf *b)
+{
+    put(b, t->bos_text ? t->bos_text : "");
+    for (size_t i = n; i-- > 0;)   /* the last system message, wherever it is */
+        if (strcmp(m[i].role, "system") == 0) {
+            put(b, m[i].content);
+            break;
+        }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(m[i].role, "user") == 0) {
+            put(b, "<｜User｜>");
+            put(b, m[i].content);
+        } else if (strcmp(m[i].role, "assistant") == 0) {
+            const char *c = m[i].content, *think;
+            while ((think = strstr(c, "</think>")))   /* the answer after the last </think> */
+                c = think + strlen("</think>");
+            put(b, "<｜Assistant｜>");
+            put(b, c);
+            put(b, "<｜end▁of▁sentence｜>");
+        }
+    }
+    if (gen)
+        put(b, "<｜Assistant｜><think>\n");
+}
+
 /* [INST] formats: an optional system message, then user and assistant turns alternating from a
  * user turn (the templates raise an exception otherwise) */
 static enum okv_status inst_roles(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, size_t *first)
@@ -420,10 +453,11 @@ enum okv_status okv_tokenizer_apply_chat_tools(const okv_tokenizer *t, const str
             render_mistral(t, msgs, n, first, t->chat_format == OKV_CHAT_FORMAT_MISTRAL3, &b);
         break;
     }
+    case OKV_CHAT_FORMAT_DEEPSEEK_R1: render_deepseek_r1(t, msgs, n, add_generation_prompt, &b); break;
     case OKV_CHAT_FORMAT_NONE:
     default:
         return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: no known chat format (template: %s)", t->src,
-                             t->chat_template ? "not ChatML, Llama-3, Llama-2 or Mistral [INST]" : "none");
+                             t->chat_template ? "not ChatML, Llama-3, Llama-2, Mistral [INST] or DeepSeek-R1" : "none");
     }
     put(&b, "");                /* an empty conversation still yields "" */
     if (b.oom) {

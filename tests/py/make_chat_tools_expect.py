@@ -10,9 +10,11 @@ transformers' Jinja renderer and Python's json module, written to tests/data/cha
   must give tools and arguments in (its srv_pyjson), and with indent=4 ("pyjson4", Llama 3.1's tools);
 - "llama31": the same for Llama 3.1's template (tools in the first user turn as tojson(indent=4), one call a
   turn as {"name", "parameters"}, results in ipython turns written as JSON strings): the tools as
-  json.dumps(indent=4) and the tool results as json.dumps of their text, as the C renderer takes them.
+  json.dumps(indent=4) and the tool results as json.dumps of their text, as the C renderer takes them;
+- "deepseek_r1": DeepSeek-R1-Distill's template (no tools: the reasoning models' format, the thinking of earlier
+  answers dropped, the generation prompt opening <think>).
 
-    python3 tests/py/make_chat_tools_expect.py [QWEN25_TEMPLATE.json LLAMA31_TEMPLATE.json]
+    python3 tests/py/make_chat_tools_expect.py [QWEN25_TEMPLATE.json LLAMA31_TEMPLATE.json R1_TEMPLATE.json]
     (needs transformers; no model, no torch; the templates default to the fixture's)"""
 import json
 import os
@@ -24,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "chat_tools.json")
 TEMPLATE = json.load(open(sys.argv[1])) if len(sys.argv) > 1 else json.load(open(OUT))["template"]
 LLAMA31 = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else json.load(open(OUT))["llama31"]["template"]
+R1 = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else json.load(open(OUT))["deepseek_r1"]["template"]
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city, in \"C\" or \"F\".",
@@ -111,6 +114,20 @@ for tools, msgs, gen in L31_CASES:
                                              for c in m.get("tool_calls", [])]} for m in msgs],
                 "gen": gen, "expect": out[0]})
 
+R1_CASES = [
+    ([{"role": "user", "content": "What is 2+2?"}], True),
+    ([{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "<think>\nadd\n</think>\n\n4"},
+      {"role": "system", "content": "Be brief."}, {"role": "user", "content": " And 3+3? "},
+      {"role": "assistant", "content": "a</think>b</think>6"}], False),
+    ([{"role": "system", "content": "S1"}, {"role": "system", "content": "S2"}, {"role": "user", "content": "hi"}], True),
+]
+r1 = []
+for msgs, gen in R1_CASES:
+    out, _ = render_jinja_template(conversations=[msgs], chat_template=R1, add_generation_prompt=gen,
+                                   bos_token="<\uff5cbegin\u2581of\u2581sentence\uff5c>")
+    r1.append({"tools": [], "messages": [dict(m, tool_calls=[]) for m in msgs], "gen": gen, "expect": out[0]})
+
 json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson4": pyjson4,
-           "llama31": {"template": LLAMA31, "cases": l31}}, open(OUT, "w"), ensure_ascii=False, indent=1)
+           "llama31": {"template": LLAMA31, "cases": l31}, "deepseek_r1": {"template": R1, "cases": r1}},
+          open(OUT, "w"), ensure_ascii=False, indent=1)
 print(f"wrote {OUT}: {len(cases)} conversations, {len(pyjson)} json.dumps cases")
