@@ -27,7 +27,7 @@ bash bench/make_text_prompts.sh $B/oasiskv $T/target 4096 128 /tmp/p4k.jsonl
 port=34000
 for c in 64 16; do
   for v in "nodraft|" "adaptive8|--draft ngram --spec-tokens 8 --spec-adaptive" "ngram4|--draft ngram --spec-tokens 4"; do
-    [ $SECONDS -lt 500 ] || { echo "${v%%|*} c$c: no time left"; continue; }
+    [ $SECONDS -lt 360 ] || { echo "${v%%|*} c$c: no time left"; continue; }
     port=$((port + 100))
     OKV_LOG_LEVEL=debug TAG=${v%%|*} KVS=2048 PORT0=$port DATASET=/tmp/p4k.jsonl OUT=$L PROMPTS_PER_SLOT=2 MAX_DURATION=40 \
       CTX=$((4096 + 1024 + 64)) timeout 80 bash bench/serve_ab.sh build-gc "-m $T/target" 2 4000 1024 $c 2048 \
