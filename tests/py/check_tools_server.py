@@ -11,6 +11,8 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
   (guided_choice makes the model write a call, or plain text), streamed and not, with finish_reason
   "tool_calls"; a free greedy reply well formed either way; with --reasoning-parser qwen3, a reply's <think>
   part as reasoning_content (message, stream deltas), its calls read from the rest;
+- DeepSeek-R1's template (--chat-template given as the text itself) with --reasoning-parser deepseek_r1: the
+  reply's thinking (it starts inside it) as reasoning_content, whole and streamed, also when cut off there;
 - Llama 3.1's template (--tokenizer: SmolLM2's tokenizer.json with that template in its tokenizer_config.json) the
   same way (tools as json.dumps(indent=4) in the first user turn, tool results as JSON
   strings, replies that are {"name", "parameters"} objects read into tool_calls).
@@ -307,6 +309,29 @@ def llama31_template(port):
     check(st == 400 and "one a message" in js["error"]["message"], "llama3.1: two calls in a turn refused")
 
 
+def deepseek_r1(port):
+    """DeepSeek-R1's template (its tokens are plain text to SmolLM2's tokenizer) with --reasoning-parser deepseek_r1:
+    the reply starts inside the thinking"""
+    hf = Tokenizer.from_file(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"))
+    case = FIX["deepseek_r1"]["cases"][0]
+    st, js = post(port, "/tokenize", {"messages": [{"role": m["role"], "content": m["content"]} for m in case["messages"]]})
+    want = hf.encode(case["expect"].replace("<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<|im_start|>"),
+                     add_special_tokens=False).ids
+    check(st == 200 and js["tokens"] == want, f"deepseek-r1: /tokenize = the HF ids of transformers' rendering ({len(want)})")
+    for text, think, answer in (("Two and two.\n</think>\n\n4", "Two and two.\n", "\n\n4"),
+                                ("still thinking", "still thinking", None)):
+        body = {"messages": [{"role": "user", "content": "2+2?"}], "max_tokens": 40, "temperature": 0,
+                "guided_choice": [text]}
+        st, js = post(port, "/v1/chat/completions", body)
+        m = js["choices"][0]["message"] if st == 200 else {}
+        check(st == 200 and m.get("reasoning_content") == think and m.get("content") == answer,
+              f"deepseek_r1: reasoning {m.get('reasoning_content')!r}, content {m.get('content')!r}")
+        evs = sse(port, body)
+        content, _, _ = joined(evs)
+        reasoning = "".join((ch.get("delta") or {}).get("reasoning_content") or "" for ev in evs for ch in ev["choices"])
+        check(reasoning == think and content == (answer or ""), f"deepseek_r1 streamed: {reasoning!r} / {content!r}")
+
+
 def main():
     p, port = start([])
     try:
@@ -325,6 +350,12 @@ def main():
         p, port = start(["--chat-template", tpl, "--reasoning-parser", "qwen3"])
         try:
             hermes_template(port)
+        finally:
+            p.terminate()
+            p.wait(30)
+        p, port = start(["--chat-template", FIX["deepseek_r1"]["template"], "--reasoning-parser", "deepseek_r1"])
+        try:
+            deepseek_r1(port)
         finally:
             p.terminate()
             p.wait(30)
