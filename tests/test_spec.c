@@ -473,6 +473,32 @@ static void test_spec_len_unit(void)
         okv_spec_cost_forward(&cost, 5, 1e-3);
     okv_spec_cost_line(&cost, &t0, &row);
     CHECK(t0 > 0 && row > 0 && fabs(t0 + 4 * row - 1e-3) < 1e-12, "one row count: %g + %g a row", t0, row);
+    {   /* a staircase of step times (a GPU's padded sizes): each row count measured often is priced by its own mean,
+         * so the length chosen is the staircase's best, where a line through it would choose another */
+        struct okv_spec_cost st;
+        okv_spec_cost_init(&st);
+        static const double ms[10] = {0, 0.32, 0.52, 0.43, 0.43, 0.62, 0.64, 0.54, 0.55, 0.92};
+        for (int rep = 0; rep < 10; rep++)
+            for (int r = 1; r <= 9; r++)
+                okv_spec_cost_forward(&st, r, ms[r] * 1e-3);
+        struct okv_spec_len sl;
+        okv_spec_len_init(&sl, 0, 8);
+        sl.trials = 1e6;
+        sl.accepted = 0.55e6;
+        int want = 0;
+        double best = 0;
+        for (int k = 0; k <= 8; k++) {   /* brute force over the staircase */
+            double a = 1, p = 1;
+            for (int i = 0; i < k; i++)
+                a += (p *= 0.55);
+            if (a / ms[1 + k] > best * (1 + 1e-9)) {
+                best = a / ms[1 + k];
+                want = k;
+            }
+        }
+        const int got = okv_spec_len_best(&sl, &st, 1, 0, 8);
+        CHECK(got == want && want == 3, "staircase costs: chose %d, its best %d", got, want);
+    }
     {   /* the first two forwards of a row count are not measured (a GPU's one-time costs of a shape) */
         struct okv_spec_cost w;
         okv_spec_cost_init(&w);

@@ -143,6 +143,10 @@ struct okv_spec_cost {
     double draft_n, draft_s;      /* forgetting sums of drafted tokens and their seconds */
     uint8_t seen[OKV_SPEC_COST_WARM_ROWS + 1];   /* forwards seen of each row count up to 64 (the first two of a
                                                     count are left out: a GPU's one-time costs of a new shape) */
+    double rw[OKV_SPEC_COST_WARM_ROWS + 1], rs[OKV_SPEC_COST_WARM_ROWS + 1];   /* forgetting weight and seconds of
+                                                    each row count's forwards: a GPU's step is not linear in its rows
+                                                    (padded sizes, other kernels), so a count measured often enough
+                                                    is priced by its own mean */
 };
 /* k_min: 0, or 1 where drafted rows also choose the blocks (okv_engine_drafts_select). */
 void okv_spec_len_init(struct okv_spec_len *c, int k_min, int k_max);

@@ -16,7 +16,9 @@
  * reached) and a successes; a prior of OKV_SPEC_LEN_PRIOR_TRIALS trials at
  * OKV_SPEC_LEN_PRIOR_ALPHA starts it.
  * T and row: a least-squares line of forward seconds against rows with the same
- * forgetting. The chosen length is dithered by one every few steps so that the rows
+ * forgetting; a row count up to 64 measured OKV_SPEC_COST_MIN_WEIGHT times or more is priced by its own
+ * running mean instead (a GPU's step time is a staircase in its rows: 3 and 4 rows 0.43 ms, 5 and 6 rows 0.62,
+ * 7 and 8 rows 0.54, 9 rows 0.92 on an H100, session 41, where a line through them drafts too much). The chosen length is dithered by one every few steps so that the rows
  * vary and the slope stays measured; at 0, one draft every few steps (as many as keep
  * these probes under 3% of the time, 8 to 64) keeps the acceptance measured. Until
  * there are two distinct row counts the slope is taken as OKV_SPEC_LEN_PRIOR_ROW of
@@ -32,6 +34,7 @@
 #define OKV_SPEC_LEN_PRIOR_ROW 0.05   /* a verify row's cost as a share of a step's, until measured */
 #define OKV_SPEC_LEN_DITHER 8         /* one step in this many drafts one less, one one more */
 #define OKV_SPEC_LEN_PROBE_SHARE 0.03 /* at 0 drafts, the share of the time that probes may take */
+#define OKV_SPEC_COST_MIN_WEIGHT 3.0  /* a row count's forwards (forgetting weight) before its own mean prices it */
 
 void okv_spec_len_init(struct okv_spec_len *c, int k_min, int k_max)
 {
@@ -69,6 +72,10 @@ void okv_spec_cost_forward(struct okv_spec_cost *c, int rows, double seconds)
     if (rows <= 0 || !(seconds >= 0.0))
         return;
     const double f = OKV_SPEC_LEN_FORGET, x = rows;
+    if (rows <= OKV_SPEC_COST_WARM_ROWS) {
+        c->rw[rows] = c->rw[rows] * f + 1.0;
+        c->rs[rows] = c->rs[rows] * f + seconds;
+    }
     c->w = c->w * f + 1.0;
     c->sx = c->sx * f + x;
     c->sy = c->sy * f + seconds;
@@ -127,7 +134,8 @@ static double expected_tokens(double alpha, int k)
     return a;
 }
 
-/* The costs that choose a length: a step's without drafts (base), a draft token's (row + draft). */
+/* The costs that choose a length: a step's without drafts (base), a draft token's (row + draft), from the line;
+ * fwd_cost gives a forward of a row count, from its own mean where it has one. */
 static void step_costs(const struct okv_spec_cost *cost, int base_rows, double *base, double *per_draft)
 {
     double t0, row;
@@ -137,6 +145,18 @@ static void step_costs(const struct okv_spec_cost *cost, int base_rows, double *
         t0 = 1.0, row = OKV_SPEC_LEN_PRIOR_ROW;
     *base = t0 + row * (double)(base_rows > 1 ? base_rows : 1);
     *per_draft = row + draft;
+}
+
+/* a step of base_rows rows and k drafts: its forward (a row count's own mean where measured, else the line)
+ * plus the drafter's time for k tokens */
+static double step_cost(const struct okv_spec_cost *cost, int base_rows, int k, double base, double per)
+{
+    const int rows = (base_rows > 1 ? base_rows : 1) + k;
+    if (rows <= OKV_SPEC_COST_WARM_ROWS && cost->rw[rows] >= OKV_SPEC_COST_MIN_WEIGHT) {
+        const double draft = cost->draft_n > 0.0 ? cost->draft_s / cost->draft_n : 0.0;
+        return cost->rs[rows] / cost->rw[rows] + (double)k * draft;
+    }
+    return base + (double)k * per;
 }
 
 int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *cost, int base_rows, double others,
@@ -153,9 +173,9 @@ int okv_spec_len_best(const struct okv_spec_len *c, const struct okv_spec_cost *
     if (others < 0.0)
         others = 0.0;
     /* the step's tokens over its time: a draft row delays the other sequences' tokens too */
-    double best_g = (expected_tokens(alpha, kmin) + others) / (base + (double)kmin * per);   /* k = 0: one token */
+    double best_g = (expected_tokens(alpha, kmin) + others) / step_cost(cost, base_rows, kmin, base, per);   /* k = 0: one token */
     for (int k = kmin + 1; k <= kmax; k++) {
-        const double g = (expected_tokens(alpha, k) + others) / (base + (double)k * per);
+        const double g = (expected_tokens(alpha, k) + others) / step_cost(cost, base_rows, k, base, per);
         if (g > best_g * (1.0 + 1e-9)) {   /* ties: the shorter */
             best_g = g;
             best = k;
