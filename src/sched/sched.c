@@ -25,6 +25,8 @@
 #define GATE_EVERY 24     /* adaptive drafts, overlapped: the other mode tried every 24 decode steps ... */
 #define GATE_TRIAL 3      /* ... for 3 steps */
 #define GATE_FORGET 0.7   /* per observation: a trial mostly replaces its mode's rate */
+#define GATE_BUCKETS 8    /* the rates kept apart by the batch's decoding requests: 1, 2-3, 4-7, ..., 128+ (a request's
+                             rate falls as the batch grows, so rates measured at other sizes do not compare) */
 
 /* vLLM's histogram buckets, so that dashboards built for it read ours. */
 static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
@@ -150,7 +152,7 @@ struct okv_sched {
      * decoding request gets a second in the steps that drafted (mode 1: drained first, logits to the host)
      * and in those that did not (mode 0: overlapped, sampled on the device); sums with forgetting */
     bool draft_now;
-    double gate_tok[2], gate_time[2];
+    double gate_tok[2][GATE_BUCKETS], gate_time[2][GATE_BUCKETS];
     unsigned gate_steps;              /* decode steps since the other mode's last trial */
     int gate_trial;                   /* steps of the other mode left in its trial */
     struct { bool valid, collected; int mode, decoders; double t; uint64_t gen0, tokens; } gate_prev;
@@ -881,22 +883,39 @@ static void drain(struct okv_sched *s)
  * step that needs logits on the host, or that cannot be queued, first lets the queued
  * one land. */
 /* Adaptive drafts with overlapped decoding: whether this step drafts at all. The mode with the higher measured
- * rate (a decoding request's tokens a second), the other one tried for GATE_TRIAL steps every GATE_EVERY; a mode
- * not measured yet is tried first (drafting first: it is what the server was asked for). */
+ * rate (a decoding request's tokens a second) at the batch's size (GATE_BUCKETS: rates measured with 60 requests
+ * say nothing of a batch of 3, where drafting pays more), the other one tried for GATE_TRIAL steps every
+ * GATE_EVERY; a mode not measured yet at that size is tried first (drafting first: it is what the server was asked
+ * for). */
+static int gate_bucket(int decoders)
+{
+    int b = 0;
+    while (decoders > 1 && b < GATE_BUCKETS - 1) {
+        decoders >>= 1;
+        b++;
+    }
+    return b;
+}
+
 static bool gate_decide(struct okv_sched *s)
 {
-    if (s->gate_time[1] <= 0.0)
+    int decoders = 0;   /* the step's decoding requests, as far as known before it is built */
+    for (int i = 0; i < s->n_running; i++)
+        decoders += s->running[i]->n_computed > 0;
+    const int b = gate_bucket(decoders);
+    if (s->gate_time[1][b] <= 0.0)
         return true;
-    if (s->gate_time[0] <= 0.0)
+    if (s->gate_time[0][b] <= 0.0)
         return false;
-    const bool best = s->gate_tok[1] / s->gate_time[1] > s->gate_tok[0] / s->gate_time[0];
+    const double r1 = s->gate_tok[1][b] / s->gate_time[1][b], r0 = s->gate_tok[0][b] / s->gate_time[0][b];
+    const bool best = r1 > r0;
     if (s->gate_trial > 0) {
         s->gate_trial--;
         return !best;
     }
     if (++s->gate_steps >= GATE_EVERY) {
-        OKV_LOG_DEBUG("scheduler: drafted steps %.1f tokens/s a request, overlapped steps without drafts %.1f",
-                      s->gate_tok[1] / s->gate_time[1], s->gate_tok[0] / s->gate_time[0]);
+        OKV_LOG_DEBUG("scheduler: %d decoding: drafted steps %.1f tokens/s a request, overlapped steps without drafts %.1f",
+                      decoders, r1, r0);
         s->gate_steps = 0;
         s->gate_trial = GATE_TRIAL - 1;
         return !best;
@@ -913,8 +932,9 @@ static void gate_issue(struct okv_sched *s, bool prefill, int mode, int decoders
     if (s->gate_prev.valid && t > s->gate_prev.t && s->gate_prev.decoders > 0) {
         const int m = s->gate_prev.mode;
         const uint64_t tok = s->gate_prev.tokens;
-        s->gate_tok[m] = s->gate_tok[m] * GATE_FORGET + (double)tok / (double)s->gate_prev.decoders;
-        s->gate_time[m] = s->gate_time[m] * GATE_FORGET + (t - s->gate_prev.t);
+        const int b = gate_bucket(s->gate_prev.decoders);
+        s->gate_tok[m][b] = s->gate_tok[m][b] * GATE_FORGET + (double)tok / (double)s->gate_prev.decoders;
+        s->gate_time[m][b] = s->gate_time[m][b] * GATE_FORGET + (t - s->gate_prev.t);
     }
     s->gate_prev.valid = !prefill && decoders > 0;
     s->gate_prev.collected = collected;
