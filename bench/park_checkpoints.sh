@@ -23,7 +23,10 @@ case "${1:-}" in
     echo "parked: $(ls $P | tr "\n" " ")" ;;
   back)
     [ -d $P ] || { echo "nothing parked"; exit 0; }
-    [ -e $P/results ] && mv $P/results bench/results
+    if [ -e $P/results ]; then   # results written while parked (bench/results/gpu_sNN) join the parked ones
+      [ -d bench/results ] && cp -rn bench/results/. $P/results/ && rm -rf bench/results
+      mv $P/results bench/results
+    fi
     for d in $P/*; do [ -e "$d" ] || continue; mv "$d" train/checkpoints/; done
     rmdir $P; git status --short train/checkpoints | head -3 ;;
   *) echo "usage: park_checkpoints.sh keep NAME... | back"; exit 2 ;;
