@@ -268,33 +268,14 @@ void cli_chat_template(okv_tokenizer *tok, const char *arg)
 {
     if (!tok)
         cli_die("--chat-template: the model has no tokenizer to take it");
-    FILE *f = fopen(arg, "rb");
-    char *txt = NULL;
-    size_t n = 0;
-    if (f) {   /* a file of the template (Jinja), or of a tokenizer_config.json's "chat_template" string */
-        if (fseek(f, 0, SEEK_END) == 0) {
-            long len = ftell(f);
-            if (len > 0 && len < (16l << 20) && fseek(f, 0, SEEK_SET) == 0 && (txt = malloc((size_t)len + 1)) &&
-                fread(txt, 1, (size_t)len, f) == (size_t)len)
-                n = (size_t)len;
-        }
-        fclose(f);
-        if (!n) {
-            free(txt);
-            cli_die("--chat-template %s: cannot read the file (empty, or over 16 MiB)", arg);
-        }
-        txt[n] = 0;
-    } else if (strstr(arg, "{{") || strstr(arg, "{%")) {   /* the template itself, as vLLM takes it */
-        n = strlen(arg);
-        txt = malloc(n + 1);
-        if (txt)
-            memcpy(txt, arg, n + 1);
-    } else {
+    const bool inline_tpl = access(arg, R_OK) != 0 && (strstr(arg, "{{") || strstr(arg, "{%"));   /* as vLLM takes it */
+    if (!inline_tpl && access(arg, R_OK) != 0)
         cli_die("--chat-template %s: %s (give a file of the Jinja template, or the template itself)", arg, strerror(errno));
-    }
-    if (!txt || okv_tokenizer_set_chat_template(tok, txt, n) != OKV_OK)
-        cli_die("--chat-template %s: %s", arg, txt ? okv_last_error() : "out of memory");
-    free(txt);
+    char *txt = inline_tpl ? NULL : cli_read_text("--chat-template", arg);
+    const char *tpl = inline_tpl ? arg : txt;
+    if (!*tpl || okv_tokenizer_set_chat_template(tok, tpl, strlen(tpl)) != OKV_OK)
+        cli_die("--chat-template %s: %s", arg, *tpl ? okv_last_error() : "the file is empty");
+    okv_free(txt);
     if (okv_tokenizer_chat_format(tok) == OKV_CHAT_FORMAT_NONE)
         cli_die("--chat-template %s: not a template OasisKV renders (ChatML, Llama 3, Llama 2, Mistral [INST] or DeepSeek-R1)",
                 arg);

@@ -899,9 +899,7 @@ static int gate_bucket(int decoders)
 
 static bool gate_decide(struct okv_sched *s)
 {
-    int decoders = 0;   /* the step's decoding requests, as far as known before it is built */
-    for (int i = 0; i < s->n_running; i++)
-        decoders += s->running[i]->n_computed > 0;
+    const int decoders = s->n_running;   /* called only where no prompt is being computed: all of them decode */
     const int b = gate_bucket(decoders);
     if (s->gate_time[1][b] <= 0.0)
         return true;

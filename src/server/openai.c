@@ -532,6 +532,12 @@ struct stream {
 
 static void add_tool_calls_from(cJSON *msg, const struct srv_tool_call *calls, int n, int first);
 
+/* a stream chunk's (chunk_obj's) delta object */
+static cJSON *chunk_delta(cJSON *o)
+{
+    return cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0), "delta");
+}
+
 /* A piece of a chat reply with tools (p[0..n), final: the reply ended) put as an event: FORCED, the piece of
  * the call's arguments (the first with the call's id and name); AUTO, the content that can no longer be
  * part of a call and the calls that closed. With logprobs, the piece's entries v[0..nv). */
@@ -553,8 +559,7 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
         memcpy(t, p, n);
         t[n] = 0;
         o = chunk_obj(j, NULL, 0, NULL, false, v, nv, &j->lp_offset);
-        cJSON *d = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
-                                                    "delta");
+        cJSON *d = chunk_delta(o);
         cJSON *c = cJSON_CreateObject();
         cJSON_AddNumberToObject(c, "index", 0);
         if (!j->n_calls_sent) {
@@ -585,10 +590,7 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
             goto out;
         o = chunk_obj(j, content.len ? content.s : NULL, content.len, NULL, false, v, nv, &j->lp_offset);
         if (got)
-            add_tool_calls_from(
-                cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
-                                                 "delta"),
-                r.calls, r.n, 0);
+            add_tool_calls_from(chunk_delta(o), r.calls, r.n, 0);
         j->n_calls_sent += r.n;
         srv_tool_reply_free(&r);
     } else {
@@ -600,10 +602,7 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
             goto out;
         o = chunk_obj(j, content.len ? content.s : NULL, content.len, NULL, false, v, nv, &j->lp_offset);
         if (nc > 0)
-            add_tool_calls_from(
-                cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
-                                                 "delta"),
-                calls, nc, j->n_calls_sent);
+            add_tool_calls_from(chunk_delta(o), calls, nc, j->n_calls_sent);
         j->n_calls_sent += nc;
     }
     put_event(&s->out, with_usage(j, o, completion));
@@ -632,10 +631,7 @@ static void put_chat_piece(struct stream *s, struct job *j, const char *p, size_
             cJSON *o = chunk_obj(j, NULL, 0, NULL, false, v, nv, &j->lp_offset);
             if (rb.len > 0) {
                 srv_buf_put(&rb, "", 1);
-                cJSON_AddStringToObject(
-                    cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0),
-                                                     "delta"),
-                    "reasoning_content", rb.oom ? "" : rb.s);
+                cJSON_AddStringToObject(chunk_delta(o), "reasoning_content", rb.oom ? "" : rb.s);
             }
             put_event(&s->out, with_usage(j, o, completion));
             v = NULL;
@@ -1268,16 +1264,12 @@ static bool msg_tool_calls(const cJSON *tcs, int i, struct okv_chat_msg *m, stru
         cJSON *a = cJSON_Parse(args->valuestring);
         if (!a)
             return fail(e, 400, "messages", NULL, "messages[%d].tool_calls[%d].function.arguments is not valid JSON", i, k);
-        struct srv_buf b = {0};
-        srv_pyjson(a, &b);
-        srv_buf_put(&b, "", 1);
+        char *txt = srv_pyjson_text(a, 0);
         cJSON_Delete(a);
-        if (b.oom) {
-            okv_free(b.s);
+        if (!txt)
             return fail(e, 500, NULL, NULL, "out of memory");
-        }
         c[k].name = name->valuestring;
-        c[k].arguments = b.s;
+        c[k].arguments = txt;
         m->n_tool_calls = ++k;
     }
     return true;
@@ -1358,18 +1350,15 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
         }
         if (as_json) {   /* Llama 3.1's template writes a tool's result as a JSON string (tojson) */
             cJSON *str = cJSON_CreateString(m[i].content);
-            struct srv_buf b = {0};
-            srv_pyjson(str, &b);
-            srv_buf_put(&b, "", 1);
+            char *txt = str ? srv_pyjson_text(str, 0) : NULL;
             cJSON_Delete(str);
-            if (b.oom) {
-                okv_free(b.s);
+            if (!txt) {
                 fail(e, 500, NULL, NULL, "out of memory");
                 goto done;
             }
             okv_free(owned[i]);
-            owned[i] = b.s;
-            m[i].content = b.s;
+            owned[i] = txt;
+            m[i].content = txt;
         }
         i++;
     }
@@ -1481,7 +1470,7 @@ static cJSON *choice_obj(const struct job *j, int i)
             }
             srv_tool_reply_free(&r);
         } else {
-            if (!srv_tools_read_reply(okv_tokenizer_chat_tools(j->sv->tok), text, strlen(text), &r)) {
+            if (!srv_tools_read_reply(j->ts.fmt, text, strlen(text), &r)) {
                 okv_free(think);
                 okv_free(answer);
                 cJSON_Delete(ch);

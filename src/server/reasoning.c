@@ -8,17 +8,7 @@
 #define OPEN "<think>"
 #define CLOSE "</think>"
 
-static char *dup_or_null(const char *s, size_t n)
-{
-    if (n == 0)
-        return NULL;
-    char *c = okv_malloc(n + 1, OKV_TAG_SERVER);
-    if (c) {
-        memcpy(c, s, n);
-        c[n] = 0;
-    }
-    return c;
-}
+static char *dup_or_null(const char *s, size_t n) { return n ? srv_strndup(s, n) : NULL; }
 
 static size_t lead_ws(const char *p, size_t n)
 {

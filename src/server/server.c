@@ -103,6 +103,16 @@ const char *srv_find(const char *hay, size_t n, const char *needle)
     return NULL;
 }
 
+char *srv_strndup(const char *s, size_t n)
+{
+    char *c = okv_malloc(n + 1, OKV_TAG_SERVER);
+    if (c) {
+        memcpy(c, s, n);
+        c[n] = 0;
+    }
+    return c;
+}
+
 size_t srv_partial_tag(const char *p, size_t n, const char *tag)
 {
     const size_t k = strlen(tag);

@@ -43,6 +43,7 @@ void srv_buf_printf(struct srv_buf *b, const char *fmt, ...) __attribute__((form
 /* Text helpers of the replies' readers (tools.c, reasoning.c): the first needle in hay[0..n) (NULL: none); the
  * length of the longest suffix of p[0..n) that is a proper prefix of tag (a tag split across stream pieces). */
 const char *srv_find(const char *hay, size_t n, const char *needle);
+char *srv_strndup(const char *s, size_t n);   /* s[0..n) as a NUL-terminated copy (okv_free); NULL: out of memory */
 size_t srv_partial_tag(const char *p, size_t n, const char *tag);
 
 /* Send obj (consumed) as a JSON reply. */

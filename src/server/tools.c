@@ -156,7 +156,7 @@ static void pyjson_at(const cJSON *v, struct srv_buf *b, int indent, int level)
 void srv_pyjson(const cJSON *v, struct srv_buf *b) { pyjson_at(v, b, 0, 0); }
 void srv_pyjson_indent(const cJSON *v, struct srv_buf *b, int indent) { pyjson_at(v, b, indent, 0); }
 
-static char *pyjson_text_indent(const cJSON *v, int indent)
+char *srv_pyjson_text(const cJSON *v, int indent)
 {
     struct srv_buf b = {0};
     pyjson_at(v, &b, indent, 0);
@@ -167,8 +167,6 @@ static char *pyjson_text_indent(const cJSON *v, int indent)
     }
     return b.s;
 }
-
-static char *pyjson_text(const cJSON *v) { return pyjson_text_indent(v, 0); }
 
 /* ---- the request ---- */
 
@@ -360,7 +358,7 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
     if (t->choice != SRV_TOOLS_OFF && can_list) {
         i = 0;
         cJSON_ArrayForEach(tool, tools) {
-            if (!(t->defs[i] = pyjson_text_indent(tool, okv_tokenizer_chat_tools(tok) == OKV_CHAT_TOOLS_LLAMA31 ? 4 : 0))) {
+            if (!(t->defs[i] = srv_pyjson_text(tool, okv_tokenizer_chat_tools(tok) == OKV_CHAT_TOOLS_LLAMA31 ? 4 : 0))) {
                 t->n = i;
                 srv_tools_free(t);
                 return tfail(err, errlen, param, NULL, "out of memory");
@@ -372,16 +370,6 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
 }
 
 /* ---- reading the reply ---- */
-
-static char *dup_n(const char *s, size_t n)
-{
-    char *c = okv_malloc(n + 1, OKV_TAG_SERVER);
-    if (c) {
-        memcpy(c, s, n);
-        c[n] = 0;
-    }
-    return c;
-}
 
 /* One call's text (between the tags): {"name": string, "arguments": object} -> *c; 0 when it is not one,
  * -1 when out of memory, 1 when read */
@@ -403,8 +391,8 @@ static int read_call(const char *s, size_t n, struct srv_tool_call *c)
         cJSON_Delete(o);
         return 0;
     }
-    c->name = dup_n(name->valuestring, strlen(name->valuestring));
-    c->arguments = pyjson_text(args);
+    c->name = srv_strndup(name->valuestring, strlen(name->valuestring));
+    c->arguments = srv_pyjson_text(args, 0);
     cJSON_Delete(o);
     if (!c->name || !c->arguments) {
         okv_free(c->name);
@@ -468,7 +456,7 @@ bool srv_tools_read_reply(enum okv_chat_tools fmt, const char *text, size_t len,
         }
         if (r == 0) {
             srv_tool_reply_free(out);
-            return (out->content = dup_n(text, len)) != NULL;
+            return (out->content = srv_strndup(text, len)) != NULL;
         }
         return true;
     }
@@ -496,11 +484,11 @@ bool srv_tools_read_reply(enum okv_chat_tools fmt, const char *text, size_t len,
     }
     if (!ok) {   /* no calls: the whole text is the content */
         srv_tool_reply_free(out);
-        if (!(out->content = dup_n(text, len)))
+        if (!(out->content = srv_strndup(text, len)))
             return false;
         return true;
     }
-    if (first > text && !(out->content = dup_n(text, (size_t)(first - text))))
+    if (first > text && !(out->content = srv_strndup(text, (size_t)(first - text))))
         goto oom;
     return true;
 oom:
@@ -525,8 +513,8 @@ bool srv_tools_read_required(const char *text, size_t len, struct srv_tool_reply
             break;
         }
         out->calls = v;
-        v[out->n].name = dup_n(name->valuestring, strlen(name->valuestring));
-        v[out->n].arguments = pyjson_text(pars);
+        v[out->n].name = srv_strndup(name->valuestring, strlen(name->valuestring));
+        v[out->n].arguments = srv_pyjson_text(pars, 0);
         out->n++;
         if (!v[out->n - 1].name || !v[out->n - 1].arguments) {
             ok = false;

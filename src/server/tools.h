@@ -48,6 +48,8 @@ void srv_pyjson(const cJSON *v, struct srv_buf *b);
 /* The same with json.dumps's indent (Llama 3.1's tools: tojson(indent=4)): items on lines of their own, "," and
  * ": " separators. */
 void srv_pyjson_indent(const cJSON *v, struct srv_buf *b, int indent);
+/* The same as a NUL-terminated text (okv_free); NULL: out of memory. */
+char *srv_pyjson_text(const cJSON *v, int indent);
 
 /* A reply's tool calls: Hermes, <tool_call>{"name": ..., "arguments": {...}}</tool_call> blocks after the
  * content; Llama 3.1, a reply that is {"name": ..., "parameters": {...}} (several separated by ';'). */
