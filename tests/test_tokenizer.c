@@ -472,17 +472,23 @@ static void test_chat(void)
             root = cJSON_Parse(buf);
         }
         CHECK(root != NULL, "read %s", path);
-        static const char *const fam_name[3] = {"qwen2.5", "llama3.1", "deepseek-r1"};
-        for (int fam = 0; fam < 3 && root; fam++) {   /* Qwen2.5 (Hermes), Llama 3.1, DeepSeek-R1 (no tools) */
-        const cJSON *fx = fam == 0 ? root : cJSON_GetObjectItem(root, fam == 1 ? "llama31" : "deepseek_r1");
+        static const char *const fam_name[5] = {"qwen2.5", "llama3.1", "deepseek-r1", "qwen3", "qwen3-thinking"};
+        static const char *const fam_key[5] = {NULL, "llama31", "deepseek_r1", "qwen3", "qwen3_thinking"};
+        /* Qwen2.5 (Hermes), Llama 3.1, DeepSeek-R1 (no tools), Qwen3 (Hermes; thinking kept after the last query,
+         * enable_thinking), Qwen3 with a generation prompt opening <think> */
+        for (int fam = 0; fam < 5 && root; fam++) {
+        const cJSON *fx = fam == 0 ? root : cJSON_GetObjectItem(root, fam_key[fam]);
         okv_tokenizer *tq = chat_tok(dir, cJSON_GetObjectItem(fx, "template")->valuestring, fam);
         CHECK(tq != NULL, "%s: %s", fam_name[fam], okv_last_error());
         if (tq) {
-            static const enum okv_chat_format fmts[3] = {OKV_CHAT_FORMAT_CHATML, OKV_CHAT_FORMAT_LLAMA3,
-                                                         OKV_CHAT_FORMAT_DEEPSEEK_R1};
-            static const enum okv_chat_tools tfs[3] = {OKV_CHAT_TOOLS_HERMES, OKV_CHAT_TOOLS_LLAMA31, OKV_CHAT_TOOLS_NONE};
-            CHECK(okv_tokenizer_chat_format(tq) == fmts[fam] && okv_tokenizer_chat_tools(tq) == tfs[fam],
-                  "%s: its format and tool format", fam_name[fam]);
+            static const enum okv_chat_format fmts[5] = {OKV_CHAT_FORMAT_CHATML, OKV_CHAT_FORMAT_LLAMA3,
+                                                         OKV_CHAT_FORMAT_DEEPSEEK_R1, OKV_CHAT_FORMAT_CHATML,
+                                                         OKV_CHAT_FORMAT_CHATML};
+            static const enum okv_chat_tools tfs[5] = {OKV_CHAT_TOOLS_HERMES, OKV_CHAT_TOOLS_LLAMA31, OKV_CHAT_TOOLS_NONE,
+                                                       OKV_CHAT_TOOLS_HERMES, OKV_CHAT_TOOLS_HERMES};
+            CHECK(okv_tokenizer_chat_format(tq) == fmts[fam] && okv_tokenizer_chat_tools(tq) == tfs[fam] &&
+                  okv_tokenizer_chat_thinking_switch(tq) == (fam == 3),
+                  "%s: its format, tool format and thinking switch", fam_name[fam]);
             const cJSON *cs;
             int ci = 0;
             cJSON_ArrayForEach(cs, cJSON_GetObjectItem(fx, "cases")) {
@@ -494,9 +500,11 @@ static void test_chat(void)
                 const cJSON *x;
                 cJSON_ArrayForEach(x, tl) tools[nt++] = x->valuestring;
                 cJSON_ArrayForEach(x, ms) {
+                    const cJSON *rc = cJSON_GetObjectItem(x, "reasoning_content");
                     m[nm] = (struct okv_chat_msg){ .role = cJSON_GetObjectItem(x, "role")->valuestring,
                                                    .content = cJSON_GetObjectItem(x, "content")->valuestring,
-                                                   .tool_calls = calls[nm] };
+                                                   .tool_calls = calls[nm],
+                                                   .reasoning_content = rc ? rc->valuestring : NULL };
                     const cJSON *c;
                     cJSON_ArrayForEach(c, cJSON_GetObjectItem(x, "tool_calls")) {
                         calls[nm][m[nm].n_tool_calls++] = (struct okv_chat_tool_call){
@@ -506,14 +514,18 @@ static void test_chat(void)
                 }
                 char *o = NULL;
                 const char *want = cJSON_GetObjectItem(cs, "expect")->valuestring;
-                enum okv_status st = okv_tokenizer_apply_chat_tools(tq, m, (size_t)nm, tools, (size_t)nt,
-                                                                    cJSON_IsTrue(cJSON_GetObjectItem(cs, "gen")), &o);
+                const cJSON *think = cJSON_GetObjectItem(cs, "enable_thinking");
+                const struct okv_chat_opts opts = {
+                    .tools = tools, .n_tools = (size_t)nt, .add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(cs, "gen")),
+                    .enable_thinking = cJSON_IsBool(think) ? cJSON_IsTrue(think) : -1 };
+                enum okv_status st = okv_tokenizer_render_chat(tq, m, (size_t)nm, &opts, &o);
                 CHECK(st == OKV_OK && o && strcmp(o, want) == 0, "%s conversation %d (%s):\n got  [%s]\n want [%s]",
                       fam_name[fam], ci, okv_last_error(), o ? o : "(null)", want);
                 okv_free(o);
                 ci++;
             }
-            CHECK(ci == (fam ? 3 : 5), "the fixture's conversations: %d", ci);
+            static const int n_cases[5] = {5, 3, 3, 8, 8};
+            CHECK(ci == n_cases[fam], "%s: the fixture's conversations: %d", fam_name[fam], ci);
             if (fam == 1) {   /* two calls in one turn, and tools with nothing after the system message: refused */
                 const struct okv_chat_tool_call two[2] = { { "f", "{}" }, { "g", "{}" } };
                 const struct okv_chat_msg m2[] = { { .role = "user", .content = "x" },

@@ -27,6 +27,7 @@ static const char *help =
     "  --chat                 wrap the prompt in the model's chat template\n"
     "  --system TEXT          system message for --chat\n"
     "  --chat-template T      the chat template for --chat: a file of it (Jinja), or the text itself\n"
+    "  --chat-template-kwargs JSON  the template's variables for --chat, e.g. '{\"enable_thinking\": false}'\n"
     "  --threads N            CPU threads (default: all cores)\n"
     "  --device NAME          cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
@@ -95,6 +96,8 @@ int cmd_generate(int argc, char **argv)
     struct okv_gen_params gp = {.max_tokens = 128, .sampling = {0.8f, 40, 0.95f, 0}};
     bool seed_set = false, chat = false, json = false;
     const char *chat_tpl = NULL;
+    int enable_thinking = -1;
+    bool chat_kwargs = false;
     int threads = 0, ctx = 0, block = 16, chunk = 512;
     int kv_budget = 2048, dense_layers = 0;
     double kv_device_mb = 0, cache_factor = 1, sticky = 0;
@@ -169,6 +172,11 @@ int cmd_generate(int argc, char **argv)
             system = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--chat-template")) {
             chat_tpl = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--chat-template-kwargs")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (okv_chat_template_kwargs(v, strlen(v), &enable_thinking) != OKV_OK)
+                cli_die("--chat-template-kwargs: %s", okv_last_error());
+            chat_kwargs = true;
         } else if (!strcmp(a, "--threads")) {
             threads = cli_int(a, cli_value(argc, argv, &i), 1, 256);
         } else if (!strcmp(a, "--tensor-parallel-size") || !strcmp(a, "-tp")) {
@@ -233,6 +241,8 @@ int cmd_generate(int argc, char **argv)
         cli_die("generate: --chat needs -p TEXT or --prompt-file FILE");
     if (chat_tpl && !chat)
         cli_die("generate: --chat-template needs --chat");
+    if (chat_kwargs && !chat)
+        cli_die("generate: --chat-template-kwargs needs --chat");
     if (spec_tokens && !draft)
         cli_die("generate: --spec-tokens needs --draft");
     if (spec_adaptive && !draft)
@@ -264,7 +274,8 @@ int cmd_generate(int argc, char **argv)
             if (system)
                 msgs[nm++] = (struct okv_chat_msg){.role = "system", .content = system};
             msgs[nm++] = (struct okv_chat_msg){.role = "user", .content = prompt};
-            if ((st = okv_tokenizer_apply_chat(tok, msgs, nm, true, &text)) != OKV_OK)
+            const struct okv_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = enable_thinking};
+            if ((st = okv_tokenizer_render_chat(tok, msgs, nm, &opts, &text)) != OKV_OK)
                 cli_die("--chat: %s", okv_last_error());
         }
         const char *src = text ? text : prompt;

@@ -54,6 +54,8 @@ static const char *help =
     "                               tools in the Hermes and Llama 3.1 formats\n"
     "  --reasoning-parser P         deepseek_r1 | qwen3: a chat reply's <think>...</think> part comes back as\n"
     "                               \"reasoning_content\" (streamed as such deltas), the rest as the content\n"
+    "  --default-chat-template-kwargs JSON   the template's variables for requests without chat_template_kwargs,\n"
+    "                               e.g. '{\"enable_thinking\": false}' (Qwen3: answers without thinking)\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
     "  --spec-adaptive              each request drafts 0..K tokens a step: the number that maximizes its expected\n"
     "                               tokens over the step's cost (its running acceptance, the measured step and\n"
@@ -185,7 +187,7 @@ int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *name = NULL, *api_key = NULL, *device = NULL;
     int tp = 1;
-    const char *draft = NULL, *tok_path = NULL, *chat_tpl = NULL;
+    const char *draft = NULL, *tok_path = NULL, *chat_tpl = NULL, *chat_kwargs = NULL;
     enum okv_reasoning reasoning = OKV_REASONING_NONE;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
@@ -258,6 +260,11 @@ int cmd_serve(int argc, char **argv)
             tok_path = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--chat-template")) {
             chat_tpl = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--default-chat-template-kwargs")) {
+            chat_kwargs = cli_value(argc, argv, &i);
+            int think = -1;
+            if (okv_chat_template_kwargs(chat_kwargs, strlen(chat_kwargs), &think) != OKV_OK)
+                cli_die("--default-chat-template-kwargs: %s", okv_last_error());
         } else if (!strcmp(a, "--reasoning-parser")) {
             const char *v = cli_value(argc, argv, &i);
             if (!strcmp(v, "deepseek_r1"))
@@ -523,7 +530,7 @@ int cmd_serve(int argc, char **argv)
     struct okv_server_params srv = {.host = host, .port = port, .model_name = name ? name : default_name,
                                     .model_alias = name ? NULL : model_path, .model_root = model_path,
                                     .api_key = api_key, .max_ctx = okv_engine_max_ctx(e), .has_seed = has_seed,
-                                    .seed = seed, .reasoning = reasoning};
+                                    .seed = seed, .reasoning = reasoning, .chat_template_kwargs = chat_kwargs};
     /* the model's sampling defaults, as vLLM takes them (generation_config.json beside the weights) */
     {
         struct stat gs;

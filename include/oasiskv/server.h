@@ -60,6 +60,9 @@ struct okv_server_params {
     uint64_t seed;
     struct okv_gen_defaults gen;  /* sampling defaults (generation_config.json); all unset: the OpenAI API's */
     enum okv_reasoning reasoning; /* chat replies' <think> part as "reasoning_content"; NONE: left in the content */
+    const char *chat_template_kwargs;   /* the chat template's variables for requests that give none, as a JSON
+                                           object (vLLM's --default-chat-template-kwargs; okv_chat_template_kwargs
+                                           says which are read), or NULL */
 };
 
 /* Start serving on the scheduler (which must be started: okv_sched_start) and

@@ -105,6 +105,9 @@ struct okv_chat_msg {
     const char *content;
     const struct okv_chat_tool_call *tool_calls;   /* an assistant message's calls (templates with tools) */
     int n_tool_calls;
+    const char *reasoning_content;   /* an assistant message's thinking given apart from its content (OpenAI-style
+                                        APIs' "reasoning_content"), or NULL; templates that render earlier
+                                        thinking (Qwen3's) read it, the others drop it as theirs do */
 };
 
 /* How the model's template offers tools and how its replies call them. */
@@ -134,6 +137,25 @@ enum okv_status okv_tokenizer_apply_chat(const okv_tokenizer *t, const struct ok
 enum okv_status okv_tokenizer_apply_chat_tools(const okv_tokenizer *t, const struct okv_chat_msg *msgs, size_t n,
                                                const char *const *tools, size_t n_tools, bool add_generation_prompt,
                                                char **out);
+
+/* Everything a rendering takes besides the messages (transformers' apply_chat_template arguments). */
+struct okv_chat_opts {
+    const char *const *tools;   /* as okv_tokenizer_apply_chat_tools takes them */
+    size_t n_tools;
+    bool add_generation_prompt;
+    int enable_thinking;        /* the template variable enable_thinking: -1 not given (the template's default),
+                                   0 false, 1 true; templates that do not read it ignore it, as Jinja does */
+};
+enum okv_status okv_tokenizer_render_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs, size_t n,
+                                          const struct okv_chat_opts *opts, char **out);
+/* Whether the model's template reads enable_thinking (Qwen3's: false closes an empty <think> block in the
+ * generation prompt, so the reply is an answer without thinking). */
+bool okv_tokenizer_chat_thinking_switch(const okv_tokenizer *t);
+/* Template variables given as a JSON object (vLLM's and SGLang's chat_template_kwargs): we render templates in C,
+ * so only those our renderers read are taken - "enable_thinking": true|false, into *enable_thinking (left as it
+ * is when the object does not hold it). Any other key, or a value of the wrong type, is OKV_ERR_INVALID_ARG
+ * naming it. */
+enum okv_status okv_chat_template_kwargs(const char *json, size_t len, int *enable_thinking);
 
 #ifdef __cplusplus
 }

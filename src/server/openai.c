@@ -893,6 +893,7 @@ struct params {
     int n_choices;
     enum srv_tool_choice tool_mode;   /* chat with tools: AUTO reads the reply's calls, FORCED makes it one */
     char tool_name[SRV_TOOL_NAME_MAX + 1];   /* FORCED: the function */
+    int think;                        /* chat: how the prompt leaves the reply's thinking (THINK_*) */
 };
 
 /* a JSON number that is a token id of a vocabulary of nv */
@@ -1275,9 +1276,31 @@ static bool msg_tool_calls(const cJSON *tcs, int i, struct okv_chat_msg *m, stru
     return true;
 }
 
-static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tools *tools, int32_t **ids, size_t *n,
-                        struct perr *e)
+/* think (may be NULL): how the rendered prompt leaves the reply's thinking: THINK_OPEN the generation prompt opened
+ * a <think> block (the reply starts inside it), THINK_CLOSED it closed an empty one (enable_thinking false: the reply
+ * is all answer), THINK_ASIS neither */
+enum { THINK_ASIS = 0, THINK_OPEN, THINK_CLOSED };
+
+static bool ends_with(const char *s, const char *suffix)
 {
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !memcmp(s + n - k, suffix, k);
+}
+
+static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tools *tools, int32_t **ids, size_t *n,
+                        int *think, struct perr *e)
+{
+    int enable_thinking = sv->enable_thinking;
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (kw && !cJSON_IsNull(kw)) {
+        char *txt = cJSON_PrintUnformatted(kw);
+        if (!txt)
+            return fail(e, 500, NULL, NULL, "out of memory");
+        const enum okv_status st = okv_chat_template_kwargs(txt, strlen(txt), &enable_thinking);
+        cJSON_free(txt);
+        if (st != OKV_OK)
+            return fail(e, 400, "chat_template_kwargs", NULL, "%s", okv_last_error());
+    }
     const cJSON *msgs = field(root, "messages");
     if (!msgs || !cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
         return fail(e, 400, "messages", NULL, "'messages' must be a non-empty array");
@@ -1315,6 +1338,13 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
         }
         if (tcs && !msg_tool_calls(tcs, i, &m[i], &calls[i], e))
             goto done;
+        const cJSON *rc = field(msg, "reasoning_content");   /* an answer's thinking (what a reply gave back) */
+        if (rc && !cJSON_IsNull(rc) && !cJSON_IsString(rc)) {
+            fail(e, 400, "messages", NULL, "messages[%d].reasoning_content must be a string", i);
+            goto done;
+        }
+        if (cJSON_IsString(rc))
+            m[i].reasoning_content = rc->valuestring;
         const bool as_json = !strcmp(r, "tool") && okv_tokenizer_chat_tools(sv->tok) == OKV_CHAT_TOOLS_LLAMA31;
         const cJSON *content = field(msg, "content");
         if (!content) {
@@ -1362,11 +1392,14 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
         }
         i++;
     }
-    if (okv_tokenizer_apply_chat_tools(sv->tok, m, (size_t)cnt, (const char *const *)tools->defs, (size_t)tools->n,
-                                       true, &text) != OKV_OK) {
+    const struct okv_chat_opts opts = {.tools = (const char *const *)tools->defs, .n_tools = (size_t)tools->n,
+                                       .add_generation_prompt = true, .enable_thinking = enable_thinking};
+    if (okv_tokenizer_render_chat(sv->tok, m, (size_t)cnt, &opts, &text) != OKV_OK) {
         fail(e, 400, "messages", NULL, "cannot apply the chat template: %s", okv_last_error());
         goto done;
     }
+    if (think)
+        *think = ends_with(text, "<think>\n") ? THINK_OPEN : ends_with(text, "</think>\n\n") ? THINK_CLOSED : THINK_ASIS;
     /* the template carries the special tokens and BOS, if any */
     if (okv_tokenizer_encode(sv->tok, text, strlen(text), false, true, ids, n) != OKV_OK) {
         fail(e, 400, "messages", NULL, "cannot tokenize the messages: %s", okv_last_error());
@@ -1593,6 +1626,11 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
     j->tool_mode = p->tool_mode;
     j->ts.fmt = okv_tokenizer_chat_tools(sv->tok);
     j->reasoning = chat ? sv->reasoning : OKV_REASONING_NONE;
+    /* the template decides where the reply starts: inside a <think> block it opened (read as deepseek_r1's
+     * parser reads: thinking up to </think>), or after one it closed (all answer: as qwen3's reads a reply
+     * without <think>) */
+    if (j->reasoning != OKV_REASONING_NONE && p->think != THINK_ASIS)
+        j->reasoning = p->think == THINK_OPEN ? OKV_REASONING_DEEPSEEK_R1 : OKV_REASONING_QWEN3;
     snprintf(j->tool_name, sizeof j->tool_name, "%s", p->tool_name);
     snprintf(j->id, sizeof j->id, "%s", id);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -1663,7 +1701,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
             goto bad;
         }
         n_prompts = 1;   /* (freed at bad:, NULL until chat_prompt succeeds) */
-        bool ok = chat_prompt(sv, root, &tools, &prompts[0].ids, &prompts[0].n, &e);
+        bool ok = chat_prompt(sv, root, &tools, &prompts[0].ids, &prompts[0].n, &p.think, &e);
         if (ok && (tools.choice == SRV_TOOLS_FORCED || tools.choice == SRV_TOOLS_REQUIRED)) {
             /* the reply: the function's arguments under its schema, or the array of calls under theirs */
             if (p.has_schema || p.json_object || p.n_choices) {
@@ -1856,7 +1894,7 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
                 e.status = tparam ? 400 : 500;
                 e.param = tparam;
             } else {
-                ok = chat_prompt(sv, root, &tools, &ids, &n, &e);
+                ok = chat_prompt(sv, root, &tools, &ids, &n, NULL, &e);
             }
             srv_tools_free(&tools);
         }

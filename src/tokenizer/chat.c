@@ -37,6 +37,7 @@
  *   as those templates render them (transformers' apply_chat_template with tools=...). */
 #include "tok_internal.h"
 
+#include <cjson/cJSON.h>
 #include <string.h>
 
 static const char *find_n(const char *hay, const char *needle)
@@ -105,6 +106,43 @@ void okv_chat_detect(okv_tokenizer *t)
     if (t->chat_format == OKV_CHAT_FORMAT_LLAMA3 && t->chat_llama31 && strstr(tpl, "Environment: ipython") &&
         strstr(tpl, "tools_in_user_message") && strstr(tpl, "\"parameters\": "))
         t->chat_tools = OKV_CHAT_TOOLS_LLAMA31;
+    /* Qwen3's reasoning templates: the last user query found (ns.last_query_index) to keep later thinking; the
+     * switch and the opening <think> are read from the Jinja text, where the string literal writes \n */
+    t->chat_think_history = t->chat_think_switch = t->chat_think_opens = false;
+    if (t->chat_format == OKV_CHAT_FORMAT_CHATML && tpl) {
+        t->chat_think_history = strstr(tpl, "last_query_index") && strstr(tpl, "reasoning_content") &&
+                                strstr(tpl, "</think>");
+        t->chat_think_switch = strstr(tpl, "enable_thinking is defined and enable_thinking is false") != NULL;
+        t->chat_think_opens = strstr(tpl, "'<|im_start|>assistant\\n<think>\\n'") != NULL;
+    }
+}
+
+bool okv_tokenizer_chat_thinking_switch(const okv_tokenizer *t) { return t->chat_think_switch; }
+
+enum okv_status okv_chat_template_kwargs(const char *json, size_t len, int *enable_thinking)
+{
+    cJSON *o = cJSON_ParseWithLength(json, len);
+    enum okv_status st = OKV_OK;
+    if (!cJSON_IsObject(o)) {
+        st = okv_set_error(OKV_ERR_INVALID_ARG, "chat_template_kwargs must be a JSON object, e.g. "
+                           "{\"enable_thinking\": false}");
+    } else {
+        const cJSON *x;
+        cJSON_ArrayForEach(x, o) {
+            if (strcmp(x->string, "enable_thinking") != 0) {
+                st = okv_set_error(OKV_ERR_INVALID_ARG, "chat_template_kwargs: '%.60s' is not a variable OasisKV's "
+                                   "chat templates read (it renders them in C; known: enable_thinking)", x->string);
+                break;
+            }
+            if (!cJSON_IsBool(x)) {
+                st = okv_set_error(OKV_ERR_INVALID_ARG, "chat_template_kwargs: enable_thinking must be true or false");
+                break;
+            }
+            *enable_thinking = cJSON_IsTrue(x);
+        }
+    }
+    cJSON_Delete(o);
+    return st;
 }
 
 enum okv_chat_tools okv_tokenizer_chat_tools(const okv_tokenizer *t) { return t->chat_tools; }
@@ -117,7 +155,7 @@ enum okv_status okv_tokenizer_set_chat_template(okv_tokenizer *t, const char *tp
     okv_free(t->chat_default_system);
     t->chat_default_system = NULL;
     t->chat_llama31 = false;
-    okv_chat_detect(t);
+    okv_chat_detect(t);   /* (sets every other chat_* field) */
     return OKV_OK;
 }
 
@@ -162,9 +200,96 @@ static void put_trimmed(struct sbuf *b, const char *s)
     put_n(b, s, n);
 }
 
-static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, const char *const *tools,
-                          size_t n_tools, bool gen, struct sbuf *b)
+/* the last occurrence of needle in s[0..n), or NULL */
+static const char *last_in(const char *s, size_t n, const char *needle)
 {
+    const size_t k = strlen(needle);
+    for (size_t i = n >= k ? n - k + 1 : 0; i-- > 0;)
+        if (!memcmp(s + i, needle, k))
+            return s + i;
+    return NULL;
+}
+
+static void put_tool_calls(const struct okv_chat_msg *mi, bool first_nl, struct sbuf *b)
+{
+    for (int k = 0; k < mi->n_tool_calls; k++) {
+        if (k > 0 || first_nl)
+            put(b, "\n");
+        put(b, "<tool_call>\n{\"name\": \"");
+        put(b, mi->tool_calls[k].name);
+        put(b, "\", \"arguments\": ");
+        put(b, mi->tool_calls[k].arguments);
+        put(b, "}\n</tool_call>");
+    }
+}
+
+/* Qwen3's answer: its thinking is reasoning_content if given, else the text between the last <think> before the
+ * first </think> and that </think> (newlines at its ends dropped), the answer then being the text after the last
+ * </think> (leading newlines dropped). After the last user query (after_query), the last message and any with
+ * thinking render it as "<think>\n{thinking, newlines stripped}\n</think>\n\n{answer, leading newlines
+ * dropped}"; the others, and all before the query, render the answer alone. */
+static void render_qwen3_answer(const struct okv_chat_msg *mi, bool after_query, bool last, struct sbuf *b)
+{
+    const char *c = mi->content, *r = "", *r_end = r;
+    if (mi->reasoning_content) {
+        r = mi->reasoning_content;
+        r_end = r + strlen(r);
+    } else {
+        const char *close = strstr(c, "</think>");
+        if (close) {
+            r_end = close;
+            while (r_end > c && r_end[-1] == '\n')
+                r_end--;
+            const char *open = last_in(c, (size_t)(r_end - c), "<think>");
+            r = open ? open + strlen("<think>") : c;
+            while (r < r_end && *r == '\n')
+                r++;
+            c = last_in(c, strlen(c), "</think>") + strlen("</think>");
+            while (*c == '\n')
+                c++;
+        }
+    }
+    put(b, "<|im_start|>assistant\n");
+    if (after_query && (last || r_end > r)) {
+        const char *rs = r, *re = r_end, *cs = c;
+        while (rs < re && *rs == '\n')
+            rs++;
+        while (re > rs && re[-1] == '\n')
+            re--;
+        while (*cs == '\n')
+            cs++;
+        put(b, "<think>\n");
+        put_n(b, rs, (size_t)(re - rs));
+        put(b, "\n</think>\n\n");
+        put(b, cs);
+    } else {
+        put(b, c);
+    }
+    put_tool_calls(mi, c[0] != '\0', b);
+    put(b, "<|im_end|>\n");
+}
+
+/* ns.last_query_index of Qwen3's template: the last user message that is not a wrapped tool response, else the
+ * last message */
+static size_t last_query(const struct okv_chat_msg *m, size_t n)
+{
+    static const char open[] = "<tool_response>", close[] = "</tool_response>";
+    for (size_t i = n; i-- > 0;) {
+        if (strcmp(m[i].role, "user") != 0)
+            continue;
+        const size_t len = strlen(m[i].content);
+        const bool wrapped = len >= strlen(open) && !strncmp(m[i].content, open, strlen(open)) &&
+                             len >= strlen(close) && !strcmp(m[i].content + len - strlen(close), close);
+        if (!wrapped)
+            return i;
+    }
+    return n ? n - 1 : 0;
+}
+
+static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, const char *const *tools,
+                          size_t n_tools, bool gen, int enable_thinking, struct sbuf *b)
+{
+    const size_t query = t->chat_think_history ? last_query(m, n) : 0;
     size_t first = 0;
     if (n_tools > 0) {   /* the tools' system block, holding the system message */
         const char *sys = n > 0 && strcmp(m[0].role, "system") == 0 ? m[0].content : t->chat_default_system;
@@ -199,6 +324,10 @@ static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, 
                 put(b, "<|im_end|>\n");
             continue;
         }
+        if (t->chat_think_history && strcmp(m[i].role, "assistant") == 0) {
+            render_qwen3_answer(&m[i], i > query, i + 1 == n, b);
+            continue;
+        }
         put(b, "<|im_start|>");
         put(b, m[i].role);
         if (m[i].n_tool_calls > 0) {
@@ -206,13 +335,7 @@ static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, 
                 put(b, "\n");
                 put(b, m[i].content);
             }
-            for (int k = 0; k < m[i].n_tool_calls; k++) {
-                put(b, "\n<tool_call>\n{\"name\": \"");
-                put(b, m[i].tool_calls[k].name);
-                put(b, "\", \"arguments\": ");
-                put(b, m[i].tool_calls[k].arguments);
-                put(b, "}\n</tool_call>");
-            }
+            put_tool_calls(&m[i], true, b);
             put(b, "<|im_end|>\n");
             continue;
         }
@@ -220,8 +343,13 @@ static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, 
         put(b, m[i].content);
         put(b, "<|im_end|>\n");
     }
-    if (gen)
+    if (gen) {
         put(b, "<|im_start|>assistant\n");
+        if (t->chat_think_opens)
+            put(b, "<think>\n");
+        if (t->chat_think_switch && enable_thinking == 0)
+            put(b, "<think>\n\n</think>\n\n");
+    }
 }
 
 static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, const char *const *tools,
@@ -404,6 +532,17 @@ enum okv_status okv_tokenizer_apply_chat_tools(const okv_tokenizer *t, const str
                                                const char *const *tools, size_t n_tools, bool add_generation_prompt,
                                                char **out)
 {
+    const struct okv_chat_opts o = {.tools = tools, .n_tools = n_tools, .add_generation_prompt = add_generation_prompt,
+                                    .enable_thinking = -1};
+    return okv_tokenizer_render_chat(t, msgs, n, &o, out);
+}
+
+enum okv_status okv_tokenizer_render_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs, size_t n,
+                                          const struct okv_chat_opts *opts, char **out)
+{
+    const char *const *tools = opts->tools;
+    const size_t n_tools = opts->n_tools;
+    const bool add_generation_prompt = opts->add_generation_prompt;
     *out = NULL;
     for (size_t i = 0; i < n; i++) {
         if (!msgs[i].role || !msgs[i].content)
@@ -425,7 +564,9 @@ enum okv_status okv_tokenizer_apply_chat_tools(const okv_tokenizer *t, const str
         return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: this model's chat template does not render tools", t->src);
     struct sbuf b = { 0 };
     switch (t->chat_format) {
-    case OKV_CHAT_FORMAT_CHATML: render_chatml(t, msgs, n, tools, n_tools, add_generation_prompt, &b); break;
+    case OKV_CHAT_FORMAT_CHATML:
+        render_chatml(t, msgs, n, tools, n_tools, add_generation_prompt, opts->enable_thinking, &b);
+        break;
     case OKV_CHAT_FORMAT_LLAMA3: {
         if (t->chat_tools == OKV_CHAT_TOOLS_LLAMA31) {
             const size_t first = n > 0 && strcmp(msgs[0].role, "system") == 0;

@@ -113,6 +113,9 @@ struct okv_tokenizer {
     char *chat_default_system;  /* ChatML default system prompt found in the template, or NULL */
     bool chat_llama31;          /* Llama-3.1 template: system header with dates */
     enum okv_chat_tools chat_tools;   /* how the template offers tools (none: it does not) */
+    bool chat_think_history;    /* ChatML as Qwen3's: an answer's thinking rendered only after the last user query */
+    bool chat_think_switch;     /* the template reads enable_thinking (false: an empty <think> block in the prompt) */
+    bool chat_think_opens;      /* the generation prompt opens a <think> block (Qwen3-Thinking-2507's) */
     char *bos_text;             /* raw text of bos (templates render it), or NULL */
 };
 

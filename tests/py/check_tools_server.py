@@ -13,6 +13,11 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
   part as reasoning_content (message, stream deltas), its calls read from the rest;
 - DeepSeek-R1's template (--chat-template given as the text itself) with --reasoning-parser deepseek_r1: the
   reply's thinking (it starts inside it) as reasoning_content, whole and streamed, also when cut off there;
+- Qwen3's template with --default-chat-template-kwargs '{"enable_thinking": false}': /tokenize of the fixture's
+  conversations (reasoning_content in messages, chat_template_kwargs given or the default) equal to the Hugging Face
+  ids of transformers' rendering; a reply with thinking turned off all content; malformed kwargs and
+  reasoning_content refused by name; the template whose generation prompt opens <think> (Qwen3-Thinking-2507's) with
+  --reasoning-parser qwen3: the reply read from inside the thinking, whole and streamed;
 - Llama 3.1's template (--tokenizer: SmolLM2's tokenizer.json with that template in its tokenizer_config.json) the
   same way (tools as json.dumps(indent=4) in the first user turn, tool results as JSON
   strings, replies that are {"name", "parameters"} objects read into tool_calls).
@@ -332,6 +337,70 @@ def deepseek_r1(port):
         check(reasoning == think and content == (answer or ""), f"deepseek_r1 streamed: {reasoning!r} / {content!r}")
 
 
+def qwen3_messages(case):
+    msgs = []
+    for m in case["messages"]:
+        o = {"role": m["role"], "content": m["content"]}
+        if "reasoning_content" in m:
+            o["reasoning_content"] = m["reasoning_content"]
+        if m["tool_calls"]:
+            o["tool_calls"] = [{"id": f"c{k}", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                               for k, c in enumerate(m["tool_calls"])]
+        msgs.append(o)
+    return msgs
+
+
+def qwen3_template(port, fix, name, default_think):
+    """Qwen3's template (serve --chat-template), the server's default enable_thinking default_think"""
+    hf = Tokenizer.from_file(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"))
+    n = 0
+    for i, case in enumerate(fix["cases"]):
+        if not case["gen"]:
+            continue
+        body = {"messages": qwen3_messages(case), "tools": [json.loads(t) for t in case["tools"]]}
+        if case["enable_thinking"] is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": case["enable_thinking"]}
+        elif default_think is not None:   # the server's default applies: the fixture's rendering without it is not it
+            continue
+        st, js = post(port, "/tokenize", body)
+        want = hf.encode(case["expect"], add_special_tokens=False).ids
+        n += check(st == 200 and js["tokens"] == want, f"{name}: /tokenize of conversation {i} = the HF ids of "
+                   f"transformers' rendering ({len(want)} tokens; {st} {str(js)[:80] if st != 200 else ''})")
+    check(n >= 3, f"{name}: {n} conversations compared")
+    if default_think is False:
+        st, js = post(port, "/tokenize", {"messages": [{"role": "user", "content": "hi"}]})
+        want = hf.encode("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+                         add_special_tokens=False).ids
+        check(st == 200 and js["tokens"] == want, f"{name}: --default-chat-template-kwargs applies to a request without any")
+        body = {"messages": MSGS, "max_tokens": 20, "temperature": 0, "guided_choice": ["It is cold."]}
+        st, js = post(port, "/v1/chat/completions", body)
+        m = js["choices"][0]["message"] if st == 200 else {}
+        check(st == 200 and m.get("content") == "It is cold." and m.get("reasoning_content") is None,
+              f"{name}: thinking off, the reply all content: {m}")
+        for bad, what in (({"chat_template_kwargs": {"thinking": True}}, "'thinking' is not a variable"),
+                          ({"chat_template_kwargs": {"enable_thinking": "no"}}, "must be true or false"),
+                          ({"chat_template_kwargs": [1]}, "must be a JSON object")):
+            st, js = post(port, "/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 2}, **bad))
+            check(st == 400 and js["error"]["param"] == "chat_template_kwargs" and what in js["error"]["message"],
+                  f"{name}: {bad} refused ({st}: {js.get('error', {}).get('message', '')[:80]})")
+        st, js = post(port, "/v1/chat/completions", {"messages": MSGS + [{"role": "assistant", "content": "x",
+                                                                          "reasoning_content": 5}], "max_tokens": 2})
+        check(st == 400 and "reasoning_content must be a string" in js["error"]["message"],
+              f"{name}: a reasoning_content not a string refused")
+    if default_think is None:   # the generation prompt opens <think>: the reply starts inside the thinking
+        for text, think, answer in (("Cold there.\n</think>\n\nIt is cold.", "Cold there.\n", "\n\nIt is cold."),
+                                    ("still thinking", "still thinking", None)):
+            body = {"messages": MSGS, "max_tokens": 40, "temperature": 0, "guided_choice": [text]}
+            st, js = post(port, "/v1/chat/completions", body)
+            m = js["choices"][0]["message"] if st == 200 else {}
+            check(st == 200 and m.get("reasoning_content") == think and m.get("content") == answer,
+                  f"{name}: reasoning {m.get('reasoning_content')!r}, content {m.get('content')!r}")
+            evs = sse(port, body)
+            content, _, _ = joined(evs)
+            reasoning = "".join((ch.get("delta") or {}).get("reasoning_content") or "" for ev in evs for ch in ev["choices"])
+            check(reasoning == think and content == (answer or ""), f"{name} streamed: {reasoning!r} / {content!r}")
+
+
 def main():
     p, port = start([])
     try:
@@ -359,6 +428,18 @@ def main():
         finally:
             p.terminate()
             p.wait(30)
+        for key, default in (("qwen3", False), ("qwen3_thinking", None)):
+            tpl = os.path.join(tdir, key + ".jinja")
+            open(tpl, "w").write(FIX[key]["template"])
+            extra = ["--chat-template", tpl, "--reasoning-parser", "qwen3"]
+            if default is not None:
+                extra += ["--default-chat-template-kwargs", json.dumps({"enable_thinking": default})]
+            p, port = start(extra)
+            try:
+                qwen3_template(port, FIX[key], key, default)
+            finally:
+                p.terminate()
+                p.wait(30)
         cfg["chat_template"] = FIX["llama31"]["template"]
         json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
         p, port = start(["--tokenizer", tdir])

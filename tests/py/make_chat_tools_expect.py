@@ -12,10 +12,15 @@ transformers' Jinja renderer and Python's json module, written to tests/data/cha
   turn as {"name", "parameters"}, results in ipython turns written as JSON strings): the tools as
   json.dumps(indent=4) and the tool results as json.dumps of their text, as the C renderer takes them;
 - "deepseek_r1": DeepSeek-R1-Distill's template (no tools: the reasoning models' format, the thinking of earlier
-  answers dropped, the generation prompt opening <think>).
+  answers dropped, the generation prompt opening <think>);
+- "qwen3": Qwen3's template (Hermes tools as Qwen2.5's, no default system prompt; an answer's thinking, from its
+  reasoning_content or the <think> part of its content, kept only after the last user query; enable_thinking=False
+  closes an empty <think> block in the generation prompt), with each case's enable_thinking (absent, True, False);
+- "qwen3_thinking": the same template with the generation prompt opening <think> (as Qwen3-Thinking-2507's does).
 
-    python3 tests/py/make_chat_tools_expect.py [QWEN25_TEMPLATE.json LLAMA31_TEMPLATE.json R1_TEMPLATE.json]
-    (needs transformers; no model, no torch; the templates default to the fixture's)"""
+    python3 tests/py/make_chat_tools_expect.py [QWEN25_TEMPLATE.json LLAMA31_TEMPLATE.json R1_TEMPLATE.json
+                                                QWEN3_TEMPLATE.json QWEN3_THINKING_TEMPLATE.json]
+    (needs transformers; no model, no torch; a template given as - or left out is the fixture's)"""
 import json
 import os
 import sys
@@ -24,9 +29,23 @@ from transformers.utils.chat_template_utils import render_jinja_template
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "data", "chat_tools.json")
-TEMPLATE = json.load(open(sys.argv[1])) if len(sys.argv) > 1 else json.load(open(OUT))["template"]
-LLAMA31 = json.load(open(sys.argv[2])) if len(sys.argv) > 2 else json.load(open(OUT))["llama31"]["template"]
-R1 = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else json.load(open(OUT))["deepseek_r1"]["template"]
+
+
+def template(k, *key):
+    """argument k (a JSON file of the template text), or when it is absent or "-" the fixture's own"""
+    if len(sys.argv) > k and sys.argv[k] != "-":
+        return json.load(open(sys.argv[k]))
+    d = json.load(open(OUT))
+    for x in key:
+        d = d[x]
+    return d
+
+
+TEMPLATE = template(1, "template")
+LLAMA31 = template(2, "llama31", "template")
+R1 = template(3, "deepseek_r1", "template")
+QWEN3 = template(4, "qwen3", "template")
+QWEN3T = template(5, "qwen3_thinking", "template")
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city, in \"C\" or \"F\".",
@@ -127,7 +146,51 @@ for msgs, gen in R1_CASES:
                                    bos_token="<\uff5cbegin\u2581of\u2581sentence\uff5c>")
     r1.append({"tools": [], "messages": [dict(m, tool_calls=[]) for m in msgs], "gen": gen, "expect": out[0]})
 
+QWEN3_CASES = [
+    ([], [{"role": "user", "content": "hi"}], True, None),
+    ([], [{"role": "user", "content": "hi"}], True, True),
+    ([], [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], True, False),
+    # thinking of answers before the last query dropped; the last answer keeps its (stripped) thinking
+    ([], [{"role": "system", "content": "S"}, {"role": "user", "content": "q1"},
+          {"role": "assistant", "content": "<think>\nr1\n</think>\n\nA1"}, {"role": "user", "content": "q2"},
+          {"role": "assistant", "content": "\n<think>\n\nr2 a</think>b\n</think>\n\nA2\n"}], False, None),
+    # reasoning_content given apart; a message after the last query with no thinking and not last; system later on
+    ([], [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "A1", "reasoning_content": "why"},
+          {"role": "system", "content": "late"}, {"role": "user", "content": "q2"},
+          {"role": "assistant", "content": "partial"}, {"role": "assistant", "content": "<think>x</think>",
+                                                        "reasoning_content": "\nkept\n"}], True, False),
+    # a tool loop after the query: the calls' thinking kept, tool results as user turns; a user turn that is a
+    # wrapped tool response is not a query
+    ([WEATHER, SEARCH], [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "<think>\nplan\n</think>\n\n", "tool_calls": [call("get_weather", {"city": "Paris"})]},
+        {"role": "tool", "content": "{\"t\": 21.5}"},
+        {"role": "assistant", "content": "More.", "reasoning_content": "r", "tool_calls": [
+            call("search", {"q": "x"}), call("get_weather", {"city": "Oslo", "unit": "C"})]},
+        {"role": "user", "content": "<tool_response>\nok\n</tool_response>"},
+        {"role": "assistant", "content": "", "tool_calls": [call("search", {"q": "y", "k": 2})]},
+        {"role": "tool", "content": "none"}], True, None),
+    ([WEATHER], [{"role": "user", "content": "Weather?"}], True, False),
+    # no query at all: every answer plain
+    ([], [{"role": "assistant", "content": "<think>t</think>hello"}], True, None),
+]
+qwen3, qwen3t = [], []
+for tools, msgs, gen, think in QWEN3_CASES:
+    for tpl, dst in ((QWEN3, qwen3), (QWEN3T, qwen3t)):
+        kw = {} if think is None else {"enable_thinking": think}
+        out, _ = render_jinja_template(conversations=[msgs], tools=tools or None, chat_template=tpl,
+                                       add_generation_prompt=gen, **kw)
+        dst.append({"tools": [json.dumps(t, ensure_ascii=False) for t in tools],
+                    "messages": [{"role": m["role"], "content": m["content"],
+                                  **({"reasoning_content": m["reasoning_content"]} if "reasoning_content" in m else {}),
+                                  "tool_calls": [{"name": c["function"]["name"],
+                                                  "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}
+                                                 for c in m.get("tool_calls", [])]} for m in msgs],
+                    "gen": gen, "enable_thinking": think, "expect": out[0]})
+
 json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson4": pyjson4,
-           "llama31": {"template": LLAMA31, "cases": l31}, "deepseek_r1": {"template": R1, "cases": r1}},
+           "llama31": {"template": LLAMA31, "cases": l31}, "deepseek_r1": {"template": R1, "cases": r1},
+           "qwen3": {"template": QWEN3, "cases": qwen3}, "qwen3_thinking": {"template": QWEN3T, "cases": qwen3t}},
           open(OUT, "w"), ensure_ascii=False, indent=1)
 print(f"wrote {OUT}: {len(cases)} conversations, {len(pyjson)} json.dumps cases")

@@ -157,6 +157,26 @@ PY
   expect_error "--chat-template of no file" "give a file" $cli generate -m "$smol" --chat -p hi --chat-template /nonexistent
   expect_error "--chat-template of no known format" "not a template" $cli generate -m "$smol" --chat -p hi --chat-template "{{ x }}"
   expect_error "--chat-template without --chat" "needs --chat" $cli generate -m "$smol" -p hi --chat-template "$tmp/qwen.jinja"
+  # --chat-template-kwargs: Qwen3's enable_thinking false closes an empty <think> block (the prompt's last tokens)
+  python3 -c 'import json,sys; open(sys.argv[2], "w").write(json.load(open(sys.argv[1]))["qwen3"]["template"])' \
+    "$OKV_SOURCE_DIR/tests/data/chat_tools.json" "$tmp/qwen3.jinja"
+  a="$(timeout 60 $cli generate -m "$smol" --chat -p hi -n 1 --temp 0 --json --chat-template "$tmp/qwen3.jinja")"
+  b="$(timeout 60 $cli generate -m "$smol" --chat -p hi -n 1 --temp 0 --json --chat-template "$tmp/qwen3.jinja" \
+       --chat-template-kwargs '{"enable_thinking": false}')"
+  c="$(timeout 60 $cli generate -m "$smol" --chat -p hi -n 1 --temp 0 --json --chat-template "$tmp/qwen3.jinja" \
+       --chat-template-kwargs '{"enable_thinking": true}')"
+  if python3 - "$a" "$b" "$c" <<'PY'
+import json, sys
+a, b, c = (json.loads(x)["prompt_tokens"] for x in sys.argv[1:])
+assert a == c and b[:len(a)] == a and len(b) > len(a), (a, b, c)
+PY
+  then ok; else bad "--chat-template-kwargs enable_thinking: prompt tokens $a / $b / $c"; fi
+  expect_error "--chat-template-kwargs of an unknown variable" "'thinking' is not a variable" \
+    $cli generate -m "$smol" --chat -p hi --chat-template-kwargs '{"thinking": false}'
+  expect_error "--chat-template-kwargs not JSON" "must be a JSON object" $cli generate -m "$smol" --chat -p hi --chat-template-kwargs '{'
+  expect_error "--chat-template-kwargs without --chat" "needs --chat" $cli generate -m "$smol" -p hi --chat-template-kwargs '{}'
+  expect_error "serve --default-chat-template-kwargs" "enable_thinking must be true or false" \
+    $cli serve -m "$smol" --default-chat-template-kwargs '{"enable_thinking": 1}'
 else
   echo "SKIP: structured output in generate (no $smol; scripts/fetch_model.sh fetches it)"
 fi
