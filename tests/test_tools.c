@@ -34,6 +34,40 @@ static void test_pyjson(void)
         n++;
     }
     CHECK(n >= 9, "pyjson cases: %d", n);
+    /* from the text (srv_pyjson_rd): every case, 1.0 and integers past 2^53 too; fed in pieces of every size,
+     * the same text (what a prefix gives is a prefix of the whole's) */
+    n = 0;
+    for (int set = 0; set < 2; set++)
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, set ? "pyjson_text" : "pyjson")) {
+        const char *in = cJSON_GetObjectItem(c, "in")->valuestring, *want = cJSON_GetObjectItem(c, "out")->valuestring;
+        char *got = srv_pyjson_of_text(in, strlen(in));
+        CHECK(got && strcmp(got, want) == 0, "json.dumps of the text %s:\n got  %s\n want %s", in, got ? got : "(null)", want);
+        okv_free(got);
+        for (size_t step = 1; step <= strlen(in); step++) {
+            struct srv_pyjson_rd r = {0};
+            struct srv_buf b = {0};
+            size_t prev = 0;
+            bool prefix = true;
+            for (size_t at = 0; at < strlen(in); at += step) {
+                const size_t k = strlen(in) - at < step ? strlen(in) - at : step;
+                srv_pyjson_feed(&r, in + at, k, at + k == strlen(in), &b);
+                prefix = prefix && b.len >= prev && (b.len == 0 || !strncmp(b.s, want, b.len));
+                prev = b.len;
+            }
+            srv_buf_put(&b, "", 1);
+            CHECK(r.done && !r.bad && prefix && !strcmp(b.s, want), "%s in pieces of %zu: %s", in, step, b.s);
+            okv_free(b.s);
+        }
+        n++;
+    }
+    CHECK(n >= 12, "pyjson text cases: %d", n);
+    static const char *const not_json[] = {"{\"a\" 1}", "[1,]", "{\"a\": tru}", "01", "1.", "\"\\ud800\"", "\"a\tb\"",
+                                           "[1] 2", "{\"a\": 1", "\"\\x\"", "-", "1e"};
+    for (size_t k = 0; k < sizeof not_json / sizeof not_json[0]; k++) {
+        char *got = srv_pyjson_of_text(not_json[k], strlen(not_json[k]));
+        CHECK(!got, "not JSON as json.loads reads it: %s -> %s", not_json[k], got);
+        okv_free(got);
+    }
     n = 0;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "pyjson4")) {   /* json.dumps(indent=4): Llama 3.1's tools */
         const char *in = cJSON_GetObjectItem(c, "in")->valuestring, *want = cJSON_GetObjectItem(c, "out")->valuestring;
@@ -71,48 +105,88 @@ struct reply_case {
     int n;
     const char *names[3];
     const char *args[3];
+    /* where the stream differs (a call that began streaming stays one): its calls, else 0 and the whole read's */
+    int sn;
+    const char *snames[1], *sargs[1];
 };
 
 static const struct reply_case REPLIES[] = {
     {OKV_CHAT_TOOLS_HERMES, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", NULL, 1,
-     {"get_weather"}, {"{\"city\": \"Paris\"}"}},
+     {"get_weather"}, {"{\"city\": \"Paris\"}"}, 0, {0}, {0}},
     {OKV_CHAT_TOOLS_HERMES, "Sure.\n<tool_call>\n{\"name\":\"a\",\"arguments\":{\"x\":[1,2.5,\"\\u00e9\"]}}\n</tool_call>\n<tool_call>\n"
      "{\"name\": \"b\", \"arguments\": {}}\n</tool_call>", "Sure.\n", 2, {"a", "b"},
-     {"{\"x\": [1, 2.5, \"\xc3\xa9\"]}", "{}"}},
+     {"{\"x\": [1, 2.5, \"\xc3\xa9\"]}", "{}"}, 0, {0}, {0}},
     /* cut off before the closing tag: the call is read to the end */
-    {OKV_CHAT_TOOLS_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": \"v\"}}\n", NULL, 1, {"f"}, {"{\"k\": \"v\"}"}},
+    {OKV_CHAT_TOOLS_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"k\": \"v\"}}\n", NULL, 1, {"f"}, {"{\"k\": \"v\"}"}, 0, {0}, {0}},
     /* no call */
-    {OKV_CHAT_TOOLS_HERMES, "Just text, with a < and <tool and </tool_call>.", "Just text, with a < and <tool and </tool_call>.", 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_HERMES, "Just text, with a < and <tool and </tool_call>.", "Just text, with a < and <tool and </tool_call>.", 0, {0}, {0}, 0, {0}, {0}},
     /* a call that is not {"name", "arguments"}: all of it is content */
-    {OKV_CHAT_TOOLS_HERMES, "x<tool_call>{\"name\": 3}</tool_call>", "x<tool_call>{\"name\": 3}</tool_call>", 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_HERMES, "x<tool_call>{\"name\": 3}</tool_call>", "x<tool_call>{\"name\": 3}</tool_call>", 0, {0}, {0}, 0, {0}, {0}},
     {OKV_CHAT_TOOLS_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {}} trailing</tool_call>",
-     "<tool_call>{\"name\": \"f\", \"arguments\": {}} trailing</tool_call>", 0, {0}, {0}},
+     "<tool_call>{\"name\": \"f\", \"arguments\": {}} trailing</tool_call>", 0, {0}, {0}, 1, {"f"}, {"{}"}},
+    /* cut off inside the arguments: no call to the whole read; the stream had begun it */
+    {OKV_CHAT_TOOLS_HERMES, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Par",
+     "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Par", 0, {0}, {0}, 1, {"f"}, {"{\"city\": \"Par"}},
+    /* arguments as json.dumps writes what json.loads reads: float literals stay floats, integers keep their digits */
+    {OKV_CHAT_TOOLS_HERMES, "<tool_call>{\"name\":\"f\",\"arguments\":{\"t\":20.0,\"n\":12345678901234567890123,"
+     "\"e\":1E2,\"z\":-0,\"s\":\"a\\u00e9\\ud83d\\ude00\\/\\b\\u0001\"}}</tool_call>", NULL, 1, {"f"},
+     {"{\"t\": 20.0, \"n\": 12345678901234567890123, \"e\": 100.0, \"z\": 0, \"s\": \"a\xc3\xa9\xf0\x9f\x98\x80/\\b\\u0001\"}"}, 0, {0}, {0}},
+    /* the arguments before the name: read whole at the close */
+    {OKV_CHAT_TOOLS_HERMES, "<tool_call>{\"arguments\": {\"a\": [1, {}]}, \"name\": \"f\"}</tool_call>", NULL, 1, {"f"},
+     {"{\"a\": [1, {}]}"}, 0, {0}, {0}},
     /* text between and after calls is dropped (the content is what comes before the first) */
     {OKV_CHAT_TOOLS_HERMES, "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call> and <tool_call>{\"name\": \"g\", "
-     "\"arguments\": {\"b\": null}}</tool_call> bye", NULL, 2, {"f", "g"}, {"{\"a\": 1}", "{\"b\": null}"}},
+     "\"arguments\": {\"b\": null}}</tool_call> bye", NULL, 2, {"f", "g"}, {"{\"a\": 1}", "{\"b\": null}"}, 0, {0}, {0}},
     /* Llama 3.1: a reply that is call objects (';' between), else content */
     {OKV_CHAT_TOOLS_LLAMA31, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", NULL, 1, {"get_weather"},
-     {"{\"city\": \"Oslo\"}"}},
+     {"{\"city\": \"Oslo\"}"}, 0, {0}, {0}},
     {OKV_CHAT_TOOLS_LLAMA31, " \n{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {\"k\": [1]}}", NULL, 2,
-     {"a", "b"}, {"{}", "{\"k\": [1]}"}},
-    {OKV_CHAT_TOOLS_LLAMA31, "The weather {is} fine.", "The weather {is} fine.", 0, {0}, {0}},
-    {OKV_CHAT_TOOLS_LLAMA31, "{\"name\": \"a\", \"parameters\": {\"x\": ", "{\"name\": \"a\", \"parameters\": {\"x\": ", 0, {0}, {0}},
-    {OKV_CHAT_TOOLS_LLAMA31, "{\"answer\": 42}", "{\"answer\": 42}", 0, {0}, {0}},
+     {"a", "b"}, {"{}", "{\"k\": [1]}"}, 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_LLAMA31, "The weather {is} fine.", "The weather {is} fine.", 0, {0}, {0}, 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_LLAMA31, "{\"name\": \"a\", \"parameters\": {\"x\": ", "{\"name\": \"a\", \"parameters\": {\"x\": ", 0, {0}, {0}, 0, {0}, {0}},
+    {OKV_CHAT_TOOLS_LLAMA31, "{\"answer\": 42}", "{\"answer\": 42}", 0, {0}, {0}, 0, {0}, {0}},
 };
 
 /* the stream's reading of text fed in pieces of `step` bytes */
+/* the stream's reading of text fed in pieces of `step` bytes: its calls (the pieces of each joined; a call's first
+ * piece names it, and pieces come in order of the calls), and how many pieces there were */
 static void stream_read(enum okv_chat_tools fmt, const char *text, size_t step, struct srv_buf *content,
-                        struct srv_tool_call **calls, int *n)
+                        struct srv_tool_call **calls, int *n, int *pieces)
 {
     struct srv_tool_stream s = {.fmt = fmt};
     const size_t len = strlen(text);
     *calls = NULL;
     *n = 0;
-    for (size_t at = 0; at < len; at += step) {
-        const size_t k = len - at < step ? len - at : step;
-        CHECK(srv_tool_stream_feed(&s, text + at, k, false, content, calls, n), "feed");
+    *pieces = 0;
+    for (size_t at = 0;; at += step) {
+        const bool end = at >= len;   /* the final feed, of nothing */
+        const size_t k = end ? 0 : len - at < step ? len - at : step;
+        struct srv_tool_delta *d = NULL;
+        int nd = 0;
+        CHECK(srv_tool_stream_feed(&s, end ? "" : text + at, k, end, content, &d, &nd), "feed");
+        for (int i = 0; i < nd; i++) {
+            if (d[i].name) {   /* a new call: the next index */
+                CHECK(d[i].index == *n, "a call's first piece: index %d, want %d", d[i].index, *n);
+                *calls = realloc(*calls, sizeof **calls * (size_t)(*n + 1));
+                (*calls)[*n] = (struct srv_tool_call){.name = d[i].name, .arguments = d[i].arguments};
+                d[i].name = d[i].arguments = NULL;
+                (*n)++;
+            } else {
+                CHECK(*n > 0 && d[i].index == *n - 1 && (i == 0 || d[i - 1].index != d[i].index),
+                      "a later piece of the last call, one a feed: index %d of %d", d[i].index, *n);
+                if (*n > 0) {
+                    char **a = &(*calls)[*n - 1].arguments;
+                    const size_t have = strlen(*a);
+                    *a = okv_realloc(*a, have + strlen(d[i].arguments) + 1, OKV_TAG_SERVER);
+                    strcpy(*a + have, d[i].arguments);
+                }
+            }
+            (*pieces)++;
+        }
+        srv_tool_deltas_free(d, nd);
+        if (end)
+            break;
     }
-    CHECK(srv_tool_stream_feed(&s, "", 0, true, content, calls, n), "final feed");
     srv_buf_put(content, "", 1);
     srv_tool_stream_free(&s);
 }
@@ -134,18 +208,24 @@ static void test_replies(void)
         for (size_t step = 1; step <= strlen(rc->text) + 1; step++) {
             struct srv_buf content = {0};
             struct srv_tool_call *calls;
-            int n;
-            stream_read(rc->fmt, rc->text, step, &content, &calls, &n);
-            const char *want = rc->content ? rc->content : "";
-            CHECK(n == rc->n && !strcmp(content.s, want), "reply %zu in pieces of %zu: %d calls, content [%s] want [%s]",
+            int n, pieces;
+            stream_read(rc->fmt, rc->text, step, &content, &calls, &n, &pieces);
+            const int want_n = rc->sn ? rc->sn : rc->n;
+            const char *want = rc->sn ? "" : rc->content ? rc->content : "";
+            CHECK(n == want_n && !strcmp(content.s, want), "reply %zu in pieces of %zu: %d calls, content [%s] want [%s]",
                   i, step, n, content.s, want);
-            for (int k = 0; k < n && k < rc->n; k++) {
-                CHECK(!strcmp(calls[k].name, rc->names[k]) && !strcmp(calls[k].arguments, rc->args[k]),
-                      "stream %zu/%zu call %d", i, step, k);
+            /* Hermes calls stream: a byte at a time, the arguments come in several pieces */
+            if (step == 1 && rc->fmt == OKV_CHAT_TOOLS_HERMES && n > 0 && strlen(calls[0].arguments) > 4 &&
+                strstr(rc->text, "{\"name\""))
+                CHECK(pieces > n + 2, "reply %zu a byte at a time: %d pieces for %d calls", i, pieces, n);
+            for (int k = 0; k < n && k < want_n; k++) {
+                const char *wn = rc->sn ? rc->snames[k] : rc->names[k], *wa = rc->sn ? rc->sargs[k] : rc->args[k];
+                CHECK(!strcmp(calls[k].name, wn) && !strcmp(calls[k].arguments, wa),
+                      "stream %zu/%zu call %d: %s %s, want %s %s", i, step, k, calls[k].name, calls[k].arguments, wn, wa);
                 okv_free(calls[k].name);
                 okv_free(calls[k].arguments);
             }
-            okv_free(calls);
+            free(calls);
             okv_free(content.s);
         }
         srv_tool_reply_free(&r);

@@ -545,8 +545,8 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
                            const struct okv_token_logprob *v, int nv, int completion)
 {
     struct srv_buf content = {0};
-    struct srv_tool_call *calls = NULL;
-    int nc = 0;
+    struct srv_tool_delta *deltas = NULL;
+    int nd = 0;
     cJSON *o = NULL;
     if (j->tool_mode == SRV_TOOLS_FORCED) {
         if (n == 0 && nv == 0)
@@ -594,24 +594,36 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
         j->n_calls_sent += r.n;
         srv_tool_reply_free(&r);
     } else {
-        if (!srv_tool_stream_feed(&j->ts, p, n, final, &content, &calls, &nc)) {
+        if (!srv_tool_stream_feed(&j->ts, p, n, final, &content, &deltas, &nd)) {
             s->out.oom = true;
             goto out;
         }
-        if (content.len == 0 && nc == 0 && nv == 0)
+        if (content.len == 0 && nd == 0 && nv == 0)
             goto out;
         o = chunk_obj(j, content.len ? content.s : NULL, content.len, NULL, false, v, nv, &j->lp_offset);
-        if (nc > 0)
-            add_tool_calls_from(chunk_delta(o), calls, nc, j->n_calls_sent);
-        j->n_calls_sent += nc;
+        if (nd > 0) {   /* each call's pieces: the first with its id, type and name */
+            cJSON *arr = cJSON_AddArrayToObject(chunk_delta(o), "tool_calls");
+            for (int i = 0; i < nd; i++) {
+                cJSON *c = cJSON_CreateObject();
+                cJSON_AddNumberToObject(c, "index", deltas[i].index);
+                if (deltas[i].name) {
+                    char id[48];
+                    srv_tool_call_id(id);
+                    cJSON_AddStringToObject(c, "id", id);
+                    cJSON_AddStringToObject(c, "type", "function");
+                    j->n_calls_sent++;
+                }
+                cJSON *fn = cJSON_AddObjectToObject(c, "function");
+                if (deltas[i].name)
+                    cJSON_AddStringToObject(fn, "name", deltas[i].name);
+                cJSON_AddStringToObject(fn, "arguments", deltas[i].arguments);
+                cJSON_AddItemToArray(arr, c);
+            }
+        }
     }
     put_event(&s->out, with_usage(j, o, completion));
 out:
-    for (int i = 0; i < nc; i++) {
-        okv_free(calls[i].name);
-        okv_free(calls[i].arguments);
-    }
-    okv_free(calls);
+    srv_tool_deltas_free(deltas, nd);
     okv_free(content.s);
 }
 
@@ -1265,7 +1277,11 @@ static bool msg_tool_calls(const cJSON *tcs, int i, struct okv_chat_msg *m, stru
         cJSON *a = cJSON_Parse(args->valuestring);
         if (!a)
             return fail(e, 400, "messages", NULL, "messages[%d].tool_calls[%d].function.arguments is not valid JSON", i, k);
-        char *txt = srv_pyjson_text(a, 0);
+        /* from the text: json.dumps of what json.loads reads (1.0 stays 1.0); the parsed tree where the text
+         * reader refuses what cJSON took (a raw control character in a string) */
+        char *txt = srv_pyjson_of_text(args->valuestring, strlen(args->valuestring));
+        if (!txt)
+            txt = srv_pyjson_text(a, 0);
         cJSON_Delete(a);
         if (!txt)
             return fail(e, 500, NULL, NULL, "out of memory");

@@ -168,6 +168,297 @@ char *srv_pyjson_text(const cJSON *v, int indent)
     return b.s;
 }
 
+/* ---- JSON text as json.dumps writes it, read as it comes ---- */
+
+enum { PJ_VALUE, PJ_VALUE_OR_END, PJ_KEY, PJ_KEY_OR_END, PJ_COLON, PJ_AFTER, PJ_STR, PJ_ESC, PJ_UESC, PJ_NUM, PJ_LIT };
+
+static void put_cp(struct srv_buf *b, uint32_t cp)   /* a decoded code point of a string, as json.dumps writes it */
+{
+    char u[8];
+    switch (cp) {
+    case '"': srv_buf_put(b, "\\\"", 2); return;
+    case '\\': srv_buf_put(b, "\\\\", 2); return;
+    case '\n': srv_buf_put(b, "\\n", 2); return;
+    case '\r': srv_buf_put(b, "\\r", 2); return;
+    case '\t': srv_buf_put(b, "\\t", 2); return;
+    case '\b': srv_buf_put(b, "\\b", 2); return;
+    case '\f': srv_buf_put(b, "\\f", 2); return;
+    default: break;
+    }
+    if (cp < 0x20) {
+        snprintf(u, sizeof u, "\\u%04x", (unsigned)cp);
+        srv_buf_put(b, u, 6);
+        return;
+    }
+    int n;
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | cp >> 6);
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | cp >> 12);
+        u[1] = (char)(0x80 | (cp >> 6 & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (char)(0xF0 | cp >> 18);
+        u[1] = (char)(0x80 | (cp >> 12 & 0x3F));
+        u[2] = (char)(0x80 | (cp >> 6 & 0x3F));
+        u[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    srv_buf_put(b, u, (size_t)n);
+}
+
+/* A number's text (JSON's grammar checked) as Python writes what json.loads reads from it: an integer
+ * literal as the int it is (all its digits; -0 is 0), one with a fraction or exponent as the float's repr. */
+static bool put_number(const char *t, int n, struct srv_buf *b)
+{
+    int i = 0;
+    if (i < n && t[i] == '-')
+        i++;
+    if (i >= n || t[i] < '0' || t[i] > '9')
+        return false;
+    if (t[i] == '0')
+        i++;
+    else
+        while (i < n && t[i] >= '0' && t[i] <= '9')
+            i++;
+    const int int_end = i;
+    if (i < n && t[i] == '.') {
+        if (++i >= n || t[i] < '0' || t[i] > '9')
+            return false;
+        while (i < n && t[i] >= '0' && t[i] <= '9')
+            i++;
+    }
+    if (i < n && (t[i] == 'e' || t[i] == 'E')) {
+        i++;
+        if (i < n && (t[i] == '+' || t[i] == '-'))
+            i++;
+        if (i >= n || t[i] < '0' || t[i] > '9')
+            return false;
+        while (i < n && t[i] >= '0' && t[i] <= '9')
+            i++;
+    }
+    if (i != n)
+        return false;
+    if (int_end == n) {   /* an integer */
+        if (n == 2 && t[0] == '-' && t[1] == '0')
+            srv_buf_put(b, "0", 1);
+        else
+            srv_buf_put(b, t, (size_t)n);
+        return true;
+    }
+    char z[48];
+    memcpy(z, t, (size_t)n);
+    z[n] = 0;
+    const double d = strtod(z, NULL);
+    if (isinf(d))
+        srv_buf_put(b, d > 0 ? "Infinity" : "-Infinity", d > 0 ? 8 : 9);
+    else
+        py_float(d, b);
+    return true;
+}
+
+static void pj_after_value(struct srv_pyjson_rd *r)
+{
+    r->st = PJ_AFTER;
+    if (r->depth == 0)
+        r->done = true;
+}
+
+size_t srv_pyjson_feed(struct srv_pyjson_rd *r, const char *p, size_t n, bool final, struct srv_buf *out)
+{
+    size_t i = 0;
+    for (; i < n && !r->done && !r->bad; i++) {
+        const unsigned char c = (unsigned char)p[i];
+        const bool ws = c == ' ' || c == '\n' || c == '\r' || c == '\t';
+        switch (r->st) {
+        case PJ_NUM:
+        case PJ_LIT:
+            if (r->st == PJ_NUM ? (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
+                                : c >= 'a' && c <= 'z') {
+                if (r->nt >= (int)sizeof r->tok - 1)
+                    r->bad = true;
+                else
+                    r->tok[r->nt++] = (char)c;
+                continue;
+            }
+            if (r->st == PJ_NUM ? !put_number(r->tok, r->nt, out)
+                                : !((r->nt == 4 && !memcmp(r->tok, "true", 4)) || (r->nt == 5 && !memcmp(r->tok, "false", 5)) ||
+                                    (r->nt == 4 && !memcmp(r->tok, "null", 4)))) {
+                r->bad = true;
+                continue;
+            }
+            if (r->st == PJ_LIT)
+                srv_buf_put(out, r->tok, (size_t)r->nt);
+            pj_after_value(r);
+            if (r->done)
+                return i;   /* the character after the value is not the value's */
+            i--;            /* read it again, after the value */
+            continue;
+        case PJ_STR:
+            if (r->hi && c != '\\') {   /* a high surrogate not followed by its low half */
+                r->bad = true;
+            } else if (c == '"') {
+                srv_buf_put(out, "\"", 1);
+                if (r->in_key) {
+                    r->in_key = false;
+                    r->st = PJ_COLON;
+                } else {
+                    pj_after_value(r);
+                }
+            } else if (c == '\\') {
+                r->st = PJ_ESC;
+            } else if (c < 0x20) {   /* json.loads (strict) refuses raw control characters */
+                r->bad = true;
+            } else {
+                srv_buf_put(out, (const char *)&p[i], 1);
+            }
+            continue;
+        case PJ_ESC: {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *at = c ? strchr(from, c) : NULL;
+            if (c == 'u') {
+                r->st = PJ_UESC;
+                r->nt = 0;
+            } else if (at && !r->hi) {
+                put_cp(out, (unsigned char)to[at - from]);
+                r->st = PJ_STR;
+            } else {
+                r->bad = true;
+            }
+            continue;
+        }
+        case PJ_UESC: {
+            const int h = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            if (h < 0) {
+                r->bad = true;
+                continue;
+            }
+            r->tok[r->nt++] = (char)h;
+            if (r->nt < 4)
+                continue;
+            uint32_t cp = (uint32_t)(r->tok[0] << 12 | r->tok[1] << 8 | r->tok[2] << 4 | r->tok[3]);
+            r->nt = 0;
+            r->st = PJ_STR;
+            if (r->hi) {
+                if (cp < 0xDC00 || cp > 0xDFFF) {
+                    r->bad = true;
+                    continue;
+                }
+                cp = 0x10000 + ((r->hi - 0xD800) << 10) + (cp - 0xDC00);
+                r->hi = 0;
+            } else if (cp >= 0xD800 && cp <= 0xDBFF) {
+                r->hi = cp;
+                continue;
+            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {   /* a lone low surrogate: not UTF-8 text */
+                r->bad = true;
+                continue;
+            }
+            put_cp(out, cp);
+            continue;
+        }
+        default:
+            break;
+        }
+        if (ws)
+            continue;
+        switch (r->st) {
+        case PJ_VALUE_OR_END:
+        case PJ_KEY_OR_END:
+            if (c == (r->st == PJ_KEY_OR_END ? '}' : ']')) {
+                srv_buf_put(out, (const char *)&p[i], 1);
+                r->depth--;
+                pj_after_value(r);
+                continue;
+            }
+            if (r->st == PJ_KEY_OR_END)
+                goto key;
+            /* fall through */
+        case PJ_VALUE:
+            if (c == '{' || c == '[') {
+                if (r->depth >= (int)sizeof r->stack) {
+                    r->bad = true;
+                    continue;
+                }
+                r->stack[r->depth++] = (char)c;
+                srv_buf_put(out, (const char *)&p[i], 1);
+                r->st = c == '{' ? PJ_KEY_OR_END : PJ_VALUE_OR_END;
+            } else if (c == '"') {
+                srv_buf_put(out, "\"", 1);
+                r->st = PJ_STR;
+            } else if (c == '-' || (c >= '0' && c <= '9')) {
+                r->st = PJ_NUM;
+                r->tok[0] = (char)c;
+                r->nt = 1;
+            } else if (c >= 'a' && c <= 'z') {
+                r->st = PJ_LIT;
+                r->tok[0] = (char)c;
+                r->nt = 1;
+            } else {
+                r->bad = true;
+            }
+            continue;
+        case PJ_KEY:
+        key:
+            if (c == '"') {
+                srv_buf_put(out, "\"", 1);
+                r->in_key = true;
+                r->st = PJ_STR;
+            } else {
+                r->bad = true;
+            }
+            continue;
+        case PJ_COLON:
+            if (c == ':') {
+                srv_buf_put(out, ": ", 2);
+                r->st = PJ_VALUE;
+            } else {
+                r->bad = true;
+            }
+            continue;
+        case PJ_AFTER: {
+            const char top = r->stack[r->depth - 1];
+            if (c == ',') {
+                srv_buf_put(out, ", ", 2);
+                r->st = top == '{' ? PJ_KEY : PJ_VALUE;
+            } else if (c == (top == '{' ? '}' : ']')) {
+                srv_buf_put(out, (const char *)&p[i], 1);
+                r->depth--;
+                pj_after_value(r);
+            } else {
+                r->bad = true;
+            }
+            continue;
+        }
+        default:
+            r->bad = true;
+        }
+    }
+    if (final && !r->done && !r->bad && r->depth == 0 && (r->st == PJ_NUM || r->st == PJ_LIT))
+        srv_pyjson_feed(r, " ", 1, false, out);   /* a value at the top that only the end of the text ends */
+    return i;
+}
+
+char *srv_pyjson_of_text(const char *s, size_t n)
+{
+    struct srv_pyjson_rd r = {0};
+    struct srv_buf b = {0};
+    size_t used = srv_pyjson_feed(&r, s, n, true, &b);
+    while (used < n && (s[used] == ' ' || s[used] == '\n' || s[used] == '\r' || s[used] == '\t'))
+        used++;
+    srv_buf_put(&b, "", 1);
+    if (!r.done || r.bad || used != n || b.oom) {
+        okv_free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
 /* ---- the request ---- */
 
 static bool tfail(char *err, size_t errlen, const char **param, const char *p, const char *fmt, ...)
@@ -371,6 +662,63 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
 
 /* ---- reading the reply ---- */
 
+static size_t skip_ws(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
+        i++;
+    return i;
+}
+
+/* the end of the JSON string token starting at s[i] ('"'), or 0 when it does not end in s[0..n) */
+static size_t string_end(const char *s, size_t n, size_t i)
+{
+    for (i++; i < n; i++) {
+        if (s[i] == '\\')
+            i++;
+        else if (s[i] == '"')
+            return i + 1;
+    }
+    return 0;
+}
+
+/* the value text of the top-level member `key` of the JSON object s[0..n) (which cJSON read) */
+static bool member_span(const char *s, size_t n, const char *key, const char **vs, size_t *vn)
+{
+    size_t i = skip_ws(s, n, 0);
+    if (i >= n || s[i] != '{')
+        return false;
+    for (i++;;) {
+        i = skip_ws(s, n, i);
+        if (i >= n || s[i] != '"')
+            return false;
+        const size_t k0 = i;
+        if (!(i = string_end(s, n, i)))
+            return false;
+        cJSON *k = cJSON_ParseWithLength(s + k0, i - k0);
+        const bool match = cJSON_IsString(k) && !strcmp(k->valuestring, key);
+        cJSON_Delete(k);
+        i = skip_ws(s, n, i);
+        if (i >= n || s[i] != ':')
+            return false;
+        i = skip_ws(s, n, i + 1);
+        struct srv_pyjson_rd r = {0};
+        struct srv_buf sink = {0};
+        const size_t used = srv_pyjson_feed(&r, s + i, n - i, true, &sink);
+        okv_free(sink.s);
+        if (!r.done || r.bad)
+            return false;
+        if (match) {
+            *vs = s + i;
+            *vn = used;
+            return true;
+        }
+        i = skip_ws(s, n, i + used);
+        if (i >= n || s[i] != ',')
+            return false;
+        i++;
+    }
+}
+
 /* One call's text (between the tags): {"name": string, "arguments": object} -> *c; 0 when it is not one,
  * -1 when out of memory, 1 when read */
 static int read_call(const char *s, size_t n, struct srv_tool_call *c)
@@ -392,7 +740,12 @@ static int read_call(const char *s, size_t n, struct srv_tool_call *c)
         return 0;
     }
     c->name = srv_strndup(name->valuestring, strlen(name->valuestring));
-    c->arguments = srv_pyjson_text(args, 0);
+    const char *vs;   /* the arguments from their text (json.dumps of what json.loads reads: 1.0 stays 1.0) */
+    size_t vn;
+    if (member_span(s, n, args->string, &vs, &vn))
+        c->arguments = srv_pyjson_of_text(vs, vn);
+    if (!c->arguments)
+        c->arguments = srv_pyjson_text(args, 0);
     cJSON_Delete(o);
     if (!c->name || !c->arguments) {
         okv_free(c->name);
@@ -533,8 +886,135 @@ void srv_tool_stream_free(struct srv_tool_stream *s)
     memset(s, 0, sizeof *s);
 }
 
+void srv_tool_deltas_free(struct srv_tool_delta *d, int n)
+{
+    for (int i = 0; i < n; i++) {
+        okv_free(d[i].name);
+        okv_free(d[i].arguments);
+    }
+    okv_free(d);
+}
+
+/* Add a piece of call `index` (name: its first, taken; args[0..an)); joined to the last delta when that is of the
+ * same call. False when out of memory. */
+static bool add_delta(struct srv_tool_delta **d, int *nd, int index, char *name, const char *args, size_t an)
+{
+    if (*nd > 0 && (*d)[*nd - 1].index == index && !name) {
+        struct srv_tool_delta *last = &(*d)[*nd - 1];
+        const size_t have = strlen(last->arguments);
+        char *a = okv_realloc(last->arguments, have + an + 1, OKV_TAG_SERVER);
+        if (!a)
+            return false;
+        memcpy(a + have, args, an);
+        a[have + an] = 0;
+        last->arguments = a;
+        return true;
+    }
+    struct srv_tool_delta *v = okv_realloc(*d, sizeof *v * (size_t)(*nd + 1), OKV_TAG_SERVER);
+    char *a = srv_strndup(args, an);
+    if (!v || !a) {
+        if (v)
+            *d = v;
+        okv_free(a);
+        okv_free(name);
+        return false;
+    }
+    *d = v;
+    v[(*nd)++] = (struct srv_tool_delta){.index = index, .name = name, .arguments = a};
+    return true;
+}
+
+/* The head of a Hermes call being written, {"name": "...", "arguments": {  (or "parameters"), in h[0..n): 1 with
+ * *name (owned) and *args_at (where the arguments' object starts), 0 when more text is needed, -1 when the call is
+ * not written so (it is read whole at its close), -2 when out of memory. */
+static int call_head(const char *h, size_t n, char **name, size_t *args_at)
+{
+    size_t i = skip_ws(h, n, 0);
+    if (i == n)
+        return 0;
+    if (h[i] != '{')
+        return -1;
+    i = skip_ws(h, n, i + 1);
+    for (const char *k = "\"name\""; *k; k++, i++) {
+        if (i == n)
+            return 0;
+        if (h[i] != *k)
+            return -1;
+    }
+    i = skip_ws(h, n, i);
+    if (i == n)
+        return 0;
+    if (h[i] != ':')
+        return -1;
+    i = skip_ws(h, n, i + 1);
+    if (i == n)
+        return 0;
+    if (h[i] != '"')
+        return -1;
+    const size_t v0 = i;
+    if (!(i = string_end(h, n, i)))
+        return 0;
+    const size_t v1 = i;
+    i = skip_ws(h, n, i);
+    if (i == n)
+        return 0;
+    if (h[i] != ',')
+        return -1;
+    i = skip_ws(h, n, i + 1);
+    static const char *const keys[2] = {"\"arguments\"", "\"parameters\""};
+    const size_t k0 = i;
+    int which = -1;
+    for (int k = 0; k < 2 && which < 0; k++) {
+        const size_t kl = strlen(keys[k]);
+        const size_t have = n - k0 < kl ? n - k0 : kl;
+        if (memcmp(h + k0, keys[k], have) != 0)
+            continue;
+        if (have < kl)
+            return 0;
+        which = k;
+    }
+    if (which < 0)
+        return -1;
+    i = skip_ws(h, n, k0 + strlen(keys[which]));
+    if (i == n)
+        return 0;
+    if (h[i] != ':')
+        return -1;
+    i = skip_ws(h, n, i + 1);
+    if (i == n)
+        return 0;
+    if (h[i] != '{')
+        return -1;
+    cJSON *nm = cJSON_ParseWithLength(h + v0, v1 - v0);
+    if (!cJSON_IsString(nm)) {
+        cJSON_Delete(nm);
+        return -1;
+    }
+    *name = srv_strndup(nm->valuestring, strlen(nm->valuestring));
+    cJSON_Delete(nm);
+    if (!*name)
+        return -2;
+    *args_at = i;
+    return 1;
+}
+
+/* the json.dumps text of a live call's arguments read so far (held from args_at), and the pieces not sent */
+static bool live_args(struct srv_tool_stream *s, size_t upto, bool final, struct srv_tool_delta **d, int *nd)
+{
+    struct srv_pyjson_rd r = {0};
+    struct srv_buf out = {0};
+    srv_pyjson_feed(&r, s->held.s + s->args_at, upto - s->args_at, final, &out);
+    bool ok = !out.oom;
+    if (ok && out.len > s->args_sent) {
+        ok = add_delta(d, nd, s->n_calls - 1, NULL, out.s + s->args_sent, out.len - s->args_sent);
+        s->args_sent = out.len;
+    }
+    okv_free(out.s);
+    return ok;
+}
+
 bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bool final, struct srv_buf *content,
-                          struct srv_tool_call **calls, int *n_calls)
+                          struct srv_tool_delta **deltas, int *n_deltas)
 {
     if (s->fmt == OKV_CHAT_TOOLS_LLAMA31) {   /* a reply that opens with '{' is read whole at its end */
         if (s->lead == 1) {
@@ -561,23 +1041,15 @@ bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bo
             return false;
         if (r.n == 0)
             srv_buf_put(content, s->held.s, s->held.len);
-        struct srv_tool_call *v = r.n ? okv_realloc(*calls, sizeof *v * (size_t)(*n_calls + r.n), OKV_TAG_SERVER) : NULL;
-        if (r.n && !v) {
-            srv_tool_reply_free(&r);
-            return false;
-        }
-        for (int k = 0; k < r.n; k++) {
-            v[*n_calls + k] = r.calls[k];
-            r.calls[k].name = r.calls[k].arguments = NULL;
-        }
-        if (r.n) {
-            *calls = v;
-            *n_calls += r.n;
-            s->n_calls += r.n;
+        bool ok = true;
+        for (int k = 0; k < r.n && ok; k++) {
+            ok = add_delta(deltas, n_deltas, s->n_calls++, r.calls[k].name, r.calls[k].arguments,
+                           strlen(r.calls[k].arguments));
+            r.calls[k].name = NULL;
         }
         srv_tool_reply_free(&r);
         s->held.len = 0;
-        return !content->oom;
+        return ok && !content->oom;
     }
     srv_buf_put(&s->held, p, n);
     if (s->held.oom)
@@ -599,6 +1071,8 @@ bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bo
                 memmove(h, h + used, hn - used);
                 s->held.len = hn - used;
                 s->in_call = true;
+                s->live = 0;
+                s->args_sent = 0;
                 continue;
             }
             const size_t keep = final ? 0 : srv_partial_tag(h, hn, CALL_OPEN);
@@ -609,28 +1083,51 @@ bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bo
             return !content->oom;
         }
         const char *close = srv_find(h, hn, CALL_CLOSE);
+        /* the call's text so far: up to its close, or (still written) short of a possible closing tag */
+        const size_t upto = close ? (size_t)(close - h) : final ? hn : hn - srv_partial_tag(h, hn, CALL_CLOSE);
+        if (s->live == 0) {
+            char *name = NULL;
+            const int r = call_head(h, upto, &name, &s->args_at);
+            if (r == -2)
+                return false;
+            if (r == 1) {
+                if (!add_delta(deltas, n_deltas, s->n_calls++, name, "", 0))
+                    return false;
+                s->live = 1;
+            } else if (r < 0 || close || final) {
+                s->live = -1;
+            }
+        }
+        if (s->live == 1 && !live_args(s, upto, close || final, deltas, n_deltas))
+            return false;
         if (!close && !final)
             return true;   /* the call is still being written */
-        const size_t body = close ? (size_t)(close - h) : hn;
+        const size_t body = upto;
         struct srv_tool_call c = {0};
         const int r = read_call(h, body, &c);
         if (r < 0)
             return false;
-        if (r == 0) {   /* not a call: it goes out as the text it was */
+        if (s->live == 1) {   /* the rest of its arguments (the whole read's text: the same, as far as sent) */
+            const size_t al = r == 1 ? strlen(c.arguments) : 0;
+            bool ok = true;
+            if (al > s->args_sent)
+                ok = add_delta(deltas, n_deltas, s->n_calls - 1, NULL, c.arguments + s->args_sent, al - s->args_sent);
+            okv_free(c.name);
+            okv_free(c.arguments);
+            if (!ok)
+                return false;
+        } else if (r == 0) {   /* not a call: it goes out as the text it was */
             s->bad = true;
             srv_buf_put(content, CALL_OPEN, strlen(CALL_OPEN));
             continue;
-        }
-        struct srv_tool_call *v = okv_realloc(*calls, sizeof *v * (size_t)(*n_calls + 1), OKV_TAG_SERVER);
-        if (!v) {
-            okv_free(c.name);
+        } else if (!add_delta(deltas, n_deltas, s->n_calls++, c.name, c.arguments, strlen(c.arguments))) {
             okv_free(c.arguments);
             return false;
+        } else {
+            okv_free(c.arguments);
         }
-        *calls = v;
-        v[(*n_calls)++] = c;
-        s->n_calls++;
         s->in_call = false;
+        s->live = 0;
         const size_t used = close ? body + strlen(CALL_CLOSE) : hn;
         memmove(h, h + used, hn - used);
         s->held.len = hn - used;

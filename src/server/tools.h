@@ -20,6 +20,8 @@
 
 #include "server/server_internal.h"
 
+#include <stdint.h>
+
 #define SRV_MAX_TOOLS 128
 #define SRV_TOOL_NAME_MAX 64   /* the OpenAI API's limit on a function's name */
 
@@ -51,6 +53,30 @@ void srv_pyjson_indent(const cJSON *v, struct srv_buf *b, int indent);
 /* The same as a NUL-terminated text (okv_free); NULL: out of memory. */
 char *srv_pyjson_text(const cJSON *v, int indent);
 
+/* The same from JSON text, read as it comes: each value's text rewritten as json.dumps writes what json.loads
+ * reads from it - whitespace dropped, ", " and ": " between items, strings with their escapes decoded and
+ * written again (ensure_ascii off), an integer literal with all its digits, a float literal (1.0, 1e2) as the
+ * float's repr (1.0, 100.0) - where the parsed tree (srv_pyjson) writes a float with an integer value as an
+ * integer. Output is appended as soon as it is certain (a number once the character after it comes), so what
+ * a prefix of the text gives is a prefix of what the whole gives. */
+struct srv_pyjson_rd {
+    int depth;            /* containers open */
+    int st;               /* what comes next */
+    bool in_key;          /* the string being read is an object's key */
+    bool done;            /* the value ended: the text after it is not read */
+    bool bad;             /* not JSON (as json.loads reads it: no raw control characters in strings, no lone
+                             surrogates; deeper than the stack) */
+    char stack[256];      /* '{' or '[' of each open container */
+    char tok[40];         /* a number or literal being read, or a \u escape's digits */
+    int nt;
+    uint32_t hi;          /* a high surrogate waiting for its low half */
+};
+/* Feed p[0..n) (final: the text ends there); returns the bytes read, fewer than n once the value ended. */
+size_t srv_pyjson_feed(struct srv_pyjson_rd *r, const char *p, size_t n, bool final, struct srv_buf *out);
+/* The whole of s[0..n) (one value, whitespace around it allowed) as a NUL-terminated text (okv_free); NULL when
+ * it is not one JSON value, or out of memory. */
+char *srv_pyjson_of_text(const char *s, size_t n);
+
 /* A reply's tool calls: Hermes, <tool_call>{"name": ..., "arguments": {...}}</tool_call> blocks after the
  * content; Llama 3.1, a reply that is {"name": ..., "parameters": {...}} (several separated by ';'). */
 struct srv_tool_call {
@@ -72,7 +98,12 @@ void srv_tool_reply_free(struct srv_tool_reply *r);
 bool srv_tools_read_required(const char *text, size_t len, struct srv_tool_reply *out);
 
 /* The same read as a stream: text fed as it comes; content that can no longer be part of a call is given
- * back to send, calls as they close. */
+ * back to send, and the calls as deltas. Hermes: a call streams live once its head, {"name": "...",
+ * "arguments": {, is read - a first delta with its name, then its arguments' json.dumps text (srv_pyjson_rd)
+ * as it comes; the pieces join to what the whole read gives. A call written otherwise (other keys first) goes
+ * out whole at its close, and one that does not parse as text (the rest of the reply too), as the whole read
+ * has it - except that a call already streaming stays a call (its arguments as far as they were read: what a
+ * reply cut off or gone wrong inside its arguments gives). Llama 3.1: the calls whole at the reply's end. */
 struct srv_tool_stream {
     enum okv_chat_tools fmt;   /* set before the first feed */
     struct srv_buf held;   /* text not sent yet: a possible "<tool_call>" opening, or a call being read (Llama 3.1:
@@ -80,13 +111,23 @@ struct srv_tool_stream {
     int lead;              /* Llama 3.1: 0 undecided (whitespace so far), 1 content, 2 calls */
     bool in_call;
     bool bad;              /* a call did not parse: the rest goes out as content */
-    int n_calls;
+    int n_calls;           /* calls begun (sent, or streaming) */
+    int live;              /* the call being read: 0 its head not read yet, 1 streaming, -1 read whole at its close */
+    size_t args_at;        /* live: where its arguments start in held */
+    size_t args_sent;      /* live: bytes of their json.dumps text sent */
 };
-/* Feed text (final: the reply ended). Appends what may be sent as content to *content and the calls that
- * closed to *calls (srv_tool_call entries, *n_calls of them, grown with okv_realloc). False when out of
- * memory. */
+/* A piece of a call: its first has the name. */
+struct srv_tool_delta {
+    int index;             /* the call's place in the reply */
+    char *name;            /* the call's name in its first delta (owned), else NULL */
+    char *arguments;       /* the next piece of its arguments (owned; may be "") */
+};
+/* Feed text (final: the reply ended). Appends what may be sent as content to *content and the calls' pieces to
+ * *deltas (*n_deltas of them, grown with okv_realloc; pieces of one call in one feed joined into one). False
+ * when out of memory. */
 bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bool final, struct srv_buf *content,
-                          struct srv_tool_call **calls, int *n_calls);
+                          struct srv_tool_delta **deltas, int *n_deltas);
+void srv_tool_deltas_free(struct srv_tool_delta *d, int n);
 void srv_tool_stream_free(struct srv_tool_stream *s);
 
 /* A tool call's id: "chatcmpl-tool-" and 32 hex digits. */

@@ -9,7 +9,7 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
 - Qwen2.5's template with tools (serve --chat-template FILE, tests/data/chat_tools.json's): /tokenize of a conversation with tools, tool calls and tool results equal to
   the Hugging Face tokenizer's ids of the text transformers renders; replies parsed into tool_calls
   (guided_choice makes the model write a call, or plain text), streamed and not, with finish_reason
-  "tool_calls"; a free greedy reply well formed either way; with --reasoning-parser qwen3, a reply's <think>
+  "tool_calls" (streamed: a call's name first, then its arguments in pieces that join to the whole reply's); a free greedy reply well formed either way; with --reasoning-parser qwen3, a reply's <think>
   part as reasoning_content (message, stream deltas), its calls read from the rest;
 - DeepSeek-R1's template (--chat-template given as the text itself) with --reasoning-parser deepseek_r1: the
   reply's thinking (it starts inside it) as reasoning_content, whole and streamed, also when cut off there;
@@ -228,11 +228,18 @@ def hermes_template(port):
               ch["message"]["content"] is None and ch["finish_reason"] == "tool_calls" and
               (n == 1 or json.loads(tc[1]["function"]["arguments"]) == {"q": 'umbrella "sale"'}),
               f"a reply of {n} call(s) read into tool_calls: {[t['function'] for t in tc]}")
-        content, calls, finish = joined(sse(port, body))
+        evs = sse(port, body)
+        content, calls, finish = joined(evs)
         check(content == "" and finish == "tool_calls" and
-              [(c["name"], json.loads(c["arguments"])) for c in calls] ==
-              [(t["function"]["name"], json.loads(t["function"]["arguments"])) for t in tc] and all(c["id"] for c in calls),
+              [(c["name"], c["arguments"]) for c in calls] ==
+              [(t["function"]["name"], t["function"]["arguments"]) for t in tc] and all(c["id"] for c in calls),
               f"the same reply streamed: {calls}")
+        # the arguments stream as they are written: a call's pieces come in several chunks, its id and name first
+        pieces = [tc for ev in evs for ch in ev["choices"] for tc in (ch.get("delta") or {}).get("tool_calls") or []
+                  if tc["index"] == 0]
+        check(len(pieces) >= 3 and pieces[0].get("id") and pieces[0]["function"].get("name") == "get_weather" and
+              all("id" not in x and "name" not in x["function"] for x in pieces[1:]),
+              f"call 0 streamed in {len(pieces)} pieces: {[x['function'].get('arguments') for x in pieces]}")
     body = {"messages": MSGS, "tools": [WEATHER], "max_tokens": 20, "temperature": 0,
             "guided_choice": ["It is <tool sunny>"]}
     st, js = post(port, "/v1/chat/completions", body)

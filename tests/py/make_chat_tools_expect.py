@@ -102,9 +102,12 @@ PYJSON = ['{"a": 1, "b": [true, false, null], "c": {}}', '[]', '{"x": 0.1, "y": 
           '{"s": "tab\\there \\"q\\" back\\\\slash \\u0001 \\u001f \\u007f / ünï 漢字 \\ud83d\\ude00"}',
           '{"nested": {"deep": [[1, 2], {"k": "v"}], "empty": []}, "order": {"z": 1, "a": 2}}',
           '3.14159', '"\\b\\f\\n\\r"', '[0.5, 100, -7.25e-10, 1.25e-3, 5e-324]']
-# (not here: a float literal with an integer value, 1.0 or 1e2, which json.dumps writes as 1.0 and 100.0 and the
-# server as 1 and 100 - cJSON keeps no int/float distinction - and integers past 2^53, which a double rounds)
+# read from the text only (srv_pyjson_of_text; the parsed tree, srv_pyjson, keeps no int/float distinction and
+# rounds integers past 2^53): float literals with an integer value, big integers, -0, escapes, whitespace
+PYJSON_TEXT = ['{"t": 20.0, "e": 1E2, "f": -3.0e0, "z": -0, "zf": -0.0, "big": 123456789012345678901234567890}',
+               ' [ 1.5E+3 , 2e-5 ,\n 1e400, -1e400, 0.0 ] ', '{"s": "\\u00e9\\ud83d\\ude00\\/\\u001f\\u007f", "": {}}']
 pyjson = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False)} for t in PYJSON]
+pyjson_text = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False)} for t in PYJSON_TEXT]
 
 pyjson4 = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False, indent=4)} for t in PYJSON]
 
@@ -160,14 +163,14 @@ QWEN3_CASES = [
           {"role": "assistant", "content": "partial"}, {"role": "assistant", "content": "<think>x</think>",
                                                         "reasoning_content": "\nkept\n"}], True, False),
     # a tool loop after the query: the calls' thinking kept, tool results as user turns; a user turn that is a
-    # wrapped tool response is not a query
+    # wrapped tool response is not a query; a float argument with an integer value (json.dumps: 2.0)
     ([WEATHER, SEARCH], [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": "<think>\nplan\n</think>\n\n", "tool_calls": [call("get_weather", {"city": "Paris"})]},
         {"role": "tool", "content": "{\"t\": 21.5}"},
         {"role": "assistant", "content": "More.", "reasoning_content": "r", "tool_calls": [
-            call("search", {"q": "x"}), call("get_weather", {"city": "Oslo", "unit": "C"})]},
+            call("search", {"q": "x", "k": 2.0}), call("get_weather", {"city": "Oslo", "unit": "C"})]},
         {"role": "user", "content": "<tool_response>\nok\n</tool_response>"},
         {"role": "assistant", "content": "", "tool_calls": [call("search", {"q": "y", "k": 2})]},
         {"role": "tool", "content": "none"}], True, None),
@@ -189,7 +192,7 @@ for tools, msgs, gen, think in QWEN3_CASES:
                                                  for c in m.get("tool_calls", [])]} for m in msgs],
                     "gen": gen, "enable_thinking": think, "expect": out[0]})
 
-json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson4": pyjson4,
+json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson_text": pyjson_text, "pyjson4": pyjson4,
            "llama31": {"template": LLAMA31, "cases": l31}, "deepseek_r1": {"template": R1, "cases": r1},
            "qwen3": {"template": QWEN3, "cases": qwen3}, "qwen3_thinking": {"template": QWEN3T, "cases": qwen3t}},
           open(OUT, "w"), ensure_ascii=False, indent=1)
