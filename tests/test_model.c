@@ -938,15 +938,15 @@ static void test_gguf_corrupt(void)
     gmodel_free(&g);
 
     tiny_gguf(&g, &small);
-    {   /* IQ2_XXS (256-element blocks of 66 bytes): a valid ggml type the engine does not read */
+    {   /* TQ2_0 (ternary, 256-element blocks of 66 bytes): a valid ggml type the engine does not read */
         struct gt *x = find_t(&g, "blk.0.attn_q.weight");
-        x->type = 16;
+        x->type = 35;
         x->ne[0] = 256;
         x->ne[1] = 1;
         free(x->data);
         x->nbytes = 66;
         x->data = calloc(1, 66);
-        expect_gguf_err(&g, OKV_ERR_UNSUPPORTED, "IQ2_XXS", "unsupported type IQ2_XXS");
+        expect_gguf_err(&g, OKV_ERR_UNSUPPORTED, "TQ2_0", "unsupported type TQ2_0");
     }
     gmodel_free(&g);
 

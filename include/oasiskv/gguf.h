@@ -55,7 +55,8 @@ bool okv_gguf_arr_f32(const okv_gguf *g, const char *key, uint64_t i, float *out
 int64_t okv_gguf_n_tensors(const okv_gguf *g);
 /* The i-th tensor's view (name, dtype, shape, data pointer into the mapping).
  * OKV_ERR_UNSUPPORTED for ggml types other than F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (the IQ and ternary formats, for example). */
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and the IQ formats IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+ * IQ3_S, IQ4_NL, IQ4_XS (the ternary TQ1_0 / TQ2_0 and MXFP4, for example). */
 enum okv_status okv_gguf_tensor(const okv_gguf *g, int64_t i, struct okv_tensor_view *out);
 /* Find a tensor by name: OKV_ERR_NOT_FOUND when absent. */
 enum okv_status okv_gguf_find_tensor(const okv_gguf *g, const char *name, struct okv_tensor_view *out);

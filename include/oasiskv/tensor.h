@@ -27,6 +27,15 @@ enum okv_dtype {
     OKV_DTYPE_Q6_K,   /* super-blocks of 256, 210 bytes: 6-bit q - 32, 8-bit scales of 16 */
     OKV_DTYPE_IQ4_NL, /* blocks of 32, 18 bytes: f16 scale, 4-bit indices into a fixed non-linear table */
     OKV_DTYPE_IQ4_XS, /* super-blocks of 256, 136 bytes: IQ4_NL's table with 6-bit scales of 32 */
+    /* the IQ1-IQ3 "i-quants": groups of 8 (IQ3: 4) elements as an index into a fixed lattice grid,
+     * signs stored apart (IQ1: in the grid); layouts in src/model/iquant.c, grids in src/model/iq_grids.c */
+    OKV_DTYPE_IQ2_XXS, /* super-blocks of 256, 66 bytes: 8-bit grid indices, 7-bit sign indices, 4-bit scales of 32 */
+    OKV_DTYPE_IQ2_XS,  /* super-blocks of 256, 74 bytes: 9-bit grid indices, 7-bit sign indices, 4-bit scales of 16 */
+    OKV_DTYPE_IQ2_S,   /* super-blocks of 256, 82 bytes: 10-bit grid indices, 8 sign bits, 4-bit scales of 16 */
+    OKV_DTYPE_IQ3_XXS, /* super-blocks of 256, 98 bytes: 8-bit indices of 4, 7-bit sign indices, 4-bit scales of 32 */
+    OKV_DTYPE_IQ3_S,   /* super-blocks of 256, 110 bytes: 9-bit indices of 4, 8 sign bits, 4-bit scales of 32 */
+    OKV_DTYPE_IQ1_S,   /* super-blocks of 256, 50 bytes: 11-bit indices into a grid of -1/0/1, 3-bit scales of 32 */
+    OKV_DTYPE_IQ1_M,   /* super-blocks of 256, 56 bytes: IQ1_S's grid, 3-bit scales of 16, f16 scale in 4 nibbles */
     OKV_DTYPE_F8_E4M3, /* one byte an element (OCP E4M3, "fn": no infinities), times the view's scale grid */
     OKV_DTYPE_INT_PACKED, /* integers packed in little-endian int32 words (compressed-tensors pack-quantized,
                              GPTQ, AWQ): (q - zero) times the scale grid; the layout in okv_tensor_scale */
@@ -94,8 +103,8 @@ struct okv_tensor_view {
 };
 
 const char *okv_dtype_name(enum okv_dtype t);
-/* Elements a block of dtype t holds: 1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1,
- * 256 for the K formats. Rows of a block type are whole blocks. */
+/* Elements a block of dtype t holds: 1 for F32/F16/BF16, 32 for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/IQ4_NL,
+ * 256 for the K formats, IQ4_XS and IQ1-IQ3. Rows of a block type are whole blocks. */
 int64_t okv_dtype_block(enum okv_dtype t);
 /* Bytes of n elements of dtype t (n must be a multiple of okv_dtype_block(t)). */
 size_t okv_dtype_nbytes(enum okv_dtype t, int64_t n);

@@ -706,14 +706,22 @@ static enum okv_status make_view(const okv_gguf *g, const struct gguf_tensor *t,
     case 12: dt = OKV_DTYPE_Q4_K; break;
     case 13: dt = OKV_DTYPE_Q5_K; break;
     case 14: dt = OKV_DTYPE_Q6_K; break;
+    case 16: dt = OKV_DTYPE_IQ2_XXS; break;
+    case 17: dt = OKV_DTYPE_IQ2_XS; break;
+    case 18: dt = OKV_DTYPE_IQ3_XXS; break;
+    case 19: dt = OKV_DTYPE_IQ1_S; break;
     case 20: dt = OKV_DTYPE_IQ4_NL; break;
+    case 21: dt = OKV_DTYPE_IQ3_S; break;
+    case 22: dt = OKV_DTYPE_IQ2_S; break;
     case 23: dt = OKV_DTYPE_IQ4_XS; break;
+    case 29: dt = OKV_DTYPE_IQ1_M; break;
     case 30: dt = OKV_DTYPE_BF16; break;
     default: {
         const char *tn = t->type < N_GGML_TYPES && k_ggml_types[t->type].name ? k_ggml_types[t->type].name : "unknown";
         return okv_set_error(OKV_ERR_UNSUPPORTED,
                              "%s: tensor '%s' has ggml type %s (%u); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                             "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS",
+                             "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, "
+                             "IQ4_NL, IQ4_XS",
                              g->path, t->name, tn, t->type);
     }
     }

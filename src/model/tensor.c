@@ -3,8 +3,10 @@
  * The loops are written per 32-element block with fixed trip counts so the
  * compiler vectorises them; fp16 scales and fp16 payloads use the F16C
  * instructions when the build enables them (-mf16c) and the portable converter
- * in src/util/half.c otherwise. */
+ * in src/util/half.c otherwise. The IQ1-IQ3 formats and their grids are in
+ * src/model/iquant.c. */
 #include "oasiskv/tensor.h"
+#include "model/iquant.h"
 #include "model/kquant.h"
 
 #include <stdbool.h>
@@ -47,6 +49,13 @@ const char *okv_dtype_name(enum okv_dtype t)
     case OKV_DTYPE_Q6_K: return "q6_k";
     case OKV_DTYPE_IQ4_NL: return "iq4_nl";
     case OKV_DTYPE_IQ4_XS: return "iq4_xs";
+    case OKV_DTYPE_IQ2_XXS: return "iq2_xxs";
+    case OKV_DTYPE_IQ2_XS: return "iq2_xs";
+    case OKV_DTYPE_IQ2_S: return "iq2_s";
+    case OKV_DTYPE_IQ3_XXS: return "iq3_xxs";
+    case OKV_DTYPE_IQ3_S: return "iq3_s";
+    case OKV_DTYPE_IQ1_S: return "iq1_s";
+    case OKV_DTYPE_IQ1_M: return "iq1_m";
     case OKV_DTYPE_F8_E4M3: return "f8_e4m3";
     case OKV_DTYPE_INT_PACKED: return "int_packed";
     case OKV_DTYPE_COUNT: break;
@@ -70,6 +79,13 @@ static size_t block_bytes(enum okv_dtype t)
     case OKV_DTYPE_Q6_K: return 210;
     case OKV_DTYPE_IQ4_NL: return 18;
     case OKV_DTYPE_IQ4_XS: return 136;
+    case OKV_DTYPE_IQ2_XXS: return 66;
+    case OKV_DTYPE_IQ2_XS: return 74;
+    case OKV_DTYPE_IQ2_S: return 82;
+    case OKV_DTYPE_IQ3_XXS: return 98;
+    case OKV_DTYPE_IQ3_S: return 110;
+    case OKV_DTYPE_IQ1_S: return 50;
+    case OKV_DTYPE_IQ1_M: return 56;
     default: return 0;
     }
 }
@@ -80,7 +96,8 @@ int64_t okv_dtype_block(enum okv_dtype t)
     case OKV_DTYPE_Q8_0: case OKV_DTYPE_Q4_0: case OKV_DTYPE_Q4_1: case OKV_DTYPE_Q5_0: case OKV_DTYPE_Q5_1:
     case OKV_DTYPE_IQ4_NL: return QK;
     case OKV_DTYPE_Q2_K: case OKV_DTYPE_Q3_K: case OKV_DTYPE_Q4_K: case OKV_DTYPE_Q5_K: case OKV_DTYPE_Q6_K:
-    case OKV_DTYPE_IQ4_XS: return QK_K;
+    case OKV_DTYPE_IQ4_XS: case OKV_DTYPE_IQ2_XXS: case OKV_DTYPE_IQ2_XS: case OKV_DTYPE_IQ2_S: case OKV_DTYPE_IQ3_XXS:
+    case OKV_DTYPE_IQ3_S: case OKV_DTYPE_IQ1_S: case OKV_DTYPE_IQ1_M: return QK_K;
     default: return 1;
     }
 }
@@ -514,6 +531,13 @@ enum okv_status okv_tensor_to_f32(const struct okv_tensor_view *t, int64_t start
     case OKV_DTYPE_Q6_K: cvt_q6_k(src, nb, out); return OKV_OK;
     case OKV_DTYPE_IQ4_NL: cvt_iq4_nl(src, nb, out); return OKV_OK;
     case OKV_DTYPE_IQ4_XS: cvt_iq4_xs(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ2_XXS: okv_iq2_xxs_to_f32(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ2_XS: okv_iq2_xs_to_f32(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ2_S: okv_iq2_s_to_f32(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ3_XXS: okv_iq3_xxs_to_f32(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ3_S: okv_iq3_s_to_f32(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ1_S: okv_iq1_s_to_f32(src, nb, out); return OKV_OK;
+    case OKV_DTYPE_IQ1_M: okv_iq1_m_to_f32(src, nb, out); return OKV_OK;
     default: break;
     }
     return okv_set_error(OKV_ERR_UNSUPPORTED, "tensor '%s': unknown dtype %d", t->name, (int)t->dtype);

@@ -5,9 +5,12 @@ usage: check_gguf_quants.py OKV_TENSOR_DUMP [SEED]
 
 Each format gets two tensors of random bytes (rows of several blocks), so every bit of
 every field is exercised; only the fp16 scale and offset fields are set, to random finite
-values, so that no block decodes to inf or NaN. The C tool writes its conversion of each
-tensor; the two must agree to float32 rounding (the formulas are the same products and
-differences, so the only slack is the order of a product of three factors)."""
+values, so that no block decodes to inf or NaN (IQ1_M, whose scale has no field of its own,
+through a hook: see FIX_BLOCKS). The IQ1-IQ3 formats' grid indices come from these random
+bytes too; their tables as a whole are checked by scripts/gen_iq_grids.py --check. The C
+tool writes its conversion of each tensor; the two must agree to float32 rounding (the
+formulas are the same products and differences, so the only slack is the order of a
+product of three factors)."""
 import os
 import subprocess
 import sys
@@ -32,15 +35,43 @@ FORMATS = {
     "Q6_K": (T.Q6_K, 256, 210, [208]),
     "IQ4_NL": (T.IQ4_NL, 32, 18, [0]),
     "IQ4_XS": (T.IQ4_XS, 256, 136, [0]),
+    "IQ2_XXS": (T.IQ2_XXS, 256, 66, [0]),
+    "IQ2_XS": (T.IQ2_XS, 256, 74, [0]),
+    "IQ2_S": (T.IQ2_S, 256, 82, [0]),
+    "IQ3_XXS": (T.IQ3_XXS, 256, 98, [0]),
+    "IQ3_S": (T.IQ3_S, 256, 110, [0]),
+    "IQ1_S": (T.IQ1_S, 256, 50, [0]),
+    "IQ1_M": (T.IQ1_M, 256, 56, []),   # no fp16 field: FIX_BLOCKS
 }
 
 
-def random_blocks(rng, n_blocks, size, half_offs):
+def random_halves(rng, n_blocks):
+    """n_blocks random finite fp16 values, magnitudes 1e-3 .. 2, either sign"""
+    mag = np.exp(rng.uniform(np.log(1e-3), np.log(2.0), size=n_blocks))
+    return (mag * rng.choice([-1.0, 1.0], size=n_blocks)).astype(np.float16)
+
+
+def fix_iq1_m(rng, b):
+    """IQ1_M's fp16 scale d is assembled from the top 4 bits of its four u16 scale words
+    (bytes 48-55; d's bits 4w .. 4w + 3 in word w's bits 12-15, i.e. the high nibble of byte
+    49 + 2w); random bytes there could make d inf or NaN, so write a random finite d into
+    those nibbles and keep the words' low 12 bits (the 3-bit sub-block scales) random."""
+    d = random_halves(rng, b.shape[0]).view(np.uint16)
+    for w in range(4):
+        nib = ((d >> (4 * w)) & 0xF).astype(np.uint8)
+        b[:, 49 + 2 * w] = (b[:, 49 + 2 * w] & 0x0F) | (nib << 4)
+
+
+# formats whose scale cannot be set as a plain fp16 field: a hook fixing the random blocks
+FIX_BLOCKS = {"IQ1_M": fix_iq1_m}
+
+
+def random_blocks(rng, name, n_blocks, size, half_offs):
     b = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
     for off in half_offs:
-        mag = np.exp(rng.uniform(np.log(1e-3), np.log(2.0), size=n_blocks))
-        val = (mag * rng.choice([-1.0, 1.0], size=n_blocks)).astype(np.float16)
-        b[:, off:off + 2] = val.view(np.uint8).reshape(n_blocks, 2)
+        b[:, off:off + 2] = random_halves(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
+    if name in FIX_BLOCKS:
+        FIX_BLOCKS[name](rng, b)
     return b
 
 
@@ -55,7 +86,7 @@ def main():
         w = gguf.GGUFWriter(path, "llama")
         for name, (qt, blk, size, offs) in FORMATS.items():
             for k, (rows, blocks_per_row) in enumerate([(3, 2), (int(rng.integers(1, 6)), int(rng.integers(1, 5)))]):
-                raw = random_blocks(rng, rows * blocks_per_row, size, offs).reshape(rows, blocks_per_row * size)
+                raw = random_blocks(rng, name, rows * blocks_per_row, size, offs).reshape(rows, blocks_per_row * size)
                 tname = f"{name}.{k}"
                 w.add_tensor(tname, raw, raw_shape=(rows, blocks_per_row * size), raw_dtype=qt)
                 ref = gguf.quants.dequantize(raw, qt).astype(np.float32).reshape(-1)
@@ -87,7 +118,7 @@ def main():
             err = np.abs(got - ref)
             bad = int(np.sum(err > tol))
             exact = int(np.sum(got == ref))
-            print(f"{tname:8s} {dtype:5s} {ref.size:6d} values, {exact} bit-exact, max |err| {err.max():.3g}, "
+            print(f"{tname:10s} {dtype:7s} {ref.size:6d} values, {exact} bit-exact, max |err| {err.max():.3g}, "
                   f"{bad} beyond 4 ulp")
             if bad:
                 i = int(np.argmax(err - tol))
