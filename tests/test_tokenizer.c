@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int g_fail, g_checks;
@@ -355,7 +356,7 @@ static const char *const EXPECT_MISTRAL3[] = {
 static okv_tokenizer *chat_tok(const char *dir, const char *tpl, int fam)
 {
     char path[300];
-    const bool llama = fam == 1;
+    const bool llama = fam == 1 || fam == 5;
     struct tiny d = { .added = { "<|im_start|>", "<|im_end|>", "<|begin_of_text|>", "<|start_header_id|>",
                                  "<|end_header_id|>", "<|eot_id|>", fam == 2 ? "<｜begin▁of▁sentence｜>" : NULL,
                                  fam == 2 ? "<｜end▁of▁sentence｜>" : NULL },
@@ -472,20 +473,22 @@ static void test_chat(void)
             root = cJSON_Parse(buf);
         }
         CHECK(root != NULL, "read %s", path);
-        static const char *const fam_name[5] = {"qwen2.5", "llama3.1", "deepseek-r1", "qwen3", "qwen3-thinking"};
-        static const char *const fam_key[5] = {NULL, "llama31", "deepseek_r1", "qwen3", "qwen3_thinking"};
+        static const char *const fam_name[6] = {"qwen2.5", "llama3.1", "deepseek-r1", "qwen3", "qwen3-thinking",
+                                                "llama3.2"};
+        static const char *const fam_key[6] = {NULL, "llama31", "deepseek_r1", "qwen3", "qwen3_thinking", "llama32"};
         /* Qwen2.5 (Hermes), Llama 3.1, DeepSeek-R1 (no tools), Qwen3 (Hermes; thinking kept after the last query,
-         * enable_thinking), Qwen3 with a generation prompt opening <think> */
-        for (int fam = 0; fam < 5 && root; fam++) {
+         * enable_thinking), Qwen3 with a generation prompt opening <think>, Llama 3.2 (today's date, or date_string) */
+        for (int fam = 0; fam < 6 && root; fam++) {
         const cJSON *fx = fam == 0 ? root : cJSON_GetObjectItem(root, fam_key[fam]);
         okv_tokenizer *tq = chat_tok(dir, cJSON_GetObjectItem(fx, "template")->valuestring, fam);
         CHECK(tq != NULL, "%s: %s", fam_name[fam], okv_last_error());
         if (tq) {
-            static const enum okv_chat_format fmts[5] = {OKV_CHAT_FORMAT_CHATML, OKV_CHAT_FORMAT_LLAMA3,
+            static const enum okv_chat_format fmts[6] = {OKV_CHAT_FORMAT_CHATML, OKV_CHAT_FORMAT_LLAMA3,
                                                          OKV_CHAT_FORMAT_DEEPSEEK_R1, OKV_CHAT_FORMAT_CHATML,
-                                                         OKV_CHAT_FORMAT_CHATML};
-            static const enum okv_chat_tools tfs[5] = {OKV_CHAT_TOOLS_HERMES, OKV_CHAT_TOOLS_LLAMA31, OKV_CHAT_TOOLS_NONE,
-                                                       OKV_CHAT_TOOLS_HERMES, OKV_CHAT_TOOLS_HERMES};
+                                                         OKV_CHAT_FORMAT_CHATML, OKV_CHAT_FORMAT_LLAMA3};
+            static const enum okv_chat_tools tfs[6] = {OKV_CHAT_TOOLS_HERMES, OKV_CHAT_TOOLS_LLAMA31, OKV_CHAT_TOOLS_NONE,
+                                                       OKV_CHAT_TOOLS_HERMES, OKV_CHAT_TOOLS_HERMES,
+                                                       OKV_CHAT_TOOLS_LLAMA31};
             CHECK(okv_tokenizer_chat_format(tq) == fmts[fam] && okv_tokenizer_chat_tools(tq) == tfs[fam] &&
                   okv_tokenizer_chat_thinking_switch(tq) == (fam == 3),
                   "%s: its format, tool format and thinking switch", fam_name[fam]);
@@ -515,16 +518,32 @@ static void test_chat(void)
                 char *o = NULL;
                 const char *want = cJSON_GetObjectItem(cs, "expect")->valuestring;
                 const cJSON *think = cJSON_GetObjectItem(cs, "enable_thinking");
-                const struct okv_chat_opts opts = {
+                struct okv_chat_opts opts = {
                     .tools = tools, .n_tools = (size_t)nt, .add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(cs, "gen")),
                     .enable_thinking = cJSON_IsBool(think) ? cJSON_IsTrue(think) : -1 };
+                const cJSON *date = cJSON_GetObjectItem(cs, "date_string"), *today = cJSON_GetObjectItem(cs, "today");
+                if (cJSON_IsString(date))
+                    snprintf(opts.date_string, sizeof opts.date_string, "%s", date->valuestring);
+                char want_today[8192];   /* rendered without date_string: transformers' today, here ours */
+                if (cJSON_IsString(today)) {
+                    char now[32];
+                    const time_t tt = time(NULL);
+                    strftime(now, sizeof now, "%d %b %Y", localtime(&tt));
+                    const char *at = strstr(want, today->valuestring);
+                    CHECK(at != NULL, "%s conversation %d: the fixture's date", fam_name[fam], ci);
+                    if (at) {
+                        snprintf(want_today, sizeof want_today, "%.*s%s%s", (int)(at - want), want, now,
+                                 at + strlen(today->valuestring));
+                        want = want_today;
+                    }
+                }
                 enum okv_status st = okv_tokenizer_render_chat(tq, m, (size_t)nm, &opts, &o);
                 CHECK(st == OKV_OK && o && strcmp(o, want) == 0, "%s conversation %d (%s):\n got  [%s]\n want [%s]",
                       fam_name[fam], ci, okv_last_error(), o ? o : "(null)", want);
                 okv_free(o);
                 ci++;
             }
-            static const int n_cases[5] = {5, 3, 3, 8, 8};
+            static const int n_cases[6] = {5, 3, 3, 8, 8, 6};
             CHECK(ci == n_cases[fam], "%s: the fixture's conversations: %d", fam_name[fam], ci);
             if (fam == 1) {   /* two calls in one turn, and tools with nothing after the system message: refused */
                 const struct okv_chat_tool_call two[2] = { { "f", "{}" }, { "g", "{}" } };

@@ -27,7 +27,8 @@ static const char *help =
     "  --chat                 wrap the prompt in the model's chat template\n"
     "  --system TEXT          system message for --chat\n"
     "  --chat-template T      the chat template for --chat: a file of it (Jinja), or the text itself\n"
-    "  --chat-template-kwargs JSON  the template's variables for --chat, e.g. '{\"enable_thinking\": false}'\n"
+    "  --chat-template-kwargs JSON  the template's variables for --chat: enable_thinking, date_string, e.g.\n"
+    "                         '{\"enable_thinking\": false}'\n"
     "  --threads N            CPU threads (default: all cores)\n"
     "  --device NAME          cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
@@ -96,7 +97,7 @@ int cmd_generate(int argc, char **argv)
     struct okv_gen_params gp = {.max_tokens = 128, .sampling = {0.8f, 40, 0.95f, 0}};
     bool seed_set = false, chat = false, json = false;
     const char *chat_tpl = NULL;
-    int enable_thinking = -1;
+    struct okv_chat_opts chat_opts = {.add_generation_prompt = true, .enable_thinking = -1};
     bool chat_kwargs = false;
     int threads = 0, ctx = 0, block = 16, chunk = 512;
     int kv_budget = 2048, dense_layers = 0;
@@ -174,7 +175,7 @@ int cmd_generate(int argc, char **argv)
             chat_tpl = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--chat-template-kwargs")) {
             const char *v = cli_value(argc, argv, &i);
-            if (okv_chat_template_kwargs(v, strlen(v), &enable_thinking) != OKV_OK)
+            if (okv_chat_template_kwargs(v, strlen(v), &chat_opts) != OKV_OK)
                 cli_die("--chat-template-kwargs: %s", okv_last_error());
             chat_kwargs = true;
         } else if (!strcmp(a, "--threads")) {
@@ -274,8 +275,7 @@ int cmd_generate(int argc, char **argv)
             if (system)
                 msgs[nm++] = (struct okv_chat_msg){.role = "system", .content = system};
             msgs[nm++] = (struct okv_chat_msg){.role = "user", .content = prompt};
-            const struct okv_chat_opts opts = {.add_generation_prompt = true, .enable_thinking = enable_thinking};
-            if ((st = okv_tokenizer_render_chat(tok, msgs, nm, &opts, &text)) != OKV_OK)
+            if ((st = okv_tokenizer_render_chat(tok, msgs, nm, &chat_opts, &text)) != OKV_OK)
                 cli_die("--chat: %s", okv_last_error());
         }
         const char *src = text ? text : prompt;

@@ -55,7 +55,8 @@ static const char *help =
     "  --reasoning-parser P         deepseek_r1 | qwen3: a chat reply's <think>...</think> part comes back as\n"
     "                               \"reasoning_content\" (streamed as such deltas), the rest as the content\n"
     "  --default-chat-template-kwargs JSON   the template's variables for requests without chat_template_kwargs,\n"
-    "                               e.g. '{\"enable_thinking\": false}' (Qwen3: answers without thinking)\n"
+    "                               e.g. '{\"enable_thinking\": false}' (Qwen3: answers without thinking); also\n"
+    "                               date_string (Llama 3.x's \"Today Date\")\n"
     "  --spec-tokens K              drafts per step (default 4)\n"
     "  --spec-adaptive              each request drafts 0..K tokens a step: the number that maximizes its expected\n"
     "                               tokens over the step's cost (its running acceptance, the measured step and\n"
@@ -262,8 +263,8 @@ int cmd_serve(int argc, char **argv)
             chat_tpl = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--default-chat-template-kwargs")) {
             chat_kwargs = cli_value(argc, argv, &i);
-            int think = -1;
-            if (okv_chat_template_kwargs(chat_kwargs, strlen(chat_kwargs), &think) != OKV_OK)
+            struct okv_chat_opts o = {.enable_thinking = -1};
+            if (okv_chat_template_kwargs(chat_kwargs, strlen(chat_kwargs), &o) != OKV_OK)
                 cli_die("--default-chat-template-kwargs: %s", okv_last_error());
         } else if (!strcmp(a, "--reasoning-parser")) {
             const char *v = cli_value(argc, argv, &i);

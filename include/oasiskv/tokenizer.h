@@ -145,6 +145,9 @@ struct okv_chat_opts {
     bool add_generation_prompt;
     int enable_thinking;        /* the template variable enable_thinking: -1 not given (the template's default),
                                    0 false, 1 true; templates that do not read it ignore it, as Jinja does */
+    char date_string[64];       /* Llama 3.x's date_string, the system block's "Today Date": "" the template's own
+                                   (Llama 3.2's: today, as transformers' strftime_now("%d %b %Y") gives it;
+                                   3.1's and 3.3's: 26 Jul 2024) */
 };
 enum okv_status okv_tokenizer_render_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs, size_t n,
                                           const struct okv_chat_opts *opts, char **out);
@@ -152,10 +155,10 @@ enum okv_status okv_tokenizer_render_chat(const okv_tokenizer *t, const struct o
  * generation prompt, so the reply is an answer without thinking). */
 bool okv_tokenizer_chat_thinking_switch(const okv_tokenizer *t);
 /* Template variables given as a JSON object (vLLM's and SGLang's chat_template_kwargs): we render templates in C,
- * so only those our renderers read are taken - "enable_thinking": true|false, into *enable_thinking (left as it
- * is when the object does not hold it). Any other key, or a value of the wrong type, is OKV_ERR_INVALID_ARG
- * naming it. */
-enum okv_status okv_chat_template_kwargs(const char *json, size_t len, int *enable_thinking);
+ * so only those our renderers read are taken - "enable_thinking": true|false and "date_string": "..." (under 64
+ * bytes), into *opts (fields the object does not hold left as they are). Any other key, or a value of the wrong
+ * type, is OKV_ERR_INVALID_ARG naming it. */
+enum okv_status okv_chat_template_kwargs(const char *json, size_t len, struct okv_chat_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -1306,13 +1306,13 @@ static bool ends_with(const char *s, const char *suffix)
 static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tools *tools, int32_t **ids, size_t *n,
                         int *think, struct perr *e)
 {
-    int enable_thinking = sv->enable_thinking;
+    struct okv_chat_opts opts = sv->chat_defaults;
     const cJSON *kw = field(root, "chat_template_kwargs");
     if (kw && !cJSON_IsNull(kw)) {
         char *txt = cJSON_PrintUnformatted(kw);
         if (!txt)
             return fail(e, 500, NULL, NULL, "out of memory");
-        const enum okv_status st = okv_chat_template_kwargs(txt, strlen(txt), &enable_thinking);
+        const enum okv_status st = okv_chat_template_kwargs(txt, strlen(txt), &opts);
         cJSON_free(txt);
         if (st != OKV_OK)
             return fail(e, 400, "chat_template_kwargs", NULL, "%s", okv_last_error());
@@ -1408,8 +1408,9 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
         }
         i++;
     }
-    const struct okv_chat_opts opts = {.tools = (const char *const *)tools->defs, .n_tools = (size_t)tools->n,
-                                       .add_generation_prompt = true, .enable_thinking = enable_thinking};
+    opts.tools = (const char *const *)tools->defs;
+    opts.n_tools = (size_t)tools->n;
+    opts.add_generation_prompt = true;
     if (okv_tokenizer_render_chat(sv->tok, m, (size_t)cnt, &opts, &text) != OKV_OK) {
         fail(e, 400, "messages", NULL, "cannot apply the chat template: %s", okv_last_error());
         goto done;

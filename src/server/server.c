@@ -442,9 +442,9 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     struct addrinfo *ai = NULL;
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", p->port);
-    int enable_thinking = -1;
+    struct okv_chat_opts chat_defaults = {.enable_thinking = -1};
     if (p->chat_template_kwargs &&
-        okv_chat_template_kwargs(p->chat_template_kwargs, strlen(p->chat_template_kwargs), &enable_thinking) != OKV_OK)
+        okv_chat_template_kwargs(p->chat_template_kwargs, strlen(p->chat_template_kwargs), &chat_defaults) != OKV_OK)
         return okv_set_error(OKV_ERR_INVALID_ARG, "server: default %s", okv_last_error());
     int gai = getaddrinfo(host, port_s, &hints, &ai);
     if (gai != 0 || !ai)
@@ -462,7 +462,7 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->has_seed = p->has_seed;
     sv->gen = p->gen;
     sv->reasoning = p->reasoning;
-    sv->enable_thinking = enable_thinking;
+    sv->chat_defaults = chat_defaults;
     sv->seed = p->seed;
     atomic_init(&sv->n_unseeded, 0);
     sv->created = (long)time(NULL);

@@ -24,7 +24,7 @@ struct okv_server {
     bool has_seed;                /* okv_server_params.seed */
     struct okv_gen_defaults gen;  /* okv_server_params.gen */
     enum okv_reasoning reasoning; /* okv_server_params.reasoning */
-    int enable_thinking;          /* okv_server_params.chat_template_kwargs' enable_thinking: -1 not given, 0, 1 */
+    struct okv_chat_opts chat_defaults;   /* okv_server_params.chat_template_kwargs (tools unset) */
     uint64_t seed;
     atomic_uint_fast64_t n_unseeded;   /* requests without a seed so far (with has_seed) */
     atomic_int n_active;          /* completion handlers running, and jobs whose reply is not out yet */

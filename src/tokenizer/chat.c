@@ -17,7 +17,8 @@
  *     {bos}<|start_header_id|>{role}<|end_header_id|>\n\n{content|trim}<|eot_id|> ...
  *     <|start_header_id|>assistant<|end_header_id|>\n\n   with add_generation_prompt
  * Llama-3.1 and later (template mentions "Cutting Knowledge Date"): a system block is
- * always rendered first, with the dates the template defaults to, holding the
+ * always rendered first, with the dates the template defaults to (its date_string: 26 Jul
+ * 2024, or today's for a template that asks strftime_now, as Llama 3.2's does), holding the
  * system message (trimmed) if messages[0] is one; tools are not rendered there.
  *
  * DeepSeek-R1 (and its distills):
@@ -38,7 +39,9 @@
 #include "tok_internal.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static const char *find_n(const char *hay, const char *needle)
 {
@@ -97,8 +100,10 @@ void okv_chat_detect(okv_tokenizer *t)
         t->chat_format = OKV_CHAT_FORMAT_LLAMA3;
     if (t->chat_format == OKV_CHAT_FORMAT_CHATML)
         t->chat_default_system = chatml_default_system(tpl);
-    if (t->chat_format == OKV_CHAT_FORMAT_LLAMA3)
+    if (t->chat_format == OKV_CHAT_FORMAT_LLAMA3) {
         t->chat_llama31 = tpl && strstr(tpl, "Cutting Knowledge Date");
+        t->chat_today = t->chat_llama31 && strstr(tpl, "strftime_now");
+    }
     t->chat_tools = OKV_CHAT_TOOLS_NONE;
     if (t->chat_format == OKV_CHAT_FORMAT_CHATML && tpl && strstr(tpl, "<tools>") && strstr(tpl, "<tool_call>") &&
         strstr(tpl, "<tool_response>") && strstr(tpl, "# Tools"))
@@ -119,7 +124,7 @@ void okv_chat_detect(okv_tokenizer *t)
 
 bool okv_tokenizer_chat_thinking_switch(const okv_tokenizer *t) { return t->chat_think_switch; }
 
-enum okv_status okv_chat_template_kwargs(const char *json, size_t len, int *enable_thinking)
+enum okv_status okv_chat_template_kwargs(const char *json, size_t len, struct okv_chat_opts *opts)
 {
     cJSON *o = cJSON_ParseWithLength(json, len);
     enum okv_status st = OKV_OK;
@@ -129,16 +134,26 @@ enum okv_status okv_chat_template_kwargs(const char *json, size_t len, int *enab
     } else {
         const cJSON *x;
         cJSON_ArrayForEach(x, o) {
+            if (!strcmp(x->string, "date_string")) {
+                if (!cJSON_IsString(x) || strlen(x->valuestring) >= sizeof opts->date_string) {
+                    st = okv_set_error(OKV_ERR_INVALID_ARG, "chat_template_kwargs: date_string must be a string of "
+                                       "under %zu bytes", sizeof opts->date_string);
+                    break;
+                }
+                snprintf(opts->date_string, sizeof opts->date_string, "%s", x->valuestring);
+                continue;
+            }
             if (strcmp(x->string, "enable_thinking") != 0) {
                 st = okv_set_error(OKV_ERR_INVALID_ARG, "chat_template_kwargs: '%.60s' is not a variable OasisKV's "
-                                   "chat templates read (it renders them in C; known: enable_thinking)", x->string);
+                                   "chat templates read (it renders them in C; known: enable_thinking, date_string)",
+                                   x->string);
                 break;
             }
             if (!cJSON_IsBool(x)) {
                 st = okv_set_error(OKV_ERR_INVALID_ARG, "chat_template_kwargs: enable_thinking must be true or false");
                 break;
             }
-            *enable_thinking = cJSON_IsTrue(x);
+            opts->enable_thinking = cJSON_IsTrue(x);
         }
     }
     cJSON_Delete(o);
@@ -154,7 +169,7 @@ enum okv_status okv_tokenizer_set_chat_template(okv_tokenizer *t, const char *tp
         return st;
     okv_free(t->chat_default_system);
     t->chat_default_system = NULL;
-    t->chat_llama31 = false;
+    t->chat_llama31 = t->chat_today = false;
     okv_chat_detect(t);   /* (sets every other chat_* field) */
     return OKV_OK;
 }
@@ -353,7 +368,7 @@ static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, 
 }
 
 static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, const char *const *tools,
-                          size_t n_tools, bool gen, struct sbuf *b)
+                          size_t n_tools, bool gen, const char *date, struct sbuf *b)
 {
     const char *bos = t->bos_text ? t->bos_text : "";
     size_t first = 0;
@@ -362,7 +377,9 @@ static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, 
         put(b, "<|start_header_id|>system<|end_header_id|>\n\n");
         if (n_tools > 0)
             put(b, "Environment: ipython\n");
-        put(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+        put(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+        put(b, date);
+        put(b, "\n\n");
         if (n > 0 && strcmp(m[0].role, "system") == 0) {
             put_trimmed(b, m[0].content);
             first = 1;
@@ -578,7 +595,15 @@ enum okv_status okv_tokenizer_render_chat(const okv_tokenizer *t, const struct o
                     return okv_set_error(OKV_ERR_UNSUPPORTED, "chat message %zu has %d tool calls: this model's template "
                                          "takes one a message", i, msgs[i].n_tool_calls);
         }
-        render_llama3(t, msgs, n, tools, n_tools, add_generation_prompt, &b);
+        char today[64] = "26 Jul 2024";   /* the date_string the template sets when it is not given */
+        if (t->chat_today) {             /* strftime_now("%d %b %Y"): transformers' datetime.now(), local time */
+            const time_t now = time(NULL);
+            struct tm tm;
+            if (localtime_r(&now, &tm))
+                strftime(today, sizeof today, "%d %b %Y", &tm);
+        }
+        render_llama3(t, msgs, n, tools, n_tools, add_generation_prompt, opts->date_string[0] ? opts->date_string : today,
+                      &b);
         break;
     }
     case OKV_CHAT_FORMAT_LLAMA2:

@@ -112,6 +112,7 @@ struct okv_tokenizer {
     enum okv_chat_format chat_format;
     char *chat_default_system;  /* ChatML default system prompt found in the template, or NULL */
     bool chat_llama31;          /* Llama-3.1 template: system header with dates */
+    bool chat_today;            /* Llama 3.2's: the date is today's (strftime_now), not 26 Jul 2024 */
     enum okv_chat_tools chat_tools;   /* how the template offers tools (none: it does not) */
     bool chat_think_history;    /* ChatML as Qwen3's: an answer's thinking rendered only after the last user query */
     bool chat_think_switch;     /* the template reads enable_thinking (false: an empty <think> block in the prompt) */

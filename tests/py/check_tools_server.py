@@ -18,6 +18,7 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
   ids of transformers' rendering; a reply with thinking turned off all content; malformed kwargs and
   reasoning_content refused by name; the template whose generation prompt opens <think> (Qwen3-Thinking-2507's) with
   --reasoning-parser qwen3: the reply read from inside the thinking, whole and streamed;
+- Llama 3.2's (3.1's with today's date): /tokenize with and without chat_template_kwargs' date_string;
 - Llama 3.1's template (--tokenizer: SmolLM2's tokenizer.json with that template in its tokenizer_config.json) the
   same way (tools as json.dumps(indent=4) in the first user turn, tool results as JSON
   strings, replies that are {"name", "parameters"} objects read into tool_calls).
@@ -321,6 +322,38 @@ def llama31_template(port):
     check(st == 400 and "one a message" in js["error"]["message"], "llama3.1: two calls in a turn refused")
 
 
+def llama32_dates(port):
+    """Llama 3.2's template (3.1's with today's date): /tokenize with chat_template_kwargs' date_string, and without it
+    today's date as Python's strftime writes it (transformers' strftime_now)"""
+    import datetime
+    hf = Tokenizer.from_file(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"))
+    n = 0
+    for i, case in enumerate(FIX["llama32"]["cases"]):
+        if not case["gen"]:
+            continue
+        msgs = []
+        for m in case["messages"]:
+            o = {"role": m["role"], "content": json.loads(m["content"]) if m["role"] == "tool" else m["content"]}
+            if m["tool_calls"]:
+                o["tool_calls"] = [{"id": "c0", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                   for c in m["tool_calls"]]
+            msgs.append(o)
+        body = {"messages": msgs, "tools": [json.loads(t) for t in case["tools"]]}
+        want = case["expect"]
+        if case["date_string"]:
+            body["chat_template_kwargs"] = {"date_string": case["date_string"]}
+        else:
+            want = want.replace("Today Date: " + case["today"],
+                                "Today Date: " + datetime.datetime.now().strftime("%d %b %Y"))
+        st, js = post(port, "/tokenize", body)
+        want_ids = hf.encode(want.replace("<|begin_of_text|>", "<|im_start|>"), add_special_tokens=False).ids
+        n += check(st == 200 and js["tokens"] == want_ids, f"llama3.2: /tokenize of conversation {i} (date_string "
+                   f"{case['date_string']}) = the HF ids of transformers' rendering ({len(want_ids)} tokens)")
+    check(n == 4, f"llama3.2: {n} conversations compared")
+    st, js = post(port, "/tokenize", {"messages": MSGS, "chat_template_kwargs": {"date_string": 5}})
+    check(st == 400 and "date_string must be a string" in js["error"]["message"], "llama3.2: a date_string not a string refused")
+
+
 def deepseek_r1(port):
     """DeepSeek-R1's template (its tokens are plain text to SmolLM2's tokenizer) with --reasoning-parser deepseek_r1:
     the reply starts inside the thinking"""
@@ -452,6 +485,14 @@ def main():
         p, port = start(["--tokenizer", tdir])
         try:
             llama31_template(port)
+        finally:
+            p.terminate()
+            p.wait(30)
+        cfg["chat_template"] = FIX["llama32"]["template"]
+        json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
+        p, port = start(["--tokenizer", tdir])
+        try:
+            llama32_dates(port)
         finally:
             p.terminate()
             p.wait(30)

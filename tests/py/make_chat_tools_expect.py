@@ -16,7 +16,10 @@ transformers' Jinja renderer and Python's json module, written to tests/data/cha
 - "qwen3": Qwen3's template (Hermes tools as Qwen2.5's, no default system prompt; an answer's thinking, from its
   reasoning_content or the <think> part of its content, kept only after the last user query; enable_thinking=False
   closes an empty <think> block in the generation prompt), with each case's enable_thinking (absent, True, False);
-- "qwen3_thinking": the same template with the generation prompt opening <think> (as Qwen3-Thinking-2507's does).
+- "qwen3_thinking": the same template with the generation prompt opening <think> (as Qwen3-Thinking-2507's does);
+- "llama32": Llama 3.1's template with Llama 3.2's date (today's, from transformers' strftime_now, where 3.1 has
+  26 Jul 2024), its cases rendered with date_string given (chat_template_kwargs) and without it ("today": the
+  date transformers wrote, which a test replaces by its own today).
 
     python3 tests/py/make_chat_tools_expect.py [QWEN25_TEMPLATE.json LLAMA31_TEMPLATE.json R1_TEMPLATE.json
                                                 QWEN3_TEMPLATE.json QWEN3_THINKING_TEMPLATE.json]
@@ -46,6 +49,19 @@ LLAMA31 = template(2, "llama31", "template")
 R1 = template(3, "deepseek_r1", "template")
 QWEN3 = template(4, "qwen3", "template")
 QWEN3T = template(5, "qwen3_thinking", "template")
+# Llama 3.2's template is 3.1's with today's date (transformers' strftime_now) where 3.1 has 26 Jul 2024
+L31_DATE = '''{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}'''
+L32_DATE = '''{%- if not date_string is defined %}
+    {%- if strftime_now is defined %}
+        {%- set date_string = strftime_now("%d %b %Y") %}
+    {%- else %}
+        {%- set date_string = "26 Jul 2024" %}
+    {%- endif %}
+{%- endif %}'''
+assert L31_DATE in LLAMA31
+LLAMA32 = LLAMA31.replace(L31_DATE, L32_DATE)
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city, in \"C\" or \"F\".",
@@ -136,6 +152,23 @@ for tools, msgs, gen in L31_CASES:
                                              for c in m.get("tool_calls", [])]} for m in msgs],
                 "gen": gen, "expect": out[0]})
 
+import datetime
+l32 = []
+for tools, msgs, gen in L31_CASES:
+    for date in ("02 Jan 2025", None):
+        kw = {"date_string": date} if date else {}
+        today = datetime.datetime.now().strftime("%d %b %Y")
+        out, _ = render_jinja_template(conversations=[msgs], tools=tools or None, chat_template=LLAMA32,
+                                       add_generation_prompt=gen, bos_token="<|begin_of_text|>", **kw)
+        assert ("Today Date: " + (date or today)) in out[0]
+        l32.append({"tools": [json.dumps(t, ensure_ascii=False, indent=4) for t in tools],
+                    "messages": [{"role": m["role"],
+                                  "content": json.dumps(m["content"], ensure_ascii=False) if m["role"] == "tool" else m["content"],
+                                  "tool_calls": [{"name": c["function"]["name"],
+                                                  "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}
+                                                 for c in m.get("tool_calls", [])]} for m in msgs],
+                    "gen": gen, "date_string": date, "today": None if date else today, "expect": out[0]})
+
 R1_CASES = [
     ([{"role": "user", "content": "What is 2+2?"}], True),
     ([{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "<think>\nadd\n</think>\n\n4"},
@@ -194,6 +227,6 @@ for tools, msgs, gen, think in QWEN3_CASES:
 
 json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson_text": pyjson_text, "pyjson4": pyjson4,
            "llama31": {"template": LLAMA31, "cases": l31}, "deepseek_r1": {"template": R1, "cases": r1},
-           "qwen3": {"template": QWEN3, "cases": qwen3}, "qwen3_thinking": {"template": QWEN3T, "cases": qwen3t}},
+           "qwen3": {"template": QWEN3, "cases": qwen3}, "llama32": {"template": LLAMA32, "cases": l32}, "qwen3_thinking": {"template": QWEN3T, "cases": qwen3t}},
           open(OUT, "w"), ensure_ascii=False, indent=1)
 print(f"wrote {OUT}: {len(cases)} conversations, {len(pyjson)} json.dumps cases")
