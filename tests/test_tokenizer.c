@@ -478,6 +478,7 @@ static void test_chat(void)
         static const char *const fam_key[6] = {NULL, "llama31", "deepseek_r1", "qwen3", "qwen3_thinking", "llama32"};
         /* Qwen2.5 (Hermes), Llama 3.1, DeepSeek-R1 (no tools), Qwen3 (Hermes; thinking kept after the last query,
          * enable_thinking), Qwen3 with a generation prompt opening <think>, Llama 3.2 (today's date, or date_string) */
+        int n_continued = 0;
         for (int fam = 0; fam < 6 && root; fam++) {
         const cJSON *fx = fam == 0 ? root : cJSON_GetObjectItem(root, fam_key[fam]);
         okv_tokenizer *tq = chat_tok(dir, cJSON_GetObjectItem(fx, "template")->valuestring, fam);
@@ -545,6 +546,29 @@ static void test_chat(void)
             }
             static const int n_cases[6] = {5, 3, 3, 8, 8, 6};
             CHECK(ci == n_cases[fam], "%s: the fixture's conversations: %d", fam_name[fam], ci);
+            /* continue_final_message: the family's conversations left open, as transformers cuts them */
+            const char *key = fam_key[fam] ? fam_key[fam] : "qwen25";
+            cJSON_ArrayForEach(cs, cJSON_GetObjectItem(root, "continue")) {
+                if (strcmp(cJSON_GetObjectItem(cs, "family")->valuestring, key) != 0)
+                    continue;
+                struct okv_chat_msg m[8];
+                int nm = 0;
+                const cJSON *x;
+                cJSON_ArrayForEach(x, cJSON_GetObjectItem(cs, "messages"))
+                    m[nm++] = (struct okv_chat_msg){ .role = cJSON_GetObjectItem(x, "role")->valuestring,
+                                                     .content = cJSON_GetObjectItem(x, "content")->valuestring };
+                struct okv_chat_opts opts = { .enable_thinking = -1, .continue_final_message = true };
+                const cJSON *date = cJSON_GetObjectItem(cs, "date_string");
+                if (cJSON_IsString(date))
+                    snprintf(opts.date_string, sizeof opts.date_string, "%s", date->valuestring);
+                char *o = NULL;
+                const char *want = cJSON_GetObjectItem(cs, "expect")->valuestring;
+                const enum okv_status st = okv_tokenizer_render_chat(tq, m, (size_t)nm, &opts, &o);
+                CHECK(st == OKV_OK && o && !strcmp(o, want), "%s continued (%s):\n got  [%s]\n want [%s]", fam_name[fam],
+                      okv_last_error(), o ? o : "(null)", want);
+                okv_free(o);
+                n_continued++;
+            }
             if (fam == 1) {   /* two calls in one turn, and tools with nothing after the system message: refused */
                 const struct okv_chat_tool_call two[2] = { { "f", "{}" }, { "g", "{}" } };
                 const struct okv_chat_msg m2[] = { { .role = "user", .content = "x" },
@@ -560,6 +584,7 @@ static void test_chat(void)
         }
         okv_tokenizer_free(tq);
         }
+        CHECK(n_continued == 7, "continued conversations: %d", n_continued);
         cJSON_Delete(root);
         /* a template without tools: tools, tool calls and tool results are refused, naming the problem */
         okv_tokenizer *tn = load_tiny(&(struct tiny){ .added = { "<|im_start|>", "<|im_end|>" },

@@ -145,6 +145,10 @@ struct okv_chat_opts {
     bool add_generation_prompt;
     int enable_thinking;        /* the template variable enable_thinking: -1 not given (the template's default),
                                    0 false, 1 true; templates that do not read it ignore it, as Jinja does */
+    bool continue_final_message;   /* leave the last message open, to be continued (transformers' argument: the
+                                      text is cut after the message's content, trailing whitespace the
+                                      template trimmed left out); OKV_ERR_INVALID_ARG when the template drops
+                                      the end of that content */
     char date_string[64];       /* Llama 3.x's date_string, the system block's "Today Date": "" the template's own
                                    (Llama 3.2's: today, as transformers' strftime_now("%d %b %Y") gives it;
                                    3.1's and 3.3's: 26 Jul 2024) */

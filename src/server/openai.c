@@ -1307,6 +1307,12 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
                         int *think, struct perr *e)
 {
     struct okv_chat_opts opts = sv->chat_defaults;
+    bool gen_prompt = true, cont = false;   /* vLLM's add_generation_prompt and continue_final_message */
+    if (!get_bool(root, "add_generation_prompt", &gen_prompt, e) || !get_bool(root, "continue_final_message", &cont, e))
+        return false;
+    if (gen_prompt && cont)
+        return fail(e, 400, "continue_final_message", NULL, "continue_final_message leaves the last message open: give it "
+                    "with add_generation_prompt false");
     const cJSON *kw = field(root, "chat_template_kwargs");
     if (kw && !cJSON_IsNull(kw)) {
         char *txt = cJSON_PrintUnformatted(kw);
@@ -1410,7 +1416,8 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
     }
     opts.tools = (const char *const *)tools->defs;
     opts.n_tools = (size_t)tools->n;
-    opts.add_generation_prompt = true;
+    opts.add_generation_prompt = gen_prompt;
+    opts.continue_final_message = cont;
     if (okv_tokenizer_render_chat(sv->tok, m, (size_t)cnt, &opts, &text) != OKV_OK) {
         fail(e, 400, "messages", NULL, "cannot apply the chat template: %s", okv_last_error());
         goto done;

@@ -554,9 +554,58 @@ enum okv_status okv_tokenizer_apply_chat_tools(const okv_tokenizer *t, const str
     return okv_tokenizer_render_chat(t, msgs, n, &o, out);
 }
 
+/* continue_final_message as transformers does it: a tag after the last message's content, the text cut before the
+ * tag (and, where the template trimmed the space that ends the tag, before the whitespace in front of it) */
+#define CONTINUE_TAG "CONTINUE_FINAL_MESSAGE_TAG "
+static enum okv_status render_continued(const okv_tokenizer *t, const struct okv_chat_msg *msgs, size_t n,
+                                        const struct okv_chat_opts *opts, char **out)
+{
+    *out = NULL;
+    if (n == 0)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "continue_final_message: the conversation is empty");
+    if (!msgs[n - 1].content)
+        return okv_set_error(OKV_ERR_INVALID_ARG, "chat message %zu has no content", n - 1);
+    struct okv_chat_msg *m = okv_malloc(sizeof *m * n, OKV_TAG_TOKENIZER);
+    const size_t cl = strlen(msgs[n - 1].content);
+    char *tagged = okv_malloc(cl + sizeof CONTINUE_TAG, OKV_TAG_TOKENIZER);
+    if (!m || !tagged) {
+        okv_free(m);
+        okv_free(tagged);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: out of memory rendering a chat", t->src);
+    }
+    memcpy(m, msgs, sizeof *m * n);
+    memcpy(tagged, msgs[n - 1].content, cl);
+    memcpy(tagged + cl, CONTINUE_TAG, sizeof CONTINUE_TAG);
+    m[n - 1].content = tagged;
+    struct okv_chat_opts o = *opts;
+    o.continue_final_message = false;
+    char *text = NULL;
+    enum okv_status st = okv_tokenizer_render_chat(t, m, n, &o, &text);
+    okv_free(tagged);
+    okv_free(m);
+    if (st != OKV_OK)
+        return st;
+    static const char tag[] = "CONTINUE_FINAL_MESSAGE_TAG";
+    const char *at = last_in(text, strlen(text), tag);
+    if (!at) {
+        okv_free(text);
+        return okv_set_error(OKV_ERR_INVALID_ARG, "%s: continue_final_message, but the chat template drops the end "
+                             "of the final message", t->src);
+    }
+    size_t keep = (size_t)(at - text);
+    if (at[strlen(tag)] != ' ')   /* the template trimmed the message's end */
+        while (keep > 0 && is_ws(text[keep - 1]))
+            keep--;
+    text[keep] = '\0';
+    *out = text;
+    return OKV_OK;
+}
+
 enum okv_status okv_tokenizer_render_chat(const okv_tokenizer *t, const struct okv_chat_msg *msgs, size_t n,
                                           const struct okv_chat_opts *opts, char **out)
 {
+    if (opts->continue_final_message)
+        return render_continued(t, msgs, n, opts, out);
     const char *const *tools = opts->tools;
     const size_t n_tools = opts->n_tools;
     const bool add_generation_prompt = opts->add_generation_prompt;

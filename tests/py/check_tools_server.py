@@ -7,7 +7,8 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
   to the same arguments; "required" with several tools (an array of calls, one with parallel_tool_calls
   false) valid for the function each names, streamed the same; tool results refused; the malformed tools and choices refused by name;
 - Qwen2.5's template with tools (serve --chat-template FILE, tests/data/chat_tools.json's): /tokenize of a conversation with tools, tool calls and tool results equal to
-  the Hugging Face tokenizer's ids of the text transformers renders; replies parsed into tool_calls
+  the Hugging Face tokenizer's ids of the text transformers renders (add_generation_prompt false too, and
+  continue_final_message); replies parsed into tool_calls
   (guided_choice makes the model write a call, or plain text), streamed and not, with finish_reason
   "tool_calls" (streamed: a call's name first, then its arguments in pieces that join to the whole reply's); a free greedy reply well formed either way; with --reasoning-parser qwen3, a reply's <think>
   part as reasoning_content (message, stream deltas), its calls read from the rest;
@@ -211,11 +212,25 @@ def hermes_template(port):
         if case["tools"]:
             body["tools"] = [json.loads(t) for t in case["tools"]]
         if not case["gen"]:
-            continue   # /tokenize always adds the generation prompt
+            body["add_generation_prompt"] = False
         st, js = post(port, "/tokenize", body)
         want = hf.encode(case["expect"], add_special_tokens=False).ids
         check(st == 200 and js["tokens"] == want, f"/tokenize of conversation {i} with tools = the HF tokenizer's ids of "
               f"transformers' rendering ({len(want)} tokens; {st} {str(js)[:80] if st != 200 else ''})")
+    # continue_final_message: the last message left open, as transformers cuts it
+    for case in [c for c in FIX["continue"] if c["family"] == "qwen25"]:
+        msgs = [{"role": m["role"], "content": m["content"]} for m in case["messages"]]
+        body = {"messages": msgs, "add_generation_prompt": False, "continue_final_message": True}
+        st, js = post(port, "/tokenize", body)
+        want = hf.encode(case["expect"], add_special_tokens=False).ids
+        check(st == 200 and js["tokens"] == want, f"continue_final_message: /tokenize = the HF ids of transformers' "
+              f"rendering ({len(want)} tokens; {st})")
+        st, js = post(port, "/v1/chat/completions", dict(body, max_tokens=3, temperature=0))
+        check(st == 200 and js["usage"]["prompt_tokens"] == len(want), f"continue_final_message: a reply continues "
+              f"the {len(want)} tokens ({st}: {str(js)[:100]})")
+    st, js = post(port, "/v1/chat/completions", {"messages": MSGS, "continue_final_message": True, "max_tokens": 2})
+    check(st == 400 and js["error"]["param"] == "continue_final_message", "continue_final_message with the generation "
+          f"prompt refused: {js.get('error', {}).get('message', '')[:80]}")
     call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2}}\n</tool_call>'
     two = call + '\n<tool_call>\n{"name": "search", "arguments": {"q": "umbrella \\"sale\\""}}\n</tool_call>'
     for text, n in ((call, 1), (two, 2)):

@@ -17,6 +17,8 @@ transformers' Jinja renderer and Python's json module, written to tests/data/cha
   reasoning_content or the <think> part of its content, kept only after the last user query; enable_thinking=False
   closes an empty <think> block in the generation prompt), with each case's enable_thinking (absent, True, False);
 - "qwen3_thinking": the same template with the generation prompt opening <think> (as Qwen3-Thinking-2507's does);
+- "continue": conversations of several of these templates rendered with continue_final_message (the last
+  message left open: transformers cuts the text after it);
 - "llama32": Llama 3.1's template with Llama 3.2's date (today's, from transformers' strftime_now, where 3.1 has
   26 Jul 2024), its cases rendered with date_string given (chat_template_kwargs) and without it ("today": the
   date transformers wrote, which a test replaces by its own today).
@@ -169,6 +171,27 @@ for tools, msgs, gen in L31_CASES:
                                                  for c in m.get("tool_calls", [])]} for m in msgs],
                     "gen": gen, "date_string": date, "today": None if date else today, "expect": out[0]})
 
+# continue_final_message: the last message left open, as transformers cuts it (its tag after the message's text)
+CONT = [("qwen25", TEMPLATE, [{"role": "user", "content": "Write a haiku."},
+                              {"role": "assistant", "content": "Waves fold on the "}], {}),
+        ("qwen25", TEMPLATE, [{"role": "system", "content": "s"}, {"role": "user", "content": "JSON?"},
+                              {"role": "assistant", "content": "{\"a\":"}], {}),
+        ("llama31", LLAMA31, [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": " Hello there, "}], {}),
+        ("qwen3", QWEN3, [{"role": "user", "content": "q"}, {"role": "assistant", "content": "The answer is "}], {}),
+        ("qwen3", QWEN3, [{"role": "user", "content": "q"},
+                          {"role": "assistant", "content": "<think>\nhm\n</think>\n\nSo "}], {}),
+        ("llama32", LLAMA32, [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yes"}],
+         {"date_string": "02 Jan 2025"}),
+        ("deepseek_r1", R1, [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "It is "}], {})]
+cont = []
+for fam, tpl, msgs, kw in CONT:
+    bos = {"llama31": "<|begin_of_text|>", "llama32": "<|begin_of_text|>",
+           "deepseek_r1": "<\uff5cbegin\u2581of\u2581sentence\uff5c>"}.get(fam, "<|im_start|>")
+    out, _ = render_jinja_template(conversations=[msgs], chat_template=tpl, continue_final_message=True,
+                                   add_generation_prompt=False, bos_token=bos, **kw)
+    cont.append({"family": fam, "messages": [dict(m, tool_calls=[]) for m in msgs], "gen": False,
+                 "date_string": kw.get("date_string"), "expect": out[0]})
+
 R1_CASES = [
     ([{"role": "user", "content": "What is 2+2?"}], True),
     ([{"role": "user", "content": "What is 2+2?"}, {"role": "assistant", "content": "<think>\nadd\n</think>\n\n4"},
@@ -227,6 +250,6 @@ for tools, msgs, gen, think in QWEN3_CASES:
 
 json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson_text": pyjson_text, "pyjson4": pyjson4,
            "llama31": {"template": LLAMA31, "cases": l31}, "deepseek_r1": {"template": R1, "cases": r1},
-           "qwen3": {"template": QWEN3, "cases": qwen3}, "llama32": {"template": LLAMA32, "cases": l32}, "qwen3_thinking": {"template": QWEN3T, "cases": qwen3t}},
+           "continue": cont, "qwen3": {"template": QWEN3, "cases": qwen3}, "llama32": {"template": LLAMA32, "cases": l32}, "qwen3_thinking": {"template": QWEN3T, "cases": qwen3t}},
           open(OUT, "w"), ensure_ascii=False, indent=1)
 print(f"wrote {OUT}: {len(cases)} conversations, {len(pyjson)} json.dumps cases")
