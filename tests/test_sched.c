@@ -249,6 +249,20 @@ static void test_extras(okv_engine *e, const struct okv_model_config *c, const i
     CHECK(row2[3] == 1.5f, "min_tokens reached: the end-of-generation id is not masked (%g)", row2[3]);
     CHECK(okv_logit_adjust_check(&a, 5) == OKV_OK && okv_logit_adjust_check(&a, 4) == OKV_ERR_INVALID_ARG,
           "logit_bias ids are checked against the vocabulary");
+    /* allowed_token_ids: the others masked after the rest (bias on an allowed id kept), scratch left zero */
+    float row3[5] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+    const int32_t allow[3] = {4, 1, 4};
+    struct okv_logit_adjust aa = {.bias_id = bid, .bias = bv, .n_bias = 1, .allowed_id = allow, .n_allowed = 3};
+    okv_logit_adjust_apply(&aa, row3, 5, toks, 2, 3, eog, 1, counts);
+    zero = true;
+    for (int i = 0; i < 5; i++)
+        zero &= counts[i] == 0;
+    CHECK(row3[0] == -INFINITY && row3[1] == -1.0f && row3[2] == -INFINITY && row3[3] == -INFINITY && row3[4] == -1.0f &&
+          zero && okv_logit_adjust_active(&aa), "allowed_token_ids {4, 1}: %g %g %g %g %g (want -inf -1 -inf -inf -1)",
+          row3[0], row3[1], row3[2], row3[3], row3[4]);
+    const int32_t allow_bad[1] = {5};
+    CHECK(okv_logit_adjust_check(&(struct okv_logit_adjust){.allowed_id = allow_bad, .n_allowed = 1}, 5) ==
+          OKV_ERR_INVALID_ARG, "an allowed id out of the vocabulary is refused");
     struct okv_logit_adjust bad = {.repetition_penalty = 2.5f};
     CHECK(okv_logit_adjust_check(&bad, 5) == OKV_ERR_INVALID_ARG, "repetition_penalty past 2 is refused");
     CHECK(!okv_logit_adjust_active(&(struct okv_logit_adjust){.repetition_penalty = 1.0f}), "defaults change nothing");

@@ -33,6 +33,9 @@ struct okv_logit_adjust {
     const int32_t *bias_id;                      /* [n_bias] logit_bias */
     const float *bias;
     int n_bias;
+    const int32_t *allowed_id;                   /* [n_allowed] allowed_token_ids (vLLM's): only these may be
+                                                    drawn, the others masked; 0: all */
+    int n_allowed;
 };
 /* whether a changes any logits */
 bool okv_logit_adjust_active(const struct okv_logit_adjust *a);

@@ -109,7 +109,8 @@ enum okv_status okv_sampling_check(const struct okv_sampling *p)
 bool okv_logit_adjust_active(const struct okv_logit_adjust *a)
 {
     return a->presence_penalty != 0.0f || a->frequency_penalty != 0.0f ||
-           (a->repetition_penalty != 0.0f && a->repetition_penalty != 1.0f) || a->min_tokens > 0 || a->n_bias > 0;
+           (a->repetition_penalty != 0.0f && a->repetition_penalty != 1.0f) || a->min_tokens > 0 || a->n_bias > 0 ||
+           a->n_allowed > 0;
 }
 
 enum okv_status okv_logit_adjust_check(const struct okv_logit_adjust *a, int n)
@@ -122,6 +123,12 @@ enum okv_status okv_logit_adjust_check(const struct okv_logit_adjust *a, int n)
         return okv_set_error(OKV_ERR_INVALID_ARG, "repetition_penalty %g: must be in (0, 2]", a->repetition_penalty);
     if (a->min_tokens < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "min_tokens %d: must be >= 0", a->min_tokens);
+    if (a->n_allowed < 0 || (a->n_allowed > 0 && !a->allowed_id))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "allowed_token_ids: %d entries without their array", a->n_allowed);
+    for (int i = 0; i < a->n_allowed; i++)
+        if (a->allowed_id[i] < 0 || a->allowed_id[i] >= n)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "allowed_token_ids: token id %d is out of the vocabulary (size %d)",
+                                 a->allowed_id[i], n);
     if (a->n_bias < 0 || (a->n_bias > 0 && (!a->bias_id || !a->bias)))
         return okv_set_error(OKV_ERR_INVALID_ARG, "logit_bias: %d entries without their arrays", a->n_bias);
     for (int i = 0; i < a->n_bias; i++) {
@@ -172,6 +179,17 @@ void okv_logit_adjust_apply(const struct okv_logit_adjust *a, float *logits, int
             logits[t] -= a->frequency_penalty * (float)counts[t] + a->presence_penalty;
             counts[t] = 0;   /* each id once */
         }
+    }
+    if (a->n_allowed > 0) {   /* the ids not allowed masked: counts[] marks the allowed, reset below */
+        for (int i = 0; i < a->n_allowed; i++)
+            if (a->allowed_id[i] >= 0 && a->allowed_id[i] < n)
+                counts[a->allowed_id[i]] = 1;
+        for (int i = 0; i < n; i++)
+            if (!counts[i])
+                logits[i] = -INFINITY;
+        for (int i = 0; i < a->n_allowed; i++)
+            if (a->allowed_id[i] >= 0 && a->allowed_id[i] < n)
+                counts[a->allowed_id[i]] = 0;
     }
 }
 

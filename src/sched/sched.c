@@ -225,6 +225,7 @@ static void req_free(struct req *r)
     okv_free(r->stop);
     okv_free((void *)r->adjust.bias_id);
     okv_free((void *)r->adjust.bias);
+    okv_free((void *)r->adjust.allowed_id);
     okv_free(r->stop_ids);
     okv_free(r->mask_ids);
     okv_free(r->toks);
@@ -1371,6 +1372,16 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
     r->adjust.bias_id = NULL;
     r->adjust.bias = NULL;
     r->adjust.n_bias = 0;
+    r->adjust.allowed_id = NULL;
+    r->adjust.n_allowed = 0;
+    if (rq->adjust.n_allowed > 0) {
+        int32_t *al = okv_malloc(sizeof(int32_t) * (size_t)rq->adjust.n_allowed, OKV_TAG_SERVER);
+        r->adjust.allowed_id = al;
+        if (!al)
+            goto oom;
+        memcpy(al, rq->adjust.allowed_id, sizeof(int32_t) * (size_t)rq->adjust.n_allowed);
+        r->adjust.n_allowed = rq->adjust.n_allowed;
+    }
     if (rq->adjust.n_bias > 0) {
         int32_t *bi = okv_malloc(sizeof(int32_t) * (size_t)rq->adjust.n_bias, OKV_TAG_SERVER);
         float *bv = okv_malloc(sizeof(float) * (size_t)rq->adjust.n_bias, OKV_TAG_SERVER);

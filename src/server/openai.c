@@ -35,6 +35,7 @@
 
 #define MAX_STOP 16
 #define MAX_STOP_IDS 64
+#define MAX_ALLOWED_IDS 4096
 #define MAX_LOGIT_BIAS 1024
 #define MAX_CHOICES 64   /* prompts x n of one request */
 
@@ -897,6 +898,7 @@ struct params {
     int32_t bias_id[MAX_LOGIT_BIAS];
     float bias[MAX_LOGIT_BIAS];
     int32_t stop_ids[MAX_STOP_IDS];   /* stop_token_ids (vLLM's) */
+    int32_t allowed[MAX_ALLOWED_IDS]; /* allowed_token_ids (vLLM's), in adj */
     int n_stop_ids;
     bool json_object;                 /* response_format {"type": "json_object"} */
     bool has_schema;                  /* response_format json_schema / guided_json: its text */
@@ -974,6 +976,54 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
             p->stop_ids[p->n_stop_ids++] = (int32_t)x->valuedouble;
         }
     }
+    const cJSON *al = field(root, "allowed_token_ids");   /* vLLM's: only these ids may be drawn */
+    if (al && !cJSON_IsNull(al)) {
+        if (!cJSON_IsArray(al) || cJSON_GetArraySize(al) == 0 || cJSON_GetArraySize(al) > MAX_ALLOWED_IDS)
+            return fail(e, 400, "allowed_token_ids", NULL, "'allowed_token_ids' must list 1 to %d token ids",
+                        MAX_ALLOWED_IDS);
+        const cJSON *x;
+        cJSON_ArrayForEach(x, al) {
+            if (!is_token_id(x, n_vocab))
+                return fail(e, 400, "allowed_token_ids", NULL, "'allowed_token_ids' must be token ids in [0, %d)", n_vocab);
+            p->allowed[p->adj.n_allowed++] = (int32_t)x->valuedouble;
+        }
+        p->adj.allowed_id = p->allowed;
+    }
+    /* vLLM's structured_outputs {"json": schema, "choice": [...], "json_object": true}: read as guided_json,
+     * guided_choice and response_format json_object are (one of them); its other constraints refused by name */
+    const cJSON *so = field(root, "structured_outputs");
+    const cJSON *so_json = NULL, *so_choice = NULL;
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so))
+            return fail(e, 400, "structured_outputs", NULL, "'structured_outputs' must be an object");
+        const cJSON *x;
+        int asks = 0;
+        cJSON_ArrayForEach(x, so) {
+            if (!strcmp(x->string, "json")) {
+                so_json = x;
+            } else if (!strcmp(x->string, "choice")) {
+                so_choice = x;
+            } else if (!strcmp(x->string, "json_object")) {
+                if (!cJSON_IsBool(x))
+                    return fail(e, 400, "structured_outputs", NULL, "structured_outputs.json_object must be true or false");
+                if (cJSON_IsTrue(x))
+                    p->json_object = true;
+                asks += cJSON_IsTrue(x);
+                continue;
+            } else if (!strcmp(x->string, "disable_fallback")) {   /* nothing falls back here */
+                continue;
+            } else {
+                return fail(e, 400, "structured_outputs", NULL, "structured_outputs.%.40s is not supported by this "
+                            "server (json, choice, json_object)", x->string);
+            }
+            asks += !cJSON_IsNull(x);
+        }
+        if (asks > 1)
+            return fail(e, 400, "structured_outputs", NULL, "structured_outputs: give one of json, choice, json_object");
+        if ((so_json || so_choice || p->json_object) && (field(root, "guided_json") || field(root, "guided_choice") ||
+                                                          field(root, "response_format")))
+            return fail(e, 400, "structured_outputs", NULL, "structured_outputs and guided_* / response_format: give one");
+    }
     /* known, and not done here: refused rather than ignored when they ask for something */
     const cJSON *rf = field(root, "response_format");
     const cJSON *schema = NULL;   /* response_format json_schema's "schema", or vLLM's guided_json */
@@ -996,25 +1046,26 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
                         cJSON_IsString(t) ? "\"" : "");
         }
     }
-    const cJSON *gc = field(root, "guided_choice");   /* vLLM's: the answer is one of these strings */
+    const cJSON *gc = so_choice ? so_choice : field(root, "guided_choice");   /* vLLM's: one of these strings */
+    const char *gname = so_choice ? "structured_outputs.choice" : "guided_choice";
     if (gc && !cJSON_IsNull(gc)) {
         const cJSON *x;
         if (!cJSON_IsArray(gc) || cJSON_GetArraySize(gc) < 1 || cJSON_GetArraySize(gc) > MAX_GUIDED_CHOICES)
-            return fail(e, 400, "guided_choice", NULL, "'guided_choice' must list 1 to %d strings", MAX_GUIDED_CHOICES);
+            return fail(e, 400, gname, NULL, "'%s' must list 1 to %d strings", gname, MAX_GUIDED_CHOICES);
         cJSON_ArrayForEach(x, gc) {
             if (!cJSON_IsString(x) || !*x->valuestring)
-                return fail(e, 400, "guided_choice", NULL, "'guided_choice' must list non-empty strings");
+                return fail(e, 400, gname, NULL, "'%s' must list non-empty strings", gname);
             p->choices[p->n_choices++] = x->valuestring;
         }
         if (p->json_object || schema_field)
-            return fail(e, 400, "guided_choice", NULL, "guided_choice and a JSON response_format: give one");
+            return fail(e, 400, gname, NULL, "%s and a JSON response_format: give one", gname);
     }
-    const cJSON *gj = field(root, "guided_json");
+    const cJSON *gj = so_json ? so_json : field(root, "guided_json");
     if (gj && !cJSON_IsNull(gj)) {
         if (schema || p->n_choices)
             return fail(e, 400, "guided_json", NULL, "guided_json and a response_format json_schema or guided_choice: give one");
         schema = gj;
-        schema_field = "guided_json";
+        schema_field = so_json ? "structured_outputs" : "guided_json";
     }
     if (schema) {   /* vLLM takes guided_json as an object or as its JSON text */
         char *txt = cJSON_IsString(schema) ? NULL : cJSON_PrintUnformatted(schema);
@@ -1033,8 +1084,7 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
             return fail(e, 400, schema_field, NULL, "the JSON schema is longer than %zu bytes", sizeof p->schema - 1);
         p->has_schema = true;
     }
-    static const char *const unsupported[] = {"guided_regex", "guided_grammar",
-                                              "structured_outputs", "allowed_token_ids", "bad_words",
+    static const char *const unsupported[] = {"guided_regex", "guided_grammar", "bad_words",
                                               "functions", "function_call", "logits_processors"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         const cJSON *v = field(root, unsupported[i]);

@@ -288,6 +288,13 @@ def main():
     first_id = HF_TOK.encode(base_text).ids[0]
     st, _, t = comp({"logit_bias": {str(first_id): -100}})
     check(st == 200 and not t.startswith(HF_TOK.decode([first_id])), "logit_bias -100 on the greedy first id: not drawn")
+    # allowed_token_ids (vLLM's): sampled at temperature 1, every token is one of them
+    allow = [a_id, HF_TOK.token_to_id("Ġcat"), HF_TOK.token_to_id("Ġsat")]
+    st, js, t = comp({"allowed_token_ids": allow, "temperature": 1.0, "seed": 3})
+    check(st == 200 and set(HF_TOK.encode(t).ids) <= set(allow) and js["usage"]["completion_tokens"] == 24,
+          f"allowed_token_ids: every token drawn is one of them ({t[:40] if t else t!r})")
+    st, js, t = comp({"allowed_token_ids": [first_id]})
+    check(st == 200 and t == HF_TOK.decode([first_id] * 24), "allowed_token_ids of one id: every token is it")
     st, _, t = comp({"temperature": 1.0, "min_p": 1.0, "seed": 5})
     check(st == 200 and t == base_text, "min_p 1 at temperature 1 keeps only the most likely id: the greedy text")
     cat_id = HF_TOK.token_to_id("Ġcat")
@@ -312,6 +319,11 @@ def main():
                         ({"response_format": {"type": "json"}}, "response_format type json"),
                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
                         ({"guided_regex": "a+"}, "guided_regex"), ({"use_beam_search": True}, "beam search"),
+                        ({"allowed_token_ids": []}, "an empty allowed_token_ids"),
+                        ({"allowed_token_ids": [10 ** 7]}, "an allowed token id past the vocabulary"),
+                        ({"structured_outputs": {"regex": "a+"}}, "structured_outputs.regex"),
+                        ({"structured_outputs": {"choice": ["a"], "json": {"type": "object"}}}, "two structured outputs"),
+                        ({"structured_outputs": {"choice": ["a"]}, "guided_choice": ["b"]}, "structured_outputs and guided_choice"),
                         ({"suffix": "end"}, "a suffix")):
         st, js, _ = comp(extra)
         check(st == 400 and is_error_obj(js), f"{what} -> 400 ({js['error']['message'][:60] if st == 400 else st})")
@@ -398,6 +410,26 @@ def main():
         got.append((st, js["choices"][0]["message"]["content"] if st == 200 else None,
                     js["choices"][0]["finish_reason"] if st == 200 else None))
     check(all(s_ == 200 and c in labels and f == "stop" for s_, c, f in got), f"guided_choice: answers {got}")
+    # the same through vLLM's newer structured_outputs, choice and json
+    st, js, _ = request(port, "POST", "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "Is 'I loved this film' positive or negative?"}], "max_tokens": 10,
+        "temperature": 1.0, "seed": 9, "structured_outputs": {"choice": labels}})
+    check(st == 200 and js["choices"][0]["message"]["content"] in labels, f"structured_outputs.choice: "
+          f"{js['choices'][0]['message']['content'] if st == 200 else js}")
+    so_schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+                 "required": ["answer"], "additionalProperties": False}
+    so_body = {"messages": [{"role": "user", "content": "Is water wet? Answer as JSON."}], "max_tokens": 60,
+               "temperature": 0}
+    st, js, _ = request(port, "POST", "/v1/chat/completions", dict(so_body, structured_outputs={"json": so_schema}))
+    st2, js2, _ = request(port, "POST", "/v1/chat/completions", dict(so_body, guided_json=so_schema))
+    txt = js["choices"][0]["message"]["content"] if st == 200 else None
+    try:
+        jsonschema.validate(json.loads(txt), so_schema)
+        ok = st == 200 and js["choices"][0]["finish_reason"] == "stop"
+    except (ValueError, jsonschema.ValidationError, TypeError):
+        ok = False
+    check(ok and st2 == 200 and js2["choices"][0]["message"]["content"] == txt,
+          f"structured_outputs.json: {txt!r}, as guided_json gives it")
     for bad, what in (({"guided_choice": []}, "an empty guided_choice"), ({"guided_choice": ["a", 3]}, "a non-string choice"),
                       ({"guided_choice": ["a"], "response_format": {"type": "json_object"}}, "guided_choice with JSON mode")):
         st, js, _ = comp(bad)
