@@ -260,6 +260,23 @@ static void test_extras(okv_engine *e, const struct okv_model_config *c, const i
     CHECK(row3[0] == -INFINITY && row3[1] == -1.0f && row3[2] == -INFINITY && row3[3] == -INFINITY && row3[4] == -1.0f &&
           zero && okv_logit_adjust_active(&aa), "allowed_token_ids {4, 1}: %g %g %g %g %g (want -inf -1 -inf -inf -1)",
           row3[0], row3[1], row3[2], row3[3], row3[4]);
+    /* bad_words: {2} always, {1, 2, 0} after generated "1 2" (masks 0), {3, 4} not after "... 2" */
+    float row4[5] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+    const int32_t bad_ids[6] = {4, 1, 2, 0, 3, 4};
+    const int bad_len[3] = {1, 3, 2};
+    const int32_t gen5[5] = {0, 3, 1, 1, 2};   /* prompt 0 3, generated 1 1 2 */
+    struct okv_logit_adjust ab = {.bad_ids = bad_ids, .bad_len = bad_len, .n_bad = 3};
+    okv_logit_adjust_apply(&ab, row4, 5, gen5, 2, 3, eog, 1, counts);
+    CHECK(row4[0] == -INFINITY && row4[1] == -1.0f && row4[2] == 0.5f && row4[3] == 3.0f && row4[4] == -INFINITY &&
+          okv_logit_adjust_active(&ab) && okv_logit_adjust_check(&ab, 5) == OKV_OK,
+          "bad_words: %g %g %g %g %g (want -inf -1 0.5 3 -inf)", row4[0], row4[1], row4[2], row4[3], row4[4]);
+    float row5[5] = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+    okv_logit_adjust_apply(&ab, row5, 5, gen5, 4, 1, eog, 1, counts);   /* generated "2" only: "1 2" not there */
+    CHECK(row5[0] == 2.0f && row5[4] == -INFINITY, "bad_words: a sequence's lead in the prompt does not count (%g)",
+          row5[0]);
+    const int bad_len0[1] = {0};
+    CHECK(okv_logit_adjust_check(&(struct okv_logit_adjust){.bad_ids = bad_ids, .bad_len = bad_len0, .n_bad = 1}, 5) ==
+          OKV_ERR_INVALID_ARG, "an empty bad_words sequence is refused");
     const int32_t allow_bad[1] = {5};
     CHECK(okv_logit_adjust_check(&(struct okv_logit_adjust){.allowed_id = allow_bad, .n_allowed = 1}, 5) ==
           OKV_ERR_INVALID_ARG, "an allowed id out of the vocabulary is refused");

@@ -36,6 +36,11 @@ struct okv_logit_adjust {
     const int32_t *allowed_id;                   /* [n_allowed] allowed_token_ids (vLLM's): only these may be
                                                     drawn, the others masked; 0: all */
     int n_allowed;
+    const int32_t *bad_ids;                      /* bad_words (vLLM's) as token sequences, one after another:
+                                                    a sequence's last id is masked where the generated tokens
+                                                    end with the rest of it (a one-token sequence: always) */
+    const int *bad_len;                          /* [n_bad] the length of each (>= 1) */
+    int n_bad;
 };
 /* whether a changes any logits */
 bool okv_logit_adjust_active(const struct okv_logit_adjust *a);

@@ -110,7 +110,7 @@ bool okv_logit_adjust_active(const struct okv_logit_adjust *a)
 {
     return a->presence_penalty != 0.0f || a->frequency_penalty != 0.0f ||
            (a->repetition_penalty != 0.0f && a->repetition_penalty != 1.0f) || a->min_tokens > 0 || a->n_bias > 0 ||
-           a->n_allowed > 0;
+           a->n_allowed > 0 || a->n_bad > 0;
 }
 
 enum okv_status okv_logit_adjust_check(const struct okv_logit_adjust *a, int n)
@@ -123,6 +123,16 @@ enum okv_status okv_logit_adjust_check(const struct okv_logit_adjust *a, int n)
         return okv_set_error(OKV_ERR_INVALID_ARG, "repetition_penalty %g: must be in (0, 2]", a->repetition_penalty);
     if (a->min_tokens < 0)
         return okv_set_error(OKV_ERR_INVALID_ARG, "min_tokens %d: must be >= 0", a->min_tokens);
+    if (a->n_bad < 0 || (a->n_bad > 0 && (!a->bad_ids || !a->bad_len)))
+        return okv_set_error(OKV_ERR_INVALID_ARG, "bad_words: %d sequences without their arrays", a->n_bad);
+    for (int k = 0, at = 0; k < a->n_bad; at += a->bad_len[k++]) {
+        if (a->bad_len[k] < 1)
+            return okv_set_error(OKV_ERR_INVALID_ARG, "bad_words: sequence %d is empty", k);
+        for (int i = 0; i < a->bad_len[k]; i++)
+            if (a->bad_ids[at + i] < 0 || a->bad_ids[at + i] >= n)
+                return okv_set_error(OKV_ERR_INVALID_ARG, "bad_words: token id %d is out of the vocabulary (size %d)",
+                                     a->bad_ids[at + i], n);
+    }
     if (a->n_allowed < 0 || (a->n_allowed > 0 && !a->allowed_id))
         return okv_set_error(OKV_ERR_INVALID_ARG, "allowed_token_ids: %d entries without their array", a->n_allowed);
     for (int i = 0; i < a->n_allowed; i++)
@@ -179,6 +189,15 @@ void okv_logit_adjust_apply(const struct okv_logit_adjust *a, float *logits, int
             logits[t] -= a->frequency_penalty * (float)counts[t] + a->presence_penalty;
             counts[t] = 0;   /* each id once */
         }
+    }
+    const int32_t *gen = toks + n_prompt;
+    for (int k = 0, at = 0; k < a->n_bad; at += a->bad_len[k++]) {   /* bad_words: the generated tokens' tail */
+        const int32_t *seq = a->bad_ids + at;
+        const int lead = a->bad_len[k] - 1;
+        if (lead > n_gen || memcmp(gen + n_gen - lead, seq, sizeof(int32_t) * (size_t)lead) != 0)
+            continue;
+        if (seq[lead] >= 0 && seq[lead] < n)
+            logits[seq[lead]] = -INFINITY;
     }
     if (a->n_allowed > 0) {   /* the ids not allowed masked: counts[] marks the allowed, reset below */
         for (int i = 0; i < a->n_allowed; i++)

@@ -226,6 +226,8 @@ static void req_free(struct req *r)
     okv_free((void *)r->adjust.bias_id);
     okv_free((void *)r->adjust.bias);
     okv_free((void *)r->adjust.allowed_id);
+    okv_free((void *)r->adjust.bad_ids);
+    okv_free((void *)r->adjust.bad_len);
     okv_free(r->stop_ids);
     okv_free(r->mask_ids);
     okv_free(r->toks);
@@ -1374,6 +1376,23 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
     r->adjust.n_bias = 0;
     r->adjust.allowed_id = NULL;
     r->adjust.n_allowed = 0;
+    r->adjust.bad_ids = NULL;
+    r->adjust.bad_len = NULL;
+    r->adjust.n_bad = 0;
+    if (rq->adjust.n_bad > 0) {
+        int total = 0;
+        for (int k = 0; k < rq->adjust.n_bad; k++)
+            total += rq->adjust.bad_len[k];
+        int32_t *bi = okv_malloc(sizeof(int32_t) * (size_t)total, OKV_TAG_SERVER);
+        int *bl = okv_malloc(sizeof(int) * (size_t)rq->adjust.n_bad, OKV_TAG_SERVER);
+        r->adjust.bad_ids = bi;
+        r->adjust.bad_len = bl;
+        if (!bi || !bl)
+            goto oom;
+        memcpy(bi, rq->adjust.bad_ids, sizeof(int32_t) * (size_t)total);
+        memcpy(bl, rq->adjust.bad_len, sizeof(int) * (size_t)rq->adjust.n_bad);
+        r->adjust.n_bad = rq->adjust.n_bad;
+    }
     if (rq->adjust.n_allowed > 0) {
         int32_t *al = okv_malloc(sizeof(int32_t) * (size_t)rq->adjust.n_allowed, OKV_TAG_SERVER);
         r->adjust.allowed_id = al;

@@ -36,6 +36,8 @@
 #define MAX_STOP 16
 #define MAX_STOP_IDS 64
 #define MAX_ALLOWED_IDS 4096
+#define MAX_BAD_WORDS 128
+#define MAX_BAD_TOKENS 2048
 #define MAX_LOGIT_BIAS 1024
 #define MAX_CHOICES 64   /* prompts x n of one request */
 
@@ -899,6 +901,8 @@ struct params {
     float bias[MAX_LOGIT_BIAS];
     int32_t stop_ids[MAX_STOP_IDS];   /* stop_token_ids (vLLM's) */
     int32_t allowed[MAX_ALLOWED_IDS]; /* allowed_token_ids (vLLM's), in adj */
+    int32_t bad_ids[MAX_BAD_TOKENS];  /* bad_words (vLLM's) as token sequences, in adj */
+    int bad_len[2 * MAX_BAD_WORDS];
     int n_stop_ids;
     bool json_object;                 /* response_format {"type": "json_object"} */
     bool has_schema;                  /* response_format json_schema / guided_json: its text */
@@ -988,6 +992,50 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
             p->allowed[p->adj.n_allowed++] = (int32_t)x->valuedouble;
         }
         p->adj.allowed_id = p->allowed;
+    }
+    const cJSON *bw = field(root, "bad_words");   /* vLLM's: words never written */
+    if (bw && !cJSON_IsNull(bw)) {
+        if (!cJSON_IsArray(bw) || cJSON_GetArraySize(bw) > MAX_BAD_WORDS)
+            return fail(e, 400, "bad_words", NULL, "'bad_words' must list at most %d strings", MAX_BAD_WORDS);
+        const cJSON *x;
+        int used = 0;
+        cJSON_ArrayForEach(x, bw) {
+            const char *w = cJSON_IsString(x) ? x->valuestring : NULL;
+            while (w && (*w == ' ' || *w == '\t' || *w == '\n' || *w == '\r'))
+                w++;
+            if (!w || !*w)
+                return fail(e, 400, "bad_words", NULL, "'bad_words' must list words (non-empty strings)");
+            /* as vLLM tokenizes them: the word (leading whitespace dropped), and with a space before it where that
+             * is another first token and as many tokens (the word in the middle of a text) */
+            int first_len = 0;
+            int32_t first_tok = -1;
+            for (int space = 0; space < 2; space++) {
+                char buf[512];
+                if (snprintf(buf, sizeof buf, "%s%s", space ? " " : "", w) >= (int)sizeof buf)
+                    return fail(e, 400, "bad_words", NULL, "a bad word is longer than %zu bytes", sizeof buf - 2);
+                int32_t *ids = NULL;
+                size_t n = 0;
+                if (okv_tokenizer_encode(sv->tok, buf, strlen(buf), false, true, &ids, &n) != OKV_OK)
+                    return fail(e, 400, "bad_words", NULL, "cannot tokenize a bad word: %s", okv_last_error());
+                const bool take = n > 0 && (!space || (ids[0] != first_tok && (int)n == first_len));
+                if (take && used + (int)n > MAX_BAD_TOKENS) {
+                    okv_free(ids);
+                    return fail(e, 400, "bad_words", NULL, "'bad_words' come to more than %d tokens", MAX_BAD_TOKENS);
+                }
+                if (take) {
+                    memcpy(p->bad_ids + used, ids, sizeof(int32_t) * n);
+                    used += (int)n;
+                    p->bad_len[p->adj.n_bad++] = (int)n;
+                }
+                if (!space) {
+                    first_len = (int)n;
+                    first_tok = n > 0 ? ids[0] : -1;
+                }
+                okv_free(ids);
+            }
+        }
+        p->adj.bad_ids = p->bad_ids;
+        p->adj.bad_len = p->bad_len;
     }
     /* vLLM's structured_outputs {"json": schema, "choice": [...], "json_object": true}: read as guided_json,
      * guided_choice and response_format json_object are (one of them); its other constraints refused by name */
@@ -1084,7 +1132,7 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
             return fail(e, 400, schema_field, NULL, "the JSON schema is longer than %zu bytes", sizeof p->schema - 1);
         p->has_schema = true;
     }
-    static const char *const unsupported[] = {"guided_regex", "guided_grammar", "bad_words",
+    static const char *const unsupported[] = {"guided_regex", "guided_grammar",
                                               "functions", "function_call", "logits_processors"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         const cJSON *v = field(root, unsupported[i]);

@@ -295,6 +295,14 @@ def main():
           f"allowed_token_ids: every token drawn is one of them ({t[:40] if t else t!r})")
     st, js, t = comp({"allowed_token_ids": [first_id]})
     check(st == 200 and t == HF_TOK.decode([first_id] * 24), "allowed_token_ids of one id: every token is it")
+    # bad_words (vLLM's): " cat" (and "cat" at a text's start) is never written; the greedy text had it
+    cat_ids = {HF_TOK.token_to_id("Ġcat"), HF_TOK.token_to_id("cat")}
+    st, js, t = comp({"bad_words": ["cat"]})
+    check(st == 200 and " cat" in base_text and not (set(HF_TOK.encode(t).ids) & cat_ids) and t != base_text,
+          f"bad_words ['cat']: not written ({t[:50] if t else t!r})")
+    st, js, t = comp({"bad_words": ["  was happy"]})   # two tokens: " happy" is not drawn after " was"
+    check(st == 200 and "was happy" in base_text and "was happy" not in t,
+          f"bad_words ['was happy']: never written together ({t[:50] if t else t!r})")
     st, _, t = comp({"temperature": 1.0, "min_p": 1.0, "seed": 5})
     check(st == 200 and t == base_text, "min_p 1 at temperature 1 keeps only the most likely id: the greedy text")
     cat_id = HF_TOK.token_to_id("Ġcat")
@@ -320,6 +328,7 @@ def main():
                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
                         ({"guided_regex": "a+"}, "guided_regex"), ({"use_beam_search": True}, "beam search"),
                         ({"allowed_token_ids": []}, "an empty allowed_token_ids"),
+                        ({"bad_words": [" "]}, "a blank bad word"), ({"bad_words": "cat"}, "bad_words not a list"),
                         ({"allowed_token_ids": [10 ** 7]}, "an allowed token id past the vocabulary"),
                         ({"structured_outputs": {"regex": "a+"}}, "structured_outputs.regex"),
                         ({"structured_outputs": {"choice": ["a"], "json": {"type": "object"}}}, "two structured outputs"),
