@@ -183,6 +183,52 @@ int main(void)
         const char *none[] = {"a", ""};
         CHECK(okv_json_choice_compile(none, 2, &ch) == OKV_ERR_INVALID_ARG && !ch, "an empty choice is refused");
     }
+    /* guided_regex: the text fully matches; the mask equals feeding each token's bytes; end of generation once it
+     * matches; a regex outside the subset refused by name */
+    {
+        okv_json_schema *rx = NULL;
+        const char *pat = "(yes|no), [a-z]{2,4}\\.";
+        CHECK(okv_json_regex_compile(pat, strlen(pat), &rx) == OKV_OK, "regex: %s", okv_last_error());
+        struct okv_json_state s;
+        if (rx)
+            okv_json_init_schema(&s, rx);
+        for (int step = 0; rx && step < 3; step++) {   /* at the start, after "yes", after "no, ab" */
+            static const char *const pre[3] = {"", "yes", "no, ab"};
+            okv_json_init_schema(&s, rx);
+            CHECK(okv_json_feed_n(&s, (const uint8_t *)pre[step], strlen(pre[step])), "regex prefix '%s'", pre[step]);
+            for (int k = 0; k < n; k++)
+                lg[k] = 0.0f;
+            const int allowed = okv_json_mask(&s, trie, eog, n_eog, lg, n);
+            int bad = 0, count = 0;
+            for (int32_t id = 0; id < n; id++) {
+                int nb = 0;
+                const uint8_t *b = okv_token_trie_bytes(trie, id, &nb);
+                struct okv_json_state c = s;
+                const bool want = nb > 0 && okv_json_feed_n(&c, b, (size_t)nb);
+                bad += want != !isinf(lg[id]);
+                count += want;
+            }
+            CHECK(bad == 0 && count == allowed && allowed > 0, "regex mask after '%s': %d ids differ from feeding, %d "
+                  "allowed", pre[step], bad, allowed);
+        }
+        if (rx) {
+            okv_json_init_schema(&s, rx);
+            CHECK(!okv_json_complete(&s) && okv_json_feed_n(&s, (const uint8_t *)"no, abc", 7) && !okv_json_complete(&s) &&
+                  okv_json_feed(&s, '.') && okv_json_complete(&s) && !okv_json_feed(&s, 'x'),
+                  "\"no, abc.\" matches, and nothing follows");
+            for (int k = 0; k < n; k++)
+                lg[k] = 0.0f;
+            okv_json_init_schema(&s, rx);
+            okv_json_feed_n(&s, (const uint8_t *)"yes, ab.", 8);
+            const int left = okv_json_mask(&s, trie, eog, n_eog, lg, n);
+            CHECK(n_eog == 0 || (left == n_eog && !isinf(lg[eog[0]])), "a full match: only the end of generation left "
+                  "(%d)", left);
+        }
+        okv_json_schema_free(rx);
+        rx = NULL;
+        CHECK(okv_json_regex_compile("(?=a)b", 6, &rx) != OKV_OK && !rx && strstr(okv_last_error(), "look"),
+              "a lookahead is refused by name: %s", okv_last_error());
+    }
     /* the mask cache: the same masks as the walk, over a document fed token by token as a model writes it
      * (SmolLM2's tokenization of a pretty-printed object, twice: the second pass all hits); ids whose logit is
      * -inf already do not poison an entry */

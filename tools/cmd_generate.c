@@ -72,6 +72,8 @@ static const char *help =
     "                         json_object); not with --draft\n"
     "  --json-schema FILE     structured output: the text is an instance of the JSON schema in FILE (the subset\n"
     "                         the server takes; - for standard input)\n"
+    "  --regex PATTERN        structured output: the whole text fully matches the regular expression (the server's\n"
+    "                         guided_regex; Python re syntax, a subset); not with --draft\n"
     "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 
@@ -115,6 +117,7 @@ int cmd_generate(int argc, char **argv)
     const char *stops[16];
     int n_stop = 0;
     char *schema_text = NULL;   /* --json-schema FILE's text */
+    const char *regex = NULL;   /* --regex */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -195,6 +198,8 @@ int cmd_generate(int argc, char **argv)
         } else if (!strcmp(a, "--json-schema")) {
             okv_free(schema_text);
             schema_text = cli_read_text(a, cli_value(argc, argv, &i));
+        } else if (!strcmp(a, "--regex")) {
+            regex = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--kv-budget")) {
@@ -306,10 +311,17 @@ int cmd_generate(int argc, char **argv)
             cli_die("--json-schema: %s", okv_last_error());
         gp.json_schema = schema;
     }
+    if (regex) {
+        if (schema || gp.json_object)
+            cli_die("--regex and --json-object / --json-schema: give one");
+        if (okv_json_regex_compile(regex, strlen(regex), &schema) != OKV_OK)
+            cli_die("--regex: %s", okv_last_error());
+        gp.json_schema = schema;
+    }
     if ((gp.json_object || schema) && !tok)
-        cli_die("--json-object / --json-schema: %s has no tokenizer (tokenizer.json)", model_path);
+        cli_die("--json-object / --json-schema / --regex: %s has no tokenizer (tokenizer.json)", model_path);
     if ((gp.json_object || schema) && draft)
-        cli_die("--json-object / --json-schema run without --draft");
+        cli_die("--json-object / --json-schema / --regex run without --draft");
     okv_backend *be = cli_backend(device, threads, tp, &m->cfg);
     int need = (int)n_ids + gp.max_tokens;
     if (need > max_ctx)

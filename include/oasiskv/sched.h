@@ -124,6 +124,10 @@ struct okv_sched_request {
     /* ... or one of these strings, the whole text (vLLM's guided_choice; copied at submission) */
     const char *const *choices;
     int n_choices;
+    /* ... or text that fully matches this regular expression (vLLM's guided_regex; regex_len bytes, compiled at
+     * submission: okv_json_regex_compile); NULL: none */
+    const char *regex;
+    size_t regex_len;
 };
 
 /* Histogram with fixed upper bounds (Prometheus "le"); counts are per bucket, not

@@ -35,6 +35,10 @@ enum okv_status okv_json_schema_compile(const char *text, size_t len, okv_json_s
 /* vLLM's guided_choice: the whole text is one of n (1..64) non-empty strings, as they are (not
  * JSON); a state made from it (okv_json_init_schema) is complete once it spells one of them. */
 enum okv_status okv_json_choice_compile(const char *const *choices, int n, okv_json_schema **out);
+/* vLLM's guided_regex: the whole text (raw, not JSON) fully matches a regular expression (Python re syntax, the
+ * subset of src/structured/regex.h: a construct outside it is refused by name); a state made from it is complete
+ * once the text matches. */
+enum okv_status okv_json_regex_compile(const char *pattern, size_t len, okv_json_schema **out);
 void okv_json_schema_free(okv_json_schema *s);   /* NULL is fine */
 
 /* The recognizer's state: copyable by value (the schema is borrowed and never written). */

@@ -1429,13 +1429,14 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         r->n_mask = ne + r->n_stop_ids;
     }
     r->host_sample = okv_logit_adjust_active(&r->adjust) || rq->sampling.min_p > 0.0f;
-    if (rq->json_object || rq->json_schema || rq->n_choices > 0) {
+    if (rq->json_object || rq->json_schema || rq->n_choices > 0 || rq->regex) {
         if (!s->tok) {
             req_free(r);
             return okv_set_error(OKV_ERR_INVALID_ARG, "scheduler: structured output needs a tokenizer");
         }
         enum okv_status cs = rq->json_schema    ? okv_json_schema_compile(rq->json_schema, rq->json_schema_len, &r->schema)
                              : rq->n_choices > 0 ? okv_json_choice_compile(rq->choices, rq->n_choices, &r->schema)
+                             : rq->regex         ? okv_json_regex_compile(rq->regex, rq->regex_len, &r->schema)
                                                  : OKV_OK;
         if (cs != OKV_OK) {
             req_free(r);

@@ -33,6 +33,11 @@ void okv_json_init_schema(struct okv_json_state *s, const okv_json_schema *sch)
     okv_json_init(s, false);
     s->sch = sch;
     s->val = (int16_t)sch->root;
+    if (sch->regex) {   /* the whole text, raw, matches the regex: kpos is its DFA's state */
+        s->match = 4;
+        s->kpos = (uint16_t)okv_regex_start(sch->regex);
+        return;
+    }
     if (sch->choice) {   /* the whole text is one of the root's strings, as they are */
         const int n = sch->nodes[sch->root].n_lit;
         s->match = 3;
@@ -289,6 +294,13 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c)
         return false;
     if (s->match == 3)   /* a choice among strings: the text itself narrows the candidates */
         return match_byte(s, c);
+    if (s->match == 4) {
+        const int next = okv_regex_next(s->sch->regex, s->kpos, c);
+        if (next < 0)
+            return fail(s);
+        s->kpos = (uint16_t)next;
+        return true;
+    }
     /* a property name or an enum value: every byte between the quotes, as written, narrows the candidates */
     if (s->match && (s->lex == L_ESC || s->lex == L_UHEX || s->lex == L_UTF8 || (s->lex == L_STR && c != '"')) &&
         !match_byte(s, c))
@@ -453,6 +465,8 @@ bool okv_json_complete(const struct okv_json_state *s)
         return false;
     if (s->match == 3)
         return match_end((struct okv_json_state *)s) >= 0;
+    if (s->match == 4)
+        return okv_regex_accepting(s->sch->regex, s->kpos);
     if (s->lex == L_NONE)
         return s->expect == E_DONE;
     /* a top-level number is complete where it may end */

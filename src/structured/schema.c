@@ -520,7 +520,25 @@ void okv_json_schema_free(okv_json_schema *s)
     okv_free(s->props);
     okv_free(s->lits);
     okv_free(s->lit);
+    okv_regex_free(s->regex);
     okv_free(s);
+}
+
+enum okv_status okv_json_regex_compile(const char *pattern, size_t len, okv_json_schema **out)
+{
+    *out = NULL;
+    okv_json_schema *s = okv_calloc(1, sizeof *s, OKV_TAG_SERVER);
+    if (!s)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "regex: no memory");
+    const enum okv_status st = okv_regex_compile(pattern, len, &s->regex);
+    if (st != OKV_OK) {
+        okv_free(s);
+        return st;
+    }
+    s->root = -1;
+    s->id = okv_json_schema_next_id();
+    *out = s;
+    return OKV_OK;
 }
 
 enum okv_status okv_json_choice_compile(const char *const *choices, int n, okv_json_schema **out)

@@ -4,6 +4,7 @@
 #define OKV_STRUCTURED_SCHEMA_INTERNAL_H
 
 #include "oasiskv/structured.h"
+#include "structured/regex.h"
 
 #define OKV_SCHEMA_MAX_NODES 4096
 
@@ -50,6 +51,7 @@ struct okv_json_schema {
     size_t lit_len, lit_cap;
     int root;
     bool choice;                   /* okv_json_choice_compile: the text is one of the root's strings, raw */
+    struct okv_regex *regex;       /* okv_json_regex_compile: the text, raw, fully matches it */
     uint64_t id;                   /* unique for the process: the mask cache's key (an address can be reused) */
 };
 

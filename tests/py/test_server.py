@@ -326,11 +326,12 @@ def main():
                          "response_format json_schema without a schema"),
                         ({"response_format": {"type": "json"}}, "response_format type json"),
                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-                        ({"guided_regex": "a+"}, "guided_regex"), ({"use_beam_search": True}, "beam search"),
+                        ({"guided_grammar": "root ::= \"a\""}, "guided_grammar"), ({"use_beam_search": True}, "beam search"),
                         ({"allowed_token_ids": []}, "an empty allowed_token_ids"),
                         ({"bad_words": [" "]}, "a blank bad word"), ({"bad_words": "cat"}, "bad_words not a list"),
                         ({"allowed_token_ids": [10 ** 7]}, "an allowed token id past the vocabulary"),
-                        ({"structured_outputs": {"regex": "a+"}}, "structured_outputs.regex"),
+                        ({"structured_outputs": {"grammar": "root ::= \"a\""}}, "structured_outputs.grammar"),
+                        ({"guided_regex": "(?=a)b"}, "a regex with a lookahead"), ({"guided_regex": ""}, "an empty regex"),
                         ({"structured_outputs": {"choice": ["a"], "json": {"type": "object"}}}, "two structured outputs"),
                         ({"structured_outputs": {"choice": ["a"]}, "guided_choice": ["b"]}, "structured_outputs and guided_choice"),
                         ({"suffix": "end"}, "a suffix")):
@@ -439,6 +440,24 @@ def main():
         ok = False
     check(ok and st2 == 200 and js2["choices"][0]["message"]["content"] == txt,
           f"structured_outputs.json: {txt!r}, as guided_json gives it")
+    # vLLM's guided_regex (and structured_outputs.regex): the whole answer fully matches, sampled and streamed
+    import re as re_mod
+    for pat, extra in ((r"(yes|no), because [a-z ]{3,30}\.", {"temperature": 1.0, "seed": 4}),
+                       (r"\d{4}-\d{2}-\d{2}", {"temperature": 0}),
+                       (r"[À-ÿ]{2,5} ok", {"temperature": 1.0, "seed": 7})):
+        body = {"messages": [{"role": "user", "content": "Is the sky blue? Answer and say why."}], "max_tokens": 60,
+                "guided_regex": pat, **extra}
+        st, js, _ = request(port, "POST", "/v1/chat/completions", body)
+        txt = js["choices"][0]["message"]["content"] if st == 200 else None
+        check(st == 200 and re_mod.fullmatch(pat, txt) is not None and js["choices"][0]["finish_reason"] == "stop",
+              f"guided_regex {pat}: {txt!r} matches it")
+        body2 = dict(body)
+        del body2["guided_regex"]
+        body2["structured_outputs"] = {"regex": pat}
+        st, evs, _ = stream(port, "/v1/chat/completions", dict(body2, stream=True))
+        streamed = "".join(ev["choices"][0]["delta"].get("content") or "" for ev in evs if ev.get("choices")) \
+            if st == 200 else None
+        check(streamed == txt, f"structured_outputs.regex streamed: {streamed!r} (as guided_regex: {txt!r})")
     for bad, what in (({"guided_choice": []}, "an empty guided_choice"), ({"guided_choice": ["a", 3]}, "a non-string choice"),
                       ({"guided_choice": ["a"], "response_format": {"type": "json_object"}}, "guided_choice with JSON mode")):
         st, js, _ = comp(bad)

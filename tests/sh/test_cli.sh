@@ -141,6 +141,16 @@ PY
   printf '{"type": "objec"}' > "$tmp/bad_schema.json"
   expect_error "bad --json-schema" "json-schema.*objec.*not a JSON type" $cli generate -m "$smol" -p hi --json-schema "$tmp/bad_schema.json"
   expect_error "--json-object with --draft" "without --draft" $cli generate -m "$smol" -p hi --json-object --draft ngram
+  # --regex: the whole text fully matches (Python's re checks it)
+  a="$(timeout 60 $cli generate -m "$smol" --chat -p "What year is it?" -n 20 --temp 0 --json --regex '[0-9]{4}, [a-z]+')"
+  if python3 - "$a" <<'PY'
+import json, re, sys
+t = json.loads(sys.argv[1])["text"]
+assert re.fullmatch(r"[0-9]{4}, [a-z]+", t), t   # (cut by -n 20 or not: every such prefix past ", x" matches)
+PY
+  then ok; else bad "generate --regex: $a"; fi
+  expect_error "--regex with a lookbehind" "look" $cli generate -m "$smol" -p hi --regex '(?<=a)b'
+  expect_error "--regex with --json-object" "give one" $cli generate -m "$smol" -p hi --regex 'a' --json-object
   # --chat-template: a file, or the template itself, replaces the model's (a prompt's tokens count it); bad ones refused
   python3 -c 'import json,sys; open(sys.argv[2], "w").write(json.load(open(sys.argv[1]))["template"])' \
     "$OKV_SOURCE_DIR/tests/data/chat_tools.json" "$tmp/qwen.jinja"
