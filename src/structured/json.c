@@ -201,6 +201,10 @@ static bool start_value(struct okv_json_state *s, uint8_t c)
             s->match = 2;
             s->kpos = 0;
             s->cand = n->n_lit >= 64 ? ~0ull : (1ull << n->n_lit) - 1;
+        } else if (n && n->kind == N_STRING && n->rx >= 0 && c == '"') {   /* pattern / lengths: the content's DFA */
+            s->val = (int16_t)node;
+            s->match = 5;
+            s->kpos = (uint16_t)okv_regex_start(s->sch->rxs[n->rx]);
         }
     }
     switch (c) {
@@ -301,8 +305,32 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c)
         s->kpos = (uint16_t)next;
         return true;
     }
+    if (s->match == 5 && s->lex != L_NONE) {   /* a string under a pattern: its content's bytes, escapes decoded */
+        int b = -1;
+        if ((s->lex == L_STR && c != '"' && c != '\\') || s->lex == L_UTF8) {
+            b = c;
+        } else if (s->lex == L_ESC) {
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *at = c ? strchr(from, c) : NULL;
+            if (!at)   /* \uXXXX is not written under a pattern (the character itself is) */
+                return fail(s);
+            b = (uint8_t)to[at - from];
+        }
+        if (b >= 0) {
+            const int next = okv_regex_next(s->sch->rxs[snode(s, s->val)->rx], s->kpos, (uint8_t)b);
+            if (next < 0)
+                return fail(s);
+            s->kpos = (uint16_t)next;
+        } else if (s->lex == L_STR && c == '\\') {   /* an escape only where one of them may come */
+            bool any = false;
+            for (const char *e = "\"\\/\b\f\n\r\t"; *e && !any; e++)
+                any = okv_regex_next(s->sch->rxs[snode(s, s->val)->rx], s->kpos, (uint8_t)*e) >= 0;
+            if (!any)
+                return fail(s);
+        }
+    }
     /* a property name or an enum value: every byte between the quotes, as written, narrows the candidates */
-    if (s->match && (s->lex == L_ESC || s->lex == L_UHEX || s->lex == L_UTF8 || (s->lex == L_STR && c != '"')) &&
+    if (s->match && s->match != 5 && (s->lex == L_ESC || s->lex == L_UHEX || s->lex == L_UTF8 || (s->lex == L_STR && c != '"')) &&
         !match_byte(s, c))
         return false;
     switch (s->lex) {
@@ -310,7 +338,11 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c)
         return structural(s, c);
     case L_STR:
         if (c == '"') {
-            if (s->match) {
+            if (s->match == 5) {   /* the content must match as a whole */
+                if (!okv_regex_accepting(s->sch->rxs[snode(s, s->val)->rx], s->kpos))
+                    return fail(s);
+                s->match = 0;
+            } else if (s->match) {
                 const int i = match_end(s);
                 if (i < 0)
                     return fail(s);

@@ -64,6 +64,7 @@ static int new_node(struct cctx *c)
     n->kind = N_ANY;
     n->items = -1;
     n->max_items = INT32_MAX;
+    n->rx = -1;
     for (int t = 0; t < T_COUNT; t++)
         n->alt[t] = -1;
     return s->n_nodes++;
@@ -121,6 +122,59 @@ static int type_of(const char *t)
         if (strcmp(t, names[i]) == 0)
             return i;
     return strcmp(t, "integer") == 0 ? T_NUMBER : -1;
+}
+
+/* A string's pattern, or its minLength / maxLength, as a regex its content must fully match: its index in rxs, -1
+ * when j has none, -2 on an error. A JSON schema's pattern matches anywhere in the string (ECMA-262's search)
+ * unless anchored: an unanchored end gets [\s\S]* (any code point). The lengths count code points. */
+static int string_regex(struct cctx *c, const cJSON *j, const char *where)
+{
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(j, "pattern");
+    const cJSON *mn = cJSON_GetObjectItemCaseSensitive(j, "minLength"), *mx = cJSON_GetObjectItemCaseSensitive(j, "maxLength");
+    if (!pat && !mn && !mx)
+        return -1;
+    char re[2048];
+    if (pat && (mn || mx))
+        return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: pattern together with minLength / maxLength is not "
+                                           "supported", where) - 1;
+    if (pat) {
+        if (!cJSON_IsString(pat))
+            return err(c, OKV_ERR_FORMAT, "JSON schema %s: pattern must be a string", where) - 1;
+        const char *p = pat->valuestring;
+        size_t n = strlen(p);
+        const bool head = n > 0 && p[0] == '^';
+        size_t bs = 0;   /* backslashes before a final $ (an odd count escapes it) */
+        while (n >= 2 + bs && p[n - 2 - bs] == '\\')
+            bs++;
+        const bool tail = n > (size_t)head && p[n - 1] == '$' && bs % 2 == 0;
+        if (snprintf(re, sizeof re, "%s(?:%.*s)%s", head ? "" : "[\\s\\S]*", (int)(n - head - tail), p + head,
+                     tail ? "" : "[\\s\\S]*") >= (int)sizeof re)
+            return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: the pattern is longer than %zu bytes", where,
+                       sizeof re - 32) - 1;
+    } else {
+        if ((mn && (!cJSON_IsNumber(mn) || mn->valuedouble < 0 || mn->valuedouble != (int)mn->valuedouble)) ||
+            (mx && (!cJSON_IsNumber(mx) || mx->valuedouble < 0 || mx->valuedouble != (int)mx->valuedouble)))
+            return err(c, OKV_ERR_FORMAT, "JSON schema %s: minLength / maxLength must be non-negative integers", where) - 1;
+        const int lo = mn ? (int)mn->valuedouble : 0;
+        if (mx && mx->valuedouble < lo)
+            return err(c, OKV_ERR_FORMAT, "JSON schema %s: minLength > maxLength", where) - 1;
+        if (mx)
+            snprintf(re, sizeof re, "[\\s\\S]{%d,%d}", lo, (int)mx->valuedouble);
+        else
+            snprintf(re, sizeof re, "[\\s\\S]{%d,}", lo);
+    }
+    okv_json_schema *s = c->s;
+    if (!reserve((void **)&s->rxs, &s->cap_rxs, (size_t)s->n_rxs + 1, sizeof *s->rxs, 4))
+        return err(c, OKV_ERR_NO_MEMORY, "JSON schema: no memory") - 1;
+    okv_regex *rx = NULL;
+    if (okv_regex_compile(re, strlen(re), &rx) != OKV_OK) {
+        char why[300];
+        snprintf(why, sizeof why, "%s", okv_last_error());
+        return err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: %s: %s", where, pat ? "pattern" : "minLength / maxLength",
+                   why) - 1;
+    }
+    s->rxs[s->n_rxs] = rx;
+    return s->n_rxs++;
 }
 
 /* one JSON type's node: its constraints from j */
@@ -193,6 +247,11 @@ static int compile_type(struct cctx *c, const cJSON *j, const char *type, const 
         nd->max_items = mx ? (int32_t)(mx->valuedouble > INT32_MAX ? INT32_MAX : mx->valuedouble) : INT32_MAX;
         if (nd->min_items > nd->max_items)
             return err(c, OKV_ERR_FORMAT, "JSON schema %s: minItems > maxItems", where);
+    } else if (t == T_STRING) {
+        const int rx = string_regex(c, j, where);
+        if (rx < -1)
+            return -1;
+        c->s->nodes[id].rx = rx;
     }
     return id;
 }
@@ -349,7 +408,8 @@ static int compile(struct cctx *c, const cJSON *j, const char *where)
     const cJSON *k;
     cJSON_ArrayForEach(k, j) {
         static const char *const known[] = {"type", "properties", "required", "additionalProperties", "items",
-                                            "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "$ref"};
+                                            "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "$ref",
+                                            "pattern", "minLength", "maxLength"};
         bool ok = annotation(k->string);
         for (size_t i = 0; i < sizeof known / sizeof known[0] && !ok; i++)
             ok = strcmp(k->string, known[i]) == 0;
@@ -358,6 +418,18 @@ static int compile(struct cctx *c, const cJSON *j, const char *where)
                           "not enforced is not accepted)", where, k->string);
             goto out;
         }
+    }
+    /* a string's pattern / minLength / maxLength hold for strings only: a schema that could give another kind of
+     * string (an enum, a union, a reference, no type) would leave them unenforced */
+    const bool str_kw = cJSON_GetObjectItemCaseSensitive(j, "pattern") || cJSON_GetObjectItemCaseSensitive(j, "minLength") ||
+                        cJSON_GetObjectItemCaseSensitive(j, "maxLength");
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(j, "type");
+    if (str_kw && (!cJSON_IsString(ty) || cJSON_GetObjectItemCaseSensitive(j, "enum") ||
+                   cJSON_GetObjectItemCaseSensitive(j, "const") || cJSON_GetObjectItemCaseSensitive(j, "$ref") ||
+                   cJSON_GetObjectItemCaseSensitive(j, "anyOf") || cJSON_GetObjectItemCaseSensitive(j, "oneOf"))) {
+        err(c, OKV_ERR_UNSUPPORTED, "JSON schema %s: pattern / minLength / maxLength are supported with \"type\": "
+                                    "\"string\" alone (not with a list of types, enum, const, $ref or anyOf)", where);
+        goto out;
     }
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(j, "$ref");
     if (ref) {
@@ -521,6 +593,9 @@ void okv_json_schema_free(okv_json_schema *s)
     okv_free(s->lits);
     okv_free(s->lit);
     okv_regex_free(s->regex);
+    for (int i = 0; i < s->n_rxs; i++)
+        okv_regex_free(s->rxs[i]);
+    okv_free(s->rxs);
     okv_free(s);
 }
 

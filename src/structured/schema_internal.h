@@ -24,6 +24,8 @@ struct snode {
     int32_t min_items, max_items;
     int32_t first_lit, n_lit;      /* string: lits[first_lit ..] it must be one of; n_lit 0: any string */
     int32_t alt[T_COUNT];          /* union: the node for a value of each type, -1 none */
+    int32_t rx;                    /* string: the regex its content fully matches (pattern, minLength, maxLength;
+                                      an index into rxs), -1 none */
 };
 
 struct sprop {
@@ -52,6 +54,9 @@ struct okv_json_schema {
     int root;
     bool choice;                   /* okv_json_choice_compile: the text is one of the root's strings, raw */
     struct okv_regex *regex;       /* okv_json_regex_compile: the text, raw, fully matches it */
+    struct okv_regex **rxs;        /* string nodes' content regexes (snode.rx) */
+    int n_rxs;
+    size_t cap_rxs;
     uint64_t id;                   /* unique for the process: the mask cache's key (an address can be reused) */
 };
 

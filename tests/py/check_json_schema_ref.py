@@ -6,14 +6,16 @@ usage: check_json_schema_ref.py OKV_JSON_CHECK [SEED]
 For each schema of the list (objects with required and optional properties, nested objects,
 arrays with minItems / maxItems, string enums and consts, integers and numbers, type lists,
 Optional[X] as anyOf [X, null], pydantic's $defs with a recursive $ref, a discriminated union of objects:
-the server's form for a tool call that must be one of several functions):
+the server's form for a tool call that must be one of several functions; strings under a pattern, anchored or
+searched, and under minLength / maxLength):
   - soundness: 150 random walks over the bytes the recognizer accepts, each to a complete
     document: every one parses (json) and validates (jsonschema);
   - completeness: 150 instances drawn from the schema in Python (properties in the schema's
     order, optional ones left out at random, random whitespace): every one is complete;
   - refusals: instances broken one way each (a required property left out, a property the schema
     does not name, a wrong type, a float for an integer, an enum value that is not listed, one
-    array item too many or too few): none is complete.
+    array item too many or too few, a string outside its pattern, one character too many or too few): none is
+    complete.
 Unsupported keywords are refused when the schema is compiled, naming the keyword."""
 import json
 import os
@@ -55,9 +57,18 @@ SCHEMAS = [
                                           "note": {"type": "string"}, "name": {"enum": ["search", "find"]}},
          "required": ["name", "parameters"]},
         {"type": "null"}]}},
+    # strings under pattern (anchored or not: JSON schema's pattern searches) and minLength / maxLength
+    {"type": "object", "properties": {
+        "code": {"type": "string", "pattern": "^[A-Z]{3}-\\d{2}$", "examples": ["ABC-12", "ZZZ-00"]},
+        "tag": {"type": "string", "pattern": "[0-9]", "examples": ["7", "my 2 dogs!", "\u00e9\n4"]},
+        "name": {"type": "string", "minLength": 2, "maxLength": 5},
+        "bio": {"type": "string", "minLength": 1}},
+     "required": ["code", "tag", "name"]},
 ]
-UNSUPPORTED = [({"type": "string", "pattern": "^a"}, "pattern"), ({"type": "integer", "minimum": 3}, "minimum"),
-               ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3}}}, "maxLength"),
+UNSUPPORTED = [({"type": "string", "pattern": "(?<=a)b"}, "lookbehind"), ({"type": "integer", "minimum": 3}, "minimum"),
+               ({"type": "object", "properties": {"a": {"type": "string", "maxLength": 3, "pattern": "a"}}},
+                "pattern together with minLength"),
+               ({"enum": ["a", "b"], "pattern": "a"}, "pattern / minLength / maxLength are supported"),
                ({"allOf": [{"type": "string"}]}, "allOf"), ({"enum": [1, 2]}, "enum"),
                ({"anyOf": [{"type": "object"}, {"type": "object", "properties": {"a": {}}}]}, "discriminated union"),
                ({"anyOf": [{"type": "object", "properties": {"k": {"const": "a"}}, "required": ["k"]},
@@ -121,8 +132,11 @@ def draw(rng, sch, root, depth=0, first=None):
         n = rng.randint(lo, max(lo, hi))
         items = sch.get("items", {"type": "integer"})
         return "[" + ",".join(ws(rng) + draw(rng, items, root, depth + 1) for _ in range(n)) + ws(rng) + "]"
+    if t == "string" and "examples" in sch:   # a pattern's: strings the schema gives
+        return dump_str(rng.choice(sch["examples"]))
     if t == "string":
-        return dump_str("".join(rng.choice("ab \u00e9\"\\\n") for _ in range(rng.randint(0, 5))))
+        lo, hi = sch.get("minLength", 0), sch.get("maxLength", max(5, sch.get("minLength", 0) + 3))
+        return dump_str("".join(rng.choice("ab \u00e9\"\\\n") for _ in range(rng.randint(lo, hi))))
     if t == "integer":
         return str(rng.randint(-1000, 1000))
     if t == "number":
@@ -226,6 +240,12 @@ def breakages(rng, sch):
                 out.append((json.dumps({**full, k: "1"}), f"a string for integer {k!r}"))
             if t == "string":
                 out.append((json.dumps({**full, k: 5}), f"a number for string {k!r}"))
+            if "pattern" in v:
+                out.append((json.dumps({**full, k: "!!"}), f"a string outside the pattern of {k!r}"))
+            if "maxLength" in v:
+                out.append((json.dumps({**full, k: "a" * (v["maxLength"] + 1)}), f"too long a string for {k!r}"))
+            if v.get("minLength", 0) > 0:
+                out.append((json.dumps({**full, k: "a" * (v["minLength"] - 1)}), f"too short a string for {k!r}"))
             if "enum" in v:
                 out.append((json.dumps({**full, k: "not-listed"}), f"an unlisted enum value for {k!r}"))
             if "const" in v:

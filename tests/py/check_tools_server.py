@@ -184,8 +184,8 @@ def own_template(port):
             "not among"),
            ({"tools": [{"type": "function", "function": {"name": "x y"}}], "tool_choice": "required"}, "tools", "name"),
            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
-               "type": "object", "properties": {"a": {"type": "string", "pattern": "^a"}}}}}], "tool_choice": "required"},
-            "tools", "pattern"),
+               "type": "object", "properties": {"a": {"type": "string", "pattern": "(?<=a)b"}}}}}], "tool_choice": "required"},
+            "tools", "lookbehind"),
            ({"messages": MSGS + [{"role": "tool", "content": "sunny"}]}, "messages", "tool"),
            ({"tools": [WEATHER], "tool_choice": forced, "response_format": {"type": "json_object"}}, "tool_choice",
             "give one")]
