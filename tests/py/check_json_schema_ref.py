@@ -62,7 +62,9 @@ SCHEMAS = [
         "code": {"type": "string", "pattern": "^[A-Z]{3}-\\d{2}$", "examples": ["ABC-12", "ZZZ-00"]},
         "tag": {"type": "string", "pattern": "[0-9]", "examples": ["7", "my 2 dogs!", "\u00e9\n4"]},
         "name": {"type": "string", "minLength": 2, "maxLength": 5},
-        "bio": {"type": "string", "minLength": 1}},
+        "bio": {"type": "string", "minLength": 1},
+        "codes": {"type": "array", "maxItems": 3, "items": {"anyOf": [
+            {"type": "string", "pattern": "^[a-c]{2}$", "examples": ["ab", "cc"]}, {"type": "null"}]}}},
      "required": ["code", "tag", "name"]},
 ]
 UNSUPPORTED = [({"type": "string", "pattern": "(?<=a)b"}, "lookbehind"), ({"type": "integer", "minimum": 3}, "minimum"),
