@@ -924,29 +924,48 @@ static bool add_delta(struct srv_tool_delta **d, int *nd, int index, char *name,
     return true;
 }
 
+/* After whitespace from *i, byte c: 1 with *i past it, 0 when the text ends first, -1 when another byte stands
+ * there. */
+static int head_byte(const char *h, size_t n, size_t *i, char c)
+{
+    *i = skip_ws(h, n, *i);
+    if (*i == n)
+        return 0;
+    if (h[*i] != c)
+        return -1;
+    (*i)++;
+    return 1;
+}
+
+/* After whitespace from *i, one of keys[0..nk) (written with their quotes): its index with *i past it, -2 when
+ * the text ends inside one, -1 when none stands there. */
+static int head_key(const char *h, size_t n, size_t *i, const char *const *keys, int nk)
+{
+    *i = skip_ws(h, n, *i);
+    for (int k = 0; k < nk; k++) {
+        const size_t kl = strlen(keys[k]), have = n - *i < kl ? n - *i : kl;
+        if (memcmp(h + *i, keys[k], have) != 0)
+            continue;
+        if (have < kl)
+            return -2;
+        *i += kl;
+        return k;
+    }
+    return -1;
+}
+
 /* The head of a Hermes call being written, {"name": "...", "arguments": {  (or "parameters"), in h[0..n): 1 with
  * *name (owned) and *args_at (where the arguments' object starts), 0 when more text is needed, -1 when the call is
  * not written so (it is read whole at its close), -2 when out of memory. */
 static int call_head(const char *h, size_t n, char **name, size_t *args_at)
 {
-    size_t i = skip_ws(h, n, 0);
-    if (i == n)
-        return 0;
-    if (h[i] != '{')
-        return -1;
-    i = skip_ws(h, n, i + 1);
-    for (const char *k = "\"name\""; *k; k++, i++) {
-        if (i == n)
-            return 0;
-        if (h[i] != *k)
-            return -1;
-    }
+    static const char *const name_key[1] = {"\"name\""}, *const args_key[2] = {"\"arguments\"", "\"parameters\""};
+    size_t i = 0;
+    int r;
+    if ((r = head_byte(h, n, &i, '{')) <= 0 || (r = head_key(h, n, &i, name_key, 1)) < 0 ||
+        (r = head_byte(h, n, &i, ':')) <= 0)
+        return r == -2 ? 0 : r;
     i = skip_ws(h, n, i);
-    if (i == n)
-        return 0;
-    if (h[i] != ':')
-        return -1;
-    i = skip_ws(h, n, i + 1);
     if (i == n)
         return 0;
     if (h[i] != '"')
@@ -955,36 +974,9 @@ static int call_head(const char *h, size_t n, char **name, size_t *args_at)
     if (!(i = string_end(h, n, i)))
         return 0;
     const size_t v1 = i;
-    i = skip_ws(h, n, i);
-    if (i == n)
-        return 0;
-    if (h[i] != ',')
-        return -1;
-    i = skip_ws(h, n, i + 1);
-    static const char *const keys[2] = {"\"arguments\"", "\"parameters\""};
-    const size_t k0 = i;
-    int which = -1;
-    for (int k = 0; k < 2 && which < 0; k++) {
-        const size_t kl = strlen(keys[k]);
-        const size_t have = n - k0 < kl ? n - k0 : kl;
-        if (memcmp(h + k0, keys[k], have) != 0)
-            continue;
-        if (have < kl)
-            return 0;
-        which = k;
-    }
-    if (which < 0)
-        return -1;
-    i = skip_ws(h, n, k0 + strlen(keys[which]));
-    if (i == n)
-        return 0;
-    if (h[i] != ':')
-        return -1;
-    i = skip_ws(h, n, i + 1);
-    if (i == n)
-        return 0;
-    if (h[i] != '{')
-        return -1;
+    if ((r = head_byte(h, n, &i, ',')) <= 0 || (r = head_key(h, n, &i, args_key, 2)) < 0 ||
+        (r = head_byte(h, n, &i, ':')) <= 0 || (r = head_byte(h, n, &i, '{')) <= 0)
+        return r == -2 ? 0 : r;
     cJSON *nm = cJSON_ParseWithLength(h + v0, v1 - v0);
     if (!cJSON_IsString(nm)) {
         cJSON_Delete(nm);
@@ -994,7 +986,7 @@ static int call_head(const char *h, size_t n, char **name, size_t *args_at)
     cJSON_Delete(nm);
     if (!*name)
         return -2;
-    *args_at = i;
+    *args_at = i - 1;   /* the '{' */
     return 1;
 }
 

@@ -298,6 +298,18 @@ def hermes_template(port):
               f"streamed as reasoning_content deltas: {reasoning!r} / {content!r} / {len(calls)} calls / {finish}")
 
 
+def llama_messages(case):
+    """a Llama 3.x fixture case's messages as a request sends them (a tool's result as the text, not its JSON)"""
+    msgs = []
+    for m in case["messages"]:
+        o = {"role": m["role"], "content": json.loads(m["content"]) if m["role"] == "tool" else m["content"]}
+        if m["tool_calls"]:
+            o["tool_calls"] = [{"id": "c0", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                               for c in m["tool_calls"]]
+        msgs.append(o)
+    return msgs
+
+
 def llama31_template(port):
     """Llama 3.1's template over SmolLM2's tokenizer (its bos <|im_start|> for <|begin_of_text|>; the header tokens
     are plain text to both tokenizers)"""
@@ -305,14 +317,7 @@ def llama31_template(port):
     for i, case in enumerate(FIX["llama31"]["cases"]):
         if not case["gen"]:
             continue
-        msgs = []
-        for m in case["messages"]:
-            o = {"role": m["role"], "content": json.loads(m["content"]) if m["role"] == "tool" else m["content"]}
-            if m["tool_calls"]:
-                o["tool_calls"] = [{"id": "c0", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                                   for c in m["tool_calls"]]
-            msgs.append(o)
-        body = {"messages": msgs, "tools": [json.loads(t) for t in case["tools"]]}
+        body = {"messages": llama_messages(case), "tools": [json.loads(t) for t in case["tools"]]}
         st, js = post(port, "/tokenize", body)
         want = hf.encode(case["expect"].replace("<|begin_of_text|>", "<|im_start|>"), add_special_tokens=False).ids
         check(st == 200 and js["tokens"] == want, f"llama3.1: /tokenize of conversation {i} with tools = the HF ids of "
@@ -346,14 +351,7 @@ def llama32_dates(port):
     for i, case in enumerate(FIX["llama32"]["cases"]):
         if not case["gen"]:
             continue
-        msgs = []
-        for m in case["messages"]:
-            o = {"role": m["role"], "content": json.loads(m["content"]) if m["role"] == "tool" else m["content"]}
-            if m["tool_calls"]:
-                o["tool_calls"] = [{"id": "c0", "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                                   for c in m["tool_calls"]]
-            msgs.append(o)
-        body = {"messages": msgs, "tools": [json.loads(t) for t in case["tools"]]}
+        body = {"messages": llama_messages(case), "tools": [json.loads(t) for t in case["tools"]]}
         want = case["expect"]
         if case["date_string"]:
             body["chat_template_kwargs"] = {"date_string": case["date_string"]}

@@ -142,17 +142,23 @@ L31_CASES = [
           {"role": "assistant", "content": "", "tool_calls": [call("now", {})]},
           {"role": "tool", "content": "12:00\n"}], False),
 ]
+
+
+def llama_case(tools, msgs):
+    """a Llama 3.x case as the C renderer takes it: tools as json.dumps(indent=4), a tool's result as its JSON text"""
+    return {"tools": [json.dumps(t, ensure_ascii=False, indent=4) for t in tools],
+            "messages": [{"role": m["role"],
+                          "content": json.dumps(m["content"], ensure_ascii=False) if m["role"] == "tool" else m["content"],
+                          "tool_calls": [{"name": c["function"]["name"],
+                                          "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}
+                                         for c in m.get("tool_calls", [])]} for m in msgs]}
+
+
 l31 = []
 for tools, msgs, gen in L31_CASES:
     out, _ = render_jinja_template(conversations=[msgs], tools=tools or None, chat_template=LLAMA31,
                                    add_generation_prompt=gen, bos_token="<|begin_of_text|>")
-    l31.append({"tools": [json.dumps(t, ensure_ascii=False, indent=4) for t in tools],
-                "messages": [{"role": m["role"],
-                              "content": json.dumps(m["content"], ensure_ascii=False) if m["role"] == "tool" else m["content"],
-                              "tool_calls": [{"name": c["function"]["name"],
-                                              "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}
-                                             for c in m.get("tool_calls", [])]} for m in msgs],
-                "gen": gen, "expect": out[0]})
+    l31.append(dict(llama_case(tools, msgs), gen=gen, expect=out[0]))
 
 import datetime
 l32 = []
@@ -163,13 +169,8 @@ for tools, msgs, gen in L31_CASES:
         out, _ = render_jinja_template(conversations=[msgs], tools=tools or None, chat_template=LLAMA32,
                                        add_generation_prompt=gen, bos_token="<|begin_of_text|>", **kw)
         assert ("Today Date: " + (date or today)) in out[0]
-        l32.append({"tools": [json.dumps(t, ensure_ascii=False, indent=4) for t in tools],
-                    "messages": [{"role": m["role"],
-                                  "content": json.dumps(m["content"], ensure_ascii=False) if m["role"] == "tool" else m["content"],
-                                  "tool_calls": [{"name": c["function"]["name"],
-                                                  "arguments": json.dumps(c["function"]["arguments"], ensure_ascii=False)}
-                                                 for c in m.get("tool_calls", [])]} for m in msgs],
-                    "gen": gen, "date_string": date, "today": None if date else today, "expect": out[0]})
+        l32.append(dict(llama_case(tools, msgs), gen=gen, date_string=date, today=None if date else today,
+                        expect=out[0]))
 
 # continue_final_message: the last message left open, as transformers cuts it (its tag after the message's text)
 CONT = [("qwen25", TEMPLATE, [{"role": "user", "content": "Write a haiku."},
