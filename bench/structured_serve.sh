@@ -1,7 +1,9 @@
 #!/bin/bash
 # Structured output under load: `oasiskv serve` answers C concurrent chat requests with response_format
-# json_object (and, as the baseline, the same requests unconstrained), N requests in all; one row a server.
-# Each row: the wall time, completion tokens/s, how many answers parse as JSON objects, and from the
+# json_object, or with guided_regex (a regular expression's DFA: sentences of lowercase words, REGEX= another),
+# and, as the baseline, the same requests unconstrained; N requests in all; one row a server.
+# Each row: the wall time, completion tokens/s, how many answers parse as JSON objects (regex rows: fully match
+# the regex, Python's re), and from the
 # server's /metrics the rows sampled on the host, the structured masks made by walking the vocabulary
 # (the rest came from the cache), and the engine thread's time a host-sampled row (masks, draws). The
 # structured rows run with the host sampling's pool of threads (the default) and with OKV_HOST_THREADS=1
@@ -15,32 +17,38 @@ mkdir -p "$OUT"
 port=${PORT0:-18700}
 echo "| run | concurrency | requests | wall s | completion tok/s | JSON objects | host rows | walks | engine thread ms a row |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for run in "plain|" "json, host pool|" "json, engine thread alone|OKV_HOST_THREADS=1"; do
+REGEX=${REGEX:-'([A-Z][a-z]*( [a-z]+){2,12}[.!] ?){1,6}'}
+for run in "plain|" "json, host pool|" "json, engine thread alone|OKV_HOST_THREADS=1" "regex, host pool|"; do
   name=${run%%|*}; envs=${run#*|}
   port=$((port + 1))
   log="$OUT/structured_${port}.log"
   env $envs $B/oasiskv serve $MODEL --port $port --max-num-seqs $((C > 8 ? C : 8)) $EXTRA > "$log" 2>&1 &
   pid=$!
   for i in $(seq 600); do curl -sf http://127.0.0.1:$port/health > /dev/null && break; kill -0 $pid 2>/dev/null || break; sleep 0.5; done
-  python3 - "$port" "$C" "$N" "$MAXT" "$name" <<'PY'
-import concurrent.futures, json, sys, time, urllib.request
-port, conc, n, maxt, name = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+  python3 - "$port" "$C" "$N" "$MAXT" "$name" "$REGEX" <<'PY'
+import concurrent.futures, json, re, sys, time, urllib.request
+port, conc, n, maxt, name, regex = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 asks = ["Describe a cat as a JSON object with its name, age and colour.", "List three fruits with their colours.",
         "Give the capital, population and language of France.", "Write a recipe for pancakes: ingredients and steps.",
         "Name two planets and their moons.", "Summarise the plot of a detective story."]
 def one(i):
     body = {"messages": [{"role": "user", "content": asks[i % len(asks)] + " Answer in JSON."}], "max_tokens": maxt,
             "temperature": 0.7, "seed": i}
-    if name != "plain":
+    if name.startswith("json"):
         body["response_format"] = {"type": "json_object"}
+    elif name.startswith("regex"):
+        body["guided_regex"] = regex
     rq = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(),
                                 {"Content-Type": "application/json"})
     r = json.load(urllib.request.urlopen(rq, timeout=600))
     txt = r["choices"][0]["message"]["content"]
-    try:
-        ok = isinstance(json.loads(txt), dict)
-    except ValueError:
-        ok = False
+    if name.startswith("regex"):   # (an answer cut by max_tokens is only a prefix of a match)
+        ok = re.fullmatch(regex, txt, re.ASCII) is not None
+    else:
+        try:
+            ok = isinstance(json.loads(txt), dict)
+        except ValueError:
+            ok = False
     return r["usage"]["completion_tokens"], ok
 t0 = time.time()
 with concurrent.futures.ThreadPoolExecutor(conc) as ex:

@@ -75,6 +75,8 @@ struct req {
     bool json;              /* structured output: its tokens keep js a prefix of a JSON object (or of schema's) */
     struct okv_json_state js;
     okv_json_schema *schema;
+    struct schema_slot *shared;   /* schema is the scheduler's shared one of this slot (else its own) */
+    pthread_mutex_t *shared_mu;
 
     struct okv_detok detok;
     char *text;             /* generated text so far */
@@ -96,8 +98,23 @@ struct req {
     int q_idx;              /* its logit row in that step, while pending */
 };
 
+/* Compiled schemas shared by the requests that give the same one (the same JSON schema text, choices or regex):
+ * one schema id, so that the mask cache serves them all (a server whose requests share a schema walks its states
+ * once, not once a request). A slot is reused, least recently used first, only when no request holds it. */
+#define SCHEMA_SLOTS 16
+struct schema_slot {
+    char *key;                /* kind byte, then the text (choices separated by NUL); NULL: free */
+    size_t key_len;
+    okv_json_schema *sch;
+    int refs;                 /* requests holding it */
+    uint64_t used;            /* the clock at its last taking */
+};
+
 struct okv_sched {
     okv_engine *e;
+    pthread_mutex_t schema_mu;   /* the shared schemas (a request's end gives its slot back under it) */
+    struct schema_slot schemas[SCHEMA_SLOTS];
+    uint64_t schema_clock;
     const okv_tokenizer *tok;
     okv_token_trie *trie;    /* the vocabulary's bytes, for structured output (built at the first such request, under mu) */
     okv_json_mask_cache *masks;   /* structured output's masks by state (with the trie; the engine thread uses it) */
@@ -216,6 +233,8 @@ static void hist_add(struct okv_hist *h, double v)
     h->sum += v;
 }
 
+static enum okv_status request_schema(okv_sched *s, const struct okv_sched_request *rq, struct req *r);
+
 static void req_free(struct req *r)
 {
     if (!r)
@@ -226,6 +245,12 @@ static void req_free(struct req *r)
     okv_free((void *)r->adjust.bias_id);
     okv_free((void *)r->adjust.bias);
     okv_free((void *)r->adjust.allowed_id);
+    if (r->shared) {   /* a shared schema: given back */
+        pthread_mutex_lock(r->shared_mu);
+        r->shared->refs--;
+        pthread_mutex_unlock(r->shared_mu);
+        r->schema = NULL;
+    }
     okv_free((void *)r->adjust.bad_ids);
     okv_free((void *)r->adjust.bad_len);
     okv_free(r->stop_ids);
@@ -250,6 +275,7 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     if (!s)
         return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->schema_mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->e = e;
     s->tok = tok;
@@ -1283,6 +1309,11 @@ void okv_sched_free(okv_sched *s)
     if (s->running && s->b_take && s->b_rng)   /* fully constructed */
         okv_sched_stop(s);
     pthread_mutex_destroy(&s->mu);
+    for (int i = 0; i < SCHEMA_SLOTS; i++) {
+        okv_free(s->schemas[i].key);
+        okv_json_schema_free(s->schemas[i].sch);
+    }
+    pthread_mutex_destroy(&s->schema_mu);
     pthread_cond_destroy(&s->cv);
     okv_free(s->running);
     okv_free(s->b_req);
@@ -1434,10 +1465,7 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
             req_free(r);
             return okv_set_error(OKV_ERR_INVALID_ARG, "scheduler: structured output needs a tokenizer");
         }
-        enum okv_status cs = rq->json_schema    ? okv_json_schema_compile(rq->json_schema, rq->json_schema_len, &r->schema)
-                             : rq->n_choices > 0 ? okv_json_choice_compile(rq->choices, rq->n_choices, &r->schema)
-                             : rq->regex         ? okv_json_regex_compile(rq->regex, rq->regex_len, &r->schema)
-                                                 : OKV_OK;
+        const enum okv_status cs = request_schema(s, rq, r);
         if (cs != OKV_OK) {
             req_free(r);
             return cs;
@@ -1505,6 +1533,93 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
 oom:
     req_free(r);
     return okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory");
+}
+
+/* The key of a request's schema: kind byte and text (NULL with *n 0: none; NULL with *n 1: out of memory) */
+static char *schema_key(const struct okv_sched_request *rq, size_t *n)
+{
+    size_t len = 1;
+    const char kind = rq->json_schema ? 'S' : rq->n_choices > 0 ? 'C' : rq->regex ? 'R' : 0;
+    *n = 0;
+    if (!kind)
+        return NULL;
+    if (kind == 'S')
+        len += rq->json_schema_len;
+    else if (kind == 'R')
+        len += rq->regex_len;
+    else
+        for (int i = 0; i < rq->n_choices; i++)
+            len += strlen(rq->choices[i]) + 1;
+    char *k = okv_malloc(len, OKV_TAG_SERVER);
+    *n = k ? len : 1;
+    if (!k)
+        return NULL;
+    k[0] = kind;
+    if (kind == 'S')
+        memcpy(k + 1, rq->json_schema, rq->json_schema_len);
+    else if (kind == 'R')
+        memcpy(k + 1, rq->regex, rq->regex_len);
+    else
+        for (int i = 0, at = 1; i < rq->n_choices; i++) {
+            const size_t l = strlen(rq->choices[i]) + 1;
+            memcpy(k + at, rq->choices[i], l);
+            at += (int)l;
+        }
+    return k;
+}
+
+/* r's schema (JSON schema, choices or regex; none for JSON mode): the shared one of the same text, else compiled
+ * and shared from a slot no request holds (else kept as r's own). */
+static enum okv_status request_schema(okv_sched *s, const struct okv_sched_request *rq, struct req *r)
+{
+    size_t kn;
+    char *key = schema_key(rq, &kn);
+    if (!key)
+        return kn ? okv_set_error(OKV_ERR_NO_MEMORY, "scheduler: out of memory") : OKV_OK;
+    pthread_mutex_lock(&s->schema_mu);
+    for (int i = 0; i < SCHEMA_SLOTS; i++) {
+        struct schema_slot *sl = &s->schemas[i];
+        if (sl->key && sl->key_len == kn && !memcmp(sl->key, key, kn)) {
+            sl->refs++;
+            sl->used = ++s->schema_clock;
+            r->schema = sl->sch;
+            r->shared = sl;
+            r->shared_mu = &s->schema_mu;
+            pthread_mutex_unlock(&s->schema_mu);
+            okv_free(key);
+            return OKV_OK;
+        }
+    }
+    pthread_mutex_unlock(&s->schema_mu);
+    const enum okv_status cs = key[0] == 'S' ? okv_json_schema_compile(rq->json_schema, rq->json_schema_len, &r->schema)
+                               : key[0] == 'C' ? okv_json_choice_compile(rq->choices, rq->n_choices, &r->schema)
+                                               : okv_json_regex_compile(rq->regex, rq->regex_len, &r->schema);
+    if (cs != OKV_OK) {
+        okv_free(key);
+        return cs;
+    }
+    pthread_mutex_lock(&s->schema_mu);
+    struct schema_slot *free_sl = NULL;   /* an empty slot, else the least recently used one no request holds */
+    for (int i = 0; i < SCHEMA_SLOTS; i++) {
+        struct schema_slot *sl = &s->schemas[i];
+        if (!sl->key) {
+            free_sl = sl;
+            break;
+        }
+        if (sl->refs == 0 && (!free_sl || sl->used < free_sl->used))
+            free_sl = sl;
+    }
+    if (free_sl) {
+        okv_free(free_sl->key);
+        okv_json_schema_free(free_sl->sch);
+        *free_sl = (struct schema_slot){.key = key, .key_len = kn, .sch = r->schema, .refs = 1, .used = ++s->schema_clock};
+        r->shared = free_sl;
+        r->shared_mu = &s->schema_mu;
+        key = NULL;
+    }
+    pthread_mutex_unlock(&s->schema_mu);
+    okv_free(key);
+    return OKV_OK;
 }
 
 void okv_sched_cancel(okv_sched *s, uint64_t id)
