@@ -990,16 +990,15 @@ static int call_head(const char *h, size_t n, char **name, size_t *args_at)
     return 1;
 }
 
-/* the json.dumps text of a live call's arguments read so far (held from args_at), and the pieces not sent */
+/* a live call's arguments read on from args_at to upto, their json.dumps text that this gives sent as a piece */
 static bool live_args(struct srv_tool_stream *s, size_t upto, bool final, struct srv_tool_delta **d, int *nd)
 {
-    struct srv_pyjson_rd r = {0};
     struct srv_buf out = {0};
-    srv_pyjson_feed(&r, s->held.s + s->args_at, upto - s->args_at, final, &out);
+    s->args_at += srv_pyjson_feed(&s->args_rd, s->held.s + s->args_at, upto - s->args_at, final, &out);
     bool ok = !out.oom;
-    if (ok && out.len > s->args_sent) {
-        ok = add_delta(d, nd, s->n_calls - 1, NULL, out.s + s->args_sent, out.len - s->args_sent);
-        s->args_sent = out.len;
+    if (ok && out.len > 0) {
+        ok = add_delta(d, nd, s->n_calls - 1, NULL, out.s, out.len);
+        s->args_sent += out.len;
     }
     okv_free(out.s);
     return ok;
@@ -1065,6 +1064,7 @@ bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bo
                 s->in_call = true;
                 s->live = 0;
                 s->args_sent = 0;
+                memset(&s->args_rd, 0, sizeof s->args_rd);
                 continue;
             }
             const size_t keep = final ? 0 : srv_partial_tag(h, hn, CALL_OPEN);

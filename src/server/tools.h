@@ -113,8 +113,9 @@ struct srv_tool_stream {
     bool bad;              /* a call did not parse: the rest goes out as content */
     int n_calls;           /* calls begun (sent, or streaming) */
     int live;              /* the call being read: 0 its head not read yet, 1 streaming, -1 read whole at its close */
-    size_t args_at;        /* live: where its arguments start in held */
+    size_t args_at;        /* live: where its arguments' text not read yet starts in held */
     size_t args_sent;      /* live: bytes of their json.dumps text sent */
+    struct srv_pyjson_rd args_rd;   /* live: the reading of its arguments so far */
 };
 /* A piece of a call: its first has the name. */
 struct srv_tool_delta {

@@ -367,6 +367,21 @@ def llama32_dates(port):
     check(st == 400 and "date_string must be a string" in js["error"]["message"], "llama3.2: a date_string not a string refused")
 
 
+def thinking_replies(port, name, msgs, cases):
+    """replies that start inside the thinking (text, its thinking, its answer): reasoning_content and content apart,
+    whole and streamed"""
+    for text, think, answer in cases:
+        body = {"messages": msgs, "max_tokens": 40, "temperature": 0, "guided_choice": [text]}
+        st, js = post(port, "/v1/chat/completions", body)
+        m = js["choices"][0]["message"] if st == 200 else {}
+        check(st == 200 and m.get("reasoning_content") == think and m.get("content") == answer,
+              f"{name}: reasoning {m.get('reasoning_content')!r}, content {m.get('content')!r}")
+        evs = sse(port, body)
+        content, _, _ = joined(evs)
+        reasoning = "".join((ch.get("delta") or {}).get("reasoning_content") or "" for ev in evs for ch in ev["choices"])
+        check(reasoning == think and content == (answer or ""), f"{name} streamed: {reasoning!r} / {content!r}")
+
+
 def deepseek_r1(port):
     """DeepSeek-R1's template (its tokens are plain text to SmolLM2's tokenizer) with --reasoning-parser deepseek_r1:
     the reply starts inside the thinking"""
@@ -376,18 +391,9 @@ def deepseek_r1(port):
     want = hf.encode(case["expect"].replace("<\uff5cbegin\u2581of\u2581sentence\uff5c>", "<|im_start|>"),
                      add_special_tokens=False).ids
     check(st == 200 and js["tokens"] == want, f"deepseek-r1: /tokenize = the HF ids of transformers' rendering ({len(want)})")
-    for text, think, answer in (("Two and two.\n</think>\n\n4", "Two and two.\n", "\n\n4"),
-                                ("still thinking", "still thinking", None)):
-        body = {"messages": [{"role": "user", "content": "2+2?"}], "max_tokens": 40, "temperature": 0,
-                "guided_choice": [text]}
-        st, js = post(port, "/v1/chat/completions", body)
-        m = js["choices"][0]["message"] if st == 200 else {}
-        check(st == 200 and m.get("reasoning_content") == think and m.get("content") == answer,
-              f"deepseek_r1: reasoning {m.get('reasoning_content')!r}, content {m.get('content')!r}")
-        evs = sse(port, body)
-        content, _, _ = joined(evs)
-        reasoning = "".join((ch.get("delta") or {}).get("reasoning_content") or "" for ev in evs for ch in ev["choices"])
-        check(reasoning == think and content == (answer or ""), f"deepseek_r1 streamed: {reasoning!r} / {content!r}")
+    thinking_replies(port, "deepseek_r1", [{"role": "user", "content": "2+2?"}],
+                     (("Two and two.\n</think>\n\n4", "Two and two.\n", "\n\n4"),
+                      ("still thinking", "still thinking", None)))
 
 
 def qwen3_messages(case):
@@ -441,17 +447,8 @@ def qwen3_template(port, fix, name, default_think):
         check(st == 400 and "reasoning_content must be a string" in js["error"]["message"],
               f"{name}: a reasoning_content not a string refused")
     if default_think is None:   # the generation prompt opens <think>: the reply starts inside the thinking
-        for text, think, answer in (("Cold there.\n</think>\n\nIt is cold.", "Cold there.\n", "\n\nIt is cold."),
-                                    ("still thinking", "still thinking", None)):
-            body = {"messages": MSGS, "max_tokens": 40, "temperature": 0, "guided_choice": [text]}
-            st, js = post(port, "/v1/chat/completions", body)
-            m = js["choices"][0]["message"] if st == 200 else {}
-            check(st == 200 and m.get("reasoning_content") == think and m.get("content") == answer,
-                  f"{name}: reasoning {m.get('reasoning_content')!r}, content {m.get('content')!r}")
-            evs = sse(port, body)
-            content, _, _ = joined(evs)
-            reasoning = "".join((ch.get("delta") or {}).get("reasoning_content") or "" for ev in evs for ch in ev["choices"])
-            check(reasoning == think and content == (answer or ""), f"{name} streamed: {reasoning!r} / {content!r}")
+        thinking_replies(port, name, MSGS, (("Cold there.\n</think>\n\nIt is cold.", "Cold there.\n", "\n\nIt is cold."),
+                                            ("still thinking", "still thinking", None)))
 
 
 def main():
