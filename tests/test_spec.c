@@ -790,11 +790,14 @@ static void test_sampling(okv_backend *be)
     ds[2] = make_model_drafter(&dm.m, be, 512);
     ds[3] = make_model_drafter(&tm.m, be, 12);
     ds[4] = ds[2];   /* the adaptive length (its own measured costs: lengths vary from step to step and run to run) */
+    /* under ThreadSanitizer a tenth of the runs (~200 s -> ~20 s): the same drafters, threads and checks but the
+     * chi-square, which the plain build's run makes */
+    const int nruns = TU_TSAN ? NRUNS / 10 : NRUNS;
     for (int di = 0; di < 5; di++) {
         memset(counts, 0, sizeof(int) * (size_t)n_cells);
         int outside = 0;
         struct okv_spec_stats sum = {0};
-        for (int r = 0; r < NRUNS; r++) {
+        for (int r = 0; r < nruns; r++) {
             struct okv_sampling sr = s;
             sr.seed = 1000003ull * (uint64_t)(di + 1) + (uint64_t)r;
             struct okv_gen_result res;
@@ -828,13 +831,16 @@ static void test_sampling(okv_backend *be)
         check_stats(&sum, names[di]);
         check_no_slots(e, ds[di], names[di]);
         int dof;
-        double tv, chi = chi_square(counts, n_cells, NRUNS, outside, &dof, &tv);
+        double tv, chi = chi_square(counts, n_cells, nruns, outside, &dof, &tv);
         /* about p < 1e-4 for a correct sampler; the seeds are fixed, so the test is deterministic */
         double limit = dof + 4.5 * sqrt(2.0 * dof);
         printf("  sampling %-13s chi2 %.1f (dof %d, limit %.1f), TV %.4f, outside %d; accepted %lld/%lld (rate %.3f)\n",
                names[di], chi, dof, limit, tv, outside, (long long)sum.accepted_tokens, (long long)sum.draft_tokens,
                sum.acceptance_rate);
-        CHECK(chi < limit, "%s: chi-square %.1f above %.1f (dof %d): the distribution of the tokens moved", names[di], chi,
+        if (TU_TSAN)
+            printf("  SKIP the chi-square under ThreadSanitizer (%d runs; the plain build's run checks it)\n", nruns);
+        else
+            CHECK(chi < limit, "%s: chi-square %.1f above %.1f (dof %d): the distribution of the tokens moved", names[di], chi,
               limit, dof);
         if (di > 0)
             CHECK(sum.draft_tokens > 0 && sum.accepted_tokens > 0 && sum.accepted_tokens < sum.draft_tokens,

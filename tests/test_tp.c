@@ -115,7 +115,9 @@ int main(void)
 
     /* SmolLM2 (9 heads, 3 KV heads: TP=3), when the default model is there */
     snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", tu_src_dir());
-    if (okv_model_load(path, &m) == OKV_OK) {
+    if (TU_TSAN) {   /* ~230 s under ThreadSanitizer: the ranks' threads are those the synthetic models ran above */
+        printf("SKIP SmolLM2 part under ThreadSanitizer (the plain build's run checks it)\n");
+    } else if (okv_model_load(path, &m) == OKV_OK) {
         for (int i = 0; i < PROMPT; i++)
             prompt[i] = (int32_t)(1000 + okv_rng_next(&rng) % 20000);
         struct okv_engine_params dense = {.block_size = 16, .max_ctx = 512, .max_batch_tokens = 32};

@@ -10,6 +10,20 @@
 
 static int tu_failures, tu_checks;
 
+/* Built with ThreadSanitizer (scripts/test.sh runs a few tests so after the plain suite): such a build
+ * checks the threads' interplay, and a test may leave out a part that only repeats, 5-20 times slower, what
+ * its plain run checks on the same threads (a larger model, another distribution test); it says so. */
+#if defined(__SANITIZE_THREAD__)
+#define TU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TU_TSAN 1
+#endif
+#endif
+#ifndef TU_TSAN
+#define TU_TSAN 0
+#endif
+
 #define CHECK(cond, ...) do { tu_checks++; if (!(cond)) { tu_failures++; \
     fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
