@@ -23,6 +23,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 static _Atomic uint64_t lists_versions;
@@ -427,6 +428,8 @@ static enum okv_status forward(okv_engine *e, const struct okv_batch *b, float *
 #undef TIMED
 fail:
     e->sel_q = e->q;
+    char why[512];   /* the pass's error, kept through the clean-up's calls (which may set their own) */
+    snprintf(why, sizeof why, "%s", okv_last_error());
     if (e->pend_items) {   /* a selection still in flight: let it land, drop it */
         if (o->select_wait)
             o->select_wait(be);
@@ -447,6 +450,8 @@ fail:
         e->seqs[e->bs[j].id].sparse = false;
     }
     rollback(e, n_seqs);
+    if (st != OKV_OK)
+        okv_set_error(st, "%s", why);
     okv_free(stage_base);
     return st;
 }
