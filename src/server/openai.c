@@ -22,6 +22,7 @@
 #include "server/server_internal.h"
 #include "oasiskv/structured.h"
 #include "server/reasoning.h"
+#include "server/responses.h"
 #include "server/tools.h"
 
 #include <errno.h>
@@ -531,7 +532,17 @@ struct stream {
     struct srv_buf out;
     size_t out_pos;
     bool roles_sent, done;
+    struct srv_resp_stream *rs;   /* POST /v1/responses: the chat chunks become the Responses API's events */
 };
+
+/* a stream's event: a chat chunk (or an error object) as it is, or through the Responses API's writer */
+static void put_sev(struct stream *s, cJSON *o)
+{
+    if (s->rs)
+        srv_resp_stream_put(s->rs, &s->out, o);
+    else
+        put_event(&s->out, o);
+}
 
 static void add_tool_calls_from(cJSON *msg, const struct srv_tool_call *calls, int n, int first);
 
@@ -624,7 +635,7 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
             }
         }
     }
-    put_event(&s->out, with_usage(j, o, completion));
+    put_sev(s, with_usage(j, o, completion));
 out:
     srv_tool_deltas_free(deltas, nd);
     okv_free(content.s);
@@ -648,7 +659,7 @@ static void put_chat_piece(struct stream *s, struct job *j, const char *p, size_
                 srv_buf_put(&rb, "", 1);
                 cJSON_AddStringToObject(chunk_delta(o), "reasoning_content", rb.oom ? "" : rb.s);
             }
-            put_event(&s->out, with_usage(j, o, completion));
+            put_sev(s, with_usage(j, o, completion));
             v = NULL;
             nv = 0;
         }
@@ -658,7 +669,7 @@ static void put_chat_piece(struct stream *s, struct job *j, const char *p, size_
     if (tools)
         put_tool_piece(s, j, p, n, final, v, nv, completion);
     else if (n > 0 || nv > 0)
-        put_event(&s->out, with_usage(j, chunk_obj(j, p, n, NULL, false, v, nv, &j->lp_offset), completion));
+        put_sev(s, with_usage(j, chunk_obj(j, p, n, NULL, false, v, nv, &j->lp_offset), completion));
 out:
     okv_free(rb.s);
     okv_free(cb.s);
@@ -702,7 +713,7 @@ static bool stream_take(struct stream *s, struct job *j)
         if (chat_read)
             put_chat_piece(s, j, text.s + at, ends[i] - at, false, lps ? lps + lp_at : NULL, lp_end - lp_at, tok_ends[i]);
         else
-            put_event(&s->out, with_usage(j, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL,
+            put_sev(s, with_usage(j, chunk_obj(j, text.s + at, ends[i] - at, NULL, false, lps ? lps + lp_at : NULL,
                                                        lp_end - lp_at, &j->lp_offset),
                                           tok_ends[i]));
         at = ends[i];
@@ -717,7 +728,7 @@ static bool stream_take(struct stream *s, struct job *j)
     if (j->finished && !oom) {
         j->done = true;
         if (j->reason == OKV_FINISH_ERROR) {
-            put_event(&s->out, srv_error_obj(j->error[0] ? j->error : "generation failed", "server_error", NULL, NULL));
+            put_sev(s, srv_error_obj(j->error[0] ? j->error : "generation failed", "server_error", NULL, NULL));
             ok = false;
         } else {
             const char *finish = finish_name(j->reason);
@@ -726,7 +737,7 @@ static bool stream_take(struct stream *s, struct job *j)
                 if (j->tool_mode != SRV_TOOLS_FORCED && j->n_calls_sent > 0 && j->reason == OKV_FINISH_STOP)
                     finish = "tool_calls";
             }
-            put_event(&s->out, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish, false,
+            put_sev(s, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish, false,
                                                        lps ? lps + lp_at : NULL, lps ? n_lp - lp_at : 0, &j->lp_offset),
                                           j->completion_tokens));
         }
@@ -739,6 +750,11 @@ static bool stream_take(struct stream *s, struct job *j)
 static void stream_end(struct stream *s)
 {
     const struct job *j0 = s->jobs[0];
+    if (s->rs) {   /* response.completed, with the usage */
+        srv_resp_stream_end(s->rs, &s->out, j0->prompt_tokens, j0->completion_tokens);
+        s->done = true;
+        return;
+    }
     if (j0->include_usage) {
         int prompt = 0, completion = 0;
         for (int i = 0; i < s->nj; i++) {
@@ -749,7 +765,7 @@ static void stream_end(struct stream *s)
         cJSON *o = base_obj(j0, j0->chat ? "chat.completion.chunk" : "text_completion");
         cJSON_AddArrayToObject(o, "choices");
         cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion));
-        put_event(&s->out, o);
+        put_sev(s, o);
     }
     srv_buf_put(&s->out, "data: [DONE]\n\n", 14);
     s->done = true;
@@ -774,7 +790,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (s->jobs[0]->chat && !s->roles_sent) {   /* each choice's first chunk: the role */
             s->roles_sent = true;
             for (int i = 0; i < s->nj; i++)
-                put_event(&s->out, with_usage(s->jobs[i], chunk_obj(s->jobs[i], NULL, 0, NULL, true, NULL, 0, NULL), 0));
+                put_sev(s, with_usage(s->jobs[i], chunk_obj(s->jobs[i], NULL, 0, NULL, true, NULL, 0, NULL), 0));
             continue;
         }
         struct jsync *sy = s->jobs[0]->sy;
@@ -792,7 +808,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (failed) {   /* a choice's error ends the stream: the others are cancelled */
             for (int i = 0; i < s->nj; i++)
                 okv_sched_cancel(s->jobs[0]->sv->sched, s->jobs[i]->sched_id);
-            srv_buf_put(&s->out, "data: [DONE]\n\n", 14);
+            if (!s->rs)   /* (the Responses API's stream ended with response.failed) */
+                srv_buf_put(&s->out, "data: [DONE]\n\n", 14);
             s->done = true;
         } else if (all_done && !s->out.oom) {
             stream_end(s);
@@ -813,6 +830,10 @@ static void stream_free(void *cls)
         if (unfinished[i])
             okv_sched_cancel(s->jobs[i]->sv->sched, s->jobs[i]->sched_id);
         http_release(s->jobs[i]);
+    }
+    if (s->rs) {
+        srv_resp_stream_free(s->rs);
+        okv_free(s->rs);
     }
     okv_free(s->out.s);
     okv_free(s);
@@ -1704,7 +1725,8 @@ static cJSON *choice_obj(const struct job *j, int i)
 
 /* The reply to a finished request of nj choices (jobs in choice order; the prompt tokens
  * of each prompt counted once: n_per_prompt jobs share one). */
-static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, struct MHD_Connection *c)
+static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, struct MHD_Connection *c,
+                                   const struct srv_resp_req *resp)
 {
     for (int i = 0; i < nj; i++) {
         const struct job *j = jobs[i];
@@ -1732,6 +1754,13 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
         completion += jobs[i]->echo_only ? 0 : jobs[i]->completion_tokens;
     }
     cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion));
+    if (resp) {   /* POST /v1/responses: the chat completion as a Response object */
+        cJSON *r = srv_resp_reply(resp, o);
+        cJSON_Delete(o);
+        if (!r)
+            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+        o = r;
+    }
     return srv_reply_json(c, MHD_HTTP_OK, o);
 }
 
@@ -1794,7 +1823,7 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
 }
 
 static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
-                                         bool chat);
+                                         bool chat, struct srv_resp_req *resp);
 
 /* The handler counts as active while it runs (a shutdown waits for it: a request still
  * being tokenized gets its reply, 503 when cancelled, instead of a dropped connection). */
@@ -1802,13 +1831,48 @@ enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, 
                                       bool chat)
 {
     atomic_fetch_add(&sv->n_active, 1);
-    const enum MHD_Result r = handle_completion(sv, c, body, len, chat);
+    const enum MHD_Result r = handle_completion(sv, c, body, len, chat, NULL);
+    atomic_fetch_sub(&sv->n_active, 1);
+    return r;
+}
+
+/* POST /v1/responses: the request read into a chat completions request (responses.c), which runs as any other;
+ * its reply or stream written back in the Responses API's shapes. */
+enum MHD_Result srv_handle_responses(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len)
+{
+    atomic_fetch_add(&sv->n_active, 1);
+    enum MHD_Result r;
+    cJSON *root = cJSON_ParseWithLength(body, len), *chat = NULL;
+    struct srv_resp_req rq = {0};
+    char err[512];
+    const char *param = NULL;
+    char *txt = NULL;
+    if (!root || !cJSON_IsObject(root)) {
+        r = srv_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, NULL,
+                            root ? "the body must be a JSON object" : "the body is not valid JSON");
+    } else if (has_nul_escape(body, len)) {
+        r = srv_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, NULL, NUL_ESCAPE_MSG);
+    } else if (!srv_resp_request(root, &chat, &rq, err, sizeof err, &param)) {
+        r = srv_reply_error(c, param ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                            param ? "invalid_request_error" : "server_error", param, NULL, "%s", err);
+    } else if (!(txt = cJSON_PrintUnformatted(chat))) {
+        r = srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+    } else {
+        cJSON_Delete(root);
+        cJSON_Delete(chat);
+        root = chat = NULL;
+        r = handle_completion(sv, c, txt, strlen(txt), true, &rq);
+    }
+    cJSON_free(txt);
+    cJSON_Delete(root);
+    cJSON_Delete(chat);
+    srv_resp_req_free(&rq);   /* (a stream took it) */
     atomic_fetch_sub(&sv->n_active, 1);
     return r;
 }
 
 static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
-                                         bool chat)
+                                         bool chat, struct srv_resp_req *resp)
 {
     struct perr e = {0};
     struct params p = {.max_tokens = 0};
@@ -1971,6 +2035,10 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         memcpy(sm->jobs, jobs, sizeof *jobs * (size_t)nj);
         sm->nj = nj;
         sm->n_per_prompt = (int)n_choices;
+        if (resp && (!(sm->rs = okv_calloc(1, sizeof *sm->rs, OKV_TAG_SERVER)) || !srv_resp_stream_init(sm->rs, resp))) {
+            stream_free(sm);   /* cancels the choices */
+            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+        }
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, sm, stream_free);
         if (!r) {
             stream_free(sm);   /* cancels the choices */
@@ -2000,7 +2068,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         }
     }
     pthread_mutex_unlock(&jobs[0]->sy->mu);
-    ret = reply_final(jobs, nj, (int)n_choices, c);
+    ret = reply_final(jobs, nj, (int)n_choices, c, resp);
     for (int i = 0; i < nj; i++)
         http_release(jobs[i]);
     return ret;
@@ -2008,6 +2076,8 @@ bad:
     cJSON_Delete(root);
     for (int i = 0; i < n_prompts; i++)
         okv_free(prompts[i].ids);
+    if (resp && e.param && !strcmp(e.param, "messages"))   /* the Responses API's conversation is its input */
+        e.param = "input";
     return reply_perr(c, &e);
 }
 

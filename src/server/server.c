@@ -329,6 +329,7 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
         {"/health", false}, {"/metrics", false}, {"/v1/models", false},
         {"/v1/completions", true}, {"/v1/chat/completions", true},
         {"/tokenize", true}, {"/detokenize", true}, {"/version", false},   /* vLLM's */
+        {"/v1/responses", true},
     };
     int r = -1;
     for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
@@ -355,6 +356,8 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
         if (atomic_load(&sv->stopping))
             return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
                                    "The server is shutting down.");
+        if (r == 8)
+            return srv_handle_responses(sv, c, hr->body ? hr->body : "", hr->len);
         return srv_handle_completion(sv, c, hr->body ? hr->body : "", hr->len, r == 4);
     }
 }

@@ -63,5 +63,7 @@ enum MHD_Result srv_handle_detokenize(okv_server *sv, struct MHD_Connection *c, 
  * the connection's thread and may block there until the request finishes. */
 enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
                                       bool chat);
+/* POST /v1/responses (OpenAI's Responses API, on the chat path: responses.c) */
+enum MHD_Result srv_handle_responses(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len);
 
 #endif

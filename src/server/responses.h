@@ -1,0 +1,56 @@
+/* OpenAI's Responses API (POST /v1/responses) on the chat completions path (openai.c): a request is written again
+ * as a chat completions request (srv_resp_request); the finished chat reply becomes a Response object
+ * (srv_resp_reply), and a chat stream's chunks become the Responses API's typed events (struct srv_resp_stream).
+ * Nothing is stored: `previous_response_id` and conversations are refused by name, the whole conversation comes in
+ * `input` (as it does with `store: false`). */
+#ifndef OKV_SERVER_RESPONSES_H
+#define OKV_SERVER_RESPONSES_H
+
+#include "server/server_internal.h"
+
+/* A Responses request as the reply needs it back: the fields a Response object echoes, the output's ids. */
+struct srv_resp_req {
+    cJSON *echo;     /* instructions, max_output_tokens, temperature, top_p, tools, tool_choice, parallel_tool_calls,
+                        text, reasoning, metadata, top_logprobs, user, ... as the Response object writes them */
+    char id[48];     /* resp_... */
+    long created;
+};
+
+/* Read the Responses request root into a chat completions request *chat (made here; the caller deletes it) and
+ * rq (srv_resp_req_free). False: a bad request; err (errsz bytes) says why and *param names the field, or NULL. */
+bool srv_resp_request(const cJSON *root, cJSON **chat, struct srv_resp_req *rq, char *err, size_t errsz,
+                      const char **param);
+void srv_resp_req_free(struct srv_resp_req *rq);
+
+/* The Response object of a finished chat completion object (its first choice); NULL: out of memory. */
+cJSON *srv_resp_reply(const struct srv_resp_req *rq, const cJSON *chat);
+
+/* A streamed response: the chat stream's chunks in, server-sent events out ("event: TYPE", "data: {...}" with
+ * type and sequence_number): response.created and .in_progress, then per output item (reasoning, the message,
+ * each function call) output_item.added, its parts and deltas, their .done events and output_item.done, and last
+ * response.completed (response.incomplete when max_output_tokens cut it, response.failed after an error). */
+struct srv_resp_stream {
+    struct srv_resp_req rq;
+    int seq;               /* the next event's sequence_number */
+    int kind;              /* the open output item: RS_NONE, RS_REASONING, RS_MESSAGE, RS_CALL */
+    cJSON *output;         /* the closed items, in order */
+    struct srv_buf text;   /* the open item's text (a call's arguments) */
+    cJSON *lps;            /* the open message's log-probabilities (with top_logprobs) */
+    struct srv_buf pend;   /* blank content held until text follows (or dropped when a call does) */
+    cJSON *pend_lps;       /* its log-probability entries */
+    int n_calls;           /* function calls opened */
+    char item_id[48], call_id[96], name[160];
+    char model[256];
+    char finish[24];       /* the chat stream's finish_reason */
+    bool started, ended, oom;
+};
+
+/* The stream's state for rq (moved in: rq is left empty); false: out of memory. */
+bool srv_resp_stream_init(struct srv_resp_stream *st, struct srv_resp_req *rq);
+/* One chat stream chunk (chat.completion.chunk, or an {"error": ...} object), consumed; events go to out. */
+void srv_resp_stream_put(struct srv_resp_stream *st, struct srv_buf *out, cJSON *chunk);
+/* The stream ended with all its chunks put: the open item closed and the final event, with the usage. */
+void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int prompt_tokens, int completion_tokens);
+void srv_resp_stream_free(struct srv_resp_stream *st);
+
+#endif
