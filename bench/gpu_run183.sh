@@ -12,7 +12,7 @@ bash bench/make_text_prompts.sh $B/oasiskv $T/target 4096 128 /tmp/p4k.jsonl
 port=36000
 for c in 64 64 16; do
   for v in "nodraft|" "adaptive8|--draft ngram --spec-tokens 8 --spec-adaptive"; do
-    [ $SECONDS -lt 100 ] || { echo "${v%%|*} c$c: no time left"; continue; }
+    [ $SECONDS -lt 480 ] || { echo "${v%%|*} c$c: no time left"; continue; }
     port=$((port + 100))
     TAG=${v%%|*} KVS=2048 PORT0=$port DATASET=/tmp/p4k.jsonl OUT=$L PROMPTS_PER_SLOT=2 MAX_DURATION=40 \
       CTX=$((4096 + 1024 + 64)) timeout 60 bash bench/serve_ab.sh build-gc "-m $T/target" 2 4000 1024 $c 2048 \
