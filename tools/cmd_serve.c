@@ -54,6 +54,8 @@ static const char *help =
     "                               tools in the Hermes and Llama 3.1 formats\n"
     "  --reasoning-parser P         deepseek_r1 | qwen3: a chat reply's <think>...</think> part comes back as\n"
     "                               \"reasoning_content\" (streamed as such deltas), the rest as the content\n"
+    "  --enable-prompt-tokens-details   replies' usage says how many prompt tokens the prefix cache gave\n"
+    "                               (prompt_tokens_details.cached_tokens, as vLLM's flag)\n"
     "  --default-chat-template-kwargs JSON   the template's variables for requests without chat_template_kwargs,\n"
     "                               e.g. '{\"enable_thinking\": false}' (Qwen3: answers without thinking); also\n"
     "                               date_string (Llama 3.x's \"Today Date\")\n"
@@ -190,6 +192,7 @@ int cmd_serve(int argc, char **argv)
     int tp = 1;
     const char *draft = NULL, *tok_path = NULL, *chat_tpl = NULL, *chat_kwargs = NULL;
     enum okv_reasoning reasoning = OKV_REASONING_NONE;
+    bool prompt_details = false;
     bool dummy = false;
     int port = 8000, max_seqs = 32, max_batched = 512, threads = 0, ctx = 0, block = 16, kv_budget = 0, spec_k = 4;
     bool spec_adaptive = false;
@@ -266,6 +269,8 @@ int cmd_serve(int argc, char **argv)
             struct okv_chat_opts o = {.enable_thinking = -1};
             if (okv_chat_template_kwargs(chat_kwargs, strlen(chat_kwargs), &o) != OKV_OK)
                 cli_die("--default-chat-template-kwargs: %s", okv_last_error());
+        } else if (!strcmp(a, "--enable-prompt-tokens-details")) {
+            prompt_details = true;
         } else if (!strcmp(a, "--reasoning-parser")) {
             const char *v = cli_value(argc, argv, &i);
             if (!strcmp(v, "deepseek_r1"))
@@ -531,7 +536,8 @@ int cmd_serve(int argc, char **argv)
     struct okv_server_params srv = {.host = host, .port = port, .model_name = name ? name : default_name,
                                     .model_alias = name ? NULL : model_path, .model_root = model_path,
                                     .api_key = api_key, .max_ctx = okv_engine_max_ctx(e), .has_seed = has_seed,
-                                    .seed = seed, .reasoning = reasoning, .chat_template_kwargs = chat_kwargs};
+                                    .seed = seed, .reasoning = reasoning, .chat_template_kwargs = chat_kwargs,
+                                    .prompt_tokens_details = prompt_details};
     /* the model's sampling defaults, as vLLM takes them (generation_config.json beside the weights) */
     {
         struct stat gs;

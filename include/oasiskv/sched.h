@@ -69,6 +69,7 @@ struct okv_sched_result {
     int prompt_tokens;        /* of the request as submitted */
     int completion_tokens;    /* generated tokens (an end-of-generation token is not counted) */
     int n_preemptions;
+    int cached_tokens;        /* prompt tokens read from the prefix cache when it was first admitted, not computed */
     double ttft_s;            /* submit to first token; 0 if none */
     double e2e_s;             /* submit to finish */
     const char *error;        /* OKV_FINISH_ERROR: what failed; valid during the callback only */

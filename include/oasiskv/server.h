@@ -63,6 +63,8 @@ struct okv_server_params {
     const char *chat_template_kwargs;   /* the chat template's variables for requests that give none, as a JSON
                                            object (vLLM's --default-chat-template-kwargs; okv_chat_template_kwargs
                                            says which are read), or NULL */
+    bool prompt_tokens_details;   /* usage.prompt_tokens_details.cached_tokens in chat and completions replies (vLLM's
+                                     --enable-prompt-tokens-details); the Responses API's usage always has them */
 };
 
 /* Start serving on the scheduler (which must be started: okv_sched_start) and

@@ -52,6 +52,7 @@ struct req {
     int seq;                /* engine sequence while running, else -1 */
     int need;               /* device-tier blocks at the peak */
     bool counted_prompt;
+    int cached;             /* prompt tokens the prefix cache gave at the first admission */
     int n_preempt;
 
     struct okv_sampling sampling;
@@ -401,7 +402,7 @@ static void finish(struct okv_sched *s, struct req *r, enum okv_finish reason, c
     double now = okv_now();
     struct okv_sched_result res = {
         .reason = reason, .prompt_tokens = r->n_prompt, .completion_tokens = r->n_gen,
-        .n_preemptions = r->n_preempt, .ttft_s = r->t_first > 0 ? r->t_first - r->t_arrival : 0,
+        .n_preemptions = r->n_preempt, .cached_tokens = r->cached, .ttft_s = r->t_first > 0 ? r->t_first - r->t_arrival : 0,
         .e2e_s = now - r->t_arrival, .error = err,
     };
     if (r->on_finish)
@@ -547,6 +548,7 @@ static void admit(struct okv_sched *s)
         s->admit_hold = false;
         if (!r->counted_prompt) {
             r->counted_prompt = true;
+            r->cached = r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt;
             pthread_mutex_lock(&s->mu);
             s->m.prompt_tokens_total += (uint64_t)r->n_prompt;
             pthread_mutex_unlock(&s->mu);

@@ -79,6 +79,8 @@ struct job {
     bool finished;
     enum okv_finish reason;
     int completion_tokens;
+    int cached_tokens;            /* prompt tokens the prefix cache gave */
+    bool details;                 /* the usage says them (prompt_tokens_details) */
     char error[256];
 
     /* tools (chat): AUTO, the reply's <tool_call> blocks become tool_calls; FORCED, the reply is the
@@ -192,6 +194,7 @@ static void job_on_finish(void *user, const struct okv_sched_result *r)
     j->finished = true;
     j->reason = r->reason;
     j->completion_tokens = r->completion_tokens;
+    j->cached_tokens = r->cached_tokens;
     if (r->error)
         snprintf(j->error, sizeof j->error, "%s", r->error);
     pthread_cond_signal(&j->sy->cv);
@@ -259,12 +262,15 @@ static const char *finish_name(enum okv_finish f)
     return f == OKV_FINISH_LENGTH ? "length" : f == OKV_FINISH_ABORT ? "abort" : "stop";
 }
 
-static cJSON *usage_obj(int prompt, int completion)
+/* cached < 0: no prompt_tokens_details */
+static cJSON *usage_obj(int prompt, int completion, int cached)
 {
     cJSON *u = cJSON_CreateObject();
     cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", completion);
     cJSON_AddNumberToObject(u, "total_tokens", prompt + completion);
+    if (cached >= 0)
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", cached);
     return u;
 }
 
@@ -285,7 +291,7 @@ static void add_logprobs(const struct job *j, cJSON *choice, const struct okv_to
 static cJSON *with_usage(const struct job *j, cJSON *o, int completion)
 {
     if (o && j->continuous_usage)
-        cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, completion));
+        cJSON_AddItemToObject(o, "usage", usage_obj(j->prompt_tokens, completion, -1));
     return o;
 }
 
@@ -751,20 +757,22 @@ static void stream_end(struct stream *s)
 {
     const struct job *j0 = s->jobs[0];
     if (s->rs) {   /* response.completed, with the usage */
-        srv_resp_stream_end(s->rs, &s->out, j0->prompt_tokens, j0->completion_tokens);
+        srv_resp_stream_end(s->rs, &s->out, j0->prompt_tokens, j0->completion_tokens, j0->cached_tokens);
         s->done = true;
         return;
     }
     if (j0->include_usage) {
-        int prompt = 0, completion = 0;
+        int prompt = 0, completion = 0, cached = 0;
         for (int i = 0; i < s->nj; i++) {
-            if (i % s->n_per_prompt == 0)
+            if (i % s->n_per_prompt == 0) {
                 prompt += s->jobs[i]->prompt_tokens;
+                cached += s->jobs[i]->cached_tokens;
+            }
             completion += s->jobs[i]->completion_tokens;
         }
         cJSON *o = base_obj(j0, j0->chat ? "chat.completion.chunk" : "text_completion");
         cJSON_AddArrayToObject(o, "choices");
-        cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion));
+        cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion, j0->details ? cached : -1));
         put_sev(s, o);
     }
     srv_buf_put(&s->out, "data: [DONE]\n\n", 14);
@@ -1741,7 +1749,7 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
     }
     cJSON *o = base_obj(jobs[0], jobs[0]->chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
-    int prompt = 0, completion = 0;
+    int prompt = 0, completion = 0, cached = 0;
     for (int i = 0; i < nj; i++) {
         cJSON *ch = choice_obj(jobs[i], i);
         if (!ch) {
@@ -1749,11 +1757,13 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
             return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
         }
         cJSON_AddItemToArray(choices, ch);
-        if (i % n_per_prompt == 0)
+        if (i % n_per_prompt == 0) {
             prompt += jobs[i]->prompt_tokens;
+            cached += jobs[i]->cached_tokens;
+        }
         completion += jobs[i]->echo_only ? 0 : jobs[i]->completion_tokens;
     }
-    cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion));
+    cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion, jobs[0]->details ? cached : -1));
     if (resp) {   /* POST /v1/responses: the chat completion as a Response object */
         cJSON *r = srv_resp_reply(resp, o);
         cJSON_Delete(o);
@@ -1979,6 +1989,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
                 break;
             }
+            j->details = sv->prompt_details || resp;
             struct okv_sampling samp = p.samp;
             samp.seed ^= (uint64_t)k * 0x9E3779B97F4A7C15ull;   /* the n choices of a prompt draw apart */
             struct okv_sched_request rq = {

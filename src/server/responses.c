@@ -510,11 +510,12 @@ static cJSON *response_obj(const struct srv_resp_req *rq, const char *model, con
     return o;
 }
 
-static cJSON *usage_of(int prompt, int completion)
+/* (reasoning_tokens: not counted apart; 0) */
+static cJSON *usage_of(int prompt, int completion, int cached)
 {
     cJSON *u = cJSON_CreateObject();
     cJSON_AddNumberToObject(u, "input_tokens", prompt);
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens", 0);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens", cached);
     cJSON_AddNumberToObject(u, "output_tokens", completion);
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens", 0);
     cJSON_AddNumberToObject(u, "total_tokens", prompt + completion);
@@ -625,8 +626,11 @@ cJSON *srv_resp_reply(const struct srv_resp_req *rq, const cJSON *chat)
     }
     const cJSON *u = get(chat, "usage");
     const cJSON *pt = get(u, "prompt_tokens"), *ct = get(u, "completion_tokens");
+    const cJSON *cached = get(get(u, "prompt_tokens_details"), "cached_tokens");
     return response_obj(rq, str_of(chat, "model"), status, output,
-                        usage_of(pt ? (int)pt->valuedouble : 0, ct ? (int)ct->valuedouble : 0), incomplete, NULL);
+                        usage_of(pt ? (int)pt->valuedouble : 0, ct ? (int)ct->valuedouble : 0,
+                                 cached ? (int)cached->valuedouble : 0),
+                        incomplete, NULL);
 }
 
 /* ---- streaming ---- */
@@ -915,7 +919,8 @@ void srv_resp_stream_put(struct srv_resp_stream *st, struct srv_buf *out, cJSON 
     cJSON_Delete(chunk);
 }
 
-void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int prompt_tokens, int completion_tokens)
+void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int prompt_tokens, int completion_tokens,
+                         int cached_tokens)
 {
     if (st->ended)
         return;
@@ -938,7 +943,8 @@ void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int pr
     cJSON *output = st->output;
     st->output = NULL;
     cJSON_AddItemToObject(o, "response", response_obj(&st->rq, st->model, status, output,
-                                                      usage_of(prompt_tokens, completion_tokens), incomplete, NULL));
+                                                      usage_of(prompt_tokens, completion_tokens, cached_tokens),
+                                                      incomplete, NULL));
     emit(st, out, o);
     st->ended = true;
 }

@@ -50,7 +50,8 @@ bool srv_resp_stream_init(struct srv_resp_stream *st, struct srv_resp_req *rq);
 /* One chat stream chunk (chat.completion.chunk, or an {"error": ...} object), consumed; events go to out. */
 void srv_resp_stream_put(struct srv_resp_stream *st, struct srv_buf *out, cJSON *chunk);
 /* The stream ended with all its chunks put: the open item closed and the final event, with the usage. */
-void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int prompt_tokens, int completion_tokens);
+void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int prompt_tokens, int completion_tokens,
+                         int cached_tokens);
 void srv_resp_stream_free(struct srv_resp_stream *st);
 
 #endif

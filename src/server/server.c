@@ -466,6 +466,7 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->gen = p->gen;
     sv->reasoning = p->reasoning;
     sv->chat_defaults = chat_defaults;
+    sv->prompt_details = p->prompt_tokens_details;
     sv->seed = p->seed;
     atomic_init(&sv->n_unseeded, 0);
     sv->created = (long)time(NULL);

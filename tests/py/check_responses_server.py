@@ -6,7 +6,9 @@ response) read what the server writes.
 
 - its own template: a string input with instructions, a list of messages (developer, assistant output_text,
   input_text parts), max_output_tokens cutting the reply (status incomplete), text.format json_schema, top_logprobs,
-  vLLM's extras (stop, seed), streamed and not; sequence numbers in order; bad requests refused with the field named;
+  vLLM's extras (stop, seed), streamed and not; sequence numbers in order; the prefix cache's tokens in the usage
+  (cached_tokens, as the chat path's with --enable-prompt-tokens-details; absent there without it); bad requests
+  refused with the field named;
 - Qwen2.5's template with tools (tests/data/chat_tools.json's) and --reasoning-parser qwen3: function tools in the
   Responses form, a reply of calls as function_call items (streamed: the arguments in deltas), tool_choice naming a
   function, function_call / function_call_output input items as the chat path's tool_calls and tool messages, a
@@ -211,6 +213,18 @@ def own_template(port):
         err = js.get("error", {})
         check(st in (400, 404) and err.get("param") == param,
               f"refused ({st}, {param}): {err.get('message', js)[:110]}")
+    # the prefix cache's tokens (serve --enable-prompt-tokens-details): the same long input twice, the second reads
+    # all but its last block from the cache; the chat path's usage says the same count
+    long_q = "Summarise this list: " + ", ".join(f"item {k} is {k * 7 % 13}" for k in range(40)) + "."
+    a = client.responses.create(model="smol", input=long_q, max_output_tokens=2, temperature=0)
+    b = client.responses.create(model="smol", input=long_q, max_output_tokens=2, temperature=0)
+    ref = chat(port, {"messages": [{"role": "user", "content": long_q}], "max_tokens": 2, "temperature": 0})
+    ca, cb = a.usage.input_tokens_details.cached_tokens, b.usage.input_tokens_details.cached_tokens
+    check(a.usage.input_tokens == b.usage.input_tokens > 200 and cb >= a.usage.input_tokens - 16 and cb > ca + 150 and
+          cb < b.usage.input_tokens and ref["usage"]["prompt_tokens_details"]["cached_tokens"] == cb,
+          f"cached_tokens: {ca} then {cb} of {b.usage.input_tokens} (chat: {ref['usage']['prompt_tokens_details']})")
+    types, final = stream_final(client, model="smol", input=long_q, max_output_tokens=2, temperature=0)
+    check(final.usage.input_tokens_details.cached_tokens == cb, f"streamed: {final.usage.input_tokens_details}")
     st, js = post(port, "/v1/responses", None, raw=b"{not json")
     check(st == 400 and "not valid JSON" in js["error"]["message"], "a body that is not JSON refused")
     st, js = post(port, "/v1/responses", {"input": "Hi.", "max_output_tokens": 2})
@@ -261,6 +275,8 @@ def hermes(port):
                 "name": "get_weather", "arguments": '{"city": "Paris", "days": 3}'}}]},
             {"role": "tool", "tool_call_id": "call_1", "content": '{"forecast": "sun"}'}]
     ref = chat(port, {"messages": msgs, "tools": chat_tools, "max_tokens": 12, "temperature": 0})
+    check("prompt_tokens_details" not in ref["usage"], "without --enable-prompt-tokens-details the chat usage has no "
+          f"prompt_tokens_details (vLLM's default): {ref['usage']}")
     r = client.responses.create(model="smol", input=items, tools=[weather, search], max_output_tokens=12, temperature=0)
     check(r.usage.input_tokens == ref["usage"]["prompt_tokens"] and
           (r.output_text or None) == ref["choices"][0]["message"]["content"],
@@ -300,7 +316,7 @@ def hermes(port):
 
 
 def main():
-    p, port = start([])
+    p, port = start(["--enable-prompt-tokens-details"])
     try:
         own_template(port)
     finally:
