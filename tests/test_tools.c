@@ -82,19 +82,75 @@ static void test_pyjson(void)
         n++;
     }
     CHECK(n >= 9, "pyjson4 cases: %d", n);
-    /* a case's tools as the server writes them, against json.dumps (the fixture's tool strings) */
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases")) {
-        const cJSON *t;
-        cJSON_ArrayForEach(t, cJSON_GetObjectItem(c, "tools")) {
-            cJSON *v = cJSON_Parse(t->valuestring);
-            struct srv_buf b = {0};
-            srv_pyjson(v, &b);
-            srv_buf_put(&b, "", 1);
-            CHECK(b.s && strcmp(b.s, t->valuestring) == 0, "a tool:\n got  %s\n want %s", b.s ? b.s : "", t->valuestring);
-            okv_free(b.s);
-            cJSON_Delete(v);
-        }
+    n = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "pyjson4_text")) {   /* the same from the text (1.0 kept) */
+        const char *in = cJSON_GetObjectItem(c, "in")->valuestring, *want = cJSON_GetObjectItem(c, "out")->valuestring;
+        char *canon = srv_pyjson_of_text(in, strlen(in));
+        char *got = canon ? srv_pyjson_indent_text(canon, 4) : NULL;
+        CHECK(got && strcmp(got, want) == 0, "json.dumps(indent=4) of the text %s:\n got  %s\n want %s", in,
+              got ? got : "(null)", want);
+        okv_free(canon);
+        okv_free(got);
+        n++;
     }
+    CHECK(n >= 3, "pyjson4_text cases: %d", n);
+    /* a case's tools as the server writes them, against json.dumps (the fixture's tool strings, 20.0 among them):
+     * from the parsed tree where it keeps the form, and always from a request's text, found in it by their spans
+     * (srv_tools_defs_from_text's way), the text written compact here; Llama 3.1's with indent 4 */
+    int n_float = 0;
+    for (int llama = 0; llama < 2; llama++)
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(llama ? cJSON_GetObjectItem(root, "llama31") : root, "cases")) {
+            struct srv_buf body = {0};
+            srv_buf_put(&body, "{\"model\":\"m\",\"tools\":[", strlen("{\"model\":\"m\",\"tools\":["));
+            const cJSON *t;
+            int k = 0;
+            cJSON_ArrayForEach(t, cJSON_GetObjectItem(c, "tools")) {
+                if (k++)
+                    srv_buf_put(&body, ",", 1);
+                bool in_str = false;   /* the tool's text without the whitespace between tokens */
+                for (const char *p = t->valuestring; *p; p++) {
+                    if (in_str && *p == '\\') {
+                        srv_buf_put(&body, p++, 2);
+                        continue;
+                    }
+                    in_str ^= *p == '"';
+                    if (in_str || (*p != ' ' && *p != '\n'))
+                        srv_buf_put(&body, p, 1);
+                }
+                if (!llama) {
+                    cJSON *v = cJSON_Parse(t->valuestring);
+                    struct srv_buf b = {0};
+                    srv_pyjson(v, &b);
+                    srv_buf_put(&b, "", 1);
+                    const bool has_float = strstr(t->valuestring, ".0,") || strstr(t->valuestring, ".0}");
+                    n_float += has_float;
+                    CHECK(has_float || (b.s && strcmp(b.s, t->valuestring) == 0), "a tool from the tree:\n got  %s\n want %s",
+                          b.s ? b.s : "", t->valuestring);
+                    okv_free(b.s);
+                    cJSON_Delete(v);
+                }
+            }
+            srv_buf_put(&body, "],\"stream\":false}", 17);
+            const char *ts, *vs[16];
+            size_t tn, vn[16];
+            const int cnt = srv_json_member(body.s, body.len, "tools", &ts, &tn) ? srv_json_items(ts, tn, vs, vn, 16) : -2;
+            CHECK(cnt == k, "the tools' spans in %s: %d of %d", body.s, cnt, k);
+            k = 0;
+            cJSON_ArrayForEach(t, cJSON_GetObjectItem(c, "tools")) {
+                if (k >= cnt)
+                    break;
+                char *canon = srv_pyjson_of_text(vs[k], vn[k]);
+                char *got = canon && llama ? srv_pyjson_indent_text(canon, 4) : canon;
+                CHECK(got && strcmp(got, t->valuestring) == 0, "a tool from the request's text:\n got  %s\n want %s",
+                      got ? got : "(null)", t->valuestring);
+                if (got != canon)
+                    okv_free(got);
+                okv_free(canon);
+                k++;
+            }
+            okv_free(body.s);
+        }
+    CHECK(n_float >= 1, "a tool with float literals (20.0) among the cases: %d", n_float);
     cJSON_Delete(root);
 }
 

@@ -1862,7 +1862,7 @@ enum MHD_Result srv_handle_responses(okv_server *sv, struct MHD_Connection *c, c
                             root ? "the body must be a JSON object" : "the body is not valid JSON");
     } else if (has_nul_escape(body, len)) {
         r = srv_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, NULL, NUL_ESCAPE_MSG);
-    } else if (!srv_resp_request(root, &chat, &rq, err, sizeof err, &param)) {
+    } else if (!srv_resp_request(root, body, len, &chat, &rq, err, sizeof err, &param)) {
         r = srv_reply_error(c, param ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
                             param ? "invalid_request_error" : "server_error", param, NULL, "%s", err);
     } else if (!(txt = cJSON_PrintUnformatted(chat))) {
@@ -1913,6 +1913,11 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         if (!srv_tools_parse(sv->tok, root, &tools, e.msg, sizeof e.msg, &tparam)) {
             e.status = tparam ? 400 : 500;
             e.param = tparam;
+            goto bad;
+        }
+        if (!srv_tools_defs_from_text(&tools, sv->tok, body, len)) {   /* 1.0 as json.dumps writes it, not 1 */
+            srv_tools_free(&tools);
+            fail(&e, 500, NULL, NULL, "out of memory");
             goto bad;
         }
         n_prompts = 1;   /* (freed at bad:, NULL until chat_prompt succeeds) */
@@ -2116,6 +2121,8 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
             if (!srv_tools_parse(sv->tok, root, &tools, e.msg, sizeof e.msg, &tparam)) {
                 e.status = tparam ? 400 : 500;
                 e.param = tparam;
+            } else if (!srv_tools_defs_from_text(&tools, sv->tok, body, len)) {
+                fail(&e, 500, NULL, NULL, "out of memory");
             } else {
                 ok = chat_prompt(sv, root, &tools, &ids, &n, NULL, &e);
             }

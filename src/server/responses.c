@@ -7,6 +7,7 @@
  * function calls. */
 #define _GNU_SOURCE
 #include "server/responses.h"
+#include "server/tools.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -264,12 +265,18 @@ static bool is_handled(const char *k)
     return false;
 }
 
-static bool read_tools(const cJSON *root, cJSON *chat, char *err, size_t errsz, const char **param)
+static bool read_tools(const cJSON *root, const char *body, size_t len, cJSON *chat, char *err, size_t errsz,
+                       const char **param)
 {
     const cJSON *tools = get(root, "tools");
     if (tools) {
         if (!cJSON_IsArray(tools))
             return FAIL("tools", "'tools' must be an array");
+        /* the tools' text, where the tree lost a float literal's form */
+        const char *ts, *vs[SRV_MAX_TOOLS];
+        size_t tn, vn[SRV_MAX_TOOLS];
+        const int n_text = srv_json_member(body, len, "tools", &ts, &tn) ? srv_json_items(ts, tn, vs, vn, SRV_MAX_TOOLS) : -1;
+        const bool by_text = n_text == cJSON_GetArraySize(tools);
         cJSON *out = cJSON_AddArrayToObject(chat, "tools");
         int i = 0;
         const cJSON *t;
@@ -286,8 +293,16 @@ static bool read_tools(const cJSON *root, cJSON *chat, char *err, size_t errsz, 
             static const char *const keys[] = {"name", "description", "parameters", "strict"};
             for (int k = 0; k < 4; k++) {
                 const cJSON *v = get(t, keys[k]);
-                if (v)
+                const char *ps;
+                size_t pn;
+                char *txt = NULL;
+                if (v && k == 2 && by_text && srv_json_member(vs[i], vn[i], "parameters", &ps, &pn) &&
+                    (txt = srv_pyjson_of_text(ps, pn))) {
+                    cJSON_AddItemToObject(fn, keys[k], cJSON_CreateRaw(txt));
+                    okv_free(txt);
+                } else if (v) {
                     cJSON_AddItemToObject(fn, keys[k], cJSON_Duplicate(v, true));
+                }
             }
             cJSON_AddItemToArray(out, c);
             i++;
@@ -362,8 +377,8 @@ static void echo_or(cJSON *echo, const cJSON *root, const char *name, cJSON *dfl
     }
 }
 
-bool srv_resp_request(const cJSON *root, cJSON **chat_out, struct srv_resp_req *rq, char *err, size_t errsz,
-                      const char **param)
+bool srv_resp_request(const cJSON *root, const char *body, size_t len, cJSON **chat_out, struct srv_resp_req *rq,
+                      char *err, size_t errsz, const char **param)
 {
     *chat_out = NULL;
     memset(rq, 0, sizeof *rq);
@@ -415,7 +430,7 @@ bool srv_resp_request(const cJSON *root, cJSON **chat_out, struct srv_resp_req *
         cJSON_AddStringToObject(m, "content", inst->valuestring);
         cJSON_AddItemToArray(msgs, m);
     }
-    if (!read_input(input, msgs, err, errsz, param) || !read_tools(root, chat, err, errsz, param) ||
+    if (!read_input(input, msgs, err, errsz, param) || !read_tools(root, body, len, chat, err, errsz, param) ||
         !read_text_format(root, chat, err, errsz, param)) {
         cJSON_Delete(chat);
         return false;

@@ -16,10 +16,11 @@ struct srv_resp_req {
     long created;
 };
 
-/* Read the Responses request root into a chat completions request *chat (made here; the caller deletes it) and
- * rq (srv_resp_req_free). False: a bad request; err (errsz bytes) says why and *param names the field, or NULL. */
-bool srv_resp_request(const cJSON *root, cJSON **chat, struct srv_resp_req *rq, char *err, size_t errsz,
-                      const char **param);
+/* Read the Responses request root (parsed from body[0..len)) into a chat completions request *chat (made here; the
+ * caller deletes it) and rq (srv_resp_req_free). False: a bad request; err (errsz bytes) says why and *param names
+ * the field, or NULL. A tool's parameters keep their text's form (1.0 stays 1.0: srv_pyjson_of_text). */
+bool srv_resp_request(const cJSON *root, const char *body, size_t len, cJSON **chat, struct srv_resp_req *rq, char *err,
+                      size_t errsz, const char **param);
 void srv_resp_req_free(struct srv_resp_req *rq);
 
 /* The Response object of a finished chat completion object (its first choice); NULL: out of memory. */

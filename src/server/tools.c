@@ -719,6 +719,104 @@ static bool member_span(const char *s, size_t n, const char *key, const char **v
     }
 }
 
+bool srv_json_member(const char *s, size_t n, const char *key, const char **vs, size_t *vn)
+{
+    return member_span(s, n, key, vs, vn);
+}
+
+int srv_json_items(const char *s, size_t n, const char **vs, size_t *vn, int max)
+{
+    size_t i = skip_ws(s, n, 0);
+    if (i >= n || s[i] != '[')
+        return -1;
+    i = skip_ws(s, n, i + 1);
+    if (i < n && s[i] == ']')
+        return 0;
+    for (int k = 0;; k++) {
+        struct srv_pyjson_rd r = {0};
+        struct srv_buf sink = {0};
+        const size_t used = srv_pyjson_feed(&r, s + i, n - i, true, &sink);
+        okv_free(sink.s);
+        if (!r.done || r.bad || k == max)
+            return -1;
+        vs[k] = s + i;
+        vn[k] = used;
+        i = skip_ws(s, n, i + used);
+        if (i < n && s[i] == ']')
+            return k + 1;
+        if (i >= n || s[i] != ',')
+            return -1;
+        i = skip_ws(s, n, i + 1);
+    }
+}
+
+char *srv_pyjson_indent_text(const char *c, int indent)
+{
+    struct srv_buf b = {0};
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; c[i]; i++) {
+        const char ch = c[i];
+        if (in_str) {
+            srv_buf_put(&b, &c[i], 1);
+            if (ch == '\\' && c[i + 1])
+                srv_buf_put(&b, &c[++i], 1);
+            else if (ch == '"')
+                in_str = false;
+            continue;
+        }
+        if (ch == '"') {
+            in_str = true;
+            srv_buf_put(&b, &ch, 1);
+        } else if ((ch == '{' || ch == '[') && c[i + 1] == (ch == '{' ? '}' : ']')) {   /* {} and [] as they are */
+            srv_buf_put(&b, &c[i], 2);
+            i++;
+        } else if (ch == '{' || ch == '[') {
+            srv_buf_put(&b, &ch, 1);
+            depth++;
+            srv_buf_printf(&b, "\n%*s", depth * indent, "");
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+            srv_buf_printf(&b, "\n%*s", depth * indent, "");
+            srv_buf_put(&b, &ch, 1);
+        } else if (ch == ',' && c[i + 1] == ' ') {   /* ", " between items: "," and a new line */
+            srv_buf_printf(&b, ",\n%*s", depth * indent, "");
+            i++;
+        } else {
+            srv_buf_put(&b, &ch, 1);
+        }
+    }
+    srv_buf_put(&b, "", 1);
+    if (b.oom) {
+        okv_free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+bool srv_tools_defs_from_text(struct srv_tools *t, const okv_tokenizer *tok, const char *body, size_t len)
+{
+    const char *ts, *vs[SRV_MAX_TOOLS];
+    size_t tn, vn[SRV_MAX_TOOLS];
+    if (t->n == 0 || !body || !srv_json_member(body, len, "tools", &ts, &tn) ||
+        srv_json_items(ts, tn, vs, vn, SRV_MAX_TOOLS) != t->n)
+        return true;
+    const int indent = okv_tokenizer_chat_tools(tok) == OKV_CHAT_TOOLS_LLAMA31 ? 4 : 0;
+    for (int i = 0; i < t->n; i++) {
+        char *txt = srv_pyjson_of_text(vs[i], vn[i]);
+        if (txt && indent) {
+            char *ind = srv_pyjson_indent_text(txt, indent);
+            okv_free(txt);
+            txt = ind;
+        }
+        if (!txt)
+            return false;
+        okv_free(t->defs[i]);
+        t->defs[i] = txt;
+    }
+    return true;
+}
+
 /* One call's text (between the tags): {"name": string, "arguments": object} -> *c; 0 when it is not one,
  * -1 when out of memory, 1 when read */
 static int read_call(const char *s, size_t n, struct srv_tool_call *c)

@@ -41,6 +41,20 @@ struct srv_tools {
 bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_tools *t, char *err, size_t errlen,
                      const char **param);
 void srv_tools_free(struct srv_tools *t);
+/* The definitions t->defs written again from the request's text body[0..len) (srv_pyjson_of_text, and with the
+ * template's indent), where the parsed tree lost a float literal's form (1.0 written 1) or an integer's digits
+ * past 2^53: json.dumps writes what Python's json.loads read from the text. Nothing changes when the text's
+ * tools cannot be told apart (no defs, another count); false: out of memory. */
+bool srv_tools_defs_from_text(struct srv_tools *t, const okv_tokenizer *tok, const char *body, size_t len);
+
+/* JSON text spans (of text cJSON read): the value of the top-level member key of the object s[0..n) (the first
+ * one, as cJSON finds it); the items of the array s[0..n) (at most max; returns the count, -1 when it is not an
+ * array or has more). */
+bool srv_json_member(const char *s, size_t n, const char *key, const char **vs, size_t *vn);
+int srv_json_items(const char *s, size_t n, const char **vs, size_t *vn, int max);
+/* JSON text as json.dumps writes it (srv_pyjson_of_text's output) with indent: items on lines of their own (okv_free;
+ * NULL: out of memory). */
+char *srv_pyjson_indent_text(const char *canon, int indent);
 
 /* v as Python's json.dumps(v, ensure_ascii=False) writes it (", " and ": " separators; a number that is an
  * integer is written as one, others as Python's repr of the double). Where it differs: a float literal with

@@ -259,6 +259,18 @@ def hermes(port):
         n_args = sum(t == "response.function_call_arguments.delta" for t in types)
         check(fgot == want and types.count("response.function_call_arguments.done") == n and n_args >= 2 * n and
               types[-1] == "response.completed", f"streamed: {n_args} argument deltas, {fgot}")
+    # a tool's parameters keep their float literals (20.0, as json.dumps writes them into the template's tools): the
+    # same prompt as the chat path's, which test_tools_server checks against transformers' rendering
+    thermo = {"type": "function", "name": "set_temp", "parameters": {"type": "object", "properties": {
+        "t": {"type": "number", "minimum": -10.0, "maximum": 40.0, "default": 20.0}}, "required": ["t"]}}
+    ref = chat(port, {"messages": [{"role": "user", "content": q}], "max_tokens": 1,
+                      "tools": [{"type": "function", "function": {k: v for k, v in thermo.items() if k != "type"}}]})
+    r = client.responses.create(model="smol", input=q, tools=[thermo], max_output_tokens=1)
+    st, js = post(port, "/tokenize", {"messages": [{"role": "user", "content": q}], "tools": [
+        {"type": "function", "function": {"name": "set_temp", "parameters": {"type": "object", "properties": {
+            "t": {"type": "number", "minimum": -10, "maximum": 40, "default": 20}}, "required": ["t"]}}}]})
+    check(r.usage.input_tokens == ref["usage"]["prompt_tokens"] and st == 200 and js["count"] < r.usage.input_tokens,
+          f"a tool's 20.0 kept: {r.usage.input_tokens} prompt tokens as the chat path's (with 20: {js.get('count')})")
     # tool_choice naming a function: the reply is that call, under its parameters
     r = client.responses.create(model="smol", input=q, tools=[weather, search], max_output_tokens=60, temperature=0,
                                 tool_choice={"type": "function", "name": "get_weather"})

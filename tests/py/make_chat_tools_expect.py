@@ -75,6 +75,12 @@ SEARCH = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"q": {"type": "string"}, "k": {"type": "integer", "minimum": 1}},
                    "required": ["q"]}}}
 NOPARAM = {"type": "function", "function": {"name": "now"}}
+# float literals with integer values (json.dumps writes 20.0; the request's parsed tree alone would give 20)
+THERMO = {"type": "function", "function": {
+    "name": "set_temp", "description": "Set the thermostat.",
+    "parameters": {"type": "object", "properties": {
+        "t": {"type": "number", "minimum": -10.0, "maximum": 40.0, "default": 20.0},
+        "step": {"type": "number", "multipleOf": 0.5}}, "required": ["t"]}}}
 
 
 def call(name, args):
@@ -83,6 +89,7 @@ def call(name, args):
 
 CASES = [
     ([WEATHER], [{"role": "user", "content": "Weather in Paris?"}], True),
+    ([WEATHER, THERMO], [{"role": "user", "content": "Set it to 21.5 degrees."}], True),
     ([WEATHER, SEARCH, NOPARAM], [{"role": "system", "content": "Be terse."},
                                   {"role": "user", "content": "Weather in Paris, and search \"cats\"."}], True),
     ([WEATHER, SEARCH], [
@@ -128,9 +135,11 @@ pyjson = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False)} for t 
 pyjson_text = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False)} for t in PYJSON_TEXT]
 
 pyjson4 = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False, indent=4)} for t in PYJSON]
+pyjson4_text = [{"in": t, "out": json.dumps(json.loads(t), ensure_ascii=False, indent=4)} for t in PYJSON_TEXT]
 
 L31_CASES = [
     ([WEATHER], [{"role": "user", "content": " Weather in Paris? "}], True),
+    ([THERMO], [{"role": "user", "content": "Set it to 21.5 degrees."}], True),
     ([WEATHER, SEARCH, NOPARAM], [
         {"role": "system", "content": " Be terse. "},
         {"role": "user", "content": "Weather in Oslo?"},
@@ -249,7 +258,7 @@ for tools, msgs, gen, think in QWEN3_CASES:
                                                  for c in m.get("tool_calls", [])]} for m in msgs],
                     "gen": gen, "enable_thinking": think, "expect": out[0]})
 
-json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson_text": pyjson_text, "pyjson4": pyjson4,
+json.dump({"template": TEMPLATE, "cases": cases, "pyjson": pyjson, "pyjson_text": pyjson_text, "pyjson4": pyjson4, "pyjson4_text": pyjson4_text,
            "llama31": {"template": LLAMA31, "cases": l31}, "deepseek_r1": {"template": R1, "cases": r1},
            "continue": cont, "qwen3": {"template": QWEN3, "cases": qwen3}, "llama32": {"template": LLAMA32, "cases": l32}, "qwen3_thinking": {"template": QWEN3T, "cases": qwen3t}},
           open(OUT, "w"), ensure_ascii=False, indent=1)
