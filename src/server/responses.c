@@ -19,26 +19,12 @@ enum { RS_NONE, RS_REASONING, RS_MESSAGE, RS_CALL };
 
 static void new_id(char out[48], const char *prefix)
 {
-    static atomic_uint_fast64_t counter;
-    struct okv_rng r;
-    okv_rng_seed(&r, (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(okv_now() * 1e9) ^
-                         (atomic_fetch_add(&counter, 1) << 32));
-    const uint64_t a = okv_rng_next(&r), b = okv_rng_next(&r);
-    snprintf(out, 48, "%s_%016llx%016llx", prefix, (unsigned long long)a, (unsigned long long)b);
+    char p[16];
+    snprintf(p, sizeof p, "%s_", prefix);
+    srv_random_id(out, p);
 }
 
-static bool rfail(char *err, size_t errsz, const char **param, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static bool rfail(char *err, size_t errsz, const char **param, const char *name, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-    *param = name;
-    return false;
-}
-#define FAIL(name, ...) rfail(err, errsz, param, name, __VA_ARGS__)
+#define FAIL(name, ...) srv_errf(err, errsz, param, name, __VA_ARGS__)
 
 static const cJSON *get(const cJSON *o, const char *name)
 {

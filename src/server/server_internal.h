@@ -47,6 +47,11 @@ void srv_buf_printf(struct srv_buf *b, const char *fmt, ...) __attribute__((form
 const char *srv_find(const char *hay, size_t n, const char *needle);
 char *srv_strndup(const char *s, size_t n);   /* s[0..n) as a NUL-terminated copy (okv_free); NULL: out of memory */
 size_t srv_partial_tag(const char *p, size_t n, const char *tag);
+/* A bad request's message into err (errlen bytes) and its field into *param (p, or NULL); returns false. */
+bool srv_errf(char *err, size_t errlen, const char **param, const char *p, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* prefix and 32 random hex digits (ids of tool calls, responses and their items) */
+void srv_random_id(char out[48], const char *prefix);
 
 /* Send obj (consumed) as a JSON reply. */
 enum MHD_Result srv_reply_json(struct MHD_Connection *c, unsigned status, cJSON *obj);

@@ -461,9 +461,7 @@ char *srv_pyjson_of_text(const char *s, size_t n)
 
 /* ---- the request ---- */
 
-static bool tfail(char *err, size_t errlen, const char **param, const char *p, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static bool tfail(char *err, size_t errlen, const char **param, const char *p, const char *fmt, ...)
+bool srv_errf(char *err, size_t errlen, const char **param, const char *p, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -507,12 +505,12 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
     if (tc && cJSON_IsNull(tc))
         tc = NULL;
     if (par && !cJSON_IsNull(par) && !cJSON_IsBool(par))
-        return tfail(err, errlen, param, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+        return srv_errf(err, errlen, param, "parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
     if (tools && !cJSON_IsArray(tools))
-        return tfail(err, errlen, param, "tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
+        return srv_errf(err, errlen, param, "tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
     const int n = tools ? cJSON_GetArraySize(tools) : 0;
     if (n > SRV_MAX_TOOLS)
-        return tfail(err, errlen, param, "tools", "at most %d tools", SRV_MAX_TOOLS);
+        return srv_errf(err, errlen, param, "tools", "at most %d tools", SRV_MAX_TOOLS);
     const cJSON *fn_of[SRV_MAX_TOOLS];
     int i = 0;
     const cJSON *tool;
@@ -520,22 +518,22 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
         const cJSON *type = cJSON_IsObject(tool) ? cJSON_GetObjectItemCaseSensitive(tool, "type") : NULL;
         const cJSON *fn = cJSON_IsObject(tool) ? cJSON_GetObjectItemCaseSensitive(tool, "function") : NULL;
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(fn))
-            return tfail(err, errlen, param, "tools",
+            return srv_errf(err, errlen, param, "tools",
                          "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., ...}}", i);
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
         if (!cJSON_IsString(name) || !name_ok(name->valuestring))
-            return tfail(err, errlen, param, "tools",
+            return srv_errf(err, errlen, param, "tools",
                          "tools[%d].function.name must be 1 to %d of a-z, A-Z, 0-9, '_', '-' and '.'", i,
                          SRV_TOOL_NAME_MAX);
         const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
         if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc))
-            return tfail(err, errlen, param, "tools", "tools[%d].function.description must be a string", i);
+            return srv_errf(err, errlen, param, "tools", "tools[%d].function.description must be a string", i);
         const cJSON *pars = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
         if (pars && !cJSON_IsNull(pars) && !cJSON_IsObject(pars))
-            return tfail(err, errlen, param, "tools", "tools[%d].function.parameters must be a JSON schema object", i);
+            return srv_errf(err, errlen, param, "tools", "tools[%d].function.parameters must be a JSON schema object", i);
         for (int k = 0; k < i; k++)
             if (!strcmp(cJSON_GetObjectItemCaseSensitive(fn_of[k], "name")->valuestring, name->valuestring))
-                return tfail(err, errlen, param, "tools", "tools[%d]: the function '%s' is defined twice", i,
+                return srv_errf(err, errlen, param, "tools", "tools[%d]: the function '%s' is defined twice", i,
                              name->valuestring);
         fn_of[i++] = fn;
     }
@@ -547,10 +545,10 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
             t->choice = SRV_TOOLS_OFF;
         } else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "auto")) {
             if (n == 0)
-                return tfail(err, errlen, param, "tool_choice", "tool_choice 'auto' needs 'tools'");
+                return srv_errf(err, errlen, param, "tool_choice", "tool_choice 'auto' needs 'tools'");
         } else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")) {
             if (n == 0)
-                return tfail(err, errlen, param, "tool_choice", "tool_choice 'required' needs 'tools'");
+                return srv_errf(err, errlen, param, "tool_choice", "tool_choice 'required' needs 'tools'");
             if (n == 1)
                 forced = 0;
             else
@@ -560,24 +558,24 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
             const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
             const cJSON *name = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
             if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsString(name))
-                return tfail(err, errlen, param, "tool_choice",
+                return srv_errf(err, errlen, param, "tool_choice",
                              "tool_choice must be \"none\", \"auto\", \"required\" or "
                              "{\"type\": \"function\", \"function\": {\"name\": ...}}");
             for (int k = 0; k < n && forced < 0; k++)
                 if (!strcmp(cJSON_GetObjectItemCaseSensitive(fn_of[k], "name")->valuestring, name->valuestring))
                     forced = k;
             if (forced < 0)
-                return tfail(err, errlen, param, "tool_choice", "tool_choice names the function '%.64s', which is not "
+                return srv_errf(err, errlen, param, "tool_choice", "tool_choice names the function '%.64s', which is not "
                              "among 'tools'", name->valuestring);
         } else {
-            return tfail(err, errlen, param, "tool_choice",
+            return srv_errf(err, errlen, param, "tool_choice",
                          "tool_choice must be \"none\", \"auto\", \"required\" or "
                          "{\"type\": \"function\", \"function\": {\"name\": ...}}");
         }
     }
     const bool can_list = okv_tokenizer_chat_tools(tok) != OKV_CHAT_TOOLS_NONE;
     if (t->choice == SRV_TOOLS_AUTO && forced < 0 && !can_list)
-        return tfail(err, errlen, param, "tools",
+        return srv_errf(err, errlen, param, "tools",
                      "this model's chat template does not offer tools (it has no tool-call format this server "
                      "reads: Hermes/Qwen <tool_call>), so tool_choice 'auto' cannot work; force a call with "
                      "tool_choice {\"type\": \"function\", \"function\": {\"name\": ...}}, or send no tools");
@@ -600,7 +598,7 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
                 snprintf(t->params, 64, "{\"type\": \"object\", \"properties\": {}}");
         }
         if (!t->params)
-            return tfail(err, errlen, param, NULL, "out of memory");
+            return srv_errf(err, errlen, param, NULL, "out of memory");
     } else if (t->choice == SRV_TOOLS_REQUIRED) {   /* an array of calls, each one of the functions */
         cJSON *sch = cJSON_CreateObject(), *alts = cJSON_CreateArray();
         cJSON_AddStringToObject(sch, "type", "array");
@@ -613,7 +611,7 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
             if (pars && (cJSON_GetObjectItemCaseSensitive(pars, "$defs") ||
                          cJSON_GetObjectItemCaseSensitive(pars, "definitions"))) {
                 cJSON_Delete(sch);
-                return tfail(err, errlen, param, "tool_choice", "tool_choice 'required' with several tools: the "
+                return srv_errf(err, errlen, param, "tool_choice", "tool_choice 'required' with several tools: the "
                              "parameters of '%s' have $defs, which this server cannot put under one schema; name the "
                              "function in tool_choice", cJSON_GetObjectItemCaseSensitive(fn_of[k], "name")->valuestring);
             }
@@ -643,7 +641,7 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
             cJSON_free(txt);
         }
         if (!t->params)
-            return tfail(err, errlen, param, NULL, "out of memory");
+            return srv_errf(err, errlen, param, NULL, "out of memory");
     }
     /* the definitions the prompt lists: all of them, unless "none" or the template cannot list them */
     if (t->choice != SRV_TOOLS_OFF && can_list) {
@@ -652,7 +650,7 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
             if (!(t->defs[i] = srv_pyjson_text(tool, okv_tokenizer_chat_tools(tok) == OKV_CHAT_TOOLS_LLAMA31 ? 4 : 0))) {
                 t->n = i;
                 srv_tools_free(t);
-                return tfail(err, errlen, param, NULL, "out of memory");
+                return srv_errf(err, errlen, param, NULL, "out of memory");
             }
             t->n = ++i;
         }
@@ -1226,12 +1224,17 @@ bool srv_tool_stream_feed(struct srv_tool_stream *s, const char *p, size_t n, bo
     }
 }
 
-void srv_tool_call_id(char out[48])
+void srv_random_id(char out[48], const char *prefix)
 {
     static atomic_uint_fast64_t counter;
     struct okv_rng r;
     okv_rng_seed(&r, (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(okv_now() * 1e9) ^
                          (atomic_fetch_add(&counter, 1) << 32));
     const uint64_t a = okv_rng_next(&r), b = okv_rng_next(&r);
-    snprintf(out, 48, "chatcmpl-tool-%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
+    snprintf(out, 48, "%s%016llx%016llx", prefix, (unsigned long long)a, (unsigned long long)b);
+}
+
+void srv_tool_call_id(char out[48])
+{
+    srv_random_id(out, "chatcmpl-tool-");
 }

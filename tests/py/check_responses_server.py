@@ -17,53 +17,22 @@ response) read what the server writes.
 """
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
 import urllib.request
 
 import openai
 
+import serve_util
+from serve_util import check, failures, post
+
 CLI, MODEL, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 FIX = json.load(open(os.path.join(SRC, "tests", "data", "chat_tools.json")))
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
 
 
 def start(extra):
-    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-    p = subprocess.Popen([CLI, "serve", "-m", MODEL, "--port", "0", "--threads", "2", "--ctx", "1024",
-                          "--kv-pool-gb", "0.25", "--served-model-name", "smol", *extra],
-                         stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(log.name).read())
-        if m:
-            return p, int(m.group(1))
-        if p.poll() is not None:
-            break
-        time.sleep(0.1)
-    raise RuntimeError("server did not start: " + open(log.name).read())
-
-
-def post(port, path, body, raw=None):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=raw if raw is not None else json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return serve_util.start(CLI, MODEL, extra, 1024)
 
 
 def events(port, body):
