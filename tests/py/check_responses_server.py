@@ -31,8 +31,8 @@ CLI, MODEL, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 FIX = json.load(open(os.path.join(SRC, "tests", "data", "chat_tools.json")))
 
 
-def start(extra):
-    return serve_util.start(CLI, MODEL, extra, 1024)
+def serving(extra):
+    return serve_util.serving(CLI, MODEL, extra, 1024)
 
 
 def events(port, body):
@@ -297,22 +297,14 @@ def hermes(port):
 
 
 def main():
-    p, port = start(["--enable-prompt-tokens-details"])
-    try:
+    with serving(["--enable-prompt-tokens-details"]) as port:
         own_template(port)
-    finally:
-        p.terminate()
-        p.wait(30)
     tdir = tempfile.mkdtemp()
     try:
         tpl = os.path.join(tdir, "qwen25.jinja")
         open(tpl, "w").write(FIX["template"])
-        p, port = start(["--chat-template", tpl, "--reasoning-parser", "qwen3"])
-        try:
+        with serving(["--chat-template", tpl, "--reasoning-parser", "qwen3"]) as port:
             hermes(port)
-        finally:
-            p.terminate()
-            p.wait(30)
     finally:
         shutil.rmtree(tdir, ignore_errors=True)
     print(f"{len(failures)} failed" if failures else "all passed")

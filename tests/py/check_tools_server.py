@@ -41,8 +41,8 @@ CLI, MODEL, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 FIX = json.load(open(os.path.join(SRC, "tests", "data", "chat_tools.json")))
 
 
-def start(extra):
-    return serve_util.start(CLI, MODEL, extra, 2048)
+def serving(extra):
+    return serve_util.serving(CLI, MODEL, extra, 2048)
 
 
 def sse(port, body):
@@ -421,12 +421,8 @@ def qwen3_template(port, fix, name, default_think):
 
 
 def main():
-    p, port = start([])
-    try:
+    with serving([]) as port:
         own_template(port)
-    finally:
-        p.terminate()
-        p.wait(30)
     tdir = tempfile.mkdtemp()
     try:
         shutil.copy(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"), tdir)
@@ -435,46 +431,26 @@ def main():
         json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
         tpl = os.path.join(tdir, "qwen25.jinja")   # serve --chat-template: the model's tokenizer, another template
         open(tpl, "w").write(FIX["template"])
-        p, port = start(["--chat-template", tpl, "--reasoning-parser", "qwen3"])
-        try:
+        with serving(["--chat-template", tpl, "--reasoning-parser", "qwen3"]) as port:
             hermes_template(port)
-        finally:
-            p.terminate()
-            p.wait(30)
-        p, port = start(["--chat-template", FIX["deepseek_r1"]["template"], "--reasoning-parser", "deepseek_r1"])
-        try:
+        with serving(["--chat-template", FIX["deepseek_r1"]["template"], "--reasoning-parser", "deepseek_r1"]) as port:
             deepseek_r1(port)
-        finally:
-            p.terminate()
-            p.wait(30)
         for key, default in (("qwen3", False), ("qwen3_thinking", None)):
             tpl = os.path.join(tdir, key + ".jinja")
             open(tpl, "w").write(FIX[key]["template"])
             extra = ["--chat-template", tpl, "--reasoning-parser", "qwen3"]
             if default is not None:
                 extra += ["--default-chat-template-kwargs", json.dumps({"enable_thinking": default})]
-            p, port = start(extra)
-            try:
+            with serving(extra) as port:
                 qwen3_template(port, FIX[key], key, default)
-            finally:
-                p.terminate()
-                p.wait(30)
         cfg["chat_template"] = FIX["llama31"]["template"]
         json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
-        p, port = start(["--tokenizer", tdir])
-        try:
+        with serving(["--tokenizer", tdir]) as port:
             llama31_template(port)
-        finally:
-            p.terminate()
-            p.wait(30)
         cfg["chat_template"] = FIX["llama32"]["template"]
         json.dump(cfg, open(os.path.join(tdir, "tokenizer_config.json"), "w"))
-        p, port = start(["--tokenizer", tdir])
-        try:
+        with serving(["--tokenizer", tdir]) as port:
             llama32_dates(port)
-        finally:
-            p.terminate()
-            p.wait(30)
     finally:
         shutil.rmtree(tdir)
     print(f"{len(failures)} failed" if failures else "all passed")

@@ -1,5 +1,6 @@
 """What the black-box server tests share (tests/py/check_*_server.py): checks that count failures, starting
 `oasiskv serve` on a free port, JSON POSTs."""
+import contextlib
 import json
 import re
 import subprocess
@@ -45,3 +46,14 @@ def post(port, path, body, raw=None):
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+@contextlib.contextmanager
+def serving(cli, model, extra, ctx=2048):
+    """a server for the with-block: its port; stopped (SIGTERM) after it, whatever happens"""
+    p, port = start(cli, model, extra, ctx)
+    try:
+        yield port
+    finally:
+        p.terminate()
+        p.wait(30)
