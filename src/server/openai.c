@@ -80,6 +80,10 @@ struct job {
     enum okv_finish reason;
     int completion_tokens;
     int cached_tokens;            /* prompt tokens the prefix cache gave */
+    bool think_closed;            /* with a reasoning parser: </think> was written ... */
+    int think_tokens;             /* ... by the think_tokens-th generated token */
+    char tail[8];                 /* the text's last bytes (a tag across pieces, which a stream takes away) */
+    int tail_len;
     bool details;                 /* the usage says them (prompt_tokens_details) */
     char error[256];
 
@@ -159,6 +163,23 @@ static void job_on_token(void *user, int32_t token, const char *text, size_t len
         }
     }
     srv_buf_put(&j->text, text, len);
+    if (j->reasoning != OKV_REASONING_NONE && !j->think_closed) {   /* the thinking's tokens */
+        char w[16];   /* the last bytes before this piece and its first ones: a tag written across them */
+        const size_t a = (size_t)j->tail_len, b = len < 7 ? len : 7;
+        memcpy(w, j->tail, a);
+        memcpy(w + a, text, b);
+        if (srv_find(text, len, "</think>") || srv_find(w, a + b, "</think>")) {
+            j->think_closed = true;
+            j->think_tokens = j->n_tokens;
+        }
+        const size_t keep = a + len < 7 ? a + len : 7;   /* the last 7 bytes of tail + text */
+        char t2[16];
+        memcpy(t2, j->tail, a);
+        const size_t take = len < 7 ? len : 7;
+        memcpy(t2 + a, text + len - take, take);
+        memcpy(j->tail, t2 + a + take - keep, keep);
+        j->tail_len = (int)keep;
+    }
     if (j->stream && !j->text.oom) {
         j->lp_ends[j->n_pieces] = j->n_lps;   /* a piece carries the entries of the tokens before it */
         j->tok_ends[j->n_pieces] = j->n_tokens;
@@ -200,6 +221,13 @@ static void job_on_finish(void *user, const struct okv_sched_result *r)
     pthread_cond_signal(&j->sy->cv);
     pthread_mutex_unlock(&j->sy->mu);
     job_unref(j);
+}
+
+/* the tokens of a finished reply's thinking (thought: it has some): up to the one that closed it, or all of them
+ * when it was cut off while thinking */
+static int reasoning_tokens(const struct job *j, bool thought)
+{
+    return j->think_closed ? j->think_tokens : thought ? j->completion_tokens : 0;
 }
 
 /* ---- waiting (connection thread) ---- */
@@ -757,7 +785,8 @@ static void stream_end(struct stream *s)
 {
     const struct job *j0 = s->jobs[0];
     if (s->rs) {   /* response.completed, with the usage */
-        srv_resp_stream_end(s->rs, &s->out, j0->prompt_tokens, j0->completion_tokens, j0->cached_tokens);
+        srv_resp_stream_end(s->rs, &s->out, j0->prompt_tokens, j0->completion_tokens, j0->cached_tokens,
+                            reasoning_tokens(j0, s->rs->thought));
         s->done = true;
         return;
     }
@@ -1764,7 +1793,12 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
         completion += jobs[i]->echo_only ? 0 : jobs[i]->completion_tokens;
     }
     cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion, jobs[0]->details ? cached : -1));
-    if (resp) {   /* POST /v1/responses: the chat completion as a Response object */
+    if (resp) {   /* POST /v1/responses: the chat completion as a Response object, with its thinking's tokens */
+        const cJSON *msg = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(choices, 0), "message");
+        const bool thought = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content"));
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(cJSON_GetObjectItemCaseSensitive(o, "usage"),
+                                                         "completion_tokens_details"), "reasoning_tokens",
+                                reasoning_tokens(jobs[0], thought));
         cJSON *r = srv_resp_reply(resp, o);
         cJSON_Delete(o);
         if (!r)

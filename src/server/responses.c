@@ -511,14 +511,13 @@ static cJSON *response_obj(const struct srv_resp_req *rq, const char *model, con
     return o;
 }
 
-/* (reasoning_tokens: not counted apart; 0) */
-static cJSON *usage_of(int prompt, int completion, int cached)
+static cJSON *usage_of(int prompt, int completion, int cached, int reasoning)
 {
     cJSON *u = cJSON_CreateObject();
     cJSON_AddNumberToObject(u, "input_tokens", prompt);
     cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "input_tokens_details"), "cached_tokens", cached);
     cJSON_AddNumberToObject(u, "output_tokens", completion);
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens", 0);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens", reasoning);
     cJSON_AddNumberToObject(u, "total_tokens", prompt + completion);
     return u;
 }
@@ -628,9 +627,10 @@ cJSON *srv_resp_reply(const struct srv_resp_req *rq, const cJSON *chat)
     const cJSON *u = get(chat, "usage");
     const cJSON *pt = get(u, "prompt_tokens"), *ct = get(u, "completion_tokens");
     const cJSON *cached = get(get(u, "prompt_tokens_details"), "cached_tokens");
+    const cJSON *rt = get(get(u, "completion_tokens_details"), "reasoning_tokens");
     return response_obj(rq, str_of(chat, "model"), status, output,
                         usage_of(pt ? (int)pt->valuedouble : 0, ct ? (int)ct->valuedouble : 0,
-                                 cached ? (int)cached->valuedouble : 0),
+                                 cached ? (int)cached->valuedouble : 0, rt ? (int)rt->valuedouble : 0),
                         incomplete, NULL);
 }
 
@@ -880,6 +880,7 @@ void srv_resp_stream_put(struct srv_resp_stream *st, struct srv_buf *out, cJSON 
     if (think && *think) {
         if (st->kind != RS_REASONING)
             open_item(st, out, RS_REASONING, NULL, NULL);
+        st->thought = true;
         srv_buf_put(&st->text, think, strlen(think));
         cJSON *o = ev_at(st, "response.reasoning_text.delta", true);
         cJSON_AddStringToObject(o, "delta", think);
@@ -921,7 +922,7 @@ void srv_resp_stream_put(struct srv_resp_stream *st, struct srv_buf *out, cJSON 
 }
 
 void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int prompt_tokens, int completion_tokens,
-                         int cached_tokens)
+                         int cached_tokens, int reasoning_tokens)
 {
     if (st->ended)
         return;
@@ -944,7 +945,7 @@ void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int pr
     cJSON *output = st->output;
     st->output = NULL;
     cJSON_AddItemToObject(o, "response", response_obj(&st->rq, st->model, status, output,
-                                                      usage_of(prompt_tokens, completion_tokens, cached_tokens),
+                                                      usage_of(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens),
                                                       incomplete, NULL));
     emit(st, out, o);
     st->ended = true;

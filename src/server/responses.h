@@ -40,6 +40,7 @@ struct srv_resp_stream {
     struct srv_buf pend;   /* blank content held until text follows (or dropped when a call does) */
     cJSON *pend_lps;       /* its log-probability entries */
     int n_calls;           /* function calls opened */
+    bool thought;          /* a reasoning item was opened */
     char item_id[48], call_id[96], name[160];
     char model[256];
     char finish[24];       /* the chat stream's finish_reason */
@@ -52,7 +53,7 @@ bool srv_resp_stream_init(struct srv_resp_stream *st, struct srv_resp_req *rq);
 void srv_resp_stream_put(struct srv_resp_stream *st, struct srv_buf *out, cJSON *chunk);
 /* The stream ended with all its chunks put: the open item closed and the final event, with the usage. */
 void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int prompt_tokens, int completion_tokens,
-                         int cached_tokens);
+                         int cached_tokens, int reasoning_tokens);
 void srv_resp_stream_free(struct srv_resp_stream *st);
 
 #endif

@@ -26,9 +26,11 @@ import openai
 
 import serve_util
 from serve_util import check, failures, post
+from tokenizers import Tokenizer
 
 CLI, MODEL, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 FIX = json.load(open(os.path.join(SRC, "tests", "data", "chat_tools.json")))
+HF = Tokenizer.from_file(os.path.join(SRC, "tests", "data", "smollm2", "tokenizer.json"))
 
 
 def serving(extra):
@@ -277,12 +279,19 @@ def hermes(port):
         ok = ok and (kinds[1:] == ["message"] and r.output_text == m["content"] if n_calls == 0 else
                      kinds == ["reasoning", "function_call"] and json.loads(r.output[-1].arguments)["city"] == "Oslo")
         check(ok, f"thinking as a reasoning item ({n_calls} calls): {kinds}, {rs.content[0].text if rs.content else None!r}")
+        # its tokens: those up to the one that wrote </think>: not fewer than the thinking's text re-tokenized (the
+        # masked greedy walk takes shorter tokens: 27 here against 13), fewer than the whole reply's
+        rt = r.usage.output_tokens_details.reasoning_tokens
+        n_think = len(HF.encode(think.rstrip(), add_special_tokens=False).ids)
+        check(n_think <= rt < r.usage.output_tokens,
+              f"reasoning_tokens {rt} of {r.usage.output_tokens} (the thinking's text re-tokenized: {n_think})")
         types, final = stream_final(client, model="smol", input=q, tools=[weather], max_output_tokens=120, temperature=0,
                                     extra_body={"guided_choice": [think + tail]})
         deltas = types.count("response.reasoning_text.delta")
         check([it.type for it in final.output] == kinds and final.output[0].content[0].text == m["reasoning_content"] and
-              deltas >= 2 and msg_text(final) == msg_text(r),
-              f"streamed: {deltas} reasoning deltas, items {[it.type for it in final.output]}")
+              deltas >= 2 and msg_text(final) == msg_text(r) and final.usage.output_tokens_details.reasoning_tokens == rt,
+              f"streamed: {deltas} reasoning deltas, items {[it.type for it in final.output]}, reasoning_tokens "
+              f"{final.usage.output_tokens_details.reasoning_tokens}")
     # a reasoning item given back: the next assistant message's reasoning_content (Qwen's template drops it before
     # the last user turn, so the prompt equals the chat path's with the same message)
     items = [{"role": "user", "content": "Hi."},
@@ -292,8 +301,10 @@ def hermes(port):
             {"role": "user", "content": q}]
     ref = chat(port, {"messages": msgs, "max_tokens": 8, "temperature": 0})
     r = client.responses.create(model="smol", input=items, max_output_tokens=8, temperature=0)
-    check(r.usage.input_tokens == ref["usage"]["prompt_tokens"] and msg_text(r) == (ref["choices"][0]["message"]["content"] or ""),
-          f"a reasoning item given back ({r.usage.input_tokens} tokens)")
+    check(r.usage.input_tokens == ref["usage"]["prompt_tokens"] and msg_text(r) == (ref["choices"][0]["message"]["content"] or "")
+          and (r.usage.output_tokens_details.reasoning_tokens == 0) == (r.output[0].type != "reasoning"),
+          f"a reasoning item given back ({r.usage.input_tokens} tokens; reasoning_tokens "
+          f"{r.usage.output_tokens_details.reasoning_tokens})")
 
 
 def main():
