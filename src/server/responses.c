@@ -451,7 +451,14 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, cJSON **c
     echo_or(e, root, "max_output_tokens", cJSON_CreateNull());
     echo_or(e, root, "temperature", cJSON_CreateNumber(1.0));
     echo_or(e, root, "top_p", cJSON_CreateNumber(1.0));
-    echo_or(e, root, "tools", cJSON_CreateArray());
+    const char *ts;
+    size_t tn;
+    char *tools_text = get(root, "tools") && srv_json_member(body, len, "tools", &ts, &tn) ? srv_pyjson_of_text(ts, tn) : NULL;
+    if (tools_text)   /* as given (20.0 stays 20.0) */
+        cJSON_AddItemToObject(e, "tools", cJSON_CreateRaw(tools_text));
+    else
+        echo_or(e, root, "tools", cJSON_CreateArray());
+    okv_free(tools_text);
     echo_or(e, root, "tool_choice", cJSON_CreateString("auto"));
     echo_or(e, root, "parallel_tool_calls", cJSON_CreateTrue());
     cJSON *dtext = cJSON_CreateObject();

@@ -240,8 +240,11 @@ def hermes(port):
     st, js = post(port, "/tokenize", {"messages": [{"role": "user", "content": q}], "tools": [
         {"type": "function", "function": {"name": "set_temp", "parameters": {"type": "object", "properties": {
             "t": {"type": "number", "minimum": -10, "maximum": 40, "default": 20}}, "required": ["t"]}}}]})
-    check(r.usage.input_tokens == ref["usage"]["prompt_tokens"] and st == 200 and js["count"] < r.usage.input_tokens,
-          f"a tool's 20.0 kept: {r.usage.input_tokens} prompt tokens as the chat path's (with 20: {js.get('count')})")
+    default = r.tools[0].parameters["properties"]["t"]["default"]
+    check(r.usage.input_tokens == ref["usage"]["prompt_tokens"] and st == 200 and js["count"] < r.usage.input_tokens and
+          isinstance(default, float),
+          f"a tool's 20.0 kept: {r.usage.input_tokens} prompt tokens as the chat path's (with 20: {js.get('count')}); "
+          f"the response's tools give it back as {default!r}")
     # tool_choice naming a function: the reply is that call, under its parameters
     r = client.responses.create(model="smol", input=q, tools=[weather, search], max_output_tokens=60, temperature=0,
                                 tool_choice={"type": "function", "name": "get_weather"})
