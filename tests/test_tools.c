@@ -96,7 +96,7 @@ static void test_pyjson(void)
     CHECK(n >= 3, "pyjson4_text cases: %d", n);
     /* a case's tools as the server writes them, against json.dumps (the fixture's tool strings, 20.0 among them):
      * from the parsed tree where it keeps the form, and always from a request's text, found in it by their spans
-     * (srv_tools_defs_from_text's way), the text written compact here; Llama 3.1's with indent 4 */
+     * (srv_tools_parse's way), the text written compact here; Llama 3.1's with indent 4 */
     int n_float = 0;
     for (int llama = 0; llama < 2; llama++)
         cJSON_ArrayForEach(c, cJSON_GetObjectItem(llama ? cJSON_GetObjectItem(root, "llama31") : root, "cases")) {
@@ -331,7 +331,7 @@ static bool parse_req(const okv_tokenizer *tok, const char *body, struct srv_too
 {
     cJSON *root = cJSON_Parse(body);
     CHECK(root != NULL, "body %s", body);
-    const bool ok = root && srv_tools_parse(tok, root, t, err, 512, param);
+    const bool ok = root && srv_tools_parse(tok, root, NULL, 0, t, err, 512, param);
     cJSON_Delete(root);
     return ok;
 }

@@ -82,8 +82,7 @@ struct job {
     int cached_tokens;            /* prompt tokens the prefix cache gave */
     bool think_closed;            /* with a reasoning parser: </think> was written ... */
     int think_tokens;             /* ... by the think_tokens-th generated token */
-    char tail[8];                 /* the text's last bytes (a tag across pieces, which a stream takes away) */
-    int tail_len;
+    int think_matched;            /* bytes of "</think>" matched at the text's end (a tag across pieces) */
     bool details;                 /* the usage says them (prompt_tokens_details) */
     char error[256];
 
@@ -163,22 +162,15 @@ static void job_on_token(void *user, int32_t token, const char *text, size_t len
         }
     }
     srv_buf_put(&j->text, text, len);
-    if (j->reasoning != OKV_REASONING_NONE && !j->think_closed) {   /* the thinking's tokens */
-        char w[16];   /* the last bytes before this piece and its first ones: a tag written across them */
-        const size_t a = (size_t)j->tail_len, b = len < 7 ? len : 7;
-        memcpy(w, j->tail, a);
-        memcpy(w + a, text, b);
-        if (srv_find(text, len, "</think>") || srv_find(w, a + b, "</think>")) {
+    /* the thinking's tokens: up to the one that completes "</think>" (its '<' stands nowhere else in it, so a
+     * mismatch restarts the match at this byte) */
+    for (size_t i = 0; i < len && j->reasoning != OKV_REASONING_NONE && !j->think_closed; i++) {
+        static const char tag[] = "</think>";
+        j->think_matched = text[i] == tag[j->think_matched] ? j->think_matched + 1 : text[i] == '<';
+        if (j->think_matched == (int)sizeof tag - 1) {
             j->think_closed = true;
             j->think_tokens = j->n_tokens;
         }
-        const size_t keep = a + len < 7 ? a + len : 7;   /* the last 7 bytes of tail + text */
-        char t2[16];
-        memcpy(t2, j->tail, a);
-        const size_t take = len < 7 ? len : 7;
-        memcpy(t2 + a, text + len - take, take);
-        memcpy(j->tail, t2 + a + take - keep, keep);
-        j->tail_len = (int)keep;
     }
     if (j->stream && !j->text.oom) {
         j->lp_ends[j->n_pieces] = j->n_lps;   /* a piece carries the entries of the tokens before it */
@@ -1944,14 +1936,9 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     if (chat) {
         struct srv_tools tools;
         const char *tparam = NULL;
-        if (!srv_tools_parse(sv->tok, root, &tools, e.msg, sizeof e.msg, &tparam)) {
+        if (!srv_tools_parse(sv->tok, root, body, len, &tools, e.msg, sizeof e.msg, &tparam)) {
             e.status = tparam ? 400 : 500;
             e.param = tparam;
-            goto bad;
-        }
-        if (!srv_tools_defs_from_text(&tools, sv->tok, body, len)) {   /* 1.0 as json.dumps writes it, not 1 */
-            srv_tools_free(&tools);
-            fail(&e, 500, NULL, NULL, "out of memory");
             goto bad;
         }
         n_prompts = 1;   /* (freed at bad:, NULL until chat_prompt succeeds) */
@@ -2152,11 +2139,9 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
         struct srv_tools tools = {0};
         const char *tparam = NULL;
         if (field(root, "messages")) {   /* with the tools listed, as a chat request with them would be */
-            if (!srv_tools_parse(sv->tok, root, &tools, e.msg, sizeof e.msg, &tparam)) {
+            if (!srv_tools_parse(sv->tok, root, body, len, &tools, e.msg, sizeof e.msg, &tparam)) {
                 e.status = tparam ? 400 : 500;
                 e.param = tparam;
-            } else if (!srv_tools_defs_from_text(&tools, sv->tok, body, len)) {
-                fail(&e, 500, NULL, NULL, "out of memory");
             } else {
                 ok = chat_prompt(sv, root, &tools, &ids, &n, NULL, &e);
             }

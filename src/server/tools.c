@@ -493,8 +493,22 @@ void srv_tools_free(struct srv_tools *t)
     memset(t, 0, sizeof *t);
 }
 
-bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_tools *t, char *err, size_t errlen,
-                     const char **param)
+/* tool i's definition as json.dumps writes it: from its text vs[i] when there is one, else from the tree */
+static char *tool_def(const cJSON *tool, const char *const *vs, const size_t *vn, int i, int indent)
+{
+    if (!vs)
+        return srv_pyjson_text(tool, indent);
+    char *txt = srv_pyjson_of_text(vs[i], vn[i]);
+    if (txt && indent) {
+        char *ind = srv_pyjson_indent_text(txt, indent);
+        okv_free(txt);
+        txt = ind;
+    }
+    return txt;
+}
+
+bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, const char *body, size_t len, struct srv_tools *t,
+                     char *err, size_t errlen, const char **param)
 {
     memset(t, 0, sizeof *t);
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
@@ -645,9 +659,14 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_too
     }
     /* the definitions the prompt lists: all of them, unless "none" or the template cannot list them */
     if (t->choice != SRV_TOOLS_OFF && can_list) {
+        const char *ts, *vs[SRV_MAX_TOOLS];   /* the tools' text, where the request's is given */
+        size_t tn, vn[SRV_MAX_TOOLS];
+        const bool by_text = body && srv_json_member(body, len, "tools", &ts, &tn) &&
+                             srv_json_items(ts, tn, vs, vn, SRV_MAX_TOOLS) == cJSON_GetArraySize(tools);
+        const int indent = okv_tokenizer_chat_tools(tok) == OKV_CHAT_TOOLS_LLAMA31 ? 4 : 0;
         i = 0;
         cJSON_ArrayForEach(tool, tools) {
-            if (!(t->defs[i] = srv_pyjson_text(tool, okv_tokenizer_chat_tools(tok) == OKV_CHAT_TOOLS_LLAMA31 ? 4 : 0))) {
+            if (!(t->defs[i] = tool_def(tool, by_text ? vs : NULL, vn, i, indent))) {
                 t->n = i;
                 srv_tools_free(t);
                 return srv_errf(err, errlen, param, NULL, "out of memory");
@@ -790,29 +809,6 @@ char *srv_pyjson_indent_text(const char *c, int indent)
         return NULL;
     }
     return b.s;
-}
-
-bool srv_tools_defs_from_text(struct srv_tools *t, const okv_tokenizer *tok, const char *body, size_t len)
-{
-    const char *ts, *vs[SRV_MAX_TOOLS];
-    size_t tn, vn[SRV_MAX_TOOLS];
-    if (t->n == 0 || !body || !srv_json_member(body, len, "tools", &ts, &tn) ||
-        srv_json_items(ts, tn, vs, vn, SRV_MAX_TOOLS) != t->n)
-        return true;
-    const int indent = okv_tokenizer_chat_tools(tok) == OKV_CHAT_TOOLS_LLAMA31 ? 4 : 0;
-    for (int i = 0; i < t->n; i++) {
-        char *txt = srv_pyjson_of_text(vs[i], vn[i]);
-        if (txt && indent) {
-            char *ind = srv_pyjson_indent_text(txt, indent);
-            okv_free(txt);
-            txt = ind;
-        }
-        if (!txt)
-            return false;
-        okv_free(t->defs[i]);
-        t->defs[i] = txt;
-    }
-    return true;
 }
 
 /* One call's text (between the tags): {"name": string, "arguments": object} -> *c; 0 when it is not one,

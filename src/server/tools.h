@@ -36,16 +36,14 @@ struct srv_tools {
                                        text, owned) */
 };
 
-/* Read "tools", "tool_choice" and "parallel_tool_calls" of a chat request. False with *err (a message for
- * a 400 reply) and *param (the field) set when they are malformed or ask for what cannot be done. */
-bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, struct srv_tools *t, char *err, size_t errlen,
-                     const char **param);
+/* Read "tools", "tool_choice" and "parallel_tool_calls" of a chat request root, parsed from body[0..len) (NULL:
+ * no text). False with *err (a message for a 400 reply) and *param (the field) set when they are malformed or ask
+ * for what cannot be done. The definitions are written from the text where it is given (srv_pyjson_of_text, and
+ * with the template's indent): json.dumps writes what Python's json.loads read, a float literal 1.0 as 1.0 and an
+ * integer past 2^53 with its digits, where the parsed tree alone gives 1 and a rounded double. */
+bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, const char *body, size_t len, struct srv_tools *t,
+                     char *err, size_t errlen, const char **param);
 void srv_tools_free(struct srv_tools *t);
-/* The definitions t->defs written again from the request's text body[0..len) (srv_pyjson_of_text, and with the
- * template's indent), where the parsed tree lost a float literal's form (1.0 written 1) or an integer's digits
- * past 2^53: json.dumps writes what Python's json.loads read from the text. Nothing changes when the text's
- * tools cannot be told apart (no defs, another count); false: out of memory. */
-bool srv_tools_defs_from_text(struct srv_tools *t, const okv_tokenizer *tok, const char *body, size_t len);
 
 /* JSON text spans (of text cJSON read): the value of the top-level member key of the object s[0..n) (the first
  * one, as cJSON finds it); the items of the array s[0..n) (at most max; returns the count, -1 when it is not an
