@@ -34,9 +34,10 @@ if ! dpkg-query -W -f='${Status}' doc-debian 2>/dev/null | grep -q "install ok i
 fi
 
 # The training recipe's haystack texts (train/make_texts.py): Python's and Perl's manuals, beside
-# the standard library's docstrings. Optional: only training a model (train/) and its data
-# test read them.
-for p in python3-doc perl-doc; do
+# the standard library's docstrings, and the Linux man pages (--extra=man; --extra=kernel also
+# needs linux-doc-6.1, 190 MB, left to whoever trains). Optional: only training a model (train/)
+# and its data test read them.
+for p in python3-doc perl-doc manpages manpages-dev; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     sudo=""
     [ "$(id -u)" -ne 0 ] && sudo="sudo"

@@ -199,6 +199,123 @@ def pod_prose(text):
     return prose_paragraphs(paras)
 
 
+ROFF_ESC = [(re.compile(r"\\f(\[[^\]]*\]|\(..|.)"), ""), (re.compile(r"\\\((em|en)"), " - "),
+            (re.compile(r"\\\((aq|cq|oq)"), "'"), (re.compile(r"\\\((lq|rq|dq)"), '"'),
+            (re.compile(r"\\\[(em|en)\]"), " - "), (re.compile(r"\\\[(aq|cq|oq)\]"), "'"),
+            (re.compile(r"\\\[(lq|rq|dq)\]"), '"'), (re.compile(r"\\[-e]"), lambda m: "-" if m.group(0)[1] == "-" else "\\"),
+            (re.compile(r"\\\*(\[[^\]]*\]|\(..|.)"), ""), (re.compile(r"\\(\(..|\[[^\]]*\])"), ""),
+            (re.compile(r"\\[&|^%c:]"), ""), (re.compile(r"\\[ ~0]"), " "),
+            (re.compile(r"\\[sv]['\[(]?[-+]?\d*\]?'?"), ""), (re.compile(r"\\."), "")]
+MAN_SKIP = {"SYNOPSIS", "COPYRIGHT", "COLOPHON", "SEE ALSO", "AUTHOR", "AUTHORS", "LICENSE", "REPORTING BUGS"}
+
+
+def _inline_roff(t):
+    for pat, rep in ROFF_ESC:
+        t = pat.sub(rep, t)
+    return re.sub(r"\s+", " ", t).strip()
+
+
+def man_prose(text):
+    """The prose paragraphs of a man page (roff, man macros): body text and the text of font
+    macros (.B, .BR, ...); comments, no-fill and example blocks (.nf/.fi, .EX/.EE), tables
+    (.TS/.TE), other requests and the SYNOPSIS, SEE ALSO and copyright sections left out;
+    escapes stripped."""
+    paras, cur, block, section = [], [], None, ""
+
+    def flush():
+        if cur:
+            paras.append(_inline_roff(" ".join(cur)))
+            cur.clear()
+    lines = text.replace("\\\n", "").split("\n")
+    for line in lines:
+        if line.startswith((".\\\"", "'\\\"", "\\\"")):
+            continue
+        if line.startswith((".", "'")):
+            m = re.match(r"[.']\s*(\S+)\s*(.*)", line)
+            if not m:
+                continue
+            mac, rest = m.group(1), m.group(2)
+            if block:
+                if mac == block:
+                    block = None
+                continue
+            if mac in ("nf", "EX", "TS"):
+                flush()
+                block = {"nf": "fi", "EX": "EE", "TS": "TE"}[mac]
+            elif mac in ("SH", "SS"):
+                flush()
+                head = _inline_roff(rest.replace('"', ""))
+                if mac == "SH":
+                    section = head.upper()
+            elif section in MAN_SKIP:
+                continue
+            elif mac in ("B", "I", "SM", "SB"):
+                cur.append(rest.replace('"', ""))
+            elif mac in ("BR", "RB", "IR", "RI", "BI", "IB"):
+                cur.append("".join(a for a in re.findall(r'"([^"]*)"|(\S+)', rest) for a in a if a))
+            elif mac in ("PP", "P", "LP", "TP", "IP", "HP", "RS", "RE", "sp", "in", "TQ"):
+                flush()
+            continue
+        if block or section in MAN_SKIP:
+            continue
+        if not line.strip():
+            flush()
+            continue
+        cur.append(line)
+    flush()
+    return prose_paragraphs(paras)
+
+
+def man_files():
+    """The man pages of Debian's manpages and manpages-dev packages (the Linux man-pages project):
+    English, sections 2-8, as `dpkg -L` lists them (None when either package is missing)."""
+    import subprocess
+    try:
+        listing = subprocess.run(["dpkg", "-L", "manpages", "manpages-dev"], capture_output=True, text=True,
+                                 check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sorted(p for p in listing.split("\n")
+                  if re.fullmatch(r"/usr/share/man/man\d/[^/]+\.gz", p) and os.path.isfile(p) and not os.path.islink(p))
+
+
+def kernel_doc_files():
+    """The kernel's documentation sources in Debian's linux-doc-6.x package (reStructuredText and
+    plain text, gzipped, under /usr/share/doc/linux-doc-6.x/Documentation), translations and the
+    ABI, device-tree, feature and litmus-test listings (structured, not prose) left out."""
+    roots = sorted(glob.glob("/usr/share/doc/linux-doc-6.*/Documentation"))
+    if not roots:
+        return None
+    root, files = roots[-1], []
+    skip = {"translations", "ABI", "devicetree", "features", "litmus-tests", "sphinx", "sphinx-static", "images"}
+    for dirpath, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not (dirpath == root and d in skip))
+        files += [os.path.join(dirpath, n) for n in sorted(names) if n.endswith((".rst.gz", ".txt.gz"))]
+    return [(root, f) for f in sorted(files)]
+
+
+def write_extra(out, sizes, kind):
+    """One output file per man page (kind "man") or kernel document ("kernel"), held out 1 in
+    HELDOUT_MOD by name as the rest."""
+    import gzip
+    n = 0
+    items = [(os.path.dirname(p), p) for p in man_files() or []] if kind == "man" else kernel_doc_files() or []
+    for root, path in items:
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            paras = (man_prose if kind == "man" else rst_prose)(f.read())
+        if not paras:
+            continue
+        text = "\n\n".join(paras) + "\n"
+        name = os.path.relpath(path, root)[:-len(".gz")]
+        sub = "heldout" if heldout(f"{kind}:{name}") else "train"
+        safe = "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in name)
+        with open(os.path.join(out, sub, f"{kind}_{safe}.txt"), "w", encoding="ascii") as f:
+            f.write(text)
+        sizes[sub] += len(text)
+        n += 1
+    return n
+
+
 def doc_sources():
     """(kind, root) of the installed documentation packages: Python's manuals, Perl's PODs."""
     out = []
@@ -250,13 +367,15 @@ def write_docs(out, sizes):
 
 
 def main():
-    args = [x for x in sys.argv[1:] if not x.startswith("--docs")]
-    mode = "auto"
+    args = [x for x in sys.argv[1:] if not x.startswith(("--docs", "--extra"))]
+    mode, extra = "auto", []
     for x in sys.argv[1:]:
         if x.startswith("--docs"):
             mode = x.partition("=")[2]
-    if len(args) != 1 or mode not in ("auto", "none", "require"):
-        sys.exit("usage: make_texts.py OUT_DIR [--docs=auto|none|require]")
+        elif x.startswith("--extra="):
+            extra = [e for e in x.partition("=")[2].split(",") if e]
+    if len(args) != 1 or mode not in ("auto", "none", "require") or any(e not in ("man", "kernel") for e in extra):
+        sys.exit("usage: make_texts.py OUT_DIR [--docs=auto|none|require] [--extra=man,kernel]")
     out = args[0]
     for sub in ("train", "heldout"):
         os.makedirs(os.path.join(out, sub), exist_ok=True)
@@ -304,7 +423,15 @@ def main():
             sys.exit("make_texts: --docs=require: python3.11-doc and perl-doc are not both installed "
                      "(apt-get install python3.11-doc perl-doc)")
         n_docs = write_docs(out, sizes)
+    n_extra = {}
+    for e in extra:
+        if not (man_files() if e == "man" else kernel_doc_files()):
+            sys.exit(f"make_texts: --extra={e}: " + ("manpages and manpages-dev are not installed (apt-get install "
+                     "manpages manpages-dev)" if e == "man" else "linux-doc-6.x is not installed (apt-get install "
+                     "linux-doc-6.1)"))
+        n_extra[e] = write_extra(out, sizes, e)
     print(f"make_texts: {sizes['train']} bytes of training text, {sizes['heldout']} held out, "
+          f"{', '.join(f'{v} {k} files' for k, v in n_extra.items()) or 'no extra files'}, "
           f"Python {sys.version.split()[0]} ({stdlib}), {n_docs} documentation files "
           f"({', '.join(r for _, r in doc_sources()) if mode != 'none' else 'not used'})", flush=True)
 

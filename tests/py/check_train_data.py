@@ -82,6 +82,25 @@ def main():
                    check=True, capture_output=True)
     check(not [f for f in os.listdir(os.path.join(tmp, "c", "train")) if f.startswith("doc_")] and
           any(f.startswith("py_") for f in os.listdir(os.path.join(tmp, "c", "train"))), "--docs=none wrote manuals")
+    # --extra=man: the Linux man-pages project's pages (when installed), their roff stripped to prose
+    mp = subprocess.run([sys.executable, os.path.join(SRC, "train", "make_texts.py"), os.path.join(tmp, "m"),
+                         "--docs=none", "--extra=man"], capture_output=True, text=True)
+    if os.path.isfile("/usr/share/man/man2/open.2.gz"):
+        man = [f for d in ("train", "heldout") for f in os.listdir(os.path.join(tmp, "m", d)) if f.startswith("man_")]
+        check(mp.returncode == 0 and len(man) > 500, f"--extra=man wrote {len(man)} man pages: {mp.stderr[-300:]}")
+        paras = [x for d in ("train", "heldout") for f in os.listdir(os.path.join(tmp, "m", d)) if f.startswith("man_")
+                 for x in open(os.path.join(tmp, "m", d, f)).read().split("\n\n")]
+        esc = [x for x in paras if re.search(r"\\[fe(*&]", x)]
+        mac = [x for x in paras if re.match(r"\.[A-Z]{1,2}( |$)", x)]   # man(7) describes its macros: a few
+        check(len(paras) > 10000 and not esc and len(mac) < 0.002 * len(paras),
+              f"roff left in the man pages' text: {len(esc)} escapes, {len(mac)} macros of {len(paras)}, "
+              f"e.g. {(esc + mac)[:1]}")
+        op = os.path.join(tmp, "m", "heldout" if os.path.isfile(os.path.join(tmp, "m", "heldout", "man_open.2.txt"))
+                          else "train", "man_open.2.txt")
+        check(os.path.isfile(op) and "The open() system call opens the file specified by pathname." in open(op).read(),
+              "open(2)'s first sentence is not in man_open.2.txt as prose")
+    else:
+        check(mp.returncode != 0 and "manpages" in mp.stderr, "--extra=man without manpages installed did not fail")
     texts = os.path.join(tmp, "a")
     train_files = sorted(os.listdir(os.path.join(texts, "train")))
     held_files = sorted(os.listdir(os.path.join(texts, "heldout")))
