@@ -47,11 +47,12 @@ for p in python3-doc perl-doc manpages manpages-dev; do
 done
 
 # Python references for the tests (the tokenizers package; the openai client; llama.cpp's gguf
-# package, whose dequantization checks the loader's)
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tokenizers, openai, gguf, jsonschema" 2>/dev/null; then
+# package, whose dequantization checks the loader's; lark, whose Earley parser checks the
+# GBNF grammar recognizer)
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import tokenizers, openai, gguf, jsonschema, lark" 2>/dev/null; then
   echo "creating .venv with the test references ..." >&2
   python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check tokenizers==0.23.3 numpy openai==3.51.0 gguf==0.19.0 jsonschema==4.26.0
+  .venv/bin/pip install --quiet --disable-pip-version-check tokenizers==0.23.3 numpy openai==3.51.0 gguf==0.19.0 jsonschema==4.26.0 lark==1.3.1
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release $(scripts/cuda_flag.sh) >/dev/null

@@ -228,6 +228,52 @@ int main(void)
         CHECK(okv_json_regex_compile("(?=a)b", 6, &rx) != OKV_OK && !rx && strstr(okv_last_error(), "look"),
               "a lookahead is refused by name: %s", okv_last_error());
     }
+    /* guided_grammar: the text is a sentence of a GBNF grammar (recursive: nested lists); the mask equals feeding
+     * each token's bytes at the start, inside a nesting and after a complete sentence; the end of generation once
+     * complete; a bad grammar refused by name; a nesting past the grammar's depth is told apart (overflowed) */
+    {
+        okv_json_schema *gm = NULL;
+        const char *g = "root ::= list \".\"\nlist ::= \"(\" item (\" \" item)* \")\"\nitem ::= [a-z]+ | [0-9]{1,3} | list\n";
+        CHECK(okv_json_grammar_compile(g, strlen(g), &gm) == OKV_OK, "grammar: %s", okv_last_error());
+        struct okv_json_state s;
+        for (int step = 0; gm && step < 3; step++) {
+            static const char *const pre[3] = {"", "(ab (12 ", "(ab (12 (x"};
+            okv_json_init_schema(&s, gm);
+            CHECK(okv_json_feed_n(&s, (const uint8_t *)pre[step], strlen(pre[step])), "grammar prefix '%s'", pre[step]);
+            int allowed = 0;
+            const int bad = mask_vs_feeding(&s, trie, eog, n_eog, lg, n, &allowed);
+            CHECK(bad == 0 && allowed > 0, "grammar mask after '%s': %d ids differ from feeding, %d allowed", pre[step],
+                  bad, allowed);
+        }
+        if (gm) {   /* a complete sentence: the end of generation alone */
+            okv_json_init_schema(&s, gm);
+            okv_json_feed_n(&s, (const uint8_t *)"(a (b) 7).", 10);
+            for (int k = 0; k < n; k++)
+                lg[k] = 0.0f;
+            const int left = okv_json_mask(&s, trie, eog, n_eog, lg, n);
+            CHECK(left == n_eog && !isinf(lg[eog[0]]), "a sentence: only the end of generation left (%d)", left);
+        }
+        if (gm) {
+            okv_json_init_schema(&s, gm);
+            CHECK(okv_json_feed_n(&s, (const uint8_t *)"(ab (12 x) 3)", 13) && !okv_json_complete(&s) &&
+                  okv_json_feed(&s, '.') && okv_json_complete(&s) && !okv_json_feed(&s, '.') && !okv_json_overflowed(&s),
+                  "\"(ab (12 x) 3).\" is a sentence, and nothing follows");
+            okv_json_init_schema(&s, gm);
+            CHECK(!okv_json_feed_n(&s, (const uint8_t *)"(ab 1234", 8) && !okv_json_overflowed(&s),
+                  "a number of four digits is refused, and is no overflow");
+            okv_json_init_schema(&s, gm);
+            bool fed = true;
+            for (int k = 0; k < 400 && fed; k++)
+                fed = okv_json_feed(&s, '(');
+            CHECK(!fed && okv_json_overflowed(&s), "400 nested lists pass the grammar's depth: refused as an overflow");
+        }
+        okv_json_schema_free(gm);
+        gm = NULL;
+        CHECK(okv_json_grammar_compile("root ::= itm", 12, &gm) != OKV_OK && !gm && strstr(okv_last_error(), "itm"),
+              "an undefined rule is refused by name: %s", okv_last_error());
+        CHECK(okv_json_grammar_compile("start: \"a\"", 10, &gm) != OKV_OK && !gm && strstr(okv_last_error(), "GBNF"),
+              "Lark syntax is refused, asking for GBNF: %s", okv_last_error());
+    }
     /* the mask cache: the same masks as the walk, over a document fed token by token as a model writes it
      * (SmolLM2's tokenization of a pretty-printed object, twice: the second pass all hits); ids whose logit is
      * -inf already do not poison an entry */

@@ -74,6 +74,8 @@ static const char *help =
     "                         the server takes; - for standard input)\n"
     "  --regex PATTERN        structured output: the whole text fully matches the regular expression (the server's\n"
     "                         guided_regex; Python re syntax, a subset); not with --draft\n"
+    "  --grammar FILE         structured output: the whole text is a sentence of the GBNF grammar in FILE, start rule\n"
+    "                         root (the server's guided_grammar; - for standard input); not with --draft\n"
     "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 
@@ -118,6 +120,7 @@ int cmd_generate(int argc, char **argv)
     int n_stop = 0;
     char *schema_text = NULL;   /* --json-schema FILE's text */
     const char *regex = NULL;   /* --regex */
+    char *grammar_text = NULL;  /* --grammar FILE's text */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -197,9 +200,13 @@ int cmd_generate(int argc, char **argv)
             gp.json_object = true;
         } else if (!strcmp(a, "--json-schema")) {
             okv_free(schema_text);
+    okv_free(grammar_text);
             schema_text = cli_read_text(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--regex")) {
             regex = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--grammar")) {
+            okv_free(grammar_text);
+            grammar_text = cli_read_text(a, cli_value(argc, argv, &i));
         } else if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--kv-budget")) {
@@ -318,10 +325,17 @@ int cmd_generate(int argc, char **argv)
             cli_die("--regex: %s", okv_last_error());
         gp.json_schema = schema;
     }
+    if (grammar_text) {
+        if (schema || gp.json_object)
+            cli_die("--grammar and --json-object / --json-schema / --regex: give one");
+        if (okv_json_grammar_compile(grammar_text, strlen(grammar_text), &schema) != OKV_OK)
+            cli_die("--grammar: %s", okv_last_error());
+        gp.json_schema = schema;
+    }
     if ((gp.json_object || schema) && !tok)
-        cli_die("--json-object / --json-schema / --regex: %s has no tokenizer (tokenizer.json)", model_path);
+        cli_die("--json-object / --json-schema / --regex / --grammar: %s has no tokenizer (tokenizer.json)", model_path);
     if ((gp.json_object || schema) && draft)
-        cli_die("--json-object / --json-schema / --regex run without --draft");
+        cli_die("--json-object / --json-schema / --regex / --grammar run without --draft");
     okv_backend *be = cli_backend(device, threads, tp, &m->cfg);
     int need = (int)n_ids + gp.max_tokens;
     if (need > max_ctx)
@@ -404,6 +418,7 @@ int cmd_generate(int argc, char **argv)
     okv_free(prompt_buf);
     okv_free(ids_buf);
     okv_free(schema_text);
+    okv_free(grammar_text);
     okv_json_schema_free(schema);
     okv_drafter_free(drafter);
     okv_engine_free(e);

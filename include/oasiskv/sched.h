@@ -129,6 +129,10 @@ struct okv_sched_request {
      * submission: okv_json_regex_compile); NULL: none */
     const char *regex;
     size_t regex_len;
+    /* ... or text that is a sentence of this GBNF grammar, start rule root (vLLM's guided_grammar; grammar_len bytes,
+     * compiled at submission: okv_json_grammar_compile); NULL: none */
+    const char *grammar;
+    size_t grammar_len;
 };
 
 /* Histogram with fixed upper bounds (Prometheus "le"); counts are per bucket, not

@@ -39,6 +39,10 @@ enum okv_status okv_json_choice_compile(const char *const *choices, int n, okv_j
  * subset of src/structured/regex.h: a construct outside it is refused by name); a state made from it is complete
  * once the text matches. */
 enum okv_status okv_json_regex_compile(const char *pattern, size_t len, okv_json_schema **out);
+/* vLLM's guided_grammar: the whole text (raw) is a sentence of a GBNF grammar (llama.cpp's format, which vLLM's
+ * xgrammar backend reads; src/structured/grammar.h), start rule "root"; a state made from it is complete once the
+ * text is a sentence. */
+enum okv_status okv_json_grammar_compile(const char *text, size_t len, okv_json_schema **out);
 void okv_json_schema_free(okv_json_schema *s);   /* NULL is fine */
 
 /* The recognizer's state: copyable by value (the schema is borrowed and never written). */
@@ -75,6 +79,9 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c);
 bool okv_json_feed_n(struct okv_json_state *s, const uint8_t *p, size_t n);
 /* The text so far is one complete JSON value (nothing may follow but the end). */
 bool okv_json_complete(const struct okv_json_state *s);
+/* Under a grammar whose parses outgrew their limits (nesting deeper than the grammar module allows, or more states
+ * than a state's 16 bits number): a text that stops here was cut by the limit, not by the grammar. */
+bool okv_json_overflowed(const struct okv_json_state *s);
 
 /* The vocabulary as a trie of byte strings (built once per tokenizer). */
 typedef struct okv_token_trie okv_token_trie;

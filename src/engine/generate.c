@@ -162,6 +162,11 @@ static enum okv_status decode_json(okv_engine *e, int seq, struct gen_out *g, fl
     okv_rng_seed(&rng, p->sampling.seed);
     for (;;) {
         if (okv_json_mask(&js, trie, eog, n_eog, logits, vocab) == 0) {   /* complete, and nothing may follow */
+            if (okv_json_overflowed(&js) && !okv_json_complete(&js)) {
+                st = okv_set_error(OKV_ERR_UNSUPPORTED, "structured output: the grammar's parses outgrew their limits "
+                                   "(nesting deeper than 64 rules, or more than 65,534 parse states); the text is cut");
+                break;
+            }
             g->res->finish_reason = "stop";
             break;
         }

@@ -100,7 +100,8 @@ struct req {
     int q_idx;              /* its logit row in that step, while pending */
 };
 
-/* Compiled schemas shared by the requests that give the same one (the same JSON schema text, choices or regex):
+/* Compiled schemas shared by the requests that give the same one (the same JSON schema text, choices, regex or
+ * grammar; a grammar's states, numbered as its requests reach them, are then shared too):
  * one schema id, so that the mask cache serves them all (a server whose requests share a schema walks its states
  * once, not once a request). A slot is reused, least recently used first, only when no request holds it. */
 #define SCHEMA_SLOTS 16
@@ -1160,7 +1161,11 @@ static enum okv_status step(struct okv_sched *s, bool *busy)
             }
             if (r->n_drafts == 0) {   /* sampled by host_sample_rows */
                 if (s->hs_id[i] < 0) {   /* structured output with nothing left to allow: the request ends here */
-                    finish(s, r, OKV_FINISH_STOP, NULL);
+                    if (r->json && okv_json_overflowed(&r->js) && !okv_json_complete(&r->js))
+                        finish(s, r, OKV_FINISH_ERROR, "structured output: the grammar's parses outgrew their limits "
+                                                       "(nesting deeper than 64 rules, or more than 65,534 parse states)");
+                    else
+                        finish(s, r, OKV_FINISH_STOP, NULL);
                     continue;
                 }
                 const int32_t id = s->hs_id[i];
@@ -1473,7 +1478,7 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
         r->n_mask = ne + r->n_stop_ids;
     }
     r->host_sample = okv_logit_adjust_active(&r->adjust) || rq->sampling.min_p > 0.0f;
-    if (rq->json_object || rq->json_schema || rq->n_choices > 0 || rq->regex) {
+    if (rq->json_object || rq->json_schema || rq->n_choices > 0 || rq->regex || rq->grammar) {
         if (!s->tok) {
             req_free(r);
             return okv_set_error(OKV_ERR_INVALID_ARG, "scheduler: structured output needs a tokenizer");
@@ -1552,7 +1557,7 @@ oom:
 static char *schema_key(const struct okv_sched_request *rq, size_t *n)
 {
     size_t len = 1;
-    const char kind = rq->json_schema ? 'S' : rq->n_choices > 0 ? 'C' : rq->regex ? 'R' : 0;
+    const char kind = rq->json_schema ? 'S' : rq->n_choices > 0 ? 'C' : rq->regex ? 'R' : rq->grammar ? 'G' : 0;
     *n = 0;
     if (!kind)
         return NULL;
@@ -1560,6 +1565,8 @@ static char *schema_key(const struct okv_sched_request *rq, size_t *n)
         len += rq->json_schema_len;
     else if (kind == 'R')
         len += rq->regex_len;
+    else if (kind == 'G')
+        len += rq->grammar_len;
     else
         for (int i = 0; i < rq->n_choices; i++)
             len += strlen(rq->choices[i]) + 1;
@@ -1572,6 +1579,8 @@ static char *schema_key(const struct okv_sched_request *rq, size_t *n)
         memcpy(k + 1, rq->json_schema, rq->json_schema_len);
     else if (kind == 'R')
         memcpy(k + 1, rq->regex, rq->regex_len);
+    else if (kind == 'G')
+        memcpy(k + 1, rq->grammar, rq->grammar_len);
     else
         for (int i = 0, at = 1; i < rq->n_choices; i++) {
             const size_t l = strlen(rq->choices[i]) + 1;
@@ -1581,7 +1590,7 @@ static char *schema_key(const struct okv_sched_request *rq, size_t *n)
     return k;
 }
 
-/* r's schema (JSON schema, choices or regex; none for JSON mode): the shared one of the same text, else compiled
+/* r's schema (JSON schema, choices, regex or grammar; none for JSON mode): the shared one of the same text, else compiled
  * and shared from a slot no request holds (else kept as r's own). */
 static enum okv_status request_schema(okv_sched *s, const struct okv_sched_request *rq, struct req *r)
 {
@@ -1606,7 +1615,8 @@ static enum okv_status request_schema(okv_sched *s, const struct okv_sched_reque
     pthread_mutex_unlock(&s->schema_mu);
     const enum okv_status cs = key[0] == 'S' ? okv_json_schema_compile(rq->json_schema, rq->json_schema_len, &r->schema)
                                : key[0] == 'C' ? okv_json_choice_compile(rq->choices, rq->n_choices, &r->schema)
-                                               : okv_json_regex_compile(rq->regex, rq->regex_len, &r->schema);
+                               : key[0] == 'R' ? okv_json_regex_compile(rq->regex, rq->regex_len, &r->schema)
+                                               : okv_json_grammar_compile(rq->grammar, rq->grammar_len, &r->schema);
     if (cs != OKV_OK) {
         okv_free(key);
         return cs;

@@ -959,6 +959,7 @@ struct params {
     char schema[16384];
     const char *choices[MAX_GUIDED_CHOICES]; /* guided_choice (borrowed from the JSON tree) */
     const char *regex;                /* guided_regex (borrowed from the JSON tree), or NULL */
+    const char *grammar;              /* guided_grammar (borrowed from the JSON tree), or NULL */
     int n_choices;
     enum srv_tool_choice tool_mode;   /* chat with tools: AUTO reads the reply's calls, FORCED makes it one */
     char tool_name[SRV_TOOL_NAME_MAX + 1];   /* FORCED: the function */
@@ -1088,10 +1089,11 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
         p->adj.bad_ids = p->bad_ids;
         p->adj.bad_len = p->bad_len;
     }
-    /* vLLM's structured_outputs {"json": schema, "choice": [...], "json_object": true}: read as guided_json,
-     * guided_choice and response_format json_object are (one of them); its other constraints refused by name */
+    /* vLLM's structured_outputs {"json": schema, "choice": [...], "regex": ..., "grammar": ..., "json_object": true}:
+     * read as guided_json, guided_choice, guided_regex, guided_grammar and response_format json_object are (one of
+     * them); its other constraints refused by name */
     const cJSON *so = field(root, "structured_outputs");
-    const cJSON *so_json = NULL, *so_choice = NULL, *so_regex = NULL;
+    const cJSON *so_json = NULL, *so_choice = NULL, *so_regex = NULL, *so_grammar = NULL;
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so))
             return fail(e, 400, "structured_outputs", NULL, "'structured_outputs' must be an object");
@@ -1104,6 +1106,8 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
                 so_choice = x;
             } else if (!strcmp(x->string, "regex")) {
                 so_regex = x;
+            } else if (!strcmp(x->string, "grammar")) {
+                so_grammar = x;
             } else if (!strcmp(x->string, "json_object")) {
                 if (!cJSON_IsBool(x))
                     return fail(e, 400, "structured_outputs", NULL, "structured_outputs.json_object must be true or false");
@@ -1115,16 +1119,16 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
                 continue;
             } else {
                 return fail(e, 400, "structured_outputs", NULL, "structured_outputs.%.40s is not supported by this "
-                            "server (json, choice, regex, json_object)", x->string);
+                            "server (json, choice, regex, grammar, json_object)", x->string);
             }
             asks += !cJSON_IsNull(x);
         }
         if (asks > 1)
             return fail(e, 400, "structured_outputs", NULL, "structured_outputs: give one of json, choice, regex, "
-                        "json_object");
-        if ((so_json || so_choice || so_regex || p->json_object) &&
+                        "grammar, json_object");
+        if ((so_json || so_choice || so_regex || so_grammar || p->json_object) &&
             (field(root, "guided_json") || field(root, "guided_choice") || field(root, "guided_regex") ||
-             field(root, "response_format")))
+             field(root, "guided_grammar") || field(root, "response_format")))
             return fail(e, 400, "structured_outputs", NULL, "structured_outputs and guided_* / response_format: give one");
     }
     /* known, and not done here: refused rather than ignored when they ask for something */
@@ -1201,8 +1205,22 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
             return fail(e, 400, gname, NULL, "%s", okv_last_error());
         p->regex = gr->valuestring;
     }
-    static const char *const unsupported[] = {"guided_grammar",
-                                              "functions", "function_call", "logits_processors"};
+    const cJSON *gg = so_grammar ? so_grammar : field(root, "guided_grammar");   /* vLLM's: a sentence of it */
+    if (gg && !cJSON_IsNull(gg)) {
+        const char *gname = so_grammar ? "structured_outputs" : "guided_grammar";
+        if (!cJSON_IsString(gg) || !*gg->valuestring)
+            return fail(e, 400, gname, NULL, "the grammar must be a non-empty string (GBNF: root ::= ...)");
+        if (p->json_object || p->has_schema || p->n_choices || p->regex)
+            return fail(e, 400, gname, NULL, "a grammar and a JSON response_format, guided_json, guided_choice or "
+                        "guided_regex: give one");
+        okv_json_schema *cs = NULL;
+        const enum okv_status st = okv_json_grammar_compile(gg->valuestring, strlen(gg->valuestring), &cs);
+        okv_json_schema_free(cs);
+        if (st != OKV_OK)
+            return fail(e, 400, gname, NULL, "%s", okv_last_error());
+        p->grammar = gg->valuestring;
+    }
+    static const char *const unsupported[] = {"functions", "function_call", "logits_processors"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         const cJSON *v = field(root, unsupported[i]);
         if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0) && !(cJSON_IsObject(v) && !v->child))
@@ -1945,7 +1963,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         bool ok = chat_prompt(sv, root, &tools, &prompts[0].ids, &prompts[0].n, &p.think, &e);
         if (ok && (tools.choice == SRV_TOOLS_FORCED || tools.choice == SRV_TOOLS_REQUIRED)) {
             /* the reply: the function's arguments under its schema, or the array of calls under theirs */
-            if (p.has_schema || p.json_object || p.n_choices || p.regex) {
+            if (p.has_schema || p.json_object || p.n_choices || p.regex || p.grammar) {
                 ok = fail(&e, 400, "tool_choice", NULL, "a forced tool call and a response_format / guided_*: give one");
             } else if (strlen(tools.params) >= sizeof p.schema) {
                 ok = fail(&e, 400, "tools", NULL, "the parameters schema of %s is longer than %zu bytes",
@@ -2028,6 +2046,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 .json_schema = p.has_schema ? p.schema : NULL, .json_schema_len = p.has_schema ? strlen(p.schema) : 0,
                 .choices = p.choices, .n_choices = p.n_choices,
                 .regex = p.regex, .regex_len = p.regex ? strlen(p.regex) : 0,
+                .grammar = p.grammar, .grammar_len = p.grammar ? strlen(p.grammar) : 0,
             };
             st = okv_sched_submit(sv->sched, &rq, &j->sched_id);
             if (st != OKV_OK) {

@@ -38,6 +38,11 @@ void okv_json_init_schema(struct okv_json_state *s, const okv_json_schema *sch)
         s->kpos = (uint16_t)okv_regex_start(sch->regex);
         return;
     }
+    if (sch->grammar) {   /* the whole text, raw, is a sentence of the grammar: kpos is its state's number */
+        s->match = 6;
+        s->kpos = (uint16_t)okv_grammar_start(sch->grammar);
+        return;
+    }
     if (sch->choice) {   /* the whole text is one of the root's strings, as they are */
         const int n = sch->nodes[sch->root].n_lit;
         s->match = 3;
@@ -298,8 +303,9 @@ bool okv_json_feed(struct okv_json_state *s, uint8_t c)
         return false;
     if (s->match == 3)   /* a choice among strings: the text itself narrows the candidates */
         return match_byte(s, c);
-    if (s->match == 4) {
-        const int next = okv_regex_next(s->sch->regex, s->kpos, c);
+    if (s->match == 4 || s->match == 6) {
+        const int next = s->match == 4 ? okv_regex_next(s->sch->regex, s->kpos, c)
+                                       : okv_grammar_next(s->sch->grammar, s->kpos, c);
         if (next < 0)
             return fail(s);
         s->kpos = (uint16_t)next;
@@ -491,6 +497,11 @@ bool okv_json_feed_n(struct okv_json_state *s, const uint8_t *p, size_t n)
     return true;
 }
 
+bool okv_json_overflowed(const struct okv_json_state *s)
+{
+    return s->match == 6 && s->sch && okv_grammar_overflowed(s->sch->grammar);
+}
+
 bool okv_json_complete(const struct okv_json_state *s)
 {
     if (s->failed)
@@ -499,6 +510,8 @@ bool okv_json_complete(const struct okv_json_state *s)
         return match_end((struct okv_json_state *)s) >= 0;
     if (s->match == 4)
         return okv_regex_accepting(s->sch->regex, s->kpos);
+    if (s->match == 6)
+        return okv_grammar_accepting(s->sch->grammar, s->kpos);
     if (s->lex == L_NONE)
         return s->expect == E_DONE;
     /* a top-level number is complete where it may end */

@@ -593,6 +593,7 @@ void okv_json_schema_free(okv_json_schema *s)
     okv_free(s->lits);
     okv_free(s->lit);
     okv_regex_free(s->regex);
+    okv_grammar_free(s->grammar);
     for (int i = 0; i < s->n_rxs; i++)
         okv_regex_free(s->rxs[i]);
     okv_free(s->rxs);
@@ -606,6 +607,23 @@ enum okv_status okv_json_regex_compile(const char *pattern, size_t len, okv_json
     if (!s)
         return okv_set_error(OKV_ERR_NO_MEMORY, "regex: no memory");
     const enum okv_status st = okv_regex_compile(pattern, len, &s->regex);
+    if (st != OKV_OK) {
+        okv_free(s);
+        return st;
+    }
+    s->root = -1;
+    s->id = okv_json_schema_next_id();
+    *out = s;
+    return OKV_OK;
+}
+
+enum okv_status okv_json_grammar_compile(const char *text, size_t len, okv_json_schema **out)
+{
+    *out = NULL;
+    okv_json_schema *s = okv_calloc(1, sizeof *s, OKV_TAG_SERVER);
+    if (!s)
+        return okv_set_error(OKV_ERR_NO_MEMORY, "grammar: no memory");
+    const enum okv_status st = okv_grammar_compile(text, len, NULL, &s->grammar);
     if (st != OKV_OK) {
         okv_free(s);
         return st;

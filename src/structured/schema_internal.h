@@ -4,6 +4,7 @@
 #define OKV_STRUCTURED_SCHEMA_INTERNAL_H
 
 #include "oasiskv/structured.h"
+#include "structured/grammar.h"
 #include "structured/regex.h"
 
 #define OKV_SCHEMA_MAX_NODES 4096
@@ -54,6 +55,8 @@ struct okv_json_schema {
     int root;
     bool choice;                   /* okv_json_choice_compile: the text is one of the root's strings, raw */
     struct okv_regex *regex;       /* okv_json_regex_compile: the text, raw, fully matches it */
+    struct okv_grammar *grammar;   /* okv_json_grammar_compile: the text, raw, is a sentence of it (its states are
+                                      numbered as reached: the one thing a compiled schema changes, thread-safely) */
     struct okv_regex **rxs;        /* string nodes' content regexes (snode.rx) */
     int n_rxs;
     size_t cap_rxs;

@@ -326,11 +326,14 @@ def main():
                          "response_format json_schema without a schema"),
                         ({"response_format": {"type": "json"}}, "response_format type json"),
                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
-                        ({"guided_grammar": "root ::= \"a\""}, "guided_grammar"), ({"use_beam_search": True}, "beam search"),
+                        ({"guided_grammar": "root ::= itm"}, "a grammar with an undefined rule"),
+                        ({"guided_grammar": "start: \"a\""}, "a Lark grammar"), ({"use_beam_search": True}, "beam search"),
                         ({"allowed_token_ids": []}, "an empty allowed_token_ids"),
                         ({"bad_words": [" "]}, "a blank bad word"), ({"bad_words": "cat"}, "bad_words not a list"),
                         ({"allowed_token_ids": [10 ** 7]}, "an allowed token id past the vocabulary"),
-                        ({"structured_outputs": {"grammar": "root ::= \"a\""}}, "structured_outputs.grammar"),
+                        ({"structured_outputs": {"grammar": "expr ::= expr \"+\" \"1\" | \"1\"\nroot ::= expr"}},
+                         "a left-recursive grammar"),
+                        ({"guided_grammar": "root ::= \"a\"", "guided_regex": "a"}, "a grammar and a regex"),
                         ({"guided_regex": "(?=a)b"}, "a regex with a lookahead"), ({"guided_regex": ""}, "an empty regex"),
                         ({"structured_outputs": {"choice": ["a"], "json": {"type": "object"}}}, "two structured outputs"),
                         ({"structured_outputs": {"choice": ["a"]}, "guided_choice": ["b"]}, "structured_outputs and guided_choice"),
@@ -458,6 +461,50 @@ def main():
         streamed = "".join(ev["choices"][0]["delta"].get("content") or "" for ev in evs if ev.get("choices")) \
             if st == 200 else None
         check(streamed == txt, f"structured_outputs.regex streamed: {streamed!r} (as guided_regex: {txt!r})")
+    # vLLM's guided_grammar (and structured_outputs.grammar), GBNF: the whole answer is a sentence of the grammar, as
+    # Lark's Earley parser (a reference the project did not write) reads the same grammar, sampled and streamed
+    from lark import Lark
+    grammars = (
+        ('root ::= expr " = " num\nexpr ::= term (("+" | "-" | "*") term){1,3}\nterm ::= num | "(" expr ")"\n'
+         'num ::= [1-9] [0-9]{0,2}\n',
+         'start: expr " = " num\nexpr: term (("+" | "-" | "*") term)~1..3\nterm: num | "(" expr ")"\nnum: /[1-9][0-9]{0,2}/\n',
+         "Write a sum of small numbers and its value.", {"temperature": 1.0, "seed": 3}),
+        ('root ::= "colour: " word ("," " "? word){0,3} "\\n" "sure: " ("yes" | "no")\nword ::= [a-z]{3,8}\n',
+         'start: "colour: " word ("," " "? word)~0..3 "\\n" "sure: " ("yes" | "no")\nword: /[a-z]{3,8}/\n',
+         "Name some colours.", {"temperature": 0}),
+        ('root ::= "[" ws item ("," ws item)+ ws "]"\nitem ::= "\\"" [^"\\\\\\n]{1,12} "\\"" | "[" ws item ws "]"\n'
+         'ws ::= " "?\n',
+         'start: "[" ws item ("," ws item)+ ws "]"\nitem: "\\"" /[^"\\\\\\n]{1,12}/ "\\"" | "[" ws item ws "]"\n'
+         'ws: " "?\n',
+         "List three fruits as a JSON array.", {"temperature": 1.0, "seed": 11}))
+    for gbnf, lark_text, ask, extra in grammars:
+        parser = Lark(lark_text, parser="earley", lexer="dynamic")
+        body = {"messages": [{"role": "user", "content": ask}], "max_tokens": 80, "guided_grammar": gbnf, **extra}
+        st, js, _ = request(port, "POST", "/v1/chat/completions", body)
+        txt = js["choices"][0]["message"]["content"] if st == 200 else None
+        try:
+            parser.parse(txt)
+            parsed = True
+        except Exception as ex:   # noqa: BLE001 (any parse error is the finding)
+            parsed = f"{type(ex).__name__}"
+        check(st == 200 and parsed is True and js["choices"][0]["finish_reason"] == "stop",
+              f"guided_grammar {gbnf.splitlines()[0][:40]}...: {txt!r} is a sentence (Lark: {parsed}, "
+              f"{js['choices'][0]['finish_reason'] if st == 200 else st})")
+        body2 = dict(body)
+        del body2["guided_grammar"]
+        body2["structured_outputs"] = {"grammar": gbnf}
+        st, evs, _ = stream(port, "/v1/chat/completions", dict(body2, stream=True))
+        streamed = "".join(ev["choices"][0]["delta"].get("content") or "" for ev in evs if ev.get("choices")) \
+            if st == 200 else None
+        check(streamed == txt, f"structured_outputs.grammar streamed: {streamed!r} (as guided_grammar: {txt!r})")
+    # a grammar that nests without bound, the model pushed to open parentheses: near the grammar module's 64 levels the
+    # tokens that would pass them are masked like any other that cannot continue, so the reply closes as a sentence
+    paren = HF_TOK.token_to_id("(")
+    st, js, t = comp({"guided_grammar": 'root ::= "(" root ")" | "x"', "max_tokens": 200, "logit_bias": {str(paren): 100}})
+    depth = len(t) - len(t.lstrip("(")) if st == 200 else -1
+    check(st == 200 and t == "(" * depth + "x" + ")" * depth and 20 <= depth <= 64 and
+          js["choices"][0]["finish_reason"] == "stop", f"a grammar nested to its limits closes as a sentence "
+          f"(depth {depth}: {t!r})")
     # requests that give the same regex share its compiled form, so the mask cache serves the second: a greedy answer
     # again walks (almost: two states may share a cache slot) none of the vocabulary
     body = {"messages": [{"role": "user", "content": "Name a colour."}], "max_tokens": 30, "temperature": 0,
