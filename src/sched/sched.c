@@ -22,9 +22,11 @@
 #define MASK_SLOTS 1024   /* structured output: masks kept by state */
 #define HOST_THREADS 16   /* at most, sampling rows on the host */
 #define PROBE_EVERY 16    /* adaptive drafts: where no request drafts, probes wait for every 16th step */
-#define GATE_EVERY 24     /* adaptive drafts, overlapped: the other mode tried every 24 decode steps (48 or 96 when
-                             it measured 10% or 25% behind: gate_every) ... */
-#define GATE_TRIAL 3      /* ... for 3 steps */
+#define GATE_MIN_GAP 8    /* adaptive drafts, overlapped: the mode that measured lower tried for GATE_TRIAL steps
+                             at least GATE_MIN_GAP decode steps apart, and further apart in time the further behind it
+                             is, so that its trials cost at most GATE_COST of the throughput (gate_due) */
+#define GATE_TRIAL 3
+#define GATE_COST 0.02
 #define GATE_FORGET 0.7   /* per observation: a trial mostly replaces its mode's rate */
 #define GATE_BUCKETS 8    /* the rates kept apart by the batch's decoding requests: 1, 2-3, 4-7, ..., 128+ (a request's
                              rate falls as the batch grows, so rates measured at other sizes do not compare) */
@@ -172,8 +174,9 @@ struct okv_sched {
      * decoding request gets a second in the steps that drafted (mode 1: drained first, logits to the host)
      * and in those that did not (mode 0: overlapped, sampled on the device); sums with forgetting */
     bool draft_now;
-    double gate_tok[2][GATE_BUCKETS], gate_time[2][GATE_BUCKETS];
+    double gate_tok[2][GATE_BUCKETS], gate_time[2][GATE_BUCKETS], gate_n[2][GATE_BUCKETS];
     unsigned gate_steps;              /* decode steps since the other mode's last trial */
+    double gate_trial_t;              /* when that trial ended */
     int gate_trial;                   /* steps of the other mode left in its trial */
     struct { bool valid, collected; int mode, decoders; double t; uint64_t gen0, tokens; } gate_prev;
     bool b_prefill;                   /* this step has prompt rows (its time is no decode step's: not timed) */
@@ -917,8 +920,8 @@ static void drain(struct okv_sched *s)
  * one land. */
 /* Adaptive drafts with overlapped decoding: whether this step drafts at all. The mode with the higher measured
  * rate (a decoding request's tokens a second) at the batch's size (GATE_BUCKETS: rates measured with 60 requests
- * say nothing of a batch of 3, where drafting pays more), the other one tried for GATE_TRIAL steps every
- * GATE_EVERY; a mode not measured yet at that size is tried first (drafting first: it is what the server was asked
+ * say nothing of a batch of 3, where drafting pays more), the other one tried for GATE_TRIAL steps now and
+ * then (gate_due); a mode not measured yet at that size is tried first (drafting first: it is what the server was asked
  * for). */
 static int gate_bucket(int decoders)
 {
@@ -930,14 +933,21 @@ static int gate_bucket(int decoders)
     return b;
 }
 
-/* Steps between trials of the mode that measured lower: a trial costs its steps at the lower rate and, for drafts,
- * the overlap of the steps around it, so a mode far behind is tried less often (session 43, H100, c64 of 4K prompts:
- * drafted steps 600 tokens/s a request against 930 overlapped, trials every 24 steps, adaptive 37,200 tok/s
- * against no drafts' 45,800). */
-static unsigned gate_every(double lower, double higher)
+/* Whether the mode that measured lower is due a trial. A trial costs its GATE_TRIAL steps at the lower rate, and
+ * a drafted step is long (session 43, H100, c64 of 4K prompts: 6-7 ms drafting 4-5 tokens a request against 1.1 ms
+ * for one overlapped): trials every 24 steps spent ~45% of the time drafting, and adaptive gave 37,200 tok/s against
+ * no drafts' 45,800. So trials are spaced in time: a share f of the time in the lower mode loses f x gap of the
+ * throughput (gap = 1 - lower / higher), held to GATE_COST (f at most 30%, at least 3% so that a mode far behind is
+ * still looked at every few hundred of its step times). */
+static bool gate_due(const struct okv_sched *s, int b, int lo, double r_lo, double r_hi, double now)
 {
-    const double r = higher > 0.0 ? lower / higher : 1.0;
-    return r > 0.9 ? GATE_EVERY : r > 0.75 ? 2 * GATE_EVERY : 4 * GATE_EVERY;
+    if (s->gate_steps < GATE_MIN_GAP)
+        return false;
+    const double gap = r_hi > 0.0 ? 1.0 - r_lo / r_hi : 0.0;
+    double f = gap > 0.0 ? GATE_COST / gap : 0.3;
+    f = f > 0.3 ? 0.3 : f < 0.03 ? 0.03 : f;
+    const double step_lo = s->gate_n[lo][b] > 0.0 ? s->gate_time[lo][b] / s->gate_n[lo][b] : 0.0;
+    return now - s->gate_trial_t >= GATE_TRIAL * step_lo * (1.0 / f - 1.0);
 }
 
 static bool gate_decide(struct okv_sched *s)
@@ -950,15 +960,22 @@ static bool gate_decide(struct okv_sched *s)
         return false;
     const double r1 = s->gate_tok[1][b] / s->gate_time[1][b], r0 = s->gate_tok[0][b] / s->gate_time[0][b];
     const bool best = r1 > r0;
+    const double now = okv_now();
     if (s->gate_trial > 0) {
-        s->gate_trial--;
+        if (--s->gate_trial == 0)
+            s->gate_trial_t = now;
         return !best;
     }
-    if (++s->gate_steps >= gate_every(best ? r0 : r1, best ? r1 : r0)) {
-        OKV_LOG_DEBUG("scheduler: %d decoding: drafted steps %.1f tokens/s a request, overlapped steps without drafts %.1f",
-                      decoders, r1, r0);
+    s->gate_steps++;
+    if (gate_due(s, b, !best, best ? r0 : r1, best ? r1 : r0, now)) {
+        OKV_LOG_DEBUG("scheduler: %d decoding: drafted steps %.1f tokens/s a request (%.2f ms), overlapped steps without "
+                      "drafts %.1f (%.2f ms); trying %s after %u steps",
+                      decoders, r1, 1e3 * s->gate_time[1][b] / s->gate_n[1][b], r0,
+                      1e3 * s->gate_time[0][b] / s->gate_n[0][b], best ? "no drafts" : "drafts", s->gate_steps);
         s->gate_steps = 0;
         s->gate_trial = GATE_TRIAL - 1;
+        if (s->gate_trial == 0)
+            s->gate_trial_t = now;
         return !best;
     }
     return best;
@@ -966,16 +983,18 @@ static bool gate_decide(struct okv_sched *s)
 
 /* A decode step issued at t, in mode 1 where drafts were allowed (the gate's arm, whether or not a request
  * drafted): the step before it is measured from its issue to this one's (its tokens a decoding request over
- * that time: counted when the step was collected within its call, else one a request); a step with prompt rows
- * is not measured. */
+ * that time: counted when the step was collected within its call, else one a request). A step with prompt rows
+ * is not measured, nor the decode step before it (its time then holds the admission of new requests, or, queued
+ * behind it, next to nothing). */
 static void gate_issue(struct okv_sched *s, bool prefill, int mode, int decoders, double t, bool collected)
 {
-    if (s->gate_prev.valid && t > s->gate_prev.t && s->gate_prev.decoders > 0) {
+    if (s->gate_prev.valid && !prefill && t > s->gate_prev.t && s->gate_prev.decoders > 0) {
         const int m = s->gate_prev.mode;
         const uint64_t tok = s->gate_prev.tokens;
         const int b = gate_bucket(s->gate_prev.decoders);
         s->gate_tok[m][b] = s->gate_tok[m][b] * GATE_FORGET + (double)tok / (double)s->gate_prev.decoders;
         s->gate_time[m][b] = s->gate_time[m][b] * GATE_FORGET + (t - s->gate_prev.t);
+        s->gate_n[m][b] = s->gate_n[m][b] * GATE_FORGET + 1.0;
     }
     s->gate_prev.valid = !prefill && decoders > 0;
     s->gate_prev.collected = collected;
