@@ -37,6 +37,7 @@
  *   - every rule derives some finite text; otherwise a parse could enter one and never end. */
 #include "structured/grammar_internal.h"
 #include "structured/grammar.h"
+#include "tokenizer/tok_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -366,33 +367,14 @@ static int hexval(char c)
 }
 
 /* The UTF-8 character at b->pos (strict: no overlong forms, surrogates or code points past
- * U+10FFFF), moving past it; -1 after an error. */
+ * U+10FFFF: the tokenizer's decoder), moving past it; -1 after an error. */
 static int64_t read_utf8(struct builder *b)
 {
-    const uint8_t *s = (const uint8_t *)b->text + b->pos;
-    const size_t left = b->len - b->pos;
-    const uint8_t c = s[0];
-    int n;
-    uint32_t cp, min;
-    if (c < 0x80)
-        n = 1, cp = c, min = 0;
-    else if (c >= 0xc2 && c <= 0xdf)
-        n = 2, cp = c & 0x1f, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, cp = c & 0x0f, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, cp = c & 0x07, min = 0x10000;
-    else
-        return perr(b, b->pos, "invalid UTF-8 in the grammar (byte 0x%02x)", c);
-    if ((size_t)n > left)
-        return perr(b, b->pos, "a truncated UTF-8 character at the end of the grammar");
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return perr(b, b->pos, "invalid UTF-8 in the grammar (0x%02x then 0x%02x, not a continuation byte)", c, s[i]);
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > GRAM_MAX_CP || (cp >= 0xd800 && cp <= 0xdfff))
-        return perr(b, b->pos, "invalid UTF-8 in the grammar (an overlong form or a surrogate)");
+    uint32_t cp;
+    const int n = okv_utf8_decode((const unsigned char *)b->text + b->pos, b->len - b->pos, &cp);
+    if (n == 0)
+        return perr(b, b->pos, "invalid UTF-8 in the grammar (byte 0x%02x: a stray, overlong, surrogate or "
+                    "truncated character)", (uint8_t)b->text[b->pos]);
     b->pos += (size_t)n;
     return cp;
 }

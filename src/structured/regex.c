@@ -32,6 +32,7 @@
  * the states from which no accepting state can be reached are removed, so that a byte which
  * cannot be part of any full match gives -1 straight away. */
 #include "structured/regex.h"
+#include "tokenizer/tok_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,33 +204,17 @@ static int set_node(struct parser *p, struct rbuf *b, bool negate)
 }
 
 /* Decode the UTF-8 character at p->pos (strict: no overlong forms, surrogates or code points
- * past U+10FFFF); -1 after an error. */
+ * past U+10FFFF: the tokenizer's decoder); -1 after an error. */
 static int64_t read_char(struct parser *p)
 {
-    const uint8_t *s = (const uint8_t *)p->pat + p->pos;
-    const size_t left = p->len - p->pos;
-    const uint8_t c = s[0];
-    int n;
-    uint32_t cp, min;
-    if (c < 0x80)
-        n = 1, cp = c, min = 0;
-    else if (c >= 0xc2 && c <= 0xdf)
-        n = 2, cp = c & 0x1f, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, cp = c & 0x0f, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, cp = c & 0x07, min = 0x10000;
-    else
-        return perr(p, OKV_ERR_INVALID_ARG, p->pos, "invalid UTF-8 in the pattern");
-    if ((size_t)n > left)
-        return perr(p, OKV_ERR_INVALID_ARG, p->pos, "truncated UTF-8 character in the pattern");
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return perr(p, OKV_ERR_INVALID_ARG, p->pos, "invalid UTF-8 in the pattern");
-        cp = cp << 6 | (s[i] & 0x3f);
+    uint32_t cp;
+    const int n = okv_utf8_decode((const unsigned char *)p->pat + p->pos, p->len - p->pos, &cp);
+    if (n == 0) {   /* a lead byte with too few bytes after it is told apart */
+        const uint8_t c = (uint8_t)p->pat[p->pos];
+        const size_t need = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        return perr(p, OKV_ERR_INVALID_ARG, p->pos, need > p->len - p->pos ? "truncated UTF-8 character in the pattern"
+                                                                          : "invalid UTF-8 in the pattern");
     }
-    if (cp < min || cp > MAX_CP || (cp >= 0xd800 && cp <= 0xdfff))
-        return perr(p, OKV_ERR_INVALID_ARG, p->pos, "invalid UTF-8 in the pattern");
     p->pos += (size_t)n;
     return cp;
 }

@@ -600,15 +600,17 @@ void okv_json_schema_free(okv_json_schema *s)
     okv_free(s);
 }
 
-enum okv_status okv_json_regex_compile(const char *pattern, size_t len, okv_json_schema **out)
+/* A schema of raw text (no JSON): the regex or the grammar that compile() puts into it. */
+static enum okv_status raw_text_schema(const char *what, enum okv_status (*compile)(okv_json_schema *, void *),
+                                       void *arg, okv_json_schema **out)
 {
     *out = NULL;
     okv_json_schema *s = okv_calloc(1, sizeof *s, OKV_TAG_SERVER);
     if (!s)
-        return okv_set_error(OKV_ERR_NO_MEMORY, "regex: no memory");
-    const enum okv_status st = okv_regex_compile(pattern, len, &s->regex);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "%s: no memory", what);
+    const enum okv_status st = compile(s, arg);
     if (st != OKV_OK) {
-        okv_free(s);
+        okv_json_schema_free(s);
         return st;
     }
     s->root = -1;
@@ -617,21 +619,30 @@ enum okv_status okv_json_regex_compile(const char *pattern, size_t len, okv_json
     return OKV_OK;
 }
 
+struct raw_text { const char *text; size_t len; };
+
+static enum okv_status put_regex(okv_json_schema *s, void *arg)
+{
+    const struct raw_text *t = arg;
+    return okv_regex_compile(t->text, t->len, &s->regex);
+}
+
+static enum okv_status put_grammar(okv_json_schema *s, void *arg)
+{
+    const struct raw_text *t = arg;
+    return okv_grammar_compile(t->text, t->len, NULL, &s->grammar);
+}
+
+enum okv_status okv_json_regex_compile(const char *pattern, size_t len, okv_json_schema **out)
+{
+    struct raw_text t = {pattern, len};
+    return raw_text_schema("regex", put_regex, &t, out);
+}
+
 enum okv_status okv_json_grammar_compile(const char *text, size_t len, okv_json_schema **out)
 {
-    *out = NULL;
-    okv_json_schema *s = okv_calloc(1, sizeof *s, OKV_TAG_SERVER);
-    if (!s)
-        return okv_set_error(OKV_ERR_NO_MEMORY, "grammar: no memory");
-    const enum okv_status st = okv_grammar_compile(text, len, NULL, &s->grammar);
-    if (st != OKV_OK) {
-        okv_free(s);
-        return st;
-    }
-    s->root = -1;
-    s->id = okv_json_schema_next_id();
-    *out = s;
-    return OKV_OK;
+    struct raw_text t = {text, len};
+    return raw_text_schema("grammar", put_grammar, &t, out);
 }
 
 enum okv_status okv_json_choice_compile(const char *const *choices, int n, okv_json_schema **out)
