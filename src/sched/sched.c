@@ -973,9 +973,7 @@ static bool gate_decide(struct okv_sched *s)
                       decoders, r1, 1e3 * s->gate_time[1][b] / s->gate_n[1][b], r0,
                       1e3 * s->gate_time[0][b] / s->gate_n[0][b], best ? "no drafts" : "drafts", s->gate_steps);
         s->gate_steps = 0;
-        s->gate_trial = GATE_TRIAL - 1;
-        if (s->gate_trial == 0)
-            s->gate_trial_t = now;
+        s->gate_trial = GATE_TRIAL - 1;   /* (GATE_TRIAL > 1: the trial's last step stamps gate_trial_t) */
         return !best;
     }
     return best;

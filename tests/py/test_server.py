@@ -443,6 +443,14 @@ def main():
         ok = False
     check(ok and st2 == 200 and js2["choices"][0]["message"]["content"] == txt,
           f"structured_outputs.json: {txt!r}, as guided_json gives it")
+    def streamed_as_structured_outputs(body, kind):
+        """body's guided_<kind> given as structured_outputs.<kind> instead, streamed: the answer's text (None: failed)"""
+        b = {k: v for k, v in body.items() if k != "guided_" + kind}
+        st, evs, _ = stream(port, "/v1/chat/completions", dict(b, structured_outputs={kind: body["guided_" + kind]},
+                                                                 stream=True))
+        return "".join(ev["choices"][0]["delta"].get("content") or "" for ev in evs if ev.get("choices")) \
+            if st == 200 else None
+
     # vLLM's guided_regex (and structured_outputs.regex): the whole answer fully matches, sampled and streamed
     import re as re_mod
     for pat, extra in ((r"(yes|no), because [a-z ]{3,30}\.", {"temperature": 1.0, "seed": 4}),
@@ -454,12 +462,7 @@ def main():
         txt = js["choices"][0]["message"]["content"] if st == 200 else None
         check(st == 200 and re_mod.fullmatch(pat, txt) is not None and js["choices"][0]["finish_reason"] == "stop",
               f"guided_regex {pat}: {txt!r} matches it")
-        body2 = dict(body)
-        del body2["guided_regex"]
-        body2["structured_outputs"] = {"regex": pat}
-        st, evs, _ = stream(port, "/v1/chat/completions", dict(body2, stream=True))
-        streamed = "".join(ev["choices"][0]["delta"].get("content") or "" for ev in evs if ev.get("choices")) \
-            if st == 200 else None
+        streamed = streamed_as_structured_outputs(body, "regex")
         check(streamed == txt, f"structured_outputs.regex streamed: {streamed!r} (as guided_regex: {txt!r})")
     # vLLM's guided_grammar (and structured_outputs.grammar), GBNF: the whole answer is a sentence of the grammar, as
     # Lark's Earley parser (a reference the project did not write) reads the same grammar, sampled and streamed
@@ -490,12 +493,7 @@ def main():
         check(st == 200 and parsed is True and js["choices"][0]["finish_reason"] == "stop",
               f"guided_grammar {gbnf.splitlines()[0][:40]}...: {txt!r} is a sentence (Lark: {parsed}, "
               f"{js['choices'][0]['finish_reason'] if st == 200 else st})")
-        body2 = dict(body)
-        del body2["guided_grammar"]
-        body2["structured_outputs"] = {"grammar": gbnf}
-        st, evs, _ = stream(port, "/v1/chat/completions", dict(body2, stream=True))
-        streamed = "".join(ev["choices"][0]["delta"].get("content") or "" for ev in evs if ev.get("choices")) \
-            if st == 200 else None
+        streamed = streamed_as_structured_outputs(body, "grammar")
         check(streamed == txt, f"structured_outputs.grammar streamed: {streamed!r} (as guided_grammar: {txt!r})")
     # a grammar that nests without bound, the model pushed to open parentheses: near the grammar module's 64 levels the
     # tokens that would pass them are masked like any other that cannot continue, so the reply closes as a sentence

@@ -17,37 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int hexv(int c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* hex text to bytes in place; the byte count, -1 when malformed */
-static long unhex(char *s)
-{
-    size_t n = strcspn(s, "\r\n");
-    s[n] = 0;
-    if (n == 1 && s[0] == '-')
-        return 0;
-    if (n % 2)
-        return -1;
-    for (size_t i = 0; i < n; i += 2) {
-        const int a = hexv(s[i]), b = hexv(s[i + 1]);
-        if (a < 0 || b < 0)
-            return -1;
-        s[i / 2] = (char)(a << 4 | b);
-    }
-    return (long)(n / 2);
-}
-
-static uint64_t rng;
-static uint64_t next_rand(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+#include "hexline.h"
 
 static const okv_regex *re;
 static int *dist;   /* (n_states): bytes to the nearest accepting state */
@@ -84,14 +54,6 @@ static int compute_dist(void)
             return 4;
         }
     return 0;
-}
-
-static void put_hex(const uint8_t *b, size_t n)
-{
-    if (!n)
-        putchar('-');
-    for (size_t i = 0; i < n; i++)
-        printf("%02x", b[i]);
 }
 
 /* a shortest completion from s: the lowest byte that brings dist down, each time */
