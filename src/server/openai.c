@@ -90,6 +90,7 @@ struct job {
      * arguments of tool_name */
     enum srv_tool_choice tool_mode;
     char tool_name[SRV_TOOL_NAME_MAX + 1];
+    bool legacy_fn;               /* the tools came as "functions": the call comes back as "function_call" */
     struct srv_tool_stream ts;    /* connection thread: the stream's reading of the calls (AUTO) */
     enum okv_reasoning reasoning; /* chat with serve --reasoning-parser: the <think> part apart */
     struct srv_reasoning_stream rs;   /* connection thread: the stream's reading of it */
@@ -600,18 +601,25 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
         t[n] = 0;
         o = chunk_obj(j, NULL, 0, NULL, false, v, nv, &j->lp_offset);
         cJSON *d = chunk_delta(o);
-        cJSON *c = cJSON_CreateObject();
-        cJSON_AddNumberToObject(c, "index", 0);
-        if (!j->n_calls_sent) {
-            srv_tool_call_id(j->call_id);
-            cJSON_AddStringToObject(c, "id", j->call_id);
-            cJSON_AddStringToObject(c, "type", "function");
+        if (j->legacy_fn) {   /* delta.function_call: its name first, then the arguments in pieces */
+            cJSON *fn = cJSON_AddObjectToObject(d, "function_call");
+            if (!j->n_calls_sent)
+                cJSON_AddStringToObject(fn, "name", j->tool_name);
+            cJSON_AddStringToObject(fn, "arguments", t);
+        } else {
+            cJSON *c = cJSON_CreateObject();
+            cJSON_AddNumberToObject(c, "index", 0);
+            if (!j->n_calls_sent) {
+                srv_tool_call_id(j->call_id);
+                cJSON_AddStringToObject(c, "id", j->call_id);
+                cJSON_AddStringToObject(c, "type", "function");
+            }
+            cJSON *fn = cJSON_AddObjectToObject(c, "function");
+            if (!j->n_calls_sent)
+                cJSON_AddStringToObject(fn, "name", j->tool_name);
+            cJSON_AddStringToObject(fn, "arguments", t);
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), c);
         }
-        cJSON *fn = cJSON_AddObjectToObject(c, "function");
-        if (!j->n_calls_sent)
-            cJSON_AddStringToObject(fn, "name", j->tool_name);
-        cJSON_AddStringToObject(fn, "arguments", t);
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), c);
         j->n_calls_sent = 1;
         okv_free(t);
     } else if (j->tool_mode == SRV_TOOLS_REQUIRED) {   /* the array, read once it is complete */
@@ -638,10 +646,36 @@ static void put_tool_piece(struct stream *s, struct job *j, const char *p, size_
             s->out.oom = true;
             goto out;
         }
+        if (j->legacy_fn) {   /* the first call only, as delta.function_call */
+            int k = 0;
+            for (int i = 0; i < nd; i++) {
+                if (deltas[i].index == 0)
+                    deltas[k++] = deltas[i];
+                else {
+                    okv_free(deltas[i].name);
+                    okv_free(deltas[i].arguments);
+                }
+            }
+            nd = k;
+        }
         if (content.len == 0 && nd == 0 && nv == 0)
             goto out;
         o = chunk_obj(j, content.len ? content.s : NULL, content.len, NULL, false, v, nv, &j->lp_offset);
-        if (nd > 0) {   /* each call's pieces: the first with its id, type and name */
+        if (nd > 0 && j->legacy_fn) {
+            cJSON *fn = cJSON_AddObjectToObject(chunk_delta(o), "function_call");
+            struct srv_buf args = {0};
+            for (int i = 0; i < nd; i++) {
+                if (deltas[i].name) {
+                    cJSON_AddStringToObject(fn, "name", deltas[i].name);
+                    j->n_calls_sent++;
+                }
+                srv_buf_put(&args, deltas[i].arguments, strlen(deltas[i].arguments));
+            }
+            cJSON_AddStringToObject(fn, "arguments", args.s ? args.s : "");
+            if (args.oom)
+                s->out.oom = true;
+            okv_free(args.s);
+        } else if (nd > 0) {   /* each call's pieces: the first with its id, type and name */
             cJSON *arr = cJSON_AddArrayToObject(chunk_delta(o), "tool_calls");
             for (int i = 0; i < nd; i++) {
                 cJSON *c = cJSON_CreateObject();
@@ -761,7 +795,7 @@ static bool stream_take(struct stream *s, struct job *j)
             if (chat_read) {   /* what the reading held back */
                 put_chat_piece(s, j, "", 0, true, NULL, 0, j->completion_tokens);
                 if (j->tool_mode != SRV_TOOLS_FORCED && j->n_calls_sent > 0 && j->reason == OKV_FINISH_STOP)
-                    finish = "tool_calls";
+                    finish = j->legacy_fn ? "function_call" : "tool_calls";
             }
             put_sev(s, with_usage(j, chunk_obj(j, j->chat ? NULL : "", 0, finish, false,
                                                        lps ? lps + lp_at : NULL, lps ? n_lp - lp_at : 0, &j->lp_offset),
@@ -963,6 +997,7 @@ struct params {
     int n_choices;
     enum srv_tool_choice tool_mode;   /* chat with tools: AUTO reads the reply's calls, FORCED makes it one */
     char tool_name[SRV_TOOL_NAME_MAX + 1];   /* FORCED: the function */
+    bool legacy_fn;                   /* the tools came as "functions" */
     int think;                        /* chat: how the prompt leaves the reply's thinking (THINK_*) */
 };
 
@@ -1220,7 +1255,7 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
             return fail(e, 400, gname, NULL, "%s", okv_last_error());
         p->grammar = gg->valuestring;
     }
-    static const char *const unsupported[] = {"functions", "function_call", "logits_processors"};
+    static const char *const unsupported[] = {"logits_processors"};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++) {
         const cJSON *v = field(root, unsupported[i]);
         if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0) && !(cJSON_IsObject(v) && !v->child))
@@ -1231,7 +1266,8 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
         return fail(e, 400, "suffix", NULL, "'suffix' (text after the completion) is not supported by this server");
     /* tools (chat): read with the messages (srv_tools_parse); completions have none */
     if (!chat_req) {
-        static const char *const chat_only[] = {"tools", "tool_choice", "parallel_tool_calls"};
+        static const char *const chat_only[] = {"tools", "tool_choice", "parallel_tool_calls", "functions",
+                                                "function_call"};
         for (size_t i = 0; i < sizeof chat_only / sizeof chat_only[0]; i++) {
             const cJSON *v = field(root, chat_only[i]);
             if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0) &&
@@ -1436,13 +1472,14 @@ static bool completion_prompts(okv_server *sv, const cJSON *root, struct prompt 
 
 /* Chat messages through the model's chat template. */
 /* An assistant message's "tool_calls" into m (their arguments, JSON text in the request, written as the
- * template's tojson writes them; the strings owned by *calls_owned). */
-static bool msg_tool_calls(const cJSON *tcs, int i, struct okv_chat_msg *m, struct okv_chat_tool_call **calls_owned,
-                           struct perr *e)
+ * template's tojson writes them; the strings owned by *calls_owned); legacy: its "function_call" (tcs the
+ * {"name", "arguments"} object), one call. */
+static bool msg_tool_calls(const cJSON *tcs, bool legacy, int i, struct okv_chat_msg *m,
+                           struct okv_chat_tool_call **calls_owned, struct perr *e)
 {
-    if (!cJSON_IsArray(tcs))
+    if (!legacy && !cJSON_IsArray(tcs))
         return fail(e, 400, "messages", NULL, "messages[%d].tool_calls must be an array", i);
-    const int n = cJSON_GetArraySize(tcs);
+    const int n = legacy ? 1 : cJSON_GetArraySize(tcs);
     if (n == 0)
         return true;
     struct okv_chat_tool_call *c = okv_calloc((size_t)n, sizeof *c, OKV_TAG_SERVER);
@@ -1452,14 +1489,20 @@ static bool msg_tool_calls(const cJSON *tcs, int i, struct okv_chat_msg *m, stru
     m->tool_calls = c;
     const cJSON *tc;
     int k = 0;
-    cJSON_ArrayForEach(tc, tcs) {
-        const cJSON *fn = cJSON_IsObject(tc) ? field(tc, "function") : NULL;
+    for (tc = legacy ? tcs : tcs->child; tc && k < n; tc = tc->next) {
+        /* the legacy "function_call" of a message is the function object itself */
+        const cJSON *fn = legacy ? tc : cJSON_IsObject(tc) ? field(tc, "function") : NULL;
         const cJSON *name = cJSON_IsObject(fn) ? field(fn, "name") : NULL;
         const cJSON *args = cJSON_IsObject(fn) ? field(fn, "arguments") : NULL;
+        if (legacy && (!cJSON_IsString(name) || !cJSON_IsString(args)))
+            return fail(e, 400, "messages", NULL, "messages[%d].function_call must be {\"name\": string, "
+                        "\"arguments\": JSON text}", i);
         if (!cJSON_IsString(name) || !cJSON_IsString(args))
             return fail(e, 400, "messages", NULL, "messages[%d].tool_calls[%d] must be {\"type\": \"function\", "
                         "\"function\": {\"name\": string, \"arguments\": JSON text}}", i, k);
         cJSON *a = cJSON_Parse(args->valuestring);
+        if (!a && legacy)
+            return fail(e, 400, "messages", NULL, "messages[%d].function_call.arguments is not valid JSON", i);
         if (!a)
             return fail(e, 400, "messages", NULL, "messages[%d].tool_calls[%d].function.arguments is not valid JSON", i, k);
         /* from the text: json.dumps of what json.loads reads (1.0 stays 1.0); the parsed tree where the text
@@ -1532,18 +1575,29 @@ static bool chat_prompt(okv_server *sv, const cJSON *root, const struct srv_tool
         const char *r = role->valuestring;
         if (!strcmp(r, "developer"))
             r = "system";
+        else if (!strcmp(r, "function"))   /* the legacy API's function result */
+            r = "tool";
         if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool")) {
-            fail(e, 400, "messages", NULL, "messages[%d]: role '%.50s' is not supported (system, user, assistant, tool)",
-                 i, role->valuestring);
+            fail(e, 400, "messages", NULL, "messages[%d]: role '%.50s' is not supported (system, user, assistant, tool, "
+                 "function)", i, role->valuestring);
             goto done;
         }
         m[i].role = r;
-        const cJSON *tcs = field(msg, "tool_calls");
-        if (tcs && strcmp(r, "assistant") != 0) {
-            fail(e, 400, "messages", NULL, "messages[%d]: only an assistant message has tool_calls", i);
+        const cJSON *tcs = field(msg, "tool_calls"), *fcall = field(msg, "function_call");
+        if (tcs && cJSON_IsNull(tcs))
+            tcs = NULL;
+        if (fcall && cJSON_IsNull(fcall))
+            fcall = NULL;
+        if ((tcs || fcall) && strcmp(r, "assistant") != 0) {
+            fail(e, 400, "messages", NULL, "messages[%d]: only an assistant message has %s", i,
+                 tcs ? "tool_calls" : "a function_call");
             goto done;
         }
-        if (tcs && !msg_tool_calls(tcs, i, &m[i], &calls[i], e))
+        if (tcs && fcall) {
+            fail(e, 400, "messages", NULL, "messages[%d]: tool_calls and a function_call (its legacy form): give one", i);
+            goto done;
+        }
+        if ((tcs || fcall) && !msg_tool_calls(tcs ? tcs : fcall, fcall != NULL, i, &m[i], &calls[i], e))
             goto done;
         const cJSON *rc = field(msg, "reasoning_content");   /* an answer's thinking (what a reply gave back) */
         if (rc && !cJSON_IsNull(rc) && !cJSON_IsString(rc)) {
@@ -1674,7 +1728,18 @@ static void add_tool_calls_from(cJSON *msg, const struct srv_tool_call *calls, i
     }
 }
 
-static void add_tool_calls(cJSON *msg, const struct srv_tool_reply *r) { add_tool_calls_from(msg, r->calls, r->n, -1); }
+/* The reply's calls into a message: "tool_calls", or for a request with the legacy "functions" the first call as
+ * "function_call" {"name", "arguments"} */
+static void add_calls(cJSON *msg, const struct srv_tool_reply *r, bool legacy)
+{
+    if (!legacy) {
+        add_tool_calls_from(msg, r->calls, r->n, -1);
+    } else if (r->n > 0) {
+        cJSON *fn = cJSON_AddObjectToObject(msg, "function_call");
+        cJSON_AddStringToObject(fn, "name", r->calls[0].name);
+        cJSON_AddStringToObject(fn, "arguments", r->calls[0].arguments);
+    }
+}
 
 /* The choice of a finished job (index i), or NULL when out of memory. */
 static cJSON *choice_obj(const struct job *j, int i)
@@ -1700,13 +1765,13 @@ static cJSON *choice_obj(const struct job *j, int i)
             r.calls = &c;
             r.n = 1;
             cJSON_AddNullToObject(msg, "content");
-            add_tool_calls(msg, &r);
+            add_calls(msg, &r, j->legacy_fn);
         } else if (j->tool_mode == SRV_TOOLS_REQUIRED) {   /* the text is the array of calls (unless cut off) */
             if (srv_tools_read_required(text, strlen(text), &r)) {
                 cJSON_AddNullToObject(msg, "content");
-                add_tool_calls(msg, &r);
+                add_calls(msg, &r, j->legacy_fn);
                 if (j->reason == OKV_FINISH_STOP)
-                    finish = "tool_calls";
+                    finish = j->legacy_fn ? "function_call" : "tool_calls";
             } else {
                 cJSON_AddStringToObject(msg, "content", text);
             }
@@ -1723,9 +1788,9 @@ static cJSON *choice_obj(const struct job *j, int i)
             else
                 cJSON_AddNullToObject(msg, "content");
             if (r.n > 0) {
-                add_tool_calls(msg, &r);
+                add_calls(msg, &r, j->legacy_fn);
                 if (j->reason == OKV_FINISH_STOP)
-                    finish = "tool_calls";
+                    finish = j->legacy_fn ? "function_call" : "tool_calls";
             }
             srv_tool_reply_free(&r);
         }
@@ -1848,6 +1913,7 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
     j->lp_top = p->lp_top;
     j->echo_only = echo_only;
     j->tool_mode = p->tool_mode;
+    j->legacy_fn = p->legacy_fn;
     j->ts.fmt = okv_tokenizer_chat_tools(sv->tok);
     j->reasoning = chat ? sv->reasoning : OKV_REASONING_NONE;
     /* the template decides where the reply starts: inside a <think> block it opened (read as deepseek_r1's
@@ -1964,14 +2030,15 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         if (ok && (tools.choice == SRV_TOOLS_FORCED || tools.choice == SRV_TOOLS_REQUIRED)) {
             /* the reply: the function's arguments under its schema, or the array of calls under theirs */
             if (p.has_schema || p.json_object || p.n_choices || p.regex || p.grammar) {
-                ok = fail(&e, 400, "tool_choice", NULL, "a forced tool call and a response_format / guided_*: give one");
+                ok = fail(&e, 400, tools.legacy ? "function_call" : "tool_choice", NULL,
+                          "a forced tool call and a response_format / guided_*: give one");
             } else if (strlen(tools.params) >= sizeof p.schema) {
-                ok = fail(&e, 400, "tools", NULL, "the parameters schema of %s is longer than %zu bytes",
+                ok = fail(&e, 400, tools.legacy ? "functions" : "tools", NULL, "the parameters schema of %s is longer than %zu bytes",
                           tools.name[0] ? tools.name : "the tools", sizeof p.schema - 1);
             } else {
                 okv_json_schema *cs = NULL;
                 if (okv_json_schema_compile(tools.params, strlen(tools.params), &cs) != OKV_OK)
-                    ok = fail(&e, 400, "tools", NULL, "the parameters of %s: %s", tools.name[0] ? tools.name : "the tools",
+                    ok = fail(&e, 400, tools.legacy ? "functions" : "tools", NULL, "the parameters of %s: %s", tools.name[0] ? tools.name : "the tools",
                               okv_last_error());
                 okv_json_schema_free(cs);
                 snprintf(p.schema, sizeof p.schema, "%s", tools.params);
@@ -1979,6 +2046,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
             }
         }
         p.tool_mode = tools.choice;
+        p.legacy_fn = tools.legacy;
         snprintf(p.tool_name, sizeof p.tool_name, "%s", tools.name);
         srv_tools_free(&tools);
         if (!ok)

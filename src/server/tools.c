@@ -507,13 +507,11 @@ static char *tool_def(const cJSON *tool, const char *const *vs, const size_t *vn
     return txt;
 }
 
-bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, const char *body, size_t len, struct srv_tools *t,
-                     char *err, size_t errlen, const char **param)
+/* tools (the request's "tools", or made from its "functions"), tc, par: their values; body[0..len): JSON text whose
+ * member "tools" is their text (NULL: none) */
+static bool tools_parse(const okv_tokenizer *tok, const cJSON *tools, const cJSON *tc, const cJSON *par,
+                        const char *body, size_t len, struct srv_tools *t, char *err, size_t errlen, const char **param)
 {
-    memset(t, 0, sizeof *t);
-    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
-    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
-    const cJSON *par = cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls");
     if (tools && cJSON_IsNull(tools))
         tools = NULL;
     if (tc && cJSON_IsNull(tc))
@@ -675,6 +673,115 @@ bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, const char *bo
         }
     }
     return true;
+}
+
+/* the OpenAI API's legacy "functions" / "function_call" (deprecated there in favour of tools): each function as
+ * the tool {"type": "function", "function": F}, "function_call" as the tool_choice it stands for */
+static void buf_puts(struct srv_buf *b, const char *s) { srv_buf_put(b, s, strlen(s)); }
+
+static bool legacy_parse(const okv_tokenizer *tok, const cJSON *root, const cJSON *fns, const char *body, size_t len,
+                         struct srv_tools *t, char *err, size_t errlen, const char **param)
+{
+    static const char *const mixed[] = {"tools", "tool_choice", "parallel_tool_calls"};
+    for (size_t k = 0; k < sizeof mixed / sizeof mixed[0]; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, mixed[k]);
+        if (v && !cJSON_IsNull(v) && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
+            return srv_errf(err, errlen, param, "functions", "'functions' (the legacy form of tools) and '%s': give "
+                            "'tools' and 'tool_choice', or 'functions' and 'function_call'", mixed[k]);
+    }
+    if (!cJSON_IsArray(fns))
+        return srv_errf(err, errlen, param, "functions", "'functions' must be an array of {\"name\": ..., "
+                        "\"description\": ..., \"parameters\": {...}}");
+    const int n = cJSON_GetArraySize(fns);
+    if (n > SRV_MAX_TOOLS)
+        return srv_errf(err, errlen, param, "functions", "at most %d functions", SRV_MAX_TOOLS);
+    int i = 0;
+    const cJSON *fn;
+    cJSON_ArrayForEach(fn, fns) {   /* checked here so that the messages name the functions */
+        const cJSON *name = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+        if (!cJSON_IsString(name) || !name_ok(name->valuestring))
+            return srv_errf(err, errlen, param, "functions", "functions[%d].name must be 1 to %d of a-z, A-Z, 0-9, '_', "
+                            "'-' and '.'", i, SRV_TOOL_NAME_MAX);
+        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
+        if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc))
+            return srv_errf(err, errlen, param, "functions", "functions[%d].description must be a string", i);
+        const cJSON *pars = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        if (pars && !cJSON_IsNull(pars) && !cJSON_IsObject(pars))
+            return srv_errf(err, errlen, param, "functions", "functions[%d].parameters must be a JSON schema object", i);
+        i++;
+    }
+    const cJSON *fc = cJSON_GetObjectItemCaseSensitive(root, "function_call");
+    if (fc && cJSON_IsNull(fc))
+        fc = NULL;
+    const cJSON *fc_name = cJSON_IsObject(fc) ? cJSON_GetObjectItemCaseSensitive(fc, "name") : NULL;
+    if (fc && !(cJSON_IsString(fc) && (!strcmp(fc->valuestring, "none") || !strcmp(fc->valuestring, "auto"))) &&
+        !(cJSON_IsString(fc_name) && cJSON_GetArraySize(fc) == 1))
+        return srv_errf(err, errlen, param, "function_call", "function_call must be \"none\", \"auto\" or "
+                        "{\"name\": ...}");
+    /* the tools and the choice they stand for, as a tree and as text */
+    cJSON *tools = cJSON_CreateArray(), *tc = NULL;
+    struct srv_buf txt = {0};
+    const char *fs, *vs[SRV_MAX_TOOLS];
+    size_t fnn, vn[SRV_MAX_TOOLS];
+    const bool by_text = body && srv_json_member(body, len, "functions", &fs, &fnn) &&
+                         srv_json_items(fs, fnn, vs, vn, SRV_MAX_TOOLS) == n;
+    buf_puts(&txt, "{\"tools\": [");
+    i = 0;
+    cJSON_ArrayForEach(fn, fns) {
+        cJSON *tool = cJSON_CreateObject();
+        cJSON_AddStringToObject(tool, "type", "function");
+        cJSON_AddItemToObject(tool, "function", cJSON_Duplicate(fn, 1));
+        cJSON_AddItemToArray(tools, tool);
+        if (by_text) {
+            buf_puts(&txt, i ? ", {\"type\": \"function\", \"function\": " : "{\"type\": \"function\", \"function\": ");
+            srv_buf_put(&txt, vs[i], vn[i]);
+            buf_puts(&txt, "}");
+        }
+        i++;
+    }
+    buf_puts(&txt, "]}");
+    if (cJSON_IsString(fc)) {
+        tc = cJSON_CreateString(fc->valuestring);
+    } else if (fc) {
+        tc = cJSON_CreateObject();
+        cJSON_AddStringToObject(tc, "type", "function");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(tc, "function"), "name", fc_name->valuestring);
+    }
+    bool ok;
+    if (!tools || (fc && !tc) || cJSON_GetArraySize(tools) != n || txt.oom) {
+        ok = srv_errf(err, errlen, param, NULL, "out of memory");
+    } else {
+        ok = tools_parse(tok, tools, tc, NULL, by_text ? txt.s : NULL, by_text ? txt.len : 0, t, err, errlen, param);
+        if (!ok && *param && !strcmp(*param, "tools"))   /* the schema's own errors */
+            *param = "functions";
+        else if (!ok && *param && !strcmp(*param, "tool_choice"))
+            *param = "function_call";
+        if (!ok && fc_name && strstr(err, "not among"))
+            snprintf(err, errlen, "function_call names the function '%.64s', which is not among 'functions'",
+                     fc_name->valuestring);
+    }
+    t->legacy = ok;
+    cJSON_Delete(tools);
+    cJSON_Delete(tc);
+    okv_free(txt.s);
+    return ok;
+}
+
+bool srv_tools_parse(const okv_tokenizer *tok, const cJSON *root, const char *body, size_t len, struct srv_tools *t,
+                     char *err, size_t errlen, const char **param)
+{
+    memset(t, 0, sizeof *t);
+    const cJSON *fns = cJSON_GetObjectItemCaseSensitive(root, "functions");
+    const cJSON *fc = cJSON_GetObjectItemCaseSensitive(root, "function_call");
+    if (fns && (cJSON_IsNull(fns) || (cJSON_IsArray(fns) && cJSON_GetArraySize(fns) == 0)))
+        fns = NULL;
+    if (fns)
+        return legacy_parse(tok, root, fns, body, len, t, err, errlen, param);
+    if (fc && !cJSON_IsNull(fc) && !(cJSON_IsString(fc) && !strcmp(fc->valuestring, "none")))
+        return srv_errf(err, errlen, param, "function_call", "'function_call' needs 'functions'");
+    return tools_parse(tok, cJSON_GetObjectItemCaseSensitive(root, "tools"),
+                       cJSON_GetObjectItemCaseSensitive(root, "tool_choice"),
+                       cJSON_GetObjectItemCaseSensitive(root, "parallel_tool_calls"), body, len, t, err, errlen, param);
 }
 
 /* ---- reading the reply ---- */

@@ -13,6 +13,11 @@
  * comes back as those calls (finish_reason "tool_calls"; streamed once the array is complete). Forced calls
  * work with any template (the tools are listed in the prompt where the template can). "none": the tools
  * are not offered.
+ * The legacy "functions" (each a tool's "function" object) and "function_call" ("none", "auto", {"name": N}) stand
+ * for the tools and tool_choice they were replaced by; a reply's call then comes back as the message's
+ * "function_call" {"name", "arguments"} (the first call only, as the legacy API has one), finish_reason
+ * "function_call", and a conversation's assistant "function_call" and role "function" messages are read as a tool
+ * call and a tool result.
  * A tool's definition and a call's arguments are written into the prompt as transformers' tojson writes
  * them (Python's json.dumps, ensure_ascii off), so that the prompt is the one the template renders. */
 #ifndef OKV_SERVER_TOOLS_H
@@ -34,6 +39,8 @@ struct srv_tools {
     char name[SRV_TOOL_NAME_MAX + 1];   /* FORCED: the function called */
     char *params;                   /* FORCED: its "parameters" schema; REQUIRED: the calls' array schema (JSON
                                        text, owned) */
+    bool legacy;                    /* given as the legacy "functions" / "function_call": the reply's call comes
+                                       back as "function_call" (one; finish_reason "function_call") */
 };
 
 /* Read "tools", "tool_choice" and "parallel_tool_calls" of a chat request root, parsed from body[0..len) (NULL:

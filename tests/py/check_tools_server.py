@@ -6,11 +6,15 @@ tests/sh/test_tools_server.sh), with the SmolLM2-135M GGUF:
   schema, returned as tool_calls through the official openai client, streamed as argument deltas that join
   to the same arguments; "required" with several tools (an array of calls, one with parallel_tool_calls
   false) valid for the function each names, streamed the same; tool results refused; the malformed tools and choices refused by name;
+  the legacy functions / function_call: a call forced by name equal to the forced tool call, as message.function_call
+  and streamed as delta.function_call; their malformed forms refused by name;
 - Qwen2.5's template with tools (serve --chat-template FILE, tests/data/chat_tools.json's): /tokenize of a conversation with tools, tool calls and tool results equal to
   the Hugging Face tokenizer's ids of the text transformers renders (add_generation_prompt false too, and
   continue_final_message); replies parsed into tool_calls
   (guided_choice makes the model write a call, or plain text), streamed and not, with finish_reason
-  "tool_calls" (streamed: a call's name first, then its arguments in pieces that join to the whole reply's); a free greedy reply well formed either way; with --reasoning-parser qwen3, a reply's <think>
+  "tool_calls" (streamed: a call's name first, then its arguments in pieces that join to the whole reply's), and with
+  the legacy functions as function_call (finish_reason "function_call"; a legacy conversation tokenized as its tools
+  form); a free greedy reply well formed either way; with --reasoning-parser qwen3, a reply's <think>
   part as reasoning_content (message, stream deltas), its calls read from the rest;
 - DeepSeek-R1's template (--chat-template given as the text itself) with --reasoning-parser deepseek_r1: the
   reply's thinking (it starts inside it) as reasoning_content, whole and streamed, also when cut off there;
@@ -75,6 +79,24 @@ def joined(evs):
     return content, [calls[k] for k in sorted(calls)], finish
 
 
+def joined_legacy(evs):
+    """content, the function call (name and arguments joined; None without one) and the finish reason of a streamed
+    reply to a request with the legacy 'functions'"""
+    content, call, finish = "", None, None
+    for ev in evs:
+        for ch in ev.get("choices", []):
+            d = ch.get("delta", {})
+            content += d.get("content") or ""
+            assert not d.get("tool_calls"), d
+            fc = d.get("function_call")
+            if fc:
+                call = call or {"name": "", "arguments": ""}
+                call["name"] += fc.get("name") or ""
+                call["arguments"] += fc.get("arguments") or ""
+            finish = ch.get("finish_reason") or finish
+    return content, call, finish
+
+
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather in a city",
     "parameters": {"type": "object", "properties": {
@@ -108,6 +130,7 @@ def own_template(port):
           f"forced call through the openai client: {tc[0].function if tc else None}, finish {ch.finish_reason}")
     check(isinstance(args, dict) and set(args) == {"city", "days"} and args["city"] in ("Paris", "Oslo", "Lima") and
           isinstance(args["days"], int), f"the arguments follow the parameters schema: {args}")
+    forced_args = tc[0].function.arguments if tc else None
     evs = sse(port, {"messages": MSGS, "tools": [WEATHER, SEARCH], "tool_choice": forced, "max_tokens": 60,
                      "temperature": 0})
     content, calls, finish = joined(evs)
@@ -147,6 +170,7 @@ def own_template(port):
         check(finish == "tool_calls" and content == "" and
               [(c["name"], json.loads(c["arguments"])) for c in calls] == list(zip(names, args)),
               f"streamed the same: {[(c['name'], c['arguments']) for c in calls]}")
+    legacy_forced(port, client, forced_args)
     bad = [({"tools": [WEATHER, {"type": "function", "function": {"name": "g", "parameters": {"$defs": {}}}}],
              "tool_choice": "required"}, "tool_choice", "$defs"),
            ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice",
@@ -164,6 +188,83 @@ def own_template(port):
               f"refused ({param}): {js.get('error', {}).get('message', '')[:100]}")
     st, js = post(port, "/v1/completions", {"prompt": "x", "tools": [WEATHER], "max_tokens": 2})
     check(st == 400 and js["error"]["param"] == "tools", "tools on /v1/completions refused")
+
+
+def legacy_forced(port, client, forced_args):
+    """the legacy 'functions' / 'function_call' (the OpenAI API's form before tools) with the template without tools:
+    a call forced by name is the forced tool call (same arguments) put as message.function_call"""
+    fns = [WEATHER["function"], SEARCH["function"]]
+    r = client.chat.completions.create(model="smol", messages=MSGS, functions=fns, function_call={"name": "get_weather"},
+                                       max_tokens=60, temperature=0)
+    ch = r.choices[0]
+    fc = ch.message.function_call
+    check(fc is not None and fc.name == "get_weather" and fc.arguments == forced_args and not ch.message.tool_calls and
+          ch.message.content is None and ch.finish_reason == "stop",
+          f"legacy function_call {{name}} through the openai client: {fc}, tool_calls {ch.message.tool_calls}, "
+          f"finish {ch.finish_reason} (the forced tool call's arguments {forced_args!r})")
+    body = {"messages": MSGS, "functions": fns, "function_call": {"name": "get_weather"}, "max_tokens": 60,
+            "temperature": 0}
+    evs = sse(port, body)
+    content, call, finish = joined_legacy(evs)
+    firsts = [ev["choices"][0]["delta"]["function_call"] for ev in evs
+              if ev["choices"] and ev["choices"][0]["delta"].get("function_call")]
+    check(call == {"name": "get_weather", "arguments": forced_args} and content == "" and finish == "stop" and
+          len(firsts) >= 2 and firsts[0].get("name") == "get_weather" and all("name" not in x for x in firsts[1:]),
+          f"legacy function call streamed in {len(firsts)} pieces: {call}, content {content!r}, finish {finish}")
+    r = client.chat.completions.create(model="smol", messages=MSGS, functions=fns, function_call="none", max_tokens=5,
+                                       temperature=0)
+    check(r.choices[0].message.content and not r.choices[0].message.function_call, "function_call none: a plain reply")
+    bad = [({"functions": fns}, "functions", "does not offer tools"),
+           ({"functions": fns, "tools": [WEATHER]}, "functions", "give"),
+           ({"functions": fns, "tool_choice": "auto"}, "functions", "give"),
+           ({"functions": fns, "function_call": {"name": "nope"}}, "function_call", "not among 'functions'"),
+           ({"functions": fns, "function_call": "required"}, "function_call", "must be"),
+           ({"functions": [{"name": "x y"}], "function_call": {"name": "x y"}}, "functions", "functions[0].name"),
+           ({"functions": [{"name": "f", "parameters": 3}], "function_call": {"name": "f"}}, "functions", "parameters"),
+           ({"functions": {"name": "f"}}, "functions", "array"),
+           ({"function_call": {"name": "get_weather"}}, "function_call", "needs 'functions'"),
+           ({"functions": [{"name": "f", "parameters": {"type": "object", "properties": {
+               "a": {"type": "string", "pattern": "(?<=a)b"}}}}], "function_call": {"name": "f"}},
+            "functions", "lookbehind"),
+           ({"messages": MSGS + [{"role": "user", "content": "x", "function_call": {"name": "f", "arguments": "{}"}}]},
+            "messages", "only an assistant"),
+           ({"messages": MSGS + [{"role": "assistant", "function_call": {"name": "f", "arguments": "{x"}}]},
+            "messages", "function_call.arguments is not valid JSON")]
+    for body, param, word in bad:
+        st, js = post(port, "/v1/chat/completions", dict({"messages": MSGS, "max_tokens": 4}, **body))
+        check(st == 400 and js["error"]["param"] == param and word in js["error"]["message"],
+              f"legacy refused ({param}): {js.get('error', {}).get('message', '')[:100]}")
+    st, js = post(port, "/v1/completions", {"prompt": "x", "functions": fns, "max_tokens": 2})
+    check(st == 400 and js["error"]["param"] == "functions", "functions on /v1/completions refused")
+
+
+def legacy_auto(port, call, two):
+    """the legacy 'functions' with Qwen2.5's template: offered as the tools are (the same prompt), a conversation's
+    legacy function_call and role 'function' messages read as its tool call and tool result; a reply's call as
+    message.function_call (the first of two), finish_reason 'function_call', streamed the same"""
+    fns = [WEATHER["function"], SEARCH["function"]]
+    new = MSGS + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris", "days": 3.0}'}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": '{"forecast": "sun"}'}]
+    old = MSGS + [{"role": "assistant", "content": None, "function_call": {"name": "get_weather",
+                                                                          "arguments": '{"city": "Paris", "days": 3.0}'}},
+                  {"role": "function", "name": "get_weather", "content": '{"forecast": "sun"}'}]
+    a = post(port, "/tokenize", {"messages": new, "tools": [WEATHER, SEARCH]})
+    b = post(port, "/tokenize", {"messages": old, "functions": fns})
+    check(a[0] == 200 and b == a and len(a[1]["tokens"]) > 100,
+          f"/tokenize: functions and a legacy conversation = tools and tool messages ({a[0]} {b[0]}, "
+          f"{len(a[1].get('tokens', []))} / {len(b[1].get('tokens', []))} tokens)")
+    for text in (call, two):
+        body = {"messages": MSGS, "functions": fns, "max_tokens": 80, "temperature": 0, "guided_choice": [text]}
+        st, js = post(port, "/v1/chat/completions", body)
+        ch = js["choices"][0] if st == 200 else {}
+        m = ch.get("message", {})
+        fc = m.get("function_call") or {}
+        check(st == 200 and fc.get("name") == "get_weather" and json.loads(fc["arguments"]) == {"city": "Oslo", "days": 2}
+              and "tool_calls" not in m and m["content"] is None and ch["finish_reason"] == "function_call",
+              f"a reply's call read into function_call: {m}, finish {ch.get('finish_reason')}")
+        content, c, finish = joined_legacy(sse(port, body))
+        check(content == "" and finish == "function_call" and c == fc, f"the same streamed: {c} / {content!r} / {finish}")
 
 
 def hermes_template(port):
@@ -225,6 +326,7 @@ def hermes_template(port):
         check(len(pieces) >= 3 and pieces[0].get("id") and pieces[0]["function"].get("name") == "get_weather" and
               all("id" not in x and "name" not in x["function"] for x in pieces[1:]),
               f"call 0 streamed in {len(pieces)} pieces: {[x['function'].get('arguments') for x in pieces]}")
+    legacy_auto(port, call, two)
     body = {"messages": MSGS, "tools": [WEATHER], "max_tokens": 20, "temperature": 0,
             "guided_choice": ["It is <tool sunny>"]}
     st, js = post(port, "/v1/chat/completions", body)
