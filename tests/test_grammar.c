@@ -199,6 +199,49 @@ static void test_sentences(void)
     }
 }
 
+/* Lark's syntax (grammar_lark.c), a few exact cases; tests/sh/test_grammar_ref.sh compares its languages with
+ * Lark's own parser on random texts */
+static void test_lark(void)
+{
+    static const char *const SQL =   /* vLLM's documentation's example of structured_outputs.grammar */
+        "?start: select_statement\n"
+        "?select_statement: \"SELECT \" column_list \" FROM \" table_name\n"
+        "?column_list: column_name (\",\" column_name)*\n"
+        "?table_name: identifier\n"
+        "?column_name: identifier\n"
+        "?identifier: /[a-zA-Z_][a-zA-Z0-9_]*/\n";
+    ACCEPT(SQL, "SELECT a,b_1 FROM t");
+    FAILS_AT(SQL, "SELECT a, FROM t", 9);
+    PREFIX(SQL, "SELECT a FROM ");
+    static const char *const CALC =   /* left recursion, %import, %ignore, aliases, continuation lines, comments */
+        "?start: sum   // a sum\n"
+        "?sum: product\n"
+        "    | sum \"+\" product -> add\n"
+        "    # a comment between the alternatives\n"
+        "    | sum \"-\" product -> sub\n"
+        "?product: atom | product \"*\" atom\n"
+        "?atom: NUMBER | \"-\" atom | NAME | \"(\" sum \")\"\n"
+        "%import common.CNAME -> NAME\n"
+        "%import common (NUMBER, WS_INLINE)\n"
+        "%ignore WS_INLINE\n";
+    ACCEPT(CALC, "1+2*3");
+    ACCEPT(CALC, " ( x_1 - 2.5e3 ) * -y ");
+    ACCEPT(CALC, "1-2-3");
+    FAILS_AT(CALC, "1 2", 2);
+    FAILS_AT(CALC, "1+\n2", 2);
+    PREFIX(CALC, "(1+");
+    static const char *const MISC =
+        "start: \"let\"i NAME \"=\" DIGITS \"a\"..\"c\" ~ 2 [\"!\"] \"\\u00e9\"\n"
+        "NAME.2: /[a-z]+/\n"
+        "DIGITS: (\"0\"..\"9\")+\n"
+        "%ignore \" \"\n";
+    ACCEPT(MISC, "LeT x = 42 ab \xc3\xa9");
+    ACCEPT(MISC, "let x=1cc!\xc3\xa9");
+    PREFIX(MISC, "let x=1 a a");   /* each a..c is a token: ignored spaces between them */
+    FAILS_AT(MISC, "let x=1 ad", 9);
+    FAILS_AT(MISC, "let x=1ab\xc3\xa8", 10);
+}
+
 /* okv_grammar_min_to_accept after text (-1 when the text is refused) */
 static int min_after(const char *gtext, const char *text)
 {
@@ -320,12 +363,15 @@ static void test_errors(void)
     expect_error("root = \"a\"", "expected ::=", NULL);
     expect_error("root ::= \"a\" @", "unexpected '@'", NULL);
     expect_error("::= \"a\"", "expected a rule name", NULL);
-    /* Lark */
-    expect_error("start: \"a\" b\nb: \"c\"", "Lark syntax", "root ::=");
-    expect_error("?start: value", "Lark syntax", NULL);
+    /* Lark's syntax inside a GBNF grammar (one with ::=): refused, asking for GBNF; a Lark grammar's own errors name
+     * its line (grammar_lark.c; its languages are checked against Lark's parser in tests/sh/test_grammar_ref.sh) */
     expect_error("root ::= \"a\"\n%import common.WS", "Lark syntax", "line 2");
     expect_error("root ::= /[a-z]+/", "Lark syntax", NULL);
     expect_error("root ::= a\na: \"x\"", "Lark syntax", "line 2");
+    expect_error("?start: value", "undefined rule 'value'", "Lark");
+    expect_error("start: \"a\"\n\nb: \"x\" ~ 3..1", "out of order", "line 3");
+    expect_error("start: a\na: a \"x\" | b\nb: a", "left-recursive", "line");
+    expect_error("a: \"x\"", "no rule named 'start'", NULL);
     /* deep nesting of parentheses, and of rules before the first character */
     char deep[700];
     memset(deep, 0, sizeof deep);
@@ -609,6 +655,7 @@ int main(void)
 {
     const int64_t live0 = okv_alloc_live_count(OKV_TAG_SERVER);
     test_sentences();
+    test_lark();
     test_utf8();
     test_min_to_accept();
     test_errors();

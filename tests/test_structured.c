@@ -271,8 +271,13 @@ int main(void)
         gm = NULL;
         CHECK(okv_json_grammar_compile("root ::= itm", 12, &gm) != OKV_OK && !gm && strstr(okv_last_error(), "itm"),
               "an undefined rule is refused by name: %s", okv_last_error());
-        CHECK(okv_json_grammar_compile("start: \"a\"", 10, &gm) != OKV_OK && !gm && strstr(okv_last_error(), "GBNF"),
-              "Lark syntax is refused, asking for GBNF: %s", okv_last_error());
+        CHECK(okv_json_grammar_compile("root ::= \"a\"\nb: \"c\"", 18, &gm) != OKV_OK && !gm &&
+              strstr(okv_last_error(), "GBNF"), "Lark syntax inside a GBNF grammar is refused, asking for GBNF: %s",
+              okv_last_error());
+        CHECK(okv_json_grammar_compile("start: \"a\" B\nB: /[0-9]/", 23, &gm) == OKV_OK && gm,
+              "a Lark grammar compiles: %s", okv_last_error());
+        okv_json_schema_free(gm);
+        gm = NULL;
     }
     /* the mask cache: the same masks as the walk, over a document fed token by token as a model writes it
      * (SmolLM2's tokenization of a pretty-printed object, twice: the second pass all hits); ids whose logit is

@@ -74,8 +74,9 @@ static const char *help =
     "                         the server takes; - for standard input)\n"
     "  --regex PATTERN        structured output: the whole text fully matches the regular expression (the server's\n"
     "                         guided_regex; Python re syntax, a subset); not with --draft\n"
-    "  --grammar FILE         structured output: the whole text is a sentence of the GBNF grammar in FILE, start rule\n"
-    "                         root (the server's guided_grammar; - for standard input); not with --draft\n"
+    "  --grammar FILE         structured output: the whole text is a sentence of the grammar in FILE, GBNF (start\n"
+    "                         rule root) or Lark (start rule start; the server's guided_grammar; - for standard\n"
+    "                         input); not with --draft\n"
     "  --load-format dummy    random weights from PATH's config.json alone (timing only)\n"
     "  --json                 print one JSON object instead of streaming text\n";
 

@@ -1244,7 +1244,7 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
     if (gg && !cJSON_IsNull(gg)) {
         const char *gname = so_grammar ? "structured_outputs" : "guided_grammar";
         if (!cJSON_IsString(gg) || !*gg->valuestring)
-            return fail(e, 400, gname, NULL, "the grammar must be a non-empty string (GBNF: root ::= ...)");
+            return fail(e, 400, gname, NULL, "the grammar must be a non-empty string (GBNF: root ::= ...; or Lark: start: ...)");
         if (p->json_object || p->has_schema || p->n_choices || p->regex)
             return fail(e, 400, gname, NULL, "a grammar and a JSON response_format, guided_json, guided_choice or "
                         "guided_regex: give one");

@@ -11,6 +11,9 @@
  * \[ \] \xHH \uHHHH \UHHHHHHHH, . for any character, and # comments. The text is UTF-8 and
  * classes, . and literals are over code points; what is not valid UTF-8 never matches.
  *
+ * Lark's syntax (start: ..., ?rule:, TERMINAL:, /regex/, %import common.NAME, %ignore; vLLM's
+ * documentation writes its grammars so) is read too: grammar_lark.c turns it into this GBNF.
+ *
  * A grammar is not a finite automaton, so the states are found as they are reached: a state
  * is a set of parse stacks (positions in the rules) plus the part of a UTF-8 character read so
  * far, numbered the first time some text leads to it, and each (state, byte) transition is
@@ -46,7 +49,7 @@ typedef struct okv_grammar okv_grammar;
  * (the rule named; a rule that comes back to itself only last in an alternative, as
  * R ::= "a"? R | does, is taken), a rule that derives no finite text (named), repetition
  * bounds out of order or past OKV_GRAMMAR_MAX_REPEAT, a grammar too large once repetitions
- * are expanded, Lark syntax (`start: ...`), or a start rule that nests rules deeper than
+ * are expanded, Lark syntax inside a GBNF grammar, or a start rule that nests rules deeper than
  * OKV_GRAMMAR_MAX_DEPTH or has more than OKV_GRAMMAR_MAX_STACKS parses before its first
  * character; OKV_ERR_NO_MEMORY. */
 enum okv_status okv_grammar_compile(const char *text, size_t len, const char *root_rule, okv_grammar **out);

@@ -18,7 +18,8 @@
  *   escapes      \n \r \t \\ \" \[ \] \- \^ \xHH \uHHHH \UHHHHHHHH, in literals and classes;
  *                other characters stand for themselves, as UTF-8. In a class a-b is a range
  *                of code points and - first or last is itself; ] ends the class.
- * Lark's syntax (name: ..., ?name:, %import, /regex/, // comments) is refused with a message
+ * A grammar in Lark's syntax as a whole is read by grammar_lark.c (into this GBNF); Lark's constructs
+ * inside a GBNF grammar (name: ..., ?name:, %import, /regex/, // comments) are refused with a message
  * that asks for GBNF.
  *
  * Groups and repetitions become rules of their own, as in llama.cpp: x* is R ::= x R | (the

@@ -76,6 +76,8 @@ struct parser {
     int depth;            /* groups open */
     bool at_start;        /* nothing can have been read before this point */
     int n_carets;         /* ^s taken so far */
+    unsigned flags;       /* OKV_REGEX_ICASE, OKV_REGEX_DOTALL, OKV_REGEX_UNICODE (okv_regex_to_gbnf's) */
+    bool in_negated;      /* reading a [^...] class */
 };
 
 static int perr(struct parser *p, enum okv_status st, size_t at, const char *what)
@@ -162,15 +164,24 @@ static bool normalize(struct rbuf *b, bool negate)
     return ok;
 }
 
-/* The ASCII sets of \d \w \s (letter 'd', 'w', 's'); upper case adds the complement. */
-static bool add_perl_set(struct rbuf *b, char letter)
+/* The ASCII sets of \d \w \s (letter 'd', 'w', 's'); upper case adds the complement. With unicode (Python's str
+ * patterns, OKV_REGEX_UNICODE): \s is Python's whitespace, and \d \w, whose Unicode sets are large, are taken
+ * on the safe side: a set that holds only characters Python's holds, so that every text matched here matches
+ * there. Where the set is taken whole (\d, or \D inside [^...]) that is the ASCII set; where its complement is
+ * (\D, or \d inside [^...]) the ASCII set plus every non-ASCII character is complemented. */
+static bool add_perl_set(struct rbuf *b, char letter, bool unicode, bool in_negated)
 {
-    static const struct crange d[] = {{'0', '9'}};
-    static const struct crange w[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+    static const struct crange d[] = {{'0', '9'}, {0x80, MAX_CP}};
+    static const struct crange w[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}, {0x80, MAX_CP}};
     static const struct crange s[] = {{'\t', '\r'}, {' ', ' '}};
+    static const struct crange us[] = {{'\t', '\r'}, {0x1c, ' '}, {0x85, 0x85}, {0xa0, 0xa0}, {0x1680, 0x1680},
+                                       {0x2000, 0x200a}, {0x2028, 0x2029}, {0x202f, 0x202f}, {0x205f, 0x205f},
+                                       {0x3000, 0x3000}};
     const char l = (char)(letter | 0x20);
-    const struct crange *set = l == 'd' ? d : l == 'w' ? w : s;
-    const int n = l == 'd' ? 1 : l == 'w' ? 4 : 2;
+    /* the non-ASCII range (last) joins \d or \w where the complement of the set is what is taken */
+    const bool wide = unicode && (in_negated != (letter != l));
+    const struct crange *set = l == 'd' ? d : l == 'w' ? w : unicode ? us : s;
+    const int n = l == 'd' ? 1 + wide : l == 'w' ? 4 + wide : unicode ? 10 : 2;
     if (letter == l) {
         for (int i = 0; i < n; i++)
             if (!rbuf_add(b, set[i].lo, set[i].hi))
@@ -183,12 +194,36 @@ static bool add_perl_set(struct rbuf *b, char letter)
             return false;
         from = set[i].hi + 1;
     }
-    return rbuf_add(b, from, MAX_CP);
+    return from > MAX_CP || rbuf_add(b, from, MAX_CP);
 }
 
 /* A new A_SET node holding the ranges of b (normalized here; b is emptied, not freed). */
 static int set_node(struct parser *p, struct rbuf *b, bool negate)
 {
+    if (p->flags & OKV_REGEX_ICASE) {   /* each ASCII letter's other case too, before a class's negation */
+        const int n = b->n;
+        for (int i = 0; i < n; i++) {
+            const uint32_t lo = b->r[i].lo, hi = b->r[i].hi;
+            const uint32_t ul = lo > 'A' ? lo : 'A', uh = hi < 'Z' ? hi : 'Z';
+            const uint32_t ll = lo > 'a' ? lo : 'a', lh = hi < 'z' ? hi : 'z';
+            if ((ul <= uh && !rbuf_add(b, ul + 32, uh + 32)) || (ll <= lh && !rbuf_add(b, ll - 32, lh - 32)))
+                return nomem(p);
+            if (negate && hi >= 0x80 && (p->flags & OKV_REGEX_UNICODE))   /* Python folds those too */
+                return perr(p, OKV_ERR_INVALID_ARG, p->pos, "a case-insensitive [^...] with non-ASCII characters is "
+                            "not supported");
+        }
+        /* the non-ASCII characters that Python's IGNORECASE (str patterns) folds onto ASCII letters */
+        static const struct { uint32_t ascii, other; } fold[] = {
+            {'i', 0x130}, {'i', 0x131}, {'s', 0x17f}, {'k', 0x212a}};
+        if (p->flags & OKV_REGEX_UNICODE)
+            for (int f = 0, m = b->n; f < 4; f++)
+                for (int i = 0; i < m; i++)
+                    if (b->r[i].lo <= fold[f].ascii && fold[f].ascii <= b->r[i].hi) {
+                        if (!rbuf_add(b, fold[f].other, fold[f].other))
+                            return nomem(p);
+                        break;
+                    }
+    }
     if (!normalize(b, negate))
         return nomem(p);
     const int id = new_node(p, A_SET);
@@ -246,7 +281,8 @@ static int read_escape(struct parser *p, bool in_class, uint32_t *cp, struct rbu
     p->pos++;
     switch (c) {
     case 'd': case 'w': case 's': case 'D': case 'W': case 'S':
-        return add_perl_set(set, c) ? ESC_SET : (nomem(p), ESC_ERROR);
+        return add_perl_set(set, c, p->flags & OKV_REGEX_UNICODE, in_class && p->in_negated) ? ESC_SET
+                                                                                           : (nomem(p), ESC_ERROR);
     case 'n': *cp = '\n'; return ESC_CHAR;
     case 't': *cp = '\t'; return ESC_CHAR;
     case 'r': *cp = '\r'; return ESC_CHAR;
@@ -317,6 +353,7 @@ static int parse_class(struct parser *p)
         negate = true;
         p->pos++;
     }
+    p->in_negated = negate;
     bool first = true;
     for (;;) {
         if (p->pos >= p->len) {
@@ -365,6 +402,7 @@ static int parse_class(struct parser *p)
             goto nomem;
     }
     p->pos++;   /* the ']' */
+    p->in_negated = false;
     const int id = set_node(p, &b, negate);
     okv_free(b.r);
     return id;
@@ -506,7 +544,10 @@ static int parse_atom(struct parser *p)
         return parse_class(p);
     if (c == '.') {
         p->pos++;
-        id = rbuf_add(&b, '\n', '\n') ? set_node(p, &b, true) : nomem(p);
+        if (p->flags & OKV_REGEX_DOTALL)   /* every code point */
+            id = set_node(p, &b, true);
+        else
+            id = rbuf_add(&b, '\n', '\n') ? set_node(p, &b, true) : nomem(p);
         okv_free(b.r);
         return id;
     }
@@ -1049,6 +1090,133 @@ done:
     okv_free(queue);
     okv_free(newid);
     okv_free(acc);
+    return st;
+}
+
+/* ---- the syntax tree as GBNF ---- */
+
+struct gtext { char *s; size_t n, cap; bool oom; };
+
+static void gput(struct gtext *t, const char *s, size_t n)
+{
+    if (t->oom)
+        return;
+    if (t->n + n + 1 > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 256;
+        while (cap < t->n + n + 1)
+            cap *= 2;
+        char *q = okv_realloc(t->s, cap, OKV_TAG_SERVER);
+        if (!q) {
+            t->oom = true;
+            return;
+        }
+        t->s = q;
+        t->cap = cap;
+    }
+    memcpy(t->s + t->n, s, n);
+    t->n += n;
+    t->s[t->n] = 0;
+}
+
+static void gputs(struct gtext *t, const char *s) { gput(t, s, strlen(s)); }
+
+/* false: a set that matches nothing (GBNF has no empty class) */
+static bool print_gbnf(const struct parser *p, int id, struct gtext *t)
+{
+    const struct anode *nd = &p->nodes[id];
+    char buf[48];
+    switch (nd->kind) {
+    case A_SET:
+        if (nd->a == nd->b)
+            return false;
+        gputs(t, "[");
+        for (int i = nd->a; i < nd->b; i++) {
+            const struct crange r = p->ranges.r[i];
+            if (r.lo == r.hi)
+                snprintf(buf, sizeof buf, "\\U%08X", (unsigned)r.lo);
+            else
+                snprintf(buf, sizeof buf, "\\U%08X-\\U%08X", (unsigned)r.lo, (unsigned)r.hi);
+            gputs(t, buf);
+        }
+        gputs(t, "]");
+        return true;
+    case A_CAT: {   /* children last to first */
+        int n = 0;
+        for (int c = nd->child; c >= 0; c = p->nodes[c].sib)
+            n++;
+        gputs(t, "(");
+        for (int k = n - 1; k >= 0; k--) {
+            int c = nd->child;
+            for (int j = 0; j < k; j++)
+                c = p->nodes[c].sib;
+            gputs(t, " ");
+            if (!print_gbnf(p, c, t))
+                return false;
+        }
+        gputs(t, " )");
+        return true;
+    }
+    case A_ALT: {
+        gputs(t, "(");
+        bool any = false;
+        for (int c = nd->child; c >= 0; c = p->nodes[c].sib) {
+            struct gtext u = {0};
+            if (print_gbnf(p, c, &u)) {   /* a branch that matches nothing is left out */
+                if (any)
+                    gputs(t, " |");
+                gputs(t, " ");
+                gput(t, u.s ? u.s : "", u.n);
+                any = true;
+            }
+            t->oom |= u.oom;
+            okv_free(u.s);
+        }
+        gputs(t, " )");
+        return any;
+    }
+    default: {   /* A_REPEAT */
+        struct gtext u = {0};
+        const bool ok = print_gbnf(p, nd->child, &u);
+        t->oom |= u.oom;
+        if (ok) {
+            gputs(t, "(");
+            gput(t, u.s ? u.s : "", u.n);
+            gputs(t, ")");
+        }
+        okv_free(u.s);
+        if (!ok)   /* nothing to repeat: only the empty text, where zero copies are allowed */
+            return nd->a == 0 ? (gputs(t, "()"), true) : false;
+        if (nd->b < 0)
+            snprintf(buf, sizeof buf, "{%d,}", nd->a);
+        else
+            snprintf(buf, sizeof buf, "{%d,%d}", nd->a, nd->b);
+        gputs(t, buf);
+        return true;
+    }
+    }
+}
+
+enum okv_status okv_regex_to_gbnf(const char *pattern, size_t len, unsigned flags, char **out)
+{
+    *out = NULL;
+    struct parser p = {.pat = pattern, .len = len, .at_start = true, .flags = flags};
+    int root = parse_alt(&p);
+    if (root >= 0 && p.pos < p.len)
+        root = perr(&p, OKV_ERR_INVALID_ARG, p.pos, "unbalanced parenthesis");
+    enum okv_status st = p.st;
+    struct gtext t = {0};
+    if (root >= 0) {
+        if (!print_gbnf(&p, root, &t))
+            st = okv_set_error(OKV_ERR_INVALID_ARG, "regex: no text matches it");
+        else if (t.oom)
+            st = okv_set_error(OKV_ERR_NO_MEMORY, "regex: no memory");
+    }
+    okv_free(p.nodes);
+    okv_free(p.ranges.r);
+    if (st == OKV_OK)
+        *out = t.s;
+    else
+        okv_free(t.s);
     return st;
 }
 

@@ -26,6 +26,15 @@ typedef struct okv_regex okv_regex;
 enum okv_status okv_regex_compile(const char *pattern, size_t len, okv_regex **out);
 void okv_regex_free(okv_regex *re);   /* NULL is fine */
 
+/* The same pattern as a GBNF expression (grammar.h's syntax: classes of code points, groups,
+ * | and {m,n}), for Lark grammars, whose terminals may be /regex/. flags: OKV_REGEX_ICASE (Lark's
+ * /.../i: ASCII letters match either case; Python folds other letters too) and OKV_REGEX_DOTALL
+ * (/.../s: . takes \n too). *out (okv_free) on OKV_OK; the errors of okv_regex_compile's parse. */
+#define OKV_REGEX_ICASE 1u
+#define OKV_REGEX_DOTALL 2u
+#define OKV_REGEX_UNICODE 4u   /* \s as Python's str patterns read it; \d \w \D \W on the safe side (regex.c) */
+enum okv_status okv_regex_to_gbnf(const char *pattern, size_t len, unsigned flags, char **out);
+
 /* The state before any text (>= 0). */
 int okv_regex_start(const okv_regex *re);
 /* The state after byte c from state s, or -1 when no text that starts with what was read

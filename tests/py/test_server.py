@@ -327,7 +327,7 @@ def main():
                         ({"response_format": {"type": "json"}}, "response_format type json"),
                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
                         ({"guided_grammar": "root ::= itm"}, "a grammar with an undefined rule"),
-                        ({"guided_grammar": "start: \"a\""}, "a Lark grammar"), ({"use_beam_search": True}, "beam search"),
+                        ({"guided_grammar": "start: \"a\" b"}, "a Lark grammar with an undefined rule"), ({"use_beam_search": True}, "beam search"),
                         ({"allowed_token_ids": []}, "an empty allowed_token_ids"),
                         ({"bad_words": [" "]}, "a blank bad word"), ({"bad_words": "cat"}, "bad_words not a list"),
                         ({"allowed_token_ids": [10 ** 7]}, "an allowed token id past the vocabulary"),
@@ -495,6 +495,26 @@ def main():
               f"{js['choices'][0]['finish_reason'] if st == 200 else st})")
         streamed = streamed_as_structured_outputs(body, "grammar")
         check(streamed == txt, f"structured_outputs.grammar streamed: {streamed!r} (as guided_grammar: {txt!r})")
+        # the same grammar in Lark's syntax: the same language, so the same masks and the same answer
+        st, js, _ = request(port, "POST", "/v1/chat/completions", dict(body, guided_grammar=lark_text))
+        check(st == 200 and js["choices"][0]["message"]["content"] == txt,
+              f"the grammar in Lark's syntax gives the same answer: "
+              f"{js['choices'][0]['message']['content'] if st == 200 else js}")
+    # vLLM's documentation's example (Lark: ?rules, a /regex/ terminal)
+    sql = ('?start: select_statement\n?select_statement: "SELECT " column_list " FROM " table_name\n'
+           '?column_list: column_name ("," column_name)*\n?table_name: identifier\n?column_name: identifier\n'
+           '?identifier: /[a-zA-Z_][a-zA-Z0-9_]*/\n')
+    body = {"messages": [{"role": "user", "content": "Write a SQL query that lists the names of all users."}],
+            "max_tokens": 60, "structured_outputs": {"grammar": sql}, "temperature": 0}
+    st, js, _ = request(port, "POST", "/v1/chat/completions", body)
+    txt = js["choices"][0]["message"]["content"] if st == 200 else None
+    try:
+        Lark(sql, parser="earley", lexer="dynamic").parse(txt)
+        parsed = True
+    except Exception as ex:   # noqa: BLE001
+        parsed = f"{type(ex).__name__}"
+    check(st == 200 and parsed is True, f"vLLM's SQL example grammar (Lark): {txt!r} is a sentence (Lark: {parsed}; "
+          f"finish {js['choices'][0]['finish_reason'] if st == 200 else st}: a greedy SmolLM2 may write the name on)")
     # a grammar that nests without bound, the model pushed to open parentheses: near the grammar module's 64 levels the
     # tokens that would pass them are masked like any other that cannot continue, so the reply closes as a sentence
     paren = HF_TOK.token_to_id("(")
