@@ -88,6 +88,7 @@ struct okv_token_logprob {
     bool prompt;          /* a prompt token (echo) rather than a generated one */
     int32_t token;
     float logprob;        /* NAN for the first prompt token: nothing predicts it */
+    int32_t rank;         /* 1 + the ids with a larger logit (vLLM's rank); 0 with logprob NAN */
     int n_top;            /* entries of top_id / top_logprob */
     int32_t top_id[OKV_MAX_TOP_LOGPROBS];       /* by decreasing log-probability, lower id first on ties */
     float top_logprob[OKV_MAX_TOP_LOGPROBS];

@@ -94,6 +94,10 @@ struct okv_sched_request {
     const char *const *stop;      /* stop strings, copied; not part of the text */
     int n_stop;
     bool ignore_eos;
+    /* vLLM's include_stop_str_in_output: the stop string that ended the text stays in it (and the
+     * end-of-generation or stop token's text: empty for a special token unless keep_special_tokens);
+     * keep_special_tokens (vLLM's skip_special_tokens false): special tokens' text is part of the text */
+    bool include_stop_str_in_output, keep_special_tokens;
     /* vLLM's sampling extras: penalties, min_tokens and logit_bias (copied), applied on the
      * host (such a request's steps bring its logits there and it is not drafted for); with
      * sampling.min_p > 0 it samples on the host too. stop_token_ids (copied) end the

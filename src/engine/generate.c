@@ -83,7 +83,7 @@ static enum okv_status emit_token(struct gen_out *g, int32_t id, bool *done)
         int w = okv_detok_push(g->tok, &g->dt, id, true, piece, sizeof piece);
         if (w > 0 && (st = text_append(&g->text, piece, (size_t)w)) != OKV_OK)
             return st;
-        long at = okv_stop_find(g->text.s, g->text.len, g->emitted, p->stop, p->n_stop);
+        long at = okv_stop_find(g->text.s, g->text.len, g->emitted, p->stop, p->n_stop, NULL);
         if (at >= 0) {
             g->text.len = (size_t)at;
             g->text.s[g->text.len] = 0;

@@ -60,8 +60,12 @@ void okv_token_logprob(const float *logits, int n, int32_t token, int n_top, str
     for (int i = 1; i < n; i++)
         mx = logits[i] > mx ? logits[i] : mx;
     double s = 0;
-    for (int i = 0; i < n; i++)
+    const float lt = token >= 0 && token < n ? logits[token] : -INFINITY;
+    int32_t rank = 1;
+    for (int i = 0; i < n; i++) {
         s += exp((double)(logits[i] - mx));
+        rank += logits[i] > lt;
+    }
     const float ls = (float)log(s) + mx;   /* the same steps as okv_log_softmax */
     /* the n_top largest, kept sorted (a later id replaces only a strictly larger value's slot) */
     int k = 0;
@@ -82,6 +86,7 @@ void okv_token_logprob(const float *logits, int n, int32_t token, int n_top, str
     lp->token = token;
     lp->logprob = token >= 0 && token < n ? logits[token] - ls : -INFINITY;
     lp->n_top = k;
+    lp->rank = rank;
 }
 
 int32_t okv_argmax(const float *logits, int n)

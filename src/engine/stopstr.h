@@ -7,8 +7,10 @@
 #include <string.h>
 
 /* Position of the first stop string in text[0..len) that ends after byte from
- * (earlier text was already checked), or -1. */
-static inline long okv_stop_find(const char *text, size_t len, size_t from, const char *const *stop, int n_stop)
+ * (earlier text was already checked), or -1; *match_len (may be NULL): its length (of the
+ * first in the list among those found there). */
+static inline long okv_stop_find(const char *text, size_t len, size_t from, const char *const *stop, int n_stop,
+                                 size_t *match_len)
 {
     long best = -1;
     for (int i = 0; i < n_stop; i++) {
@@ -18,8 +20,11 @@ static inline long okv_stop_find(const char *text, size_t len, size_t from, cons
         size_t start = from > sl ? from - sl + 1 : 0;
         for (size_t p = start; p + sl <= len; p++)
             if (!memcmp(text + p, stop[i], sl)) {
-                if (best < 0 || (long)p < best)
+                if (best < 0 || (long)p < best) {
                     best = (long)p;
+                    if (match_len)
+                        *match_len = sl;
+                }
                 break;
             }
     }

@@ -67,6 +67,8 @@ struct req {
     bool has_carry;         /* carry: the own token its last verify step dropped (verify_defer), the */
     int32_t carry;          /* first draft of its next step, whose fresh first row verifies it */
     bool ignore_eos;
+    bool include_stop;      /* the stop string (or the stop token's text) ends the text */
+    bool keep_special;      /* special tokens' text is part of the text */
     char **stop;
     int n_stop;
     /* sampling extras (okv_sched_request.adjust; bias arrays owned) and stop_token_ids */
@@ -788,15 +790,21 @@ static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const flo
     double now = okv_now();
     if (r->lp_gen && lg)   /* an end-of-generation token too (as vLLM: scoring relies on it) */
         report_logprob(s, r, lg, id, false);
-    if (s->tok && !r->ignore_eos && okv_tokenizer_is_eog(s->tok, id)) {
+    bool stop_id = s->tok && !r->ignore_eos && okv_tokenizer_is_eog(s->tok, id);
+    for (int i = 0; i < r->n_stop_ids && !stop_id; i++)
+        stop_id = id == r->stop_ids[i];
+    if (stop_id) {
+        if (r->include_stop && s->tok) {   /* its text too (empty for a special token unless they are kept) */
+            char piece[256];
+            const int w = okv_detok_push(s->tok, &r->detok, id, !r->keep_special, piece, sizeof piece);
+            if (w > 0 && !text_append(r, piece, (size_t)w)) {
+                finish(s, r, OKV_FINISH_ERROR, "scheduler: out of memory");
+                return;
+            }
+        }
         finish(s, r, OKV_FINISH_STOP, NULL);
         return;
     }
-    for (int i = 0; i < r->n_stop_ids; i++)
-        if (id == r->stop_ids[i]) {
-            finish(s, r, OKV_FINISH_STOP, NULL);
-            return;
-        }
     r->toks[r->n_toks++] = id;
     r->n_gen++;
     pthread_mutex_lock(&s->mu);
@@ -814,18 +822,19 @@ static void on_sampled(struct okv_sched *s, struct req *r, int32_t id, const flo
     size_t upto = r->text_len;
     if (s->tok) {
         char piece[256];
-        int w = okv_detok_push(s->tok, &r->detok, id, true, piece, sizeof piece);
+        int w = okv_detok_push(s->tok, &r->detok, id, !r->keep_special, piece, sizeof piece);
         if (w > 0 && !text_append(r, piece, (size_t)w)) {
             finish(s, r, OKV_FINISH_ERROR, "scheduler: out of memory");
             return;
         }
         /* stop strings count once more than min_tokens tokens exist (as vLLM) */
         const bool stop_ok = r->n_gen > r->adjust.min_tokens;
+        size_t stop_len = 0;
         long at = stop_ok ? okv_stop_find(r->text ? r->text : "", r->text_len, r->emitted, (const char *const *)r->stop,
-                                          r->n_stop)
+                                          r->n_stop, &stop_len)
                           : -1;
         if (at >= 0) {
-            r->text_len = (size_t)at;
+            r->text_len = (size_t)at + (r->include_stop ? stop_len : 0);
             r->text[r->text_len] = 0;
             upto = r->text_len;
             stop = true;
@@ -1532,6 +1541,8 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
     okv_rng_seed(&r->draft_rng, rq->sampling.seed ^ 0x5bd1e995u);
     okv_spec_len_init(&r->spec_len, okv_engine_drafts_select(s->e) ? 1 : 0, s->spec_k);
     r->ignore_eos = rq->ignore_eos;
+    r->include_stop = rq->include_stop_str_in_output;
+    r->keep_special = rq->keep_special_tokens;
     r->on_token = rq->on_token;
     r->on_finish = rq->on_finish;
     r->user = rq->user;

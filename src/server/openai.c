@@ -63,6 +63,8 @@ struct job {
     int prompt_tokens;
     bool lp;                      /* the reply carries logprobs (lp_top alternatives each) */
     int lp_top;
+    int prompt_lp;                /* vLLM's prompt_logprobs (the alternatives of each prompt token); -1 none */
+    bool tokens_as_ids;           /* vLLM's return_tokens_as_token_ids: logprobs' tokens as "token_id:N" */
     char *echo;                   /* completions with echo: the prompt's text, before the completion */
     bool echo_only;               /* max_tokens 0 with echo: the prompt alone (one token is generated, not shown) */
 
@@ -432,6 +434,19 @@ static char *token_text(const okv_tokenizer *tok, int32_t id, char **raw, size_t
     return t;
 }
 
+/* a logprobs entry's token: token_text's, or "token_id:N" with vLLM's return_tokens_as_token_ids (raw: the bytes) */
+static char *entry_text(const struct job *j, int32_t id, char **raw, size_t *raw_len)
+{
+    char *t = token_text(j->sv->tok, id, raw, raw_len);
+    if (t && j->tokens_as_ids) {
+        okv_free(t);
+        t = okv_malloc(32, OKV_TAG_SERVER);
+        if (t)
+            snprintf(t, 32, "token_id:%d", (int)id);
+    }
+    return t;
+}
+
 /* characters of UTF-8 bytes (the bytes that do not continue one) */
 static long utf8_chars(const char *p, size_t n)
 {
@@ -454,24 +469,26 @@ static void add_number_or_null(cJSON *arr, float v)
  * dict holds the chosen token and the lp_top most likely (OpenAI: up to logprobs + 1). */
 static cJSON *lp_completion(const struct job *j, const struct okv_token_logprob *v, int n, long *offset)
 {
-    const okv_tokenizer *tok = j->sv->tok;
     cJSON *o = cJSON_CreateObject();
     cJSON *toks = cJSON_AddArrayToObject(o, "tokens"), *tlp = cJSON_AddArrayToObject(o, "token_logprobs");
     cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs"), *off = cJSON_AddArrayToObject(o, "text_offset");
     for (int i = 0; i < n; i++) {
+        if (v[i].prompt && !j->echo)   /* prompt_logprobs' entries, put apart (prompt_logprobs_obj) */
+            continue;
         char *raw;
         size_t raw_len;
-        char *t = token_text(tok, v[i].token, &raw, &raw_len);
+        char *t = entry_text(j, v[i].token, &raw, &raw_len);
+        const int n_top = v[i].n_top < j->lp_top ? v[i].n_top : j->lp_top;
         cJSON_AddItemToArray(toks, cJSON_CreateString(t ? t : ""));
         add_number_or_null(tlp, v[i].logprob);
         if (isnan(v[i].logprob)) {
             cJSON_AddItemToArray(top, cJSON_CreateNull());
         } else {
             cJSON *d = cJSON_CreateObject();
-            for (int k = -1; k < v[i].n_top; k++) {
+            for (int k = -1; k < n_top; k++) {
                 char *r2;
                 size_t l2;
-                char *t2 = k < 0 ? NULL : token_text(tok, v[i].top_id[k], &r2, &l2);
+                char *t2 = k < 0 ? NULL : entry_text(j, v[i].top_id[k], &r2, &l2);
                 const char *key = k < 0 ? (t ? t : "") : t2 ? t2 : "";
                 if (!cJSON_GetObjectItemCaseSensitive(d, key))
                     cJSON_AddNumberToObject(d, key, k < 0 ? (isinf(v[i].logprob) ? -9999.0 : v[i].logprob)
@@ -492,11 +509,11 @@ static cJSON *lp_completion(const struct job *j, const struct okv_token_logprob 
 }
 
 /* one {"token", "logprob", "bytes"} of chat */
-static cJSON *lp_chat_item(const okv_tokenizer *tok, int32_t id, float lp)
+static cJSON *lp_chat_item(const struct job *j, int32_t id, float lp)
 {
     char *raw;
     size_t raw_len;
-    char *t = token_text(tok, id, &raw, &raw_len);
+    char *t = entry_text(j, id, &raw, &raw_len);
     cJSON *it = cJSON_CreateObject();
     cJSON_AddStringToObject(it, "token", t ? t : "");
     cJSON_AddNumberToObject(it, "logprob", isinf(lp) ? -9999.0 : (double)lp);
@@ -516,13 +533,48 @@ static cJSON *lp_chat(const struct job *j, const struct okv_token_logprob *v, in
     for (int i = 0; i < n; i++) {
         if (v[i].prompt)
             continue;
-        cJSON *it = lp_chat_item(j->sv->tok, v[i].token, v[i].logprob);
+        cJSON *it = lp_chat_item(j, v[i].token, v[i].logprob);
         cJSON *top = cJSON_AddArrayToObject(it, "top_logprobs");
-        for (int k = 0; k < v[i].n_top; k++)
-            cJSON_AddItemToArray(top, lp_chat_item(j->sv->tok, v[i].top_id[k], v[i].top_logprob[k]));
+        for (int k = 0; k < v[i].n_top && k < j->lp_top; k++)
+            cJSON_AddItemToArray(top, lp_chat_item(j, v[i].top_id[k], v[i].top_logprob[k]));
         cJSON_AddItemToArray(content, it);
     }
     return o;
+}
+
+/* vLLM's prompt_logprobs: [null, {"id": {"logprob", "rank", "decoded_token"}, ...}, ...], one item a prompt token:
+ * its own entry and the prompt_lp most likely (as ids, each with its rank), from the prompt entries of v[0..n) */
+static cJSON *prompt_logprobs_obj(const struct job *j, const struct okv_token_logprob *v, int n)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        if (!v[i].prompt)
+            continue;
+        if (isnan(v[i].logprob)) {
+            cJSON_AddItemToArray(arr, cJSON_CreateNull());
+            continue;
+        }
+        cJSON *d = cJSON_CreateObject();
+        for (int k = -1; k < v[i].n_top && k < j->prompt_lp; k++) {
+            const int32_t id = k < 0 ? v[i].token : v[i].top_id[k];
+            char key[16];
+            snprintf(key, sizeof key, "%d", (int)id);
+            if (cJSON_GetObjectItemCaseSensitive(d, key))   /* the prompt's token among the most likely */
+                continue;
+            char *raw;
+            size_t raw_len;
+            char *t = token_text(j->sv->tok, id, &raw, &raw_len);   /* its text, as ids are the keys */
+            cJSON *e = cJSON_AddObjectToObject(d, key);
+            const float lp = k < 0 ? v[i].logprob : v[i].top_logprob[k];
+            cJSON_AddNumberToObject(e, "logprob", isinf(lp) ? -9999.0 : (double)lp);
+            cJSON_AddNumberToObject(e, "rank", k < 0 ? v[i].rank : k + 1);
+            cJSON_AddStringToObject(e, "decoded_token", t ? t : "");
+            okv_free(t);
+            okv_free(raw);
+        }
+        cJSON_AddItemToArray(arr, d);
+    }
+    return arr;
 }
 
 /* the logprobs member of a choice: null, or the entries v[0..n) */
@@ -978,6 +1030,10 @@ struct params {
     bool max_given, stream, include_usage, continuous_usage, ignore_eos;
     bool lp, echo;      /* logprobs (lp_top alternatives), echo (completions) */
     int lp_top;
+    int prompt_lp;      /* vLLM's prompt_logprobs: the alternatives of each prompt token's entry; -1 none */
+    bool include_stop, keep_special, tokens_as_ids;   /* vLLM's include_stop_str_in_output, skip_special_tokens false,
+                                                         return_tokens_as_token_ids */
+    long truncate;      /* vLLM's truncate_prompt_tokens: keep the prompt's last this many tokens; 0 none */
     const char *stop[MAX_STOP];   /* borrowed from the JSON tree */
     int n_stop;
     struct okv_logit_adjust adj;  /* penalties, min_tokens, logit_bias (in bias_id / bias) */
@@ -1022,6 +1078,30 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
     if (p->max_given && min_tokens > p->max_tokens)
         return fail(e, 400, "min_tokens", NULL, "'min_tokens' = %ld is more than 'max_tokens' = %ld", min_tokens,
                     p->max_tokens);
+    /* vLLM's output extras */
+    bool skip_special = true;
+    long plp = -1, trunc = 0;
+    if (!get_bool(root, "include_stop_str_in_output", &p->include_stop, e) ||
+        !get_bool(root, "skip_special_tokens", &skip_special, e) ||
+        !get_bool(root, "return_tokens_as_token_ids", &p->tokens_as_ids, e))
+        return false;
+    p->keep_special = !skip_special;
+    const cJSON *plv = field(root, "prompt_logprobs");
+    if (plv && cJSON_IsNumber(plv) && plv->valuedouble == -1)
+        return fail(e, 400, "prompt_logprobs", NULL, "prompt_logprobs -1 (the whole vocabulary) is not supported: at "
+                    "most %d alternatives", OKV_MAX_TOP_LOGPROBS);
+    if (!get_int(root, "prompt_logprobs", 0, OKV_MAX_TOP_LOGPROBS, &plp, NULL, e))
+        return false;
+    if (plp >= 0 && p->stream)
+        return fail(e, 400, "prompt_logprobs", NULL, "prompt_logprobs are not available with stream");
+    p->prompt_lp = (int)plp;
+    const cJSON *tv = field(root, "truncate_prompt_tokens");
+    if (tv && cJSON_IsNumber(tv) && tv->valuedouble == -1) {   /* vLLM's: the model's context length */
+        trunc = sv->max_ctx;
+    } else if (!get_int(root, "truncate_prompt_tokens", 1, INT32_MAX, &trunc, NULL, e)) {
+        return false;
+    }
+    p->truncate = trunc;
     p->adj.presence_penalty = (float)pres;
     p->adj.frequency_penalty = (float)freq;
     p->adj.repetition_penalty = (float)rep;
@@ -1831,6 +1911,8 @@ static cJSON *choice_obj(const struct job *j, int i)
     okv_free(think);
     okv_free(answer);
     add_logprobs(j, ch, j->lps, n_lps, &offset);
+    if (j->prompt_lp >= 0 && !j->chat)   /* vLLM's: on each choice of a completion, on the response of a chat */
+        cJSON_AddItemToObject(ch, "prompt_logprobs", prompt_logprobs_obj(j, j->lps, n_lps));
     cJSON_AddStringToObject(ch, "finish_reason", finish);
     return ch;
 }
@@ -1868,6 +1950,8 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
         completion += jobs[i]->echo_only ? 0 : jobs[i]->completion_tokens;
     }
     cJSON_AddItemToObject(o, "usage", usage_obj(prompt, completion, jobs[0]->details ? cached : -1));
+    if (jobs[0]->chat && jobs[0]->prompt_lp >= 0)
+        cJSON_AddItemToObject(o, "prompt_logprobs", prompt_logprobs_obj(jobs[0], jobs[0]->lps, jobs[0]->n_lps));
     if (resp) {   /* POST /v1/responses: the chat completion as a Response object, with its thinking's tokens */
         const cJSON *msg = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(choices, 0), "message");
         const bool thought = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content"));
@@ -1911,6 +1995,8 @@ static struct job *job_new(okv_server *sv, struct MHD_Connection *c, bool chat, 
     j->prompt_tokens = (int)pr->n;
     j->lp = p->lp;
     j->lp_top = p->lp_top;
+    j->prompt_lp = p->prompt_lp;
+    j->tokens_as_ids = p->tokens_as_ids;
     j->echo_only = echo_only;
     j->tool_mode = p->tool_mode;
     j->legacy_fn = p->legacy_fn;
@@ -1995,7 +2081,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                                          bool chat, struct srv_resp_req *resp)
 {
     struct perr e = {0};
-    struct params p = {.max_tokens = 0};
+    struct params p = {.max_tokens = 0, .prompt_lp = -1};
     struct prompt prompts[MAX_CHOICES];
     struct job *jobs[MAX_CHOICES];
     int n_prompts = 0, nj = 0;
@@ -2055,6 +2141,12 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         goto bad;
     }
     for (int i = 0; i < n_prompts; i++) {
+        if (p.truncate > 0 && (long)prompts[i].n > p.truncate) {   /* the last tokens (left truncation, as vLLM) */
+            const size_t drop = prompts[i].n - (size_t)p.truncate;
+            memmove(prompts[i].ids, prompts[i].ids + drop, sizeof *prompts[i].ids * (size_t)p.truncate);
+            prompts[i].n = (size_t)p.truncate;
+            prompts[i].src = NULL;   /* echo: the kept tokens' text, not the prompt as given */
+        }
         const size_t n_ids = prompts[i].n;
         char which[32] = "";   /* in a list of prompts, which one */
         if (n_prompts > 1)
@@ -2109,7 +2201,9 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 .sampling = samp, .stop = p.stop, .n_stop = p.n_stop, .ignore_eos = p.ignore_eos,
                 .adjust = p.adj, .stop_token_ids = p.stop_ids, .n_stop_token_ids = p.n_stop_ids,
                 .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
-                .logprobs = p.lp, .prompt_logprobs = p.lp && p.echo, .top_logprobs = p.lp_top,
+                .logprobs = p.lp, .prompt_logprobs = (p.lp && p.echo) || p.prompt_lp >= 0,
+                .top_logprobs = p.lp_top > p.prompt_lp ? p.lp_top : p.prompt_lp,
+                .include_stop_str_in_output = p.include_stop, .keep_special_tokens = p.keep_special,
                 .on_logprob = job_on_logprob, .json_object = p.json_object,
                 .json_schema = p.has_schema ? p.schema : NULL, .json_schema_len = p.has_schema ? strlen(p.schema) : 0,
                 .choices = p.choices, .n_choices = p.n_choices,

@@ -716,6 +716,75 @@ def main():
         abs(a - b) <= 2e-3 for a, b in zip(lp2["token_logprobs"][n_full - 8:n_full], gen_lp))
     check(same and HF_TOK.encode(prompt).ids == ids_full[:n_prompt],
           "echo: the prompt entries of the resubmitted tokens equal their logprobs when generated")
+    # vLLM's prompt_logprobs: the echo entries again, as {id: {logprob, rank, decoded_token}} with the 20 most likely;
+    # an entry's rank agrees with the alternatives (within the 20: its place among them; past them: below the 20th)
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": ids_full, "max_tokens": 1, "temperature": 0, "prompt_logprobs": 20})
+    plp = js["choices"][0].get("prompt_logprobs") if st == 200 else None
+    good = ok2 and plp is not None and len(plp) == n_full and plp[0] is None and js["choices"][0]["logprobs"] is None
+    for i in range(1, n_full if good else 0):
+        d, tid = plp[i], ids_full[i]
+        own = d.get(str(tid))
+        tops = sorted((v for k, v in d.items() if int(k) != tid or v["rank"] <= 20), key=lambda v: v["rank"])
+        good &= own is not None and abs(own["logprob"] - lp2["token_logprobs"][i]) <= 1e-5
+        good &= [v["rank"] for v in tops] == list(range(1, 21)) and all(
+            a["logprob"] >= b["logprob"] for a, b in zip(tops, tops[1:]))
+        if own is not None and own["rank"] <= 20:
+            good &= len(d) == 20 and tops[own["rank"] - 1]["logprob"] == own["logprob"]
+        elif own is not None:
+            good &= len(d) == 21 and own["logprob"] <= tops[-1]["logprob"]
+        dec = HF_TOK.decode([tid])
+        good &= own is not None and ("\ufffd" in dec or own["decoded_token"] == dec)
+    check(good, f"prompt_logprobs 20: the {n_full} prompt tokens' entries equal echo's, with ranks that agree with "
+          f"the 20 alternatives, and their text")
+    st, js, _ = request(port, "POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "prompt_logprobs": 0})
+    plc = js.get("prompt_logprobs") if st == 200 else None
+    check(plc is not None and plc[0] is None and js["usage"]["prompt_tokens"] == len(plc) and
+          all(len(d) == 1 and list(d.values())[0]["rank"] >= 1 for d in plc[1:]),
+          "chat: prompt_logprobs 0 on the response, one entry a prompt token (its own)")
+    # return_tokens_as_token_ids: the entries' tokens as "token_id:N", the offsets as before
+    st, js, _ = request(port, "POST", "/v1/completions", {"prompt": prompt, "max_tokens": 8, "temperature": 0,
+                                                           "ignore_eos": True, "logprobs": 3,
+                                                           "return_tokens_as_token_ids": True})
+    lpi = js["choices"][0]["logprobs"] if st == 200 else {}
+    check(st == 200 and ok and js["choices"][0]["text"] == ref_text and lpi["text_offset"] == lp["text_offset"] and
+          [HF_TOK.decode([int(t.split(":")[1])]) for t in lpi["tokens"]] == lp["tokens"] and
+          all(k.startswith("token_id:") for d in lpi["top_logprobs"] for k in d),
+          f"return_tokens_as_token_ids: {lpi.get('tokens', [])[:3]}...")
+    # include_stop_str_in_output: the stop string stays at the end (streamed too); truncate_prompt_tokens keeps the
+    # prompt's last tokens; skip_special_tokens false with include_stop_str_in_output: the end-of-turn token's text
+    if ok and len(ref_text) > 8:
+        stop_s = ref_text[4:7]
+        cut_at = ref_text.index(stop_s)
+        for inc in (False, True):
+            body = {"prompt": prompt, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "stop": [stop_s],
+                    "include_stop_str_in_output": inc}
+            st, js, _ = request(port, "POST", "/v1/completions", body)
+            want = ref_text[:cut_at + (len(stop_s) if inc else 0)]
+            _, evs, _ = stream(port, "/v1/completions", dict(body, stream=True))
+            streamed = "".join(e["choices"][0]["text"] for e in evs if e.get("choices"))
+            check(st == 200 and js["choices"][0]["text"] == want and js["choices"][0]["finish_reason"] == "stop" and
+                  streamed == want, f"stop {stop_s!r}, include_stop_str_in_output {inc}: {js['choices'][0]['text']!r} "
+                  f"(streamed {streamed!r})")
+    st, js, _ = request(port, "POST", "/v1/completions", {"prompt": ids_full, "max_tokens": 1, "temperature": 0,
+                                                           "echo": True, "truncate_prompt_tokens": 5})
+    check(st == 200 and js["usage"]["prompt_tokens"] == 5 and
+          js["choices"][0]["text"].startswith(HF_TOK.decode(ids_full[-5:], skip_special_tokens=False)),
+          f"truncate_prompt_tokens 5: the last 5 tokens ({js['choices'][0]['text'] if st == 200 else js!r})")
+    two = [{"role": "user", "content": "What is 2+2? Answer with a number only."}]
+    got = {}
+    for skip in (True, False):
+        for inc in (False, True):
+            st, js, _ = request(port, "POST", "/v1/chat/completions",
+                                {"messages": two, "max_tokens": 40, "temperature": 0, "skip_special_tokens": skip,
+                                 "include_stop_str_in_output": inc})
+            got[skip, inc] = (js["choices"][0]["message"]["content"], js["choices"][0]["finish_reason"]) if st == 200 \
+                else (None, None)
+    base, fin = got[True, False]
+    check(fin == "stop" and got[True, True] == got[False, False] == (base, "stop") and
+          got[False, True] == (base + "<|im_end|>", "stop"),
+          f"skip_special_tokens false with include_stop_str_in_output: the end-of-turn token's text ends the reply "
+          f"({got[False, True][0]!r}; otherwise {base!r})")
     # max_tokens 0 with echo (the legacy API's way to score a prompt alone): the prompt's entries only
     st, js, _ = request(port, "POST", "/v1/completions",
                         {"prompt": ids_full, "max_tokens": 0, "temperature": 0, "logprobs": True, "echo": True})
@@ -894,6 +963,13 @@ def main():
         ("logprobs past 20", "/v1/completions", {"prompt": "x", "logprobs": 21}, None, 400),
         ("logprobs of wrong type", "/v1/completions", {"prompt": "x", "logprobs": "all"}, None, 400),
         ("echo with stream", "/v1/completions", {"prompt": "x", "echo": True, "stream": True}, None, 400),
+        ("prompt_logprobs with stream", "/v1/completions", {"prompt": "x", "prompt_logprobs": 1, "stream": True}, None,
+         400),
+        ("prompt_logprobs 21", "/v1/completions", {"prompt": "x", "prompt_logprobs": 21}, None, 400),
+        ("prompt_logprobs -1", "/v1/completions", {"prompt": "x", "prompt_logprobs": -1}, None, 400),
+        ("truncate_prompt_tokens 0", "/v1/completions", {"prompt": "x", "truncate_prompt_tokens": 0}, None, 400),
+        ("include_stop_str_in_output not a boolean", "/v1/completions",
+         {"prompt": "x", "include_stop_str_in_output": "yes"}, None, 400),
         ("max_tokens 0 without echo", "/v1/completions", {"prompt": "x", "max_tokens": 0}, None, 400),
         ("chat top_logprobs without logprobs", "/v1/chat/completions",
          {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, None, 400),
