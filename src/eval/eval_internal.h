@@ -5,6 +5,7 @@
 
 #include "oasiskv/eval.h"
 #include "oasiskv/sampling.h"
+#include "util/strbuf.h"
 
 /* A text with its whitespace collapsed, cut into sentence units:
  * unit i is text[off[i], off[i + 1]) (off has n_units + 1 entries). */
@@ -24,16 +25,6 @@ struct okv_eval_ctx {
     char **words;               /* distinct lower-case words (4-9 letters) of the texts, sorted */
     int n_words;
 };
-
-/* A growable NUL-terminated string (okv_malloc'd). */
-struct sbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-};
-void sb_putn(struct sbuf *b, const char *s, size_t n);
-void sb_puts(struct sbuf *b, const char *s);
-void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Uniform integer in [0, n). */
 int eval_rand(struct okv_rng *r, int n);

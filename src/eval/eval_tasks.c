@@ -124,17 +124,17 @@ static void set_answer(struct tstate *t, const char *s)
 
 /* ---- haystacks with needles ---- */
 
-static void put_unit(struct tstate *t, struct sbuf *b, int i)
+static void put_unit(struct tstate *t, struct okv_strbuf *b, int i)
 {
     if (!t->corp) {
-        sb_puts(b, filler[i % N_FILLER]);
+        okv_sb_puts(b, filler[i % N_FILLER]);
         return;
     }
     const struct eval_corpus *c = t->corp;
     int u = (t->start + i) % c->n_units;
-    sb_putn(b, c->text + c->off[u], c->off[u + 1] - c->off[u]);
+    okv_sb_put(b, c->text + c->off[u], c->off[u + 1] - c->off[u]);
     if (c->off[u + 1] == c->len && b->len && b->s[b->len - 1] != ' ')
-        sb_putn(b, " ", 1);
+        okv_sb_put(b, " ", 1);
 }
 
 static size_t unit_len(const struct tstate *t, int i)
@@ -147,7 +147,7 @@ static size_t unit_len(const struct tstate *t, int i)
 
 /* n haystack units with needle k inserted at the unit boundary nearest to ndepth[k] of
  * the haystack's bytes (a proxy for its tokens that stays close when units vary in length). */
-static void render_haystack(struct tstate *t, int n, struct sbuf *b)
+static void render_haystack(struct tstate *t, int n, struct okv_strbuf *b)
 {
     t->n_spans = 0;
     int pos[MAXN];
@@ -172,8 +172,8 @@ static void render_haystack(struct tstate *t, int n, struct sbuf *b)
                 continue;
             t->span_off[k] = b->len;
             t->span_len[k] = strlen(t->needle[k]);
-            sb_puts(b, t->needle[k]);
-            sb_putn(b, " ", 1);
+            okv_sb_puts(b, t->needle[k]);
+            okv_sb_put(b, " ", 1);
         }
         if (i < n)
             put_unit(t, b, i);
@@ -181,18 +181,18 @@ static void render_haystack(struct tstate *t, int n, struct sbuf *b)
     t->n_spans = t->n_needles;
 }
 
-static void render_needles(struct tstate *t, int n, struct sbuf *b)
+static void render_needles(struct tstate *t, int n, struct okv_strbuf *b)
 {
-    sb_puts(b, t->pre);
+    okv_sb_puts(b, t->pre);
     size_t base = b->len;
-    struct sbuf h = {0};
+    struct okv_strbuf h = {0};
     render_haystack(t, n, &h);
     if (h.s)
-        sb_putn(b, h.s, h.len);
+        okv_sb_put(b, h.s, h.len);
     okv_free(h.s);
     for (int k = 0; k < t->n_spans; k++)
         t->span_off[k] += base;
-    sb_puts(b, t->post);
+    okv_sb_puts(b, t->post);
 }
 
 static void prep_niah(struct tstate *t, struct okv_rng *r)
@@ -287,7 +287,7 @@ static void prep_vt(struct tstate *t, struct okv_rng *r)
 
 /* cwe: 10 common words freq_cw times each and n uncommon words freq_ucw times each,
  * shuffled, numbered one per line. */
-static void render_cwe(struct tstate *t, int n, struct sbuf *b)
+static void render_cwe(struct tstate *t, int n, struct okv_strbuf *b)
 {
     struct okv_rng r;
     okv_rng_seed(&r, t->seed ^ 0xc3e);
@@ -316,10 +316,10 @@ static void render_cwe(struct tstate *t, int n, struct sbuf *b)
         for (int f = 0; f < (w < 10 ? t->freq_cw : t->freq_ucw); f++)
             items[m++] = pick[w];
     shuffle_ints(items, m, t->seed ^ 0x5f1 ^ (uint64_t)n);
-    sb_puts(b, t->pre);
+    okv_sb_puts(b, t->pre);
     for (int i = 0; i < m; i++)
-        sb_printf(b, "%d. %s\n", i + 1, t->c->words[items[i]]);
-    sb_puts(b, t->post);
+        okv_sb_printf(b, "%d. %s\n", i + 1, t->c->words[items[i]]);
+    okv_sb_puts(b, t->post);
     if (t->n_answers == 0)
         for (int w = 0; w < 10; w++)
             set_answer(t, t->c->words[pick[w]]);
@@ -356,7 +356,7 @@ static void coded_word(uint64_t seed, int r, char *out)
     out[len] = 0;
 }
 
-static void render_fwe(struct tstate *t, int n, struct sbuf *b)
+static void render_fwe(struct tstate *t, int n, struct okv_strbuf *b)
 {
     int m = 0;
     for (int r = 1; r <= n; r++) {
@@ -389,10 +389,10 @@ static void render_fwe(struct tstate *t, int n, struct sbuf *b)
             items[m++] = r;
     }
     shuffle_ints(items, m, t->seed ^ 0xf3e ^ (uint64_t)n);
-    sb_puts(b, t->pre);
+    okv_sb_puts(b, t->pre);
     for (int i = 0; i < m; i++)
-        sb_printf(b, "%s%s", i ? " .... " : "", w[items[i]]);
-    sb_puts(b, t->post);
+        okv_sb_printf(b, "%s%s", i ? " .... " : "", w[items[i]]);
+    okv_sb_puts(b, t->post);
     for (int i = 0; i < t->n_answers; i++)
         okv_free(t->answers[i]);
     t->n_answers = 0;
@@ -427,9 +427,9 @@ static size_t count_occ(const char *hay, size_t hl, const char *needle)
     return n;
 }
 
-static void render_qa(struct tstate *t, int n, struct sbuf *b)
+static void render_qa(struct tstate *t, int n, struct okv_strbuf *b)
 {
-    struct sbuf h = {0};
+    struct okv_strbuf h = {0};
     for (int i = 0; i < n; i++)
         put_unit(t, &h, i);
     for (int i = 0; i < t->n_answers; i++)
@@ -489,11 +489,11 @@ static void render_qa(struct tstate *t, int n, struct sbuf *b)
      * document (one lookup, as in the needle tasks), where "Answer:" alone asked it to find the
      * phrase through the question first. */
     snprintf(t->prefix, sizeof t->prefix, "Answer: In the document, \"%s", phrase);
-    sb_puts(b, t->pre);
+    okv_sb_puts(b, t->pre);
     size_t base = b->len;
     if (h.s)
-        sb_putn(b, h.s, h.len);
-    sb_puts(b, t->post);
+        okv_sb_put(b, h.s, h.len);
+    okv_sb_puts(b, t->post);
     if (answer[0]) {
         set_answer(t, answer);
         t->span_off[0] = base + span;
@@ -529,7 +529,7 @@ static void made_code(uint64_t seed, int j, char out[8])
     out[5] = 0;
 }
 
-static void render_chain(struct tstate *t, int n, struct sbuf *b)
+static void render_chain(struct tstate *t, int n, struct okv_strbuf *b)
 {
     /* n distractor lines "x -> y" with x outside the chain, distinct */
     const okv_eval_ctx *c = t->c;
@@ -578,7 +578,7 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
             slot[i] = i;
         shuffle_ints(slot, nd, t->seed ^ 0x51a7);
     }
-    sb_puts(b, t->pre);
+    okv_sb_puts(b, t->pre);
     int pos[MAXN];
     for (int k = 0; k < hops; k++)
         pos[k] = (int)lround(t->ndepth[k] * nd);
@@ -589,11 +589,11 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
         for (int k = 0; k < hops; k++) {
             if (pos[k] != i)
                 continue;
-            sb_puts(b, "- ");
+            okv_sb_puts(b, "- ");
             t->span_off[k] = b->len;
-            sb_printf(b, "%s -> %s", c->words[perm[k]], c->words[perm[k + 1]]);
+            okv_sb_printf(b, "%s -> %s", c->words[perm[k]], c->words[perm[k + 1]]);
             t->span_len[k] = b->len - t->span_off[k];
-            sb_putn(b, "\n", 1);
+            okv_sb_put(b, "\n", 1);
         }
         if (i == nd)
             break;
@@ -606,7 +606,7 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
         char made[8];
         if (sl >= n_real)
             made_code(t->seed, sl - n_real, made);
-        sb_printf(b, "- %s -> %s\n", sl < n_real ? c->words[perm[hops + 1 + sl]] : made, c->words[y]);
+        okv_sb_printf(b, "- %s -> %s\n", sl < n_real ? c->words[perm[hops + 1 + sl]] : made, c->words[y]);
     }
     okv_free(slot);
     t->n_spans = hops;
@@ -615,7 +615,7 @@ static void render_chain(struct tstate *t, int n, struct sbuf *b)
              "current code and move to the code after it. Write every step on its own line as \"- A -> B\", then "
              "write \"Final: X\" with the last code.", c->words[perm[0]], hops);
     snprintf(t->prefix, sizeof t->prefix, "- %s ->", c->words[perm[0]]);
-    sb_puts(b, t->post);
+    okv_sb_puts(b, t->post);
     for (int i = 0; i < t->n_answers; i++)
         okv_free(t->answers[i]);
     t->n_answers = 0;
@@ -650,7 +650,7 @@ static void prep_chain(struct tstate *t)
 
 /* ---- fitting ---- */
 
-static void render(struct tstate *t, int n, struct sbuf *b)
+static void render(struct tstate *t, int n, struct okv_strbuf *b)
 {
     switch (t->id) {
     case T_CWE: render_cwe(t, n, b); break;
@@ -665,7 +665,7 @@ static void render(struct tstate *t, int n, struct sbuf *b)
  * answer prefix. *content_off: where the user message starts in it. */
 static enum okv_status build(struct tstate *t, int n, char **prompt, size_t *content_off, int32_t **ids, size_t *n_ids)
 {
-    struct sbuf b = {0};
+    struct okv_strbuf b = {0};
     render(t, n, &b);
     if (b.oom || !b.s) {
         okv_free(b.s);
@@ -675,7 +675,7 @@ static enum okv_status build(struct tstate *t, int n, char **prompt, size_t *con
     struct okv_chat_msg msg = {.role = "user", .content = b.s};
     char *chat = NULL;
     bool is_chat = okv_tokenizer_chat_format(tok) != OKV_CHAT_FORMAT_NONE;
-    struct sbuf p = {0};
+    struct okv_strbuf p = {0};
     if (is_chat) {
         enum okv_status st = okv_tokenizer_apply_chat(tok, &msg, 1, true, &chat);
         if (st != OKV_OK) {
@@ -684,14 +684,14 @@ static enum okv_status build(struct tstate *t, int n, char **prompt, size_t *con
         }
         const char *at = strstr(chat, b.s);
         *content_off = at ? (size_t)(at - chat) : 0;
-        sb_puts(&p, chat);
+        okv_sb_puts(&p, chat);
         okv_free(chat);
     } else {
         *content_off = 0;
-        sb_puts(&p, b.s);
-        sb_puts(&p, "\n");
+        okv_sb_puts(&p, b.s);
+        okv_sb_puts(&p, "\n");
     }
-    sb_puts(&p, t->prefix);
+    okv_sb_puts(&p, t->prefix);
     okv_free(b.s);
     if (p.oom) {
         okv_free(p.s);
@@ -894,7 +894,7 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
     if (!ti || !s || s->n_answers < 1)
         return NULL;
     enum task_id id = (enum task_id)(ti - tasks);
-    struct sbuf b = {0};
+    struct okv_strbuf b = {0};
     const int n = s->n_answers;
     switch (id) {
     case T_MULTIVALUE:
@@ -930,30 +930,30 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
         const bool keys = id == T_MULTIQUERY && s->n_needles == n;
         for (int i = 0; i < n; i++) {
             bool and_ = (id == T_MULTIVALUE || id == T_MULTIQUERY) && n > 1 && i == n - 1;
-            sb_printf(&b, "%s%s", i ? "," : "", and_ ? " and " : " ");
+            okv_sb_printf(&b, "%s%s", i ? "," : "", and_ ? " and " : " ");
             int kl;
             const char *key = keys ? needle_key(s, i, &kl) : NULL;
             if (key)
-                sb_printf(&b, "%.*s: ", kl, key);
-            sb_puts(&b, s->answers[ord[i]]);
+                okv_sb_printf(&b, "%.*s: ", kl, key);
+            okv_sb_puts(&b, s->answers[ord[i]]);
         }
-        sb_puts(&b, ".");
+        okv_sb_puts(&b, ".");
         break;
     }
     case T_VT:
         for (int i = 0; i < n; i++)
-            sb_printf(&b, " %s", s->answers[i]);
+            okv_sb_printf(&b, " %s", s->answers[i]);
         break;
     case T_QA:
-        sb_printf(&b, " %s", s->answers[0]);
+        okv_sb_printf(&b, " %s", s->answers[0]);
         break;
     case T_CHAIN:
     case T_CHAIN_LONG: {
         /* the prompt ends with "- start ->": every step as the table writes it, then the final code */
-        sb_printf(&b, " %s", s->answers[0]);
+        okv_sb_printf(&b, " %s", s->answers[0]);
         for (int i = 1; i < n; i++)
-            sb_printf(&b, "\n- %s -> %s", s->answers[i - 1], s->answers[i]);
-        sb_printf(&b, "\nFinal: %s", s->answers[n - 1]);
+            okv_sb_printf(&b, "\n- %s -> %s", s->answers[i - 1], s->answers[i]);
+        okv_sb_printf(&b, "\nFinal: %s", s->answers[n - 1]);
         break;
     }
     case T_MULTIKEY: {
@@ -963,13 +963,13 @@ char *okv_eval_reference_output(const char *task, const struct okv_eval_sample *
         int kl;
         const char *key = s->n_needles > 0 ? needle_key(s, 0, &kl) : NULL;
         if (key)
-            sb_printf(&b, " %.*s: %s.", kl, key, s->answers[0]);
+            okv_sb_printf(&b, " %.*s: %s.", kl, key, s->answers[0]);
         else
-            sb_printf(&b, " %s.", s->answers[0]);
+            okv_sb_printf(&b, " %s.", s->answers[0]);
         break;
     }
     default:
-        sb_printf(&b, " %s.", s->answers[0]);
+        okv_sb_printf(&b, " %s.", s->answers[0]);
         break;
     }
     if (b.oom) {

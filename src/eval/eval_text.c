@@ -36,54 +36,6 @@ const struct okv_eval_text_source *okv_eval_text_sources(int *n)
     return sources;
 }
 
-void sb_putn(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = okv_realloc(b->s, cap, OKV_TAG_MISC);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
-void sb_puts(struct sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof tmp) {
-        sb_putn(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_putn(b, big, (size_t)n);
-    free(big);
-}
-
 int eval_rand(struct okv_rng *r, int n) { return n <= 1 ? 0 : (int)(okv_rng_next(r) % (uint64_t)n); }
 
 /* Read a file whole, through gzip -dc when it ends in .gz (gzip is an Essential
@@ -106,11 +58,11 @@ static char *read_text(const char *path, size_t *len)
     }
     if (!f)
         return NULL;
-    struct sbuf b = {0};
+    struct okv_strbuf b = {0};
     char buf[8192];
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        sb_putn(&b, buf, n);
+        okv_sb_put(&b, buf, n);
     int rc = gz ? pclose(f) : fclose(f);
     if (rc != 0 || b.oom || !b.len) {
         okv_free(b.s);
@@ -122,7 +74,7 @@ static char *read_text(const char *path, size_t *len)
 
 /* Append text with every run of whitespace (and control characters) made one space;
  * non-ASCII bytes are dropped so that every tokenizer sees plain text. */
-static void append_collapsed(struct sbuf *b, const char *t, size_t n)
+static void append_collapsed(struct okv_strbuf *b, const char *t, size_t n)
 {
     bool space = b->len == 0 || b->s[b->len - 1] == ' ';
     for (size_t i = 0; i < n; i++) {
@@ -131,7 +83,7 @@ static void append_collapsed(struct sbuf *b, const char *t, size_t n)
             continue;
         if (isspace(ch) || ch < 0x20) {
             if (!space)
-                sb_putn(b, " ", 1), space = true;
+                okv_sb_put(b, " ", 1), space = true;
             continue;
         }
         /* rules of dashes, underscores, equals signs and stars: layout, not prose */
@@ -139,15 +91,15 @@ static void append_collapsed(struct sbuf *b, const char *t, size_t n)
             while (i + 1 < n && t[i + 1] == (char)ch)
                 i++;
             if (!space)
-                sb_putn(b, " ", 1), space = true;
+                okv_sb_put(b, " ", 1), space = true;
             continue;
         }
         char c = (char)ch;
-        sb_putn(b, &c, 1);
+        okv_sb_put(b, &c, 1);
         space = false;
     }
     if (!space)
-        sb_putn(b, " ", 1);
+        okv_sb_put(b, " ", 1);
 }
 
 /* Cut into sentences: a unit ends after '.', '!' or '?' and the space after it,
@@ -187,7 +139,7 @@ static enum okv_status cut_units(struct eval_corpus *c)
 
 static enum okv_status load_set(const char *set, struct eval_corpus *c, int *n_files)
 {
-    struct sbuf b = {0};
+    struct okv_strbuf b = {0};
     *n_files = 0;
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         if (strcmp(sources[i].set, set))
@@ -350,7 +302,7 @@ enum okv_status okv_eval_ctx_create_files(const okv_tokenizer *tok, const char *
         return okv_set_error(OKV_ERR_NO_MEMORY, "eval: out of memory");
     c->tok = tok;
     c->custom = true;
-    struct sbuf b = {0};
+    struct okv_strbuf b = {0};
     enum okv_status st = OKV_OK;
     for (int i = 0; i < n_paths && st == OKV_OK; i++) {
         size_t n;

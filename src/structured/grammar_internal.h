@@ -43,6 +43,9 @@ struct gram_rules {
 enum okv_status gram_parse(const char *text, size_t len, const char *root_rule, struct gram_rules *out);
 void gram_rules_free(struct gram_rules *r);
 
+/* The 1-based line and column of byte at in text[0..len) (the parsers' messages). */
+void gram_line_col(const char *text, size_t len, size_t at, int *line, int *col);
+
 /* Lark grammars (grammar_lark.c): whether text[0..len) is one (rule heads "name:" or %statements, no "::="), and
  * its GBNF, whose start rule is lark-top (*out, okv_free; errors name the Lark text's line and column). */
 bool gram_is_lark(const char *text, size_t len);

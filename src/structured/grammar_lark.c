@@ -36,6 +36,7 @@
 #include "structured/grammar.h"
 #include "structured/grammar_internal.h"
 #include "structured/regex.h"
+#include "util/strbuf.h"
 #include "tokenizer/tok_internal.h"
 
 #include <ctype.h>
@@ -47,13 +48,11 @@
 #define MAX_NEST 256
 #define MAX_IGNORE 32
 
-struct out { char *s; size_t n, cap; bool oom; };
-
 struct lk {
     const char *t;
     size_t n, pos;
     enum okv_status st;
-    struct out o;
+    struct okv_strbuf o;       /* the GBNF written so far */
     int line_out;              /* newlines written to o */
     size_t line_at;            /* to_line's place in the text, and the newlines before it */
     int line_in;
@@ -107,24 +106,7 @@ static const struct { const char *name, *gbnf; unsigned deps; } COMMON[] = {
 
 static void put(struct lk *L, const char *s, size_t n)
 {
-    struct out *o = &L->o;
-    if (o->oom)
-        return;
-    if (o->n + n + 1 > o->cap) {
-        size_t cap = o->cap ? 2 * o->cap : 1024;
-        while (cap < o->n + n + 1)
-            cap *= 2;
-        char *q = okv_realloc(o->s, cap, OKV_TAG_SERVER);
-        if (!q) {
-            o->oom = true;
-            return;
-        }
-        o->s = q;
-        o->cap = cap;
-    }
-    memcpy(o->s + o->n, s, n);
-    o->n += n;
-    o->s[o->n] = 0;
+    okv_sb_put(&L->o, s, n);
     for (size_t i = 0; i < n; i++)
         L->line_out += s[i] == '\n';
 }
@@ -150,13 +132,8 @@ static bool lerr(struct lk *L, size_t at, const char *fmt, ...)
     if (L->st != OKV_OK)
         return false;
     L->st = OKV_ERR_INVALID_ARG;
-    int line = 1, col = 1;
-    for (size_t i = 0; i < at && i < L->n; i++) {
-        if (L->t[i] == '\n')
-            line++, col = 1;
-        else
-            col++;
-    }
+    int line, col;
+    gram_line_col(L->t, L->n, at, &line, &col);
     char msg[320];
     va_list ap;
     va_start(ap, fmt);
@@ -590,7 +567,7 @@ static bool add_import(struct lk *L, size_t at, const char *cname, size_t ck, co
     L->imported |= 1u << ci | COMMON[ci].deps;
     /* the user's name for it, a rule on this line (several on one line: GBNF ends a rule at the next head) */
     to_line(L, at);
-    if (L->o.n && L->o.s[L->o.n - 1] != '\n')
+    if (L->o.len && L->o.s[L->o.len - 1] != '\n')
         puts_(L, " ");
     put(L, uname, uk);
     puts_(L, " ::= lark-common-");
@@ -609,10 +586,10 @@ static bool statement(struct lk *L)
         if (L->n_ignore >= MAX_IGNORE)
             return lerr(L, at, "more than %d %%ignore lines", MAX_IGNORE);
         /* the ignored terminal's GBNF, written apart (no ignore inside it) */
-        const struct out saved = L->o;
+        const struct okv_strbuf saved = L->o;
         const int saved_line = L->line_out;
         const bool saved_rule = L->in_rule;
-        L->o = (struct out){0};
+        L->o = (struct okv_strbuf){.tag = OKV_TAG_SERVER};
         L->in_rule = false;
         const bool ok = expansions(L);
         char *g = L->o.s;
@@ -716,7 +693,7 @@ static bool rule(struct lk *L)
     if (!terminal && k == 5 && !memcmp(nm, "start", 5))
         L->has_start = true;
     to_line(L, at);
-    if (L->o.n && L->o.s[L->o.n - 1] != '\n')
+    if (L->o.len && L->o.s[L->o.len - 1] != '\n')
         puts_(L, "\n");
     put(L, nm, k);
     puts_(L, " ::=");
@@ -776,7 +753,7 @@ static char *unleft(const char *name, size_t nk, const char *body, size_t bn, bo
     }
     if (!any || !rest)
         return NULL;
-    struct lk tmp = {0};
+    struct lk tmp = {.o = {.tag = OKV_TAG_SERVER}};
     puts_(&tmp, " (");
     bool first = true;
     for (int i = 0; i < n; i++) {
@@ -809,9 +786,9 @@ static char *unleft(const char *name, size_t nk, const char *body, size_t bn, bo
 /* Rewrite each rule of the GBNF text whose alternatives begin with itself. */
 static bool remove_left_recursion(struct lk *L)
 {
-    struct lk R = {0};
+    struct lk R = {.o = {.tag = OKV_TAG_SERVER}};
     const char *s = L->o.s ? L->o.s : "";
-    const size_t n = L->o.n;
+    const size_t n = L->o.len;
     size_t i = 0;
     while (i < n) {
         size_t e = i;
@@ -888,7 +865,7 @@ bool gram_is_lark(const char *text, size_t len)
 enum okv_status gram_lark_to_gbnf(const char *text, size_t len, char **out)
 {
     *out = NULL;
-    struct lk L = {.t = text, .n = len};
+    struct lk L = {.t = text, .n = len, .o = {.tag = OKV_TAG_SERVER}};
     for (size_t i = 0; i < len;) {   /* %ignore may come after the rules it applies to */
         size_t p = i;
         while (p < len && (text[p] == ' ' || text[p] == '\t'))

@@ -79,19 +79,25 @@ struct builder {
 
 /* ---- errors ---- */
 
+void gram_line_col(const char *text, size_t len, size_t at, int *line, int *col)
+{
+    *line = *col = 1;
+    for (size_t i = 0; i < at && i < len; i++) {
+        if (text[i] == '\n')
+            ++*line, *col = 1;
+        else
+            ++*col;
+    }
+}
+
 static int perr(struct builder *b, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int perr(struct builder *b, size_t at, const char *fmt, ...)
 {
     if (b->st != OKV_OK)
         return -1;
     b->st = OKV_ERR_INVALID_ARG;
-    int line = 1, col = 1;
-    for (size_t i = 0; i < at && i < b->len; i++) {
-        if (b->text[i] == '\n')
-            line++, col = 1;
-        else
-            col++;
-    }
+    int line, col;
+    gram_line_col(b->text, b->len, at, &line, &col);
     char msg[320];
     va_list ap;
     va_start(ap, fmt);

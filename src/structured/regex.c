@@ -32,6 +32,7 @@
  * the states from which no accepting state can be reached are removed, so that a byte which
  * cannot be part of any full match gives -1 straight away. */
 #include "structured/regex.h"
+#include "util/strbuf.h"
 #include "tokenizer/tok_internal.h"
 
 #include <stdio.h>
@@ -1095,33 +1096,8 @@ done:
 
 /* ---- the syntax tree as GBNF ---- */
 
-struct gtext { char *s; size_t n, cap; bool oom; };
-
-static void gput(struct gtext *t, const char *s, size_t n)
-{
-    if (t->oom)
-        return;
-    if (t->n + n + 1 > t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 256;
-        while (cap < t->n + n + 1)
-            cap *= 2;
-        char *q = okv_realloc(t->s, cap, OKV_TAG_SERVER);
-        if (!q) {
-            t->oom = true;
-            return;
-        }
-        t->s = q;
-        t->cap = cap;
-    }
-    memcpy(t->s + t->n, s, n);
-    t->n += n;
-    t->s[t->n] = 0;
-}
-
-static void gputs(struct gtext *t, const char *s) { gput(t, s, strlen(s)); }
-
 /* false: a set that matches nothing (GBNF has no empty class) */
-static bool print_gbnf(const struct parser *p, int id, struct gtext *t)
+static bool print_gbnf(const struct parser *p, int id, struct okv_strbuf *t)
 {
     const struct anode *nd = &p->nodes[id];
     char buf[48];
@@ -1129,68 +1105,68 @@ static bool print_gbnf(const struct parser *p, int id, struct gtext *t)
     case A_SET:
         if (nd->a == nd->b)
             return false;
-        gputs(t, "[");
+        okv_sb_puts(t, "[");
         for (int i = nd->a; i < nd->b; i++) {
             const struct crange r = p->ranges.r[i];
             if (r.lo == r.hi)
                 snprintf(buf, sizeof buf, "\\U%08X", (unsigned)r.lo);
             else
                 snprintf(buf, sizeof buf, "\\U%08X-\\U%08X", (unsigned)r.lo, (unsigned)r.hi);
-            gputs(t, buf);
+            okv_sb_puts(t, buf);
         }
-        gputs(t, "]");
+        okv_sb_puts(t, "]");
         return true;
     case A_CAT: {   /* children last to first */
         int n = 0;
         for (int c = nd->child; c >= 0; c = p->nodes[c].sib)
             n++;
-        gputs(t, "(");
+        okv_sb_puts(t, "(");
         for (int k = n - 1; k >= 0; k--) {
             int c = nd->child;
             for (int j = 0; j < k; j++)
                 c = p->nodes[c].sib;
-            gputs(t, " ");
+            okv_sb_puts(t, " ");
             if (!print_gbnf(p, c, t))
                 return false;
         }
-        gputs(t, " )");
+        okv_sb_puts(t, " )");
         return true;
     }
     case A_ALT: {
-        gputs(t, "(");
+        okv_sb_puts(t, "(");
         bool any = false;
         for (int c = nd->child; c >= 0; c = p->nodes[c].sib) {
-            struct gtext u = {0};
+            struct okv_strbuf u = {.tag = OKV_TAG_SERVER};
             if (print_gbnf(p, c, &u)) {   /* a branch that matches nothing is left out */
                 if (any)
-                    gputs(t, " |");
-                gputs(t, " ");
-                gput(t, u.s ? u.s : "", u.n);
+                    okv_sb_puts(t, " |");
+                okv_sb_puts(t, " ");
+                okv_sb_put(t, u.s ? u.s : "", u.len);
                 any = true;
             }
             t->oom |= u.oom;
             okv_free(u.s);
         }
-        gputs(t, " )");
+        okv_sb_puts(t, " )");
         return any;
     }
     default: {   /* A_REPEAT */
-        struct gtext u = {0};
+        struct okv_strbuf u = {.tag = OKV_TAG_SERVER};
         const bool ok = print_gbnf(p, nd->child, &u);
         t->oom |= u.oom;
         if (ok) {
-            gputs(t, "(");
-            gput(t, u.s ? u.s : "", u.n);
-            gputs(t, ")");
+            okv_sb_puts(t, "(");
+            okv_sb_put(t, u.s ? u.s : "", u.len);
+            okv_sb_puts(t, ")");
         }
         okv_free(u.s);
         if (!ok)   /* nothing to repeat: only the empty text, where zero copies are allowed */
-            return nd->a == 0 ? (gputs(t, "()"), true) : false;
+            return nd->a == 0 ? (okv_sb_puts(t, "()"), true) : false;
         if (nd->b < 0)
             snprintf(buf, sizeof buf, "{%d,}", nd->a);
         else
             snprintf(buf, sizeof buf, "{%d,%d}", nd->a, nd->b);
-        gputs(t, buf);
+        okv_sb_puts(t, buf);
         return true;
     }
     }
@@ -1204,7 +1180,7 @@ enum okv_status okv_regex_to_gbnf(const char *pattern, size_t len, unsigned flag
     if (root >= 0 && p.pos < p.len)
         root = perr(&p, OKV_ERR_INVALID_ARG, p.pos, "unbalanced parenthesis");
     enum okv_status st = p.st;
-    struct gtext t = {0};
+    struct okv_strbuf t = {.tag = OKV_TAG_SERVER};
     if (root >= 0) {
         if (!print_gbnf(&p, root, &t))
             st = okv_set_error(OKV_ERR_INVALID_ARG, "regex: no text matches it");

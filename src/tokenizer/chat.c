@@ -37,6 +37,7 @@
  *                                                   a run of "tool" messages, one user turn
  *   as those templates render them (transformers' apply_chat_template with tools=...). */
 #include "tok_internal.h"
+#include "util/strbuf.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -174,45 +175,18 @@ enum okv_status okv_tokenizer_set_chat_template(okv_tokenizer *t, const char *tp
     return OKV_OK;
 }
 
-/* A growing NUL-terminated string. */
-struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-};
-
-static void put_n(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = okv_realloc(b->s, cap, OKV_TAG_TOKENIZER);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
-static void put(struct sbuf *b, const char *s) { put_n(b, s, strlen(s)); }
+/* the rendering's text (util/strbuf.h) */
+static void put(struct okv_strbuf *b, const char *s) { okv_sb_puts(b, s); }
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
 /* Jinja's |trim (leading and trailing whitespace). */
-static void put_trimmed(struct sbuf *b, const char *s)
+static void put_trimmed(struct okv_strbuf *b, const char *s)
 {
     size_t n = strlen(s);
     while (n && is_ws(*s)) { s++; n--; }
     while (n && is_ws(s[n - 1])) n--;
-    put_n(b, s, n);
+    okv_sb_put(b, s, n);
 }
 
 /* the last occurrence of needle in s[0..n), or NULL */
@@ -225,7 +199,7 @@ static const char *last_in(const char *s, size_t n, const char *needle)
     return NULL;
 }
 
-static void put_tool_calls(const struct okv_chat_msg *mi, bool first_nl, struct sbuf *b)
+static void put_tool_calls(const struct okv_chat_msg *mi, bool first_nl, struct okv_strbuf *b)
 {
     for (int k = 0; k < mi->n_tool_calls; k++) {
         if (k > 0 || first_nl)
@@ -243,7 +217,7 @@ static void put_tool_calls(const struct okv_chat_msg *mi, bool first_nl, struct 
  * </think> (leading newlines dropped). After the last user query (after_query), the last message and any with
  * thinking render it as "<think>\n{thinking, newlines stripped}\n</think>\n\n{answer, leading newlines
  * dropped}"; the others, and all before the query, render the answer alone. */
-static void render_qwen3_answer(const struct okv_chat_msg *mi, bool after_query, bool last, struct sbuf *b)
+static void render_qwen3_answer(const struct okv_chat_msg *mi, bool after_query, bool last, struct okv_strbuf *b)
 {
     const char *c = mi->content, *r = "", *r_end = r;
     if (mi->reasoning_content) {
@@ -274,7 +248,7 @@ static void render_qwen3_answer(const struct okv_chat_msg *mi, bool after_query,
         while (*cs == '\n')
             cs++;
         put(b, "<think>\n");
-        put_n(b, rs, (size_t)(re - rs));
+        okv_sb_put(b, rs, (size_t)(re - rs));
         put(b, "\n</think>\n\n");
         put(b, cs);
     } else {
@@ -302,7 +276,7 @@ static size_t last_query(const struct okv_chat_msg *m, size_t n)
 }
 
 static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, const char *const *tools,
-                          size_t n_tools, bool gen, int enable_thinking, struct sbuf *b)
+                          size_t n_tools, bool gen, int enable_thinking, struct okv_strbuf *b)
 {
     const size_t query = t->chat_think_history ? last_query(m, n) : 0;
     size_t first = 0;
@@ -368,7 +342,7 @@ static void render_chatml(const okv_tokenizer *t, const struct okv_chat_msg *m, 
 }
 
 static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, const char *const *tools,
-                          size_t n_tools, bool gen, const char *date, struct sbuf *b)
+                          size_t n_tools, bool gen, const char *date, struct okv_strbuf *b)
 {
     const char *bos = t->bos_text ? t->bos_text : "";
     size_t first = 0;
@@ -426,7 +400,7 @@ static void render_llama3(const okv_tokenizer *t, const struct okv_chat_msg *m, 
         put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-static void render_deepseek_r1(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, bool gen, struct sbuf *b)
+static void render_deepseek_r1(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, bool gen, struct okv_strbuf *b)
 {
     put(b, t->bos_text ? t->bos_text : "");
     for (size_t i = n; i-- > 0;)   /* the last system message, wherever it is */
@@ -468,12 +442,12 @@ static enum okv_status inst_roles(const okv_tokenizer *t, const struct okv_chat_
 }
 
 /* Python's str.strip() (as the Llama 2 template calls it): whitespace at both ends */
-static void put_stripped(struct sbuf *b, const char *s) { put_trimmed(b, s); }
+static void put_stripped(struct okv_strbuf *b, const char *s) { put_trimmed(b, s); }
 
 /* Llama 2 chat:
  *     {bos}[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user.strip()} [/INST] {assistant.strip()} {eos}{bos}[INST] ...
  * the system block inside the first user turn (content = block + user, then stripped) */
-static void render_llama2(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, size_t first, struct sbuf *b)
+static void render_llama2(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, size_t first, struct okv_strbuf *b)
 {
     const char *bos = t->bos_text ? t->bos_text : "";
     const char *eos = t->eos >= 0 ? t->arena + t->tok_off[t->eos] : "";
@@ -482,7 +456,7 @@ static void render_llama2(const okv_tokenizer *t, const struct okv_chat_msg *m, 
             put(b, bos);
             put(b, "[INST] ");
             if (i == first && first == 1) {   /* '<<SYS>>\n' + system + '\n<</SYS>>\n\n' + content, stripped */
-                struct sbuf c = {0};
+                struct okv_strbuf c = {.tag = OKV_TAG_TOKENIZER};
                 put(&c, "<<SYS>>\n");
                 put(&c, m[0].content);
                 put(&c, "\n<</SYS>>\n\n");
@@ -511,7 +485,7 @@ static void render_llama2(const okv_tokenizer *t, const struct okv_chat_msg *m, 
  * v0.3:  {bos}[INST] {user}[/INST] {assistant|trim}{eos}[INST] ...  with the system message
  * before the last user turn's text ("[INST] {system}\n\n{user}[/INST]"). */
 static void render_mistral(const okv_tokenizer *t, const struct okv_chat_msg *m, size_t n, size_t first, bool v3,
-                           struct sbuf *b)
+                           struct okv_strbuf *b)
 {
     const char *eos = t->eos >= 0 ? t->arena + t->tok_off[t->eos] : "";
     size_t last_user = n;
@@ -628,7 +602,7 @@ enum okv_status okv_tokenizer_render_chat(const okv_tokenizer *t, const struct o
             return okv_set_error(OKV_ERR_INVALID_ARG, "tool %zu has no definition", k);
     if (n_tools > 0 && t->chat_tools == OKV_CHAT_TOOLS_NONE)
         return okv_set_error(OKV_ERR_UNSUPPORTED, "%s: this model's chat template does not render tools", t->src);
-    struct sbuf b = { 0 };
+    struct okv_strbuf b = {.tag = OKV_TAG_TOKENIZER};
     switch (t->chat_format) {
     case OKV_CHAT_FORMAT_CHATML:
         render_chatml(t, msgs, n, tools, n_tools, add_generation_prompt, opts->enable_thinking, &b);
