@@ -1,5 +1,6 @@
 /* Structured output's token mask: its cost a step over a vocabulary's trie, for a GBNF grammar, a regex of the same
- * shape and a recursive arithmetic grammar (bench/RESULTS.md section 60). For each byte of a text, the mask of the
+ * shape and a recursive arithmetic grammar (bench/RESULTS.md section 60), and Lark grammars: the same list, and a
+ * calculator with %import and %ignore whose left recursion is rewritten (section 61). For each byte of a text, the mask of the
  * state there is made twice: first while the grammar numbers states and transitions it has not seen (a regex DFA
  * has them all), then with them memoized. One thread, no mask cache.
  *   bench_mask [tokenizer.json]     (default: tests/data/smollm2/tokenizer.json under OKV_SOURCE_DIR or .) */
@@ -65,10 +66,19 @@ int main(int argc, char **argv)
     static const char list_re[] = "\\[ ?\"[^\"\\\\\\n]{1,12}\"(, ?\"[^\"\\\\\\n]{1,12}\")+ ?\\]";
     static const char arith_g[] = "root ::= expr \" = \" num\nexpr ::= term ((\"+\" | \"-\" | \"*\") term){1,3}\n"
                                   "term ::= num | \"(\" expr \")\"\nnum ::= [1-9] [0-9]{0,2}\n";
-    okv_json_schema *g1 = NULL, *r1 = NULL, *g2 = NULL;
+    static const char list_lark[] = "start: \"[\" ws item (\",\" ws item)+ ws \"]\"\n"
+                                    "item: \"\\\"\" /[^\"\\\\\\n]{1,12}/ \"\\\"\" | \"[\" ws item ws \"]\"\nws: \" \"?\n";
+    static const char calc_lark[] = "?start: sum\n?sum: product | sum \"+\" product | sum \"-\" product\n"
+                                    "?product: atom | product \"*\" atom | product \"/\" atom\n"
+                                    "?atom: NUMBER | \"-\" atom | NAME | \"(\" sum \")\"\n"
+                                    "%import common.CNAME -> NAME\n%import common.NUMBER\n%import common.WS_INLINE\n"
+                                    "%ignore WS_INLINE\n";
+    okv_json_schema *g1 = NULL, *r1 = NULL, *g2 = NULL, *l1 = NULL, *l2 = NULL;
     if (!lg || okv_json_grammar_compile(list_g, strlen(list_g), &g1) != OKV_OK ||
         okv_json_regex_compile(list_re, strlen(list_re), &r1) != OKV_OK ||
-        okv_json_grammar_compile(arith_g, strlen(arith_g), &g2) != OKV_OK) {
+        okv_json_grammar_compile(arith_g, strlen(arith_g), &g2) != OKV_OK ||
+        okv_json_grammar_compile(list_lark, strlen(list_lark), &l1) != OKV_OK ||
+        okv_json_grammar_compile(calc_lark, strlen(calc_lark), &l2) != OKV_OK) {
         fprintf(stderr, "bench_mask: %s\n", okv_last_error());
         return 1;
     }
@@ -76,9 +86,13 @@ int main(int argc, char **argv)
     row("GBNF list of quoted strings, nested lists", g1, "[\"apple\", [\"kiwi\"], \"pear\"]", trie, eog, n_eog, lg, n);
     row("the same shape as a regex (DFA)", r1, "[\"apple\", \"kiwi\", \"pear\"]", trie, eog, n_eog, lg, n);
     row("GBNF arithmetic, recursive", g2, "(12+3)*45-6 = 669", trie, eog, n_eog, lg, n);
+    row("the list of the first row, in Lark", l1, "[\"apple\", [\"kiwi\"], \"pear\"]", trie, eog, n_eog, lg, n);
+    row("Lark calculator (%import, %ignore, left recursion)", l2, "(x1 + 2.5) * -y / 3e2", trie, eog, n_eog, lg, n);
     okv_json_schema_free(g1);
     okv_json_schema_free(r1);
     okv_json_schema_free(g2);
+    okv_json_schema_free(l1);
+    okv_json_schema_free(l2);
     okv_token_trie_free(trie);
     okv_tokenizer_free(tok);
     free(lg);
