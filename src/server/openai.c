@@ -2310,12 +2310,13 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
     int32_t *ids = NULL;
     size_t n = 0;
     cJSON *root = cJSON_ParseWithLength(body, len);
-    bool ok = false, special = true;
+    bool ok = false, special = true, strs = false;
     if (!root || !cJSON_IsObject(root)) {
         fail(&e, 400, NULL, NULL, "the body must be a JSON object");
     } else if (has_nul_escape(body, len)) {
         fail(&e, 400, NULL, NULL, NUL_ESCAPE_MSG);
-    } else if (get_bool(root, "add_special_tokens", &special, &e) && model_ok(sv, root, &e)) {
+    } else if (get_bool(root, "add_special_tokens", &special, &e) && get_bool(root, "return_token_strs", &strs, &e) &&
+               model_ok(sv, root, &e)) {
         const cJSON *pr = field(root, "prompt");
         struct srv_tools tools = {0};
         const char *tparam = NULL;
@@ -2347,6 +2348,16 @@ enum MHD_Result srv_handle_tokenize(okv_server *sv, struct MHD_Connection *c, co
     cJSON *t = cJSON_AddArrayToObject(o, "tokens");
     for (size_t i = 0; i < n; i++)
         cJSON_AddItemToArray(t, cJSON_CreateNumber(ids[i]));
+    if (strs) {   /* vLLM's: the vocabulary's strings of the ids (convert_ids_to_tokens) */
+        cJSON *ts = cJSON_AddArrayToObject(o, "token_strs");
+        for (size_t i = 0; i < n; i++) {
+            const char *str = okv_tokenizer_token_str(sv->tok, ids[i]);
+            str = str ? str : "";
+            char *fixed = utf8_ok((const unsigned char *)str, strlen(str)) ? NULL : utf8_repair(str, strlen(str));
+            cJSON_AddItemToArray(ts, cJSON_CreateString(fixed ? fixed : str));
+            okv_free(fixed);
+        }
+    }
     okv_free(ids);
     return srv_reply_json(c, MHD_HTTP_OK, o);
 }

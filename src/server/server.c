@@ -275,11 +275,9 @@ static enum MHD_Result handle_metrics(okv_server *sv, struct MHD_Connection *c)
     return ret;
 }
 
-static enum MHD_Result handle_models(okv_server *sv, struct MHD_Connection *c)
+/* the served model as the OpenAI API's model object */
+static cJSON *model_obj(const okv_server *sv)
 {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data");
     cJSON *mo = cJSON_CreateObject();
     cJSON_AddStringToObject(mo, "id", sv->model_name);
     cJSON_AddStringToObject(mo, "object", "model");
@@ -289,8 +287,25 @@ static enum MHD_Result handle_models(okv_server *sv, struct MHD_Connection *c)
     cJSON_AddNullToObject(mo, "parent");
     cJSON_AddNumberToObject(mo, "max_model_len", sv->max_ctx);
     cJSON_AddArrayToObject(mo, "permission");
-    cJSON_AddItemToArray(data, mo);
+    return mo;
+}
+
+static enum MHD_Result handle_models(okv_server *sv, struct MHD_Connection *c)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "data"), model_obj(sv));
     return srv_reply_json(c, MHD_HTTP_OK, root);
+}
+
+/* GET /v1/models/{id} (the openai client's models.retrieve): the model when id names it (its served name or the
+ * path it was loaded from) */
+static enum MHD_Result handle_model(okv_server *sv, struct MHD_Connection *c, const char *id)
+{
+    if (strcmp(id, sv->model_name) != 0 && !(sv->model_root && strcmp(id, sv->model_root) == 0))
+        return srv_reply_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", "model", "model_not_found",
+                               "The model '%.200s' does not exist (this server serves '%s').", id, sv->model_name);
+    return srv_reply_json(c, MHD_HTTP_OK, model_obj(sv));
 }
 
 /* ---- routing ---- */
@@ -335,6 +350,14 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
     for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
         if (!strcmp(url, routes[i].path))
             r = i;
+    if (r < 0 && !strncmp(url, "/v1/models/", 11) && url[11]) {
+        if (!get)
+            return srv_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "method_not_allowed",
+                                   "Method %s is not allowed on %s.", method, url);
+        return handle_model(sv, c, url + 11);
+    }
+    if (r < 0 && !strcmp(url, "/ping") && (get || post))   /* vLLM's (SageMaker's) liveness probe */
+        return reply_bytes(c, MHD_HTTP_OK, "text/plain", "", 0);
     if (r < 0)
         return srv_reply_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "not_found",
                                "Unknown endpoint '%s %s'.", method, url);

@@ -204,6 +204,12 @@ def main():
     check(st == 200 and js["object"] == "list" and m0.get("id") == "smol" and m0.get("object") == "model"
           and m0.get("owned_by") == "oasiskv" and m0.get("max_model_len") == CTX and "created" in m0 and "root" in m0,
           "GET /v1/models lists the served model")
+    st, js, _ = request(port, "GET", "/v1/models/smol")
+    st2, js2, _ = request(port, "GET", "/v1/models/other-model")
+    check(st == 200 and js == m0 and st2 == 404 and is_error_obj(js2) and js2["error"]["code"] == "model_not_found",
+          f"GET /v1/models/smol is the model, another name 404 model_not_found ({st}, {st2})")
+    st, _, _ = request(port, "GET", "/ping")
+    check(st == 200, "GET /ping (vLLM's liveness probe) is 200")
     mt = metrics(port)
     names = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
              "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_count",
@@ -553,6 +559,9 @@ def main():
           and js["max_model_len"] == CTX, f"/tokenize = the Hugging Face tokenizer's ids ({js.get('count') if js else st})")
     st2, js2, _ = request(port, "POST", "/detokenize", {"tokens": js["tokens"] if st == 200 else []})
     check(st2 == 200 and js2["prompt"] == text, "/detokenize gives the text back")
+    st, js, _ = request(port, "POST", "/tokenize", {"prompt": text, "return_token_strs": True})
+    check(st == 200 and js.get("token_strs") == HF_TOK.encode(text).tokens,
+          f"/tokenize return_token_strs = the Hugging Face tokenizer's tokens ({js.get('token_strs', [])[:4]}...)")
     chat_body = {"messages": [{"role": "user", "content": "Name a color."}]}
     st, js, _ = request(port, "POST", "/tokenize", chat_body)
     st2, js2, _ = request(port, "POST", "/v1/chat/completions", {**chat_body, "max_tokens": 1})
@@ -609,6 +618,7 @@ def main():
     check(r.choices[0].text == ref_text and r.usage.prompt_tokens == n_prompt, "openai client: completions.create")
     ms = client.models.list()
     check([m.id for m in ms.data] == ["smol"], "openai client: models.list")
+    check(client.models.retrieve("smol").id == "smol", "openai client: models.retrieve")
     try:
         client.completions.create(model="nope", prompt="x", max_tokens=1)
         check(False, "openai client: unknown model raises NotFoundError")
