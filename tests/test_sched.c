@@ -36,7 +36,9 @@ struct out {
     bool done;
     enum okv_finish reason;
     int preempt;
+    int order;   /* 1 + the requests that finished before it */
 };
+static int finish_seq;
 
 static void on_token(void *user, int32_t token, const char *text, size_t len)
 {
@@ -51,6 +53,7 @@ static void on_finish(void *user, const struct okv_sched_result *r)
     o->done = true;
     o->reason = r->reason;
     o->preempt = r->n_preemptions;
+    o->order = ++finish_seq;
 }
 
 /* ---- log-probabilities ---- */
@@ -416,16 +419,19 @@ static void test_extras(okv_engine *e, const struct okv_model_config *c, const i
            "stop_token_ids stop after %d, min_tokens holds it to %d\n", differ, EX_GEN, stopped.n, held.n);
 }
 
-static void run(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int count, struct out *outs)
+/* prio: the requests' priorities under the priority policy (NULL: first come, first served) */
+static void run_prio(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int count, struct out *outs, const int *prio)
 {
-    struct okv_sched_params sp = {.max_num_seqs = NREQ, .max_num_batched_tokens = 64};
+    struct okv_sched_params sp = {.max_num_seqs = NREQ, .max_num_batched_tokens = 64, .priority_policy = prio != NULL};
+    finish_seq = 0;
     okv_sched *s = NULL;
     CHECK(okv_sched_create(e, NULL, &sp, &s) == OKV_OK, "sched: %s", okv_last_error());
     if (!s)
         return;
     for (int i = first; i < first + count; i++) {
         struct okv_sched_request rq = {.prompt = prompts[i], .n_prompt = PROMPT, .max_tokens = GEN,
-                                       .ignore_eos = true, .on_token = on_token, .on_finish = on_finish, .user = &outs[i]};
+                                       .ignore_eos = true, .on_token = on_token, .on_finish = on_finish, .user = &outs[i],
+                                       .priority = prio ? prio[i] : 0};
         uint64_t id;
         CHECK(okv_sched_submit(s, &rq, &id) == OKV_OK, "submit: %s", okv_last_error());
     }
@@ -434,6 +440,11 @@ static void run(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int cou
         CHECK(okv_sched_step(s, &busy) == OKV_OK, "step: %s", okv_last_error());
     CHECK(!busy, "the scheduler did not finish");
     okv_sched_free(s);
+}
+
+static void run(okv_engine *e, int32_t prompts[NREQ][PROMPT], int first, int count, struct out *outs)
+{
+    run_prio(e, prompts, first, count, outs, NULL);
 }
 
 /* ---- overlapped decoding (okv_sched_params.sync_steps false, the default) ---- */
@@ -868,6 +879,25 @@ int main(void)
     }
     CHECK(preempted > 0, "the pool never ran out: no preemption happened");
     printf("  %d preemptions; all %d requests equal their runs alone\n", preempted, NREQ);
+    CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0 && okv_kv_used_host_blocks(okv_engine_kv(e)) == 0, "blocks leaked");
+    /* the priority policy on the same pool (two requests fit): the two of lowest priority value run first, whatever
+     * their arrival; the one preempted is the last in (priority, arrival) order */
+    static const int prio[NREQ] = {3, 0, 2, 1};
+    static struct out ranked[NREQ];
+    run_prio(e, prompts, 0, NREQ, ranked, prio);
+    int rank_preempted = 0;
+    for (int i = 0; i < NREQ; i++) {
+        CHECK(ranked[i].done && ranked[i].n == GEN && !memcmp(alone[i].toks, ranked[i].toks, sizeof(int32_t) * GEN),
+              "priority policy, request %d: tokens differ from its run alone", i);
+        rank_preempted += ranked[i].preempt;
+    }
+    CHECK(ranked[1].order <= 2 && ranked[3].order <= 2 && ranked[2].order == 3 && ranked[0].order == 4 &&
+          ranked[1].preempt == 0 && ranked[3].preempt == 0,
+          "priority policy: finished in the order %d %d %d %d (priorities 3 0 2 1), preempted %d %d %d %d",
+          ranked[0].order, ranked[1].order, ranked[2].order, ranked[3].order, ranked[0].preempt, ranked[1].preempt,
+          ranked[2].preempt, ranked[3].preempt);
+    printf("  priority policy: finish order %d %d %d %d for priorities 3 0 2 1 (%d preemptions)\n", ranked[0].order,
+           ranked[1].order, ranked[2].order, ranked[3].order, rank_preempted);
     CHECK(okv_kv_used_slots(okv_engine_kv(e)) == 0 && okv_kv_used_host_blocks(okv_engine_kv(e)) == 0, "blocks leaked");
     okv_engine_free(e);
     synth_model_free(&sm);

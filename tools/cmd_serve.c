@@ -46,6 +46,11 @@ static const char *help =
     "                               queue each decode step before the host has the tokens of the one before (the\n"
     "                               device samples them and the next step reads them there), so that the host's\n"
     "                               work of a step overlaps the device's (default: on; off with --draft)\n"
+    "  --scheduling-policy fcfs|priority\n"
+    "                               priority: requests wait in the order of their \"priority\" (lower first, then\n"
+    "                               arrival) and the last in that order is preempted when the KV pool runs out\n"
+    "                               (vLLM's); fcfs (default): first come, first served, and a request that gives\n"
+    "                               a priority other than 0 is refused\n"
     "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
     "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
     "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
@@ -208,7 +213,7 @@ int cmd_serve(int argc, char **argv)
     bool verify_inline = false, verify_defer = true;   /* deferring by default: speculation keeps the accuracy */
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     bool host_fp8 = false;
-    bool async_sched = true;
+    bool async_sched = true, prio_policy = false;
     bool dense_while_room = true;
     int prefix_caching = -1;   /* -1: the default (on, except over an fp8 host tier) */
     bool verbose = false;
@@ -253,6 +258,11 @@ int cmd_serve(int argc, char **argv)
             async_sched = true;
         } else if (!strcmp(a, "--no-async-scheduling")) {
             async_sched = false;
+        } else if (!strcmp(a, "--scheduling-policy")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (strcmp(v, "fcfs") && strcmp(v, "priority"))
+                cli_die("--scheduling-policy: '%s' is not fcfs or priority", v);
+            prio_policy = !strcmp(v, "priority");
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
             if (strcmp(draft, "ngram"))
@@ -525,7 +535,8 @@ int cmd_serve(int argc, char **argv)
     if (draft && (st = okv_drafter_ngram_create(NULL, &drafter)) != OKV_OK)
         cli_die("--draft: %s", okv_last_error());
     struct okv_sched_params sp = {.max_num_seqs = max_seqs, .max_num_batched_tokens = max_batched, .drafter = drafter,
-                                  .spec_tokens = spec_k, .spec_adaptive = spec_adaptive, .sync_steps = !async_sched};
+                                  .spec_tokens = spec_k, .spec_adaptive = spec_adaptive, .sync_steps = !async_sched,
+                                  .priority_policy = prio_policy};
     okv_sched *s = NULL;
     struct okv_engine_stats es;   /* read before the scheduler's thread runs the engine */
     okv_engine_stats_get(e, &es);
@@ -537,7 +548,7 @@ int cmd_serve(int argc, char **argv)
                                     .model_alias = name ? NULL : model_path, .model_root = model_path,
                                     .api_key = api_key, .max_ctx = okv_engine_max_ctx(e), .has_seed = has_seed,
                                     .seed = seed, .reasoning = reasoning, .chat_template_kwargs = chat_kwargs,
-                                    .prompt_tokens_details = prompt_details};
+                                    .prompt_tokens_details = prompt_details, .priority_policy = prio_policy};
     /* the model's sampling defaults, as vLLM takes them (generation_config.json beside the weights) */
     {
         struct stat gs;

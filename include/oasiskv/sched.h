@@ -52,6 +52,10 @@ struct okv_sched_params {
      * streams those tokens (okv_engine_forward_queue); a request that stops is seen one
      * step late, and that step's row of it is dropped. */
     bool sync_steps;
+    /* vLLM's --scheduling-policy priority: requests wait in the order of (okv_sched_request.priority,
+     * arrival), lower first, and the one last in that order is preempted when the KV pool runs out
+     * (otherwise first come, first served, and the youngest is preempted). */
+    bool priority_policy;
 };
 
 enum okv_finish {
@@ -98,6 +102,7 @@ struct okv_sched_request {
      * end-of-generation or stop token's text: empty for a special token unless keep_special_tokens);
      * keep_special_tokens (vLLM's skip_special_tokens false): special tokens' text is part of the text */
     bool include_stop_str_in_output, keep_special_tokens;
+    int priority;                 /* with okv_sched_params.priority_policy: lower is served first (vLLM's) */
     /* vLLM's sampling extras: penalties, min_tokens and logit_bias (copied), applied on the
      * host (such a request's steps bring its logits there and it is not drafted for); with
      * sampling.min_p > 0 it samples on the host too. stop_token_ids (copied) end the

@@ -65,6 +65,9 @@ struct okv_server_params {
                                            says which are read), or NULL */
     bool prompt_tokens_details;   /* usage.prompt_tokens_details.cached_tokens in chat and completions replies (vLLM's
                                      --enable-prompt-tokens-details); the Responses API's usage always has them */
+    bool priority_policy;         /* the scheduler runs the priority policy: requests' "priority" is taken (otherwise
+                                     one other than 0 is refused, as vLLM refuses it without --scheduling-policy
+                                     priority) */
 };
 
 /* Start serving on the scheduler (which must be started: okv_sched_start) and

@@ -89,6 +89,7 @@ struct req {
     size_t text_len, text_cap, emitted;
 
     double t_arrival, t_first, t_last;
+    int priority;           /* okv_sched_request.priority (with the priority policy: lower first) */
     okv_sched_token_fn on_token;
     okv_sched_finish_fn on_finish;
     void *user;
@@ -139,6 +140,7 @@ struct okv_sched {
     int hs_n;
     int max_seqs, max_batch, vocab, max_ctx;
     int max_lp_rows;         /* prompt rows a step brings logits of (okv_sched_params.max_prompt_logit_rows) */
+    bool prio;               /* okv_sched_params.priority_policy: waiting by (priority, arrival); the lowest preempted */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -290,6 +292,7 @@ enum okv_status okv_sched_create(okv_engine *e, const okv_tokenizer *tok, const 
     s->max_seqs = prm.max_num_seqs;
     s->max_batch = prm.max_num_batched_tokens;
     s->max_lp_rows = prm.max_prompt_logit_rows > 0 ? prm.max_prompt_logit_rows : 256;
+    s->prio = prm.priority_policy;
     s->vocab = okv_engine_model_config(e)->vocab_size;
     s->max_ctx = okv_engine_max_ctx(e);
     s->next_id = 1;
@@ -453,9 +456,44 @@ static void wait_push_front(struct okv_sched *s, struct req *r)
     s->n_waiting++;
 }
 
-/* Recompute preemption: drop the youngest running request's KV and queue it first. */
+/* r comes before q in the priority policy's order: (priority, arrival) */
+static bool prio_before(const struct req *r, const struct req *q)
+{
+    return r->priority < q->priority || (r->priority == q->priority && r->t_arrival < q->t_arrival);
+}
+
+/* The priority policy: r into the waiting queue at its place (after the requests that come before it). */
+static void wait_insert(struct okv_sched *s, struct req *r)
+{
+    struct req *after = s->wait_tail;
+    while (after && prio_before(r, after))
+        after = after->prev;
+    r->prev = after;
+    r->next = after ? after->next : s->wait_head;
+    if (r->next)
+        r->next->prev = r;
+    else
+        s->wait_tail = r;
+    if (after)
+        after->next = r;
+    else
+        s->wait_head = r;
+    s->n_waiting++;
+}
+
+/* Recompute preemption: drop the youngest running request's KV and queue it first (the priority policy: the one
+ * that comes last in its order, queued at its place). */
 static void preempt_youngest(struct okv_sched *s)
 {
+    if (s->prio) {   /* the victim to the end of running */
+        int v = s->n_running - 1;
+        for (int i = s->n_running - 2; i >= 0; i--)
+            if (prio_before(s->running[v], s->running[i]))
+                v = i;
+        struct req *victim = s->running[v];
+        memmove(s->running + v, s->running + v + 1, sizeof *s->running * (size_t)(s->n_running - v - 1));
+        s->running[s->n_running - 1] = victim;
+    }
     struct req *r = s->running[--s->n_running];
     /* step() lands a queued step before it preempts; were one queued, its token of r would
      * be dropped here and r recomputed without it */
@@ -468,7 +506,10 @@ static void preempt_youngest(struct okv_sched *s)
     r->seq = -1;
     r->n_computed = 0;
     r->n_preempt++;
-    wait_push_front(s, r);
+    if (s->prio)
+        wait_insert(s, r);
+    else
+        wait_push_front(s, r);
     s->admit_hold = true;
     pthread_mutex_lock(&s->mu);
     s->m.num_preemptions_total++;
@@ -501,7 +542,13 @@ static void take_queue(struct okv_sched *s)
     s->n_incoming = 0;
     bool cancels = s->cancel_pending;
     s->cancel_pending = false;
-    if (in) {
+    if (in && s->prio) {   /* each at its place */
+        for (struct req *r = in, *nx; r; r = nx) {
+            nx = r->next;
+            r->next = r->prev = NULL;
+            wait_insert(s, r);
+        }
+    } else if (in) {
         in->prev = s->wait_tail;
         if (s->wait_tail)
             s->wait_tail->next = in;
@@ -1551,6 +1598,7 @@ enum okv_status okv_sched_submit(okv_sched *s, const struct okv_sched_request *r
     r->lp_prompt = rq->prompt_logprobs && rq->on_logprob;
     r->lp_top = rq->top_logprobs;
     r->t_arrival = okv_now();
+    r->priority = rq->priority;
     atomic_init(&r->cancelled, 0);
 
     pthread_mutex_lock(&s->mu);

@@ -1034,6 +1034,7 @@ struct params {
     bool include_stop, keep_special, tokens_as_ids;   /* vLLM's include_stop_str_in_output, skip_special_tokens false,
                                                          return_tokens_as_token_ids */
     long truncate;      /* vLLM's truncate_prompt_tokens: keep the prompt's last this many tokens; 0 none */
+    long priority;      /* vLLM's priority (serve --scheduling-policy priority): lower is served first */
     const char *stop[MAX_STOP];   /* borrowed from the JSON tree */
     int n_stop;
     struct okv_logit_adjust adj;  /* penalties, min_tokens, logit_bias (in bias_id / bias) */
@@ -1102,6 +1103,10 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
         return false;
     }
     p->truncate = trunc;
+    if (!get_int(root, "priority", INT32_MIN, INT32_MAX, &p->priority, NULL, e))
+        return false;
+    if (p->priority != 0 && !sv->priority_policy)
+        return fail(e, 400, "priority", NULL, "priority scheduling is not enabled (serve --scheduling-policy priority)");
     p->adj.presence_penalty = (float)pres;
     p->adj.frequency_penalty = (float)freq;
     p->adj.repetition_penalty = (float)rep;
@@ -2204,6 +2209,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 .logprobs = p.lp, .prompt_logprobs = (p.lp && p.echo) || p.prompt_lp >= 0,
                 .top_logprobs = p.lp_top > p.prompt_lp ? p.lp_top : p.prompt_lp,
                 .include_stop_str_in_output = p.include_stop, .keep_special_tokens = p.keep_special,
+                .priority = (int)p.priority,
                 .on_logprob = job_on_logprob, .json_object = p.json_object,
                 .json_schema = p.has_schema ? p.schema : NULL, .json_schema_len = p.has_schema ? strlen(p.schema) : 0,
                 .choices = p.choices, .n_choices = p.n_choices,

@@ -490,6 +490,7 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->reasoning = p->reasoning;
     sv->chat_defaults = chat_defaults;
     sv->prompt_details = p->prompt_tokens_details;
+    sv->priority_policy = p->priority_policy;
     sv->seed = p->seed;
     atomic_init(&sv->n_unseeded, 0);
     sv->created = (long)time(NULL);

@@ -26,6 +26,7 @@ struct okv_server {
     enum okv_reasoning reasoning; /* okv_server_params.reasoning */
     struct okv_chat_opts chat_defaults;   /* okv_server_params.chat_template_kwargs (tools unset) */
     bool prompt_details;          /* okv_server_params.prompt_tokens_details */
+    bool priority_policy;         /* okv_server_params.priority_policy */
     uint64_t seed;
     atomic_uint_fast64_t n_unseeded;   /* requests without a seed so far (with has_seed) */
     atomic_int n_active;          /* completion handlers running, and jobs whose reply is not out yet */

@@ -978,6 +978,8 @@ def main():
         ("prompt_logprobs 21", "/v1/completions", {"prompt": "x", "prompt_logprobs": 21}, None, 400),
         ("prompt_logprobs -1", "/v1/completions", {"prompt": "x", "prompt_logprobs": -1}, None, 400),
         ("truncate_prompt_tokens 0", "/v1/completions", {"prompt": "x", "truncate_prompt_tokens": 0}, None, 400),
+        ("priority without --scheduling-policy priority", "/v1/completions", {"prompt": "x", "priority": 1}, None,
+         400),
         ("include_stop_str_in_output not a boolean", "/v1/completions",
          {"prompt": "x", "include_stop_str_in_output": "yes"}, None, 400),
         ("max_tokens 0 without echo", "/v1/completions", {"prompt": "x", "max_tokens": 0}, None, 400),
@@ -1119,7 +1121,7 @@ def main():
     check(rc == 0, f"second server: SIGTERM -> exit {rc}")
 
     # ---- sparse serving with prefix caching (a third server, on by default): a repeated long prompt attaches ----
-    srv3 = Server("--kv-budget", "256")
+    srv3 = Server("--kv-budget", "256", "--scheduling-policy", "priority")
     p3 = srv3.port
     outs3 = [request(p3, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0})
              for _ in range(2)]
@@ -1136,6 +1138,11 @@ def main():
           and m3.get("oasiskv:blocks_fetched_total", -1) == 0 and m3.get("oasiskv:sparse_demotions_total", -1) == 0
           and "oasiskv:dense_phase_sequences" in m3,
           "sparse server, dense while room: the dense server's greedy text, nothing fetched, no demotion")
+    # the priority policy (this server's): a request's priority orders the queue (test_sched), not its tokens
+    st_p, js_p, _ = request(p3, "POST", "/v1/completions", {"prompt": long_prompt, "max_tokens": 8, "temperature": 0,
+                                                            "priority": -5})
+    check(st_p == 200 and outs3[0][0] == 200 and js_p["choices"][0]["text"] == outs3[0][1]["choices"][0]["text"],
+          "--scheduling-policy priority: a request with priority -5 gives the same greedy text")
     rc = srv3.stop()
     check(rc == 0, f"third server: SIGTERM -> exit {rc}")
 
