@@ -507,6 +507,24 @@ static char *tool_def(const cJSON *tool, const char *const *vs, const size_t *vn
     return txt;
 }
 
+/* A function's definition (fn: {"name", "description", "parameters"}); where: how the messages name it
+ * ("tools[3].function", "functions[3]"), pname: the request's field. */
+static bool fn_def_ok(const cJSON *fn, const char *where, const char *pname, char *err, size_t errlen,
+                      const char **param)
+{
+    const cJSON *name = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+    if (!cJSON_IsString(name) || !name_ok(name->valuestring))
+        return srv_errf(err, errlen, param, pname, "%s.name must be 1 to %d of a-z, A-Z, 0-9, '_', '-' and '.'", where,
+                        SRV_TOOL_NAME_MAX);
+    const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
+    if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc))
+        return srv_errf(err, errlen, param, pname, "%s.description must be a string", where);
+    const cJSON *pars = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+    if (pars && !cJSON_IsNull(pars) && !cJSON_IsObject(pars))
+        return srv_errf(err, errlen, param, pname, "%s.parameters must be a JSON schema object", where);
+    return true;
+}
+
 /* tools (the request's "tools", or made from its "functions"), tc, par: their values; body[0..len): JSON text whose
  * member "tools" is their text (NULL: none) */
 static bool tools_parse(const okv_tokenizer *tok, const cJSON *tools, const cJSON *tc, const cJSON *par,
@@ -532,17 +550,11 @@ static bool tools_parse(const okv_tokenizer *tok, const cJSON *tools, const cJSO
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function") != 0 || !cJSON_IsObject(fn))
             return srv_errf(err, errlen, param, "tools",
                          "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., ...}}", i);
+        char where[48];
+        snprintf(where, sizeof where, "tools[%d].function", i);
+        if (!fn_def_ok(fn, where, "tools", err, errlen, param))
+            return false;
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
-        if (!cJSON_IsString(name) || !name_ok(name->valuestring))
-            return srv_errf(err, errlen, param, "tools",
-                         "tools[%d].function.name must be 1 to %d of a-z, A-Z, 0-9, '_', '-' and '.'", i,
-                         SRV_TOOL_NAME_MAX);
-        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
-        if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc))
-            return srv_errf(err, errlen, param, "tools", "tools[%d].function.description must be a string", i);
-        const cJSON *pars = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-        if (pars && !cJSON_IsNull(pars) && !cJSON_IsObject(pars))
-            return srv_errf(err, errlen, param, "tools", "tools[%d].function.parameters must be a JSON schema object", i);
         for (int k = 0; k < i; k++)
             if (!strcmp(cJSON_GetObjectItemCaseSensitive(fn_of[k], "name")->valuestring, name->valuestring))
                 return srv_errf(err, errlen, param, "tools", "tools[%d]: the function '%s' is defined twice", i,
@@ -698,17 +710,10 @@ static bool legacy_parse(const okv_tokenizer *tok, const cJSON *root, const cJSO
     int i = 0;
     const cJSON *fn;
     cJSON_ArrayForEach(fn, fns) {   /* checked here so that the messages name the functions */
-        const cJSON *name = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
-        if (!cJSON_IsString(name) || !name_ok(name->valuestring))
-            return srv_errf(err, errlen, param, "functions", "functions[%d].name must be 1 to %d of a-z, A-Z, 0-9, '_', "
-                            "'-' and '.'", i, SRV_TOOL_NAME_MAX);
-        const cJSON *desc = cJSON_GetObjectItemCaseSensitive(fn, "description");
-        if (desc && !cJSON_IsNull(desc) && !cJSON_IsString(desc))
-            return srv_errf(err, errlen, param, "functions", "functions[%d].description must be a string", i);
-        const cJSON *pars = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
-        if (pars && !cJSON_IsNull(pars) && !cJSON_IsObject(pars))
-            return srv_errf(err, errlen, param, "functions", "functions[%d].parameters must be a JSON schema object", i);
-        i++;
+        char where[32];
+        snprintf(where, sizeof where, "functions[%d]", i++);
+        if (!fn_def_ok(fn, where, "functions", err, errlen, param))
+            return false;
     }
     const cJSON *fc = cJSON_GetObjectItemCaseSensitive(root, "function_call");
     if (fc && cJSON_IsNull(fc))

@@ -6,6 +6,8 @@
 
 #include "oasiskv/common.h"
 
+#include <stdarg.h>
+
 #define GRAM_MAX_CP 0x10ffffu
 #define GRAM_INF_LEN (1 << 30)   /* a length that saturates here means "no finite text" */
 
@@ -43,8 +45,9 @@ struct gram_rules {
 enum okv_status gram_parse(const char *text, size_t len, const char *root_rule, struct gram_rules *out);
 void gram_rules_free(struct gram_rules *r);
 
-/* The 1-based line and column of byte at in text[0..len) (the parsers' messages). */
-void gram_line_col(const char *text, size_t len, size_t at, int *line, int *col);
+/* The thread's error message for byte at of text[0..len): "WHAT: line L, column C: " and fmt's text (the parsers'
+ * messages; what: "grammar", "grammar (Lark)"). */
+void gram_error(const char *what, const char *text, size_t len, size_t at, const char *fmt, va_list ap);
 
 /* Lark grammars (grammar_lark.c): whether text[0..len) is one (rule heads "name:" or %statements, no "::="), and
  * its GBNF, whose start rule is lark-top (*out, okv_free; errors name the Lark text's line and column). */

@@ -132,14 +132,10 @@ static bool lerr(struct lk *L, size_t at, const char *fmt, ...)
     if (L->st != OKV_OK)
         return false;
     L->st = OKV_ERR_INVALID_ARG;
-    int line, col;
-    gram_line_col(L->t, L->n, at, &line, &col);
-    char msg[320];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    gram_error("grammar (Lark)", L->t, L->n, at, fmt, ap);
     va_end(ap);
-    okv_set_error(OKV_ERR_INVALID_ARG, "grammar (Lark): line %d, column %d: %s", line, col, msg);
     return false;
 }
 

@@ -79,15 +79,18 @@ struct builder {
 
 /* ---- errors ---- */
 
-void gram_line_col(const char *text, size_t len, size_t at, int *line, int *col)
+void gram_error(const char *what, const char *text, size_t len, size_t at, const char *fmt, va_list ap)
 {
-    *line = *col = 1;
+    int line = 1, col = 1;
     for (size_t i = 0; i < at && i < len; i++) {
         if (text[i] == '\n')
-            ++*line, *col = 1;
+            line++, col = 1;
         else
-            ++*col;
+            col++;
     }
+    char msg[320];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    okv_set_error(OKV_ERR_INVALID_ARG, "%s: line %d, column %d: %s", what, line, col, msg);
 }
 
 static int perr(struct builder *b, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -96,14 +99,10 @@ static int perr(struct builder *b, size_t at, const char *fmt, ...)
     if (b->st != OKV_OK)
         return -1;
     b->st = OKV_ERR_INVALID_ARG;
-    int line, col;
-    gram_line_col(b->text, b->len, at, &line, &col);
-    char msg[320];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    gram_error("grammar", b->text, b->len, at, fmt, ap);
     va_end(ap);
-    okv_set_error(OKV_ERR_INVALID_ARG, "grammar: line %d, column %d: %s", line, col, msg);
     return -1;
 }
 
