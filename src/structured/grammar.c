@@ -43,7 +43,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
 #define CHUNK_BITS 6
@@ -486,23 +485,14 @@ enum okv_status okv_grammar_compile(const char *text, size_t len, const char *ro
         char *gbnf = NULL;
         if ((st = gram_lark_to_gbnf(text, len, &gbnf)) != OKV_OK)
             goto fail;
-        st = gram_parse(gbnf, strlen(gbnf), "lark-top", &g->r);
+        int lines = 1;   /* the GBNF keeps each rule on its Lark line: errors name those */
+        for (size_t i = 0; i < len; i++)
+            lines += text[i] == '\n';
+        st = gram_parse(gbnf, strlen(gbnf), "lark-top", lines, &g->r);
         okv_free(gbnf);
-        if (st == OKV_ERR_INVALID_ARG) {   /* "grammar: line L, column C: ..." of the GBNF: the line is Lark's */
-            int line = 0, col = 0, at = 0, lines = 1;
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", okv_last_error());
-            for (size_t i = 0; i < len; i++)
-                lines += text[i] == '\n';
-            if (sscanf(msg, "grammar: line %d, column %d: %n", &line, &col, &at) == 2 && at > 0)
-                line <= lines ? okv_set_error(st, "grammar (Lark): line %d: %s", line, msg + at)
-                              : okv_set_error(st, "grammar (Lark): %s", msg + at);
-            else if (!strncmp(msg, "grammar: ", 9))
-                okv_set_error(st, "grammar (Lark): %s", msg + 9);
-        }
         if (st != OKV_OK)
             goto fail;
-    } else if ((st = gram_parse(text, len, root_rule, &g->r)) != OKV_OK) {
+    } else if ((st = gram_parse(text, len, root_rule, 0, &g->r)) != OKV_OK) {
         goto fail;
     }
     g->node_hash_cap = g->config_hash_cap = g->seen_cap = 1024;

@@ -41,13 +41,18 @@ struct gram_rules {
 };
 
 /* Parse and check text[0..len) (grammar.h's okv_grammar_compile, without the states). On an
- * error sets the thread's message, leaves *out empty and returns the status. */
-enum okv_status gram_parse(const char *text, size_t len, const char *root_rule, struct gram_rules *out);
+ * error sets the thread's message, leaves *out empty and returns the status. lark_lines > 0: the
+ * text is gram_lark_to_gbnf's, whose lines 1..lark_lines hold the rules of those lines of the Lark
+ * text: messages name those lines (not the columns, which are the GBNF's), and no line past them. */
+enum okv_status gram_parse(const char *text, size_t len, const char *root_rule, int lark_lines,
+                           struct gram_rules *out);
 void gram_rules_free(struct gram_rules *r);
 
 /* The thread's error message for byte at of text[0..len): "WHAT: line L, column C: " and fmt's text (the parsers'
- * messages; what: "grammar", "grammar (Lark)"). */
-void gram_error(const char *what, const char *text, size_t len, size_t at, const char *fmt, va_list ap);
+ * messages; what: "grammar", "grammar (Lark)"); lines_only > 0: "WHAT: line L: " for a line up to lines_only, and
+ * "WHAT: " past it (gram_parse's lark_lines). */
+void gram_error(const char *what, const char *text, size_t len, size_t at, int lines_only, const char *fmt,
+                va_list ap);
 
 /* Lark grammars (grammar_lark.c): whether text[0..len) is one (rule heads "name:" or %statements, no "::="), and
  * its GBNF, whose start rule is lark-top (*out, okv_free; errors name the Lark text's line and column). */

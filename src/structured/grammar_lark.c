@@ -134,7 +134,7 @@ static bool lerr(struct lk *L, size_t at, const char *fmt, ...)
     L->st = OKV_ERR_INVALID_ARG;
     va_list ap;
     va_start(ap, fmt);
-    gram_error("grammar (Lark)", L->t, L->n, at, fmt, ap);
+    gram_error("grammar (Lark)", L->t, L->n, at, 0, fmt, ap);
     va_end(ap);
     return false;
 }
@@ -749,40 +749,40 @@ static char *unleft(const char *name, size_t nk, const char *body, size_t bn, bo
     }
     if (!any || !rest)
         return NULL;
-    struct lk tmp = {.o = {.tag = OKV_TAG_SERVER}};
-    puts_(&tmp, " (");
+    struct okv_strbuf tmp = {.tag = OKV_TAG_SERVER};
+    okv_sb_puts(&tmp, " (");
     bool first = true;
     for (int i = 0; i < n; i++) {
         if (an[i] >= (size_t)hn && !memcmp(alt[i], head, (size_t)hn))
             continue;
-        puts_(&tmp, first ? "" : " |");
-        put(&tmp, alt[i], an[i]);
+        okv_sb_puts(&tmp, first ? "" : " |");
+        okv_sb_put(&tmp, alt[i], an[i]);
         first = false;
     }
-    puts_(&tmp, " ) (");
+    okv_sb_puts(&tmp, " ) (");
     first = true;
     for (int i = 0; i < n; i++) {
         if (!(an[i] >= (size_t)hn && !memcmp(alt[i], head, (size_t)hn)))
             continue;
         if (an[i] == (size_t)hn)   /* R: R | ...: adds nothing */
             continue;
-        puts_(&tmp, first ? "" : " |");
-        put(&tmp, alt[i] + hn, an[i] - (size_t)hn);
+        okv_sb_puts(&tmp, first ? "" : " |");
+        okv_sb_put(&tmp, alt[i] + hn, an[i] - (size_t)hn);
         first = false;
     }
-    puts_(&tmp, first ? " \"\" )" : " )*");
-    if (tmp.o.oom) {
-        okv_free(tmp.o.s);
+    okv_sb_puts(&tmp, first ? " \"\" )" : " )*");
+    if (tmp.oom) {
+        okv_free(tmp.s);
         return NULL;
     }
     *changed = true;
-    return tmp.o.s;
+    return tmp.s;
 }
 
 /* Rewrite each rule of the GBNF text whose alternatives begin with itself. */
 static bool remove_left_recursion(struct lk *L)
 {
-    struct lk R = {.o = {.tag = OKV_TAG_SERVER}};
+    struct okv_strbuf R = {.tag = OKV_TAG_SERVER};
     const char *s = L->o.s ? L->o.s : "";
     const size_t n = L->o.len;
     size_t i = 0;
@@ -801,25 +801,25 @@ static bool remove_left_recursion(struct lk *L)
             bool changed;
             char *nb = unleft(s + i, nk, def + 4, (size_t)(s + e - (def + 4)), &changed);
             if (nb) {
-                put(&R, s + i, nk + 4);
-                puts_(&R, nb);
+                okv_sb_put(&R, s + i, nk + 4);
+                okv_sb_puts(&R, nb);
                 okv_free(nb);
                 done = true;
             }
         }
         if (!done)
-            put(&R, s + i, e - i);
+            okv_sb_put(&R, s + i, e - i);
         if (e < n)
-            put(&R, "\n", 1);
+            okv_sb_put(&R, "\n", 1);
         i = e + 1;
     }
-    if (R.o.oom) {
-        okv_free(R.o.s);
+    if (R.oom) {
+        okv_free(R.s);
         L->st = okv_set_error(OKV_ERR_NO_MEMORY, "grammar: no memory");
         return false;
     }
     okv_free(L->o.s);
-    L->o = R.o;
+    L->o = R;
     return true;
 }
 

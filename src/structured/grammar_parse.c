@@ -75,11 +75,13 @@ struct builder {
     int32_t n_tmp, cap_tmp;
     long n_elems;
     int depth;                 /* parentheses open */
+    int lark_lines;            /* gram_parse's: the Lark text's lines (0: the text is the user's GBNF) */
 };
 
 /* ---- errors ---- */
 
-void gram_error(const char *what, const char *text, size_t len, size_t at, const char *fmt, va_list ap)
+void gram_error(const char *what, const char *text, size_t len, size_t at, int lines_only, const char *fmt,
+                va_list ap)
 {
     int line = 1, col = 1;
     for (size_t i = 0; i < at && i < len; i++) {
@@ -90,7 +92,12 @@ void gram_error(const char *what, const char *text, size_t len, size_t at, const
     }
     char msg[320];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    okv_set_error(OKV_ERR_INVALID_ARG, "%s: line %d, column %d: %s", what, line, col, msg);
+    if (lines_only <= 0)
+        okv_set_error(OKV_ERR_INVALID_ARG, "%s: line %d, column %d: %s", what, line, col, msg);
+    else if (line <= lines_only)
+        okv_set_error(OKV_ERR_INVALID_ARG, "%s: line %d: %s", what, line, msg);
+    else
+        okv_set_error(OKV_ERR_INVALID_ARG, "%s: %s", what, msg);
 }
 
 static int perr(struct builder *b, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -101,7 +108,7 @@ static int perr(struct builder *b, size_t at, const char *fmt, ...)
     b->st = OKV_ERR_INVALID_ARG;
     va_list ap;
     va_start(ap, fmt);
-    gram_error("grammar", b->text, b->len, at, fmt, ap);
+    gram_error(b->lark_lines ? "grammar (Lark)" : "grammar", b->text, b->len, at, b->lark_lines, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -932,7 +939,8 @@ static enum okv_status finish(struct builder *b, const char *root_name, struct g
     }
     const int32_t root = b->name_hash_cap ? b->name_hash[name_slot(b, root_name, strlen(root_name))] : -1;
     if (root < 0)
-        return okv_set_error(OKV_ERR_INVALID_ARG, "grammar: no rule named '%s', the start rule%s", root_name,
+        return okv_set_error(OKV_ERR_INVALID_ARG, "grammar%s: no rule named '%s', the start rule%s",
+                             b->lark_lines ? " (Lark)" : "", root_name,
                              strcmp(root_name, "root") ? "" : " (a GBNF grammar starts at root ::= ...)");
     /* flat: each rule's alternatives, each ended by GE_END */
     int32_t n_alts = 0;
@@ -1055,10 +1063,11 @@ void gram_rules_free(struct gram_rules *r)
     memset(r, 0, sizeof *r);
 }
 
-enum okv_status gram_parse(const char *text, size_t len, const char *root_rule, struct gram_rules *out)
+enum okv_status gram_parse(const char *text, size_t len, const char *root_rule, int lark_lines,
+                           struct gram_rules *out)
 {
     memset(out, 0, sizeof *out);
-    struct builder b = {.text = text, .len = len};
+    struct builder b = {.text = text, .len = len, .lark_lines = lark_lines};
     if (!text && len)
         return okv_set_error(OKV_ERR_INVALID_ARG, "grammar: no text");
     b.pos = skip_space(&b, 0);
