@@ -78,6 +78,8 @@ struct job {
     struct okv_token_logprob *lps;   /* entries not taken yet: the prompt's (echo), then the generated */
     int n_lps, cap_lps;
     bool lp_oom;
+    bool lp_keep;                 /* the entries are kept for the reply (else only summed: best_of's ranking) */
+    double cum_lp;                /* the generated tokens' log-probabilities summed (best_of > n ranks by it) */
     bool finished;
     enum okv_finish reason;
     int completion_tokens;
@@ -188,6 +190,12 @@ static void job_on_logprob(void *user, const struct okv_token_logprob *lp)
 {
     struct job *j = user;
     pthread_mutex_lock(&j->sy->mu);
+    if (!lp->prompt && isfinite(lp->logprob))
+        j->cum_lp += lp->logprob;
+    if (!j->lp_keep) {
+        pthread_mutex_unlock(&j->sy->mu);
+        return;
+    }
     if (j->n_lps == j->cap_lps) {
         int cap = j->cap_lps ? j->cap_lps * 2 : 64;
         struct okv_token_logprob *v = okv_realloc(j->lps, sizeof *v * (size_t)cap, OKV_TAG_SERVER);
@@ -1035,6 +1043,7 @@ struct params {
                                                          return_tokens_as_token_ids */
     long truncate;      /* vLLM's truncate_prompt_tokens: keep the prompt's last this many tokens; 0 none */
     long priority;      /* vLLM's priority (serve --scheduling-policy priority): lower is served first */
+    long best_of;       /* candidates generated per prompt, the n most likely returned (0: not given, = n) */
     const char *stop[MAX_STOP];   /* borrowed from the JSON tree */
     int n_stop;
     struct okv_logit_adjust adj;  /* penalties, min_tokens, logit_bias (in bias_id / bias) */
@@ -1385,11 +1394,13 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
 {
     if (!model_ok(sv, root, e))
         return false;
-    long best_of = 1, n = 1;
-    if (!get_int(root, "best_of", 1, 1 << 20, &best_of, NULL, e) || !get_int(root, "n", 1, 1 << 20, &n, NULL, e))
+    long best_of = 0, n = 1;
+    bool bo_given = false;
+    if (!get_int(root, "best_of", 1, MAX_CHOICES, &best_of, &bo_given, e) || !get_int(root, "n", 1, 1 << 20, &n, NULL, e))
         return false;
-    if (best_of != 1 && best_of != n)   /* best_of = n returns every candidate: n choices */
-        return fail(e, 400, "best_of", NULL, "only best_of = 1 or = n is supported");
+    if (bo_given && best_of < n)   /* OpenAI's and vLLM's rule */
+        return fail(e, 400, "best_of", NULL, "'best_of' (%ld) must be at least 'n' (%ld)", best_of, n);
+    p->best_of = bo_given ? best_of : 0;
 
     bool given = false;
     if (chat) {
@@ -1922,9 +1933,10 @@ static cJSON *choice_obj(const struct job *j, int i)
     return ch;
 }
 
-/* The reply to a finished request of nj choices (jobs in choice order; the prompt tokens
- * of each prompt counted once: n_per_prompt jobs share one). */
-static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, struct MHD_Connection *c,
+/* The reply to a finished request of nj jobs, n_per_prompt for each prompt, its first n_show of them its choices
+ * (best_of > n: the rest were candidates not chosen); the prompt tokens of each prompt counted once, the completion
+ * tokens of every job (those generated: OpenAI bills best_of's candidates). */
+static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, int n_show, struct MHD_Connection *c,
                                    const struct srv_resp_req *resp)
 {
     for (int i = 0; i < nj; i++) {
@@ -1942,12 +1954,14 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
     int prompt = 0, completion = 0, cached = 0;
     for (int i = 0; i < nj; i++) {
-        cJSON *ch = choice_obj(jobs[i], i);
-        if (!ch) {
-            cJSON_Delete(o);
-            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+        if (i % n_per_prompt < n_show) {
+            cJSON *ch = choice_obj(jobs[i], i / n_per_prompt * n_show + i % n_per_prompt);
+            if (!ch) {
+                cJSON_Delete(o);
+                return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+            }
+            cJSON_AddItemToArray(choices, ch);
         }
-        cJSON_AddItemToArray(choices, ch);
         if (i % n_per_prompt == 0) {
             prompt += jobs[i]->prompt_tokens;
             cached += jobs[i]->cached_tokens;
@@ -2108,6 +2122,14 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     }
     if (!parse_common(sv, root, chat, &p, &e) || !get_int(root, "n", 1, MAX_CHOICES, &n_choices, NULL, &e))
         goto bad;
+    /* best_of > n: that many candidates per prompt, the n of the largest summed log-probability returned (vLLM's
+     * ranking), known only when all have finished */
+    const long per = p.best_of ? p.best_of : n_choices;
+    const bool rank = per > n_choices;
+    if (rank && p.stream) {
+        fail(&e, 400, "best_of", NULL, "'best_of' > 'n' cannot be streamed: the best candidates are known only at the end");
+        goto bad;
+    }
     if (chat) {
         struct srv_tools tools;
         const char *tparam = NULL;
@@ -2142,7 +2164,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         srv_tools_free(&tools);
         if (!ok)
             goto bad;
-    } else if (!completion_prompts(sv, root, prompts, (int)(MAX_CHOICES / n_choices), &n_prompts, &e)) {
+    } else if (!completion_prompts(sv, root, prompts, (int)(MAX_CHOICES / per), &n_prompts, &e)) {
         goto bad;
     }
     for (int i = 0; i < n_prompts; i++) {
@@ -2181,7 +2203,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
     if (p.stream && !sm)
         st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < n_prompts && st == OKV_OK; i++)
-        for (int k = 0; k < n_choices && st == OKV_OK; k++) {
+        for (int k = 0; k < per && st == OKV_OK; k++) {
             long max_tokens = p.max_given           ? p.max_tokens
                               : sv->gen.has[OKV_GEN_MAX_TOKENS] ? (long)sv->gen.value[OKV_GEN_MAX_TOKENS]   /* max_new_tokens */
                               : chat                   ? sv->max_ctx - (long)prompts[i].n
@@ -2199,6 +2221,8 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 break;
             }
             j->details = sv->prompt_details || resp;
+            const bool prompt_lps = (p.lp && p.echo) || p.prompt_lp >= 0;
+            j->lp_keep = p.lp || prompt_lps;
             struct okv_sampling samp = p.samp;
             samp.seed ^= (uint64_t)k * 0x9E3779B97F4A7C15ull;   /* the n choices of a prompt draw apart */
             struct okv_sched_request rq = {
@@ -2206,7 +2230,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
                 .sampling = samp, .stop = p.stop, .n_stop = p.n_stop, .ignore_eos = p.ignore_eos,
                 .adjust = p.adj, .stop_token_ids = p.stop_ids, .n_stop_token_ids = p.n_stop_ids,
                 .on_token = job_on_token, .on_finish = job_on_finish, .user = j,
-                .logprobs = p.lp, .prompt_logprobs = (p.lp && p.echo) || p.prompt_lp >= 0,
+                .logprobs = p.lp || rank, .prompt_logprobs = prompt_lps,
                 .top_logprobs = p.lp_top > p.prompt_lp ? p.lp_top : p.prompt_lp,
                 .include_stop_str_in_output = p.include_stop, .keep_special_tokens = p.keep_special,
                 .priority = (int)p.priority,
@@ -2292,7 +2316,15 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         }
     }
     pthread_mutex_unlock(&jobs[0]->sy->mu);
-    ret = reply_final(jobs, nj, (int)n_choices, c, resp);
+    if (rank)   /* each prompt's candidates by decreasing summed log-probability, the earlier first on ties */
+        for (int g = 0; g + per <= nj; g += (int)per)
+            for (int a = g + 1; a < g + per; a++)
+                for (int b = a; b > g && jobs[b]->cum_lp > jobs[b - 1]->cum_lp; b--) {
+                    struct job *t = jobs[b];
+                    jobs[b] = jobs[b - 1];
+                    jobs[b - 1] = t;
+                }
+    ret = reply_final(jobs, nj, (int)per, (int)n_choices, c, resp);
     for (int i = 0; i < nj; i++)
         http_release(jobs[i]);
     return ret;

@@ -647,6 +647,37 @@ def main():
     check(st == 200 and len(texts) == 3 and len(set(texts)) > 1 and js["usage"]["prompt_tokens"] == n_once
           and js["usage"]["completion_tokens"] == 24,
           "n = 3 with sampling: 3 different choices, the prompt counted once")
+    # best_of > n: the same candidates as n = best_of (same seed), the n of the largest summed log-probability
+    # returned in that order (vLLM's ranking), every candidate's tokens in the usage (OpenAI bills them)
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.9, "seed": 11, "n": 3,
+                         "logprobs": 0, "ignore_eos": True})
+    cands = sorted(((sum(c["logprobs"]["token_logprobs"]), c["text"]) for c in js["choices"]), reverse=True) \
+        if st == 200 else []
+    check(st == 200 and [t for _, t in sorted(cands, key=lambda x: texts.index(x[1]))] == texts,
+          "n = 3 with logprobs: the same choices as without")
+    for n_, lp_ in ((1, None), (2, 1)):
+        body = {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0.9, "seed": 11, "n": n_, "best_of": 3,
+                "ignore_eos": True}
+        if lp_ is not None:
+            body["logprobs"] = lp_
+        st, js, _ = request(port, "POST", "/v1/completions", body)
+        chs = js["choices"] if st == 200 else []
+        check(st == 200 and [c["text"] for c in chs] == [t for _, t in cands[:n_]]
+              and [c["index"] for c in chs] == list(range(n_)) and js["usage"]["completion_tokens"] == 24
+              and all((c["logprobs"] is None) == (lp_ is None) for c in chs)
+              and (lp_ is None or all(abs(sum(c["logprobs"]["token_logprobs"]) - s_) < 1e-4
+                                      for c, (s_, _) in zip(chs, cands))),
+              f"best_of = 3, n = {n_}{' with logprobs' if lp_ else ''}: the {n_} most likely of the 3 candidates, "
+              "in order; usage counts all 24 tokens")
+    st, js, _ = request(port, "POST", "/v1/completions",
+                        {"prompt": [prompt, "Once upon a time"], "max_tokens": 8, "temperature": 0, "best_of": 2,
+                         "ignore_eos": True})
+    st1, js1, _ = request(port, "POST", "/v1/completions", {"prompt": "Once upon a time", "max_tokens": 8,
+                                                             "temperature": 0, "ignore_eos": True})
+    check(st == 200 and st1 == 200 and [c["text"] for c in js["choices"]] == [ref_text, js1["choices"][0]["text"]]
+          and [c["index"] for c in js["choices"]] == [0, 1] and js["usage"]["completion_tokens"] == 32,
+          "2 prompts with best_of = 2 (greedy): one choice per prompt, indices 0 and 1")
     st, js, _ = request(port, "POST", "/v1/chat/completions",
                         {"messages": msgs, "max_tokens": 6, "temperature": 0, "n": 2, "ignore_eos": True})
     check(st == 200 and [c["message"]["content"] for c in js["choices"]] == [chat_text, chat_text],
@@ -968,6 +999,10 @@ def main():
         ("stop of wrong type", "/v1/completions", {"prompt": "x", "stop": 3}, None, 400),
         ("stream of wrong type", "/v1/completions", {"prompt": "x", "stream": "yes"}, None, 400),
         ("n past 64", "/v1/completions", {"prompt": "x", "n": 65}, None, 400),
+        ("best_of below n", "/v1/completions", {"prompt": "x", "n": 3, "best_of": 2}, None, 400),
+        ("best_of past 64", "/v1/completions", {"prompt": "x", "best_of": 65}, None, 400),
+        ("best_of > n streamed", "/v1/completions", {"prompt": "x", "best_of": 2, "stream": True}, None, 400),
+        ("33 prompts x best_of 2", "/v1/completions", {"prompt": ["a"] * 33, "best_of": 2}, None, 400),
         ("65 prompts", "/v1/completions", {"prompt": ["a"] * 65}, None, 400),
         ("a list of prompts with a number", "/v1/completions", {"prompt": ["a", 3]}, None, 400),
         ("logprobs past 20", "/v1/completions", {"prompt": "x", "logprobs": 21}, None, 400),
