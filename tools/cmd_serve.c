@@ -51,6 +51,9 @@ static const char *help =
     "                               arrival) and the last in that order is preempted when the KV pool runs out\n"
     "                               (vLLM's); fcfs (default): first come, first served, and a request that gives\n"
     "                               a priority other than 0 is refused\n"
+    "  --max-stored-responses N     the Responses API keeps its last N responses made with \"store\" (the default),\n"
+    "                               for previous_response_id and GET/DELETE /v1/responses/{id} (default 1024, at\n"
+    "                               most 256 MiB of their text; 0: none kept, \"store\" is then false)\n"
     "  --draft ngram                speculative decoding with prompt-lookup drafts\n"
     "  --load-format dummy          random weights from the model folder's config.json (timing only)\n"
     "  --tokenizer PATH             tokenizer folder, tokenizer.json or .gguf (default: the model's)\n"
@@ -214,6 +217,7 @@ int cmd_serve(int argc, char **argv)
     enum okv_predict predict = OKV_PREDICT_LOOKAHEAD;
     bool host_fp8 = false;
     bool async_sched = true, prio_policy = false;
+    int max_stored = 0;   /* --max-stored-responses: 0 the default, -1 none */
     bool dense_while_room = true;
     int prefix_caching = -1;   /* -1: the default (on, except over an fp8 host tier) */
     bool verbose = false;
@@ -263,6 +267,13 @@ int cmd_serve(int argc, char **argv)
             if (strcmp(v, "fcfs") && strcmp(v, "priority"))
                 cli_die("--scheduling-policy: '%s' is not fcfs or priority", v);
             prio_policy = !strcmp(v, "priority");
+        } else if (!strcmp(a, "--max-stored-responses")) {
+            const char *v = cli_value(argc, argv, &i);
+            char *end;
+            const long n = strtol(v, &end, 10);
+            if (!*v || *end || n < 0 || n > 1000000)
+                cli_die("--max-stored-responses: '%s' is not a number from 0 to 1000000", v);
+            max_stored = n ? (int)n : -1;
         } else if (!strcmp(a, "--draft")) {
             draft = cli_value(argc, argv, &i);
             if (strcmp(draft, "ngram"))
@@ -548,7 +559,8 @@ int cmd_serve(int argc, char **argv)
                                     .model_alias = name ? NULL : model_path, .model_root = model_path,
                                     .api_key = api_key, .max_ctx = okv_engine_max_ctx(e), .has_seed = has_seed,
                                     .seed = seed, .reasoning = reasoning, .chat_template_kwargs = chat_kwargs,
-                                    .prompt_tokens_details = prompt_details, .priority_policy = prio_policy};
+                                    .prompt_tokens_details = prompt_details, .priority_policy = prio_policy,
+                                    .max_stored_responses = max_stored};
     /* the model's sampling defaults, as vLLM takes them (generation_config.json beside the weights) */
     {
         struct stat gs;

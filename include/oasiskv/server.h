@@ -68,6 +68,10 @@ struct okv_server_params {
     bool priority_policy;         /* the scheduler runs the priority policy: requests' "priority" is taken (otherwise
                                      one other than 0 is refused, as vLLM refuses it without --scheduling-policy
                                      priority) */
+    int max_stored_responses;     /* the Responses API's stored responses (store: true, the default), for
+                                     previous_response_id and GET/DELETE /v1/responses/{id}: at most this many, the
+                                     oldest dropped first; 0: 1,024; -1: none kept (store is then false) */
+    size_t max_stored_bytes;      /* ... and at most this many bytes of their JSON text; 0: 256 MiB */
 };
 
 /* Start serving on the scheduler (which must be started: okv_sched_start) and

@@ -2072,14 +2072,15 @@ enum MHD_Result srv_handle_responses(okv_server *sv, struct MHD_Connection *c, c
     char err[512];
     const char *param = NULL;
     char *txt = NULL;
+    unsigned status = 400;
     if (!root || !cJSON_IsObject(root)) {
         r = srv_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, NULL,
                             root ? "the body must be a JSON object" : "the body is not valid JSON");
     } else if (has_nul_escape(body, len)) {
         r = srv_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", NULL, NULL, NUL_ESCAPE_MSG);
-    } else if (!srv_resp_request(root, body, len, &chat, &rq, err, sizeof err, &param)) {
-        r = srv_reply_error(c, param ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                            param ? "invalid_request_error" : "server_error", param, NULL, "%s", err);
+    } else if (!srv_resp_request(root, body, len, sv->responses, &chat, &rq, err, sizeof err, &param, &status)) {
+        r = srv_reply_error(c, param ? status : MHD_HTTP_INTERNAL_SERVER_ERROR, param ? "invalid_request_error" : "server_error",
+                            param, status == 404 ? "previous_response_not_found" : NULL, "%s", err);
     } else if (!(txt = cJSON_PrintUnformatted(chat))) {
         r = srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
     } else {

@@ -230,8 +230,8 @@ static const struct { const char *name, *why; } refused[] = {
     {"stream_options", "a streamed response ends with response.completed, which carries the usage"},
     {"functions", "use 'tools' ([{\"type\": \"function\", \"name\": ...}])"},
     {"function_call", "use 'tool_choice'"},
-    {"previous_response_id", "this server stores no responses: send the whole conversation in 'input'"},
-    {"conversation", "this server keeps no conversations: send the whole conversation in 'input'"},
+    {"conversation", "this server keeps no conversations: go on from a response with 'previous_response_id', or "
+                     "send the whole conversation in 'input'"},
     {"prompt", "stored prompt templates are not supported: send the text in 'instructions' and 'input'"},
     {"max_tool_calls", "not supported: the model's reply is read for calls as a whole"},
 };
@@ -240,7 +240,7 @@ static const struct { const char *name, *why; } refused[] = {
 static const char *const handled[] = {
     "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "tools", "tool_choice",
     "parallel_tool_calls", "text", "reasoning", "metadata", "top_logprobs", "include", "store", "background", "user",
-    "truncation", "service_tier", "safety_identifier", "prompt_cache_key", "stream_options",
+    "truncation", "service_tier", "safety_identifier", "prompt_cache_key", "stream_options", "previous_response_id",
 };
 
 static bool is_handled(const char *k)
@@ -352,6 +352,58 @@ static bool read_text_format(const cJSON *root, cJSON *chat, char *err, size_t e
     return true;
 }
 
+/* The input (read_input accepted it) as the items a stored response lists: a string as a user message; a message
+ * with "type": "message", its string content as one text part (input_text, output_text for the assistant's); each
+ * item with an id (msg_, fc_, fco_, rs_) unless it has one. Appended to items; false: out of memory. */
+static bool add_input_items(cJSON *items, const cJSON *input)
+{
+    if (cJSON_IsString(input)) {
+        cJSON *it = cJSON_CreateObject();
+        char id[48];
+        new_id(id, "msg");
+        cJSON_AddStringToObject(it, "id", id);
+        cJSON_AddStringToObject(it, "type", "message");
+        cJSON_AddStringToObject(it, "role", "user");
+        cJSON *part = cJSON_CreateObject();
+        cJSON_AddStringToObject(part, "type", "input_text");
+        cJSON_AddStringToObject(part, "text", input->valuestring);
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(it, "content"), part);
+        return cJSON_AddItemToArray(items, it);
+    }
+    const cJSON *x;
+    cJSON_ArrayForEach(x, input) {
+        cJSON *it = cJSON_Duplicate(x, true);
+        if (!it)
+            return false;
+        const char *type = str_of(it, "type"), *role = str_of(it, "role");
+        if (!type) {
+            cJSON_AddStringToObject(it, "type", "message");
+            type = "message";
+        }
+        const cJSON *c = get(it, "content");
+        if (!strcmp(type, "message") && cJSON_IsString(c)) {
+            cJSON *part = cJSON_CreateObject();
+            cJSON_AddStringToObject(part, "type", role && !strcmp(role, "assistant") ? "output_text" : "input_text");
+            cJSON_AddStringToObject(part, "text", c->valuestring);
+            cJSON *arr = cJSON_CreateArray();
+            cJSON_AddItemToArray(arr, part);
+            cJSON_ReplaceItemInObjectCaseSensitive(it, "content", arr);
+        }
+        if (!cJSON_IsString(get(it, "id"))) {
+            char id[48];
+            new_id(id, !strcmp(type, "function_call")          ? "fc"
+                       : !strcmp(type, "function_call_output") ? "fco"
+                       : !strcmp(type, "reasoning")            ? "rs"
+                                                               : "msg");
+            cJSON_DeleteItemFromObjectCaseSensitive(it, "id");
+            cJSON_AddStringToObject(it, "id", id);
+        }
+        if (!cJSON_AddItemToArray(items, it))
+            return false;
+    }
+    return true;
+}
+
 static void echo_or(cJSON *echo, const cJSON *root, const char *name, cJSON *dflt)
 {
     const cJSON *v = get(root, name);
@@ -363,12 +415,13 @@ static void echo_or(cJSON *echo, const cJSON *root, const char *name, cJSON *dfl
     }
 }
 
-bool srv_resp_request(const cJSON *root, const char *body, size_t len, cJSON **chat_out, struct srv_resp_req *rq,
-                      char *err, size_t errsz, const char **param)
+bool srv_resp_request(const cJSON *root, const char *body, size_t len, srv_resp_store *store, cJSON **chat_out,
+                      struct srv_resp_req *rq, char *err, size_t errsz, const char **param, unsigned *status)
 {
     *chat_out = NULL;
     memset(rq, 0, sizeof *rq);
     *param = NULL;
+    *status = 400;
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (get(root, refused[i].name))
             return FAIL(refused[i].name, "'%s' is not a parameter of this server's Responses API: %s", refused[i].name,
@@ -407,6 +460,30 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, cJSON **c
     const cJSON *mot = get(root, "max_output_tokens");
     if (mot && !cJSON_IsNumber(mot))
         return FAIL("max_output_tokens", "'max_output_tokens' must be an integer");
+    const cJSON *sto = get(root, "store");
+    if (sto && !cJSON_IsBool(sto) && !cJSON_IsNull(sto))
+        return FAIL("store", "'store' must be a boolean");
+    const bool keep = store && !cJSON_IsFalse(sto);
+    const cJSON *prev_id = get(root, "previous_response_id");
+    cJSON *prev = NULL;   /* the conversation that previous_response_id ended */
+    if (prev_id && !cJSON_IsNull(prev_id)) {
+        if (!cJSON_IsString(prev_id))
+            return FAIL("previous_response_id", "'previous_response_id' must be a string");
+        if (!store)
+            return FAIL("previous_response_id", "this server stores no responses (serve --max-stored-responses 0): "
+                        "send the whole conversation in 'input'");
+        bool oom;
+        if (!srv_resp_store_get(store, prev_id->valuestring, NULL, &prev, NULL, &oom)) {
+            if (oom) {
+                *status = 500;
+                return FAIL(NULL, "out of memory");
+            }
+            *status = 404;
+            return FAIL("previous_response_id", "Previous response with id '%.80s' not found (never made, made with "
+                        "\"store\": false, deleted, or evicted: the server keeps its last serve "
+                        "--max-stored-responses).", prev_id->valuestring);
+        }
+    }
 
     cJSON *chat = cJSON_CreateObject();
     cJSON *msgs = cJSON_AddArrayToObject(chat, "messages");
@@ -416,11 +493,25 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, cJSON **c
         cJSON_AddStringToObject(m, "content", inst->valuestring);
         cJSON_AddItemToArray(msgs, m);
     }
-    if (!read_input(input, msgs, err, errsz, param) || !read_tools(root, body, len, chat, err, errsz, param) ||
-        !read_text_format(root, chat, err, errsz, param)) {
+    if ((prev && !read_input(prev, msgs, err, errsz, param)) || !read_input(input, msgs, err, errsz, param) ||
+        !read_tools(root, body, len, chat, err, errsz, param) || !read_text_format(root, chat, err, errsz, param)) {
+        cJSON_Delete(prev);
         cJSON_Delete(chat);
         return false;
     }
+    if (keep) {   /* the conversation through this input, kept with the response */
+        rq->items = prev ? prev : cJSON_CreateArray();
+        prev = NULL;
+        if (!rq->items || !add_input_items(rq->items, input)) {
+            cJSON_Delete(rq->items);
+            rq->items = NULL;
+            cJSON_Delete(chat);
+            *status = 500;
+            return FAIL(NULL, "out of memory");
+        }
+        rq->store = store;
+    }
+    cJSON_Delete(prev);
     const cJSON *v;
     if ((v = get(root, "model")))
         cJSON_AddItemToObject(chat, "model", cJSON_Duplicate(v, true));
@@ -472,9 +563,12 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, cJSON **c
     echo_or(e, root, "top_logprobs", cJSON_CreateNumber(0));
     echo_or(e, root, "user", cJSON_CreateNull());
     cJSON_AddStringToObject(e, "truncation", "disabled");
-    cJSON_AddFalseToObject(e, "store");   /* nothing is stored, whatever was asked */
+    cJSON_AddBoolToObject(e, "store", keep);
     cJSON_AddFalseToObject(e, "background");
-    cJSON_AddNullToObject(e, "previous_response_id");
+    if (prev_id && cJSON_IsString(prev_id))
+        cJSON_AddStringToObject(e, "previous_response_id", prev_id->valuestring);
+    else
+        cJSON_AddNullToObject(e, "previous_response_id");
     cJSON_AddNullToObject(e, "max_tool_calls");
     rq->echo = e;
     new_id(rq->id, "resp");
@@ -487,6 +581,26 @@ void srv_resp_req_free(struct srv_resp_req *rq)
 {
     cJSON_Delete(rq->echo);
     rq->echo = NULL;
+    cJSON_Delete(rq->items);
+    rq->items = NULL;
+}
+
+/* A finished response kept with its conversation (the request's items, then the output's), where rq has a store:
+ * a failure to keep it (out of memory, larger than the store) is logged, the reply goes out all the same. */
+static void keep_response(const struct srv_resp_req *rq, const cJSON *response)
+{
+    if (!rq->store || !response)
+        return;
+    cJSON *items = cJSON_Duplicate(rq->items, true);
+    const cJSON *x;
+    bool ok = items != NULL;
+    cJSON_ArrayForEach(x, get(response, "output")) {
+        if (ok && !cJSON_AddItemToArray(items, cJSON_Duplicate(x, true)))
+            ok = false;
+    }
+    if (!ok || !srv_resp_store_put(rq->store, rq->id, response, items, cJSON_GetArraySize(rq->items)))
+        OKV_LOG_WARN("server: response %s was not stored (out of memory, or larger than the store)", rq->id);
+    cJSON_Delete(items);
 }
 
 /* a Response object: status, output (consumed; NULL: empty), usage (consumed; NULL: null), model */
@@ -635,10 +749,12 @@ cJSON *srv_resp_reply(const struct srv_resp_req *rq, const cJSON *chat)
     const cJSON *pt = get(u, "prompt_tokens"), *ct = get(u, "completion_tokens");
     const cJSON *cached = get(get(u, "prompt_tokens_details"), "cached_tokens");
     const cJSON *rt = get(get(u, "completion_tokens_details"), "reasoning_tokens");
-    return response_obj(rq, str_of(chat, "model"), status, output,
-                        usage_of(pt ? (int)pt->valuedouble : 0, ct ? (int)ct->valuedouble : 0,
-                                 cached ? (int)cached->valuedouble : 0, rt ? (int)rt->valuedouble : 0),
-                        incomplete, NULL);
+    cJSON *r = response_obj(rq, str_of(chat, "model"), status, output,
+                            usage_of(pt ? (int)pt->valuedouble : 0, ct ? (int)ct->valuedouble : 0,
+                                     cached ? (int)cached->valuedouble : 0, rt ? (int)rt->valuedouble : 0),
+                            incomplete, NULL);
+    keep_response(rq, r);
+    return r;
 }
 
 /* ---- streaming ---- */
@@ -951,9 +1067,10 @@ void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int pr
     cJSON *o = ev_new(incomplete ? "response.incomplete" : "response.completed");
     cJSON *output = st->output;
     st->output = NULL;
-    cJSON_AddItemToObject(o, "response", response_obj(&st->rq, st->model, status, output,
-                                                      usage_of(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens),
-                                                      incomplete, NULL));
+    cJSON *r = response_obj(&st->rq, st->model, status, output,
+                            usage_of(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens), incomplete, NULL);
+    keep_response(&st->rq, r);
+    cJSON_AddItemToObject(o, "response", r);
     emit(st, out, o);
     st->ended = true;
 }

@@ -4,6 +4,7 @@
  * (/health, /metrics, /v1/models). Completions live in openai.c. */
 #define _GNU_SOURCE
 #include "server/server_internal.h"
+#include "server/resp_store.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -356,6 +357,8 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
                                    "Method %s is not allowed on %s.", method, url);
         return handle_model(sv, c, url + 11);
     }
+    if (r < 0 && !strncmp(url, "/v1/responses/", 14))   /* a stored response: GET, its input_items, DELETE */
+        return srv_handle_stored_response(sv, c, method, url + 14);
     if (r < 0 && !strcmp(url, "/ping") && (get || post))   /* vLLM's (SageMaker's) liveness probe */
         return reply_bytes(c, MHD_HTTP_OK, "text/plain", "", 0);
     if (r < 0)
@@ -502,6 +505,13 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->model_alias = dup_or_null(p->model_alias);
     sv->model_root = dup_or_null(p->model_root);
     sv->api_key = p->api_key && *p->api_key ? dup_or_null(p->api_key) : NULL;
+    if (p->max_stored_responses >= 0 &&
+        !(sv->responses = srv_resp_store_new(p->max_stored_responses ? p->max_stored_responses : 1024,
+                                             p->max_stored_bytes ? p->max_stored_bytes : (size_t)256 << 20))) {
+        freeaddrinfo(ai);
+        okv_server_free(sv);
+        return okv_set_error(OKV_ERR_NO_MEMORY, "server: out of memory");
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     sv->d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_access, sv,
@@ -559,6 +569,7 @@ void okv_server_free(okv_server *sv)
     okv_free(sv->model_alias);
     okv_free(sv->model_root);
     okv_free(sv->api_key);
+    srv_resp_store_free(sv->responses);
     okv_free(sv);
 }
 

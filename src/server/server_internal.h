@@ -31,6 +31,7 @@ struct okv_server {
     atomic_uint_fast64_t n_unseeded;   /* requests without a seed so far (with has_seed) */
     atomic_int n_active;          /* completion handlers running, and jobs whose reply is not out yet */
     MHD_socket listen_fd;
+    struct srv_resp_store *responses;   /* the Responses API's stored responses (resp_store.h); NULL: none kept */
 };
 
 /* A growing byte buffer (NUL-terminated when non-empty); oom sticks. */

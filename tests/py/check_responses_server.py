@@ -13,7 +13,12 @@ response) read what the server writes.
   Responses form, a reply of calls as function_call items (streamed: the arguments in deltas), tool_choice naming a
   function, function_call / function_call_output input items as the chat path's tool_calls and tool messages, a
   reasoning reply as a reasoning item before the message or the calls (the blank line between thinking and calls is
-  no message item), a reasoning item given back as the next assistant message's reasoning_content.
+  no message item), a reasoning item given back as the next assistant message's reasoning_content;
+- stored responses: GET /v1/responses/{id} (client.responses.retrieve) gives back what the create returned, streamed
+  or not; previous_response_id goes on from a response = the chat path's reply to the whole conversation (its
+  instructions not carried over, as OpenAI's API), also after a call (function_call_output); input_items listed
+  in either order, paged (limit, after); DELETE; store false, an unknown or evicted id (serve --max-stored-responses)
+  and a server that keeps none (--max-stored-responses 0) refused with the field named.
 """
 import json
 import os
@@ -21,6 +26,7 @@ import shutil
 import sys
 import tempfile
 import urllib.request
+import urllib.error
 
 import openai
 
@@ -161,6 +167,8 @@ def own_template(port):
     check(a.output_text == b.output_text, f"seed 7 twice: {a.output_text!r}")
     # bad requests: the field named, the server serving on
     bad = [({"input": q, "previous_response_id": "resp_1"}, "previous_response_id"),
+           ({"input": q, "previous_response_id": 5}, "previous_response_id"),
+           ({"input": q, "conversation": "conv_1"}, "conversation"),
            ({"messages": [{"role": "user", "content": q}]}, "messages"),
            ({"input": q, "max_tokens": 5}, "max_tokens"),
            ({"max_output_tokens": 5}, "input"),
@@ -200,6 +208,89 @@ def own_template(port):
     check(st == 400 and "not valid JSON" in js["error"]["message"], "a body that is not JSON refused")
     st, js = post(port, "/v1/responses", {"input": "Hi.", "max_output_tokens": 2})
     check(st == 200 and js["status"] in ("completed", "incomplete"), "still serving after the bad requests")
+
+
+def get(port, path, method="GET"):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def stored(port):
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x")
+    q, q2 = "Name three colours of the rainbow.", "And two more?"
+    r1 = client.responses.create(model="smol", input=q, instructions="Answer briefly.", max_output_tokens=24,
+                                 temperature=0)
+    g = client.responses.retrieve(r1.id)
+    check(r1.store is True and g.id == r1.id and g.output_text == r1.output_text and g.usage == r1.usage and
+          g.output[0].id == r1.output[0].id and g.instructions == "Answer briefly.",
+          f"retrieve gives back the stored response {r1.id[:12]}...: {g.output_text!r}")
+    # going on from it: the conversation through its output, then the new input; instructions are the new request's
+    for inst in ("Answer briefly.", None):
+        msgs = ([{"role": "system", "content": inst}] if inst else []) + [
+            {"role": "user", "content": q}, {"role": "assistant", "content": r1.output_text}, {"role": "user", "content": q2}]
+        ref = chat(port, {"messages": msgs, "max_tokens": 16, "temperature": 0})
+        kw = {"instructions": inst} if inst else {}
+        r2 = client.responses.create(model="smol", input=q2, previous_response_id=r1.id, max_output_tokens=16,
+                                     temperature=0, **kw)
+        check(r2.previous_response_id == r1.id and r2.output_text == ref["choices"][0]["message"]["content"] and
+              r2.usage.input_tokens == ref["usage"]["prompt_tokens"],
+              f"previous_response_id {'with' if inst else 'without'} instructions = the chat reply to the whole "
+              f"conversation ({r2.usage.input_tokens} tokens): {r2.output_text!r}")
+    # its input items: newest first by default, paged
+    page = client.responses.input_items.list(r2.id)
+    kinds = [(it.type, it.role) for it in page.data]
+    texts = [it.content[0].text for it in page.data]
+    check(kinds == [("message", "user"), ("message", "assistant"), ("message", "user")] and
+          texts == [q2, r1.output_text, q] and page.data[1].id == r1.output[0].id and
+          all(it.id for it in page.data) and page.has_more is False,
+          f"input_items of the second response, newest first: {kinds}")
+    asc = client.responses.input_items.list(r2.id, order="asc")
+    p1 = client.responses.input_items.list(r2.id, order="asc", limit=1)
+    p2 = client.responses.input_items.list(r2.id, order="asc", limit=1, after=p1.data[0].id)
+    check([it.id for it in asc.data] == [it.id for it in reversed(page.data)] and p1.has_more and
+          p1.first_id == p1.last_id == asc.data[0].id and [it.id for it in p2.data] == [asc.data[1].id] and p2.has_more,
+          "order asc reverses them; limit 1 then after: the next one, has_more")
+    # streamed responses are kept too, and a stream can go on from one
+    types, f1 = stream_final(client, model="smol", input=q, max_output_tokens=12, temperature=0)
+    g = client.responses.retrieve(f1.id)
+    types, f2 = stream_final(client, model="smol", input=q2, previous_response_id=f1.id, max_output_tokens=12,
+                             temperature=0)
+    ref = chat(port, {"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": f1.output_text},
+                                   {"role": "user", "content": q2}], "max_tokens": 12, "temperature": 0})
+    check(g.output_text == f1.output_text and g.status == f1.status and
+          f2.output_text == ref["choices"][0]["message"]["content"] and f2.previous_response_id == f1.id,
+          f"a streamed response stored, and a streamed one going on from it: {f2.output_text!r}")
+    # not stored, deleted, unknown
+    r3 = client.responses.create(model="smol", input=q, max_output_tokens=4, temperature=0, store=False)
+    st, js = get(port, f"/v1/responses/{r3.id}")
+    st2, js2 = post(port, "/v1/responses", {"input": q2, "previous_response_id": r3.id, "max_output_tokens": 4})
+    check(r3.store is False and st == 404 and st2 == 404 and js2["error"]["param"] == "previous_response_id" and
+          js2["error"]["code"] == "previous_response_not_found",
+          f"store false: not kept (GET {st}; previous_response_id {st2}: {js2['error']['message'][:70]})")
+    d = client.responses.delete(r1.id)
+    st, js = get(port, f"/v1/responses/{r1.id}")
+    st_d, _ = get(port, f"/v1/responses/{r1.id}", "DELETE")
+    r4 = client.responses.create(model="smol", input="Thanks.", previous_response_id=r2.id, max_output_tokens=4,
+                                 temperature=0)
+    n4 = len(client.responses.input_items.list(r4.id, limit=100).data)
+    check(d is None and st == 404 and js["error"]["param"] == "response_id" and st_d == 404 and n4 == 5,
+          f"deleted: GET {st}, a second DELETE {st_d}; the response after it still goes on (its own copy of the "
+          f"conversation: {n4} input items)")
+    for path, method, want in (("/v1/responses/resp_nope", "GET", 404), ("/v1/responses/resp_nope/input_items", "GET", 404),
+                               (f"/v1/responses/{r2.id}/input_items?limit=0", "GET", 400),
+                               (f"/v1/responses/{r2.id}/input_items?order=up", "GET", 400),
+                               (f"/v1/responses/{r2.id}/input_items?after=msg_nope", "GET", 400),
+                               (f"/v1/responses/{r2.id}/other", "GET", 404),
+                               (f"/v1/responses/{r2.id}/input_items", "DELETE", 405),
+                               (f"/v1/responses/{r2.id}", "PUT", 405)):
+        st, js = get(port, path, method)
+        check(st == want and "error" in js, f"{method} {path.replace(r2.id, 'ID')}: {st} ({js['error']['message'][:60]})")
+    st, js = post(port, "/v1/responses", {"input": q, "store": "yes"})
+    check(st == 400 and js["error"]["param"] == "store", "store not a boolean: 400")
 
 
 def hermes(port):
@@ -268,6 +359,22 @@ def hermes(port):
           (r.output_text or None) == ref["choices"][0]["message"]["content"],
           f"function_call / function_call_output items = the chat messages ({r.usage.input_tokens} tokens): "
           f"{r.output_text!r}")
+    # the same through previous_response_id: a reply of a call, then its output going on from it
+    rc = client.responses.create(model="smol", input=q, tools=[weather, search], max_output_tokens=80, temperature=0,
+                                 extra_body={"guided_choice": [call]})
+    fc = [it for it in rc.output if it.type == "function_call"]
+    msgs = [{"role": "user", "content": q},
+            {"role": "assistant", "tool_calls": [{"id": fc[0].call_id, "type": "function", "function": {
+                "name": fc[0].name, "arguments": fc[0].arguments}}]},
+            {"role": "tool", "tool_call_id": fc[0].call_id, "content": '{"forecast": "snow"}'}] if fc else []
+    ref = chat(port, {"messages": msgs, "tools": chat_tools, "max_tokens": 12, "temperature": 0})
+    r = client.responses.create(model="smol", previous_response_id=rc.id, tools=[weather, search], max_output_tokens=12,
+                                temperature=0, input=[{"type": "function_call_output", "call_id": fc[0].call_id,
+                                                       "output": '{"forecast": "snow"}'}])
+    check(r.usage.input_tokens == ref["usage"]["prompt_tokens"] and
+          (r.output_text or None) == ref["choices"][0]["message"]["content"],
+          f"a call's output going on from its response (previous_response_id) = the chat messages "
+          f"({r.usage.input_tokens} tokens): {r.output_text!r}")
     # thinking: a reasoning item, then the message (or the calls)
     think = "<think>\nThe user wants Oslo.\n</think>\n\n"
     for tail, n_calls in (("It is cold.", 0), (call, 1)):
@@ -313,6 +420,20 @@ def hermes(port):
 def main():
     with serving(["--enable-prompt-tokens-details"]) as port:
         own_template(port)
+        stored(port)
+    # the store's bound: the oldest dropped; none kept with 0
+    with serving(["--max-stored-responses", "2"]) as port:
+        ids = [post(port, "/v1/responses", {"input": f"Say {k}.", "max_output_tokens": 2})[1]["id"] for k in range(3)]
+        sts = [get(port, f"/v1/responses/{i}")[0] for i in ids]
+        check(sts == [404, 200, 200], f"--max-stored-responses 2: the oldest of 3 dropped ({sts})")
+    with serving(["--max-stored-responses", "0"]) as port:
+        st, js = post(port, "/v1/responses", {"input": "Hi.", "max_output_tokens": 2})
+        st2, js2 = get(port, f"/v1/responses/{js['id']}")
+        st3, js3 = post(port, "/v1/responses", {"input": "Hi.", "previous_response_id": js["id"]})
+        check(st == 200 and js["store"] is False and st2 == 404 and st3 == 400 and
+              js3["error"]["param"] == "previous_response_id",
+              f"--max-stored-responses 0: store false, GET {st2}, previous_response_id {st3} "
+              f"({js3['error']['message'][:60]})")
     tdir = tempfile.mkdtemp()
     try:
         tpl = os.path.join(tdir, "qwen25.jinja")
