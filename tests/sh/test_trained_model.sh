@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # label: model
-# The project's trained evaluation models (train/checkpoints/run10, run12, run14, run15 and run16: 7.3M-parameter
+# The project's trained evaluation models (train/checkpoints/run10, run12, run14, run15, run16 and run19: 7.3M-parameter
 # Llama targets and 0.9M drafts, bf16 safetensors + tokenizer.json, trained on the H200 by
 # train/train.py) load like any checkpoint and do their tasks in the engine at a 1024-token context:
 # - run 12 (session 30: run 11 of session 29, a longer short-context curriculum with 2K batches
@@ -27,6 +27,9 @@
 #   layer-ahead at a 256-token budget with the codes keeps them (8 of 8 measured; `current` 4 of 8);
 # - run 16 (run 15 trained on for one call) writes vt's chains at 2K dense (7 of 8 measured) and layer-ahead at
 #   256 with the codes writes dense's answers (7 of 8 measured; `current` 4 of 8);
+# - run 19 (run 15 trained on for one call on 2.6 times the haystack text: 255 of 280 at 32K dense, the same 255
+#   with layer-ahead at 2048) writes chain at 2K dense (7 of 8 measured) and layer-ahead at 256 with the codes
+#   writes dense's answers (8 of 8 measured);
 # - chainlong1 (the reasoning workload's 0.9M model, train/chain_long_cpu.sh) follows 128 lookups at 4K in
 #   at least 3 of 8 samples dense (4 measured), writing ~0.8K tokens a sample, and selecting with each
 #   step's own queries (`oracle`) at a 512-token budget within one sample of dense (5 measured), and so
@@ -40,7 +43,7 @@ cli="$OKV_CLI"
 ck="$OKV_SOURCE_DIR/train/checkpoints"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for m in run10 run12 run14 run15 run16 chainlong1; do
+for m in run10 run12 run14 run15 run16 run19 chainlong1; do
   [ -f "$ck/$m/target/model.safetensors" ] || { echo "FAIL: $ck/$m/target missing"; exit 1; }
 done
 # one eval sweep on the CPU: NAME eval-args... -> $tmp/NAME.json, NAME.txt (its table), NAME.err
@@ -88,6 +91,9 @@ run_eval r15 --task niah_multivalue --model "$ck/run15/target" --context-len 204
   --kv-budget dense,256 --predict layer-ahead "${sel[@]}"
 # run 16's vt at 2K, budget 256, codes 2 (bench/ACCURACY.md, "Run 16")
 run_eval r16 --task vt --model "$ck/run16/target" --context-len 2048 --num-samples 8 \
+  --kv-budget dense,256 --predict layer-ahead "${sel[@]}"
+# run 19's chain at 2K, budget 256, codes 2 (bench/ACCURACY.md, "Run 19")
+run_eval r19 --task chain --model "$ck/run19/target" --context-len 2048 --num-samples 8 \
   --kv-budget dense,256 --predict layer-ahead "${sel[@]}"
 # chainlong1's 128 lookups at 4K, dense, with the oracle and layer-ahead after attention at 512
 # (bench/ACCURACY.md, "chain_long: a model")
@@ -141,6 +147,11 @@ print(f"run16 vt 2K: dense {r16[0]['correct']}/8, budget 256 layer-ahead {r16[1]
       f"({r16[1]['same_as_dense']} = dense)")
 if r16[0]["correct"] < 6 or r16[1]["same_as_dense"] < 6 or r16[1]["fetch_bytes"] <= 0:
     print("FAIL: run 16 should write vt at 2K dense and keep it at budget 256 with layer-ahead"); fail += 1
+r19 = json.load(open(f"{d}/r19.json"))["rows"]
+print(f"run19 chain 2K: dense {r19[0]['correct']}/8, budget 256 layer-ahead {r19[1]['correct']}/8 "
+      f"({r19[1]['same_as_dense']} = dense)")
+if r19[0]["correct"] < 6 or r19[1]["same_as_dense"] < 7 or r19[1]["fetch_bytes"] <= 0:
+    print("FAIL: run 19 should write chain at 2K dense and keep it at budget 256 with layer-ahead"); fail += 1
 cl = {r["predict"]: r for r in json.load(open(f"{d}/cl.json"))["rows"]}
 print(f"chainlong1 chain_long 4K: dense {cl['dense']['correct']}/8 ({cl['dense']['gen_tokens'] / 8:.0f} tokens a sample), "
       f"budget 512 oracle {cl['oracle']['correct']}/8, layer-ahead-attn {cl['layer-ahead-attn']['correct']}/8")
