@@ -10,7 +10,7 @@ cd "$root"
 run_demo=1
 [ "${1:-}" = "--no-run" ] && run_demo=0
 
-pkgs=(build-essential cmake pkg-config libopenblas-dev libpcre2-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev python3-venv python3-pip)
+pkgs=(build-essential cmake pkg-config libopenblas-dev libpcre2-dev libcjson-dev libmicrohttpd-dev libcurl4-openssl-dev python3-venv python3-pip openssl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

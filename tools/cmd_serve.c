@@ -117,10 +117,28 @@ static const char *help =
     "  --device NAME                cpu or cuda (default: cuda when a GPU is present)\n"
     "  --tensor-parallel-size N     shard the model over N GPUs (tensor parallelism; default 1)\n"
     "  -v, --verbose                log requests and scheduler events\n"
+    "  --tool-call-parser hermes|llama3_json   the format of the chat template's tool calls, as vLLM names it: checked\n"
+    "                               against the template's (the template decides how calls are read; a template\n"
+    "                               without tools, or of the other format, is an error that says which it has)\n"
+    "  --max-logprobs N             the most alternatives a request's logprobs / top_logprobs / prompt_logprobs may ask\n"
+    "                               for (0-20, default 20)\n"
+    "  --return-tokens-as-token-ids logprobs' tokens as \"token_id:N\" unless the request says otherwise\n"
+    "  --response-role R            the role of chat replies (default assistant)\n"
+    "  --enforce-eager              no CUDA graphs: every op launched when called (OKV_CUDA_GRAPHS=0)\n"
+    "  --allowed-origins JSON, --allowed-methods JSON, --allowed-headers JSON, --allow-credentials\n"
+    "                               CORS, as vLLM's (default: every origin, method and header, no credentials);\n"
+    "                               --allowed-origins '[]' turns it off\n"
+    "  --ssl-keyfile F --ssl-certfile F   serve HTTPS with this PEM key and certificate\n"
     "  vLLM launch options taken as they are: --dtype auto|bfloat16 (other precisions: a note, and the\n"
     "  backend's own: bf16 on the GPU, fp32 on the CPU), --trust-remote-code (no code is run: the\n"
     "  architecture must be one this engine has), --enable-chunked-prefill (always on),\n"
-    "  --disable-log-requests, --disable-log-stats, --disable-uvicorn-access-log (no effect)\n";
+    "  --enable-auto-tool-choice (tools are always read from replies), --kv-cache-dtype auto (the device tier\n"
+    "  holds the backend's precision; fp8 is refused: see --kv-host-dtype), --quantization Q (the weights' file\n"
+    "  decides), --guided-decoding-backend B (this engine's own), --swap-space N (preempted requests are\n"
+    "  recomputed), --max-seq-len-to-capture N, --tokenizer-mode auto|hf, --revision R, --download-dir D,\n"
+    "  --pipeline-parallel-size 1, --data-parallel-size 1, --cpu-offload-gb 0, --root-path P,\n"
+    "  --uvicorn-log-level L, --disable-frontend-multiprocessing, --limit-mm-per-prompt L, --enable-log-requests\n"
+    "  (= -v), --disable-log-requests, --disable-log-stats, --disable-uvicorn-access-log (no effect)\n";
 
 static int sig_pipe[2] = {-1, -1};
 
@@ -218,6 +236,10 @@ int cmd_serve(int argc, char **argv)
     bool host_fp8 = false;
     bool async_sched = true, prio_policy = false;
     int max_stored = 0;   /* --max-stored-responses: 0 the default, -1 none */
+    const char *tool_parser = NULL, *response_role = NULL, *ssl_key = NULL, *ssl_cert = NULL;
+    const char *cors_origins = NULL, *cors_methods = NULL, *cors_headers = NULL;
+    bool tokens_as_ids = false, cors_credentials = false;
+    int max_logprobs = 20;
     bool dense_while_room = true;
     int prefix_caching = -1;   /* -1: the default (on, except over an fp8 host tier) */
     bool verbose = false;
@@ -346,8 +368,60 @@ int cmd_serve(int argc, char **argv)
             }
         } else if (!strcmp(a, "--trust-remote-code") || !strcmp(a, "--enable-chunked-prefill") ||
                    !strcmp(a, "--disable-log-requests") || !strcmp(a, "--disable-log-stats") ||
-                   !strcmp(a, "--disable-uvicorn-access-log")) {
+                   !strcmp(a, "--disable-uvicorn-access-log") || !strcmp(a, "--enable-auto-tool-choice") ||
+                   !strcmp(a, "--disable-frontend-multiprocessing")) {
             /* vLLM's, nothing to do here (see --help) */
+        } else if (!strcmp(a, "--enable-log-requests")) {
+            verbose = true;
+        } else if (!strcmp(a, "--swap-space") || !strcmp(a, "--max-seq-len-to-capture") || !strcmp(a, "--revision") ||
+                   !strcmp(a, "--download-dir") || !strcmp(a, "--root-path") || !strcmp(a, "--uvicorn-log-level") ||
+                   !strcmp(a, "--limit-mm-per-prompt") || !strcmp(a, "--guided-decoding-backend") ||
+                   !strcmp(a, "--quantization") || !strcmp(a, "-q")) {
+            (void)cli_value(argc, argv, &i);   /* vLLM's, with a value and nothing to do here (see --help) */
+        } else if (!strcmp(a, "--tokenizer-mode")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (strcmp(v, "auto") && strcmp(v, "hf") && strcmp(v, "slow"))
+                cli_die("--tokenizer-mode %s: this server reads tokenizer.json or a GGUF's vocabulary (auto, hf)", v);
+        } else if (!strcmp(a, "--pipeline-parallel-size") || !strcmp(a, "-pp") || !strcmp(a, "--data-parallel-size") ||
+                   !strcmp(a, "-dp")) {
+            if (cli_int(a, cli_value(argc, argv, &i), 1, 1024) != 1)
+                cli_die("%s: only 1 (one process; --tensor-parallel-size N shards over N GPUs)", a);
+        } else if (!strcmp(a, "--cpu-offload-gb")) {
+            if (cli_double(a, cli_value(argc, argv, &i), 0, 1 << 20) != 0)
+                cli_die("--cpu-offload-gb: the weights stay on the device; what this engine keeps in host memory is the KV "
+                        "cache (--kv-budget N with --kv-host-gb)");
+        } else if (!strcmp(a, "--kv-cache-dtype")) {
+            const char *v = cli_value(argc, argv, &i);
+            if (strcmp(v, "auto"))
+                cli_die("--kv-cache-dtype %s: the device KV tier holds the backend's precision (auto); the host tier of "
+                        "sparse mode can hold FP8 E4M3 (--kv-host-dtype fp8)", v);
+        } else if (!strcmp(a, "--enforce-eager")) {
+            setenv("OKV_CUDA_GRAPHS", "0", 1);   /* read when the CUDA backend starts */
+        } else if (!strcmp(a, "--tool-call-parser")) {
+            tool_parser = cli_value(argc, argv, &i);
+            if (strcmp(tool_parser, "hermes") && strcmp(tool_parser, "llama3_json"))
+                cli_die("--tool-call-parser %s: this server reads hermes (<tool_call> blocks: Qwen2.5, Qwen3, Hermes) and "
+                        "llama3_json (Llama 3.1-3.3) calls", tool_parser);
+        } else if (!strcmp(a, "--max-logprobs")) {
+            max_logprobs = cli_int(a, cli_value(argc, argv, &i), 0, 1 << 20);
+            if (max_logprobs > 20)
+                cli_die("--max-logprobs %d: at most 20 alternatives a token are computed", max_logprobs);
+        } else if (!strcmp(a, "--return-tokens-as-token-ids")) {
+            tokens_as_ids = true;
+        } else if (!strcmp(a, "--response-role")) {
+            response_role = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--allowed-origins")) {
+            cors_origins = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--allowed-methods")) {
+            cors_methods = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--allowed-headers")) {
+            cors_headers = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--allow-credentials")) {
+            cors_credentials = true;
+        } else if (!strcmp(a, "--ssl-keyfile")) {
+            ssl_key = cli_value(argc, argv, &i);
+        } else if (!strcmp(a, "--ssl-certfile")) {
+            ssl_cert = cli_value(argc, argv, &i);
         } else if (!strcmp(a, "--seed")) {
             seed = cli_u64(a, cli_value(argc, argv, &i));
             has_seed = true;
@@ -406,6 +480,17 @@ int cmd_serve(int argc, char **argv)
         cli_die("%s has no tokenizer (tokenizer.json): the server needs one", model_path);
     if (chat_tpl)
         cli_chat_template(tok, chat_tpl);
+    if (tool_parser) {   /* vLLM's parser name, against the format the template writes */
+        const enum okv_chat_tools tf = okv_tokenizer_chat_tools(tok);
+        const enum okv_chat_tools want = !strcmp(tool_parser, "hermes") ? OKV_CHAT_TOOLS_HERMES : OKV_CHAT_TOOLS_LLAMA31;
+        if (tf != want)
+            cli_die("--tool-call-parser %s: the chat template %s; give --chat-template with a template of that format",
+                    tool_parser, tf == OKV_CHAT_TOOLS_NONE     ? "offers no tools"
+                                 : tf == OKV_CHAT_TOOLS_HERMES ? "writes hermes calls (<tool_call> blocks)"
+                                                               : "writes llama3_json calls");
+    }
+    if ((ssl_key == NULL) != (ssl_cert == NULL))
+        cli_die("--ssl-keyfile and --ssl-certfile go together");
     const struct okv_model_config *cfg = &m->cfg;
     int max_ctx = ctx > 0 ? ctx : (cfg->max_ctx > 0 ? cfg->max_ctx : 4096);
 
@@ -560,7 +645,11 @@ int cmd_serve(int argc, char **argv)
                                     .api_key = api_key, .max_ctx = okv_engine_max_ctx(e), .has_seed = has_seed,
                                     .seed = seed, .reasoning = reasoning, .chat_template_kwargs = chat_kwargs,
                                     .prompt_tokens_details = prompt_details, .priority_policy = prio_policy,
-                                    .max_stored_responses = max_stored};
+                                    .max_stored_responses = max_stored, .max_logprobs = max_logprobs ? max_logprobs : -1,
+                                    .tokens_as_ids = tokens_as_ids, .response_role = response_role,
+                                    .cors_origins = cors_origins, .cors_methods = cors_methods,
+                                    .cors_headers = cors_headers, .cors_credentials = cors_credentials,
+                                    .tls_key_file = ssl_key, .tls_cert_file = ssl_cert};
     /* the model's sampling defaults, as vLLM takes them (generation_config.json beside the weights) */
     {
         struct stat gs;
@@ -589,7 +678,7 @@ int cmd_serve(int argc, char **argv)
                                  : okv_engine_prefix_caching(e) ? "dense KV, prefix caching" : "dense KV",
             okv_engine_dense_while_room(e) ? ", dense while room" : "", drafter ? ", ngram drafts" : "",
             okv_sched_overlaps(s) ? ", async scheduling" : "");
-    fprintf(stderr, "oasiskv serve: listening on http://%s:%d\n", host, okv_server_port(sv));
+    fprintf(stderr, "oasiskv serve: listening on %s://%s:%d\n", ssl_key ? "https" : "http", host, okv_server_port(sv));
     fflush(stderr);
 
     pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);

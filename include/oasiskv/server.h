@@ -72,6 +72,15 @@ struct okv_server_params {
                                      previous_response_id and GET/DELETE /v1/responses/{id}: at most this many, the
                                      oldest dropped first; 0: 1,024; -1: none kept (store is then false) */
     size_t max_stored_bytes;      /* ... and at most this many bytes of their JSON text; 0: 256 MiB */
+    int max_logprobs;             /* the most alternatives a request may ask for (vLLM's --max-logprobs): 1-20; 0: 20
+                                     (the default); -1: none (logprobs 0 alone) */
+    bool tokens_as_ids;           /* logprobs' tokens as "token_id:N" by default (vLLM's --return-tokens-as-token-ids) */
+    const char *response_role;    /* the role of chat replies; NULL: "assistant" */
+    /* CORS (vLLM's --allowed-origins, --allowed-methods, --allowed-headers as JSON lists of strings, and
+     * --allow-credentials); NULL: ["*"], as vLLM's defaults. An empty origins list turns CORS off. */
+    const char *cors_origins, *cors_methods, *cors_headers;
+    bool cors_credentials;
+    const char *tls_key_file, *tls_cert_file;   /* PEM files: HTTPS; NULL: plain HTTP */
 };
 
 /* Start serving on the scheduler (which must be started: okv_sched_start) and

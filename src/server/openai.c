@@ -346,7 +346,7 @@ static cJSON *chunk_obj(const struct job *j, const char *text, size_t len, const
     if (j->chat) {
         cJSON *d = cJSON_AddObjectToObject(c, "delta");
         if (role)
-            cJSON_AddStringToObject(d, "role", "assistant");
+            cJSON_AddStringToObject(d, "role", j->sv->response_role);
         if (role || text)
             cJSON_AddStringToObject(d, "content", t ? t : "");
     } else {
@@ -1091,6 +1091,7 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
     /* vLLM's output extras */
     bool skip_special = true;
     long plp = -1, trunc = 0;
+    p->tokens_as_ids = sv->tokens_as_ids;   /* serve --return-tokens-as-token-ids: the default */
     if (!get_bool(root, "include_stop_str_in_output", &p->include_stop, e) ||
         !get_bool(root, "skip_special_tokens", &skip_special, e) ||
         !get_bool(root, "return_tokens_as_token_ids", &p->tokens_as_ids, e))
@@ -1099,8 +1100,8 @@ static bool parse_extras(okv_server *sv, const cJSON *root, bool chat_req, struc
     const cJSON *plv = field(root, "prompt_logprobs");
     if (plv && cJSON_IsNumber(plv) && plv->valuedouble == -1)
         return fail(e, 400, "prompt_logprobs", NULL, "prompt_logprobs -1 (the whole vocabulary) is not supported: at "
-                    "most %d alternatives", OKV_MAX_TOP_LOGPROBS);
-    if (!get_int(root, "prompt_logprobs", 0, OKV_MAX_TOP_LOGPROBS, &plp, NULL, e))
+                    "most %d alternatives", sv->max_logprobs);
+    if (!get_int(root, "prompt_logprobs", 0, sv->max_logprobs, &plp, NULL, e))
         return false;
     if (plp >= 0 && p->stream)
         return fail(e, 400, "prompt_logprobs", NULL, "prompt_logprobs are not available with stream");
@@ -1477,7 +1478,7 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
     bool top_given = false;
     if (chat) {
         if (!get_bool(root, "logprobs", &p->lp, e) ||
-            !get_int(root, "top_logprobs", 0, OKV_MAX_TOP_LOGPROBS, &top, &top_given, e))
+            !get_int(root, "top_logprobs", 0, sv->max_logprobs, &top, &top_given, e))
             return false;
         if (top_given && top > 0 && !p->lp)
             return fail(e, 400, "top_logprobs", NULL, "'top_logprobs' needs 'logprobs': true");
@@ -1487,10 +1488,10 @@ static bool parse_common(okv_server *sv, const cJSON *root, bool chat, struct pa
     } else {
         const cJSON *lp = field(root, "logprobs");
         if (lp && cJSON_IsTrue(lp)) {   /* as vLLM's validation coerces it */
-            top = 1;
+            top = sv->max_logprobs < 1 ? sv->max_logprobs : 1;
             p->lp = true;
         } else if (lp && !cJSON_IsFalse(lp)) {
-            if (!get_int(root, "logprobs", 0, OKV_MAX_TOP_LOGPROBS, &top, NULL, e))
+            if (!get_int(root, "logprobs", 0, sv->max_logprobs, &top, NULL, e))
                 return false;
             p->lp = true;
         }
@@ -1854,7 +1855,7 @@ static cJSON *choice_obj(const struct job *j, int i)
     }
     if (j->chat && j->tool_mode != SRV_TOOLS_OFF) {
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
-        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "role", j->sv->response_role);
         struct srv_tool_reply r = {0};
         if (j->tool_mode == SRV_TOOLS_FORCED) {   /* the text is the arguments */
             struct srv_tool_call c = {.name = (char *)j->tool_name, .arguments = (char *)text};
@@ -1892,7 +1893,7 @@ static cJSON *choice_obj(const struct job *j, int i)
         }
     } else if (j->chat) {
         cJSON *msg = cJSON_AddObjectToObject(ch, "message");
-        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "role", j->sv->response_role);
         if (j->reasoning != OKV_REASONING_NONE && !answer)
             cJSON_AddNullToObject(msg, "content");
         else
@@ -2294,6 +2295,7 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
             return MHD_NO;
         }
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream; charset=utf-8");
+        srv_reply_headers(c, r);
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         ret = MHD_queue_response(c, MHD_HTTP_OK, r);
         MHD_destroy_response(r);   /* stream_free runs when MHD is done with it */

@@ -7,6 +7,7 @@
 #include "server/resp_store.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,6 +40,15 @@ cJSON *srv_error_obj(const char *message, const char *type, const char *param, c
     return root;
 }
 
+/* the server whose request this thread answers (one thread a connection: set by dispatch) */
+static __thread const okv_server *tl_server;
+
+void srv_reply_headers(struct MHD_Connection *c, struct MHD_Response *r)
+{
+    if (tl_server)
+        srv_cors_headers(&tl_server->cors, c, r);
+}
+
 static enum MHD_Result reply_bytes(struct MHD_Connection *c, unsigned status, const char *ctype, const char *data,
                                    size_t len)
 {
@@ -46,6 +56,7 @@ static enum MHD_Result reply_bytes(struct MHD_Connection *c, unsigned status, co
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    srv_reply_headers(c, r);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -332,6 +343,10 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
                                 struct http_req *hr)
 {
     const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    tl_server = sv;
+    enum MHD_Result pre;
+    if (srv_cors_preflight(&sv->cors, c, method, &pre))   /* (a browser's preflight carries no API key) */
+        return pre;
     if (!strncmp(url, "/v1/", 4) && !authorized(sv, c))
         return srv_reply_error(c, MHD_HTTP_UNAUTHORIZED, "invalid_request_error", NULL, "invalid_api_key",
                                "Incorrect or missing API key: send the header 'Authorization: Bearer KEY'.");
@@ -458,6 +473,31 @@ static char *dup_or_null(const char *s)
     return s ? okv_strdup(s, OKV_TAG_SERVER) : NULL;
 }
 
+/* A PEM file's text (at most 1 MiB); NULL with the error set */
+static char *read_pem(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        okv_set_error(OKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *s = okv_malloc((1 << 20) + 1, OKV_TAG_SERVER);
+    size_t n = s ? fread(s, 1, 1 << 20, f) : 0;
+    const bool more = s && fgetc(f) != EOF;
+    fclose(f);
+    if (!s) {
+        okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    s[n] = 0;
+    if (more || !strstr(s, "-----BEGIN ")) {
+        okv_free(s);
+        okv_set_error(OKV_ERR_INVALID_ARG, "%s is not a PEM file (%s)", path, more ? "larger than 1 MiB" : "no -----BEGIN line");
+        return NULL;
+    }
+    return s;
+}
+
 enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const struct okv_server_params *p,
                                   okv_server **out)
 {
@@ -505,6 +545,39 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     sv->model_alias = dup_or_null(p->model_alias);
     sv->model_root = dup_or_null(p->model_root);
     sv->api_key = p->api_key && *p->api_key ? dup_or_null(p->api_key) : NULL;
+    sv->max_logprobs = p->max_logprobs < 0 ? 0 : p->max_logprobs == 0 || p->max_logprobs > OKV_MAX_TOP_LOGPROBS
+                                                     ? OKV_MAX_TOP_LOGPROBS : p->max_logprobs;
+    sv->tokens_as_ids = p->tokens_as_ids;
+    sv->response_role = dup_or_null(p->response_role && *p->response_role ? p->response_role : "assistant");
+    enum okv_status cst = srv_cors_init(&sv->cors, p->cors_origins, p->cors_methods, p->cors_headers, p->cors_credentials);
+    if (cst != OKV_OK || !sv->response_role) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", cst != OKV_OK ? okv_last_error() : "out of memory");
+        freeaddrinfo(ai);
+        okv_server_free(sv);
+        return okv_set_error(cst != OKV_OK ? cst : OKV_ERR_NO_MEMORY, "server: %s", msg);
+    }
+    if (p->tls_key_file || p->tls_cert_file) {   /* HTTPS: libmicrohttpd's GnuTLS */
+        const char *bad = NULL;
+        if (!p->tls_key_file || !p->tls_cert_file)
+            bad = "an HTTPS server needs both a key and a certificate";
+        else if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+            bad = "this libmicrohttpd was built without TLS";
+        else if (!(sv->tls_key = read_pem(p->tls_key_file)))
+            bad = "key";
+        else if (!(sv->tls_cert = read_pem(p->tls_cert_file)))
+            bad = "certificate";
+        if (bad) {
+            char msg[512];
+            if (!strcmp(bad, "key") || !strcmp(bad, "certificate"))
+                snprintf(msg, sizeof msg, "%s", okv_last_error());
+            else
+                snprintf(msg, sizeof msg, "%s", bad);
+            freeaddrinfo(ai);
+            okv_server_free(sv);
+            return okv_set_error(OKV_ERR_INVALID_ARG, "server: %s", msg);
+        }
+    }
     if (p->max_stored_responses >= 0 &&
         !(sv->responses = srv_resp_store_new(p->max_stored_responses ? p->max_stored_responses : 1024,
                                              p->max_stored_bytes ? p->max_stored_bytes : (size_t)256 << 20))) {
@@ -513,8 +586,12 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
         return okv_set_error(OKV_ERR_NO_MEMORY, "server: out of memory");
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (sv->tls_key ? MHD_USE_TLS : 0);
+    struct MHD_OptionItem tls_opts[] = {{MHD_OPTION_HTTPS_MEM_KEY, 0, sv->tls_key},
+                                        {MHD_OPTION_HTTPS_MEM_CERT, 0, sv->tls_cert},
+                                        {MHD_OPTION_END, 0, NULL}};
     sv->d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, on_access, sv,
+                             MHD_OPTION_ARRAY, sv->tls_key ? tls_opts : tls_opts + 2,
                              MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
@@ -525,8 +602,8 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     freeaddrinfo(ai);
     if (!sv->d) {
         okv_server_free(sv);
-        return okv_set_error(OKV_ERR_IO, "server: cannot listen on %s:%d (address in use, or not allowed)", host,
-                             p->port);
+        return okv_set_error(OKV_ERR_IO, "server: cannot listen on %s:%d (address in use, or not allowed%s)", host,
+                             p->port, p->tls_key_file ? "; or the key and certificate do not make a TLS identity" : "");
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(sv->d, MHD_DAEMON_INFO_BIND_PORT);
     sv->port = di && di->port ? di->port : p->port;
@@ -569,6 +646,10 @@ void okv_server_free(okv_server *sv)
     okv_free(sv->model_alias);
     okv_free(sv->model_root);
     okv_free(sv->api_key);
+    okv_free(sv->response_role);
+    okv_free(sv->tls_key);
+    okv_free(sv->tls_cert);
+    srv_cors_free(&sv->cors);
     srv_resp_store_free(sv->responses);
     okv_free(sv);
 }

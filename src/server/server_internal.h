@@ -5,6 +5,7 @@
 #define OKV_SERVER_INTERNAL_H
 
 #include "oasiskv/server.h"
+#include "server/cors.h"
 
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
@@ -32,6 +33,11 @@ struct okv_server {
     atomic_int n_active;          /* completion handlers running, and jobs whose reply is not out yet */
     MHD_socket listen_fd;
     struct srv_resp_store *responses;   /* the Responses API's stored responses (resp_store.h); NULL: none kept */
+    int max_logprobs;             /* okv_server_params.max_logprobs, resolved: 0-20 */
+    bool tokens_as_ids;           /* okv_server_params.tokens_as_ids */
+    char *response_role;          /* chat replies' role */
+    struct srv_cors cors;         /* okv_server_params.cors_* */
+    char *tls_key, *tls_cert;     /* the PEM texts (HTTPS), kept while the daemon runs */
 };
 
 /* A growing byte buffer (NUL-terminated when non-empty); oom sticks. */
@@ -55,6 +61,8 @@ bool srv_errf(char *err, size_t errlen, const char **param, const char *p, const
 /* prefix and 32 random hex digits (ids of tool calls, responses and their items) */
 void srv_random_id(char out[48], const char *prefix);
 
+/* The headers every reply carries (CORS), added to r for connection c; called on the connection's thread. */
+void srv_reply_headers(struct MHD_Connection *c, struct MHD_Response *r);
 /* Send obj (consumed) as a JSON reply. */
 enum MHD_Result srv_reply_json(struct MHD_Connection *c, unsigned status, cJSON *obj);
 /* Send an OpenAI error object. type: "invalid_request_error", "authentication_error",

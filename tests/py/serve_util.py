@@ -27,7 +27,7 @@ def start(cli, model, extra, ctx=2048):
                          stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", open(log.name).read())
+        m = re.search(r"listening on https?://127\.0\.0\.1:(\d+)", open(log.name).read())
         if m:
             return p, int(m.group(1))
         if p.poll() is not None:
