@@ -1,7 +1,9 @@
 """Malformed requests against `oasiskv serve` (run by tests/sh/test_server_fuzz.sh): valid requests of every endpoint
 and feature (completions, chat, structured output with a JSON schema, a regex and a Lark grammar, tools, the legacy
-functions, the Responses API, /tokenize, /detokenize, vLLM's extras), mutated at the JSON level (keys dropped, values
-replaced by other types, huge, empty or odd strings, damaged grammars) and at the byte level, seeded. Every reply must
+functions, the Responses API with stored responses, best_of, /tokenize, /detokenize, vLLM's extras), mutated at the
+JSON level (keys dropped, values replaced by other types, huge, empty or odd strings, damaged grammars) and at the byte
+level, seeded; and GET / DELETE / OPTIONS of stored responses and their input items with odd ids, query strings and
+CORS headers. Every reply must
 be an HTTP status below 500 (503 while stopping aside) with a body that parses (JSON, or an event stream of UTF-8), and
 the server must be up at the end and exit cleanly on SIGTERM. Built with AddressSanitizer, the same finds memory
 errors (bench/RESULTS.md section 61: 1,500 release and 300 ASan requests, none).
@@ -44,6 +46,9 @@ BASE = [
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Weather?"}], "max_tokens": 20,
                               "functions": [W["function"]], "function_call": {"name": "get_weather"}, "stream": True}),
     ("/v1/responses", {"input": "Hi", "max_output_tokens": 5}),
+    ("/v1/responses", {"input": [{"role": "user", "content": "More?"}], "previous_response_id": "@", "store": True,
+                       "max_output_tokens": 4}),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 3, "best_of": 3, "n": 2, "temperature": 0.8, "logprobs": 1}),
     ("/tokenize", {"messages": [{"role": "user", "content": "Hi"}]}),
     ("/detokenize", {"tokens": [1, 2, 3]}),
 ]
@@ -55,7 +60,28 @@ KEYS = ["prompt", "messages", "max_tokens", "n", "stream", "logprobs", "top_logp
         "prompt_logprobs", "truncate_prompt_tokens", "skip_special_tokens", "include_stop_str_in_output",
         "min_tokens", "stop_token_ids", "allowed_token_ids", "bad_words", "chat_template_kwargs", "input",
         "max_output_tokens", "tokens", "add_generation_prompt", "continue_final_message", "stream_options",
-        "presence_penalty", "repetition_penalty", "parallel_tool_calls", "reasoning_effort", "text", "instructions"]
+        "presence_penalty", "repetition_penalty", "parallel_tool_calls", "reasoning_effort", "text", "instructions",
+        "best_of", "previous_response_id", "store"]
+stored = []   # ids of the responses made so far (stored unless a request said store: false)
+
+
+def other_request():
+    """a GET, DELETE or OPTIONS of a stored response (or a made-up id), with odd query strings and CORS headers"""
+    rid = rng.choice(stored) if stored and rng.random() < 0.7 else rng.choice(["resp_x", "", "%00", "a" * 300, "..", "@"])
+    path = "/v1/responses/" + rid + rng.choice(["", "/input_items", "/input_items/", "/other", "/"])
+    if rng.random() < 0.6:
+        q = [f"{k}={rng.choice(['0', '1', '100', '101', '-5', 'asc', 'desc', 'x', '', '%ff', 'msg_1'])}"
+             for k in rng.sample(["limit", "order", "after", "x"], rng.randint(1, 3))]
+        path += "?" + "&".join(q)
+    method = rng.choice(["GET", "DELETE", "OPTIONS", "PUT", "HEAD"])
+    headers = {}
+    if rng.random() < 0.5:
+        headers["Origin"] = rng.choice(["http://a.example", "null", "", "x" * 500])
+    if method == "OPTIONS" and rng.random() < 0.7:
+        headers["Access-Control-Request-Method"] = rng.choice(["POST", "GET", "", "BREW"])
+        if rng.random() < 0.5:
+            headers["Access-Control-Request-Headers"] = rng.choice(["authorization, content-type", ",,,", "x" * 300, ""])
+    return method, path, headers
 
 def mutate(v, depth=0):
     if isinstance(v, dict) and v and rng.random() < 0.7:
@@ -79,17 +105,39 @@ def mutate(v, depth=0):
 
 bad = 0
 for k in range(n):
+    if rng.random() < 0.12:
+        method, path, headers = other_request()
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            c.request(method, path, headers=headers)
+            r = c.getresponse(); raw = r.read()
+            if r.status >= 500:
+                print("5xx", r.status, method, path[:200], raw[:200], flush=True); bad += 1
+            if method != "HEAD" and r.getheader("Content-Type", "").startswith("application/json"):
+                json.loads(raw.decode("utf-8"))
+            c.close()
+        except Exception as ex:
+            print("EXC", type(ex).__name__, ex, method, path[:200], flush=True); bad += 1
+            if p.poll() is not None:
+                print("SERVER DIED rc", p.returncode, flush=True); break
+        continue
     path, body = rng.choice(BASE)
+    if isinstance(body, dict) and body.get("previous_response_id") == "@":
+        body = dict(body, previous_response_id=rng.choice(stored) if stored else "resp_none")
     for _ in range(rng.randint(1, 3)):
         body = mutate(body)
     if isinstance(body, dict):   # replies kept short (a build with AddressSanitizer decodes ~1 token a second)
+        main_key = "max_output_tokens" if path == "/v1/responses" else "max_tokens"   # (the other one: kept if there)
         for key in ("max_tokens", "max_output_tokens"):
             v = body.get(key)
             if not isinstance(v, int) or isinstance(v, bool) or v > 12:
-                if key in body or key == "max_tokens":
+                if key in body or key == main_key:
                     body[key] = rng.choice([1, 4, 12, v]) if not isinstance(v, int) or isinstance(v, bool) else 12
-        if os.environ.get("FUZZ_SHORT") and isinstance(body.get("max_tokens"), int) and body["max_tokens"] > 2:
-            body["max_tokens"] = 2
+        for key in ("max_tokens", "max_output_tokens"):
+            if os.environ.get("FUZZ_SHORT") and isinstance(body.get(key), int) and body[key] > 2:
+                body[key] = 2
+        if os.environ.get("FUZZ_SHORT") and not isinstance(body.get(main_key), int):
+            body[main_key] = 2   # a null or other value would mean the default length
     data = json.dumps(body).encode()
     if rng.random() < 0.15:   # byte-level damage
         b = bytearray(data); i = rng.randrange(len(b)); b[i:i + rng.randint(0, 3)] = bytes([rng.randrange(256)])
@@ -101,7 +149,9 @@ for k in range(n):
         if r.status >= 500 and r.status != 503:
             print("5xx", r.status, path, data[:300], raw[:200], flush=True); bad += 1
         if r.getheader("Content-Type", "").startswith("application/json"):
-            json.loads(raw.decode("utf-8"))
+            js = json.loads(raw.decode("utf-8"))
+            if path == "/v1/responses" and r.status == 200 and isinstance(js, dict) and js.get("store"):
+                stored.append(js["id"])
         elif r.getheader("Content-Type", "").startswith("text/event-stream"):
             raw.decode("utf-8")
         c.close()
@@ -110,7 +160,7 @@ for k in range(n):
         if p.poll() is not None:
             print("SERVER DIED rc", p.returncode, flush=True); break
 alive = p.poll() is None
-print(f"{k + 1} mutated requests: {bad} bad replies; server {'up' if alive else 'gone'}", flush=True)
+print(f"{k + 1} mutated requests ({len(stored)} stored responses made): {bad} bad replies; server {'up' if alive else 'gone'}", flush=True)
 p.terminate()
 rc = p.wait(timeout=120)
 log = open(err_path).read()
