@@ -1937,19 +1937,23 @@ static cJSON *choice_obj(const struct job *j, int i)
 /* The reply to a finished request of nj jobs, n_per_prompt for each prompt, its first n_show of them its choices
  * (best_of > n: the rest were candidates not chosen); the prompt tokens of each prompt counted once, the completion
  * tokens of every job (those generated: OpenAI bills best_of's candidates). */
-static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, int n_show, struct MHD_Connection *c,
-                                   const struct srv_resp_req *resp)
+static cJSON *final_obj(struct job **jobs, int nj, int n_per_prompt, int n_show, const struct srv_resp_req *resp,
+                        struct perr *e)
 {
     for (int i = 0; i < nj; i++) {
         const struct job *j = jobs[i];
-        if (j->reason == OKV_FINISH_ERROR)
-            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "%s",
-                                   j->error[0] ? j->error : "generation failed");
-        if (j->reason == OKV_FINISH_ABORT)
-            return srv_reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", NULL, "service_unavailable",
-                                   "The request was cancelled: the server is shutting down.");
-        if (j->text.oom || j->lp_oom)
-            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+        if (j->reason == OKV_FINISH_ERROR) {
+            fail(e, 500, NULL, NULL, "%s", j->error[0] ? j->error : "generation failed");
+            return NULL;
+        }
+        if (j->reason == OKV_FINISH_ABORT) {
+            fail(e, 503, NULL, "service_unavailable", "The request was cancelled: the server is shutting down.");
+            return NULL;
+        }
+        if (j->text.oom || j->lp_oom) {
+            fail(e, 500, NULL, NULL, "out of memory");
+            return NULL;
+        }
     }
     cJSON *o = base_obj(jobs[0], jobs[0]->chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(o, "choices");
@@ -1959,7 +1963,8 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
             cJSON *ch = choice_obj(jobs[i], i / n_per_prompt * n_show + i % n_per_prompt);
             if (!ch) {
                 cJSON_Delete(o);
-                return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+                fail(e, 500, NULL, NULL, "out of memory");
+                return NULL;
             }
             cJSON_AddItemToArray(choices, ch);
         }
@@ -1981,10 +1986,175 @@ static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, 
         cJSON *r = srv_resp_reply(resp, o);
         cJSON_Delete(o);
         if (!r)
-            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+            fail(e, 500, NULL, NULL, "out of memory");
         o = r;
     }
+    return o;
+}
+
+static enum MHD_Result reply_final(struct job **jobs, int nj, int n_per_prompt, int n_show, struct MHD_Connection *c,
+                                   const struct srv_resp_req *resp)
+{
+    struct perr e = {0};
+    cJSON *o = final_obj(jobs, nj, n_per_prompt, n_show, resp, &e);
+    if (!o)
+        return reply_perr(c, &e);
     return srv_reply_json(c, MHD_HTTP_OK, o);
+}
+
+/* ---- background responses (the Responses API's background: true) ---- */
+
+/* A background response: its jobs, waited for on a thread of its own, the Response kept in the store when they end
+ * (cancelled: with status "cancelled"). Listed in the server's registry while it runs, so that
+ * POST /v1/responses/{id}/cancel finds it. */
+struct bg_task {
+    okv_server *sv;
+    struct job *jobs[MAX_CHOICES];
+    int nj;
+    struct srv_resp_req rq;
+    struct bg_task *next;   /* the registry (sv->bg_mu) */
+    bool cancelled;         /* under sv->bg_mu */
+};
+
+static void bg_unlist(okv_server *sv, struct bg_task *t)
+{
+    pthread_mutex_lock(&sv->bg_mu);
+    for (struct bg_task **p = (struct bg_task **)&sv->bg_tasks; *p; p = &(*p)->next)
+        if (*p == t) {
+            *p = t->next;
+            break;
+        }
+    pthread_mutex_unlock(&sv->bg_mu);
+}
+
+static void *bg_main(void *arg)
+{
+    struct bg_task *t = arg;
+    okv_server *sv = t->sv;
+    pthread_mutex_lock(&t->jobs[0]->sy->mu);
+    for (;;) {
+        int left = 0;
+        for (int i = 0; i < t->nj; i++) {
+            t->jobs[i]->done |= t->jobs[i]->finished;
+            left += !t->jobs[i]->done;
+        }
+        if (!left)
+            break;
+        jobs_wait(t->jobs, t->nj);   /* (no client to lose: the jobs' fd is -1) */
+    }
+    pthread_mutex_unlock(&t->jobs[0]->sy->mu);
+    pthread_mutex_lock(&sv->bg_mu);
+    const bool cancelled = t->cancelled;
+    pthread_mutex_unlock(&sv->bg_mu);
+    bool aborted = false;
+    for (int i = 0; i < t->nj; i++)
+        aborted |= t->jobs[i]->reason == OKV_FINISH_ABORT;
+    struct perr e = {0};
+    cJSON *o = NULL;
+    if (aborted || cancelled) {
+        o = srv_resp_status_obj(&t->rq, sv->model_name, "cancelled", NULL, NULL);
+    } else if (!(o = final_obj(t->jobs, t->nj, t->nj, 1, &t->rq, &e))) {   /* (kept by srv_resp_reply) */
+        o = srv_resp_status_obj(&t->rq, sv->model_name, "failed", "server_error", e.msg);
+    }
+    if (o && (aborted || cancelled || e.status))
+        srv_resp_keep(&t->rq, o);
+    cJSON_Delete(o);
+    bg_unlist(sv, t);
+    for (int i = 0; i < t->nj; i++)
+        http_release(t->jobs[i]);
+    srv_resp_req_free(&t->rq);
+    okv_free(t);
+    atomic_fetch_sub(&sv->n_background, 1);
+    return NULL;
+}
+
+/* The jobs of a background response handed to their thread (rq moved in); the reply: the response in progress.
+ * False: the thread could not start (the caller cancels the jobs). */
+static bool bg_start(okv_server *sv, struct MHD_Connection *c, struct job **jobs, int nj, struct srv_resp_req *rq,
+                     enum MHD_Result *ret)
+{
+    struct bg_task *t = okv_calloc(1, sizeof *t, OKV_TAG_SERVER);
+    if (!t)
+        return false;
+    t->sv = sv;
+    t->nj = nj;
+    for (int i = 0; i < nj; i++) {
+        t->jobs[i] = jobs[i];
+        jobs[i]->fd = -1;
+    }
+    t->rq = *rq;
+    cJSON *o = srv_resp_status_obj(&t->rq, sv->model_name, "in_progress", NULL, NULL);
+    if (!o) {
+        okv_free(t);
+        return false;
+    }
+    srv_resp_keep(&t->rq, o);   /* GET finds it in progress */
+    pthread_mutex_lock(&sv->bg_mu);
+    t->next = sv->bg_tasks;
+    sv->bg_tasks = t;
+    pthread_mutex_unlock(&sv->bg_mu);
+    atomic_fetch_add(&sv->n_background, 1);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t th;
+    const int rc = pthread_create(&th, &at, bg_main, t);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        bg_unlist(sv, t);
+        atomic_fetch_sub(&sv->n_background, 1);
+        srv_resp_store_delete(sv->responses, t->rq.id);
+        cJSON_Delete(o);
+        okv_free(t);
+        return false;
+    }
+    memset(rq, 0, sizeof *rq);   /* the thread owns it now */
+    *ret = srv_reply_json(c, MHD_HTTP_OK, o);
+    return true;
+}
+
+/* POST /v1/responses/{id}/cancel: a background response in progress cancelled (its jobs stop; the thread keeps it
+ * with status "cancelled"), replied with as kept then. */
+enum MHD_Result srv_handle_cancel_response(okv_server *sv, struct MHD_Connection *c, const char *id)
+{
+    bool found = false;
+    pthread_mutex_lock(&sv->bg_mu);
+    for (struct bg_task *t = sv->bg_tasks; t; t = t->next)
+        if (!strcmp(t->rq.id, id)) {
+            found = true;
+            t->cancelled = true;
+            for (int i = 0; i < t->nj; i++)
+                okv_sched_cancel(sv->sched, t->jobs[i]->sched_id);
+        }
+    pthread_mutex_unlock(&sv->bg_mu);
+    cJSON *r = NULL;
+    bool oom = false;
+    if (found) {   /* the thread keeps the cancelled response once its jobs have stopped (a step or so) */
+        for (int k = 0; k < 1000; k++) {
+            bool still = false;
+            pthread_mutex_lock(&sv->bg_mu);
+            for (struct bg_task *t = sv->bg_tasks; t; t = t->next)
+                still |= !strcmp(t->rq.id, id);
+            pthread_mutex_unlock(&sv->bg_mu);
+            if (!still)
+                break;
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (!sv->responses || !srv_resp_store_get(sv->responses, id, &r, NULL, NULL, &oom)) {
+        if (oom)
+            return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL, "out of memory");
+        return srv_reply_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", "response_id", "not_found",
+                               "No response with id '%.80s' is stored here.", id);
+    }
+    if (!found && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "background"))) {
+        cJSON_Delete(r);
+        return srv_reply_error(c, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "response_id", NULL,
+                               "Only a background response can be cancelled: '%.80s' was not made with \"background\": "
+                               "true.", id);
+    }
+    return srv_reply_json(c, MHD_HTTP_OK, r);   /* (a finished one as it is, as OpenAI's API) */
 }
 
 /* A job for choice `index`: prompt pr, its echo text when asked; *sy is the request's lock,
@@ -2281,6 +2451,17 @@ static enum MHD_Result handle_completion(okv_server *sv, struct MHD_Connection *
         goto bad;
     }
 
+    if (resp && resp->background) {   /* the reply now, the jobs waited for on their own thread */
+        enum MHD_Result bret;
+        if (bg_start(sv, c, jobs, nj, resp, &bret))
+            return bret;
+        for (int i = 0; i < nj; i++) {
+            okv_sched_cancel(sv->sched, jobs[i]->sched_id);
+            http_release(jobs[i]);
+        }
+        return srv_reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, NULL,
+                               "cannot start the background response");
+    }
     if (p.stream) {
         memcpy(sm->jobs, jobs, sizeof *jobs * (size_t)nj);
         sm->nj = nj;

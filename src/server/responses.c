@@ -427,8 +427,8 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, srv_resp_
             return FAIL(refused[i].name, "'%s' is not a parameter of this server's Responses API: %s", refused[i].name,
                         refused[i].why);
     const cJSON *bg = get(root, "background");
-    if (bg && !cJSON_IsFalse(bg))
-        return FAIL("background", "background responses are not supported (nothing is stored to poll)");
+    if (bg && !cJSON_IsBool(bg))
+        return FAIL("background", "'background' must be a boolean");
     const char *trunc = str_of(root, "truncation");
     if (get(root, "truncation") && (!trunc || strcmp(trunc, "disabled")))
         return FAIL("truncation", "only 'truncation': \"disabled\" is supported (an input too long is an error)");
@@ -464,6 +464,13 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, srv_resp_
     if (sto && !cJSON_IsBool(sto) && !cJSON_IsNull(sto))
         return FAIL("store", "'store' must be a boolean");
     const bool keep = store && !cJSON_IsFalse(sto);
+    const bool background = cJSON_IsTrue(bg);
+    if (background && !keep)
+        return FAIL("background", store ? "a background response must be stored: 'store' cannot be false with it"
+                                        : "background responses need the store (this server keeps none: serve "
+                                          "--max-stored-responses 0)");
+    if (background && cJSON_IsTrue(get(root, "stream")))
+        return FAIL("background", "a background response is not streamed here: poll GET /v1/responses/{id}");
     const cJSON *prev_id = get(root, "previous_response_id");
     cJSON *prev = NULL;   /* the conversation that previous_response_id ended */
     if (prev_id && !cJSON_IsNull(prev_id)) {
@@ -564,7 +571,8 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, srv_resp_
     echo_or(e, root, "user", cJSON_CreateNull());
     cJSON_AddStringToObject(e, "truncation", "disabled");
     cJSON_AddBoolToObject(e, "store", keep);
-    cJSON_AddFalseToObject(e, "background");
+    cJSON_AddBoolToObject(e, "background", background);
+    rq->background = background;
     if (prev_id && cJSON_IsString(prev_id))
         cJSON_AddStringToObject(e, "previous_response_id", prev_id->valuestring);
     else
@@ -587,7 +595,7 @@ void srv_resp_req_free(struct srv_resp_req *rq)
 
 /* A finished response kept with its conversation (the request's items, then the output's), where rq has a store:
  * a failure to keep it (out of memory, larger than the store) is logged, the reply goes out all the same. */
-static void keep_response(const struct srv_resp_req *rq, const cJSON *response)
+void srv_resp_keep(const struct srv_resp_req *rq, const cJSON *response)
 {
     if (!rq->store || !response)
         return;
@@ -630,6 +638,18 @@ static cJSON *response_obj(const struct srv_resp_req *rq, const char *model, con
     else
         cJSON_AddNullToObject(o, "usage");
     return o;
+}
+
+cJSON *srv_resp_status_obj(const struct srv_resp_req *rq, const char *model, const char *status, const char *code,
+                           const char *message)
+{
+    cJSON *err = NULL;
+    if (code) {
+        err = cJSON_CreateObject();
+        cJSON_AddStringToObject(err, "code", code);
+        cJSON_AddStringToObject(err, "message", message ? message : "");
+    }
+    return response_obj(rq, model, status, NULL, NULL, NULL, err);
 }
 
 static cJSON *usage_of(int prompt, int completion, int cached, int reasoning)
@@ -753,7 +773,7 @@ cJSON *srv_resp_reply(const struct srv_resp_req *rq, const cJSON *chat)
                             usage_of(pt ? (int)pt->valuedouble : 0, ct ? (int)ct->valuedouble : 0,
                                      cached ? (int)cached->valuedouble : 0, rt ? (int)rt->valuedouble : 0),
                             incomplete, NULL);
-    keep_response(rq, r);
+    srv_resp_keep(rq, r);
     return r;
 }
 
@@ -1069,7 +1089,7 @@ void srv_resp_stream_end(struct srv_resp_stream *st, struct srv_buf *out, int pr
     st->output = NULL;
     cJSON *r = response_obj(&st->rq, st->model, status, output,
                             usage_of(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens), incomplete, NULL);
-    keep_response(&st->rq, r);
+    srv_resp_keep(&st->rq, r);
     cJSON_AddItemToObject(o, "response", r);
     emit(st, out, o);
     st->ended = true;

@@ -2,7 +2,8 @@
  * as a chat completions request (srv_resp_request); the finished chat reply becomes a Response object
  * (srv_resp_reply), and a chat stream's chunks become the Responses API's typed events (struct srv_resp_stream).
  * A response made with `store` (the default) is kept (resp_store.h) with the conversation it ended, so that a later
- * request's `previous_response_id` goes on from it; conversations (`conversation`) are refused by name. */
+ * request's `previous_response_id` goes on from it; `background` responses run on a thread of their own (openai.c)
+ * and are polled with GET; conversations (`conversation`) are refused by name. */
 #ifndef OKV_SERVER_RESPONSES_H
 #define OKV_SERVER_RESPONSES_H
 
@@ -18,6 +19,7 @@ struct srv_resp_req {
     srv_resp_store *store;   /* where the finished response is kept (store: true); NULL: not kept */
     cJSON *items;    /* with store: the conversation through this request's input (the previous response's items,
                         then the input's, each with its id), to which the output's items are added */
+    bool background; /* background: true (with store): the reply is the response in progress, polled with GET */
 };
 
 /* Read the Responses request root (parsed from body[0..len)) into a chat completions request *chat (made here; the
@@ -29,6 +31,12 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, srv_resp_
                       struct srv_resp_req *rq, char *err, size_t errsz, const char **param, unsigned *status);
 void srv_resp_req_free(struct srv_resp_req *rq);
 
+/* A Response object with no output: status "in_progress", "cancelled" or "failed" (with the error's code and
+ * message); NULL: out of memory. */
+cJSON *srv_resp_status_obj(const struct srv_resp_req *rq, const char *model, const char *status, const char *code,
+                           const char *message);
+/* response kept in rq's store (where it has one) with the conversation: rq's items, then the response's output. */
+void srv_resp_keep(const struct srv_resp_req *rq, const cJSON *response);
 /* The Response object of a finished chat completion object (its first choice), kept in rq's store where it has
  * one; NULL: out of memory. */
 cJSON *srv_resp_reply(const struct srv_resp_req *rq, const cJSON *chat);

@@ -372,8 +372,18 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
                                    "Method %s is not allowed on %s.", method, url);
         return handle_model(sv, c, url + 11);
     }
-    if (r < 0 && !strncmp(url, "/v1/responses/", 14))   /* a stored response: GET, its input_items, DELETE */
-        return srv_handle_stored_response(sv, c, method, url + 14);
+    if (r < 0 && !strncmp(url, "/v1/responses/", 14)) {   /* a stored response: GET, its input_items, DELETE, cancel */
+        const char *rest = url + 14, *sl = strchr(rest, '/');
+        if (sl && !strcmp(sl, "/cancel") && sl > rest) {
+            if (!post)
+                return srv_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL,
+                                       "method_not_allowed", "Method %s is not allowed on %s.", method, url);
+            char id[128];
+            snprintf(id, sizeof id, "%.*s", (int)(sl - rest < 127 ? sl - rest : 127), rest);
+            return srv_handle_cancel_response(sv, c, id);
+        }
+        return srv_handle_stored_response(sv, c, method, rest);
+    }
     if (r < 0 && !strcmp(url, "/ping") && (get || post))   /* vLLM's (SageMaker's) liveness probe */
         return reply_bytes(c, MHD_HTTP_OK, "text/plain", "", 0);
     if (r < 0)
@@ -541,6 +551,8 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     atomic_init(&sv->stopping, false);
     atomic_init(&sv->n_ids, 0);
     atomic_init(&sv->n_active, 0);
+    atomic_init(&sv->n_background, 0);
+    pthread_mutex_init(&sv->bg_mu, NULL);
     sv->model_name = dup_or_null(p->model_name);
     sv->model_alias = dup_or_null(p->model_alias);
     sv->model_root = dup_or_null(p->model_root);
@@ -642,6 +654,11 @@ void okv_server_free(okv_server *sv)
     if (!sv)
         return;
     okv_server_shutdown(sv);
+    while (atomic_load(&sv->n_background) > 0) {   /* background responses: their jobs were cancelled, they end now */
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_destroy(&sv->bg_mu);
     okv_free(sv->model_name);
     okv_free(sv->model_alias);
     okv_free(sv->model_root);

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 struct okv_server {
@@ -38,6 +39,9 @@ struct okv_server {
     char *response_role;          /* chat replies' role */
     struct srv_cors cors;         /* okv_server_params.cors_* */
     char *tls_key, *tls_cert;     /* the PEM texts (HTTPS), kept while the daemon runs */
+    pthread_mutex_t bg_mu;        /* background responses running (openai.c's struct bg_task list) */
+    struct bg_task *bg_tasks;
+    atomic_int n_background;      /* their threads; the server is freed after the last one ends */
 };
 
 /* A growing byte buffer (NUL-terminated when non-empty); oom sticks. */
@@ -79,6 +83,8 @@ enum MHD_Result srv_handle_detokenize(okv_server *sv, struct MHD_Connection *c, 
  * the connection's thread and may block there until the request finishes. */
 enum MHD_Result srv_handle_completion(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len,
                                       bool chat);
+/* POST /v1/responses/{id}/cancel: a background response stopped (openai.c) */
+enum MHD_Result srv_handle_cancel_response(okv_server *sv, struct MHD_Connection *c, const char *id);
 /* POST /v1/responses (OpenAI's Responses API, on the chat path: responses.c) */
 enum MHD_Result srv_handle_responses(okv_server *sv, struct MHD_Connection *c, const char *body, size_t len);
 

@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import urllib.request
 import urllib.error
 
@@ -181,7 +182,7 @@ def own_template(port):
            ({"input": q, "tools": [{"type": "web_search"}]}, "tools"),
            ({"input": q, "tool_choice": {"type": "mcp"}}, "tool_choice"),
            ({"input": q, "truncation": "auto"}, "truncation"),
-           ({"input": q, "background": True}, "background"),
+           ({"input": q, "background": "yes"}, "background"),
            ({"input": q, "include": ["file_search_call.results"]}, "include"),
            ({"input": q, "text": {"format": {"type": "yaml"}}}, "text.format"),
            ({"input": q, "temperature": -1}, "temperature"),
@@ -291,6 +292,34 @@ def stored(port):
         check(st == want and "error" in js, f"{method} {path.replace(r2.id, 'ID')}: {st} ({js['error']['message'][:60]})")
     st, js = post(port, "/v1/responses", {"input": q, "store": "yes"})
     check(st == 400 and js["error"]["param"] == "store", "store not a boolean: 400")
+    # background: the reply is the response in progress; GET polls it until done, as the same request in the foreground
+    fg = client.responses.create(model="smol", input=q, max_output_tokens=24, temperature=0)
+    bg = client.responses.create(model="smol", input=q, max_output_tokens=24, temperature=0, background=True)
+    status0 = bg.status
+    deadline = time.time() + 120
+    while bg.status in ("queued", "in_progress") and time.time() < deadline:
+        time.sleep(0.05)
+        bg = client.responses.retrieve(bg.id)
+    check(status0 in ("queued", "in_progress") and bg.status == fg.status and bg.background is True and
+          bg.output_text == fg.output_text and bg.usage.output_tokens == fg.usage.output_tokens,
+          f"background: {status0}, then polled to {bg.status}: {bg.output_text!r} as in the foreground")
+    r5 = client.responses.create(model="smol", input=q2, previous_response_id=bg.id, max_output_tokens=8, temperature=0)
+    check(r5.status in ("completed", "incomplete") and len(client.responses.input_items.list(r5.id).data) == 3,
+          "previous_response_id after a background response")
+    long_bg = client.responses.create(model="smol", input="Tell me a very long story.", max_output_tokens=900,
+                                      background=True, extra_body={"ignore_eos": True})
+    time.sleep(0.3)
+    c = client.responses.cancel(long_bg.id)
+    g = client.responses.retrieve(long_bg.id)
+    check(c.status == "cancelled" and g.status == "cancelled", f"cancel: {c.status}, then GET {g.status}")
+    st1, js1 = post(port, f"/v1/responses/{r5.id}/cancel", {})
+    st2, js2 = post(port, "/v1/responses/resp_nope/cancel", {})
+    st3, js3 = get(port, f"/v1/responses/{r5.id}/cancel")
+    st4, js4 = post(port, "/v1/responses", {"input": q, "background": True, "store": False})
+    st5, js5 = post(port, "/v1/responses", {"input": q, "background": True, "stream": True})
+    check([st1, st2, st3, st4, st5] == [400, 404, 405, 400, 400] and js4["error"]["param"] == "background",
+          f"cancel of a foreground response {st1}, of an unknown id {st2}, GET .../cancel {st3}; background with "
+          f"store false {st4}, streamed {st5} ({js5['error']['message'][:60]})")
 
 
 def hermes(port):
@@ -426,6 +455,14 @@ def main():
         ids = [post(port, "/v1/responses", {"input": f"Say {k}.", "max_output_tokens": 2})[1]["id"] for k in range(3)]
         sts = [get(port, f"/v1/responses/{i}")[0] for i in ids]
         check(sts == [404, 200, 200], f"--max-stored-responses 2: the oldest of 3 dropped ({sts})")
+    # a server stopped while a background response runs: the response cancelled, the server exits cleanly
+    p, port = serve_util.start(CLI, MODEL, [], 1024)
+    st, js = post(port, "/v1/responses", {"input": "Tell me a very long story.", "max_output_tokens": 900,
+                                          "background": True, "ignore_eos": True})
+    time.sleep(0.3)
+    p.terminate()
+    rc = p.wait(60)
+    check(st == 200 and js["status"] == "in_progress" and rc == 0, f"stopped with a background response running: exit {rc}")
     with serving(["--max-stored-responses", "0"]) as port:
         st, js = post(port, "/v1/responses", {"input": "Hi.", "max_output_tokens": 2})
         st2, js2 = get(port, f"/v1/responses/{js['id']}")
