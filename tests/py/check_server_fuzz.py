@@ -48,6 +48,7 @@ BASE = [
     ("/v1/responses", {"input": "Hi", "max_output_tokens": 5}),
     ("/v1/responses", {"input": [{"role": "user", "content": "More?"}], "previous_response_id": "@", "store": True,
                        "max_output_tokens": 4}),
+    ("/v1/responses", {"input": "Go on.", "background": True, "max_output_tokens": 6}),
     ("/v1/completions", {"prompt": "x", "max_tokens": 3, "best_of": 3, "n": 2, "temperature": 0.8, "logprobs": 1}),
     ("/tokenize", {"messages": [{"role": "user", "content": "Hi"}]}),
     ("/detokenize", {"tokens": [1, 2, 3]}),
@@ -61,19 +62,19 @@ KEYS = ["prompt", "messages", "max_tokens", "n", "stream", "logprobs", "top_logp
         "min_tokens", "stop_token_ids", "allowed_token_ids", "bad_words", "chat_template_kwargs", "input",
         "max_output_tokens", "tokens", "add_generation_prompt", "continue_final_message", "stream_options",
         "presence_penalty", "repetition_penalty", "parallel_tool_calls", "reasoning_effort", "text", "instructions",
-        "best_of", "previous_response_id", "store"]
+        "best_of", "previous_response_id", "store", "background"]
 stored = []   # ids of the responses made so far (stored unless a request said store: false)
 
 
 def other_request():
     """a GET, DELETE or OPTIONS of a stored response (or a made-up id), with odd query strings and CORS headers"""
     rid = rng.choice(stored) if stored and rng.random() < 0.7 else rng.choice(["resp_x", "", "%00", "a" * 300, "..", "@"])
-    path = "/v1/responses/" + rid + rng.choice(["", "/input_items", "/input_items/", "/other", "/"])
+    path = "/v1/responses/" + rid + rng.choice(["", "/input_items", "/input_items/", "/other", "/", "/cancel"])
     if rng.random() < 0.6:
         q = [f"{k}={rng.choice(['0', '1', '100', '101', '-5', 'asc', 'desc', 'x', '', '%ff', 'msg_1'])}"
              for k in rng.sample(["limit", "order", "after", "x"], rng.randint(1, 3))]
         path += "?" + "&".join(q)
-    method = rng.choice(["GET", "DELETE", "OPTIONS", "PUT", "HEAD"])
+    method = rng.choice(["GET", "DELETE", "OPTIONS", "PUT", "HEAD", "POST"])
     headers = {}
     if rng.random() < 0.5:
         headers["Origin"] = rng.choice(["http://a.example", "null", "", "x" * 500])
@@ -124,7 +125,7 @@ for k in range(n):
     path, body = rng.choice(BASE)
     if isinstance(body, dict) and body.get("previous_response_id") == "@":
         body = dict(body, previous_response_id=rng.choice(stored) if stored else "resp_none")
-    for _ in range(rng.randint(1, 3)):
+    for _ in range(rng.choice([0, 1, 1, 2, 3])):   # (a few left whole: stored responses to go on from)
         body = mutate(body)
     if isinstance(body, dict):   # replies kept short (a build with AddressSanitizer decodes ~1 token a second)
         main_key = "max_output_tokens" if path == "/v1/responses" else "max_tokens"   # (the other one: kept if there)
@@ -150,7 +151,7 @@ for k in range(n):
             print("5xx", r.status, path, data[:300], raw[:200], flush=True); bad += 1
         if r.getheader("Content-Type", "").startswith("application/json"):
             js = json.loads(raw.decode("utf-8"))
-            if path == "/v1/responses" and r.status == 200 and isinstance(js, dict) and js.get("store"):
+            if path == "/v1/responses" and r.status == 200 and isinstance(js, dict) and js.get("store") is True:
                 stored.append(js["id"])
         elif r.getheader("Content-Type", "").startswith("text/event-stream"):
             raw.decode("utf-8")
