@@ -227,7 +227,6 @@ static const struct { const char *name, *why; } refused[] = {
     {"response_format", "use 'text': {\"format\": ...}"},
     {"logprobs", "use 'top_logprobs' (or include 'message.output_text.logprobs')"},
     {"n", "a response has one output; send several requests"},
-    {"stream_options", "a streamed response ends with response.completed, which carries the usage"},
     {"functions", "use 'tools' ([{\"type\": \"function\", \"name\": ...}])"},
     {"function_call", "use 'tool_choice'"},
     {"conversation", "this server keeps no conversations: go on from a response with 'previous_response_id', or "
@@ -464,6 +463,20 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, srv_resp_
     if (sto && !cJSON_IsBool(sto) && !cJSON_IsNull(sto))
         return FAIL("store", "'store' must be a boolean");
     const bool keep = store && !cJSON_IsFalse(sto);
+    const cJSON *so = get(root, "stream_options");   /* the Responses API's: include_obfuscation alone */
+    if (so) {
+        if (!cJSON_IsObject(so))
+            return FAIL("stream_options", "'stream_options' must be an object");
+        const cJSON *x;
+        cJSON_ArrayForEach(x, so) {
+            if (strcmp(x->string, "include_obfuscation"))
+                return FAIL("stream_options", "'stream_options': '%.40s' is not an option of the Responses API "
+                            "(include_obfuscation; a streamed response ends with response.completed, which carries the "
+                            "usage)", x->string);
+            if (!cJSON_IsBool(x) && !cJSON_IsNull(x))
+                return FAIL("stream_options", "'stream_options.include_obfuscation' must be a boolean");
+        }
+    }
     const bool background = cJSON_IsTrue(bg);
     if (background && !keep)
         return FAIL("background", store ? "a background response must be stored: 'store' cannot be false with it"

@@ -112,7 +112,8 @@ def own_template(port):
           types[4 + n_delta:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
                                   "response.completed" if r.status == "completed" else "response.incomplete"],
           f"the events in order ({n_delta} deltas): {types[:5]} ... {types[-4:]}")
-    evs = events(port, {"input": q, "instructions": "Answer briefly.", "max_output_tokens": 64, "temperature": 0})
+    evs = events(port, {"input": q, "instructions": "Answer briefly.", "max_output_tokens": 64, "temperature": 0,
+                        "stream_options": {"include_obfuscation": False}})
     check([d["sequence_number"] for _, d in evs] == list(range(len(evs))) and all(n == d["type"] for n, d in evs),
           f"{len(evs)} events: sequence numbers 0..{len(evs) - 1}, each event line naming its data's type")
     # cut by max_output_tokens
@@ -172,6 +173,7 @@ def own_template(port):
            ({"input": q, "conversation": "conv_1"}, "conversation"),
            ({"messages": [{"role": "user", "content": q}]}, "messages"),
            ({"input": q, "max_tokens": 5}, "max_tokens"),
+           ({"input": q, "stream": True, "stream_options": {"include_usage": True}}, "stream_options"),
            ({"max_output_tokens": 5}, "input"),
            ({"input": []}, "input"),
            ({"input": 5}, "input"),
