@@ -190,10 +190,7 @@ bool srv_cors_preflight(const struct srv_cors *cc, struct MHD_Connection *c, con
     if (!headers_ok(cc, want_h))
         snprintf(why + strlen(why), sizeof why - strlen(why), "%sheaders", why[0] ? ", " : "");
     char body[200];
-    if (why[0])
-        snprintf(body, sizeof body, "Disallowed CORS %s", why);
-    else
-        body[0] = 'O', body[1] = 'K', body[2] = 0;
+    snprintf(body, sizeof body, "%s%s", why[0] ? "Disallowed CORS " : "OK", why);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_COPY);
     if (!r) {
         *ret = MHD_NO;

@@ -2016,15 +2016,27 @@ struct bg_task {
     bool cancelled;         /* under sv->bg_mu */
 };
 
-static void bg_unlist(okv_server *sv, struct bg_task *t)
+/* t off the registry (its response is kept by then: a cancel waiting for it wakes); ended: its thread ends too */
+static void bg_unlist(okv_server *sv, struct bg_task *t, bool ended)
 {
     pthread_mutex_lock(&sv->bg_mu);
-    for (struct bg_task **p = (struct bg_task **)&sv->bg_tasks; *p; p = &(*p)->next)
+    for (struct bg_task **p = &sv->bg_tasks; *p; p = &(*p)->next)
         if (*p == t) {
             *p = t->next;
             break;
         }
+    sv->n_background -= ended;
+    pthread_cond_broadcast(&sv->bg_cv);
     pthread_mutex_unlock(&sv->bg_mu);
+}
+
+/* whether a background response of this id is running (sv->bg_mu held) */
+static bool bg_listed(const okv_server *sv, const char *id)
+{
+    for (const struct bg_task *t = sv->bg_tasks; t; t = t->next)
+        if (!strcmp(t->rq.id, id))
+            return true;
+    return false;
 }
 
 static void *bg_main(void *arg)
@@ -2050,21 +2062,27 @@ static void *bg_main(void *arg)
     for (int i = 0; i < t->nj; i++)
         aborted |= t->jobs[i]->reason == OKV_FINISH_ABORT;
     struct perr e = {0};
-    cJSON *o = NULL;
-    if (aborted || cancelled) {
+    cJSON *o;   /* the Response to keep, where final_obj did not keep it */
+    if (aborted || cancelled)
         o = srv_resp_status_obj(&t->rq, sv->model_name, "cancelled", NULL, NULL);
-    } else if (!(o = final_obj(t->jobs, t->nj, t->nj, 1, &t->rq, &e))) {   /* (kept by srv_resp_reply) */
+    else if ((o = final_obj(t->jobs, t->nj, t->nj, 1, &t->rq, &e))) {
+        cJSON_Delete(o);   /* (kept by srv_resp_reply) */
+        o = NULL;
+    } else {
         o = srv_resp_status_obj(&t->rq, sv->model_name, "failed", "server_error", e.msg);
     }
-    if (o && (aborted || cancelled || e.status))
+    if (o)
         srv_resp_keep(&t->rq, o);
     cJSON_Delete(o);
-    bg_unlist(sv, t);
+    bg_unlist(sv, t, false);   /* (the jobs live while it is listed: a cancel reads their ids) */
     for (int i = 0; i < t->nj; i++)
         http_release(t->jobs[i]);
     srv_resp_req_free(&t->rq);
     okv_free(t);
-    atomic_fetch_sub(&sv->n_background, 1);
+    pthread_mutex_lock(&sv->bg_mu);   /* the last touch of sv: okv_server_free waits for the count */
+    sv->n_background--;
+    pthread_cond_broadcast(&sv->bg_cv);
+    pthread_mutex_unlock(&sv->bg_mu);
     return NULL;
 }
 
@@ -2092,8 +2110,8 @@ static bool bg_start(okv_server *sv, struct MHD_Connection *c, struct job **jobs
     pthread_mutex_lock(&sv->bg_mu);
     t->next = sv->bg_tasks;
     sv->bg_tasks = t;
+    sv->n_background++;
     pthread_mutex_unlock(&sv->bg_mu);
-    atomic_fetch_add(&sv->n_background, 1);
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -2101,8 +2119,7 @@ static bool bg_start(okv_server *sv, struct MHD_Connection *c, struct job **jobs
     const int rc = pthread_create(&th, &at, bg_main, t);
     pthread_attr_destroy(&at);
     if (rc != 0) {
-        bg_unlist(sv, t);
-        atomic_fetch_sub(&sv->n_background, 1);
+        bg_unlist(sv, t, true);
         srv_resp_store_delete(sv->responses, t->rq.id);
         cJSON_Delete(o);
         okv_free(t);
@@ -2129,18 +2146,14 @@ enum MHD_Result srv_handle_cancel_response(okv_server *sv, struct MHD_Connection
     pthread_mutex_unlock(&sv->bg_mu);
     cJSON *r = NULL;
     bool oom = false;
-    if (found) {   /* the thread keeps the cancelled response once its jobs have stopped (a step or so) */
-        for (int k = 0; k < 1000; k++) {
-            bool still = false;
-            pthread_mutex_lock(&sv->bg_mu);
-            for (struct bg_task *t = sv->bg_tasks; t; t = t->next)
-                still |= !strcmp(t->rq.id, id);
-            pthread_mutex_unlock(&sv->bg_mu);
-            if (!still)
-                break;
-            struct timespec ts = {0, 5 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
+    if (found) {   /* the thread keeps the cancelled response once its jobs have stopped (a step or so; at most 5 s) */
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 5;
+        pthread_mutex_lock(&sv->bg_mu);
+        while (bg_listed(sv, id) && pthread_cond_timedwait(&sv->bg_cv, &sv->bg_mu, &dl) != ETIMEDOUT)
+            ;
+        pthread_mutex_unlock(&sv->bg_mu);
     }
     if (!sv->responses || !srv_resp_store_get(sv->responses, id, &r, NULL, NULL, &oom)) {
         if (oom)

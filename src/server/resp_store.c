@@ -249,13 +249,15 @@ enum MHD_Result srv_handle_stored_response(okv_server *sv, struct MHD_Connection
     const char *slash = strchr(rest, '/');
     const size_t idn = slash ? (size_t)(slash - rest) : strlen(rest);
     snprintf(id, sizeof id, "%.*s", (int)(idn < sizeof id ? idn : sizeof id - 1), rest);
-    const bool items = slash && !strcmp(slash, "/input_items");
-    if (!idn || (slash && !items))
+    const bool items = slash && !strcmp(slash, "/input_items"), cancel = slash && !strcmp(slash, "/cancel");
+    if (!idn || (slash && !items && !cancel))
         return srv_reply_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", NULL, "not_found",
                                "Unknown endpoint '%s /v1/responses/%.100s'.", method, rest);
-    if (!(get || (del && !items)))
+    if (cancel ? strcmp(method, "POST") != 0 : !(get || (del && !items)))
         return srv_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL, "method_not_allowed",
                                "Method %s is not allowed on /v1/responses/%.100s.", method, rest);
+    if (cancel)
+        return srv_handle_cancel_response(sv, c, id);
     if (!sv->responses)
         return srv_reply_error(c, MHD_HTTP_NOT_FOUND, "invalid_request_error", "response_id", "not_found",
                                "This server stores no responses (serve --max-stored-responses 0).");

@@ -27,7 +27,8 @@ bool srv_resp_store_delete(srv_resp_store *s, const char *id);
 void srv_resp_store_count(srv_resp_store *s, int *n, size_t *bytes);
 
 /* GET /v1/responses/{id}, GET /v1/responses/{id}/input_items (?limit=1..100, default 20; order=asc|desc, default
- * desc; after=ITEM_ID) and DELETE /v1/responses/{id}; rest: the URL after "/v1/responses/". */
+ * desc; after=ITEM_ID), DELETE /v1/responses/{id} and POST /v1/responses/{id}/cancel (openai.c's
+ * srv_handle_cancel_response); rest: the URL after "/v1/responses/". */
 enum MHD_Result srv_handle_stored_response(okv_server *sv, struct MHD_Connection *c, const char *method, const char *rest);
 
 #endif

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "server/server_internal.h"
 #include "server/resp_store.h"
+#include "util/strbuf.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -372,18 +373,8 @@ static enum MHD_Result dispatch(okv_server *sv, struct MHD_Connection *c, const 
                                    "Method %s is not allowed on %s.", method, url);
         return handle_model(sv, c, url + 11);
     }
-    if (r < 0 && !strncmp(url, "/v1/responses/", 14)) {   /* a stored response: GET, its input_items, DELETE, cancel */
-        const char *rest = url + 14, *sl = strchr(rest, '/');
-        if (sl && !strcmp(sl, "/cancel") && sl > rest) {
-            if (!post)
-                return srv_reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", NULL,
-                                       "method_not_allowed", "Method %s is not allowed on %s.", method, url);
-            char id[128];
-            snprintf(id, sizeof id, "%.*s", (int)(sl - rest < 127 ? sl - rest : 127), rest);
-            return srv_handle_cancel_response(sv, c, id);
-        }
-        return srv_handle_stored_response(sv, c, method, rest);
-    }
+    if (r < 0 && !strncmp(url, "/v1/responses/", 14))   /* a stored response: GET, its input_items, DELETE, cancel */
+        return srv_handle_stored_response(sv, c, method, url + 14);
     if (r < 0 && !strcmp(url, "/ping") && (get || post))   /* vLLM's (SageMaker's) liveness probe */
         return reply_bytes(c, MHD_HTTP_OK, "text/plain", "", 0);
     if (r < 0)
@@ -491,21 +482,24 @@ static char *read_pem(const char *path)
         okv_set_error(OKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
-    char *s = okv_malloc((1 << 20) + 1, OKV_TAG_SERVER);
-    size_t n = s ? fread(s, 1, 1 << 20, f) : 0;
-    const bool more = s && fgetc(f) != EOF;
+    struct okv_strbuf b = {.tag = OKV_TAG_SERVER};
+    char buf[8192];
+    size_t n;
+    while (b.len <= (1 << 20) && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        okv_sb_put(&b, buf, n);
     fclose(f);
-    if (!s) {
+    if (b.oom) {
+        okv_free(b.s);
         okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
         return NULL;
     }
-    s[n] = 0;
-    if (more || !strstr(s, "-----BEGIN ")) {
-        okv_free(s);
-        okv_set_error(OKV_ERR_INVALID_ARG, "%s is not a PEM file (%s)", path, more ? "larger than 1 MiB" : "no -----BEGIN line");
+    if (b.len > (1 << 20) || !b.s || !strstr(b.s, "-----BEGIN ")) {
+        okv_set_error(OKV_ERR_INVALID_ARG, "%s is not a PEM file (%s)", path,
+                      b.len > (1 << 20) ? "larger than 1 MiB" : "no -----BEGIN line");
+        okv_free(b.s);
         return NULL;
     }
-    return s;
+    return b.s;
 }
 
 enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const struct okv_server_params *p,
@@ -551,8 +545,8 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
     atomic_init(&sv->stopping, false);
     atomic_init(&sv->n_ids, 0);
     atomic_init(&sv->n_active, 0);
-    atomic_init(&sv->n_background, 0);
     pthread_mutex_init(&sv->bg_mu, NULL);
+    pthread_cond_init(&sv->bg_cv, NULL);
     sv->model_name = dup_or_null(p->model_name);
     sv->model_alias = dup_or_null(p->model_alias);
     sv->model_root = dup_or_null(p->model_root);
@@ -561,41 +555,28 @@ enum okv_status okv_server_create(okv_sched *s, const okv_tokenizer *tok, const 
                                                      ? OKV_MAX_TOP_LOGPROBS : p->max_logprobs;
     sv->tokens_as_ids = p->tokens_as_ids;
     sv->response_role = dup_or_null(p->response_role && *p->response_role ? p->response_role : "assistant");
-    enum okv_status cst = srv_cors_init(&sv->cors, p->cors_origins, p->cors_methods, p->cors_headers, p->cors_credentials);
-    if (cst != OKV_OK || !sv->response_role) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", cst != OKV_OK ? okv_last_error() : "out of memory");
-        freeaddrinfo(ai);
-        okv_server_free(sv);
-        return okv_set_error(cst != OKV_OK ? cst : OKV_ERR_NO_MEMORY, "server: %s", msg);
-    }
-    if (p->tls_key_file || p->tls_cert_file) {   /* HTTPS: libmicrohttpd's GnuTLS */
-        const char *bad = NULL;
+    /* the options' state: a failure leaves its error set (okv_last_error) */
+    enum okv_status st = srv_cors_init(&sv->cors, p->cors_origins, p->cors_methods, p->cors_headers, p->cors_credentials);
+    if (st == OKV_OK && !sv->response_role)
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
+    if (st == OKV_OK && (p->tls_key_file || p->tls_cert_file)) {   /* HTTPS: libmicrohttpd's GnuTLS */
         if (!p->tls_key_file || !p->tls_cert_file)
-            bad = "an HTTPS server needs both a key and a certificate";
+            st = okv_set_error(OKV_ERR_INVALID_ARG, "an HTTPS server needs both a key and a certificate");
         else if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
-            bad = "this libmicrohttpd was built without TLS";
-        else if (!(sv->tls_key = read_pem(p->tls_key_file)))
-            bad = "key";
-        else if (!(sv->tls_cert = read_pem(p->tls_cert_file)))
-            bad = "certificate";
-        if (bad) {
-            char msg[512];
-            if (!strcmp(bad, "key") || !strcmp(bad, "certificate"))
-                snprintf(msg, sizeof msg, "%s", okv_last_error());
-            else
-                snprintf(msg, sizeof msg, "%s", bad);
-            freeaddrinfo(ai);
-            okv_server_free(sv);
-            return okv_set_error(OKV_ERR_INVALID_ARG, "server: %s", msg);
-        }
+            st = okv_set_error(OKV_ERR_INVALID_ARG, "this libmicrohttpd was built without TLS");
+        else if (!(sv->tls_key = read_pem(p->tls_key_file)) || !(sv->tls_cert = read_pem(p->tls_cert_file)))
+            st = OKV_ERR_INVALID_ARG;   /* (read_pem set the error) */
     }
-    if (p->max_stored_responses >= 0 &&
+    if (st == OKV_OK && p->max_stored_responses >= 0 &&
         !(sv->responses = srv_resp_store_new(p->max_stored_responses ? p->max_stored_responses : 1024,
-                                             p->max_stored_bytes ? p->max_stored_bytes : (size_t)256 << 20))) {
+                                             p->max_stored_bytes ? p->max_stored_bytes : (size_t)256 << 20)))
+        st = okv_set_error(OKV_ERR_NO_MEMORY, "out of memory");
+    if (st != OKV_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", okv_last_error());
         freeaddrinfo(ai);
         okv_server_free(sv);
-        return okv_set_error(OKV_ERR_NO_MEMORY, "server: out of memory");
+        return okv_set_error(st, "server: %s", msg);
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0) | (sv->tls_key ? MHD_USE_TLS : 0);
@@ -654,10 +635,11 @@ void okv_server_free(okv_server *sv)
     if (!sv)
         return;
     okv_server_shutdown(sv);
-    while (atomic_load(&sv->n_background) > 0) {   /* background responses: their jobs were cancelled, they end now */
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    pthread_mutex_lock(&sv->bg_mu);   /* background responses: their jobs were cancelled, their threads end now */
+    while (sv->n_background > 0)
+        pthread_cond_wait(&sv->bg_cv, &sv->bg_mu);
+    pthread_mutex_unlock(&sv->bg_mu);
+    pthread_cond_destroy(&sv->bg_cv);
     pthread_mutex_destroy(&sv->bg_mu);
     okv_free(sv->model_name);
     okv_free(sv->model_alias);

@@ -40,8 +40,9 @@ struct okv_server {
     struct srv_cors cors;         /* okv_server_params.cors_* */
     char *tls_key, *tls_cert;     /* the PEM texts (HTTPS), kept while the daemon runs */
     pthread_mutex_t bg_mu;        /* background responses running (openai.c's struct bg_task list) */
+    pthread_cond_t bg_cv;         /* signalled as one leaves the list and as its thread ends */
     struct bg_task *bg_tasks;
-    atomic_int n_background;      /* their threads; the server is freed after the last one ends */
+    int n_background;             /* their threads (bg_mu); the server is freed after the last one ends */
 };
 
 /* A growing byte buffer (NUL-terminated when non-empty); oom sticks. */
