@@ -351,6 +351,17 @@ static bool read_text_format(const cJSON *root, cJSON *chat, char *err, size_t e
     return true;
 }
 
+/* a message's content as one text part: [{"type": type, "text": text}] */
+static cJSON *one_part(const char *type, const char *text)
+{
+    cJSON *part = cJSON_CreateObject();
+    cJSON_AddStringToObject(part, "type", type);
+    cJSON_AddStringToObject(part, "text", text);
+    cJSON *arr = cJSON_CreateArray();
+    cJSON_AddItemToArray(arr, part);
+    return arr;
+}
+
 /* The input (read_input accepted it) as the items a stored response lists: a string as a user message; a message
  * with "type": "message", its string content as one text part (input_text, output_text for the assistant's); each
  * item with an id (msg_, fc_, fco_, rs_) unless it has one. Appended to items; false: out of memory. */
@@ -363,10 +374,7 @@ static bool add_input_items(cJSON *items, const cJSON *input)
         cJSON_AddStringToObject(it, "id", id);
         cJSON_AddStringToObject(it, "type", "message");
         cJSON_AddStringToObject(it, "role", "user");
-        cJSON *part = cJSON_CreateObject();
-        cJSON_AddStringToObject(part, "type", "input_text");
-        cJSON_AddStringToObject(part, "text", input->valuestring);
-        cJSON_AddItemToArray(cJSON_AddArrayToObject(it, "content"), part);
+        cJSON_AddItemToObject(it, "content", one_part("input_text", input->valuestring));
         return cJSON_AddItemToArray(items, it);
     }
     const cJSON *x;
@@ -380,14 +388,9 @@ static bool add_input_items(cJSON *items, const cJSON *input)
             type = "message";
         }
         const cJSON *c = get(it, "content");
-        if (!strcmp(type, "message") && cJSON_IsString(c)) {
-            cJSON *part = cJSON_CreateObject();
-            cJSON_AddStringToObject(part, "type", role && !strcmp(role, "assistant") ? "output_text" : "input_text");
-            cJSON_AddStringToObject(part, "text", c->valuestring);
-            cJSON *arr = cJSON_CreateArray();
-            cJSON_AddItemToArray(arr, part);
-            cJSON_ReplaceItemInObjectCaseSensitive(it, "content", arr);
-        }
+        if (!strcmp(type, "message") && cJSON_IsString(c))
+            cJSON_ReplaceItemInObjectCaseSensitive(
+                it, "content", one_part(role && !strcmp(role, "assistant") ? "output_text" : "input_text", c->valuestring));
         if (!cJSON_IsString(get(it, "id"))) {
             char id[48];
             new_id(id, !strcmp(type, "function_call")          ? "fc"
@@ -460,7 +463,7 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, srv_resp_
     if (mot && !cJSON_IsNumber(mot))
         return FAIL("max_output_tokens", "'max_output_tokens' must be an integer");
     const cJSON *sto = get(root, "store");
-    if (sto && !cJSON_IsBool(sto) && !cJSON_IsNull(sto))
+    if (sto && !cJSON_IsBool(sto))
         return FAIL("store", "'store' must be a boolean");
     const bool keep = store && !cJSON_IsFalse(sto);
     const cJSON *so = get(root, "stream_options");   /* the Responses API's: include_obfuscation alone */
@@ -486,7 +489,7 @@ bool srv_resp_request(const cJSON *root, const char *body, size_t len, srv_resp_
         return FAIL("background", "a background response is not streamed here: poll GET /v1/responses/{id}");
     const cJSON *prev_id = get(root, "previous_response_id");
     cJSON *prev = NULL;   /* the conversation that previous_response_id ended */
-    if (prev_id && !cJSON_IsNull(prev_id)) {
+    if (prev_id) {
         if (!cJSON_IsString(prev_id))
             return FAIL("previous_response_id", "'previous_response_id' must be a string");
         if (!store)
